@@ -1,0 +1,88 @@
+//! RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::{arg_error, guarded, hold_error, key_owner_rest};
+use crate::config;
+use crate::core::args::{parse_acquire_options, AcquireOptions};
+use crate::core::hold::{decide_acquire, Acquire};
+use crate::ffi::now_ms;
+use crate::stats;
+use crate::store::{Fence, LockKey};
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, "RLOCK.ACQUIRE", || {
+        let (key, owner, rest) = key_owner_rest(&args, 3)?;
+        let options = parse_acquire_options(&rest).map_err(arg_error)?;
+        refuse_unbuilt(&options)?;
+        try_acquire(ctx, key, owner, &options)
+    })
+}
+
+/// BLOCK, FAIR and SESSION come with their own issues.
+fn refuse_unbuilt(options: &AcquireOptions) -> Result<(), RedisError> {
+    let unbuilt = [
+        (options.block.is_some(), "BLOCK"),
+        (options.fair, "FAIR"),
+        (options.session, "SESSION"),
+    ];
+    match unbuilt.iter().find(|(given, _)| *given) {
+        Some((_, name)) => Err(RedisError::String(format!(
+            "ERR option {name} is not supported by this version of rlock"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// One attempt: the acquire reply (count or token), or null when someone else holds the lock.
+pub fn try_acquire(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+) -> RedisResult {
+    let lock = LockKey::open(ctx, key)?;
+    let decision = decide_acquire(lock.state(owner).map_err(hold_error)?).map_err(hold_error)?;
+    let lease = options.lease.unwrap_or_else(config::default_lease);
+    let (count, token) = match decision {
+        Acquire::Busy => return Ok(RedisValue::Null),
+        Acquire::Take => {
+            // Once fencing is in use on a lock, every free-to-held transition bumps
+            // the counter, so the counter always names the current hold.
+            let mut fence = Fence::open(ctx, key)?;
+            let token = if options.token || fence.exists() {
+                let next = fence.next()?;
+                fence.store(next);
+                Some(next)
+            } else {
+                None
+            };
+            stats::ACQUIRES.incr();
+            (1, token)
+        }
+        Acquire::Reenter { count } => {
+            let token = if options.token {
+                let mut fence = Fence::open(ctx, key)?;
+                Some(match fence.current() {
+                    Some(current) => current,
+                    // Taken before fencing was in use: fence the hold now.
+                    None => {
+                        let next = fence.next()?;
+                        fence.store(next);
+                        next
+                    }
+                })
+            } else {
+                None
+            };
+            stats::REENTRIES.incr();
+            (count, token)
+        }
+    };
+    lock.set_count(owner, count);
+    lock.set_deadline(lease.deadline_from(now_ms()));
+    Ok(RedisValue::Integer(match (options.token, token) {
+        (true, Some(token)) => token,
+        _ => count,
+    }))
+}

@@ -1,0 +1,70 @@
+//! Module configs: `rlock.lease-ms`, `rlock.fair-wait-ms`, `rlock.publish`.
+//! Set at load (`MODULE LOAD path lease-ms 5000`) or with `CONFIG SET rlock.<name>`.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use crate::core::args::parse_i64;
+use crate::core::lease::{Lease, MAX_LEASE_MS};
+
+pub const DEFAULT_LEASE_MS: i64 = 30_000;
+pub const DEFAULT_FAIR_WAIT_MS: i64 = 300_000;
+pub const MAX_MS: i64 = MAX_LEASE_MS;
+
+pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
+pub static FAIR_WAIT_MS: AtomicI64 = AtomicI64::new(DEFAULT_FAIR_WAIT_MS);
+pub static PUBLISH: AtomicBool = AtomicBool::new(true);
+
+/// The lease used when a command gives none.
+pub fn default_lease() -> Lease {
+    Lease::from_ms(LEASE_MS.load(Ordering::Relaxed)).unwrap_or_else(|| {
+        Lease::from_ms(DEFAULT_LEASE_MS).expect("the default lease is in range")
+    })
+}
+
+pub fn fair_wait_ms() -> i64 {
+    FAIR_WAIT_MS.load(Ordering::Relaxed)
+}
+
+pub fn publish() -> bool {
+    PUBLISH.load(Ordering::Relaxed)
+}
+
+/// Checks the `name value` pairs given to `MODULE LOAD`, so that a typo or a value
+/// out of range fails the load instead of being ignored.
+pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
+    if args.len() % 2 != 0 {
+        return Err("module arguments must be pairs of config name and value".into());
+    }
+    for pair in args.chunks(2) {
+        let (name, value) = (pair[0], pair[1]);
+        let shown = String::from_utf8_lossy(name);
+        let ok = match name {
+            b"lease-ms" | b"fair-wait-ms" => {
+                matches!(parse_i64(value), Some(ms) if (1..=MAX_MS).contains(&ms))
+            }
+            b"publish" => matches!(value, b"yes" | b"no"),
+            _ => return Err(format!("unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish)")),
+        };
+        if !ok {
+            return Err(format!(
+                "bad value for config '{shown}': lease-ms and fair-wait-ms take 1 to {MAX_MS}, publish takes yes or no"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_args_are_checked() {
+        assert!(check_load_args(&[]).is_ok());
+        assert!(check_load_args(&[b"lease-ms", b"5000", b"publish", b"no"]).is_ok());
+        assert!(check_load_args(&[b"lease-ms"]).is_err());
+        assert!(check_load_args(&[b"lease-ms", b"0"]).is_err());
+        assert!(check_load_args(&[b"publish", b"maybe"]).is_err());
+        assert!(check_load_args(&[b"lease", b"10"]).is_err());
+    }
+}

@@ -1,0 +1,290 @@
+//! The argument grammar of the RLOCK commands, as typed requests.
+//!
+//! Option keywords are case-insensitive, may come in any order, and may not repeat.
+
+use std::fmt;
+
+use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
+
+/// Owners are opaque and binary-safe, but bounded.
+pub const MAX_OWNER_LEN: usize = 1024;
+
+/// How long a `BLOCK` waiter may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// `BLOCK 0`, as `BLPOP 0`.
+    Forever,
+    /// `BLOCK ms` with ms >= 1.
+    For(i64),
+}
+
+/// Options of `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AcquireOptions {
+    pub lease: Option<Lease>,
+    pub block: Option<Wait>,
+    pub fair: bool,
+    pub token: bool,
+    pub session: bool,
+}
+
+/// Options of `RLOCK.RENEW key owner [LEASE ms]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenewOptions {
+    pub lease: Option<Lease>,
+}
+
+/// A call whose arguments are wrong. Displays as a Redis error line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgError {
+    UnknownOption(String),
+    RepeatedOption(&'static str),
+    MissingValue(&'static str),
+    BadLease,
+    BadBlock,
+    EmptyOwner,
+    OwnerTooLong,
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::UnknownOption(opt) => write!(f, "ERR unknown option '{opt}'"),
+            ArgError::RepeatedOption(opt) => write!(f, "ERR option {opt} given more than once"),
+            ArgError::MissingValue(opt) => write!(f, "ERR option {opt} needs a value in milliseconds"),
+            ArgError::BadLease => write!(
+                f,
+                "ERR LEASE must be an integer number of milliseconds from 1 to {MAX_LEASE_MS}"
+            ),
+            ArgError::BadBlock => write!(
+                f,
+                "ERR BLOCK must be an integer number of milliseconds from 0 (forever) to {MAX_BLOCK_MS}"
+            ),
+            ArgError::EmptyOwner => write!(f, "ERR owner must not be empty"),
+            ArgError::OwnerTooLong => {
+                write!(f, "ERR owner must be at most {MAX_OWNER_LEN} bytes")
+            }
+        }
+    }
+}
+
+/// Checks an owner id: any bytes, NUL included, 1 to 1024 of them.
+pub fn check_owner(owner: &[u8]) -> Result<(), ArgError> {
+    match owner.len() {
+        0 => Err(ArgError::EmptyOwner),
+        n if n > MAX_OWNER_LEN => Err(ArgError::OwnerTooLong),
+        _ => Ok(()),
+    }
+}
+
+/// Parses the options that follow `key owner` in RLOCK.ACQUIRE.
+pub fn parse_acquire_options(options: &[&[u8]]) -> Result<AcquireOptions, ArgError> {
+    let mut parsed = AcquireOptions::default();
+    let mut rest = options.iter();
+    while let Some(word) = rest.next() {
+        match Keyword::of(word) {
+            Some(Keyword::Lease) => {
+                once(parsed.lease.is_some(), "LEASE")?;
+                parsed.lease = Some(lease_value(rest.next())?);
+            }
+            Some(Keyword::Block) => {
+                once(parsed.block.is_some(), "BLOCK")?;
+                let ms = rest.next().ok_or(ArgError::MissingValue("BLOCK"))?;
+                parsed.block = Some(match parse_i64(ms) {
+                    Some(0) => Wait::Forever,
+                    Some(ms) if (1..=MAX_BLOCK_MS).contains(&ms) => Wait::For(ms),
+                    _ => return Err(ArgError::BadBlock),
+                });
+            }
+            Some(Keyword::Fair) => {
+                once(parsed.fair, "FAIR")?;
+                parsed.fair = true;
+            }
+            Some(Keyword::Token) => {
+                once(parsed.token, "TOKEN")?;
+                parsed.token = true;
+            }
+            Some(Keyword::Session) => {
+                once(parsed.session, "SESSION")?;
+                parsed.session = true;
+            }
+            None => return Err(ArgError::UnknownOption(printable(word))),
+        }
+    }
+    Ok(parsed)
+}
+
+/// Parses the options that follow `key owner` in RLOCK.RENEW.
+pub fn parse_renew_options(options: &[&[u8]]) -> Result<RenewOptions, ArgError> {
+    let mut parsed = RenewOptions::default();
+    let mut rest = options.iter();
+    while let Some(word) = rest.next() {
+        match Keyword::of(word) {
+            Some(Keyword::Lease) => {
+                once(parsed.lease.is_some(), "LEASE")?;
+                parsed.lease = Some(lease_value(rest.next())?);
+            }
+            _ => return Err(ArgError::UnknownOption(printable(word))),
+        }
+    }
+    Ok(parsed)
+}
+
+/// Parses a decimal integer the way Redis does: optional `-`, digits only,
+/// no spaces, no `+`, no leading zeros.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let canonical = match digits {
+        [] => false,
+        [b'0'] => bytes.len() == 1,
+        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
+    };
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+#[derive(Clone, Copy)]
+enum Keyword {
+    Lease,
+    Block,
+    Fair,
+    Token,
+    Session,
+}
+
+impl Keyword {
+    fn of(word: &[u8]) -> Option<Keyword> {
+        const WORDS: [(&[u8], Keyword); 5] = [
+            (b"LEASE", Keyword::Lease),
+            (b"BLOCK", Keyword::Block),
+            (b"FAIR", Keyword::Fair),
+            (b"TOKEN", Keyword::Token),
+            (b"SESSION", Keyword::Session),
+        ];
+        WORDS
+            .iter()
+            .find(|(name, _)| word.eq_ignore_ascii_case(name))
+            .map(|(_, keyword)| *keyword)
+    }
+}
+
+fn once(already_given: bool, name: &'static str) -> Result<(), ArgError> {
+    if already_given {
+        Err(ArgError::RepeatedOption(name))
+    } else {
+        Ok(())
+    }
+}
+
+fn lease_value(value: Option<&&[u8]>) -> Result<Lease, ArgError> {
+    let value = value.ok_or(ArgError::MissingValue("LEASE"))?;
+    parse_i64(value)
+        .and_then(Lease::from_ms)
+        .ok_or(ArgError::BadLease)
+}
+
+/// A user's word, made safe to echo in an error line: at most 64 bytes,
+/// anything outside printable ASCII escaped.
+fn printable(word: &[u8]) -> String {
+    let mut shown: String = word
+        .iter()
+        .take(64)
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
+    if word.len() > 64 {
+        shown.push_str("...");
+    }
+    shown.replace('\'', "\\'")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(words: &[&str]) -> Result<AcquireOptions, ArgError> {
+        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        parse_acquire_options(&words)
+    }
+
+    #[test]
+    fn no_options_means_defaults() {
+        assert_eq!(acquire(&[]), Ok(AcquireOptions::default()));
+    }
+
+    #[test]
+    fn options_in_any_order_and_case() {
+        let parsed = acquire(&["token", "Block", "0", "LEASE", "500", "fair", "SeSsIoN"]).unwrap();
+        assert_eq!(parsed.lease, Lease::from_ms(500));
+        assert_eq!(parsed.block, Some(Wait::Forever));
+        assert!(parsed.fair && parsed.token && parsed.session);
+        assert_eq!(acquire(&["BLOCK", "250"]).unwrap().block, Some(Wait::For(250)));
+    }
+
+    #[test]
+    fn repeated_options_are_refused() {
+        assert_eq!(
+            acquire(&["LEASE", "1", "lease", "2"]),
+            Err(ArgError::RepeatedOption("LEASE"))
+        );
+        assert_eq!(acquire(&["TOKEN", "TOKEN"]), Err(ArgError::RepeatedOption("TOKEN")));
+        assert_eq!(acquire(&["FAIR", "fair"]), Err(ArgError::RepeatedOption("FAIR")));
+    }
+
+    #[test]
+    fn bad_leases_are_refused() {
+        for bad in ["0", "-1", "abc", "1.5", "", " 5", "+5", "05", "1099511627777"] {
+            assert_eq!(acquire(&["LEASE", bad]), Err(ArgError::BadLease), "{bad:?}");
+        }
+        assert_eq!(
+            acquire(&["LEASE", "1099511627776"]).unwrap().lease.map(Lease::ms),
+            Some(1 << 40)
+        );
+        assert_eq!(acquire(&["LEASE"]), Err(ArgError::MissingValue("LEASE")));
+    }
+
+    #[test]
+    fn bad_blocks_are_refused() {
+        for bad in ["-1", "x", "1099511627777"] {
+            assert_eq!(acquire(&["BLOCK", bad]), Err(ArgError::BadBlock), "{bad:?}");
+        }
+        assert_eq!(acquire(&["BLOCK"]), Err(ArgError::MissingValue("BLOCK")));
+    }
+
+    #[test]
+    fn unknown_options_are_named_safely() {
+        assert_eq!(acquire(&["NX"]), Err(ArgError::UnknownOption("NX".into())));
+        let err = parse_acquire_options(&[b"a\0\r\n'"]).unwrap_err();
+        assert_eq!(err.to_string(), "ERR unknown option 'a\\x00\\r\\n\\\\''");
+        assert!(!err.to_string().contains('\0'));
+    }
+
+    #[test]
+    fn renew_takes_only_a_lease() {
+        let words: [&[u8]; 2] = [b"lease", b"10"];
+        assert_eq!(parse_renew_options(&words).unwrap().lease, Lease::from_ms(10));
+        assert!(matches!(
+            parse_renew_options(&[b"TOKEN"]),
+            Err(ArgError::UnknownOption(_))
+        ));
+    }
+
+    #[test]
+    fn owners_are_binary_but_bounded() {
+        assert_eq!(check_owner(b""), Err(ArgError::EmptyOwner));
+        assert_eq!(check_owner(b"\0\xff\r\n"), Ok(()));
+        assert_eq!(check_owner(&[b'x'; 1024]), Ok(()));
+        assert_eq!(check_owner(&[b'x'; 1025]), Err(ArgError::OwnerTooLong));
+    }
+
+    #[test]
+    fn integers_parse_like_redis() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-7"), Some(-7));
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"99999999999999999999"), None);
+    }
+}

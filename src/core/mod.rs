@@ -1,0 +1,7 @@
+//! The lock semantics, free of Redis: argument grammar, hold decisions, lease
+//! arithmetic, helper key names. Everything here is tested with plain `cargo test`.
+
+pub mod args;
+pub mod hold;
+pub mod keys;
+pub mod lease;

@@ -1,0 +1,380 @@
+//! The few raw `RedisModule_*` calls the safe wrappers of `redis-module` 2.0.8 lack
+//! or get wrong for binary data. Every `unsafe` block of the module lives here.
+//!
+//! Each wrapper takes `RedisModuleString`s, never C strings, so owners and keys may
+//! hold any byte, NUL included.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_longlong, c_void};
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString};
+
+/// What a key holds, as far as a lock is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Hash,
+    String,
+    /// A list, set, zset, stream or module type.
+    Other,
+}
+
+/// An open key. Closed on drop, which also signals WATCHers when it was written.
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Key {
+    /// Opens `name` for reading and writing. Always succeeds for a writable open;
+    /// a missing key opens as `KeyKind::Empty`.
+    pub fn open_writable(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
+    }
+
+    pub fn open_readonly(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ)
+    }
+
+    fn open(ctx: &Context, name: &RedisString, mode: u32) -> Key {
+        // SAFETY: ctx is the live context of this call; name is a valid string.
+        let ptr = unsafe {
+            raw::RedisModule_OpenKey.unwrap()(ctx.get_raw(), name.inner, mode as c_int)
+                as *mut raw::RedisModuleKey
+        };
+        Key { ptr }
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        if self.ptr.is_null() {
+            return KeyKind::Empty;
+        }
+        // SAFETY: ptr is an open key.
+        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(self.ptr) } as isize;
+        match kind {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            _ => KeyKind::Other,
+        }
+    }
+
+    /// Number of fields of a hash (elements of any other type).
+    pub fn len(&self) -> usize {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: ptr is an open key.
+        unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) }
+    }
+
+    /// A hash field's value. Call only on a hash.
+    pub fn hash_get(&self, field: &RedisString) -> Option<RedisString> {
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: HashGet takes (field, out-pointer) pairs ended by NULL. The string
+        // it returns is ours to free, which RedisString does on drop.
+        unsafe {
+            raw::RedisModule_HashGet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
+    }
+
+    /// Sets a hash field to an integer, creating the hash if the key is empty.
+    pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
+        // SAFETY: the value string is created and freed here; HashSet copies it.
+        unsafe {
+            let value = raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx.get_raw(), value);
+            raw::RedisModule_HashSet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value,
+                ptr::null_mut::<c_void>(),
+            );
+            raw::RedisModule_FreeString.unwrap()(ctx.get_raw(), value);
+        }
+    }
+
+    /// Removes a hash field.
+    pub fn hash_del(&self, field: &RedisString) {
+        // REDISMODULE_HASH_DELETE, a sentinel pointer with the value 1.
+        let delete = 1usize as *mut raw::RedisModuleString;
+        // SAFETY: as hash_set_int, with the delete sentinel as value.
+        unsafe {
+            raw::RedisModule_HashSet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                delete,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    /// The key's content as bytes, for a string key.
+    pub fn string_value(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: DMA in read mode on a string key; the bytes are copied before
+        // anything else touches the key.
+        unsafe {
+            let data = raw::RedisModule_StringDMA.unwrap()(
+                self.ptr,
+                &mut len,
+                raw::REDISMODULE_READ as c_int,
+            );
+            if data.is_null() {
+                return Vec::new();
+            }
+            std::slice::from_raw_parts(data as *const u8, len).to_vec()
+        }
+    }
+
+    /// Replaces the key with a string holding `value`.
+    pub fn string_set_int(&self, ctx: &Context, value: i64) {
+        // SAFETY: StringSet copies the string, which is freed here.
+        unsafe {
+            let value = raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx.get_raw(), value);
+            raw::RedisModule_StringSet.unwrap()(self.ptr, value);
+            raw::RedisModule_FreeString.unwrap()(ctx.get_raw(), value);
+        }
+    }
+
+    /// Remaining time to live in ms; -1 without expiry, -2 for a missing key.
+    pub fn pttl(&self) -> i64 {
+        if self.kind() == KeyKind::Empty {
+            return -2;
+        }
+        // SAFETY: ptr is an open, existing key.
+        let ttl = unsafe { raw::RedisModule_GetExpire.unwrap()(self.ptr) };
+        if ttl == raw::REDISMODULE_NO_EXPIRE as i64 {
+            -1
+        } else {
+            ttl
+        }
+    }
+
+    /// Sets an absolute unix-ms expiry on an existing key.
+    pub fn set_abs_expire(&self, at_ms: i64) {
+        // SAFETY: ptr is an open, existing, writable key.
+        unsafe {
+            raw::RedisModule_SetAbsExpire.unwrap()(self.ptr, at_ms);
+        }
+    }
+
+    pub fn delete(&self) {
+        // SAFETY: ptr is an open, writable key.
+        unsafe {
+            raw::RedisModule_DeleteKey.unwrap()(self.ptr);
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: ptr was opened by OpenKey and is closed once.
+            unsafe { raw::RedisModule_CloseKey.unwrap()(self.ptr) }
+        }
+    }
+}
+
+/// Propagates `cmd key` to replicas and the AOF.
+pub fn replicate_key(ctx: &Context, cmd: &CStr, key: &RedisString) {
+    // SAFETY: the format "s" takes one RedisModuleString.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(ctx.get_raw(), cmd.as_ptr(), c"s".as_ptr(), key.inner);
+    }
+}
+
+/// Propagates `cmd key n`.
+pub fn replicate_key_int(ctx: &Context, cmd: &CStr, key: &RedisString, n: i64) {
+    // SAFETY: the format "sl" takes a RedisModuleString and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"sl".as_ptr(),
+            key.inner,
+            n as c_longlong,
+        );
+    }
+}
+
+/// Propagates `cmd key field`.
+pub fn replicate_key_field(ctx: &Context, cmd: &CStr, key: &RedisString, field: &RedisString) {
+    // SAFETY: the format "ss" takes two RedisModuleStrings.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"ss".as_ptr(),
+            key.inner,
+            field.inner,
+        );
+    }
+}
+
+/// Propagates `cmd key field n`.
+pub fn replicate_key_field_int(
+    ctx: &Context,
+    cmd: &CStr,
+    key: &RedisString,
+    field: &RedisString,
+    n: i64,
+) {
+    // SAFETY: the format "ssl" takes two RedisModuleStrings and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"ssl".as_ptr(),
+            key.inner,
+            field.inner,
+            n as c_longlong,
+        );
+    }
+}
+
+/// `PUBLISH channel message`, binary-safe.
+pub fn publish(ctx: &Context, channel: &RedisString, message: &RedisString) {
+    // SAFETY: both strings are valid for the call.
+    unsafe {
+        raw::RedisModule_PublishMessage.unwrap()(ctx.get_raw(), channel.inner, message.inner);
+    }
+}
+
+/// The server's clock, unix ms.
+pub fn now_ms() -> i64 {
+    // SAFETY: no arguments; the API table is initialised before any command runs.
+    unsafe { raw::RedisModule_Milliseconds.unwrap()() }
+}
+
+/// `RedisModule_GetContextFlags`.
+pub fn context_flags(ctx: &Context) -> u32 {
+    // SAFETY: ctx is a live context.
+    unsafe { raw::RedisModule_GetContextFlags.unwrap()(ctx.get_raw()) as u32 }
+}
+
+/// Registers the `INFO rlock` callback.
+pub fn register_info(ctx: &Context, callback: extern "C" fn(*mut raw::RedisModuleInfoCtx, c_int)) {
+    // SAFETY: registration happens in OnLoad with the load context.
+    unsafe {
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(callback));
+    }
+}
+
+/// Writes one section of integer fields to an INFO reply.
+pub fn info_section(info: *mut raw::RedisModuleInfoCtx, fields: &[(&CStr, i64)]) {
+    // SAFETY: info is the live info context handed to the callback; an empty
+    // section name means the module's own name.
+    unsafe {
+        raw::RedisModule_InfoAddSection.unwrap()(info, c"".as_ptr());
+        for (name, value) in fields {
+            raw::RedisModule_InfoAddFieldLongLong.unwrap()(info, name.as_ptr(), *value);
+        }
+    }
+}
+
+/// One argument of a command, for `COMMAND DOCS`.
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    /// The keyword before the value, e.g. `LEASE`.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub summary: &'static CStr,
+}
+
+#[derive(Clone, Copy)]
+pub enum ArgKind {
+    Key,
+    String,
+    Integer,
+    /// A bare keyword such as `FAIR`.
+    Flag,
+}
+
+/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+).
+/// Returns false where the server lacks the API or refuses the description.
+pub fn set_command_info(
+    ctx: &Context,
+    command: &CStr,
+    summary: &'static CStr,
+    arity: i32,
+    args: &[ArgDoc],
+) -> bool {
+    // SAFETY: checks the function pointers before use; every pointer handed to
+    // Redis points into memory leaked for the life of the process, which is what
+    // SetCommandInfo expects (it copies, but we stay conservative).
+    unsafe {
+        let (Some(get_command), Some(set_info)) =
+            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo)
+        else {
+            return false;
+        };
+        let handle = get_command(ctx.get_raw(), command.as_ptr());
+        if handle.is_null() {
+            return false;
+        }
+        let mut raw_args: Vec<raw::RedisModuleCommandArg> = args
+            .iter()
+            .map(|arg| {
+                let mut entry: raw::RedisModuleCommandArg = std::mem::zeroed();
+                entry.name = arg.name.as_ptr();
+                entry.type_ = match arg.kind {
+                    ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                    ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                    ArgKind::Integer => {
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER
+                    }
+                    ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                };
+                entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) { 0 } else { -1 };
+                entry.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
+                entry.summary = arg.summary.as_ptr();
+                entry.flags = if arg.optional {
+                    raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+                } else {
+                    raw::REDISMODULE_CMD_ARG_NONE as c_int
+                };
+                entry
+            })
+            .collect();
+        raw_args.push(std::mem::zeroed());
+        let version = Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        }));
+        let mut info: raw::RedisModuleCommandInfo = std::mem::zeroed();
+        info.version = version;
+        info.summary = summary.as_ptr();
+        info.since = c"0.1.0".as_ptr();
+        info.arity = arity;
+        info.args = Box::leak(raw_args.into_boxed_slice()).as_mut_ptr();
+        set_info(handle, &info) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Logs a line to the server log, at warning level. Binary-safe: the message is
+/// cut at the first NUL.
+pub fn log_warning(ctx: *mut raw::RedisModuleCtx, message: &str) {
+    let mut line: Vec<u8> = message.bytes().take_while(|b| *b != 0).collect();
+    line.push(0);
+    // SAFETY: fmt is "%s" and line is NUL-terminated. A null ctx logs as the module-less server.
+    unsafe {
+        raw::RedisModule_Log.unwrap()(
+            ctx,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            line.as_ptr() as *const c_char,
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! rlock: distributed locks as native Redis commands, on Redisson-compatible keys.
+//!
+//! This file only registers things: commands, configs, the INFO section.
+
+pub mod commands;
+pub mod config;
+pub mod core;
+pub mod ffi;
+pub mod stats;
+pub mod store;
+pub mod waiters;
+
+mod docs;
+
+use std::os::raw::c_int;
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, raw, Context, RedisString, Status};
+
+// Redis's allocator inside the server; the system one for `cargo test`, where
+// there is no server to allocate from.
+#[cfg(not(test))]
+type ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const MODULE_ALLOCATOR: ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type ModuleAllocator = std::alloc::System;
+#[cfg(test)]
+const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let words: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    if let Err(problem) = config::check_load_args(&words) {
+        ffi::log_warning(ctx.get_raw(), &format!("rlock: not loaded: {problem}"));
+        return Status::Err;
+    }
+    install_panic_log();
+    ffi::register_info(ctx, info);
+    docs::describe_commands(ctx);
+    Status::Ok
+}
+
+fn deinit(_ctx: &Context) -> Status {
+    Status::Ok
+}
+
+/// Panics are caught at every entry point; this puts their message in the server log.
+fn install_panic_log() {
+    std::panic::set_hook(Box::new(|panic| {
+        ffi::log_warning(std::ptr::null_mut(), &format!("rlock: {panic}"));
+    }));
+}
+
+extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let _ = std::panic::catch_unwind(|| {
+        ffi::info_section(
+            info,
+            &[
+                (c"acquires", stats::ACQUIRES.get()),
+                (c"reentries", stats::REENTRIES.get()),
+                (c"releases", stats::RELEASES.get()),
+                (c"force_releases", stats::FORCE_RELEASES.get()),
+                (c"handoffs", stats::HANDOFFS.get()),
+                (c"expiries", stats::EXPIRIES.get()),
+                (c"session_releases", stats::SESSION_RELEASES.get()),
+                (c"blocked", waiters::blocked_total() as i64),
+                (c"tracked_locks", waiters::tracked_locks() as i64),
+            ],
+        )
+    });
+}
+
+redis_module! {
+    name: "rlock",
+    version: 1,
+    allocator: (ModuleAllocator, MODULE_ALLOCATOR),
+    data_types: [],
+    init: init,
+    deinit: deinit,
+    commands: [
+        ["rlock.acquire", commands::acquire::command, "write deny-oom", 1, 1, 1, ""],
+        ["rlock.release", commands::release::command, "write", 1, 1, 1, ""],
+        ["rlock.renew", commands::renew::command, "write", 1, 1, 1, ""],
+        ["rlock.forcerelease", commands::release::force_command, "write", 1, 1, 1, ""],
+        ["rlock.info", commands::info::command, "readonly", 1, 1, 1, ""],
+    ],
+    configurations: [
+        i64: [
+            ["lease-ms", &config::LEASE_MS, config::DEFAULT_LEASE_MS, 1, config::MAX_MS, ConfigurationFlags::DEFAULT, None],
+            ["fair-wait-ms", &config::FAIR_WAIT_MS, config::DEFAULT_FAIR_WAIT_MS, 1, config::MAX_MS, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [
+            ["publish", &config::PUBLISH, true, ConfigurationFlags::DEFAULT, None],
+        ],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}

@@ -1,0 +1,38 @@
+//! Counters shown by `INFO rlock`.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+pub struct Counter(AtomicI64);
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter(AtomicI64::new(0))
+    }
+
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Locks taken from free.
+pub static ACQUIRES: Counter = Counter::new();
+/// Re-entries by the holder.
+pub static REENTRIES: Counter = Counter::new();
+/// Holds released: a full release or a re-entry undone.
+pub static RELEASES: Counter = Counter::new();
+/// Locks passed straight to a blocked waiter.
+pub static HANDOFFS: Counter = Counter::new();
+/// Lease expiries of locks the module was watching.
+pub static EXPIRIES: Counter = Counter::new();
+/// Holds released because their SESSION connection closed.
+pub static SESSION_RELEASES: Counter = Counter::new();
+/// Locks force-released.
+pub static FORCE_RELEASES: Counter = Counter::new();

@@ -1,0 +1,164 @@
+//! The one place that reads and writes the Redisson-compatible keys.
+//!
+//! Every write here is replicated as a plain command with absolute times
+//! (`HSET`, `HDEL`, `DEL`, `PEXPIREAT`, `SET`), so a replica or an AOF replays it
+//! without the module, and is announced with the keyspace event the plain
+//! command would have raised.
+
+use redis_module::{Context, NotifyEvent, RedisError, RedisString};
+
+use crate::config;
+use crate::core::hold::{parse_count, HoldError, LockState};
+use crate::core::keys::{helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
+use crate::ffi::{self, Key, KeyKind};
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A lock hash, open for the length of one command or callback.
+pub struct LockKey<'a> {
+    ctx: &'a Context,
+    name: &'a RedisString,
+    key: Key,
+}
+
+impl<'a> LockKey<'a> {
+    /// Opens the lock `name`; `WRONGTYPE` unless it is a hash or missing.
+    pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, RedisError> {
+        let key = Key::open_writable(ctx, name);
+        match key.kind() {
+            KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, name, key }),
+            _ => Err(RedisError::Str(WRONGTYPE)),
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.key.kind() == KeyKind::Hash
+    }
+
+    /// The lock as `owner` sees it.
+    pub fn state(&self, owner: &RedisString) -> Result<LockState, HoldError> {
+        if !self.is_held() {
+            return Ok(LockState::Free);
+        }
+        let own_count = match self.key.hash_get(owner) {
+            Some(stored) => Some(parse_count(stored.as_slice())?),
+            None => None,
+        };
+        Ok(LockState::Held {
+            own_count,
+            holders: self.key.len(),
+        })
+    }
+
+    pub fn pttl(&self) -> i64 {
+        self.key.pttl()
+    }
+
+    /// Writes `owner`'s hold count.
+    pub fn set_count(&self, owner: &RedisString, count: i64) {
+        self.key.hash_set_int(self.ctx, owner, count);
+        ffi::replicate_key_field_int(self.ctx, c"HSET", self.name, owner, count);
+        self.ctx
+            .notify_keyspace_event(NotifyEvent::HASH, "hset", self.name);
+    }
+
+    /// Sets the lease to end at `deadline_ms` (unix ms).
+    pub fn set_deadline(&self, deadline_ms: i64) {
+        self.key.set_abs_expire(deadline_ms);
+        ffi::replicate_key_int(self.ctx, c"PEXPIREAT", self.name, deadline_ms);
+        self.ctx
+            .notify_keyspace_event(NotifyEvent::GENERIC, "expire", self.name);
+    }
+
+    /// Drops one owner's field from a hash that other owners share.
+    pub fn remove_owner(&self, owner: &RedisString) {
+        self.key.hash_del(owner);
+        ffi::replicate_key_field(self.ctx, c"HDEL", self.name, owner);
+        self.ctx
+            .notify_keyspace_event(NotifyEvent::HASH, "hdel", self.name);
+    }
+
+    /// Deletes the lock and tells Redisson-style waiters it is free.
+    pub fn delete(&self) {
+        self.key.delete();
+        ffi::replicate_key(self.ctx, c"DEL", self.name);
+        self.ctx
+            .notify_keyspace_event(NotifyEvent::GENERIC, "del", self.name);
+        publish_unlock(self.ctx, self.name);
+    }
+}
+
+/// `PUBLISH redisson_lock__channel:{K} 0`, unless `rlock.publish` is off.
+pub fn publish_unlock(ctx: &Context, lock_name: &RedisString) {
+    if !config::publish() {
+        return;
+    }
+    let channel = ctx.create_string(helper_key(CHANNEL_PREFIX, lock_name.as_slice()));
+    let message = ctx.create_string("0");
+    ffi::publish(ctx, &channel, &message);
+}
+
+/// The fencing counter `redisson_lock_token:{K}`: an integer string with no TTL.
+pub struct Fence<'a> {
+    ctx: &'a Context,
+    name: RedisString,
+    key: Key,
+    value: Option<i64>,
+}
+
+/// Fencing tokens come from one counter per lock, incremented each time the lock
+/// goes from free to held while fencing is in use on it.
+impl<'a> Fence<'a> {
+    /// Opens and checks the counter of lock `lock_name`.
+    pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
+        let name = ctx.create_string(helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+        let key = Key::open_writable(ctx, &name);
+        let value = match key.kind() {
+            KeyKind::Empty => None,
+            KeyKind::String => {
+                let stored = key.string_value();
+                match crate::core::args::parse_i64(&stored) {
+                    Some(n) if n >= 0 => Some(n),
+                    _ => {
+                        return Err(RedisError::Str(
+                            "ERR the fencing counter key holds a value that is not a non-negative integer",
+                        ))
+                    }
+                }
+            }
+            _ => return Err(RedisError::Str(WRONGTYPE)),
+        };
+        Ok(Fence {
+            ctx,
+            name,
+            key,
+            value,
+        })
+    }
+
+    /// Whether fencing is in use on this lock.
+    pub fn exists(&self) -> bool {
+        self.value.is_some()
+    }
+
+    pub fn current(&self) -> Option<i64> {
+        self.value
+    }
+
+    /// The token the next free-to-held transition will get, checked for overflow.
+    pub fn next(&self) -> Result<i64, RedisError> {
+        self.value
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or(RedisError::Str("ERR the fencing counter would overflow"))
+    }
+
+    /// Stores `token` as the counter's value.
+    pub fn store(&mut self, token: i64) {
+        self.key.string_set_int(self.ctx, token);
+        ffi::replicate_key_int(self.ctx, c"SET", &self.name, token);
+        self.ctx
+            .notify_keyspace_event(NotifyEvent::STRING, "set", &self.name);
+        self.value = Some(token);
+    }
+}
