@@ -16,9 +16,8 @@ pub static PUBLISH: AtomicBool = AtomicBool::new(true);
 
 /// The lease used when a command gives none.
 pub fn default_lease() -> Lease {
-    Lease::from_ms(LEASE_MS.load(Ordering::Relaxed)).unwrap_or_else(|| {
-        Lease::from_ms(DEFAULT_LEASE_MS).expect("the default lease is in range")
-    })
+    Lease::from_ms(LEASE_MS.load(Ordering::Relaxed))
+        .unwrap_or_else(|| Lease::from_ms(DEFAULT_LEASE_MS).expect("the default lease is in range"))
 }
 
 pub fn fair_wait_ms() -> i64 {
@@ -32,7 +31,7 @@ pub fn publish() -> bool {
 /// Checks the `name value` pairs given to `MODULE LOAD`, so that a typo or a value
 /// out of range fails the load instead of being ignored.
 pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err("module arguments must be pairs of config name and value".into());
     }
     for pair in args.chunks(2) {
@@ -43,7 +42,11 @@ pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
                 matches!(parse_i64(value), Some(ms) if (1..=MAX_MS).contains(&ms))
             }
             b"publish" => matches!(value, b"yes" | b"no"),
-            _ => return Err(format!("unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish)")),
+            _ => {
+                return Err(format!(
+                    "unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish)"
+                ))
+            }
         };
         if !ok {
             return Err(format!(

@@ -4,8 +4,18 @@ use redis_module::Context;
 
 use crate::ffi::{set_command_info, ArgDoc, ArgKind};
 
-const fn arg(name: &'static std::ffi::CStr, kind: ArgKind, summary: &'static std::ffi::CStr) -> ArgDoc {
-    ArgDoc { name, kind, token: None, optional: false, summary }
+const fn arg(
+    name: &'static std::ffi::CStr,
+    kind: ArgKind,
+    summary: &'static std::ffi::CStr,
+) -> ArgDoc {
+    ArgDoc {
+        name,
+        kind,
+        token: None,
+        optional: false,
+        summary,
+    }
 }
 
 const fn option(
@@ -14,15 +24,38 @@ const fn option(
     token: &'static std::ffi::CStr,
     summary: &'static std::ffi::CStr,
 ) -> ArgDoc {
-    ArgDoc { name, kind, token: Some(token), optional: true, summary }
+    ArgDoc {
+        name,
+        kind,
+        token: Some(token),
+        optional: true,
+        summary,
+    }
 }
 
 /// Sets command docs where the server has `RedisModule_SetCommandInfo` (7.0+).
 /// Also sets each command's arity, so Redis itself rejects a wrong argument count.
 pub fn describe_commands(ctx: &Context) {
-    let key = arg(c"key", ArgKind::Key, c"the lock's name, a Redis key holding a hash");
-    let owner = || arg(c"owner", ArgKind::String, c"who holds the lock: any bytes, 1 to 1024 of them");
-    let lease = || option(c"lease", ArgKind::Integer, c"LEASE", c"lease in ms (default rlock.lease-ms)");
+    let key = arg(
+        c"key",
+        ArgKind::Key,
+        c"the lock's name, a Redis key holding a hash",
+    );
+    let owner = || {
+        arg(
+            c"owner",
+            ArgKind::String,
+            c"who holds the lock: any bytes, 1 to 1024 of them",
+        )
+    };
+    let lease = || {
+        option(
+            c"lease",
+            ArgKind::Integer,
+            c"LEASE",
+            c"lease in ms (default rlock.lease-ms)",
+        )
+    };
     let described = [
         set_command_info(
             ctx,

@@ -3,6 +3,10 @@
 //!
 //! Each wrapper takes `RedisModuleString`s, never C strings, so owners and keys may
 //! hold any byte, NUL included.
+//!
+//! Functions that take raw pointers take them only as Redis hands them to a
+//! callback, valid for that callback's duration.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
@@ -38,10 +42,8 @@ impl Key {
 
     fn open(ctx: &Context, name: &RedisString, mode: u32) -> Key {
         // SAFETY: ctx is the live context of this call; name is a valid string.
-        let ptr = unsafe {
-            raw::RedisModule_OpenKey.unwrap()(ctx.get_raw(), name.inner, mode as c_int)
-                as *mut raw::RedisModuleKey
-        };
+        let ptr =
+            unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.get_raw(), name.inner, mode as c_int) };
         Key { ptr }
     }
 
@@ -60,7 +62,7 @@ impl Key {
     }
 
     /// Number of fields of a hash (elements of any other type).
-    pub fn len(&self) -> usize {
+    pub fn value_length(&self) -> usize {
         if self.ptr.is_null() {
             return 0;
         }
@@ -104,7 +106,7 @@ impl Key {
     /// Removes a hash field.
     pub fn hash_del(&self, field: &RedisString) {
         // REDISMODULE_HASH_DELETE, a sentinel pointer with the value 1.
-        let delete = 1usize as *mut raw::RedisModuleString;
+        let delete = ptr::without_provenance_mut::<raw::RedisModuleString>(1);
         // SAFETY: as hash_set_int, with the delete sentinel as value.
         unsafe {
             raw::RedisModule_HashSet.unwrap()(
@@ -330,12 +332,14 @@ pub fn set_command_info(
                 entry.type_ = match arg.kind {
                     ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
                     ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-                    ArgKind::Integer => {
-                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER
-                    }
+                    ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
                     ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
                 };
-                entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) { 0 } else { -1 };
+                entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) {
+                    0
+                } else {
+                    -1
+                };
                 entry.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
                 entry.summary = arg.summary.as_ptr();
                 entry.flags = if arg.optional {
@@ -377,4 +381,212 @@ pub fn log_warning(ctx: *mut raw::RedisModuleCtx, message: &str) {
             line.as_ptr() as *const c_char,
         );
     }
+}
+
+/// Raw callback shapes, for the extern "C" functions the module hands to Redis.
+pub type RawCtx = *mut raw::RedisModuleCtx;
+pub type RawBlocked = *mut raw::RedisModuleBlockedClient;
+pub type CommandCallback = extern "C" fn(RawCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+pub type DisconnectCallback = extern "C" fn(RawCtx, RawBlocked);
+pub type TimerCallback = extern "C" fn(RawCtx, *mut c_void);
+pub type KeyspaceCallback =
+    extern "C" fn(RawCtx, c_int, *const c_char, *mut raw::RedisModuleString) -> c_int;
+pub type ServerEventCallback = extern "C" fn(RawCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+/// A client blocked by `RedisModule_BlockClient`. Redis requires exactly one
+/// `RedisModule_UnblockClient` per handle, so `unblock` consumes it.
+#[derive(Debug)]
+pub struct BlockedClient(RawBlocked);
+
+impl BlockedClient {
+    /// Blocks the client running `ctx`. `timeout_ms` 0 waits forever. The outcome
+    /// handed to `unblock` reaches `on_reply` and is then dropped as a `Box<T>`.
+    pub fn block<T>(
+        ctx: &Context,
+        on_reply: CommandCallback,
+        on_timeout: CommandCallback,
+        on_disconnect: DisconnectCallback,
+        timeout_ms: i64,
+    ) -> BlockedClient {
+        // SAFETY: ctx is the context of a command that may block; the callbacks
+        // have the C signatures Redis expects , and free_boxed::<T> matches what unblock() hands over.
+        unsafe {
+            let handle = raw::RedisModule_BlockClient.unwrap()(
+                ctx.get_raw(),
+                Some(on_reply as RawCommandFn),
+                Some(on_timeout as RawCommandFn),
+                Some(free_boxed::<T>),
+                timeout_ms,
+            );
+            raw::RedisModule_SetDisconnectCallback.unwrap()(
+                handle,
+                Some(on_disconnect as RawDisconnectFn),
+            );
+            BlockedClient(handle)
+        }
+    }
+
+    /// An id for this handle, equal to `handle_id_of` in its callbacks.
+    pub fn id(&self) -> usize {
+        self.0 as usize
+    }
+
+    /// Ends the block. With an outcome the reply callback gets it; without, the
+    /// client already left (timeout, disconnect) and nothing is replied.
+    pub fn unblock<T>(self, outcome: Option<T>) {
+        let data = outcome.map_or(ptr::null_mut(), |o| {
+            Box::into_raw(Box::new(o)) as *mut c_void
+        });
+        // SAFETY: each handle is unblocked once, since self is consumed.
+        unsafe {
+            raw::RedisModule_UnblockClient.unwrap()(self.0, data);
+        }
+    }
+
+    /// The handle behind a disconnect callback's argument.
+    pub fn from_disconnect(handle: RawBlocked) -> BlockedClient {
+        BlockedClient(handle)
+    }
+
+    /// Forgets the handle without unblocking, for a handle still kept elsewhere.
+    pub fn forget(self) {}
+}
+
+type RawCommandFn = unsafe extern "C" fn(RawCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+type RawDisconnectFn = unsafe extern "C" fn(RawCtx, RawBlocked);
+type RawTimerFn = unsafe extern "C" fn(RawCtx, *mut c_void);
+type RawKeyspaceFn =
+    unsafe extern "C" fn(RawCtx, c_int, *const c_char, *mut raw::RedisModuleString) -> c_int;
+type RawServerEventFn = unsafe extern "C" fn(RawCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+unsafe extern "C" fn free_boxed<T>(_ctx: RawCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: data came from Box::<T>::into_raw in BlockedClient::unblock.
+        drop(Box::from_raw(data as *mut T));
+    }
+}
+
+/// The blocked-client handle behind a reply or timeout callback.
+pub fn handle_id_of(ctx: &Context) -> usize {
+    // SAFETY: ctx is a blocked-client callback context.
+    unsafe { raw::RedisModule_GetBlockedClientHandle.unwrap()(ctx.get_raw()) as usize }
+}
+
+/// The outcome handed to `unblock`, inside a reply or timeout callback.
+pub fn blocked_outcome<T>(ctx: &Context) -> Option<&T> {
+    // SAFETY: the private data is null or a Box<T> from unblock(), alive until the
+    // free callback runs after this one.
+    unsafe {
+        let data = raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.get_raw());
+        (data as *const T).as_ref()
+    }
+}
+
+/// The id of the connection running `ctx` (as `CLIENT ID`).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_GetClientId.unwrap()(ctx.get_raw()) }
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.get_raw()) }
+}
+
+/// Selects `db` for the keys opened next through `ctx`; false if it does not exist.
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.get_raw(), db) == raw::REDISMODULE_OK as c_int }
+}
+
+pub type TimerId = raw::RedisModuleTimerID;
+
+/// A one-shot module timer that calls `callback` with `tag` after `delay_ms`.
+pub fn create_timer(ctx: &Context, delay_ms: i64, callback: TimerCallback, tag: u64) -> TimerId {
+    // SAFETY: the tag travels as a pointer-sized integer and is never dereferenced.
+    unsafe {
+        raw::RedisModule_CreateTimer.unwrap()(
+            ctx.get_raw(),
+            delay_ms,
+            Some(callback as RawTimerFn),
+            tag as usize as *mut c_void,
+        )
+    }
+}
+
+/// Stops a pending timer. Never call it for the timer whose callback is running.
+pub fn stop_timer(ctx: &Context, id: TimerId) -> bool {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: data receives the tag, which needs no freeing.
+    unsafe {
+        raw::RedisModule_StopTimer.unwrap()(ctx.get_raw(), id, &mut data)
+            == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// The tag a timer was created with.
+pub fn timer_tag(data: *mut c_void) -> u64 {
+    data as usize as u64
+}
+
+/// Subscribes to keyspace events of the given classes.
+pub fn subscribe_keyspace(ctx: &Context, classes: c_int, callback: KeyspaceCallback) -> bool {
+    // SAFETY: called from OnLoad.
+    unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
+            ctx.get_raw(),
+            classes,
+            Some(callback as RawKeyspaceFn),
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Subscribes to a server event (`REDISMODULE_EVENT_*`).
+pub fn subscribe_server_event(ctx: &Context, event: u64, callback: ServerEventCallback) -> bool {
+    // SAFETY: called from OnLoad; dataver 1 is what every event used here expects.
+    unsafe {
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(
+            ctx.get_raw(),
+            raw::RedisModuleEvent {
+                id: event,
+                dataver: 1,
+            },
+            Some(callback as RawServerEventFn),
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// The client id carried by a CLIENT_CHANGE event.
+pub fn event_client_id(data: *mut c_void) -> u64 {
+    // SAFETY: for CLIENT_CHANGE, data is a RedisModuleClientInfo.
+    unsafe { (*(data as *const raw::RedisModuleClientInfo)).id }
+}
+
+/// The database a FLUSHDB event is about; -1 for FLUSHALL.
+pub fn event_flushed_db(data: *mut c_void) -> i32 {
+    // SAFETY: for FLUSHDB, data is a RedisModuleFlushInfo.
+    unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum }
+}
+
+/// The two databases a SWAPDB event swapped.
+pub fn event_swapped_dbs(data: *mut c_void) -> (i32, i32) {
+    // SAFETY: for SWAPDB, data is a RedisModuleSwapDbInfo.
+    unsafe {
+        let info = &*(data as *const raw::RedisModuleSwapDbInfo);
+        (info.dbnum_first, info.dbnum_second)
+    }
+}
+
+/// A C string handed to a callback, as bytes.
+pub fn c_str_bytes<'a>(s: *const c_char) -> &'a [u8] {
+    if s.is_null() {
+        return &[];
+    }
+    // SAFETY: Redis passes NUL-terminated event names that outlive the callback.
+    unsafe { CStr::from_ptr(s).to_bytes() }
+}
+
+/// The bytes of a RedisModuleString handed to a callback.
+pub fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
+    RedisString::string_as_slice(s)
 }

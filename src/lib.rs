@@ -5,9 +5,13 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod events;
 pub mod ffi;
+pub mod guard;
+pub mod sessions;
 pub mod stats;
 pub mod store;
+pub mod timers;
 pub mod waiters;
 
 mod docs;
@@ -15,7 +19,7 @@ mod docs;
 use std::os::raw::c_int;
 
 use redis_module::configuration::ConfigurationFlags;
-use redis_module::{redis_module, raw, Context, RedisString, Status};
+use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 // Redis's allocator inside the server; the system one for `cargo test`, where
 // there is no server to allocate from.
@@ -37,10 +41,27 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     install_panic_log();
     ffi::register_info(ctx, info);
     docs::describe_commands(ctx);
+    if !events::subscribe(ctx) {
+        ffi::log_warning(
+            ctx.get_raw(),
+            "rlock: not loaded: could not subscribe to server events",
+        );
+        return Status::Err;
+    }
     Status::Ok
 }
 
-fn deinit(_ctx: &Context) -> Status {
+/// Refuses to unload while clients wait; otherwise stops every timer, since a
+/// timer firing into unloaded code would crash the server.
+fn deinit(ctx: &Context) -> Status {
+    if waiters::blocked_total() > 0 {
+        ffi::log_warning(
+            ctx.get_raw(),
+            "rlock: not unloading: clients are blocked on locks",
+        );
+        return Status::Err;
+    }
+    timers::stop_all(ctx);
     Status::Ok
 }
 
@@ -52,7 +73,7 @@ fn install_panic_log() {
 }
 
 extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let _ = std::panic::catch_unwind(|| {
+    guard::callback("INFO", || {
         ffi::info_section(
             info,
             &[

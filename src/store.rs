@@ -7,10 +7,10 @@
 
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
-use crate::config;
 use crate::core::hold::{parse_count, HoldError, LockState};
 use crate::core::keys::{helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
 use crate::ffi::{self, Key, KeyKind};
+use crate::{config, events};
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -46,7 +46,7 @@ impl<'a> LockKey<'a> {
         };
         Ok(LockState::Held {
             own_count,
-            holders: self.key.len(),
+            holders: self.key.value_length(),
         })
     }
 
@@ -58,32 +58,40 @@ impl<'a> LockKey<'a> {
     pub fn set_count(&self, owner: &RedisString, count: i64) {
         self.key.hash_set_int(self.ctx, owner, count);
         ffi::replicate_key_field_int(self.ctx, c"HSET", self.name, owner, count);
-        self.ctx
-            .notify_keyspace_event(NotifyEvent::HASH, "hset", self.name);
+        events::own_write(|| {
+            self.ctx
+                .notify_keyspace_event(NotifyEvent::HASH, "hset", self.name);
+        });
     }
 
     /// Sets the lease to end at `deadline_ms` (unix ms).
     pub fn set_deadline(&self, deadline_ms: i64) {
         self.key.set_abs_expire(deadline_ms);
         ffi::replicate_key_int(self.ctx, c"PEXPIREAT", self.name, deadline_ms);
-        self.ctx
-            .notify_keyspace_event(NotifyEvent::GENERIC, "expire", self.name);
+        events::own_write(|| {
+            self.ctx
+                .notify_keyspace_event(NotifyEvent::GENERIC, "expire", self.name);
+        });
     }
 
     /// Drops one owner's field from a hash that other owners share.
     pub fn remove_owner(&self, owner: &RedisString) {
         self.key.hash_del(owner);
         ffi::replicate_key_field(self.ctx, c"HDEL", self.name, owner);
-        self.ctx
-            .notify_keyspace_event(NotifyEvent::HASH, "hdel", self.name);
+        events::own_write(|| {
+            self.ctx
+                .notify_keyspace_event(NotifyEvent::HASH, "hdel", self.name);
+        });
     }
 
     /// Deletes the lock and tells Redisson-style waiters it is free.
     pub fn delete(&self) {
         self.key.delete();
         ffi::replicate_key(self.ctx, c"DEL", self.name);
-        self.ctx
-            .notify_keyspace_event(NotifyEvent::GENERIC, "del", self.name);
+        events::own_write(|| {
+            self.ctx
+                .notify_keyspace_event(NotifyEvent::GENERIC, "del", self.name);
+        });
         publish_unlock(self.ctx, self.name);
     }
 }
@@ -157,8 +165,10 @@ impl<'a> Fence<'a> {
     pub fn store(&mut self, token: i64) {
         self.key.string_set_int(self.ctx, token);
         ffi::replicate_key_int(self.ctx, c"SET", &self.name, token);
-        self.ctx
-            .notify_keyspace_event(NotifyEvent::STRING, "set", &self.name);
+        events::own_write(|| {
+            self.ctx
+                .notify_keyspace_event(NotifyEvent::STRING, "set", &self.name);
+        });
         self.value = Some(token);
     }
 }

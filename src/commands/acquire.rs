@@ -2,36 +2,42 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::{arg_error, guarded, hold_error, key_owner_rest};
-use crate::config;
+use super::{arg_error, hold_error, key_owner_rest};
 use crate::core::args::{parse_acquire_options, AcquireOptions};
 use crate::core::hold::{decide_acquire, Acquire};
-use crate::ffi::now_ms;
 use crate::stats;
 use crate::store::{Fence, LockKey};
+use crate::{config, ffi, guard, sessions, timers, waiters};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RLOCK.ACQUIRE", || {
+    guard::command(ctx, "RLOCK.ACQUIRE", || {
         let (key, owner, rest) = key_owner_rest(&args, 3)?;
         let options = parse_acquire_options(&rest).map_err(arg_error)?;
-        refuse_unbuilt(&options)?;
-        try_acquire(ctx, key, owner, &options)
+        if options.fair {
+            return Err(RedisError::Str(
+                "ERR option FAIR is not supported by this version of rlock",
+            ));
+        }
+        let lock = waiters::lock_id(ctx, key);
+        // A free lock with waiters goes to them first: the line is first come, first served.
+        if waiters::has_waiters(&lock) {
+            waiters::serve(ctx, &lock);
+        }
+        let reply = try_acquire(ctx, key, owner, &options)?;
+        match (&reply, options.block) {
+            (RedisValue::Integer(_), _) => {
+                if options.session {
+                    sessions::record(ffi::client_id(ctx), lock.clone(), owner.as_slice().to_vec());
+                }
+                timers::watch_lease(ctx, &lock);
+                Ok(reply)
+            }
+            (RedisValue::Null, Some(wait)) if waiters::may_block(ctx) => {
+                waiters::block(ctx, lock, owner, options, wait)
+            }
+            _ => Ok(reply),
+        }
     })
-}
-
-/// BLOCK, FAIR and SESSION come with their own issues.
-fn refuse_unbuilt(options: &AcquireOptions) -> Result<(), RedisError> {
-    let unbuilt = [
-        (options.block.is_some(), "BLOCK"),
-        (options.fair, "FAIR"),
-        (options.session, "SESSION"),
-    ];
-    match unbuilt.iter().find(|(given, _)| *given) {
-        Some((_, name)) => Err(RedisError::String(format!(
-            "ERR option {name} is not supported by this version of rlock"
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// One attempt: the acquire reply (count or token), or null when someone else holds the lock.
@@ -80,7 +86,7 @@ pub fn try_acquire(
         }
     };
     lock.set_count(owner, count);
-    lock.set_deadline(lease.deadline_from(now_ms()));
+    lock.set_deadline(lease.deadline_from(ffi::now_ms()));
     Ok(RedisValue::Integer(match (options.token, token) {
         (true, Some(token)) => token,
         _ => count,

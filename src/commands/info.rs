@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::guarded;
 use crate::core::keys::{helper_key, QUEUE_PREFIX, TOKEN_PREFIX};
-use crate::waiters;
+use crate::{guard, waiters};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RLOCK.INFO", || {
+    guard::command(ctx, "RLOCK.INFO", || {
         if args.len() != 2 {
             return Err(RedisError::WrongArity);
         }
@@ -29,7 +28,9 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
         let mut holders_map = BTreeMap::new();
         for (owner, count) in holders {
-            let count = std::str::from_utf8(&count).ok().and_then(|c| c.parse().ok());
+            let count = std::str::from_utf8(&count)
+                .ok()
+                .and_then(|c| c.parse().ok());
             holders_map.insert(
                 RedisValueKey::BulkString(owner),
                 count.map_or(RedisValue::Null, RedisValue::Integer),
@@ -41,7 +42,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         reply.insert(field("queue"), RedisValue::Array(queue));
         reply.insert(
             field("blocked"),
-            RedisValue::Integer(waiters::blocked_on(&args[1]) as i64),
+            RedisValue::Integer(waiters::blocked_on(ctx, &args[1]) as i64),
         );
         reply.insert(field("token"), token);
         Ok(RedisValue::OrderedMap(reply))
@@ -59,7 +60,9 @@ fn bytes(value: RedisValue) -> Result<Vec<u8>, RedisError> {
         RedisValue::StringBuffer(b) => Ok(b),
         RedisValue::BulkRedisString(s) => Ok(s.as_slice().to_vec()),
         RedisValue::Integer(n) => Ok(n.to_string().into_bytes()),
-        _ => Err(RedisError::Str("ERR unexpected reply while reading the lock")),
+        _ => Err(RedisError::Str(
+            "ERR unexpected reply while reading the lock",
+        )),
     }
 }
 
@@ -68,8 +71,10 @@ fn bulk(value: RedisValue) -> Result<RedisValue, RedisError> {
     bytes(value).map(RedisValue::StringBuffer)
 }
 
+type FieldValue = (Vec<u8>, Vec<u8>);
+
 /// The flat field/value array of HGETALL as pairs.
-fn pairs(value: RedisValue) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RedisError> {
+fn pairs(value: RedisValue) -> Result<Vec<FieldValue>, RedisError> {
     let RedisValue::Array(flat) = value else {
         return Ok(Vec::new());
     };

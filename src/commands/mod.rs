@@ -6,38 +6,16 @@ pub mod info;
 pub mod release;
 pub mod renew;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use redis_module::{Context, RedisError, RedisResult, RedisString};
+use redis_module::{RedisError, RedisString};
 
 use crate::core::args::{check_owner, ArgError};
 use crate::core::hold::HoldError;
-use crate::ffi;
-
-/// Runs a command body so that a panic becomes an error reply, never a crash of
-/// the server.
-pub fn guarded(ctx: &Context, name: &str, body: impl FnOnce() -> RedisResult) -> RedisResult {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
-        ffi::log_warning(
-            ctx.get_raw(),
-            &format!("rlock: {name} panicked: {}", panic_message(&panic)),
-        );
-        Err(RedisError::String(format!(
-            "ERR rlock internal error in {name}; see the server log"
-        )))
-    })
-}
-
-pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string())
-}
 
 /// `key owner rest...`, with the owner checked.
-pub fn key_owner_rest(args: &[RedisString], min: usize) -> Result<(&RedisString, &RedisString, Vec<&[u8]>), RedisError> {
+pub fn key_owner_rest(
+    args: &[RedisString],
+    min: usize,
+) -> Result<(&RedisString, &RedisString, Vec<&[u8]>), RedisError> {
     if args.len() < min {
         return Err(RedisError::WrongArity);
     }

@@ -2,51 +2,62 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::{guarded, hold_error, key_owner_rest};
+use super::{hold_error, key_owner_rest};
 use crate::core::hold::{decide_release, Release};
-use crate::stats;
 use crate::store::LockKey;
+use crate::{guard, sessions, stats, waiters};
 
 const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RLOCK.RELEASE", || {
+    guard::command(ctx, "RLOCK.RELEASE", || {
         if args.len() != 3 {
             return Err(RedisError::WrongArity);
         }
         let (key, owner, _) = key_owner_rest(&args, 3)?;
-        let lock = LockKey::open(ctx, key)?;
-        let reply = match decide_release(lock.state(owner).map_err(hold_error)?) {
-            Release::NotHeld => return Err(RedisError::Str(NOTHELD)),
-            Release::Undo { remaining } => {
-                lock.set_count(owner, remaining);
-                0
+        let lock = waiters::lock_id(ctx, key);
+        let release = {
+            let lock_key = LockKey::open(ctx, key)?;
+            let release = decide_release(lock_key.state(owner).map_err(hold_error)?);
+            match release {
+                Release::NotHeld => return Err(RedisError::Str(NOTHELD)),
+                Release::Undo { remaining } => lock_key.set_count(owner, remaining),
+                Release::Last { lock_freed: true } => lock_key.delete(),
+                Release::Last { lock_freed: false } => lock_key.remove_owner(owner),
             }
-            Release::Last { lock_freed: true } => {
-                lock.delete();
-                1
-            }
-            Release::Last { lock_freed: false } => {
-                lock.remove_owner(owner);
-                1
-            }
+            release
         };
         stats::RELEASES.incr();
-        Ok(RedisValue::Integer(reply))
+        match release {
+            Release::Undo { .. } => Ok(RedisValue::Integer(0)),
+            Release::Last { lock_freed } => {
+                sessions::forget_hold(&lock, owner.as_slice());
+                if lock_freed {
+                    waiters::serve(ctx, &lock);
+                }
+                Ok(RedisValue::Integer(1))
+            }
+            Release::NotHeld => unreachable!("answered above"),
+        }
     })
 }
 
 pub fn force_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RLOCK.FORCERELEASE", || {
+    guard::command(ctx, "RLOCK.FORCERELEASE", || {
         if args.len() != 2 {
             return Err(RedisError::WrongArity);
         }
-        let lock = LockKey::open(ctx, &args[1])?;
-        if !lock.is_held() {
-            return Ok(RedisValue::Integer(0));
+        let lock = waiters::lock_id(ctx, &args[1]);
+        {
+            let lock_key = LockKey::open(ctx, &args[1])?;
+            if !lock_key.is_held() {
+                return Ok(RedisValue::Integer(0));
+            }
+            lock_key.delete();
         }
-        lock.delete();
         stats::FORCE_RELEASES.incr();
+        sessions::forget_lock(&lock);
+        waiters::serve(ctx, &lock);
         Ok(RedisValue::Integer(1))
     })
 }

@@ -220,7 +220,10 @@ mod tests {
         assert_eq!(parsed.lease, Lease::from_ms(500));
         assert_eq!(parsed.block, Some(Wait::Forever));
         assert!(parsed.fair && parsed.token && parsed.session);
-        assert_eq!(acquire(&["BLOCK", "250"]).unwrap().block, Some(Wait::For(250)));
+        assert_eq!(
+            acquire(&["BLOCK", "250"]).unwrap().block,
+            Some(Wait::For(250))
+        );
     }
 
     #[test]
@@ -229,17 +232,36 @@ mod tests {
             acquire(&["LEASE", "1", "lease", "2"]),
             Err(ArgError::RepeatedOption("LEASE"))
         );
-        assert_eq!(acquire(&["TOKEN", "TOKEN"]), Err(ArgError::RepeatedOption("TOKEN")));
-        assert_eq!(acquire(&["FAIR", "fair"]), Err(ArgError::RepeatedOption("FAIR")));
+        assert_eq!(
+            acquire(&["TOKEN", "TOKEN"]),
+            Err(ArgError::RepeatedOption("TOKEN"))
+        );
+        assert_eq!(
+            acquire(&["FAIR", "fair"]),
+            Err(ArgError::RepeatedOption("FAIR"))
+        );
     }
 
     #[test]
     fn bad_leases_are_refused() {
-        for bad in ["0", "-1", "abc", "1.5", "", " 5", "+5", "05", "1099511627777"] {
+        for bad in [
+            "0",
+            "-1",
+            "abc",
+            "1.5",
+            "",
+            " 5",
+            "+5",
+            "05",
+            "1099511627777",
+        ] {
             assert_eq!(acquire(&["LEASE", bad]), Err(ArgError::BadLease), "{bad:?}");
         }
         assert_eq!(
-            acquire(&["LEASE", "1099511627776"]).unwrap().lease.map(Lease::ms),
+            acquire(&["LEASE", "1099511627776"])
+                .unwrap()
+                .lease
+                .map(Lease::ms),
             Some(1 << 40)
         );
         assert_eq!(acquire(&["LEASE"]), Err(ArgError::MissingValue("LEASE")));
@@ -264,7 +286,10 @@ mod tests {
     #[test]
     fn renew_takes_only_a_lease() {
         let words: [&[u8]; 2] = [b"lease", b"10"];
-        assert_eq!(parse_renew_options(&words).unwrap().lease, Lease::from_ms(10));
+        assert_eq!(
+            parse_renew_options(&words).unwrap().lease,
+            Lease::from_ms(10)
+        );
         assert!(matches!(
             parse_renew_options(&[b"TOKEN"]),
             Err(ArgError::UnknownOption(_))

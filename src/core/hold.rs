@@ -13,7 +13,10 @@ pub enum LockState {
     Free,
     /// A hash exists. `own_count` is this owner's hold count, if it holds one;
     /// `holders` counts the fields (other owners included).
-    Held { own_count: Option<i64>, holders: usize },
+    Held {
+        own_count: Option<i64>,
+        holders: usize,
+    },
 }
 
 /// What an acquire does.
@@ -52,7 +55,10 @@ impl fmt::Display for HoldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HoldError::BadCount => {
-                write!(f, "ERR the lock hash holds a non-positive or non-integer count for this owner")
+                write!(
+                    f,
+                    "ERR the lock hash holds a non-positive or non-integer count for this owner"
+                )
             }
             HoldError::CountOverflow => write!(f, "ERR hold count would overflow"),
         }
@@ -70,20 +76,31 @@ pub fn parse_count(stored: &[u8]) -> Result<i64, HoldError> {
 pub fn decide_acquire(state: LockState) -> Result<Acquire, HoldError> {
     match state {
         LockState::Free => Ok(Acquire::Take),
-        LockState::Held { own_count: Some(count), .. } => count
+        LockState::Held {
+            own_count: Some(count),
+            ..
+        } => count
             .checked_add(1)
             .map(|count| Acquire::Reenter { count })
             .ok_or(HoldError::CountOverflow),
-        LockState::Held { own_count: None, .. } => Ok(Acquire::Busy),
+        LockState::Held {
+            own_count: None, ..
+        } => Ok(Acquire::Busy),
     }
 }
 
 pub fn decide_release(state: LockState) -> Release {
     match state {
-        LockState::Held { own_count: Some(count), .. } if count > 1 => Release::Undo {
+        LockState::Held {
+            own_count: Some(count),
+            ..
+        } if count > 1 => Release::Undo {
             remaining: count - 1,
         },
-        LockState::Held { own_count: Some(_), holders } => Release::Last {
+        LockState::Held {
+            own_count: Some(_),
+            holders,
+        } => Release::Last {
             lock_freed: holders <= 1,
         },
         _ => Release::NotHeld,
@@ -95,7 +112,10 @@ mod tests {
     use super::*;
 
     fn held(own_count: Option<i64>) -> LockState {
-        LockState::Held { own_count, holders: 1 }
+        LockState::Held {
+            own_count,
+            holders: 1,
+        }
     }
 
     #[test]
@@ -105,22 +125,37 @@ mod tests {
 
     #[test]
     fn owner_reenters_and_others_wait() {
-        assert_eq!(decide_acquire(held(Some(2))), Ok(Acquire::Reenter { count: 3 }));
+        assert_eq!(
+            decide_acquire(held(Some(2))),
+            Ok(Acquire::Reenter { count: 3 })
+        );
         assert_eq!(decide_acquire(held(None)), Ok(Acquire::Busy));
-        assert_eq!(decide_acquire(held(Some(i64::MAX))), Err(HoldError::CountOverflow));
+        assert_eq!(
+            decide_acquire(held(Some(i64::MAX))),
+            Err(HoldError::CountOverflow)
+        );
     }
 
     #[test]
     fn release_counts_down_then_frees() {
-        assert_eq!(decide_release(held(Some(3))), Release::Undo { remaining: 2 });
-        assert_eq!(decide_release(held(Some(1))), Release::Last { lock_freed: true });
+        assert_eq!(
+            decide_release(held(Some(3))),
+            Release::Undo { remaining: 2 }
+        );
+        assert_eq!(
+            decide_release(held(Some(1))),
+            Release::Last { lock_freed: true }
+        );
         assert_eq!(decide_release(held(None)), Release::NotHeld);
         assert_eq!(decide_release(LockState::Free), Release::NotHeld);
     }
 
     #[test]
     fn last_hold_of_a_shared_hash_leaves_the_key() {
-        let shared = LockState::Held { own_count: Some(1), holders: 2 };
+        let shared = LockState::Held {
+            own_count: Some(1),
+            holders: 2,
+        };
         assert_eq!(decide_release(shared), Release::Last { lock_freed: false });
     }
 

@@ -39,7 +39,10 @@ mod tests {
 
     #[test]
     fn plain_keys_get_a_hash_tag() {
-        assert_eq!(helper_key(TOKEN_PREFIX, b"orders"), b"redisson_lock_token:{orders}");
+        assert_eq!(
+            helper_key(TOKEN_PREFIX, b"orders"),
+            b"redisson_lock_token:{orders}"
+        );
         assert_eq!(
             helper_key(CHANNEL_PREFIX, b"a:b"),
             b"redisson_lock__channel:{a:b}"

@@ -34,7 +34,10 @@ mod tests {
         assert_eq!(Lease::from_ms(0), None);
         assert_eq!(Lease::from_ms(-5), None);
         assert_eq!(Lease::from_ms(1).map(Lease::ms), Some(1));
-        assert_eq!(Lease::from_ms(MAX_LEASE_MS).map(Lease::ms), Some(MAX_LEASE_MS));
+        assert_eq!(
+            Lease::from_ms(MAX_LEASE_MS).map(Lease::ms),
+            Some(MAX_LEASE_MS)
+        );
         assert_eq!(Lease::from_ms(MAX_LEASE_MS + 1), None);
     }
 

@@ -5,3 +5,5 @@ pub mod args;
 pub mod hold;
 pub mod keys;
 pub mod lease;
+pub mod sessions;
+pub mod waitlist;

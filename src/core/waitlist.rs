@@ -1,0 +1,192 @@
+//! The bookkeeping of blocked waiters, free of Redis: who waits on which lock, in
+//! which order, from which connection. `H` is the server's handle for a blocked
+//! client; the core only stores it.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::args::AcquireOptions;
+
+/// A lock is a key in a database.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LockId {
+    pub db: i32,
+    pub key: Vec<u8>,
+}
+
+/// Waiter ids grow with arrival, so a lock's smallest id is its longest waiter.
+pub type WaiterId = u64;
+
+#[derive(Debug)]
+pub struct Waiter<H> {
+    pub lock: LockId,
+    pub owner: Vec<u8>,
+    pub options: AcquireOptions,
+    /// The connection that waits.
+    pub client: u64,
+    pub handle: H,
+}
+
+#[derive(Debug)]
+pub struct WaitList<H> {
+    next_id: WaiterId,
+    waiters: HashMap<WaiterId, Waiter<H>>,
+    by_lock: HashMap<LockId, BTreeSet<WaiterId>>,
+}
+
+impl<H> Default for WaitList<H> {
+    fn default() -> Self {
+        WaitList {
+            next_id: 1,
+            waiters: HashMap::new(),
+            by_lock: HashMap::new(),
+        }
+    }
+}
+
+impl<H> WaitList<H> {
+    /// Queues a waiter at the tail of its lock's line.
+    pub fn push(&mut self, waiter: Waiter<H>) -> WaiterId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.by_lock
+            .entry(waiter.lock.clone())
+            .or_default()
+            .insert(id);
+        self.waiters.insert(id, waiter);
+        id
+    }
+
+    /// Takes a waiter out of line, wherever it stands.
+    pub fn remove(&mut self, id: WaiterId) -> Option<Waiter<H>> {
+        let waiter = self.waiters.remove(&id)?;
+        if let Some(line) = self.by_lock.get_mut(&waiter.lock) {
+            line.remove(&id);
+            if line.is_empty() {
+                self.by_lock.remove(&waiter.lock);
+            }
+        }
+        Some(waiter)
+    }
+
+    /// The longest waiter on `lock`.
+    pub fn head(&self, lock: &LockId) -> Option<(WaiterId, &Waiter<H>)> {
+        let id = *self.by_lock.get(lock)?.first()?;
+        self.waiters.get(&id).map(|waiter| (id, waiter))
+    }
+
+    pub fn get(&self, id: WaiterId) -> Option<&Waiter<H>> {
+        self.waiters.get(&id)
+    }
+
+    pub fn waiting_on(&self, lock: &LockId) -> usize {
+        self.by_lock.get(lock).map_or(0, BTreeSet::len)
+    }
+
+    pub fn has_waiters(&self, lock: &LockId) -> bool {
+        self.by_lock.contains_key(lock)
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiters.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+
+    /// Locks that have waiters, in `db` or (with `None`) in every database.
+    pub fn locks_in(&self, db: Option<i32>) -> Vec<LockId> {
+        self.by_lock
+            .keys()
+            .filter(|lock| db.is_none_or(|db| lock.db == db))
+            .cloned()
+            .collect()
+    }
+
+    /// Every waiter, oldest first; the list is left empty.
+    pub fn drain(&mut self) -> Vec<Waiter<H>> {
+        self.by_lock.clear();
+        let mut all: Vec<(WaiterId, Waiter<H>)> = self.waiters.drain().collect();
+        all.sort_by_key(|(id, _)| *id);
+        all.into_iter().map(|(_, waiter)| waiter).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(key: &str) -> LockId {
+        LockId {
+            db: 0,
+            key: key.as_bytes().to_vec(),
+        }
+    }
+
+    fn waiter(key: &str, owner: &str) -> Waiter<()> {
+        Waiter {
+            lock: lock(key),
+            owner: owner.as_bytes().to_vec(),
+            options: AcquireOptions::default(),
+            client: 1,
+            handle: (),
+        }
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order_per_lock() {
+        let mut list = WaitList::default();
+        let a = list.push(waiter("k", "a"));
+        let other = list.push(waiter("j", "x"));
+        let b = list.push(waiter("k", "b"));
+        assert_eq!(list.head(&lock("k")).map(|(id, _)| id), Some(a));
+        list.remove(a);
+        assert_eq!(
+            list.head(&lock("k")).map(|(id, w)| (id, w.owner.clone())),
+            Some((b, b"b".to_vec()))
+        );
+        assert_eq!(list.head(&lock("j")).map(|(id, _)| id), Some(other));
+        assert_eq!(list.waiting_on(&lock("k")), 1);
+    }
+
+    #[test]
+    fn leaving_from_mid_line_keeps_the_rest_in_order() {
+        let mut list = WaitList::default();
+        let ids: Vec<_> = (0..5)
+            .map(|i| list.push(waiter("k", &i.to_string())))
+            .collect();
+        list.remove(ids[2]);
+        let mut served = Vec::new();
+        while let Some((id, _)) = list.head(&lock("k")) {
+            served.push(id);
+            list.remove(id);
+        }
+        assert_eq!(served, vec![ids[0], ids[1], ids[3], ids[4]]);
+        assert!(!list.has_waiters(&lock("k")));
+        assert!(list.is_empty());
+    }
+
+    #[test]
+    fn removing_twice_is_harmless() {
+        let mut list = WaitList::default();
+        let id = list.push(waiter("k", "a"));
+        assert!(list.remove(id).is_some());
+        assert!(list.remove(id).is_none());
+        assert_eq!(list.locks_in(None), Vec::<LockId>::new());
+    }
+
+    #[test]
+    fn locks_by_database_and_drain() {
+        let mut list = WaitList::default();
+        list.push(waiter("k", "a"));
+        let mut other_db = waiter("k", "b");
+        other_db.lock.db = 3;
+        list.push(other_db);
+        assert_eq!(list.locks_in(Some(3)).len(), 1);
+        assert_eq!(list.locks_in(None).len(), 2);
+        let drained = list.drain();
+        assert_eq!(drained.len(), 2);
+        assert_eq!(drained[0].owner, b"a");
+        assert!(list.is_empty() && list.locks_in(None).is_empty());
+    }
+}

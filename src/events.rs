@@ -1,0 +1,154 @@
+//! Keyspace and server events that free locks or end sessions. Callbacks only
+//! record what to do; the writes run from a 0 ms timer (see `timers`), since
+//! writing inside these callbacks can replicate out of order on Redis 7.0.
+
+use std::cell::Cell;
+use std::os::raw::{c_char, c_int, c_void};
+
+use redis_module::{raw, Context, NotifyEvent};
+
+use crate::core::waitlist::LockId;
+use crate::ffi::{self, RawCtx};
+use crate::{guard, sessions, stats, timers, waiters};
+
+const DEMOTED: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
+thread_local! {
+    /// Set while the module itself announces its own writes.
+    static OWN_WRITE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `announce` (a keyspace notification of the module's own write) without
+/// reacting to it: the command that wrote already did what the event would ask.
+pub fn own_write(announce: impl FnOnce()) {
+    OWN_WRITE.with(|flag| flag.set(true));
+    announce();
+    OWN_WRITE.with(|flag| flag.set(false));
+}
+
+pub fn subscribe(ctx: &Context) -> bool {
+    let classes = (NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED).bits();
+    ffi::subscribe_keyspace(ctx, classes, on_keyspace)
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush)
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb)
+        && ffi::subscribe_server_event(
+            ctx,
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            on_role,
+        )
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client)
+}
+
+extern "C" fn on_keyspace(
+    ctx: RawCtx,
+    _class: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    guard::callback("keyspace event", || {
+        if OWN_WRITE.with(Cell::get) {
+            return;
+        }
+        let ctx = Context::new(ctx);
+        let lock = LockId {
+            db: ffi::selected_db(&ctx),
+            key: ffi::string_bytes(key).to_vec(),
+        };
+        let watched = waiters::has_waiters(&lock);
+        if !watched && !sessions::has_lock(&lock) {
+            return;
+        }
+        match ffi::c_str_bytes(event) {
+            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
+                if ffi::c_str_bytes(event) == b"expired" {
+                    stats::EXPIRIES.incr();
+                }
+                sessions::forget_lock(&lock);
+                if watched {
+                    timers::defer_serve(&ctx, lock);
+                }
+            }
+            // Someone else changed the lease (a Redisson watchdog, a PEXPIRE).
+            b"expire" | b"persist" if watched => timers::watch_lease(&ctx, &lock),
+            _ => {}
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+extern "C" fn on_flush(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard::callback("flush event", || {
+        if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+            return;
+        }
+        let db = Some(ffi::event_flushed_db(data)).filter(|db| *db >= 0);
+        serve_later(&Context::new(ctx), db);
+    });
+}
+
+extern "C" fn on_swapdb(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    data: *mut c_void,
+) {
+    guard::callback("swapdb event", || {
+        let ctx = Context::new(ctx);
+        let (first, second) = ffi::event_swapped_dbs(data);
+        // Holds now sit in another database than the one they were taken in.
+        sessions::forget_db(Some(first));
+        sessions::forget_db(Some(second));
+        for db in [first, second] {
+            for lock in waiters::locks_with_waiters(Some(db)) {
+                timers::defer_serve(&ctx, lock);
+            }
+        }
+    });
+}
+
+/// After a flush, every lock in `db` (or everywhere) is gone.
+fn serve_later(ctx: &Context, db: Option<i32>) {
+    sessions::forget_db(db);
+    for lock in waiters::locks_with_waiters(db) {
+        timers::defer_serve(ctx, lock);
+    }
+}
+
+extern "C" fn on_role(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::callback("role event", || {
+        if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+            // Waiters, timers and sessions belong to a primary.
+            timers::stop_all(&Context::new(ctx));
+            waiters::fail_all(DEMOTED);
+            sessions::forget_all();
+        }
+    });
+}
+
+extern "C" fn on_client(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard::callback("client event", || {
+        if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
+            return;
+        }
+        let ctx = Context::new(ctx);
+        for (lock, owner) in sessions::disconnected(ffi::event_client_id(data)) {
+            timers::defer_release(&ctx, lock, owner, true);
+        }
+    });
+}

@@ -1,0 +1,91 @@
+//! SESSION holds: released, every re-entry included, when their connection closes.
+
+use std::cell::RefCell;
+
+use redis_module::{Context, RedisString};
+
+use crate::core::hold::LockState;
+use crate::core::sessions::SessionTable;
+use crate::core::waitlist::LockId;
+use crate::store::LockKey;
+use crate::{stats, waiters};
+
+thread_local! {
+    static TABLE: RefCell<SessionTable> = RefCell::new(SessionTable::default());
+}
+
+fn with_table<T>(f: impl FnOnce(&mut SessionTable) -> T) -> T {
+    TABLE.with(|table| f(&mut table.borrow_mut()))
+}
+
+pub fn record(client: u64, lock: LockId, owner: Vec<u8>) {
+    with_table(|t| t.record(client, lock, owner));
+}
+
+pub fn forget_hold(lock: &LockId, owner: &[u8]) {
+    with_table(|t| t.forget_hold(lock, owner));
+}
+
+pub fn forget_lock(lock: &LockId) {
+    with_table(|t| t.forget_lock(lock));
+}
+
+pub fn forget_db(db: Option<i32>) {
+    with_table(|t| t.forget_db(db));
+}
+
+pub fn forget_all() {
+    with_table(SessionTable::clear);
+}
+
+pub fn has_lock(lock: &LockId) -> bool {
+    with_table(|t| t.has_lock(lock))
+}
+
+pub fn locks() -> Vec<LockId> {
+    with_table(|t| t.locks().cloned().collect())
+}
+
+/// Connection `client` closed: the holds it took with SESSION.
+pub fn disconnected(client: u64) -> Vec<(LockId, Vec<u8>)> {
+    with_table(|t| t.disconnected(client))
+}
+
+/// Gives back `owner`'s hold on `lock`: every re-entry when `all`, else one.
+/// `ctx` must have `lock.db` selected. Serves waiters if the lock frees.
+pub fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
+    let key = ctx.create_string(lock.key.clone());
+    let owner_string: RedisString = ctx.create_string(owner.to_vec());
+    let freed = {
+        let Ok(lock_key) = LockKey::open(ctx, &key) else {
+            return;
+        };
+        match lock_key.state(&owner_string) {
+            Ok(LockState::Held {
+                own_count: Some(count),
+                holders,
+            }) => {
+                if count > 1 && !all {
+                    lock_key.set_count(&owner_string, count - 1);
+                    false
+                } else if holders <= 1 {
+                    lock_key.delete();
+                    true
+                } else {
+                    lock_key.remove_owner(&owner_string);
+                    false
+                }
+            }
+            _ => return,
+        }
+    };
+    if all {
+        stats::SESSION_RELEASES.incr();
+    } else {
+        stats::RELEASES.incr();
+    }
+    if freed {
+        forget_lock(lock);
+        waiters::serve(ctx, lock);
+    }
+}
