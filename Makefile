@@ -36,7 +36,7 @@ lint:
 bench:
 	scripts/deps.sh build redis valkey
 	$(CARGO) build --release -p rlock
-	RLOCK_MODULE=$(CURDIR)/$(RELEASE_MODULE) $(CARGO) run --release -p rlock-module-tests --bin rlock-bench -- $(BENCH_ARGS)
+	RLOCK_MODULE=$(CURDIR)/$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean
