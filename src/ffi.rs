@@ -590,3 +590,8 @@ pub fn c_str_bytes<'a>(s: *const c_char) -> &'a [u8] {
 pub fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     RedisString::string_as_slice(s)
 }
+
+/// A binary-safe RedisModuleString (the crate's `create_string` refuses NUL bytes).
+pub fn string(ctx: &Context, bytes: &[u8]) -> RedisString {
+    RedisString::create_from_slice(ctx.get_raw(), bytes)
+}

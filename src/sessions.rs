@@ -8,7 +8,7 @@ use crate::core::hold::LockState;
 use crate::core::sessions::SessionTable;
 use crate::core::waitlist::LockId;
 use crate::store::LockKey;
-use crate::{stats, waiters};
+use crate::{ffi, stats, waiters};
 
 thread_local! {
     static TABLE: RefCell<SessionTable> = RefCell::new(SessionTable::default());
@@ -54,8 +54,8 @@ pub fn disconnected(client: u64) -> Vec<(LockId, Vec<u8>)> {
 /// Gives back `owner`'s hold on `lock`: every re-entry when `all`, else one.
 /// `ctx` must have `lock.db` selected. Serves waiters if the lock frees.
 pub fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
-    let key = ctx.create_string(lock.key.clone());
-    let owner_string: RedisString = ctx.create_string(owner.to_vec());
+    let key = ffi::string(ctx, &lock.key);
+    let owner_string: RedisString = ffi::string(ctx, owner);
     let freed = {
         let Ok(lock_key) = LockKey::open(ctx, &key) else {
             return;
@@ -81,7 +81,7 @@ pub fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
     };
     if all {
         stats::SESSION_RELEASES.incr();
-    } else {
+    } else if freed {
         stats::RELEASES.incr();
     }
     if freed {

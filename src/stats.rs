@@ -26,7 +26,7 @@ impl Counter {
 pub static ACQUIRES: Counter = Counter::new();
 /// Re-entries by the holder.
 pub static REENTRIES: Counter = Counter::new();
-/// Holds released: a full release or a re-entry undone.
+/// Holds fully released by their owner (re-entries undone are not counted).
 pub static RELEASES: Counter = Counter::new();
 /// Locks passed straight to a blocked waiter.
 pub static HANDOFFS: Counter = Counter::new();

@@ -101,8 +101,8 @@ pub fn publish_unlock(ctx: &Context, lock_name: &RedisString) {
     if !config::publish() {
         return;
     }
-    let channel = ctx.create_string(helper_key(CHANNEL_PREFIX, lock_name.as_slice()));
-    let message = ctx.create_string("0");
+    let channel = ffi::string(ctx, &helper_key(CHANNEL_PREFIX, lock_name.as_slice()));
+    let message = ffi::string(ctx, b"0");
     ffi::publish(ctx, &channel, &message);
 }
 
@@ -119,7 +119,7 @@ pub struct Fence<'a> {
 impl<'a> Fence<'a> {
     /// Opens and checks the counter of lock `lock_name`.
     pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
-        let name = ctx.create_string(helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+        let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
         let key = Key::open_writable(ctx, &name);
         let value = match key.kind() {
             KeyKind::Empty => None,

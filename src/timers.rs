@@ -40,7 +40,7 @@ pub fn watch_lease(ctx: &Context, lock: &LockId) {
         cancel_lease(ctx, lock);
         return;
     }
-    let key = ctx.create_string(lock.key.clone());
+    let key = ffi::string(ctx, &lock.key);
     let pttl = Key::open_readonly(ctx, &key).pttl();
     if pttl == -2 {
         cancel_lease(ctx, lock);
@@ -92,7 +92,7 @@ extern "C" fn on_lease_deadline(ctx: RawCtx, data: *mut c_void) {
             return;
         }
         // Opening the key expires it if its deadline has passed.
-        let key = ctx.create_string(lock.key.clone());
+        let key = ffi::string(&ctx, &lock.key);
         drop(Key::open_writable(&ctx, &key));
         waiters::serve(&ctx, &lock);
     });

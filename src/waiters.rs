@@ -112,7 +112,7 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     if !is_primary(ctx) {
         return;
     }
-    let key = ctx.create_string(lock.key.clone());
+    let key = ffi::string(ctx, &lock.key);
     loop {
         let head = with_registry(|r| {
             r.list
@@ -122,7 +122,7 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         let Some((id, owner, options, client)) = head else {
             break;
         };
-        let owner_string = ctx.create_string(owner.clone());
+        let owner_string = ffi::string(ctx, &owner);
         let outcome = match try_acquire(ctx, &key, &owner_string, &options) {
             Ok(RedisValue::Null) => break,
             Ok(RedisValue::Integer(reply)) => {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
+use crate::core::args::parse_i64;
 use crate::core::keys::{helper_key, QUEUE_PREFIX, TOKEN_PREFIX};
 use crate::{guard, waiters};
 
@@ -23,7 +24,10 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         };
         let token = match ctx.call("GET", &[&helper_key(TOKEN_PREFIX, key)[..]])? {
             RedisValue::Null => RedisValue::Null,
-            value => bulk(value)?,
+            value => {
+                let stored = bytes(value)?;
+                parse_i64(&stored).map_or(RedisValue::StringBuffer(stored), RedisValue::Integer)
+            }
         };
 
         let mut holders_map = BTreeMap::new();

