@@ -9,7 +9,7 @@ use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
-use crate::{guard, sessions, stats, timers, waiters};
+use crate::{fair, guard, sessions, stats, timers, waiters};
 
 const DEMOTED: &str =
     "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
@@ -55,7 +55,7 @@ extern "C" fn on_keyspace(
             db: ffi::selected_db(&ctx),
             key: ffi::string_bytes(key).to_vec(),
         };
-        let watched = waiters::has_waiters(&lock);
+        let watched = waiters::has_waiters(&lock) || fair::is_tracked(&lock);
         if !watched && !sessions::has_lock(&lock) {
             return;
         }
@@ -70,7 +70,7 @@ extern "C" fn on_keyspace(
                 }
             }
             // Someone else changed the lease (a Redisson watchdog, a PEXPIRE).
-            b"expire" | b"persist" if watched => timers::watch_lease(&ctx, &lock),
+            b"expire" | b"persist" if watched => timers::watch(&ctx, &lock),
             _ => {}
         }
     });
@@ -115,7 +115,13 @@ extern "C" fn on_swapdb(
 /// After a flush, every lock in `db` (or everywhere) is gone.
 fn serve_later(ctx: &Context, db: Option<i32>) {
     sessions::forget_db(db);
-    for lock in waiters::locks_with_waiters(db) {
+    let fair_locks = fair::tracked()
+        .into_iter()
+        .filter(|l| db.is_none_or(|db| l.db == db));
+    for lock in waiters::locks_with_waiters(db)
+        .into_iter()
+        .chain(fair_locks)
+    {
         timers::defer_serve(ctx, lock);
     }
 }
@@ -132,6 +138,7 @@ extern "C" fn on_role(
             timers::stop_all(&Context::new(ctx));
             waiters::fail_all(DEMOTED);
             sessions::forget_all();
+            fair::untrack_all();
         }
     });
 }

@@ -20,7 +20,9 @@ pub enum KeyKind {
     Empty,
     Hash,
     String,
-    /// A list, set, zset, stream or module type.
+    List,
+    Zset,
+    /// A set, stream or module type.
     Other,
 }
 
@@ -57,6 +59,8 @@ impl Key {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
             raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            raw::REDISMODULE_KEYTYPE_LIST => KeyKind::List,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
             _ => KeyKind::Other,
         }
     }

@@ -6,6 +6,7 @@ pub mod commands;
 pub mod config;
 pub mod core;
 pub mod events;
+pub mod fair;
 pub mod ffi;
 pub mod guard;
 pub mod sessions;

@@ -9,6 +9,7 @@ use std::os::raw::c_void;
 use redis_module::Context;
 
 use crate::core::waitlist::LockId;
+use crate::fair::{self, FairQueue};
 use crate::ffi::{self, Key, RawCtx, TimerId};
 use crate::{guard, sessions, waiters};
 
@@ -23,6 +24,8 @@ struct Timers {
     deferred_serve: BTreeSet<LockId>,
     /// Holds to give back: (lock, owner, every re-entry?).
     deferred_release: Vec<(LockId, Vec<u8>, bool)>,
+    /// Fair waiters that left, whose queue entries go.
+    deferred_leave: Vec<(LockId, Vec<u8>)>,
 }
 
 thread_local! {
@@ -33,27 +36,46 @@ fn with_timers<T>(f: impl FnOnce(&mut Timers) -> T) -> T {
     TIMERS.with(|timers| f(&mut timers.borrow_mut()))
 }
 
-/// Keeps a timer at `lock`'s lease deadline while it has waiters, and none otherwise.
-/// A lock found free with waiters gets them served on the next turn.
-pub fn watch_lease(ctx: &Context, lock: &LockId) {
-    if !waiters::has_waiters(lock) || !waiters::is_primary(ctx) {
+/// Keeps one timer per watched lock at the moment it next needs attention: its
+/// lease deadline while held, or, while free, the deadline of a fair queue head
+/// that was woken elsewhere. A lock found free with waiters is served next turn.
+pub fn watch(ctx: &Context, lock: &LockId) {
+    let has_waiters = waiters::has_waiters(lock);
+    let fair = fair::is_tracked(lock);
+    if !(has_waiters || fair) || !waiters::is_primary(ctx) {
         cancel_lease(ctx, lock);
         return;
     }
+    let now = ffi::now_ms();
     let key = ffi::string(ctx, &lock.key);
     let pttl = Key::open_readonly(ctx, &key).pttl();
-    if pttl == -2 {
-        cancel_lease(ctx, lock);
-        defer_serve(ctx, lock.clone());
-        return;
-    }
-    if pttl == -1 {
-        // No lease: only a release or a delete frees it.
-        cancel_lease(ctx, lock);
-        return;
-    }
     // Redis expires a key once the clock is past its deadline, hence the +1.
-    let deadline = ffi::now_ms() + pttl + 1;
+    let deadline = match pttl {
+        -1 => None,
+        -2 if fair => match FairQueue::open(ctx, &lock.key).ok().and_then(|queue| {
+            let head = queue.head()?;
+            queue.deadline_of(&head)
+        }) {
+            Some(head_deadline) => Some(head_deadline.max(now) + 1),
+            None => {
+                fair::untrack(lock);
+                None
+            }
+        },
+        -2 => {
+            cancel_lease(ctx, lock);
+            defer_serve(ctx, lock.clone());
+            return;
+        }
+        pttl => Some(now + pttl + 1),
+    };
+    let Some(deadline) = deadline else {
+        cancel_lease(ctx, lock);
+        if has_waiters && pttl == -2 {
+            defer_serve(ctx, lock.clone());
+        }
+        return;
+    };
     let current = with_timers(|t| t.leases.get(lock).map(|(_, at, _)| *at));
     if current == Some(deadline) {
         return;
@@ -63,7 +85,7 @@ pub fn watch_lease(ctx: &Context, lock: &LockId) {
         t.next_tag += 1;
         t.next_tag
     });
-    let timer = ffi::create_timer(ctx, pttl + 1, on_lease_deadline, tag);
+    let timer = ffi::create_timer(ctx, deadline - now, on_lease_deadline, tag);
     with_timers(|t| {
         t.leases.insert(lock.clone(), (timer, deadline, tag));
         t.by_tag.insert(tag, lock.clone());
@@ -110,6 +132,12 @@ pub fn defer_release(ctx: &Context, lock: LockId, owner: Vec<u8>, all: bool) {
     arm_deferred(ctx);
 }
 
+/// Drops a departed fair waiter's queue entry on the next turn.
+pub fn defer_leave(ctx: &Context, lock: LockId, owner: Vec<u8>) {
+    with_timers(|t| t.deferred_leave.push((lock, owner)));
+    arm_deferred(ctx);
+}
+
 fn arm_deferred(ctx: &Context) {
     if with_timers(|t| t.deferred_timer.is_some()) {
         return;
@@ -121,15 +149,21 @@ fn arm_deferred(ctx: &Context) {
 extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
     guard::callback("deferred work", || {
         let ctx = Context::new(ctx);
-        let (releases, serves) = with_timers(|t| {
+        let (releases, leaves, serves) = with_timers(|t| {
             t.deferred_timer = None;
             (
                 std::mem::take(&mut t.deferred_release),
+                std::mem::take(&mut t.deferred_leave),
                 std::mem::take(&mut t.deferred_serve),
             )
         });
         if !waiters::is_primary(&ctx) {
             return;
+        }
+        for (lock, owner) in leaves {
+            if ffi::select_db(&ctx, lock.db) {
+                fair::leave(&ctx, &lock, &owner);
+            }
         }
         for (lock, owner, all) in releases {
             if ffi::select_db(&ctx, lock.db) {
@@ -150,6 +184,7 @@ pub fn stop_all(ctx: &Context) {
         t.by_tag.clear();
         t.deferred_serve.clear();
         t.deferred_release.clear();
+        t.deferred_leave.clear();
         (
             t.leases
                 .drain()

@@ -5,11 +5,12 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::acquire::try_acquire;
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::waitlist::{LockId, WaitList, Waiter, WaiterId};
+use crate::fair::{self, FairQueue};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::{guard, sessions, stats, timers};
 
@@ -21,13 +22,22 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// A grant on its way to a blocked client.
+struct Undelivered {
+    lock: LockId,
+    owner: Vec<u8>,
+    reply: i64,
+    /// When the client's BLOCK runs out (unix ms).
+    deadline: i64,
+}
+
 #[derive(Default)]
 struct Registry {
     list: WaitList<BlockedClient>,
     /// Blocked-client handle -> waiter, for the timeout and disconnect callbacks.
     by_handle: HashMap<usize, WaiterId>,
-    /// Handles granted a lock whose reply is not yet delivered, with the hold.
-    undelivered: HashMap<usize, (LockId, Vec<u8>)>,
+    /// Handles granted a lock whose reply is not yet delivered.
+    undelivered: HashMap<usize, Undelivered>,
 }
 
 thread_local! {
@@ -83,6 +93,7 @@ pub fn block(
     owner: &RedisString,
     options: AcquireOptions,
     wait: Wait,
+    deadline: i64,
 ) -> RedisResult {
     let timeout_ms = match wait {
         Wait::Forever => 0,
@@ -96,60 +107,104 @@ pub fn block(
         owner: owner.as_slice().to_vec(),
         options,
         client: ffi::client_id(ctx),
+        deadline,
         handle,
     };
     with_registry(|r| {
         let id = r.list.push(waiter);
         r.by_handle.insert(handle_id, id);
     });
-    timers::watch_lease(ctx, &lock);
+    timers::watch(ctx, &lock);
     Ok(RedisValue::NoReply)
 }
 
-/// Passes `lock`, if free, to its waiters in arrival order, in the context of
-/// the caller so the writes replicate with it. `ctx` must have `lock.db` selected.
+/// The deadline of `owner`'s wait on `lock`, if it is blocked here.
+pub fn blocked_deadline(lock: &LockId, owner: &[u8]) -> Option<i64> {
+    with_registry(|r| r.list.find_owner(lock, owner).map(|(_, w)| w.deadline))
+}
+
+/// Passes `lock`, if free, to its waiters, in the context of the caller so the
+/// writes replicate with it: the fair queue's head first, then plain waiters in
+/// arrival order. `ctx` must have `lock.db` selected.
 pub fn serve(ctx: &Context, lock: &LockId) {
     if !is_primary(ctx) {
         return;
     }
-    let key = ffi::string(ctx, &lock.key);
-    loop {
-        let head = with_registry(|r| {
-            r.list
-                .head(lock)
-                .map(|(id, w)| (id, w.owner.clone(), w.options, w.client))
-        });
-        let Some((id, owner, options, client)) = head else {
-            break;
-        };
-        let owner_string = ffi::string(ctx, &owner);
-        let outcome = match try_acquire(ctx, &key, &owner_string, &options) {
-            Ok(RedisValue::Null) => break,
-            Ok(RedisValue::Integer(reply)) => {
-                stats::HANDOFFS.incr();
-                if options.session {
-                    sessions::record(client, lock.clone(), owner.clone());
-                }
-                Outcome::Granted(reply)
+    let fair_done = FairQueue::exists(ctx, &lock.key) && fair::serve(ctx, lock);
+    if !fair_done {
+        while let Some((id, _)) = with_registry(|r| r.list.head(lock).map(|(id, _)| (id, ()))) {
+            if !grant(ctx, lock, id, |_| Ok(())) {
+                break;
             }
-            Ok(other) => Outcome::Failed(format!("ERR unexpected acquire reply {other:?}")),
-            Err(error) => Outcome::Failed(error.to_string()),
-        };
-        let granted = matches!(outcome, Outcome::Granted(_));
-        let waiter = with_registry(|r| {
-            let waiter = r.list.remove(id)?;
-            r.by_handle.remove(&waiter.handle.id());
-            if granted {
-                r.undelivered
-                    .insert(waiter.handle.id(), (lock.clone(), owner.clone()));
-            }
-            Some(waiter)
-        });
-        if let Some(waiter) = waiter {
-            waiter.handle.unblock(Some(outcome));
         }
     }
-    timers::watch_lease(ctx, lock);
+    timers::watch(ctx, lock);
+}
+
+/// Grants `lock` to the longest waiter of `owner`, if one is blocked here.
+/// `taken` runs once the lock is granted (the fair queue drops its entry).
+pub fn grant_to_owner(
+    ctx: &Context,
+    lock: &LockId,
+    owner: &[u8],
+    taken: impl FnOnce(&Context) -> Result<(), RedisError>,
+) -> bool {
+    match with_registry(|r| r.list.find_owner(lock, owner).map(|(id, _)| id)) {
+        Some(id) => grant(ctx, lock, id, taken) || true,
+        None => false,
+    }
+}
+
+/// Tries to give `lock` to waiter `id`. False when the lock is still busy; true
+/// when the waiter was answered (granted, or failed with an error).
+fn grant(
+    ctx: &Context,
+    lock: &LockId,
+    id: WaiterId,
+    taken: impl FnOnce(&Context) -> Result<(), RedisError>,
+) -> bool {
+    let Some((owner, options, client, deadline)) = with_registry(|r| {
+        r.list
+            .get(id)
+            .map(|w| (w.owner.clone(), w.options, w.client, w.deadline))
+    }) else {
+        return false;
+    };
+    let key = ffi::string(ctx, &lock.key);
+    let owner_string = ffi::string(ctx, &owner);
+    let outcome = match try_acquire(ctx, &key, &owner_string, &options) {
+        Ok(RedisValue::Null) => return false,
+        Ok(RedisValue::Integer(reply)) => {
+            stats::HANDOFFS.incr();
+            if options.session {
+                sessions::record(client, lock.clone(), owner.clone());
+            }
+            match taken(ctx) {
+                Ok(()) => Outcome::Granted(reply),
+                Err(error) => Outcome::Failed(error.to_string()),
+            }
+        }
+        Ok(other) => Outcome::Failed(format!("ERR unexpected acquire reply {other:?}")),
+        Err(error) => Outcome::Failed(error.to_string()),
+    };
+    let waiter = with_registry(|r| {
+        let waiter = r.list.remove(id)?;
+        r.by_handle.remove(&waiter.handle.id());
+        if let Outcome::Granted(reply) = outcome {
+            let undelivered = Undelivered {
+                lock: lock.clone(),
+                owner: owner.clone(),
+                reply,
+                deadline,
+            };
+            r.undelivered.insert(waiter.handle.id(), undelivered);
+        }
+        Some(waiter)
+    });
+    if let Some(waiter) = waiter {
+        waiter.handle.unblock(Some(outcome));
+    }
+    true
 }
 
 /// Unblocks every waiter with `error`: the server stopped being a primary.
@@ -171,6 +226,19 @@ fn leave(handle_id: usize) -> Option<Waiter<BlockedClient>> {
         let id = r.by_handle.remove(&handle_id)?;
         r.list.remove(id)
     })
+}
+
+/// Ends a waiter that left; a fair one also leaves the queue, on the next turn.
+/// The lock's timer goes with its last waiter, so nothing keeps the module loaded.
+fn forget(ctx: &Context, waiter: Waiter<BlockedClient>) {
+    if waiter.options.fair {
+        timers::defer_leave(ctx, waiter.lock.clone(), waiter.owner.clone());
+    }
+    let lock = waiter.lock.clone();
+    waiter.handle.unblock::<Outcome>(None);
+    if !has_waiters(&lock) {
+        timers::watch(ctx, &lock);
+    }
 }
 
 fn reply_outcome(ctx: &Context, outcome: &Outcome) {
@@ -214,7 +282,7 @@ extern "C" fn on_timeout(
             return;
         }
         if let Some(waiter) = leave(handle_id) {
-            waiter.handle.unblock::<Outcome>(None);
+            forget(&ctx, waiter);
         }
         ctx.reply(Ok(RedisValue::Null));
     });
@@ -225,12 +293,21 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
     guard::callback("blocked disconnect", || {
         let handle_id = handle as usize;
         if let Some(waiter) = leave(handle_id) {
-            waiter.handle.unblock::<Outcome>(None);
+            forget(&Context::new(ctx), waiter);
             return;
         }
-        // Granted, but the client left before hearing it: give the hold back.
-        if let Some((lock, owner)) = with_registry(|r| r.undelivered.remove(&handle_id)) {
-            timers::defer_release(&Context::new(ctx), lock, owner, false);
+        let Some(grant) = with_registry(|r| r.undelivered.remove(&handle_id)) else {
+            return;
+        };
+        let ctx = Context::new(ctx);
+        if ffi::now_ms() >= grant.deadline - 1 {
+            // Redis 7.0 skips the timeout callback of a client granted in the same
+            // turn its BLOCK ran out, clears it, and calls this instead. The client
+            // is alive and its grant stands: tell it here, or nobody ever will.
+            ctx.reply(Ok(RedisValue::Integer(grant.reply)));
+        } else {
+            // Granted, but the client left before hearing it: give the hold back.
+            timers::defer_release(&ctx, grant.lock, grant.owner, false);
         }
     });
 }
@@ -239,5 +316,6 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
 pub fn tracked_locks() -> usize {
     let mut locks: HashSet<LockId> = locks_with_waiters(None).into_iter().collect();
     locks.extend(sessions::locks());
+    locks.extend(fair::tracked());
     locks.len()
 }

@@ -241,14 +241,10 @@ fn bad_block_values() {
 }
 
 #[test]
-fn fair_is_refused_by_name() {
+fn repeated_fair_is_refused() {
     refused_by_name(
         "FAIR",
-        &[
-            &["RLOCK.ACQUIRE", "free", "o", "FAIR"],
-            &["RLOCK.ACQUIRE", "free", "o", "LEASE", "1000", "fair"],
-            &["RLOCK.ACQUIRE", "held", "o1", "FAIR"],
-        ],
+        &[&["RLOCK.ACQUIRE", "free", "o", "FAIR", "LEASE", "1000", "fair"]],
     );
 }
 

@@ -1,22 +1,27 @@
 //! RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::{arg_error, hold_error, key_owner_rest};
 use crate::core::args::{parse_acquire_options, AcquireOptions};
+use crate::core::fair::queue_deadline;
 use crate::core::hold::{decide_acquire, Acquire};
 use crate::stats;
 use crate::store::{Fence, LockKey};
-use crate::{config, ffi, guard, sessions, timers, waiters};
+use crate::{config, fair, ffi, guard, sessions, timers, waiters};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guard::command(ctx, "RLOCK.ACQUIRE", || {
         let (key, owner, rest) = key_owner_rest(&args, 3)?;
         let options = parse_acquire_options(&rest).map_err(arg_error)?;
-        if options.fair {
+        if options.session && ffi::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_LUA != 0 {
+            // A script runs on its own client, which never disconnects.
             return Err(RedisError::Str(
-                "ERR option FAIR is not supported by this version of rlock",
+                "ERR SESSION cannot be used inside a script or function: the hold would outlive the caller",
             ));
+        }
+        if options.fair {
+            return fair::acquire(ctx, key, owner, &options);
         }
         let lock = waiters::lock_id(ctx, key);
         // A free lock with waiters goes to them first: the line is first come, first served.
@@ -29,11 +34,12 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 if options.session {
                     sessions::record(ffi::client_id(ctx), lock.clone(), owner.as_slice().to_vec());
                 }
-                timers::watch_lease(ctx, &lock);
+                timers::watch(ctx, &lock);
                 Ok(reply)
             }
             (RedisValue::Null, Some(wait)) if waiters::may_block(ctx) => {
-                waiters::block(ctx, lock, owner, options, wait)
+                let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
+                waiters::block(ctx, lock, owner, options, wait, deadline)
             }
             _ => Ok(reply),
         }

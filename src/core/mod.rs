@@ -2,6 +2,7 @@
 //! arithmetic, helper key names. Everything here is tested with plain `cargo test`.
 
 pub mod args;
+pub mod fair;
 pub mod hold;
 pub mod keys;
 pub mod lease;

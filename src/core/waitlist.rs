@@ -23,6 +23,8 @@ pub struct Waiter<H> {
     pub options: AcquireOptions,
     /// The connection that waits.
     pub client: u64,
+    /// When the wait runs out (unix ms); far away for `BLOCK 0`.
+    pub deadline: i64,
     pub handle: H,
 }
 
@@ -31,6 +33,8 @@ pub struct WaitList<H> {
     next_id: WaiterId,
     waiters: HashMap<WaiterId, Waiter<H>>,
     by_lock: HashMap<LockId, BTreeSet<WaiterId>>,
+    /// The same ids by (lock, owner), so a queue entry finds its waiter in O(log n).
+    by_owner: HashMap<(LockId, Vec<u8>), BTreeSet<WaiterId>>,
 }
 
 impl<H> Default for WaitList<H> {
@@ -39,6 +43,7 @@ impl<H> Default for WaitList<H> {
             next_id: 1,
             waiters: HashMap::new(),
             by_lock: HashMap::new(),
+            by_owner: HashMap::new(),
         }
     }
 }
@@ -50,6 +55,10 @@ impl<H> WaitList<H> {
         self.next_id += 1;
         self.by_lock
             .entry(waiter.lock.clone())
+            .or_default()
+            .insert(id);
+        self.by_owner
+            .entry((waiter.lock.clone(), waiter.owner.clone()))
             .or_default()
             .insert(id);
         self.waiters.insert(id, waiter);
@@ -65,6 +74,13 @@ impl<H> WaitList<H> {
                 self.by_lock.remove(&waiter.lock);
             }
         }
+        let owner_key = (waiter.lock.clone(), waiter.owner.clone());
+        if let Some(same_owner) = self.by_owner.get_mut(&owner_key) {
+            same_owner.remove(&id);
+            if same_owner.is_empty() {
+                self.by_owner.remove(&owner_key);
+            }
+        }
         Some(waiter)
     }
 
@@ -76,6 +92,15 @@ impl<H> WaitList<H> {
 
     pub fn get(&self, id: WaiterId) -> Option<&Waiter<H>> {
         self.waiters.get(&id)
+    }
+
+    /// The longest waiter on `lock` for `owner`, if any waits.
+    pub fn find_owner(&self, lock: &LockId, owner: &[u8]) -> Option<(WaiterId, &Waiter<H>)> {
+        let id = *self
+            .by_owner
+            .get(&(lock.clone(), owner.to_vec()))?
+            .first()?;
+        self.waiters.get(&id).map(|waiter| (id, waiter))
     }
 
     pub fn waiting_on(&self, lock: &LockId) -> usize {
@@ -106,6 +131,7 @@ impl<H> WaitList<H> {
     /// Every waiter, oldest first; the list is left empty.
     pub fn drain(&mut self) -> Vec<Waiter<H>> {
         self.by_lock.clear();
+        self.by_owner.clear();
         let mut all: Vec<(WaiterId, Waiter<H>)> = self.waiters.drain().collect();
         all.sort_by_key(|(id, _)| *id);
         all.into_iter().map(|(_, waiter)| waiter).collect()
@@ -129,6 +155,7 @@ mod tests {
             owner: owner.as_bytes().to_vec(),
             options: AcquireOptions::default(),
             client: 1,
+            deadline: 0,
             handle: (),
         }
     }
@@ -147,6 +174,9 @@ mod tests {
         );
         assert_eq!(list.head(&lock("j")).map(|(id, _)| id), Some(other));
         assert_eq!(list.waiting_on(&lock("k")), 1);
+        assert_eq!(list.find_owner(&lock("k"), b"b").map(|(id, _)| id), Some(b));
+        assert!(list.find_owner(&lock("k"), b"a").is_none());
+        assert!(list.find_owner(&lock("j"), b"b").is_none());
     }
 
     #[test]

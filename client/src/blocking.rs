@@ -1,0 +1,413 @@
+//! The blocking (synchronous) API: the same shapes as the async one, for code without an
+//! async runtime. Each [`Locks`] runs a small private tokio runtime (one worker thread) for
+//! its connection, its watchdog and background releases.
+//!
+//! Call these from plain threads, not from inside an async runtime (tokio refuses to block
+//! there); async code should use the crate's async API.
+//!
+//! ```no_run
+//! # fn f() -> rlock_client::Result<()> {
+//! use rlock_client::blocking::Locks;
+//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1/")?)?;
+//! if let Some(guard) = locks.lock("orders").acquire()? {
+//!     // ... the critical section ...
+//!     guard.release()?;
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::command::LockInfo;
+use crate::conn::Endpoint;
+use crate::error::{Error, Result};
+use crate::lock::Hold;
+
+/// Owns the private runtime. On drop it gives spawned work (background releases) a moment to
+/// finish, without blocking if it is dropped inside another runtime.
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    fn new() -> Result<Arc<Runtime>> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rlock-client")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Redis(e.into()))?;
+        Ok(Arc::new(Runtime(Some(rt))))
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.0
+            .as_ref()
+            .expect("runtime lives until drop")
+            .block_on(f)
+    }
+
+    fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
+        self.0.as_ref().expect("runtime lives until drop").enter()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                rt.shutdown_background();
+            } else {
+                rt.shutdown_timeout(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// Blocking twin of [`crate::Locks`].
+#[derive(Clone)]
+pub struct Locks {
+    inner: crate::Locks,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+/// Blocking twin of [`crate::LocksBuilder`].
+#[derive(Debug, Clone)]
+pub struct LocksBuilder(crate::LocksBuilder);
+
+impl LocksBuilder {
+    /// See [`crate::LocksBuilder::watchdog_lease`].
+    pub fn watchdog_lease(self, lease: Duration) -> Self {
+        LocksBuilder(self.0.watchdog_lease(lease))
+    }
+
+    /// See [`crate::LocksBuilder::response_timeout`].
+    pub fn response_timeout(self, timeout: Duration) -> Self {
+        LocksBuilder(self.0.response_timeout(timeout))
+    }
+
+    /// See [`crate::LocksBuilder::idle_connections`].
+    pub fn idle_connections(self, n: usize) -> Self {
+        LocksBuilder(self.0.idle_connections(n))
+    }
+
+    /// Builds the [`Locks`] and starts its runtime thread.
+    pub fn build(self) -> Result<Locks> {
+        Ok(Locks {
+            inner: self.0.build(),
+            rt: Runtime::new()?,
+        })
+    }
+}
+
+impl Locks {
+    /// See [`crate::Locks::new`]. Fails only if the runtime thread cannot start.
+    pub fn new(endpoint: impl Into<Endpoint>) -> Result<Locks> {
+        Locks::builder(endpoint).build()
+    }
+
+    /// See [`crate::Locks::builder`].
+    pub fn builder(endpoint: impl Into<Endpoint>) -> LocksBuilder {
+        LocksBuilder(crate::Locks::builder(endpoint))
+    }
+
+    /// See [`crate::Locks::client_id`].
+    pub fn client_id(&self) -> &str {
+        self.inner.client_id()
+    }
+
+    /// See [`crate::Locks::lock`]: a new owner id; clones of the handle re-enter.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            inner: self.inner.lock(name),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
+    /// See [`Lock::with_lock`].
+    pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(&Hold) -> T) -> Result<T> {
+        self.lock(name).wait_forever().with_lock(f)
+    }
+
+    /// See [`crate::Locks::force_release`].
+    pub fn force_release(&self, name: &str) -> Result<bool> {
+        self.rt.block_on(self.inner.force_release(name))
+    }
+
+    /// See [`crate::Locks::info`].
+    pub fn info(&self, name: &str) -> Result<LockInfo> {
+        self.rt.block_on(self.inner.info(name))
+    }
+}
+
+/// Blocking twin of [`crate::Lock`]: a handle with one owner id, and the builder of acquires.
+#[derive(Clone)]
+pub struct Lock {
+    inner: crate::Lock,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Lock {
+    fn map(self, f: impl FnOnce(crate::Lock) -> crate::Lock) -> Lock {
+        Lock {
+            inner: f(self.inner),
+            rt: self.rt,
+        }
+    }
+
+    /// The lock's key.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The owner id of this handle and its clones.
+    pub fn owner(&self) -> &str {
+        self.inner.owner()
+    }
+
+    /// See [`crate::Lock::lease`].
+    pub fn lease(self, lease: Duration) -> Self {
+        self.map(|l| l.lease(lease))
+    }
+
+    /// See [`crate::Lock::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        self.map(|l| l.wait(wait))
+    }
+
+    /// See [`crate::Lock::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        self.map(|l| l.wait_forever())
+    }
+
+    /// See [`crate::Lock::fair`].
+    pub fn fair(self) -> Self {
+        self.map(|l| l.fair())
+    }
+
+    /// See [`crate::Lock::fenced`].
+    pub fn fenced(self) -> Self {
+        self.map(|l| l.fenced())
+    }
+
+    /// See [`crate::Lock::session`].
+    pub fn session(self) -> Self {
+        self.map(|l| l.session())
+    }
+
+    /// See [`crate::Lock::sync_replicas`].
+    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
+        self.map(|l| l.sync_replicas(n, timeout))
+    }
+
+    /// See [`crate::Lock::acquire`]; blocks the calling thread for the wait.
+    pub fn acquire(&self) -> Result<Option<Guard>> {
+        let g = self.rt.block_on(self.inner.acquire())?;
+        Ok(g.map(|g| Guard {
+            inner: Some(g),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    /// Acquires, runs `f` on this thread, and releases. [`Error::Timeout`] if the lock was not
+    /// acquired. `f` cannot be interrupted: if the hold was lost while it ran, the result is
+    /// [`Error::Lost`], since `f`'s work may have overlapped another holder.
+    pub fn with_lock<T>(&self, f: impl FnOnce(&Hold) -> T) -> Result<T> {
+        let guard = self.acquire()?.ok_or_else(|| Error::Timeout {
+            key: self.key().to_owned(),
+            waited: self.inner.waited(),
+        })?;
+        let out = f(&guard);
+        guard.release()?;
+        Ok(out)
+    }
+}
+
+/// Blocking twin of [`crate::Guard`]. Dropping it releases the lock in the background.
+pub struct Guard {
+    inner: Option<crate::Guard>,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Hold;
+    fn deref(&self) -> &Hold {
+        self.inner.as_ref().expect("present until release")
+    }
+}
+
+impl Guard {
+    fn guard(&self) -> &crate::Guard {
+        self.inner.as_ref().expect("present until release")
+    }
+
+    /// A clone of the [`Hold`].
+    pub fn hold(&self) -> Hold {
+        self.guard().hold()
+    }
+
+    /// See [`crate::Guard::renew`].
+    pub fn renew(&self) -> Result<()> {
+        self.rt.block_on(self.guard().renew())
+    }
+
+    /// See [`crate::Guard::release`].
+    pub fn release(mut self) -> Result<bool> {
+        let g = self.inner.take().expect("present until release");
+        self.rt.block_on(g.release())
+    }
+
+    /// Blocks up to `timeout` for the hold to be lost; `Some(Error::Lost)` if it was.
+    /// `wait_lost(Duration::ZERO)` just checks.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
+        let hold = self.hold();
+        self.rt
+            .block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // The async guard spawns its release on the private runtime; entering it makes that
+        // work even when this thread has no runtime of its own.
+        let _enter = self.rt.enter();
+        self.inner.take();
+    }
+}
+
+/// Blocking twin of [`crate::MultiLocks`].
+#[derive(Clone)]
+pub struct MultiLocks {
+    inner: crate::MultiLocks,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for MultiLocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl MultiLocks {
+    /// See [`crate::MultiLocks::new`]. Fails only if the runtime thread cannot start.
+    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> Result<MultiLocks> {
+        MultiLocks::from_async(crate::MultiLocks::new(primaries))
+    }
+
+    /// Wraps an async [`crate::MultiLocks`] built with its builder.
+    pub fn from_async(inner: crate::MultiLocks) -> Result<MultiLocks> {
+        Ok(MultiLocks {
+            inner,
+            rt: Runtime::new()?,
+        })
+    }
+
+    /// See [`crate::MultiLocks::lock`].
+    pub fn lock(&self, name: impl Into<String>) -> MultiLock {
+        MultiLock {
+            inner: self.inner.lock(name),
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+/// Blocking twin of [`crate::MultiLock`].
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    inner: crate::MultiLock,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Runtime")
+    }
+}
+
+impl MultiLock {
+    /// See [`crate::MultiLock::lease`].
+    pub fn lease(self, lease: Duration) -> Self {
+        MultiLock {
+            inner: self.inner.lease(lease),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::MultiLock::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        MultiLock {
+            inner: self.inner.wait(wait),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::MultiLock::fenced`].
+    pub fn fenced(self) -> Self {
+        MultiLock {
+            inner: self.inner.fenced(),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::MultiLock::acquire`].
+    pub fn acquire(&self) -> Result<Option<MultiGuard>> {
+        let g = self.rt.block_on(self.inner.acquire())?;
+        Ok(g.map(|g| MultiGuard {
+            inner: Some(g),
+            rt: self.rt.clone(),
+        }))
+    }
+}
+
+/// Blocking twin of [`crate::MultiGuard`].
+#[derive(Debug)]
+pub struct MultiGuard {
+    inner: Option<crate::MultiGuard>,
+    rt: Arc<Runtime>,
+}
+
+impl std::ops::Deref for MultiGuard {
+    type Target = crate::MultiGuard;
+    fn deref(&self) -> &crate::MultiGuard {
+        self.inner.as_ref().expect("present until release")
+    }
+}
+
+impl MultiGuard {
+    /// See [`crate::MultiGuard::renew`].
+    pub fn renew(&mut self) -> Result<()> {
+        let g = self.inner.as_mut().expect("present until release");
+        self.rt.block_on(g.renew())
+    }
+
+    /// See [`crate::MultiGuard::release`].
+    pub fn release(mut self) -> usize {
+        let g = self.inner.take().expect("present until release");
+        self.rt.block_on(g.release())
+    }
+}
+
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        let _enter = self.rt.enter();
+        self.inner.take();
+    }
+}

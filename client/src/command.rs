@@ -1,0 +1,414 @@
+//! The wire format: how requests become `RLOCK.*` commands and how replies are read.
+//! Pure functions, unit-tested without a server.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+
+/// How long to wait in the server for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Try once.
+    No,
+    /// `BLOCK ms`, ms ≥ 1.
+    For(Duration),
+    /// `BLOCK 0`.
+    Forever,
+}
+
+/// Everything an acquire sends, apart from key and owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AcquireOptions {
+    pub lease: Duration,
+    pub wait: Wait,
+    pub fair: bool,
+    pub fenced: bool,
+    pub session: bool,
+}
+
+/// Milliseconds for `LEASE`/`BLOCK`: sub-millisecond durations round up, so a non-zero
+/// duration never turns into `0` (which means "forever" for `BLOCK`).
+pub(crate) fn millis(d: Duration) -> u64 {
+    let ms = d.as_millis();
+    let ms = if Duration::from_millis(ms as u64) < d {
+        ms + 1
+    } else {
+        ms
+    };
+    u64::try_from(ms).unwrap_or(u64::MAX).max(1)
+}
+
+pub(crate) fn acquire(key: &str, owner: &str, o: &AcquireOptions) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.ACQUIRE");
+    c.arg(key).arg(owner).arg("LEASE").arg(millis(o.lease));
+    match o.wait {
+        Wait::No => {}
+        Wait::For(d) => {
+            c.arg("BLOCK").arg(millis(d));
+        }
+        Wait::Forever => {
+            c.arg("BLOCK").arg(0);
+        }
+    }
+    if o.fair {
+        c.arg("FAIR");
+    }
+    if o.fenced {
+        c.arg("TOKEN");
+    }
+    if o.session {
+        c.arg("SESSION");
+    }
+    c
+}
+
+pub(crate) fn release(key: &str, owner: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.RELEASE");
+    c.arg(key).arg(owner);
+    c
+}
+
+pub(crate) fn renew(key: &str, owner: &str, lease: Duration) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.RENEW");
+    c.arg(key).arg(owner).arg("LEASE").arg(millis(lease));
+    c
+}
+
+pub(crate) fn force_release(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.FORCERELEASE");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn info(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.INFO");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn wait_replicas(n: usize, timeout: Duration) -> redis::Cmd {
+    let mut c = redis::cmd("WAIT");
+    c.arg(n).arg(timeout.as_millis() as u64);
+    c
+}
+
+/// Turns a server error that came back as a value (pipelines with `ignore_errors`) into `Err`.
+pub(crate) fn check(v: Value) -> Result<Value> {
+    match v {
+        Value::ServerError(e) => Err(Error::Redis(e.into())),
+        v => Ok(v),
+    }
+}
+
+fn as_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// `RLOCK.ACQUIRE` reply: null when not acquired, else the token or hold count (≥ 1).
+pub(crate) fn parse_acquire(v: Value) -> Result<Option<u64>> {
+    match check(v)? {
+        Value::Nil => Ok(None),
+        v => match as_int(&v) {
+            Some(n) if n >= 1 => Ok(Some(n as u64)),
+            _ => Err(Error::unexpected("RLOCK.ACQUIRE replied", &v)),
+        },
+    }
+}
+
+/// `RLOCK.RELEASE` reply: true when fully released, false when a re-entry was undone.
+pub(crate) fn parse_release(v: Value, key: &str, owner: &str) -> Result<bool> {
+    match v {
+        Value::ServerError(e) if e.code() == "NOTHELD" => Err(Error::NotHeld {
+            key: key.to_owned(),
+            owner: owner.to_owned(),
+        }),
+        v => match as_int(&check(v.clone())?) {
+            Some(1) => Ok(true),
+            Some(0) => Ok(false),
+            _ => Err(Error::unexpected("RLOCK.RELEASE replied", &v)),
+        },
+    }
+}
+
+/// Maps a NOTHELD error from a plain (non-pipelined) call the same way as [`parse_release`].
+pub(crate) fn release_error(e: redis::RedisError, key: &str, owner: &str) -> Error {
+    if e.code() == Some("NOTHELD") {
+        Error::NotHeld {
+            key: key.to_owned(),
+            owner: owner.to_owned(),
+        }
+    } else {
+        Error::Redis(e)
+    }
+}
+
+/// `RLOCK.RENEW` / `RLOCK.FORCERELEASE` reply: 1 or 0.
+pub(crate) fn parse_flag(v: Value, what: &'static str) -> Result<bool> {
+    match as_int(&check(v.clone())?) {
+        Some(1) => Ok(true),
+        Some(0) => Ok(false),
+        _ => Err(Error::unexpected(what, &v)),
+    }
+}
+
+/// `WAIT` reply: the number of replicas that acknowledged.
+pub(crate) fn parse_count(v: Value, what: &'static str) -> Result<u64> {
+    match as_int(&check(v.clone())?) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(Error::unexpected(what, &v)),
+    }
+}
+
+/// What `RLOCK.INFO` tells about one lock.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LockInfo {
+    /// Owners and their hold counts. Empty when the lock is free.
+    pub holders: Vec<(String, u64)>,
+    /// Milliseconds left on the lease; -2 when there is no lock, -1 when it has no expiry.
+    pub pttl: i64,
+    /// Owners waiting in the fair queue, oldest first.
+    pub queue: Vec<String>,
+    /// Clients blocked in the server waiting for this lock.
+    pub blocked: u64,
+    /// The current fencing counter, if a fenced acquire ever ran on this key.
+    pub token: Option<u64>,
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Pairs from a RESP3 map or a RESP2 flat array.
+fn pairs(v: Value) -> Option<Vec<(Value, Value)>> {
+    match v {
+        Value::Map(m) => Some(m),
+        Value::Array(a) if a.len() % 2 == 0 => {
+            let mut it = a.into_iter();
+            let mut out = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                out.push((k, v));
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn parse_info(v: Value) -> Result<LockInfo> {
+    let v = check(v)?;
+    let bad = |v: &Value| Error::unexpected("RLOCK.INFO replied", v);
+    let fields = pairs(v.clone()).ok_or_else(|| bad(&v))?;
+    let mut info = LockInfo {
+        pttl: -2,
+        ..LockInfo::default()
+    };
+    for (name, value) in fields {
+        match text(&name).as_deref() {
+            Some("holders") => {
+                for (owner, count) in pairs(value).ok_or_else(|| bad(&v))? {
+                    let owner = text(&owner).ok_or_else(|| bad(&v))?;
+                    let count = as_int(&count).ok_or_else(|| bad(&v))?;
+                    info.holders.push((owner, count.max(0) as u64));
+                }
+            }
+            Some("pttl") => info.pttl = as_int(&value).ok_or_else(|| bad(&v))?,
+            Some("queue") => match value {
+                Value::Array(a) | Value::Set(a) => {
+                    info.queue = a.iter().filter_map(text).collect();
+                }
+                Value::Nil => {}
+                _ => return Err(bad(&v)),
+            },
+            Some("blocked") => info.blocked = as_int(&value).ok_or_else(|| bad(&v))?.max(0) as u64,
+            Some("token") => info.token = as_int(&value).map(|n| n.max(0) as u64),
+            _ => {} // fields added later are ignored
+        }
+    }
+    Ok(info)
+}
+
+/// The margin Redlock subtracts for clock drift between client and server:
+/// 1% of the lease plus 2 ms.
+pub(crate) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// How long a hold can be trusted after a request that set `lease` was sent `elapsed` ago.
+pub(crate) fn validity(lease: Duration, elapsed: Duration) -> Option<Duration> {
+    lease
+        .checked_sub(elapsed)?
+        .checked_sub(drift(lease))
+        .filter(|d| !d.is_zero())
+}
+
+/// The majority of `n` primaries.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(c: &redis::Cmd) -> Vec<String> {
+        c.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                redis::Arg::Cursor => "<cursor>".into(),
+                _ => "<other>".into(),
+            })
+            .collect()
+    }
+
+    fn opts() -> AcquireOptions {
+        AcquireOptions {
+            lease: Duration::from_secs(30),
+            wait: Wait::No,
+            fair: false,
+            fenced: false,
+            session: false,
+        }
+    }
+
+    #[test]
+    fn acquire_sends_only_the_options_asked_for() {
+        let c = acquire("k", "u:1", &opts());
+        assert_eq!(args(&c), ["RLOCK.ACQUIRE", "k", "u:1", "LEASE", "30000"]);
+        let all = AcquireOptions {
+            lease: Duration::from_micros(1500),
+            wait: Wait::For(Duration::from_micros(10)),
+            fair: true,
+            fenced: true,
+            session: true,
+        };
+        assert_eq!(
+            args(&acquire("k", "u:1", &all)),
+            [
+                "RLOCK.ACQUIRE",
+                "k",
+                "u:1",
+                "LEASE",
+                "2",
+                "BLOCK",
+                "1",
+                "FAIR",
+                "TOKEN",
+                "SESSION"
+            ]
+        );
+        let forever = AcquireOptions {
+            wait: Wait::Forever,
+            ..opts()
+        };
+        assert_eq!(&args(&acquire("k", "o", &forever))[5..], ["BLOCK", "0"]);
+    }
+
+    #[test]
+    fn millis_never_rounds_a_wait_down_to_forever() {
+        assert_eq!(millis(Duration::from_nanos(1)), 1);
+        assert_eq!(millis(Duration::from_millis(7)), 7);
+        assert_eq!(millis(Duration::from_micros(7001)), 8);
+        assert_eq!(millis(Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn other_commands() {
+        assert_eq!(args(&release("k", "o")), ["RLOCK.RELEASE", "k", "o"]);
+        assert_eq!(
+            args(&renew("k", "o", Duration::from_secs(1))),
+            ["RLOCK.RENEW", "k", "o", "LEASE", "1000"]
+        );
+        assert_eq!(args(&force_release("k")), ["RLOCK.FORCERELEASE", "k"]);
+        assert_eq!(args(&info("k")), ["RLOCK.INFO", "k"]);
+        assert_eq!(
+            args(&wait_replicas(1, Duration::from_millis(250))),
+            ["WAIT", "1", "250"]
+        );
+    }
+
+    #[test]
+    fn acquire_replies() {
+        assert_eq!(parse_acquire(Value::Nil).unwrap(), None);
+        assert_eq!(parse_acquire(Value::Int(3)).unwrap(), Some(3));
+        assert!(parse_acquire(Value::Int(0)).is_err());
+        assert!(parse_acquire(Value::Okay).is_err());
+    }
+
+    #[test]
+    fn release_replies() {
+        assert!(parse_release(Value::Int(1), "k", "o").unwrap());
+        assert!(!parse_release(Value::Int(0), "k", "o").unwrap());
+        let e = release_error(
+            redis::make_extension_error("NOTHELD".into(), Some("no".into())),
+            "k",
+            "o",
+        );
+        assert!(matches!(e, Error::NotHeld { .. }));
+    }
+
+    #[test]
+    fn info_resp2_and_resp3() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            b("holders"),
+            Value::Array(vec![b("u:1"), Value::Int(2)]),
+            b("pttl"),
+            Value::Int(900),
+            b("queue"),
+            Value::Array(vec![b("u:2")]),
+            b("blocked"),
+            Value::Int(1),
+            b("token"),
+            Value::Nil,
+        ]);
+        let want = LockInfo {
+            holders: vec![("u:1".into(), 2)],
+            pttl: 900,
+            queue: vec!["u:2".into()],
+            blocked: 1,
+            token: None,
+        };
+        assert_eq!(parse_info(resp2).unwrap(), want);
+        let resp3 = Value::Map(vec![
+            (b("holders"), Value::Map(vec![(b("u:1"), Value::Int(2))])),
+            (b("pttl"), Value::Int(900)),
+            (b("queue"), Value::Array(vec![b("u:2")])),
+            (b("blocked"), Value::Int(1)),
+            (b("token"), Value::Int(7)),
+        ]);
+        assert_eq!(
+            parse_info(resp3).unwrap(),
+            LockInfo {
+                token: Some(7),
+                ..want
+            }
+        );
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        let lease = Duration::from_millis(1000);
+        assert_eq!(
+            validity(lease, Duration::from_millis(100)),
+            Some(Duration::from_millis(888))
+        );
+        assert_eq!(validity(lease, Duration::from_millis(988)), None);
+        assert_eq!(validity(lease, Duration::from_secs(2)), None);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+    }
+}

@@ -1,0 +1,219 @@
+//! Connections: one shared multiplexed connection for short commands, and a small pool of
+//! dedicated connections for commands that may block in the server (`BLOCK`, `WAIT`).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
+
+/// Where the locks live: one Redis/Valkey server (a standalone primary) or a Redis Cluster.
+///
+/// Built from a [`redis::Client`] or a [`redis::cluster::ClusterClient`] with `.into()`, so
+/// [`Locks::new`](crate::Locks::new) takes either.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// A single server, reached through a [`redis::Client`].
+    Server(redis::Client),
+    /// A Redis Cluster, reached through redis-rs's cluster client. Keys are routed by slot;
+    /// the helper keys of one lock share its slot, so every command is single-slot.
+    Cluster(Box<ClusterClient>),
+}
+
+impl From<redis::Client> for Endpoint {
+    fn from(c: redis::Client) -> Self {
+        Endpoint::Server(c)
+    }
+}
+
+impl From<ClusterClient> for Endpoint {
+    fn from(c: ClusterClient) -> Self {
+        Endpoint::Cluster(Box::new(c))
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Server(c) => write!(f, "Server({:?})", c.get_connection_info().addr()),
+            Endpoint::Cluster(_) => write!(f, "Cluster"),
+        }
+    }
+}
+
+fn route(key: &str) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        key,
+        SlotAddr::Master,
+    )))
+}
+
+/// The shared connection. Cheap to clone; requests are multiplexed.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    pub(crate) async fn open(endpoint: &Endpoint, response_timeout: Duration) -> RedisResult<Conn> {
+        match endpoint {
+            Endpoint::Server(client) => {
+                // Few, short retries: a watchdog must notice a dead server within a lease.
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(response_timeout))
+                    .set_connection_timeout(Some(response_timeout))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let m = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+                Ok(Conn::Single(m))
+            }
+            Endpoint::Cluster(client) => Ok(Conn::Cluster(client.get_async_connection().await?)),
+        }
+    }
+
+    pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        }
+    }
+
+    /// Runs `pipe` and returns one value per command; server errors come back as
+    /// `Value::ServerError` items. In a cluster the pipeline must be single-slot.
+    pub(crate) async fn pipeline(&self, pipe: &mut Pipeline) -> RedisResult<Vec<Value>> {
+        pipe.ignore_errors();
+        let v: Value = match self {
+            Conn::Single(c) => pipe.query_async(&mut c.clone()).await?,
+            Conn::Cluster(c) => pipe.query_async(&mut c.clone()).await?,
+        };
+        flatten(v, pipe.len())
+    }
+
+    /// Sends a keyless command to the primary that serves `key` (plain servers: the server).
+    pub(crate) async fn query_on_node_of(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Single(_) => self.query(&cmd).await,
+            Conn::Cluster(c) => c.clone().route_command(cmd, route(key)).await,
+        }
+    }
+}
+
+fn flatten(v: Value, n: usize) -> RedisResult<Vec<Value>> {
+    match v {
+        Value::Array(items) if items.len() == n => Ok(items),
+        other => Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "pipeline reply",
+            format!("{other:?}"),
+        ))),
+    }
+}
+
+/// Groups keys by cluster slot, so a cluster pipeline stays single-slot.
+pub(crate) fn slot_of(key: &str) -> Slot {
+    Slot::for_key(key)
+}
+
+/// A connection used by one blocking request at a time. It has no response timeout, so a
+/// `BLOCK` or `WAIT` can take as long as it asked for.
+pub(crate) struct Dedicated {
+    conn: DedicatedConn,
+    /// `CLIENT ID` on a plain server, used to `CLIENT UNBLOCK` it when the caller gives up.
+    id: Option<i64>,
+}
+
+enum DedicatedConn {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Dedicated {
+    async fn open(endpoint: &Endpoint, connect_timeout: Duration) -> RedisResult<Dedicated> {
+        match endpoint {
+            Endpoint::Server(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_response_timeout(None)
+                    .set_connection_timeout(Some(connect_timeout));
+                let mut c = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut c).await?;
+                Ok(Dedicated {
+                    conn: DedicatedConn::Single(c),
+                    id: Some(id),
+                })
+            }
+            Endpoint::Cluster(client) => {
+                let config = ClusterConfig::new().set_connection_timeout(connect_timeout);
+                let c = client.get_async_connection_with_config(config).await?;
+                Ok(Dedicated {
+                    conn: DedicatedConn::Cluster(c),
+                    id: None,
+                })
+            }
+        }
+    }
+
+    /// The id of this connection's client on the node that serves `key`.
+    /// In a cluster it costs a round trip, since the node depends on the key.
+    pub(crate) async fn client_id(&mut self, key: &str) -> RedisResult<i64> {
+        match (&mut self.conn, self.id) {
+            (_, Some(id)) => Ok(id),
+            (DedicatedConn::Cluster(c), None) => {
+                let v = c
+                    .route_command(redis::cmd("CLIENT").arg("ID").clone(), route(key))
+                    .await?;
+                redis::from_redis_value(v).map_err(Into::into)
+            }
+            (DedicatedConn::Single(_), None) => unreachable!("plain connections know their id"),
+        }
+    }
+
+    pub(crate) async fn pipeline(&mut self, pipe: &mut Pipeline) -> RedisResult<Vec<Value>> {
+        pipe.ignore_errors();
+        let v: Value = match &mut self.conn {
+            DedicatedConn::Single(c) => pipe.query_async(c).await?,
+            DedicatedConn::Cluster(c) => pipe.query_async(c).await?,
+        };
+        flatten(v, pipe.len())
+    }
+}
+
+/// Idle dedicated connections, at most `max_idle` of them.
+pub(crate) struct Pool {
+    idle: Mutex<Vec<Dedicated>>,
+    max_idle: usize,
+}
+
+impl Pool {
+    pub(crate) fn new(max_idle: usize) -> Pool {
+        Pool {
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+        }
+    }
+
+    pub(crate) async fn take(
+        &self,
+        endpoint: &Endpoint,
+        connect_timeout: Duration,
+    ) -> RedisResult<Dedicated> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(d) => Ok(d),
+            None => Dedicated::open(endpoint, connect_timeout).await,
+        }
+    }
+
+    /// Returns a healthy connection; past `max_idle` it is closed instead.
+    pub(crate) fn give_back(&self, d: Dedicated) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push(d);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Thin client for the rlock Redis module: distributed locks as native commands
+//! (`RLOCK.ACQUIRE`, `RLOCK.RELEASE`, ...) on Redisson-compatible keys.
+//!
+//! The server does the locking, waiting and queueing; this crate gives it a Rust shape:
+//! guards that release on drop without blocking, re-entry through a cloneable handle, a
+//! watchdog that renews leases in batches and says so when a lock is lost, cancel-safe
+//! blocking waits, fencing tokens, replica acknowledgement, multi-primary quorum locks and
+//! Redis Cluster.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use rlock_client::Locks;
+//!
+//! # async fn f() -> rlock_client::Result<()> {
+//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1/")?);
+//! let lock = locks.lock("orders").wait(Duration::from_secs(5)).fenced();
+//! if let Some(guard) = lock.acquire().await? {
+//!     println!("token {:?}", guard.token());
+//!     tokio::select! {
+//!         _ = async { /* work that writes with guard.token() */ } => {}
+//!         lost = guard.lost() => return Err(lost),
+//!     }
+//!     guard.release().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! | call | round trips |
+//! |---|---|
+//! | [`Lock::acquire`] | 1 on the shared connection |
+//! | with [`Lock::wait`]/[`Lock::sync_replicas`] | 1 on a pooled connection (+1 `CLIENT ID` for a wait in a cluster) |
+//! | [`Guard::release`], [`Guard::renew`] | 1 |
+//! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
+//! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
+//!
+//! The [`blocking`] module has the same API for code without an async runtime.
+
+#![warn(missing_docs)]
+
+pub mod blocking;
+mod command;
+mod conn;
+mod error;
+mod lock;
+mod multi;
+mod watchdog;
+
+pub use command::LockInfo;
+pub use conn::Endpoint;
+pub use error::{Error, Result};
+pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
+pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};

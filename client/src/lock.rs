@@ -1,0 +1,735 @@
+//! [`Locks`], the [`Lock`] handle/builder, [`Guard`] and [`Hold`].
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, OnceCell};
+use tokio::time::Instant;
+
+use crate::command::{self, AcquireOptions, LockInfo, Wait};
+use crate::conn::{Conn, Dedicated, Endpoint, Pool};
+use crate::error::{Error, Result};
+use crate::watchdog::{LostRx, Registry};
+
+/// Settings of a [`Locks`]; see [`LocksBuilder`].
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub watchdog_lease: Duration,
+    pub response_timeout: Duration,
+    pub idle_connections: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            watchdog_lease: Duration::from_secs(30),
+            response_timeout: Duration::from_secs(2),
+            idle_connections: 4,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    endpoint: Endpoint,
+    conn: OnceCell<Conn>,
+    pool: Pool,
+    pub(crate) registry: Registry,
+    client_id: String,
+    next_owner: AtomicU64,
+    config: Config,
+}
+
+impl Inner {
+    pub(crate) async fn conn(&self) -> Result<Conn> {
+        let c = self
+            .conn
+            .get_or_try_init(|| Conn::open(&self.endpoint, self.config.response_timeout))
+            .await?;
+        Ok(c.clone())
+    }
+
+    fn new_owner(&self) -> Arc<str> {
+        let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        Arc::from(format!("{}:{n}", self.client_id))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Lets the watchdog see that nothing is left to watch, and end.
+        self.registry.wake.notify_one();
+    }
+}
+
+/// Entry point: the locks on one server or cluster.
+///
+/// Cheap to clone; clones share the connection, the watchdog and the connection pool.
+///
+/// ```no_run
+/// # async fn f() -> rlock_client::Result<()> {
+/// let locks = rlock_client::Locks::new(redis::Client::open("redis://127.0.0.1/")?);
+/// if let Some(guard) = locks.lock("orders").acquire().await? {
+///     // ... the critical section ...
+///     guard.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locks {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locks")
+            .field("endpoint", &self.inner.endpoint)
+            .field("client_id", &self.inner.client_id)
+            .finish()
+    }
+}
+
+/// Configures a [`Locks`] before its first use.
+#[derive(Debug, Clone)]
+pub struct LocksBuilder {
+    endpoint: Endpoint,
+    config: Config,
+}
+
+impl LocksBuilder {
+    /// The lease given to locks taken without [`Lock::lease`]; the watchdog renews them every
+    /// third of it. Default 30 s, as in Redisson.
+    pub fn watchdog_lease(mut self, lease: Duration) -> Self {
+        self.config.watchdog_lease = lease;
+        self
+    }
+
+    /// How long a non-blocking command may take on the shared connection before it fails.
+    /// Default 2 s.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// How many idle connections for blocking acquires to keep. Default 4.
+    pub fn idle_connections(mut self, n: usize) -> Self {
+        self.config.idle_connections = n;
+        self
+    }
+
+    /// Builds the [`Locks`]. It connects on first use.
+    pub fn build(self) -> Locks {
+        Locks {
+            inner: Arc::new(Inner {
+                endpoint: self.endpoint,
+                conn: OnceCell::new(),
+                pool: Pool::new(self.config.idle_connections),
+                registry: Registry::new(),
+                client_id: uuid::Uuid::new_v4().to_string(),
+                next_owner: AtomicU64::new(1),
+                config: self.config,
+            }),
+        }
+    }
+}
+
+impl Locks {
+    /// Locks on a server (`redis::Client`) or a cluster (`redis::cluster::ClusterClient`),
+    /// with default settings. It connects on first use.
+    pub fn new(endpoint: impl Into<Endpoint>) -> Locks {
+        Locks::builder(endpoint).build()
+    }
+
+    /// A builder, for settings other than the defaults.
+    pub fn builder(endpoint: impl Into<Endpoint>) -> LocksBuilder {
+        LocksBuilder {
+            endpoint: endpoint.into(),
+            config: Config::default(),
+        }
+    }
+
+    /// This client's uuid: the first half of every owner id it makes.
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
+    }
+
+    /// A handle on the lock `name` with a new owner id `<client-uuid>:<n>`.
+    ///
+    /// Each call gives a new owner: two handles from two calls exclude each other, even in
+    /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`].
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        let key: String = name.into();
+        Lock {
+            locks: self.clone(),
+            key: Arc::from(key),
+            owner: self.inner.new_owner(),
+            lease: None,
+            wait: Wait::No,
+            fair: false,
+            fenced: false,
+            session: false,
+            replicas: None,
+        }
+    }
+
+    /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
+    ///
+    /// Shorthand for `self.lock(name).wait_forever().with_lock(f)`: see [`Lock::with_lock`].
+    pub async fn with_lock<F, Fut, T>(&self, name: impl Into<String>, f: F) -> Result<T>
+    where
+        F: FnOnce(Hold) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock(name).wait_forever().with_lock(f).await
+    }
+
+    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
+    /// Its holders find out at their next renewal ([`Error::Lost`]).
+    pub async fn force_release(&self, name: &str) -> Result<bool> {
+        let v = self
+            .inner
+            .conn()
+            .await?
+            .query(&command::force_release(name))
+            .await?;
+        command::parse_flag(v, "RLOCK.FORCERELEASE replied")
+    }
+
+    /// `RLOCK.INFO`: holders, lease left, fair queue, blocked waiters and fencing counter.
+    pub async fn info(&self, name: &str) -> Result<LockInfo> {
+        let v = self.inner.conn().await?.query(&command::info(name)).await?;
+        command::parse_info(v)
+    }
+}
+
+/// A handle on one lock, carrying one owner id, and the builder of its acquires.
+///
+/// **Owners, threads and tasks.** Redisson names the owner after the thread, so a thread
+/// re-enters its own locks. Async tasks move between threads and share them, so here the
+/// owner is the handle: [`Locks::lock`] makes a new owner `<client-uuid>:<n>`, and every clone
+/// of that handle is the same owner.
+/// - To re-enter (a function that takes the lock calls another that takes it too), pass a clone
+///   of the handle down; each acquire returns its own [`Guard`] and the lock is free once all of
+///   them are released.
+/// - To contend (workers, tasks, threads), give each its own handle from [`Locks::lock`].
+///
+/// Builder methods return a changed copy; the owner stays the same.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+/// let lock = locks.lock("report").lease(Duration::from_secs(10)).fenced();
+/// let outer = lock.acquire().await?.expect("free");
+/// let inner = lock.acquire().await?.expect("re-entry by the same owner");
+/// inner.release().await?; // still held by `outer`
+/// outer.release().await?; // now free
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    locks: Locks,
+    key: Arc<str>,
+    owner: Arc<str>,
+    lease: Option<Duration>,
+    wait: Wait,
+    fair: bool,
+    fenced: bool,
+    session: bool,
+    replicas: Option<(usize, Duration)>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", &self.key)
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .field("wait", &self.wait)
+            .field("fair", &self.fair)
+            .field("fenced", &self.fenced)
+            .field("session", &self.session)
+            .field("replicas", &self.replicas)
+            .finish()
+    }
+}
+
+impl Lock {
+    /// The lock's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The owner id every acquire through this handle (and its clones) uses.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
+    /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
+    /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
+    /// `Duration::ZERO` means try once. The wait runs on a pooled connection of its own.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        };
+        self
+    }
+
+    /// Waits in the server as long as it takes (`BLOCK 0`). Drop the future to give up.
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = Wait::Forever;
+        self
+    }
+
+    /// First come, first served across all fair acquirers, Redisson's and rlock's (`FAIR`).
+    /// Without a wait, a caller that did not get the lock keeps its place in the queue by
+    /// trying again within the server's `fair-wait-ms`.
+    pub fn fair(mut self) -> Self {
+        self.fair = true;
+        self
+    }
+
+    /// Asks for a fencing token (`TOKEN`): [`Hold::token`] (via the guard) strictly increases each time the
+    /// lock goes from free to held. Pass it to the resource you protect and have it refuse
+    /// anything older than the newest token it has seen.
+    pub fn fenced(mut self) -> Self {
+        self.fenced = true;
+        self
+    }
+
+    /// Ties the hold to the connection that acquired it (`SESSION`): if that connection
+    /// closes, as when this process dies, the server releases the hold at once. A session
+    /// hold taken with a wait keeps its pooled connection until the guard goes.
+    pub fn session(mut self) -> Self {
+        self.session = true;
+        self
+    }
+
+    /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the write
+    /// (`WAIT n ms`, pipelined with the acquire) and reports the count in
+    /// [`Hold::replicas_acked`]. Fewer acknowledgements do not fail the acquire.
+    pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
+        self.replicas = Some((n, timeout.max(Duration::from_millis(1))));
+        self
+    }
+
+    fn options(&self) -> AcquireOptions {
+        AcquireOptions {
+            lease: self.lease.unwrap_or(self.locks.inner.config.watchdog_lease),
+            wait: self.wait,
+            fair: self.fair,
+            fenced: self.fenced,
+            session: self.session,
+        }
+    }
+
+    pub(crate) fn waited(&self) -> Option<Duration> {
+        match self.wait {
+            Wait::No => None,
+            Wait::For(d) => Some(d),
+            Wait::Forever => Some(Duration::MAX),
+        }
+    }
+
+    /// Takes the lock, or re-enters it if this owner holds it already.
+    ///
+    /// `Ok(None)` when it is held by someone else (after the wait, if one was asked for).
+    ///
+    /// Cost: one round trip on the shared connection. With a wait or
+    /// [`sync_replicas`](Self::sync_replicas): one round trip (acquire and `WAIT` pipelined) on
+    /// a pooled connection; in a cluster a wait adds one for `CLIENT ID`.
+    ///
+    /// Cancel-safe: if this future is dropped while the server holds it waiting, the waiter is
+    /// unblocked, and a lock granted in the meantime is released, never left orphaned.
+    pub async fn acquire(&self) -> Result<Option<Guard>> {
+        let opts = self.options();
+        if opts.wait == Wait::No && self.replicas.is_none() {
+            let conn = self.locks.inner.conn().await?;
+            let sent = Instant::now();
+            let v = conn
+                .query(&command::acquire(&self.key, &self.owner, &opts))
+                .await?;
+            Ok(command::parse_acquire(v)?.map(|n| self.guard(n, sent, None, None)))
+        } else {
+            self.acquire_dedicated(opts).await
+        }
+    }
+
+    async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {
+        let inner = &self.locks.inner;
+        let mut conn = inner
+            .pool
+            .take(&inner.endpoint, inner.config.response_timeout)
+            .await?;
+        let blocks = opts.wait != Wait::No;
+        let client_id = if blocks {
+            Some(conn.client_id(&self.key).await?)
+        } else {
+            None
+        };
+        let mut pipe = redis::pipe();
+        pipe.add_command(command::acquire(&self.key, &self.owner, &opts));
+        if let Some((n, t)) = self.replicas {
+            pipe.add_command(command::wait_replicas(n, t));
+        }
+        let (mut tx, rx) = oneshot::channel::<Result<Option<Guard>>>();
+        let lock = self.clone();
+        // The request runs in its own task so that dropping this future cannot lose a grant:
+        // the task unblocks the waiter, and a grant that arrives anyway becomes a Guard whose
+        // drop releases it.
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let reply = {
+                let request = conn.pipeline(&mut pipe);
+                tokio::pin!(request);
+                tokio::select! {
+                    biased;
+                    r = &mut request => Some(r),
+                    _ = tx.closed(), if client_id.is_some() => {
+                        lock.unblock(client_id.unwrap_or_default(), request).await
+                    }
+                }
+            };
+            let Some(reply) = reply else {
+                return; // gave up unblocking: `conn` closes here, and the server forgets it
+            };
+            let result = lock.grant(reply, sent, blocks, &mut conn);
+            let pin = lock.session && matches!(result, Ok(Some(_)));
+            let result = match result {
+                Ok(Some(mut g)) if pin => {
+                    g.pinned = Some(conn);
+                    Ok(Some(g))
+                }
+                Ok(r) => {
+                    lock.locks.inner.pool.give_back(conn);
+                    Ok(r)
+                }
+                Err(e) => Err(e), // the connection may be broken: close it
+            };
+            let _ = tx.send(result); // if the caller is gone, the Guard in it drops and releases
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::lost(
+                &self.key,
+                "the acquire task stopped: is the runtime shutting down?",
+            ))
+        })
+    }
+
+    /// The caller gave up while the request may be blocked in the server: `CLIENT UNBLOCK` it
+    /// until its reply comes. Returns `None` if the reply never comes (then the connection is
+    /// closed, which also makes the server forget the waiter).
+    async fn unblock<F>(
+        &self,
+        client_id: i64,
+        mut request: std::pin::Pin<&mut F>,
+    ) -> Option<F::Output>
+    where
+        F: Future,
+    {
+        let give_up = Instant::now() + Duration::from_secs(3);
+        let conn = self.locks.inner.conn().await.ok();
+        while Instant::now() < give_up {
+            if let Some(conn) = &conn {
+                let mut cmd = redis::cmd("CLIENT");
+                cmd.arg("UNBLOCK").arg(client_id);
+                let _ = conn.query_on_node_of(&self.key, cmd).await;
+            }
+            tokio::select! {
+                r = request.as_mut() => return Some(r),
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        None
+    }
+
+    fn grant(
+        &self,
+        reply: redis::RedisResult<Vec<redis::Value>>,
+        sent: Instant,
+        blocked: bool,
+        _conn: &mut Dedicated,
+    ) -> Result<Option<Guard>> {
+        let mut values = reply?.into_iter();
+        let granted = command::parse_acquire(values.next().unwrap_or_default())?;
+        let replicas = match values.next() {
+            Some(v) => Some(command::parse_count(v, "WAIT replied")?),
+            None => None,
+        };
+        let Some(n) = granted else {
+            return Ok(None);
+        };
+        // A blocked acquire was granted some time between send and reply; the reply is the
+        // best lower bound we have once a WAIT's duration is set aside.
+        let basis = if blocked {
+            let now = Instant::now();
+            let wait = self.replicas.map(|(_, t)| t).unwrap_or_default();
+            now.checked_sub(wait).unwrap_or(sent).max(sent)
+        } else {
+            sent
+        };
+        Ok(Some(self.guard(n, basis, replicas, None)))
+    }
+
+    fn guard(
+        &self,
+        n: u64,
+        basis: Instant,
+        replicas: Option<u64>,
+        pinned: Option<Dedicated>,
+    ) -> Guard {
+        let inner = &self.locks.inner;
+        let lease = self.options().lease;
+        let renew = self.lease.is_none();
+        let (entry, lost) = inner
+            .registry
+            .register(&self.key, &self.owner, lease, renew, basis);
+        let handle = Handle::current();
+        inner
+            .registry
+            .ensure_running(&handle, Arc::downgrade(&self.locks.inner));
+        Guard {
+            hold: Hold {
+                key: self.key.clone(),
+                owner: self.owner.clone(),
+                token: self.fenced.then_some(n),
+                count: (!self.fenced).then_some(n),
+                replicas,
+                lost,
+            },
+            inner: self.locks.inner.clone(),
+            entry,
+            lease,
+            pinned,
+            handle,
+            done: false,
+        }
+    }
+
+    /// Acquires (with this handle's options), runs `f`, and releases the lock.
+    ///
+    /// `f` gets the [`Hold`] (token, lost signal). If the lock is lost while `f` runs, `f` is
+    /// dropped at its next await point and [`Error::Lost`] is returned. If the lock is not
+    /// acquired, [`Error::Timeout`] is returned.
+    pub async fn with_lock<F, Fut, T>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(Hold) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire().await?.ok_or_else(|| Error::Timeout {
+            key: self.key.to_string(),
+            waited: self.waited(),
+        })?;
+        let hold = guard.hold();
+        let out = tokio::select! {
+            out = f(hold.clone()) => out,
+            lost = hold.lost() => return Err(lost),
+        };
+        guard.release().await?;
+        Ok(out)
+    }
+}
+
+/// What a successful acquire got: which lock, which owner, the token, and a signal that fires
+/// if the hold is lost. Cheap to clone; it does not release anything.
+#[derive(Clone)]
+pub struct Hold {
+    key: Arc<str>,
+    owner: Arc<str>,
+    token: Option<u64>,
+    count: Option<u64>,
+    replicas: Option<u64>,
+    lost: LostRx,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("key", &self.key)
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("count", &self.count)
+            .field("replicas", &self.replicas)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl Hold {
+    /// The lock's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The owner id that holds it.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The fencing token, for a [`fenced`](Lock::fenced) acquire.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The owner's hold count after this acquire (1, or more for a re-entry);
+    /// `None` for a fenced acquire, whose reply is the token instead.
+    pub fn hold_count(&self) -> Option<u64> {
+        self.count
+    }
+
+    /// How many replicas acknowledged, with [`sync_replicas`](Lock::sync_replicas).
+    pub fn replicas_acked(&self) -> Option<u64> {
+        self.replicas
+    }
+
+    /// True once the hold is lost (see [`lost`](Self::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.lost.borrow().is_some()
+    }
+
+    /// Resolves with [`Error::Lost`] when the hold is lost: a renewal was refused (the key was
+    /// deleted, expired or force-released), the lease ran out while renewals failed (server
+    /// unreachable), or a fixed lease ran out. Never resolves while the hold is good, nor after
+    /// a release. Use it in `tokio::select!` to stop work that needs the lock.
+    pub async fn lost(&self) -> Error {
+        let mut rx = self.lost.clone();
+        let lost = match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone(),
+            Err(_) => None,
+        };
+        match lost {
+            Some(e) => e,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn lost_error(&self) -> Option<Error> {
+        self.lost.borrow().clone()
+    }
+}
+
+/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
+/// background (a task on the runtime that acquired it), without blocking.
+///
+/// Derefs to its [`Hold`] for `token()`, `lost()` and the rest.
+pub struct Guard {
+    hold: Hold,
+    inner: Arc<Inner>,
+    entry: u64,
+    lease: Duration,
+    pinned: Option<Dedicated>,
+    handle: Handle,
+    done: bool,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("hold", &self.hold)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Hold;
+    fn deref(&self) -> &Hold {
+        &self.hold
+    }
+}
+
+impl Guard {
+    /// A clone of the [`Hold`], to hand to code that needs the token or the lost signal.
+    pub fn hold(&self) -> Hold {
+        self.hold.clone()
+    }
+
+    /// Resets the lease to its full length now (`RLOCK.RENEW`). One round trip.
+    /// [`Error::Lost`] if the hold was lost or the server no longer has it.
+    pub async fn renew(&self) -> Result<()> {
+        if let Some(e) = self.hold.lost_error() {
+            return Err(e);
+        }
+        let conn = self.inner.conn().await?;
+        let sent = Instant::now();
+        let v = conn
+            .query(&command::renew(
+                &self.hold.key,
+                &self.hold.owner,
+                self.lease,
+            ))
+            .await?;
+        let (key, owner) = (&self.hold.key, &self.hold.owner);
+        if command::parse_flag(v, "RLOCK.RENEW replied")? {
+            self.inner.registry.renewed(key, owner, self.entry, sent);
+            Ok(())
+        } else {
+            let reason = "the server refused the renewal: the lock expired, was deleted or was \
+                          force-released";
+            self.inner
+                .registry
+                .mark_lost(key, owner, self.entry, reason);
+            Err(self
+                .hold
+                .lost_error()
+                .unwrap_or_else(|| Error::lost(key, reason)))
+        }
+    }
+
+    /// Releases this hold (`RLOCK.RELEASE`). One round trip.
+    ///
+    /// `Ok(true)` when the lock is now free, `Ok(false)` when other re-entries of the same
+    /// owner still hold it. [`Error::Lost`] if the hold had been lost (the release is still
+    /// sent), [`Error::NotHeld`] if the server no longer had it.
+    pub async fn release(mut self) -> Result<bool> {
+        self.done = true;
+        let (key, owner) = (self.hold.key.clone(), self.hold.owner.clone());
+        self.inner.registry.unregister(&key, &owner, self.entry);
+        let lost = self.hold.lost_error();
+        let result = release(&self.inner, &key, &owner).await;
+        if let Some(d) = self.pinned.take() {
+            self.inner.pool.give_back(d);
+        }
+        match (lost, result) {
+            (Some(e), _) => Err(e),
+            (None, r) => r,
+        }
+    }
+}
+
+async fn release(inner: &Inner, key: &str, owner: &str) -> Result<bool> {
+    let conn = inner.conn().await?;
+    match conn.query(&command::release(key, owner)).await {
+        Ok(v) => command::parse_release(v, key, owner),
+        Err(e) => Err(command::release_error(e, key, owner)),
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (key, owner) = (self.hold.key.clone(), self.hold.owner.clone());
+        self.inner.registry.unregister(&key, &owner, self.entry);
+        let inner = self.inner.clone();
+        let pinned = self.pinned.take();
+        // Never block here: the release runs as a task. If the runtime is gone, the lease ends it.
+        self.handle.spawn(async move {
+            let _ = release(&inner, &key, &owner).await;
+            if let Some(d) = pinned {
+                inner.pool.give_back(d);
+            }
+        });
+    }
+}

@@ -1,0 +1,424 @@
+//! The watchdog: one background task per [`Locks`](crate::Locks) that renews every held lock
+//! that was taken without an explicit lease, and that declares holds lost when their lease runs
+//! out. Renewals due at about the same time go out as one pipeline per connection (per slot in
+//! a cluster), so a thousand held locks cost one round trip per tick, not a thousand.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::command;
+use crate::conn::{slot_of, Conn};
+use crate::error::Error;
+use crate::lock::Inner;
+
+/// What a guard learns about its hold: `None` while held, the reason once lost.
+pub(crate) type LostRx = watch::Receiver<Option<Error>>;
+
+/// One (key, owner) hold, shared by all guards of its re-entries.
+struct Entry {
+    id: u64,
+    lease: Duration,
+    renew: bool,
+    valid_until: Instant,
+    due: Instant,
+    guards: usize,
+    lost: watch::Sender<Option<Error>>,
+    last_error: Option<String>,
+}
+
+type HoldKey = (Arc<str>, Arc<str>);
+
+/// The holds a [`Locks`](crate::Locks) knows about.
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<HoldKey, Entry>>,
+    next_id: AtomicU64,
+    pub(crate) wake: Arc<Notify>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A renewal to send: key, owner, lease, entry id.
+pub(crate) struct Due {
+    key: Arc<str>,
+    owner: Arc<str>,
+    lease: Duration,
+    id: u64,
+    due: Instant,
+}
+
+fn valid_until(basis: Instant, lease: Duration) -> Instant {
+    basis + lease.saturating_sub(command::drift(lease))
+}
+
+fn retry_after(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_millis(20), Duration::from_secs(1))
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            entries: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            wake: Arc::new(Notify::new()),
+            task: Mutex::new(None),
+        }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a successful acquire whose request was sent at `basis` and set `lease`.
+    /// Returns the entry id the guard must quote, and the lost signal.
+    pub(crate) fn register(
+        &self,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+        lease: Duration,
+        renew: bool,
+        basis: Instant,
+    ) -> (u64, LostRx) {
+        let mut entries = self.entries();
+        let e = entries
+            .entry((key.clone(), owner.clone()))
+            .or_insert_with(|| Entry {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                lease,
+                renew,
+                valid_until: basis,
+                due: basis,
+                guards: 0,
+                lost: watch::channel(None).0,
+                last_error: None,
+            });
+        e.guards += 1;
+        e.lease = lease;
+        e.renew |= renew;
+        e.valid_until = valid_until(basis, lease);
+        e.due = basis + lease / 3;
+        let out = (e.id, e.lost.subscribe());
+        drop(entries);
+        self.wake.notify_one();
+        out
+    }
+
+    /// A guard is gone (released or dropped).
+    pub(crate) fn unregister(&self, key: &Arc<str>, owner: &Arc<str>, id: u64) {
+        let mut entries = self.entries();
+        let k = (key.clone(), owner.clone());
+        if let Some(e) = entries.get_mut(&k) {
+            if e.id == id {
+                e.guards -= 1;
+                if e.guards == 0 {
+                    entries.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// A renewal sent at `basis` succeeded.
+    pub(crate) fn renewed(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, basis: Instant) {
+        if let Some(e) = self.entries().get_mut(&(key.clone(), owner.clone())) {
+            if e.id == id {
+                e.valid_until = e.valid_until.max(valid_until(basis, e.lease));
+                e.due = basis + e.lease / 3;
+                e.last_error = None;
+            }
+        }
+    }
+
+    /// The server refused to renew: every guard of this hold learns it.
+    pub(crate) fn mark_lost(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, reason: &str) {
+        let mut entries = self.entries();
+        let k = (key.clone(), owner.clone());
+        if entries.get(&k).is_some_and(|e| e.id == id) {
+            let e = entries.remove(&k).expect("checked above");
+            e.lost.send_replace(Some(Error::lost(key, reason)));
+        }
+    }
+
+    /// Declares lost the holds whose lease has run out, and picks the renewals to send now.
+    /// Also returns when the watchdog must look again.
+    fn collect(&self, now: Instant) -> (Vec<Due>, Option<Instant>) {
+        let mut entries = self.entries();
+        let mut expired = Vec::new();
+        let mut batch = Vec::new();
+        let mut next: Option<Instant> = None;
+        for ((key, owner), e) in entries.iter() {
+            if e.valid_until <= now {
+                expired.push((key.clone(), owner.clone()));
+                continue;
+            }
+            // Renewals due within a sixth of a lease ride along with one that is due now,
+            // so ticks coalesce.
+            if e.renew && e.due <= now + e.lease / 6 {
+                batch.push(Due {
+                    key: key.clone(),
+                    owner: owner.clone(),
+                    lease: e.lease,
+                    id: e.id,
+                    due: e.due,
+                });
+            }
+            let mut t = e.valid_until;
+            if e.renew {
+                t = t.min(e.due);
+            }
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        if !batch.iter().any(|d| d.due <= now) {
+            batch.clear();
+        }
+        for k in expired {
+            let e = entries.remove(&k).expect("collected above");
+            let reason = match (&e.last_error, e.renew) {
+                (Some(err), _) => format!("lease ran out while renewals failed: {err}"),
+                (None, true) => "lease ran out before a renewal got through".to_owned(),
+                (None, false) => format!(
+                    "its lease of {} ms ran out (it was taken with .lease(..), which the watchdog \
+                     does not renew; call renew() or leave the lease out)",
+                    e.lease.as_millis()
+                ),
+            };
+            e.lost.send_replace(Some(Error::lost(&k.0, reason)));
+        }
+        (batch, next)
+    }
+
+    fn apply(&self, batch: Vec<Due>, results: Vec<Result<bool, String>>, sent: Instant) {
+        let now = Instant::now();
+        for (d, r) in batch.into_iter().zip(results) {
+            match r {
+                Ok(true) => self.renewed(&d.key, &d.owner, d.id, sent),
+                Ok(false) => self.mark_lost(
+                    &d.key,
+                    &d.owner,
+                    d.id,
+                    "the server refused the renewal: the lock expired, was deleted or was \
+                     force-released",
+                ),
+                Err(err) => {
+                    if let Some(e) = self.entries().get_mut(&(d.key.clone(), d.owner.clone())) {
+                        if e.id == d.id {
+                            e.last_error = Some(err);
+                            e.due = now + retry_after(d.lease);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts the watchdog task on `handle` unless it is running.
+    pub(crate) fn ensure_running(&self, handle: &tokio::runtime::Handle, inner: Weak<Inner>) {
+        let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if task.as_ref().is_none_or(|t| t.is_finished()) {
+            *task = Some(handle.spawn(run(inner, self.wake.clone())));
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries().len()
+    }
+}
+
+/// Sends one batch: a single pipeline on a plain server; one pipeline per slot, all at once,
+/// in a cluster (redis-rs cluster pipelines must be single-slot).
+async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
+    let mut groups: HashMap<_, Vec<usize>> = HashMap::new();
+    for (i, d) in batch.iter().enumerate() {
+        let group = match conn {
+            Conn::Single(_) => None,
+            Conn::Cluster(_) => Some(slot_of(&d.key)),
+        };
+        groups.entry(group).or_default().push(i);
+    }
+    let limit = batch
+        .iter()
+        .map(|d| d.lease / 3)
+        .min()
+        .unwrap_or_default()
+        .max(Duration::from_millis(50));
+    let sends = groups.into_values().map(|idx| async move {
+        let mut pipe = redis::pipe();
+        for &i in &idx {
+            pipe.add_command(command::renew(
+                &batch[i].key,
+                &batch[i].owner,
+                batch[i].lease,
+            ));
+        }
+        let reply = match tokio::time::timeout(limit, conn.pipeline(&mut pipe)).await {
+            Ok(Ok(values)) => Ok(values),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no reply within {limit:?}")),
+        };
+        (idx, reply)
+    });
+    let mut out: Vec<Result<bool, String>> = vec![Err(String::new()); batch.len()];
+    for (idx, reply) in futures_util::future::join_all(sends).await {
+        match reply {
+            Ok(values) => {
+                for (i, v) in idx.into_iter().zip(values) {
+                    out[i] =
+                        command::parse_flag(v, "RLOCK.RENEW replied").map_err(|e| e.to_string());
+                }
+            }
+            Err(e) => {
+                for i in idx {
+                    out[i] = Err(e.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn run(inner: Weak<Inner>, wake: Arc<Notify>) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let (batch, next) = strong.registry.collect(Instant::now());
+        if !batch.is_empty() {
+            let sent = Instant::now();
+            let results = match strong.conn().await {
+                Ok(conn) => renew_batch(&conn, &batch).await,
+                Err(e) => vec![Err(e.to_string()); batch.len()],
+            };
+            strong.registry.apply(batch, results, sent);
+            continue;
+        }
+        drop(strong);
+        match next {
+            Some(t) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(t) => {}
+                    _ = &mut notified => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> (Arc<str>, Arc<str>) {
+        (Arc::from("k"), Arc::from("u:1"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reentries_share_one_entry_until_the_last_guard_goes() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        let (a, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        let (b, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        assert_eq!(a, b);
+        r.unregister(&k, &o, a);
+        assert_eq!(r.len(), 1);
+        r.unregister(&k, &o, a);
+        assert_eq!(r.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_come_due_at_a_third_of_the_lease_and_batch() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        r.register(&k, &o, Duration::from_millis(3000), true, now);
+        r.register(
+            &k,
+            &Arc::from("u:2"),
+            Duration::from_millis(3000),
+            true,
+            now + Duration::from_millis(400),
+        );
+        let (batch, next) = r.collect(now);
+        assert!(batch.is_empty());
+        assert_eq!(next, Some(now + Duration::from_millis(1000)));
+        let (batch, _) = r.collect(now + Duration::from_millis(1000));
+        assert_eq!(batch.len(), 2, "the one due 400 ms later rides along");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_renewal_is_never_silent() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        let (_, rx) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        let (batch, _) = r.collect(now + Duration::from_secs(1));
+        r.apply(batch, vec![Ok(false)], now + Duration::from_secs(1));
+        let err = rx.borrow().clone().expect("lost");
+        assert!(err.is_lost() && err.to_string().contains("refused"));
+        assert_eq!(r.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_renewals_retry_then_lose_the_hold_at_the_lease_end() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        let lease = Duration::from_millis(1000);
+        let (_, rx) = r.register(&k, &o, lease, true, now);
+        tokio::time::advance(Duration::from_millis(334)).await;
+        let at = Instant::now();
+        let (batch, _) = r.collect(at);
+        assert_eq!(batch.len(), 1);
+        r.apply(batch, vec![Err("connection refused".into())], at);
+        let (batch, next) = r.collect(at);
+        assert!(batch.is_empty(), "a retry waits for its turn: no hot loop");
+        assert_eq!(next, Some(at + retry_after(lease)));
+        let (batch, _) = r.collect(at + retry_after(lease));
+        assert_eq!(batch.len(), 1, "and then goes out again");
+        assert!(rx.borrow().is_none());
+        let (_, _) = r.collect(now + lease);
+        let err = rx.borrow().clone().expect("lost at the lease end");
+        assert!(err.to_string().contains("connection refused"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_explicit_lease_is_lost_when_it_runs_out() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        let (_, rx) = r.register(&k, &o, Duration::from_millis(500), false, now);
+        let (batch, next) = r.collect(now);
+        assert!(batch.is_empty(), "not renewed");
+        assert_eq!(next, Some(valid_until(now, Duration::from_millis(500))));
+        r.collect(now + Duration::from_millis(500));
+        assert!(rx
+            .borrow()
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains(".lease("));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stale_guard_does_not_touch_a_newer_hold() {
+        let r = Registry::new();
+        let (k, o) = names();
+        let now = Instant::now();
+        let (old, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        r.mark_lost(&k, &o, old, "test");
+        let (new, rx) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        assert_ne!(old, new);
+        r.unregister(&k, &o, old);
+        r.mark_lost(&k, &o, old, "stale");
+        assert_eq!(r.len(), 1);
+        assert!(rx.borrow().is_none());
+    }
+}

@@ -1,0 +1,116 @@
+//! Against a 3-primary Redis Cluster started by the test.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Flavor, Server};
+use rlock_client::Locks;
+use rlock_module_tests::redis;
+
+/// Starts 3 cluster-enabled primaries, splits the slots and joins them. Returns when every
+/// node reports `cluster_state:ok`.
+fn cluster(flavor: Flavor) -> Vec<Server> {
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| {
+            Server::builder(flavor)
+                .config("cluster-enabled", "yes")
+                .config("cluster-node-timeout", "2000")
+                .start()
+        })
+        .collect();
+    let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+    for (node, (from, to)) in nodes.iter().zip(ranges) {
+        let mut con = node.conn();
+        let mut c = redis::cmd("CLUSTER");
+        c.arg("ADDSLOTSRANGE").arg(from).arg(to);
+        let _: () = c.query(&mut con).expect("ADDSLOTSRANGE");
+    }
+    let mut first = nodes[0].conn();
+    for node in &nodes[1..] {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(node.port)
+            .query(&mut first)
+            .expect("MEET");
+    }
+    let ok = rlock_module_tests::wait_until(Duration::from_secs(15), || {
+        nodes.iter().all(|n| {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut n.conn())
+                .unwrap_or_default();
+            info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+        })
+    });
+    assert!(ok, "{flavor}: cluster did not form");
+    nodes
+}
+
+fn owner_node<'a>(nodes: &'a [Server], key: &str) -> &'a Server {
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut nodes[0].conn())
+        .unwrap();
+    &nodes[match slot {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    }]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_across_a_cluster() {
+    for flavor in common::flavors() {
+        let nodes = cluster(flavor);
+        let client = redis::cluster::ClusterClient::new(vec![nodes[0].url()]).unwrap();
+        let locks = Locks::builder(client)
+            .watchdog_lease(Duration::from_millis(900))
+            .build();
+        // Keys spread over all three primaries, each held and watchdog-renewed.
+        let keys: Vec<String> = (0..12).map(|i| format!("c:{i}")).collect();
+        let mut guards = Vec::new();
+        for k in &keys {
+            let g = locks.lock(k.clone()).fenced().acquire().await.unwrap();
+            guards.push(g.expect("free"));
+        }
+        let used: std::collections::HashSet<u16> =
+            keys.iter().map(|k| owner_node(&nodes, k).port).collect();
+        assert_eq!(used.len(), 3, "the keys cover every primary");
+        for k in &keys {
+            let hash = common::holders(owner_node(&nodes, k), k);
+            assert_eq!(hash.len(), 1, "{flavor}: {k} lives on its slot's primary");
+        }
+        assert!(locks.lock("c:0").acquire().await.unwrap().is_none());
+
+        // The watchdog renews across nodes (one pipeline per slot).
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert!(guards.iter().all(|g| !g.is_lost()), "{flavor}");
+
+        // A waited acquire is routed (and unblocked) on the key's node.
+        let waiter = locks.lock("c:1").wait(Duration::from_secs(5));
+        let task = tokio::spawn(async move { waiter.acquire().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let g1 = guards.remove(1);
+        g1.release().await.unwrap();
+        let handed = task.await.unwrap().unwrap().expect("handed over");
+        handed.release().await.unwrap();
+
+        let info = locks.info("c:2").await.unwrap();
+        assert_eq!(info.holders.len(), 1);
+        assert!(info.token.is_some());
+        for g in guards {
+            g.release().await.unwrap();
+        }
+        let g = locks
+            .lock("c:0")
+            .sync_replicas(0, Duration::from_millis(10))
+            .acquire()
+            .await
+            .unwrap()
+            .expect("free again");
+        assert_eq!(g.replicas_acked(), Some(0));
+    }
+}

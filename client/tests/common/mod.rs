@@ -1,0 +1,54 @@
+//! Shared helpers for the client's integration tests. Each test starts its own servers
+//! (free ports, killed on drop) through the module-tests harness.
+
+#![allow(dead_code, unused_imports)]
+
+use std::time::Duration;
+
+use rlock_module_tests::redis;
+pub use rlock_module_tests::{flavors, Flavor, Server};
+
+/// Every flavor, each with a fresh server that has the module loaded.
+pub fn servers() -> Vec<Server> {
+    flavors().into_iter().map(Server::start).collect()
+}
+
+/// Raw `RLOCK.INFO`-free look at the lock hash: `HGETALL key` as (owner, count) pairs.
+pub fn holders(server: &Server, key: &str) -> Vec<(String, i64)> {
+    let mut con = server.conn();
+    let map: std::collections::BTreeMap<String, i64> = redis::cmd("HGETALL")
+        .arg(key)
+        .query(&mut con)
+        .expect("HGETALL");
+    map.into_iter().collect()
+}
+
+/// `PTTL key` over a plain connection.
+pub fn pttl(server: &Server, key: &str) -> i64 {
+    let mut con = server.conn();
+    redis::cmd("PTTL").arg(key).query(&mut con).expect("PTTL")
+}
+
+/// Runs a raw command over a plain connection.
+pub fn raw(server: &Server, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut con = server.conn();
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(&mut con)
+}
+
+/// Polls `cond` every 10 ms until it holds or `timeout` passes.
+pub async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

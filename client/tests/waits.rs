@@ -1,0 +1,280 @@
+//! Server-side waits (`BLOCK`), fair queueing (`FAIR`), sessions (`SESSION`) and replica
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{eventually, holders, raw, servers, Server};
+use rlock_client::Locks;
+use tokio::time::Instant;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_lock_when_it_is_released() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let held = locks.lock("queue").acquire().await.unwrap().unwrap();
+        let waiter = locks.lock("queue").wait(Duration::from_secs(5));
+        let task = tokio::spawn(async move { waiter.acquire().await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!task.is_finished(), "{}: waits while held", server.flavor);
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let g = task.await.unwrap().unwrap().expect("handed over");
+        assert!(released.elapsed() < Duration::from_millis(500));
+        g.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_runs_out_returns_none() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let _held = locks.lock("busy").acquire().await.unwrap().unwrap();
+        let started = Instant::now();
+        let got = locks
+            .lock("busy")
+            .wait(Duration::from_millis(300))
+            .acquire()
+            .await
+            .unwrap();
+        assert!(got.is_none());
+        assert!(started.elapsed() >= Duration::from_millis(290));
+        assert_eq!(locks.info("busy").await.unwrap().blocked, 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_acquire_does_not_stall_other_commands() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let _held = locks.lock("stuck").acquire().await.unwrap().unwrap();
+        let waiter = locks.lock("stuck").wait_forever();
+        let task = tokio::spawn(async move { waiter.acquire().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        for i in 0..20 {
+            let g = locks.lock(format!("other:{i}")).acquire().await.unwrap();
+            g.unwrap().release().await.unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{}: the shared connection kept flowing",
+            server.flavor
+        );
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let held = locks.lock("cancel").acquire().await.unwrap().unwrap();
+        let waiter = locks.lock("cancel").wait_forever();
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), waiter.acquire()).await;
+        assert!(gave_up.is_err(), "still waiting when dropped");
+        assert!(
+            eventually(Duration::from_secs(2), || {
+                raw(&server, &["RLOCK.INFO", "cancel"]).is_ok() && blocked(&server, "cancel") == 0
+            })
+            .await,
+            "{}: the dropped waiter was unblocked",
+            server.flavor
+        );
+        let unblocks = server.info("commandstats");
+        assert!(
+            unblocks.contains_key("cmdstat_client|unblock"),
+            "{}: cancelled through CLIENT UNBLOCK",
+            server.flavor
+        );
+        held.release().await.unwrap();
+        assert!(holders(&server, "cancel").is_empty(), "nobody got it");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_racing_a_cancel_is_released_not_orphaned() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        for round in 0..30u64 {
+            let held = locks.lock("race").acquire().await.unwrap().unwrap();
+            let waiter = locks.lock("race").wait(Duration::from_secs(5));
+            let acquire = tokio::spawn(async move { waiter.acquire().await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Release and cancel at about the same moment, shifted a little each round.
+            let release = tokio::spawn(held.release());
+            tokio::time::sleep(Duration::from_micros(round * 50)).await;
+            acquire.abort();
+            release.await.unwrap().unwrap();
+            let _ = acquire.await;
+            assert!(
+                eventually(Duration::from_secs(3), || holders(&server, "race")
+                    .is_empty())
+                .await,
+                "{} round {round}: a grant nobody took is still held",
+                server.flavor
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_waits_its_turn() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let counter = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let (locks, counter) = (locks.clone(), counter.clone());
+            tasks.push(tokio::spawn(async move {
+                locks
+                    .with_lock("shared", |_| async move {
+                        counter.lock().unwrap().push((i, "in"));
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        counter.lock().unwrap().push((i, "out"));
+                    })
+                    .await
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let log = counter.lock().unwrap().clone();
+        for pair in log.chunks(2) {
+            assert_eq!(
+                pair[0].0, pair[1].0,
+                "{}: no overlap: {log:?}",
+                server.flavor
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+
+async fn fair_waiters_are_served_in_arrival_order() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let held = locks.lock("fair").fair().acquire().await.unwrap().unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let lock = locks.lock("fair").fair().wait(Duration::from_secs(5));
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let g = lock.acquire().await.unwrap().expect("served");
+                order.lock().unwrap().push(i);
+                g.release().await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        held.release().await.unwrap();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2], "{}", server.flavor);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+
+async fn a_fair_try_queues_the_caller() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let _held = locks.lock("fq").fair().acquire().await.unwrap().unwrap();
+        let late = locks.lock("fq").fair();
+        assert!(late.acquire().await.unwrap().is_none());
+        let info = locks.info("fq").await.unwrap();
+        assert_eq!(info.queue, [late.owner().to_string()], "{}", server.flavor);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_hold_ends_when_its_connection_closes() {
+    for server in servers() {
+        let owner_side = Locks::builder(server.client())
+            .watchdog_lease(Duration::from_secs(3))
+            .build();
+        let g = owner_side
+            .lock("sess")
+            .session()
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(holders(&server, "sess").len(), 1);
+        // Kill every other client: the owner's connection dies as a crashed process's would.
+        raw(&server, &["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+        assert!(
+            eventually(Duration::from_millis(200), || holders(&server, "sess")
+                .is_empty())
+            .await,
+            "{}: released at once, long before the 3 s lease",
+            server.flavor
+        );
+        tokio::time::timeout(Duration::from_secs(3), g.lost())
+            .await
+            .expect("the watchdog finds out at its next renewal");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waited_session_hold_keeps_its_connection_until_released() {
+    for server in servers() {
+        let locks = Locks::builder(server.client()).idle_connections(0).build();
+        let g = locks
+            .lock("pinned")
+            .session()
+            .wait(Duration::from_secs(1))
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
+        // With no idle connections kept, an unpinned connection would close (and end the
+        // session) right after the acquire.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(holders(&server, "pinned").len(), 1, "{}", server.flavor);
+        g.release().await.unwrap();
+        assert!(holders(&server, "pinned").is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_replicas_reports_acknowledgements() {
+    for flavor in common::flavors() {
+        let primary = Server::start(flavor);
+        let replica = Server::builder(flavor).replica_of(primary.port).start();
+        let locks = Locks::new(primary.client());
+        let g = locks
+            .lock("replicated")
+            .fenced()
+            .sync_replicas(1, Duration::from_secs(2))
+            .acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        assert_eq!(g.replicas_acked(), Some(1), "{flavor}");
+        let on_replica = holders(&replica, "replicated");
+        assert_eq!(on_replica, [(g.owner().to_string(), 1)], "{flavor}");
+        // Asking for more replicas than exist reports what it got, after the timeout.
+        let more = locks
+            .lock("replicated2")
+            .sync_replicas(2, Duration::from_millis(100))
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(more.replicas_acked(), Some(1));
+    }
+}
+
+fn blocked(server: &Server, key: &str) -> i64 {
+    let mut con = server.conn();
+    let v: rlock_module_tests::redis::Value = rlock_module_tests::redis::cmd("RLOCK.INFO")
+        .arg(key)
+        .query(&mut con)
+        .unwrap();
+    let info = rlock_module_tests::parse_lock_info(&v, false).unwrap();
+    info.blocked as i64
+}

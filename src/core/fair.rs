@@ -1,0 +1,125 @@
+//! The fair lock's decisions, free of Redis. The queue is the Redisson pair of
+//! keys: a list of owners in arrival order and a zset of their deadlines.
+
+use super::args::Wait;
+use super::hold::{decide_acquire, Acquire, HoldError, LockState};
+use super::lease::MAX_BLOCK_MS;
+
+/// What a fair acquire does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FairAcquire {
+    /// Take the free lock; `from_head` when the caller was the queue's head.
+    Take {
+        from_head: bool,
+    },
+    Reenter {
+        count: i64,
+    },
+    /// Join the queue, or keep its place in it.
+    Queue,
+}
+
+/// A fair caller may take a free lock only when nobody queues before it.
+pub fn decide_fair_acquire(
+    state: LockState,
+    head: Option<&[u8]>,
+    owner: &[u8],
+) -> Result<FairAcquire, HoldError> {
+    match decide_acquire(state)? {
+        Acquire::Reenter { count } => Ok(FairAcquire::Reenter { count }),
+        Acquire::Busy => Ok(FairAcquire::Queue),
+        Acquire::Take => match head {
+            None => Ok(FairAcquire::Take { from_head: false }),
+            Some(head) if head == owner => Ok(FairAcquire::Take { from_head: true }),
+            Some(_) => Ok(FairAcquire::Queue),
+        },
+    }
+}
+
+/// The deadline (unix ms) of a queue entry: a blocked waiter's lasts as long as
+/// its BLOCK; a polling caller's for `fair_wait_ms`, renewed on each call.
+pub fn queue_deadline(now_ms: i64, block: Option<Wait>, fair_wait_ms: i64) -> i64 {
+    let wait = match block {
+        None => fair_wait_ms,
+        Some(Wait::Forever) => MAX_BLOCK_MS,
+        Some(Wait::For(ms)) => ms,
+    };
+    now_ms.saturating_add(wait)
+}
+
+/// What to do with a queue entry whose deadline has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    /// A dead or silent waiter: drop it.
+    Purge,
+    /// A waiter still blocked here whose entry someone re-scored (a Redisson
+    /// client does on every acquire): put its real deadline back.
+    Restore(i64),
+}
+
+pub fn on_expired(blocked_deadline: Option<i64>, now_ms: i64) -> Expired {
+    match blocked_deadline {
+        Some(deadline) if deadline > now_ms => Expired::Restore(deadline),
+        _ => Expired::Purge,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FREE: LockState = LockState::Free;
+
+    #[test]
+    fn a_free_lock_goes_to_the_head_only() {
+        assert_eq!(
+            decide_fair_acquire(FREE, None, b"a"),
+            Ok(FairAcquire::Take { from_head: false })
+        );
+        assert_eq!(
+            decide_fair_acquire(FREE, Some(b"a"), b"a"),
+            Ok(FairAcquire::Take { from_head: true })
+        );
+        assert_eq!(
+            decide_fair_acquire(FREE, Some(b"b"), b"a"),
+            Ok(FairAcquire::Queue)
+        );
+    }
+
+    #[test]
+    fn holders_reenter_without_queueing() {
+        let held = LockState::Held {
+            own_count: Some(1),
+            holders: 1,
+        };
+        assert_eq!(
+            decide_fair_acquire(held, Some(b"b"), b"a"),
+            Ok(FairAcquire::Reenter { count: 2 })
+        );
+        let other = LockState::Held {
+            own_count: None,
+            holders: 1,
+        };
+        assert_eq!(
+            decide_fair_acquire(other, None, b"a"),
+            Ok(FairAcquire::Queue)
+        );
+    }
+
+    #[test]
+    fn deadlines_follow_block_or_fair_wait() {
+        assert_eq!(queue_deadline(1000, None, 300_000), 301_000);
+        assert_eq!(queue_deadline(1000, Some(Wait::For(50)), 300_000), 1050);
+        assert_eq!(
+            queue_deadline(1000, Some(Wait::Forever), 300_000),
+            1000 + MAX_BLOCK_MS
+        );
+    }
+
+    #[test]
+    fn expired_entries_of_live_waiters_are_restored() {
+        assert_eq!(on_expired(None, 10), Expired::Purge);
+        assert_eq!(on_expired(Some(5), 10), Expired::Purge);
+        assert_eq!(on_expired(Some(50), 10), Expired::Restore(50));
+    }
+}
