@@ -1,4 +1,5 @@
 //! Server-side waits (`BLOCK`), fair queueing (`FAIR`), sessions (`SESSION`) and replica
+//! acknowledgement (`WAIT`).
 
 mod common;
 
