@@ -69,8 +69,9 @@ extern "C" fn on_keyspace(
                     timers::defer_serve(&ctx, lock);
                 }
             }
-            // Someone else changed the lease (a Redisson watchdog, a PEXPIRE).
-            b"expire" | b"persist" if watched => timers::watch(&ctx, &lock),
+            // Someone else changed the lease (a Redisson watchdog, a PEXPIRE): the
+            // timer moves on the next turn, where reading the key is safe.
+            b"expire" | b"persist" if watched => timers::defer_serve(&ctx, lock),
             _ => {}
         }
     });

@@ -92,6 +92,11 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     });
 }
 
+/// Stops `lock`'s timer, if it has one. Touches no key, so it is safe in any callback.
+pub fn cancel(ctx: &Context, lock: &LockId) {
+    cancel_lease(ctx, lock);
+}
+
 fn cancel_lease(ctx: &Context, lock: &LockId) {
     if let Some((timer, _, tag)) = with_timers(|t| t.leases.remove(lock)) {
         with_timers(|t| t.by_tag.remove(&tag));

@@ -150,7 +150,11 @@ pub fn grant_to_owner(
     taken: impl FnOnce(&Context) -> Result<(), RedisError>,
 ) -> bool {
     match with_registry(|r| r.list.find_owner(lock, owner).map(|(id, _)| id)) {
-        Some(id) => grant(ctx, lock, id, taken) || true,
+        Some(id) => {
+            // Busy or answered, the head was dealt with either way.
+            grant(ctx, lock, id, taken);
+            true
+        }
         None => false,
     }
 }
@@ -236,8 +240,8 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient>) {
     }
     let lock = waiter.lock.clone();
     waiter.handle.unblock::<Outcome>(None);
-    if !has_waiters(&lock) {
-        timers::watch(ctx, &lock);
+    if !has_waiters(&lock) && !fair::is_tracked(&lock) {
+        timers::cancel(ctx, &lock);
     }
 }
 

@@ -244,7 +244,15 @@ fn bad_block_values() {
 fn repeated_fair_is_refused() {
     refused_by_name(
         "FAIR",
-        &[&["RLOCK.ACQUIRE", "free", "o", "FAIR", "LEASE", "1000", "fair"]],
+        &[&[
+            "RLOCK.ACQUIRE",
+            "free",
+            "o",
+            "FAIR",
+            "LEASE",
+            "1000",
+            "fair",
+        ]],
     );
 }
 
