@@ -7,6 +7,7 @@ use std::os::raw::{c_char, c_int, c_void};
 
 use redis_module::{raw, Context, NotifyEvent};
 
+use crate::core::keys::{lock_keys_of, TIMEOUT_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::{fair, guard, sessions, stats, timers, waiters};
@@ -28,7 +29,9 @@ pub fn own_write(announce: impl FnOnce()) {
 }
 
 pub fn subscribe(ctx: &Context) -> bool {
-    let classes = (NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED).bits();
+    let classes =
+        (NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED | NotifyEvent::ZSET)
+            .bits();
     ffi::subscribe_keyspace(ctx, classes, on_keyspace)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb)
@@ -51,9 +54,14 @@ extern "C" fn on_keyspace(
             return;
         }
         let ctx = Context::new(ctx);
+        let key = ffi::string_bytes(key);
+        if key.starts_with(TIMEOUT_PREFIX) {
+            fair_queue_changed(&ctx, key, ffi::c_str_bytes(event));
+            return;
+        }
         let lock = LockId {
             db: ffi::selected_db(&ctx),
-            key: ffi::string_bytes(key).to_vec(),
+            key: key.to_vec(),
         };
         let watched = waiters::has_waiters(&lock) || fair::is_tracked(&lock);
         if !watched && !sessions::has_lock(&lock) {
@@ -76,6 +84,23 @@ extern "C" fn on_keyspace(
         }
     });
     raw::REDISMODULE_OK as c_int
+}
+
+/// A client other than this module removed entries from a fair queue's zset.
+fn fair_queue_changed(ctx: &Context, zset_key: &[u8], event: &[u8]) {
+    if !matches!(
+        event,
+        b"zrem" | b"zremrangebyscore" | b"zremrangebyrank" | b"del"
+    ) {
+        return;
+    }
+    let db = ffi::selected_db(ctx);
+    for key in lock_keys_of(TIMEOUT_PREFIX, zset_key) {
+        let lock = LockId { db, key };
+        if waiters::has_waiters(&lock) {
+            timers::defer_requeue(ctx, lock);
+        }
+    }
 }
 
 extern "C" fn on_flush(

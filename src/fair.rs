@@ -10,12 +10,14 @@ use redis_module::{CallOptionsBuilder, CallResult, Context, RedisError, RedisRes
 
 use crate::commands::acquire::try_acquire;
 use crate::core::args::AcquireOptions;
-use crate::core::fair::{decide_fair_acquire, on_expired, queue_deadline, Expired, FairAcquire};
+use crate::core::fair::{
+    blocked_score, decide_fair_acquire, on_expired, queue_deadline, Expired, FairAcquire,
+};
 use crate::core::keys::{helper_key, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, Key, KeyKind};
 use crate::store::{LockKey, WRONGTYPE};
-use crate::{config, sessions, timers, waiters};
+use crate::{config, events, sessions, timers, waiters};
 
 thread_local! {
     /// Locks whose queue this module has written to and still watches.
@@ -36,6 +38,10 @@ pub fn untrack(lock: &LockId) {
 
 pub fn untrack_all() {
     TRACKED.with(|t| t.borrow_mut().clear());
+}
+
+pub fn tracked_none() -> bool {
+    TRACKED.with(|t| t.borrow().is_empty())
 }
 
 pub fn tracked() -> Vec<LockId> {
@@ -72,7 +78,7 @@ impl<'a> FairQueue<'a> {
     /// Whether `lock_key` has a queue list, without opening anything else.
     pub fn exists(ctx: &Context, lock_key: &[u8]) -> bool {
         let list = ffi::string(ctx, &helper_key(QUEUE_PREFIX, lock_key));
-        Key::open_readonly(ctx, &list).kind() != KeyKind::Empty
+        Key::open_readonly(ctx, &list).kind() == KeyKind::List
     }
 
     pub fn head(&self) -> Option<Vec<u8>> {
@@ -133,7 +139,9 @@ impl<'a> FairQueue<'a> {
 
     fn write(&self, command: &str, args: &[&[u8]]) -> Result<(), RedisError> {
         let replicated = CallOptionsBuilder::new().replicate().build();
-        let result: CallResult = self.ctx.call_ext(command, &replicated, args);
+        let mut result: Option<CallResult> = None;
+        events::own_write(|| result = Some(self.ctx.call_ext(command, &replicated, args)));
+        let result = result.expect("own_write runs its closure");
         result.map(|_| ()).map_err(|e| {
             RedisError::String(
                 e.to_utf8_string()
@@ -161,7 +169,8 @@ fn purge(queue: &FairQueue, lock: &LockId, now_ms: i64) -> Result<(), RedisError
     }
     let mut head = queue.head();
     for owner in expired {
-        match on_expired(waiters::blocked_deadline(lock, &owner), now_ms) {
+        let blocked = waiters::blocked_deadline(lock, &owner);
+        match on_expired(blocked, now_ms, config::fair_wait_ms()) {
             Expired::Restore(deadline) => queue.set_deadline(&owner, deadline)?,
             Expired::Purge => {
                 let at_head = head.as_deref() == Some(&owner[..]);
@@ -206,10 +215,11 @@ pub fn acquire(
         FairAcquire::Queue => {
             let blocking = options.block.filter(|_| waiters::may_block(ctx));
             let deadline = queue_deadline(now, blocking, config::fair_wait_ms());
+            let score = blocked_score(now, deadline, config::fair_wait_ms());
             if queue.deadline_of(owner.as_slice()).is_some() {
-                queue.set_deadline(owner.as_slice(), deadline)?;
+                queue.set_deadline(owner.as_slice(), score)?;
             } else {
-                queue.push(owner.as_slice(), deadline)?;
+                queue.push(owner.as_slice(), score)?;
             }
             track(&lock);
             let reply = match blocking {
@@ -232,7 +242,7 @@ pub fn acquire(
 /// until its deadline. Returns false when the queue is empty, so plain waiters go.
 pub fn serve(ctx: &Context, lock: &LockId) -> bool {
     let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
-        return true;
+        return false; // Not a queue: plain waiters are served.
     };
     let key = ffi::string(ctx, &lock.key);
     loop {
@@ -266,4 +276,24 @@ pub fn leave(ctx: &Context, lock: &LockId, owner: &[u8]) {
     if queue.deadline_of(owner).is_some() && queue.remove(owner, at_head).is_ok() && at_head {
         waiters::serve(ctx, lock);
     }
+}
+
+/// Someone else removed entries from `lock`'s deadline zset (a Redisson client
+/// purges what its own re-scoring made look stale). Waiters still blocked here
+/// that lost their entry go back in line, at the tail, in their arrival order.
+pub fn requeue_missing(ctx: &Context, lock: &LockId) {
+    let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
+        return;
+    };
+    let now = ffi::now_ms();
+    for (owner, deadline) in waiters::fair_waiters(lock) {
+        if queue.deadline_of(&owner).is_none() {
+            let score = blocked_score(now, deadline, config::fair_wait_ms());
+            if queue.push(&owner, score).is_err() {
+                return;
+            }
+            track(lock);
+        }
+    }
+    waiters::serve(ctx, lock);
 }

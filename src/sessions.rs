@@ -22,8 +22,17 @@ pub fn record(client: u64, lock: LockId, owner: Vec<u8>) {
     with_table(|t| t.record(client, lock, owner));
 }
 
-pub fn forget_hold(lock: &LockId, owner: &[u8]) {
-    with_table(|t| t.forget_hold(lock, owner));
+/// `owner` released its hold on `key` in the current database.
+pub fn forget_hold(ctx: &Context, key: &RedisString, owner: &[u8]) {
+    if with_table(|t| t.is_empty()) {
+        return;
+    }
+    let lock = waiters::lock_id(ctx, key);
+    with_table(|t| t.forget_hold(&lock, owner));
+}
+
+pub fn is_empty() -> bool {
+    with_table(|t| t.is_empty())
 }
 
 pub fn forget_lock(lock: &LockId) {

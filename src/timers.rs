@@ -26,6 +26,8 @@ struct Timers {
     deferred_release: Vec<(LockId, Vec<u8>, bool)>,
     /// Fair waiters that left, whose queue entries go.
     deferred_leave: Vec<(LockId, Vec<u8>)>,
+    /// Fair queues someone else removed entries from.
+    deferred_requeue: BTreeSet<LockId>,
 }
 
 thread_local! {
@@ -92,6 +94,11 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     });
 }
 
+/// True when no lease timer is pending.
+pub fn none_armed() -> bool {
+    with_timers(|t| t.leases.is_empty())
+}
+
 /// Stops `lock`'s timer, if it has one. Touches no key, so it is safe in any callback.
 pub fn cancel(ctx: &Context, lock: &LockId) {
     cancel_lease(ctx, lock);
@@ -137,6 +144,12 @@ pub fn defer_release(ctx: &Context, lock: LockId, owner: Vec<u8>, all: bool) {
     arm_deferred(ctx);
 }
 
+/// Checks on the next turn that `lock`'s blocked fair waiters are still queued.
+pub fn defer_requeue(ctx: &Context, lock: LockId) {
+    with_timers(|t| t.deferred_requeue.insert(lock));
+    arm_deferred(ctx);
+}
+
 /// Drops a departed fair waiter's queue entry on the next turn.
 pub fn defer_leave(ctx: &Context, lock: LockId, owner: Vec<u8>) {
     with_timers(|t| t.deferred_leave.push((lock, owner)));
@@ -154,11 +167,12 @@ fn arm_deferred(ctx: &Context) {
 extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
     guard::callback("deferred work", || {
         let ctx = Context::new(ctx);
-        let (releases, leaves, serves) = with_timers(|t| {
+        let (releases, leaves, requeues, serves) = with_timers(|t| {
             t.deferred_timer = None;
             (
                 std::mem::take(&mut t.deferred_release),
                 std::mem::take(&mut t.deferred_leave),
+                std::mem::take(&mut t.deferred_requeue),
                 std::mem::take(&mut t.deferred_serve),
             )
         });
@@ -168,6 +182,11 @@ extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
         for (lock, owner) in leaves {
             if ffi::select_db(&ctx, lock.db) {
                 fair::leave(&ctx, &lock, &owner);
+            }
+        }
+        for lock in requeues {
+            if ffi::select_db(&ctx, lock.db) {
+                fair::requeue_missing(&ctx, &lock);
             }
         }
         for (lock, owner, all) in releases {
@@ -190,6 +209,7 @@ pub fn stop_all(ctx: &Context) {
         t.deferred_serve.clear();
         t.deferred_release.clear();
         t.deferred_leave.clear();
+        t.deferred_requeue.clear();
         (
             t.leases
                 .drain()

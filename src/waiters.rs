@@ -118,9 +118,28 @@ pub fn block(
     Ok(RedisValue::NoReply)
 }
 
+/// Fair waiters blocked on `lock`, oldest first, with their BLOCK deadlines.
+pub fn fair_waiters(lock: &LockId) -> Vec<(Vec<u8>, i64)> {
+    with_registry(|r| r.list.fair_on(lock))
+}
+
 /// The deadline of `owner`'s wait on `lock`, if it is blocked here.
 pub fn blocked_deadline(lock: &LockId, owner: &[u8]) -> Option<i64> {
     with_registry(|r| r.list.find_owner(lock, owner).map(|(_, w)| w.deadline))
+}
+
+/// True when no client waits and no lock is watched anywhere.
+pub fn all_idle() -> bool {
+    with_registry(|r| r.list.is_empty()) && fair::tracked_none() && timers::none_armed()
+}
+
+/// Serves `key` in the current database after it was freed. Cheap when nothing
+/// waits: one look at the fair queue key, for Redisson's fair clients.
+pub fn serve_key(ctx: &Context, key: &RedisString) {
+    if all_idle() && !FairQueue::exists(ctx, key.as_slice()) {
+        return;
+    }
+    serve(ctx, &lock_id(ctx, key));
 }
 
 /// Passes `lock`, if free, to its waiters, in the context of the caller so the

@@ -23,23 +23,28 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         if options.fair {
             return fair::acquire(ctx, key, owner, &options);
         }
-        let lock = waiters::lock_id(ctx, key);
+        // Nothing waits or is watched anywhere: the common, uncontended case skips
+        // building the lock's id.
+        let watching = !waiters::all_idle();
+        let lock = || waiters::lock_id(ctx, key);
         // A free lock with waiters goes to them first: the line is first come, first served.
-        if waiters::has_waiters(&lock) {
-            waiters::serve(ctx, &lock);
+        if watching && waiters::has_waiters(&lock()) {
+            waiters::serve(ctx, &lock());
         }
         let reply = try_acquire(ctx, key, owner, &options)?;
         match (&reply, options.block) {
             (RedisValue::Integer(_), _) => {
                 if options.session {
-                    sessions::record(ffi::client_id(ctx), lock.clone(), owner.as_slice().to_vec());
+                    sessions::record(ffi::client_id(ctx), lock(), owner.as_slice().to_vec());
                 }
-                timers::watch(ctx, &lock);
+                if watching {
+                    timers::watch(ctx, &lock());
+                }
                 Ok(reply)
             }
             (RedisValue::Null, Some(wait)) if waiters::may_block(ctx) => {
                 let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-                waiters::block(ctx, lock, owner, options, wait, deadline)
+                waiters::block(ctx, lock(), owner, options, wait, deadline)
             }
             _ => Ok(reply),
         }

@@ -18,8 +18,11 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let holders = pairs(ctx.call("HGETALL", &[key])?)?;
         let pttl = ctx.call("PTTL", &[key])?;
         let queue_key = helper_key(QUEUE_PREFIX, key);
-        let queue = match ctx.call("LRANGE", &[&queue_key[..], b"0", b"-1"])? {
-            RedisValue::Array(owners) => owners.into_iter().map(bulk).collect::<Result<_, _>>()?,
+        // Only a list is a queue; anything else at that name is not ours to show.
+        let queue = match ctx.call("LRANGE", &[&queue_key[..], b"0", b"-1"]) {
+            Ok(RedisValue::Array(owners)) => {
+                owners.into_iter().map(bulk).collect::<Result<_, _>>()?
+            }
             _ => Vec::new(),
         };
         let token = match ctx.call("GET", &[&helper_key(TOKEN_PREFIX, key)[..]])? {

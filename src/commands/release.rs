@@ -15,7 +15,6 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             return Err(RedisError::WrongArity);
         }
         let (key, owner, _) = key_owner_rest(&args, 3)?;
-        let lock = waiters::lock_id(ctx, key);
         let release = {
             let lock_key = LockKey::open(ctx, key)?;
             let release = decide_release(lock_key.state(owner).map_err(hold_error)?);
@@ -31,9 +30,9 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Release::Undo { .. } => Ok(RedisValue::Integer(0)),
             Release::Last { lock_freed } => {
                 stats::RELEASES.incr();
-                sessions::forget_hold(&lock, owner.as_slice());
+                sessions::forget_hold(ctx, key, owner.as_slice());
                 if lock_freed {
-                    waiters::serve(ctx, &lock);
+                    waiters::serve_key(ctx, key);
                 }
                 Ok(RedisValue::Integer(1))
             }
@@ -47,7 +46,6 @@ pub fn force_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         if args.len() != 2 {
             return Err(RedisError::WrongArity);
         }
-        let lock = waiters::lock_id(ctx, &args[1]);
         {
             let lock_key = LockKey::open(ctx, &args[1])?;
             if !lock_key.is_held() {
@@ -56,8 +54,8 @@ pub fn force_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             lock_key.delete();
         }
         stats::FORCE_RELEASES.incr();
-        sessions::forget_lock(&lock);
-        waiters::serve(ctx, &lock);
+        sessions::forget_lock(&waiters::lock_id(ctx, &args[1]));
+        waiters::serve_key(ctx, &args[1]);
         Ok(RedisValue::Integer(1))
     })
 }

@@ -26,7 +26,9 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let lease = options.lease.unwrap_or_else(config::default_lease);
         lock.set_deadline(lease.deadline_from(ffi::now_ms()));
         drop(lock);
-        timers::watch(ctx, &waiters::lock_id(ctx, key));
+        if !waiters::all_idle() {
+            timers::watch(ctx, &waiters::lock_id(ctx, key));
+        }
         Ok(RedisValue::Integer(1))
     })
 }

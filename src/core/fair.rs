@@ -47,6 +47,14 @@ pub fn queue_deadline(now_ms: i64, block: Option<Wait>, fair_wait_ms: i64) -> i6
     now_ms.saturating_add(wait)
 }
 
+/// The zset score of a blocked waiter's entry: its BLOCK deadline, but never
+/// more than `fair_wait_ms` ahead. Redisson clients queue behind it with
+/// cumulative deadlines, and a dead one must not inherit `BLOCK 0`'s 35 years.
+/// While the waiter stays blocked, the module restores the score when it passes.
+pub fn blocked_score(now_ms: i64, block_deadline: i64, fair_wait_ms: i64) -> i64 {
+    block_deadline.min(now_ms.saturating_add(fair_wait_ms))
+}
+
 /// What to do with a queue entry whose deadline has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expired {
@@ -57,9 +65,11 @@ pub enum Expired {
     Restore(i64),
 }
 
-pub fn on_expired(blocked_deadline: Option<i64>, now_ms: i64) -> Expired {
+pub fn on_expired(blocked_deadline: Option<i64>, now_ms: i64, fair_wait_ms: i64) -> Expired {
     match blocked_deadline {
-        Some(deadline) if deadline > now_ms => Expired::Restore(deadline),
+        Some(deadline) if deadline > now_ms => {
+            Expired::Restore(blocked_score(now_ms, deadline, fair_wait_ms))
+        }
         _ => Expired::Purge,
     }
 }
@@ -118,8 +128,15 @@ mod tests {
 
     #[test]
     fn expired_entries_of_live_waiters_are_restored() {
-        assert_eq!(on_expired(None, 10), Expired::Purge);
-        assert_eq!(on_expired(Some(5), 10), Expired::Purge);
-        assert_eq!(on_expired(Some(50), 10), Expired::Restore(50));
+        assert_eq!(on_expired(None, 10, 100), Expired::Purge);
+        assert_eq!(on_expired(Some(5), 10, 100), Expired::Purge);
+        assert_eq!(on_expired(Some(50), 10, 100), Expired::Restore(50));
+        assert_eq!(on_expired(Some(5000), 10, 100), Expired::Restore(110));
+    }
+
+    #[test]
+    fn blocked_scores_stay_within_fair_wait() {
+        assert_eq!(blocked_score(1000, 1500, 300_000), 1500);
+        assert_eq!(blocked_score(1000, 1000 + MAX_BLOCK_MS, 300_000), 301_000);
     }
 }

@@ -25,6 +25,27 @@ pub fn helper_key(prefix: &[u8], lock_key: &[u8]) -> Vec<u8> {
     name
 }
 
+/// The lock keys whose helper under `prefix` is `helper`: the inverse of
+/// `helper_key`. Usually one; `prefix:{x}` may belong to lock `x` or lock `{x}`.
+pub fn lock_keys_of(prefix: &[u8], helper: &[u8]) -> Vec<Vec<u8>> {
+    let Some(rest) = helper
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix(b":"))
+    else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    if let Some(inner) = rest.strip_prefix(b"{").and_then(|r| r.strip_suffix(b"}")) {
+        if !inner.contains(&b'{') {
+            keys.push(inner.to_vec());
+        }
+    }
+    if rest.contains(&b'{') {
+        keys.push(rest.to_vec());
+    }
+    keys
+}
+
 /// The fair lock's per-owner wake channel: `redisson_lock__channel:{K}:<owner>`.
 pub fn wake_channel(lock_key: &[u8], owner: &[u8]) -> Vec<u8> {
     let mut name = helper_key(CHANNEL_PREFIX, lock_key);
@@ -55,6 +76,19 @@ mod tests {
             helper_key(QUEUE_PREFIX, b"{user1}:lock"),
             b"redisson_lock_queue:{user1}:lock"
         );
+    }
+
+    #[test]
+    fn helper_keys_lead_back_to_their_locks() {
+        for lock in [&b"orders"[..], b"{user1}:lock", b"a{b", b"{x}"] {
+            let helper = helper_key(TIMEOUT_PREFIX, lock);
+            assert!(
+                lock_keys_of(TIMEOUT_PREFIX, &helper).contains(&lock.to_vec()),
+                "{lock:?}"
+            );
+        }
+        assert!(lock_keys_of(TIMEOUT_PREFIX, b"redisson_lock_queue:{x}").is_empty());
+        assert!(lock_keys_of(TIMEOUT_PREFIX, b"unrelated").is_empty());
     }
 
     #[test]

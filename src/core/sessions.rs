@@ -84,6 +84,10 @@ impl SessionTable {
         holds
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_lock.is_empty()
+    }
+
     pub fn has_lock(&self, lock: &LockId) -> bool {
         self.by_lock.contains_key(lock)
     }

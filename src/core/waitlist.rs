@@ -103,6 +103,18 @@ impl<H> WaitList<H> {
         self.waiters.get(&id).map(|waiter| (id, waiter))
     }
 
+    /// The fair waiters on `lock`, oldest first: (owner, deadline).
+    pub fn fair_on(&self, lock: &LockId) -> Vec<(Vec<u8>, i64)> {
+        let Some(line) = self.by_lock.get(lock) else {
+            return Vec::new();
+        };
+        line.iter()
+            .filter_map(|id| self.waiters.get(id))
+            .filter(|w| w.options.fair)
+            .map(|w| (w.owner.clone(), w.deadline))
+            .collect()
+    }
+
     pub fn waiting_on(&self, lock: &LockId) -> usize {
         self.by_lock.get(lock).map_or(0, BTreeSet::len)
     }

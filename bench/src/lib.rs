@@ -1,0 +1,205 @@
+//! `make bench`: rlock's commands against the ways people build locks without it,
+//! each pair of paths run in one process, on one server, interleaved round by round.
+//!
+//! 1. uncontended pairs: R (RLOCK) vs L (Redisson's Lua scripts) vs S (SET NX / DEL);
+//! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter);
+//! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q.
+
+pub mod contended;
+pub mod expiry;
+pub mod measure;
+pub mod report;
+pub mod scripts;
+pub mod uncontended;
+
+use std::time::Duration;
+
+use rlock_module_tests::{Flavor, Server};
+
+/// A Redisson-shaped owner (`<client uuid>:<thread id>`); the thread id is appended.
+pub const OWNER_PREFIX: &str = "0f8e2a64-5b1c-4f7d-9e3a-6c2b8d1f4a70";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    Uncontended,
+    Contended,
+    Expiry,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 3] = [Scenario::Uncontended, Scenario::Contended, Scenario::Expiry];
+
+    pub fn parse(s: &str) -> Option<Scenario> {
+        match s {
+            "uncontended" | "1" => Some(Scenario::Uncontended),
+            "contended" | "handoff" | "2" => Some(Scenario::Contended),
+            "expiry" | "3" => Some(Scenario::Expiry),
+            _ => None,
+        }
+    }
+}
+
+/// What to run and for how long.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub flavors: Vec<Flavor>,
+    pub scenarios: Vec<Scenario>,
+    pub rounds: usize,
+    /// Warm-up before each measured window (connections, caches, the first waiters queued).
+    pub warmup_ms: u64,
+    pub conns: usize,
+    pub keys: usize,
+    pub pipelines: Vec<usize>,
+    pub uncontended_run: Duration,
+    pub clients: Vec<usize>,
+    pub holds_ms: Vec<u64>,
+    pub contended_run: Duration,
+    pub expiry_samples: usize,
+    pub expiry_lease_ms: u64,
+    pub verbose: bool,
+}
+
+impl Plan {
+    /// The full run: about 6 minutes per flavor.
+    pub fn full() -> Plan {
+        Plan {
+            flavors: vec![Flavor::Redis],
+            scenarios: Scenario::ALL.to_vec(),
+            rounds: 5,
+            warmup_ms: 300,
+            conns: 50,
+            keys: 100_000,
+            pipelines: vec![1, 16],
+            uncontended_run: Duration::from_secs(2),
+            clients: vec![1, 8, 32, 128],
+            holds_ms: vec![0, 1],
+            contended_run: Duration::from_secs(2),
+            expiry_samples: 40,
+            expiry_lease_ms: 200,
+            verbose: true,
+        }
+    }
+
+    /// A smoke run of every path, in seconds.
+    pub fn quick() -> Plan {
+        Plan {
+            rounds: 1,
+            warmup_ms: 100,
+            conns: 8,
+            keys: 10_000,
+            uncontended_run: Duration::from_millis(300),
+            clients: vec![1, 8],
+            contended_run: Duration::from_millis(300),
+            expiry_samples: 3,
+            ..Plan::full()
+        }
+    }
+
+    pub fn warmup(&self) -> Duration {
+        Duration::from_millis(self.warmup_ms)
+    }
+}
+
+/// Everything measured on one server.
+#[derive(Debug, Clone)]
+pub struct FlavorReport {
+    pub flavor: Flavor,
+    /// e.g. "Redis 7.0.15" or "Valkey 9.1.2 (redis_version 7.2.4)".
+    pub server_version: String,
+    pub module_version: String,
+    pub uncontended: Option<uncontended::Uncontended>,
+    pub contended: Option<contended::Contended>,
+    pub expiry: Option<expiry::Expiry>,
+}
+
+/// Runs the plan on each flavor in turn, one fresh server each, on a
+/// single-threaded runtime so that the client uses at most one core.
+pub fn run(plan: &Plan) -> Vec<FlavorReport> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    plan.flavors
+        .iter()
+        .map(|&flavor| runtime.block_on(run_flavor(flavor, plan)))
+        .collect()
+}
+
+async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
+    let server = Server::builder(flavor).start();
+    let (server_version, module_version) = versions(&server);
+    if plan.verbose {
+        eprintln!(
+            "{server_version}, rlock {module_version}, port {}",
+            server.port
+        );
+    }
+    let mut report = FlavorReport {
+        flavor,
+        server_version,
+        module_version,
+        uncontended: None,
+        contended: None,
+        expiry: None,
+    };
+    for scenario in &plan.scenarios {
+        match scenario {
+            Scenario::Uncontended => {
+                report.uncontended = Some(uncontended::run(&server, plan).await)
+            }
+            Scenario::Contended => report.contended = Some(contended::run(&server, plan).await),
+            Scenario::Expiry => report.expiry = Some(expiry::run(&server, plan).await),
+        }
+    }
+    let mut server = server;
+    server.assert_alive("the benchmark");
+    report
+}
+
+fn versions(server: &Server) -> (String, String) {
+    let info = server.info("server");
+    let redis_version = info.get("redis_version").cloned().unwrap_or_default();
+    let server_version = match info.get("valkey_version") {
+        Some(v) => format!("Valkey {v} (redis_version {redis_version})"),
+        None => format!("Redis {redis_version}"),
+    };
+    let mut con = server.conn();
+    let modules: redis::Value = redis::cmd("MODULE")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("MODULE LIST");
+    (
+        server_version,
+        module_version(&modules).unwrap_or_else(|| "?".into()),
+    )
+}
+
+/// The `ver` of the module named `rlock` in a `MODULE LIST` reply (RESP2).
+fn module_version(list: &redis::Value) -> Option<String> {
+    use redis::Value;
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).to_string()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    };
+    let Value::Array(modules) = list else {
+        return None;
+    };
+    modules.iter().find_map(|m| {
+        let Value::Array(fields) = m else { return None };
+        let pairs: Vec<(String, String)> = fields
+            .chunks(2)
+            .filter_map(|p| Some((text(&p[0])?, text(p.get(1)?)?)))
+            .collect();
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        (get("name").as_deref() == Some("rlock"))
+            .then(|| get("ver"))
+            .flatten()
+    })
+}

@@ -1,0 +1,108 @@
+//! `make bench`. See `--help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rlock_bench::report::{markdown, Meta};
+use rlock_bench::{run, Plan, Scenario};
+use rlock_module_tests::Flavor;
+
+const HELP: &str =
+    "rlock-bench: rlock against Lua scripts, SET NX, polling and Redisson-style waiters
+
+Usage: cargo run --release -p rlock-bench -- [options]
+       (RLOCK_MODULE=/abs/path/librlock.so; `make bench BENCH_ARGS='...'` sets it)
+
+  --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
+  --quick                      a smoke run of every path in a few seconds
+  --only LIST                  scenarios, comma-separated: uncontended,contended,expiry
+  --rounds N                   rounds per cell, paths interleaved (default 5)
+  --secs S                     seconds per measured run, both throughput scenarios (default 2)
+  --clients LIST               contended client counts (default 1,8,32,128)
+  --samples N                  lease-expiry samples per path (default 40)
+  --write PATH                 also write the report (with a how-to-read note) to PATH
+  --quiet                      no per-round progress on stderr
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (plan, write) = match parse(&args) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("rlock-bench: {e}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
+    };
+    let meta = Meta::collect(&args);
+    let reports = run(&plan);
+    print!("{}", markdown(&meta, &plan, &reports, false));
+    if let Some(path) = write {
+        if let Err(e) = std::fs::write(&path, markdown(&meta, &plan, &reports, true)) {
+            eprintln!("rlock-bench: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
+}
+
+fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut plan = if quick { Plan::quick() } else { Plan::full() };
+    let mut write = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{arg} needs a value"))
+        };
+        match arg.as_str() {
+            "--help" | "-h" => return Ok(None),
+            "--quick" => {}
+            "--quiet" => plan.verbose = false,
+            "--flavor" => {
+                plan.flavors = match value()?.as_str() {
+                    "redis" => vec![Flavor::Redis],
+                    "valkey" => vec![Flavor::Valkey],
+                    "both" => vec![Flavor::Redis, Flavor::Valkey],
+                    other => return Err(format!("unknown flavor {other:?}")),
+                }
+            }
+            "--only" => {
+                plan.scenarios = value()?
+                    .split(',')
+                    .map(|s| Scenario::parse(s.trim()).ok_or(format!("unknown scenario {s:?}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--rounds" => plan.rounds = number(&value()?)?.max(1),
+            "--secs" => {
+                let secs: f64 = value()?.parse().map_err(|_| "--secs: not a number")?;
+                if !(secs > 0.0 && secs < 3600.0) {
+                    return Err("--secs: out of range".into());
+                }
+                plan.uncontended_run = Duration::from_secs_f64(secs);
+                plan.contended_run = Duration::from_secs_f64(secs);
+            }
+            "--clients" => {
+                plan.clients = value()?
+                    .split(',')
+                    .map(|s| number(s.trim()).map(|n| n.max(1)))
+                    .collect::<Result<_, _>>()?
+            }
+            "--samples" => plan.expiry_samples = number(&value()?)?.max(1),
+            "--write" => write = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(Some((plan, write)))
+}
+
+fn number(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|_| format!("{s:?} is not a number"))
+}

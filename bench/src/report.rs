@@ -1,0 +1,386 @@
+//! Markdown tables, and the facts that make a run reproducible: command, date,
+//! machine, server and module versions.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::contended::WaitPath;
+use crate::expiry::ExpiryPath;
+use crate::uncontended::PairPath;
+use crate::{FlavorReport, Plan};
+
+/// Where and how a run happened.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub command: String,
+    pub date: String,
+    pub nproc: usize,
+    pub cpu: String,
+    pub load_before: String,
+    pub commit: String,
+}
+
+impl Meta {
+    pub fn collect(args: &[String]) -> Meta {
+        let mut command = String::from("cargo run --release -p rlock-bench --");
+        for a in args {
+            command.push(' ');
+            command.push_str(a);
+        }
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "?".into());
+        let load_before = std::fs::read_to_string("/proc/loadavg")
+            .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "?".into());
+        let commit = git(&["rev-parse", "--short", "HEAD"]).map_or_else(
+            || "?".into(),
+            |c| {
+                let dirty = git(&["status", "--porcelain", "--", "src", "Cargo.toml"])
+                    .is_some_and(|s| !s.is_empty());
+                if dirty {
+                    format!("{c} + uncommitted changes")
+                } else {
+                    c
+                }
+            },
+        );
+        Meta {
+            command,
+            date: utc_now(),
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu,
+            load_before,
+            commit,
+        }
+    }
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// "YYYY-MM-DD HH:MM UTC" without a date crate.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+fn num(x: f64, decimals: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.decimals$}")
+    } else {
+        "–".into()
+    }
+}
+
+fn rate(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    let s = format!("{:.0}", x);
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One target: the figure, the bar, and whether it was met.
+struct Target {
+    what: &'static str,
+    value: f64,
+    bar: f64,
+    at_least: bool,
+    decimals: usize,
+}
+
+impl Target {
+    fn row(&self, flavor: &str) -> String {
+        let verdict = if !self.value.is_finite() {
+            "not run"
+        } else if (self.at_least && self.value >= self.bar)
+            || (!self.at_least && self.value < self.bar)
+        {
+            "**met**"
+        } else {
+            "**missed**"
+        };
+        format!(
+            "| {flavor} | {} | {} {} | {} | {verdict} |\n",
+            self.what,
+            if self.at_least { "≥" } else { "<" },
+            num(self.bar, self.decimals),
+            num(self.value, self.decimals),
+        )
+    }
+}
+
+fn targets(r: &FlavorReport) -> Vec<Target> {
+    let mut out = Vec::new();
+    if let Some(u) = &r.uncontended {
+        out.push(Target {
+            what: "uncontended pairs/s R/L, pipeline 16",
+            value: u.ratio(PairPath::R, PairPath::L, 16),
+            bar: 2.0,
+            at_least: true,
+            decimals: 2,
+        });
+        out.push(Target {
+            what: "uncontended pairs/s R/S, pipeline 16",
+            value: u.ratio(PairPath::R, PairPath::S, 16),
+            bar: 0.6,
+            at_least: true,
+            decimals: 2,
+        });
+    }
+    if let Some(c) = &r.contended {
+        let b = c.cell(WaitPath::B, 32, 0);
+        out.push(Target {
+            what: "hand-offs/s B/Q, 32 clients, hold 0",
+            value: c.ratio(WaitPath::B, WaitPath::Q, 32, 0),
+            bar: 3.0,
+            at_least: true,
+            decimals: 2,
+        });
+        out.push(Target {
+            what: "hand-offs/s B/P, 32 clients, hold 0",
+            value: c.ratio(WaitPath::B, WaitPath::P, 32, 0),
+            bar: 10.0,
+            at_least: true,
+            decimals: 2,
+        });
+        out.push(Target {
+            what: "B hand-off latency p50 (ms), 32 clients, hold 0",
+            value: b.map_or(f64::NAN, |b| b.p50_ms()),
+            bar: 0.5,
+            at_least: false,
+            decimals: 3,
+        });
+        out.push(Target {
+            what: "B min/max acquisitions per client, 32 clients, hold 0",
+            value: b.map_or(f64::NAN, |b| b.fairness()),
+            bar: 0.8,
+            at_least: true,
+            decimals: 2,
+        });
+    }
+    out
+}
+
+/// The whole report. `how_to_read` adds the explanation that docs/BENCHMARKS.md carries.
+pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read: bool) -> String {
+    let mut s = String::new();
+    let w = &mut s;
+    let _ = writeln!(w, "# rlock benchmarks\n");
+    let _ = writeln!(
+        w,
+        "Produced by `{}` (`make bench BENCH_ARGS='…'` runs the same), on {}.\n",
+        meta.command, meta.date
+    );
+    let _ = writeln!(
+        w,
+        "- Machine: nproc {}, {}; load average before the run {}.",
+        meta.nproc, meta.cpu, meta.load_before
+    );
+    for r in reports {
+        let _ = writeln!(
+            w,
+            "- {}: {} with librlock.so (module ver {}, tree {}), started by the harness on loopback.",
+            r.flavor, r.server_version, r.module_version, meta.commit
+        );
+    }
+    let _ = writeln!(
+        w,
+        "- Plan: {} rounds, paths interleaved within each round; warm-up {} ms; uncontended {} s per run, \
+         {} connections, {} keys, pipelines {:?}; contended {} s per run, clients {:?}, holds {:?} ms; \
+         expiry {} samples, lease {} ms. Client: one process, one tokio thread, redis-rs multiplexed connections.\n",
+        plan.rounds,
+        plan.warmup_ms,
+        plan.uncontended_run.as_secs_f64(),
+        plan.conns,
+        plan.keys,
+        plan.pipelines,
+        plan.contended_run.as_secs_f64(),
+        plan.clients,
+        plan.holds_ms,
+        plan.expiry_samples,
+        plan.expiry_lease_ms,
+    );
+    if how_to_read {
+        let _ = writeln!(w, "{HOW_TO_READ}");
+    }
+
+    let _ = writeln!(w, "## Targets\n");
+    let _ = writeln!(w, "| server | figure | target | measured | |");
+    let _ = writeln!(w, "|---|---|---|---|---|");
+    for r in reports {
+        for t in targets(r) {
+            w.push_str(&t.row(&r.flavor.to_string()));
+        }
+    }
+    let _ = writeln!(w);
+
+    for r in reports {
+        let _ = writeln!(w, "## {} ({})\n", r.flavor, r.server_version);
+        if let Some(u) = &r.uncontended {
+            let _ = writeln!(w, "### 1. Uncontended acquire/release pairs\n");
+            for p in PairPath::ALL {
+                let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+            }
+            let _ = writeln!(
+                w,
+                "\nA pipeline of 16 is 8 acquires on 8 distinct keys, then their 8 releases.\n"
+            );
+            let _ = writeln!(
+                w,
+                "| pipeline | path | pairs/s | R ÷ path | server CPU µs/pair | server CPU % | client CPU % | errors |"
+            );
+            let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
+            for cell in &u.cells {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    cell.pipeline,
+                    cell.path.letter(),
+                    rate(cell.pairs_per_sec()),
+                    num(u.ratio(PairPath::R, cell.path, cell.pipeline), 2),
+                    num(cell.server_us_per_pair(), 2),
+                    num(cell.server_busy(), 0),
+                    num(cell.client_busy(), 0),
+                    cell.errors()
+                );
+            }
+            let _ = writeln!(w);
+        }
+        if let Some(c) = &r.contended {
+            let _ = writeln!(w, "### 2. Contended hand-off on one lock\n");
+            for p in WaitPath::ALL {
+                let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+            }
+            let _ = writeln!(
+                w,
+                "\n| clients | hold ms | path | hand-offs/s | B ÷ path | acquisitions/s | latency p50 ms | p99 ms | min/max per client | tries/hand-off | server CPU µs/hand-off | server CPU % | errors |"
+            );
+            let _ = writeln!(
+                w,
+                "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            );
+            for cell in &c.cells {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    cell.clients,
+                    cell.hold_ms,
+                    cell.path.letter(),
+                    rate(cell.handoffs_per_sec()),
+                    num(
+                        c.ratio(WaitPath::B, cell.path, cell.clients, cell.hold_ms),
+                        2
+                    ),
+                    rate(cell.acquisitions_per_sec()),
+                    num(cell.p50_ms(), 3),
+                    num(cell.p99_ms(), 3),
+                    num(cell.fairness(), 2),
+                    num(cell.tries_per_handoff(), 1),
+                    num(cell.server_us_per_handoff(), 1),
+                    num(cell.server_busy(), 0),
+                    cell.errors() + cell.violations()
+                );
+            }
+            let _ = writeln!(w);
+        }
+        if let Some(e) = &r.expiry {
+            let _ = writeln!(
+                w,
+                "### 3. Lease expiry: the holder stops, lease {} ms\n",
+                e.lease_ms
+            );
+            let _ = writeln!(
+                w,
+                "Lateness = the waiter's grant reply received − (the holder's acquire reply received + lease).\n"
+            );
+            let _ = writeln!(
+                w,
+                "| path | setup | samples | late p50 ms | p99 ms | min ms | max ms | errors |"
+            );
+            let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
+            for cell in &e.cells {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    cell.path.letter(),
+                    cell.path.describe(),
+                    cell.late_ms.len(),
+                    num(cell.p50_ms(), 2),
+                    num(cell.p99_ms(), 2),
+                    num(cell.min_ms(), 2),
+                    num(cell.max_ms(), 2),
+                    cell.errors
+                );
+            }
+            let _ = writeln!(w);
+        }
+    }
+    let _ = ExpiryPath::ALL;
+    s
+}
+
+const HOW_TO_READ: &str = "## How to read this
+
+- Every figure is the **median over rounds** of that figure in one round (latency
+  percentiles too: the median of each round's p50 / p99). In each round the paths run one
+  after another (R, L, S, R, L, S, ...; B, P, Q, ...) on the **same server, from the same
+  process**, so drift in machine load hits every path alike. Quote **ratios** (R ÷ path,
+  B ÷ path), not absolute rates: these are shared 2-core machines, and the client competes
+  with the server for the second core.
+- **Server CPU** is the server process's own user+sys time (`INFO cpu`) over the measured
+  window, divided by the operations in it. It does not depend on how fast the client is.
+  Server CPU % near 100 means the server was the bottleneck; client CPU % near 100 means the
+  client was, and then the throughput ratio understates the difference in server cost.
+- **Hand-off** (scenario 2): an acquisition by a different client than the previous holder
+  (with 1 client, every acquisition). **Acquisitions/s** counts re-acquisitions by the
+  client that just released too: the poller (P) and Redisson (Q) let the releasing client
+  barge back in, which shows as acquisitions/s far above hand-offs/s and a low min/max.
+  **Latency** is from the moment the releasing client sends its release to the moment the
+  next holder's acquire reply arrives, one monotonic clock for all clients. **Tries/hand-off**
+  counts acquire attempts (polls, tryLock calls) per hand-off: the thundering herd of Q's
+  unlock message and P's polling. Hold 1 ms is a tokio sleep (≥ 1 ms).
+- **Errors** counts unexpected replies, clients that never finished, and mutual-exclusion
+  violations seen by the client (a grant while another client held the lock); all should be 0.
+- Scenario 3: no unlock message is published when a lease runs out, so a Redisson waiter
+  (Q) relies on its `min(ttl, wait)` sleep; a BLOCK waiter relies on the module's lease timer.
+";

@@ -1,0 +1,83 @@
+//! `--quick` end to end against a real server: every path of every scenario makes
+//! progress with no unexpected replies, and the report renders.
+
+use rlock_bench::contended::WaitPath;
+use rlock_bench::expiry::ExpiryPath;
+use rlock_bench::report::{markdown, Meta};
+use rlock_bench::uncontended::PairPath;
+use rlock_bench::{run, Plan};
+use rlock_module_tests::Flavor;
+
+#[test]
+fn quick_run_makes_progress_on_every_path() {
+    let plan = Plan {
+        flavors: vec![Flavor::Redis],
+        verbose: false,
+        ..Plan::quick()
+    };
+    let reports = run(&plan);
+    let r = &reports[0];
+
+    let u = r.uncontended.as_ref().expect("uncontended ran");
+    for &pipeline in &plan.pipelines {
+        for path in PairPath::ALL {
+            let cell = u.cell(path, pipeline).expect("cell");
+            assert!(
+                cell.runs.iter().all(|run| run.pairs > 0),
+                "{path:?} p{pipeline} made no pairs"
+            );
+            assert_eq!(
+                cell.errors(),
+                0,
+                "{path:?} p{pipeline} had unexpected replies"
+            );
+        }
+    }
+
+    let c = r.contended.as_ref().expect("contended ran");
+    for &clients in &plan.clients {
+        for &hold in &plan.holds_ms {
+            for path in WaitPath::ALL {
+                let cell = c.cell(path, clients, hold).expect("cell");
+                assert!(
+                    cell.runs.iter().all(|run| run.acquisitions > 0),
+                    "{path:?} N={clients} hold={hold} never acquired"
+                );
+                assert_eq!(
+                    cell.violations(),
+                    0,
+                    "{path:?} N={clients}: two holders at once"
+                );
+                assert_eq!(cell.errors(), 0, "{path:?} N={clients} hold={hold}: errors");
+            }
+            // BLOCK serves waiters in turn, so the lock does change hands.
+            let b = c.cell(WaitPath::B, clients, hold).expect("cell");
+            assert!(b.runs.iter().all(|run| run.handoffs > 0));
+        }
+    }
+
+    let e = r.expiry.as_ref().expect("expiry ran");
+    for path in ExpiryPath::ALL {
+        let cell = e.cell(path).expect("cell");
+        assert_eq!(cell.late_ms.len(), plan.expiry_samples, "{path:?} samples");
+        assert_eq!(cell.errors, 0);
+        // Nobody gets the lock before the lease runs out (small slack: the deadline is
+        // estimated from the holder's reply, which arrives after the server set it).
+        assert!(
+            cell.min_ms() > -5.0,
+            "{path:?} got the lock {} ms early",
+            -cell.min_ms()
+        );
+    }
+
+    let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
+    for heading in [
+        "## Targets",
+        "### 1.",
+        "### 2.",
+        "### 3.",
+        "## How to read this",
+    ] {
+        assert!(text.contains(heading), "report lacks {heading}:\n{text}");
+    }
+}
