@@ -29,9 +29,12 @@ pub fn own_write(announce: impl FnOnce()) {
 }
 
 pub fn subscribe(ctx: &Context) -> bool {
-    let classes =
-        (NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED | NotifyEvent::ZSET)
-            .bits();
+    let classes = (NotifyEvent::GENERIC
+        | NotifyEvent::EXPIRED
+        | NotifyEvent::EVICTED
+        | NotifyEvent::ZSET
+        | NotifyEvent::LOADED)
+        .bits();
     ffi::subscribe_keyspace(ctx, classes, on_keyspace)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb)
@@ -57,6 +60,9 @@ extern "C" fn on_keyspace(
         let key = ffi::string_bytes(key);
         if key.starts_with(TIMEOUT_PREFIX) {
             fair_queue_changed(&ctx, key, ffi::c_str_bytes(event));
+            return;
+        }
+        if waiters::all_idle() && sessions::is_empty() {
             return;
         }
         let lock = LockId {
@@ -86,18 +92,20 @@ extern "C" fn on_keyspace(
     raw::REDISMODULE_OK as c_int
 }
 
-/// A client other than this module removed entries from a fair queue's zset.
+/// Another client (a Redisson fair lock, a replica's primary, a load) wrote a
+/// fair queue's zset: the lock is tracked so its releases serve the queue, and
+/// waiters blocked here whose entry was removed go back in line.
 fn fair_queue_changed(ctx: &Context, zset_key: &[u8], event: &[u8]) {
-    if !matches!(
+    let removed = matches!(
         event,
         b"zrem" | b"zremrangebyscore" | b"zremrangebyrank" | b"del"
-    ) {
-        return;
-    }
+    );
     let db = ffi::selected_db(ctx);
     for key in lock_keys_of(TIMEOUT_PREFIX, zset_key) {
         let lock = LockId { db, key };
-        if waiters::has_waiters(&lock) {
+        if !removed {
+            fair::track(&lock);
+        } else if waiters::has_waiters(&lock) {
             timers::defer_requeue(ctx, lock);
         }
     }

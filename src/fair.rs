@@ -28,7 +28,8 @@ pub fn is_tracked(lock: &LockId) -> bool {
     TRACKED.with(|t| t.borrow().contains(lock))
 }
 
-fn track(lock: &LockId) {
+/// Marks `lock` as having a fair queue, which its releases must serve.
+pub fn track(lock: &LockId) {
     TRACKED.with(|t| t.borrow_mut().insert(lock.clone()));
 }
 
@@ -73,12 +74,6 @@ impl<'a> FairQueue<'a> {
             list,
             zset,
         })
-    }
-
-    /// Whether `lock_key` has a queue list, without opening anything else.
-    pub fn exists(ctx: &Context, lock_key: &[u8]) -> bool {
-        let list = ffi::string(ctx, &helper_key(QUEUE_PREFIX, lock_key));
-        Key::open_readonly(ctx, &list).kind() == KeyKind::List
     }
 
     pub fn head(&self) -> Option<Vec<u8>> {

@@ -190,6 +190,16 @@ impl Drop for Key {
     }
 }
 
+/// Whether `name` exists, without opening a key handle (so nothing is signalled
+/// as modified). Falls back to a read-only open where the API is missing.
+pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
+    // SAFETY: ctx and name are valid for the call.
+    match unsafe { raw::RedisModule_KeyExists } {
+        Some(exists) => unsafe { exists(ctx.get_raw(), name.inner) != 0 },
+        None => Key::open_readonly(ctx, name).kind() != KeyKind::Empty,
+    }
+}
+
 /// Propagates `cmd key` to replicas and the AOF.
 pub fn replicate_key(ctx: &Context, cmd: &CStr, key: &RedisString) {
     // SAFETY: the format "s" takes one RedisModuleString.

@@ -116,6 +116,12 @@ pub struct Fence<'a> {
 /// Fencing tokens come from one counter per lock, incremented each time the lock
 /// goes from free to held while fencing is in use on it.
 impl<'a> Fence<'a> {
+    /// Whether lock `lock_name` has a fencing counter: a key lookup, no handle.
+    pub fn in_use(ctx: &Context, lock_name: &RedisString) -> bool {
+        let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+        ffi::key_exists(ctx, &name)
+    }
+
     /// Opens and checks the counter of lock `lock_name`.
     pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
         let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));

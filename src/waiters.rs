@@ -10,7 +10,7 @@ use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValu
 use crate::commands::acquire::try_acquire;
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::waitlist::{LockId, WaitList, Waiter, WaiterId};
-use crate::fair::{self, FairQueue};
+use crate::fair;
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::{guard, sessions, stats, timers};
 
@@ -133,10 +133,10 @@ pub fn all_idle() -> bool {
     with_registry(|r| r.list.is_empty()) && fair::tracked_none() && timers::none_armed()
 }
 
-/// Serves `key` in the current database after it was freed. Cheap when nothing
-/// waits: one look at the fair queue key, for Redisson's fair clients.
+/// Serves `key` in the current database after it was freed. Free when nothing
+/// waits: fair queues, Redisson's included, are known from keyspace events.
 pub fn serve_key(ctx: &Context, key: &RedisString) {
-    if all_idle() && !FairQueue::exists(ctx, key.as_slice()) {
+    if all_idle() {
         return;
     }
     serve(ctx, &lock_id(ctx, key));
@@ -149,7 +149,7 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     if !is_primary(ctx) {
         return;
     }
-    let fair_done = FairQueue::exists(ctx, &lock.key) && fair::serve(ctx, lock);
+    let fair_done = fair::is_tracked(lock) && fair::serve(ctx, lock);
     if !fair_done {
         while let Some((id, _)) = with_registry(|r| r.list.head(lock).map(|(id, _)| (id, ()))) {
             if !grant(ctx, lock, id, |_| Ok(())) {

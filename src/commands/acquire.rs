@@ -66,8 +66,8 @@ pub fn try_acquire(
         Acquire::Take => {
             // Once fencing is in use on a lock, every free-to-held transition bumps
             // the counter, so the counter always names the current hold.
-            let mut fence = Fence::open(ctx, key)?;
-            let token = if options.token || fence.exists() {
+            let token = if options.token || Fence::in_use(ctx, key) {
+                let mut fence = Fence::open(ctx, key)?;
                 let next = fence.next()?;
                 fence.store(next);
                 Some(next)
