@@ -1525,3 +1525,74 @@ fn session_holder_leaving_serves_the_fair_queue() {
         assert_queue(flavor, &mut c, k, &[], "b served");
     }
 }
+
+/// A queue the module never wrote (a Redisson fair client's, or one loaded from
+/// disk after a restart) still has its head woken when an rlock holder releases:
+/// the module learns of fair queues from keyspace events, loading included.
+#[test]
+fn queues_written_by_others_or_loaded_are_served() {
+    for flavor in flavors() {
+        let mut server = Server::start(flavor);
+        let mut c = server.conn();
+        let k = "foreign";
+        let wake = format!("redisson_lock__channel:{{{k}}}:r1");
+        for restart in [false, true] {
+            run(&mut c, &["RLOCK.ACQUIRE", k, "h", "LEASE", "60000"]);
+            let deadline = (now_ms() + 60_000).to_string();
+            run(
+                &mut c,
+                &["RPUSH", &format!("redisson_lock_queue:{{{k}}}"), "r1"],
+            );
+            run(
+                &mut c,
+                &[
+                    "ZADD",
+                    &format!("redisson_lock_timeout:{{{k}}}"),
+                    &deadline,
+                    "r1",
+                ],
+            );
+            if restart {
+                // A fresh module: only the load tells it about the queue.
+                run(&mut c, &["SAVE"]);
+                server.restart();
+                c = server.conn();
+            }
+            let mut sub = Subscriber::new(&server, &[wake.as_bytes()]);
+            sub.drain();
+            assert_eq!(
+                run(&mut c, &["RLOCK.RELEASE", k, "h"]),
+                Value::Int(1),
+                "{flavor}"
+            );
+            let woken = sub.drain();
+            assert!(
+                woken
+                    .iter()
+                    .any(|(ch, msg)| ch == wake.as_bytes() && msg == b"0"),
+                "{flavor} (restart {restart}): head r1 not woken on {wake}: {woken:?}"
+            );
+            // r1 takes its turn; nobody else may before it.
+            assert_eq!(
+                run(&mut c, &["RLOCK.ACQUIRE", k, "x", "FAIR"]),
+                Value::Nil,
+                "{flavor}"
+            );
+            assert_eq!(
+                run(&mut c, &["RLOCK.ACQUIRE", k, "r1", "FAIR"]),
+                Value::Int(1),
+                "{flavor}"
+            );
+            assert_eq!(
+                run(&mut c, &["RLOCK.RELEASE", k, "r1"]),
+                Value::Int(1),
+                "{flavor}"
+            );
+            let queue_keys = [
+                format!("redisson_lock_queue:{{{k}}}"),
+                format!("redisson_lock_timeout:{{{k}}}"),
+            ];
+            run(&mut c, &["DEL", &queue_keys[0], &queue_keys[1]]);
+        }
+    }
+}
