@@ -100,6 +100,11 @@ fn fair_queue_changed(ctx: &Context, zset_key: &[u8], event: &[u8]) {
         event,
         b"zrem" | b"zremrangebyscore" | b"zremrangebyrank" | b"del"
     );
+    // Re-scoring (a Redisson acquire's ZINCRBY per waiter) neither creates a queue
+    // nor removes anyone: nothing to learn, and it comes in thousands.
+    if event == b"zincr" {
+        return;
+    }
     let db = ffi::selected_db(ctx);
     for key in lock_keys_of(TIMEOUT_PREFIX, zset_key) {
         let lock = LockId { db, key };

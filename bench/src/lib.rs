@@ -3,10 +3,12 @@
 //!
 //! 1. uncontended pairs: R (RLOCK) vs L (Redisson's Lua scripts) vs S (SET NX / DEL);
 //! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter);
-//! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q.
+//! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q;
+//! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua).
 
 pub mod contended;
 pub mod expiry;
+pub mod fair;
 pub mod measure;
 pub mod report;
 pub mod scripts;
@@ -24,16 +26,23 @@ pub enum Scenario {
     Uncontended,
     Contended,
     Expiry,
+    Fair,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 3] = [Scenario::Uncontended, Scenario::Contended, Scenario::Expiry];
+    pub const ALL: [Scenario; 4] = [
+        Scenario::Uncontended,
+        Scenario::Contended,
+        Scenario::Expiry,
+        Scenario::Fair,
+    ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
         match s {
             "uncontended" | "1" => Some(Scenario::Uncontended),
             "contended" | "handoff" | "2" => Some(Scenario::Contended),
             "expiry" | "3" => Some(Scenario::Expiry),
+            "fair" | "4" => Some(Scenario::Fair),
             _ => None,
         }
     }
@@ -56,11 +65,14 @@ pub struct Plan {
     pub contended_run: Duration,
     pub expiry_samples: usize,
     pub expiry_lease_ms: u64,
+    /// Fair scenario: queue lengths, and the measured run per cell.
+    pub fair_queues: Vec<usize>,
+    pub fair_run: Duration,
     pub verbose: bool,
 }
 
 impl Plan {
-    /// The full run: about 6 minutes per flavor.
+    /// The full run: about 7 minutes per flavor.
     pub fn full() -> Plan {
         Plan {
             flavors: vec![Flavor::Redis],
@@ -76,6 +88,8 @@ impl Plan {
             contended_run: Duration::from_secs(2),
             expiry_samples: 40,
             expiry_lease_ms: 200,
+            fair_queues: vec![10, 1_000, 10_000],
+            fair_run: Duration::from_secs(2),
             verbose: true,
         }
     }
@@ -91,6 +105,8 @@ impl Plan {
             clients: vec![1, 8],
             contended_run: Duration::from_millis(300),
             expiry_samples: 3,
+            fair_queues: vec![10, 1_000],
+            fair_run: Duration::from_millis(300),
             ..Plan::full()
         }
     }
@@ -110,6 +126,7 @@ pub struct FlavorReport {
     pub uncontended: Option<uncontended::Uncontended>,
     pub contended: Option<contended::Contended>,
     pub expiry: Option<expiry::Expiry>,
+    pub fair: Option<fair::Fair>,
 }
 
 /// Runs the plan on each flavor in turn, one fresh server each, on a
@@ -141,6 +158,7 @@ async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
         uncontended: None,
         contended: None,
         expiry: None,
+        fair: None,
     };
     for scenario in &plan.scenarios {
         match scenario {
@@ -149,6 +167,7 @@ async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
             }
             Scenario::Contended => report.contended = Some(contended::run(&server, plan).await),
             Scenario::Expiry => report.expiry = Some(expiry::run(&server, plan).await),
+            Scenario::Fair => report.fair = Some(fair::run(&server, plan).await),
         }
     }
     let mut server = server;

@@ -16,11 +16,12 @@ Usage: cargo run --release -p rlock-bench -- [options]
 
   --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
   --quick                      a smoke run of every path in a few seconds
-  --only LIST                  scenarios, comma-separated: uncontended,contended,expiry
+  --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair
   --rounds N                   rounds per cell, paths interleaved (default 5)
-  --secs S                     seconds per measured run, both throughput scenarios (default 2)
+  --secs S                     seconds per measured run, throughput and fair scenarios (default 2)
   --clients LIST               contended client counts (default 1,8,32,128)
   --samples N                  lease-expiry samples per path (default 40)
+  --queues LIST                fair queue lengths (default 10,1000,10000)
   --write PATH                 also write the report (with a how-to-read note) to PATH
   --quiet                      no per-round progress on stderr
 ";
@@ -88,6 +89,7 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
                 }
                 plan.uncontended_run = Duration::from_secs_f64(secs);
                 plan.contended_run = Duration::from_secs_f64(secs);
+                plan.fair_run = Duration::from_secs_f64(secs);
             }
             "--clients" => {
                 plan.clients = value()?
@@ -96,6 +98,12 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
                     .collect::<Result<_, _>>()?
             }
             "--samples" => plan.expiry_samples = number(&value()?)?.max(1),
+            "--queues" => {
+                plan.fair_queues = value()?
+                    .split(',')
+                    .map(|s| number(s.trim()).map(|n| n.max(1)))
+                    .collect::<Result<_, _>>()?
+            }
             "--write" => write = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option {other:?}")),
         }

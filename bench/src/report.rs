@@ -6,6 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::contended::WaitPath;
 use crate::expiry::ExpiryPath;
+use crate::fair::Fair;
+use crate::fair::FairPath;
 use crate::uncontended::PairPath;
 use crate::{FlavorReport, Plan};
 
@@ -119,12 +121,20 @@ fn rate(x: f64) -> String {
     out
 }
 
+/// Which side of the bar a figure must be on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    AtLeast,
+    Below,
+    AtMost,
+}
+
 /// One target: the figure, the bar, and whether it was met.
 struct Target {
     what: &'static str,
     value: f64,
     bar: f64,
-    at_least: bool,
+    at_least: Bound,
     decimals: usize,
 }
 
@@ -132,9 +142,11 @@ impl Target {
     fn row(&self, flavor: &str) -> String {
         let verdict = if !self.value.is_finite() {
             "not run"
-        } else if (self.at_least && self.value >= self.bar)
-            || (!self.at_least && self.value < self.bar)
-        {
+        } else if match self.at_least {
+            Bound::AtLeast => self.value >= self.bar,
+            Bound::Below => self.value < self.bar,
+            Bound::AtMost => self.value <= self.bar,
+        } {
             "**met**"
         } else {
             "**missed**"
@@ -142,7 +154,11 @@ impl Target {
         format!(
             "| {flavor} | {} | {} {} | {} | {verdict} |\n",
             self.what,
-            if self.at_least { "≥" } else { "<" },
+            match self.at_least {
+                Bound::AtLeast => "≥",
+                Bound::Below => "<",
+                Bound::AtMost => "≤",
+            },
             num(self.bar, self.decimals),
             num(self.value, self.decimals),
         )
@@ -156,14 +172,14 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
             what: "uncontended pairs/s R/L, pipeline 16",
             value: u.ratio(PairPath::R, PairPath::L, 16),
             bar: 2.0,
-            at_least: true,
+            at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
             what: "uncontended pairs/s R/S, pipeline 16",
             value: u.ratio(PairPath::R, PairPath::S, 16),
             bar: 0.6,
-            at_least: true,
+            at_least: Bound::AtLeast,
             decimals: 2,
         });
     }
@@ -173,29 +189,45 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
             what: "hand-offs/s B/Q, 32 clients, hold 0",
             value: c.ratio(WaitPath::B, WaitPath::Q, 32, 0),
             bar: 3.0,
-            at_least: true,
+            at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
             what: "hand-offs/s B/P, 32 clients, hold 0",
             value: c.ratio(WaitPath::B, WaitPath::P, 32, 0),
             bar: 10.0,
-            at_least: true,
+            at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
             what: "B hand-off latency p50 (ms), 32 clients, hold 0",
             value: b.map_or(f64::NAN, |b| b.p50_ms()),
             bar: 0.5,
-            at_least: false,
+            at_least: Bound::Below,
             decimals: 3,
         });
         out.push(Target {
             what: "B min/max acquisitions per client, 32 clients, hold 0",
             value: b.map_or(f64::NAN, |b| b.fairness()),
             bar: 0.8,
-            at_least: true,
+            at_least: Bound::AtLeast,
             decimals: 2,
+        });
+    }
+    if let Some(f) = &r.fair {
+        out.push(Target {
+            what: "fair R server CPU µs/cycle, Q=10,000 ÷ Q=10",
+            value: f.server_cost_ratio((FairPath::R, 10_000), (FairPath::R, 10)),
+            bar: 1.5,
+            at_least: Bound::AtMost,
+            decimals: 2,
+        });
+        out.push(Target {
+            what: "fair server CPU µs/cycle F ÷ R, Q=10,000",
+            value: f.server_cost_ratio((FairPath::F, 10_000), (FairPath::R, 10_000)),
+            bar: 50.0,
+            at_least: Bound::AtLeast,
+            decimals: 1,
         });
     }
     out
@@ -227,7 +259,8 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         w,
         "- Plan: {} rounds, paths interleaved within each round; warm-up {} ms; uncontended {} s per run, \
          {} connections, {} keys, pipelines {:?}; contended {} s per run, clients {:?}, holds {:?} ms; \
-         expiry {} samples, lease {} ms. Client: one process, one tokio thread, redis-rs multiplexed connections.\n",
+         expiry {} samples, lease {} ms; fair {} s per run, queues {:?}. \
+         Client: one process, one tokio thread, redis-rs multiplexed connections.\n",
         plan.rounds,
         plan.warmup_ms,
         plan.uncontended_run.as_secs_f64(),
@@ -239,6 +272,8 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         plan.holds_ms,
         plan.expiry_samples,
         plan.expiry_lease_ms,
+        plan.fair_run.as_secs_f64(),
+        plan.fair_queues,
     );
     if how_to_read {
         let _ = writeln!(w, "{HOW_TO_READ}");
@@ -354,9 +389,61 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
             }
             let _ = writeln!(w);
         }
+        if let Some(f) = &r.fair {
+            fair_section(w, f);
+        }
     }
     let _ = ExpiryPath::ALL;
     s
+}
+
+fn fair_section(w: &mut String, f: &Fair) {
+    let _ = writeln!(
+        w,
+        "### 4. Fair queue cost: one cycle with Q owners queued\n"
+    );
+    for p in FairPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\nOwner w0 holds the lock and w1..wQ queue behind it (polling fair acquires). One cycle is \
+         one pipeline on one connection, one cycle at a time: the holder releases (the head is woken \
+         on its channel); the head acquires FAIR and takes the lock; the old holder acquires FAIR again \
+         and queues at the tail. The queue is back to Q owners after every cycle; F's acquire re-scores \
+         the Q − 1 owners behind the head. Bytes/waiter = (`MEMORY USAGE` of `redisson_lock_queue:{{K}}` \
+         + of `redisson_lock_timeout:{{K}}`, SAMPLES 0) ÷ Q, with Q queued.\n"
+    );
+    let base = f.cells.first().map_or(0, |c| c.queue);
+    let _ = writeln!(
+        w,
+        "| Q | path | cycles/s | wall µs/cycle | server CPU µs/cycle | ÷ R, server CPU | ÷ R, wall | ÷ same path at Q={base}, server CPU | server CPU % | client CPU % | queue bytes/waiter | cycles | errors |"
+    );
+    let _ = writeln!(
+        w,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for cell in &f.cells {
+        let (me, r) = ((cell.path, cell.queue), (FairPath::R, cell.queue));
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            rate(cell.queue as f64),
+            cell.path.letter(),
+            rate(cell.cycles_per_sec()),
+            num(cell.wall_us_per_cycle(), 1),
+            num(cell.server_us_per_cycle(), 1),
+            num(f.server_cost_ratio(me, r), 1),
+            num(f.wall_cost_ratio(me, r), 1),
+            num(f.server_cost_ratio(me, (cell.path, base)), 2),
+            num(cell.server_busy(), 0),
+            num(cell.client_busy(), 0),
+            num(cell.bytes_per_waiter(), 1),
+            cell.cycles(),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(w);
 }
 
 const HOW_TO_READ: &str = "## How to read this
@@ -383,4 +470,8 @@ const HOW_TO_READ: &str = "## How to read this
   violations seen by the client (a grant while another client held the lock); all should be 0.
 - Scenario 3: no unlock message is published when a lease runs out, so a Redisson waiter
   (Q) relies on its `min(ttl, wait)` sleep; a BLOCK waiter relies on the module's lease timer.
+- Scenario 4: the **cost** of a fair cycle is the median over rounds of wall time and of
+  server CPU per cycle; its targets compare server CPU, which does not include the loopback
+  round trip. Cycles per cell are bounded by time (the Lua path at Q = 10,000 manages only
+  tens to hundreds per run), so compare F with R, and R with itself at a shorter queue.
 ";

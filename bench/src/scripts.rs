@@ -1,6 +1,7 @@
 //! The Lua baseline: Redisson 3.x's classic reentrant lock scripts (`RedissonLock`'s
 //! `tryLockInnerAsync` and `unlockInnerAsync`), written out here so both the
-//! uncontended and the Redisson-style waiter paths run exactly what Redisson sends.
+//! uncontended and the Redisson-style waiter paths run exactly what Redisson sends;
+//! and the classic fair-lock pair (`RedissonFairLock`) for the fair queue scenario.
 
 use redis::aio::MultiplexedConnection;
 
@@ -84,4 +85,181 @@ impl Shas {
 /// `redisson_lock__channel:{K}`, the channel Redisson waiters listen on.
 pub fn unlock_channel(key: &[u8]) -> Vec<u8> {
     rlock_module_tests::unlock_channel(key)
+}
+
+/// Redisson's default `threadWaitTime`: how far apart queued deadlines are, ms.
+pub const THREAD_WAIT_MS: u64 = 300_000;
+
+/// The classic fair-lock tryLock (Redisson's `RedissonFairLock`, written out from its
+/// documented behaviour). KEYS[1] = lock, KEYS[2] = queue list, KEYS[3] = deadline zset;
+/// ARGV[1] = lease ms, ARGV[2] = owner, ARGV[3] = threadWaitTime ms, ARGV[4] = now (unix ms).
+/// Reply: nil = acquired (or re-entered); integer = the caller's wait estimate, ms.
+pub const FAIR_TRY_LOCK: &str = r#"
+local now = tonumber(ARGV[4]);
+local wait = tonumber(ARGV[3]);
+-- Drop waiters from the head whose deadline has passed.
+while true do
+    local head = redis.call('lindex', KEYS[2], 0);
+    if head == false then break; end;
+    local deadline = tonumber(redis.call('zscore', KEYS[3], head));
+    if deadline ~= nil and deadline > now then break; end;
+    redis.call('zrem', KEYS[3], head);
+    redis.call('lpop', KEYS[2]);
+end;
+-- A free lock goes to the caller only when nobody queues before it.
+if redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[2], 0);
+    if head == false or head == ARGV[2] then
+        redis.call('lpop', KEYS[2]);
+        redis.call('zrem', KEYS[3], ARGV[2]);
+        -- Deadlines are cumulative: every waiter moves up by one turn.
+        local waiters = redis.call('zrange', KEYS[3], 0, -1);
+        for i = 1, #waiters do
+            redis.call('zincrby', KEYS[3], -wait, waiters[i]);
+        end;
+        redis.call('hset', KEYS[1], ARGV[2], 1);
+        redis.call('pexpire', KEYS[1], ARGV[1]);
+        return nil;
+    end;
+end;
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    return nil;
+end;
+local mine = redis.call('zscore', KEYS[3], ARGV[2]);
+if mine ~= false then
+    return tonumber(mine) - wait - now;
+end;
+-- Join the tail: the last waiter's deadline (or the lock's) plus one turn.
+local last = redis.call('lindex', KEYS[2], -1);
+local ttl;
+if last ~= false then
+    ttl = tonumber(redis.call('zscore', KEYS[3], last)) - now;
+else
+    ttl = redis.call('pttl', KEYS[1]);
+end;
+redis.call('zadd', KEYS[3], now + ttl + wait, ARGV[2]);
+redis.call('rpush', KEYS[2], ARGV[2]);
+return ttl;
+"#;
+
+/// The classic fair-lock unlock. KEYS[1] = lock, KEYS[2] = queue list, KEYS[3] = deadline
+/// zset, KEYS[4] = `redisson_lock__channel:{K}`; ARGV[1] = unlock message (0),
+/// ARGV[2] = lease ms, ARGV[3] = owner, ARGV[4] = now (unix ms).
+/// Reply: nil = not the owner, 0 = a re-entry undone, 1 = released (the head is woken).
+pub const FAIR_UNLOCK: &str = r#"
+local now = tonumber(ARGV[4]);
+while true do
+    local head = redis.call('lindex', KEYS[2], 0);
+    if head == false then break; end;
+    local deadline = tonumber(redis.call('zscore', KEYS[3], head));
+    if deadline ~= nil and deadline > now then break; end;
+    redis.call('zrem', KEYS[3], head);
+    redis.call('lpop', KEYS[2]);
+end;
+if redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[2], 0);
+    if head ~= false then
+        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]);
+    end;
+    return 1;
+end;
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil;
+end;
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+if counter > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2]);
+    return 0;
+end;
+redis.call('del', KEYS[1]);
+local head = redis.call('lindex', KEYS[2], 0);
+if head ~= false then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]);
+end;
+return 1;
+"#;
+
+/// A fair lock's Redisson keys: the lock, `redisson_lock_queue:{K}` and
+/// `redisson_lock_timeout:{K}`.
+#[derive(Debug, Clone)]
+pub struct FairKeys {
+    pub lock: Vec<u8>,
+    pub queue: Vec<u8>,
+    pub timeout: Vec<u8>,
+}
+
+impl FairKeys {
+    pub fn new(lock: &[u8]) -> FairKeys {
+        FairKeys {
+            lock: lock.to_vec(),
+            queue: rlock_module_tests::helper_key("redisson_lock_queue", lock),
+            timeout: rlock_module_tests::helper_key("redisson_lock_timeout", lock),
+        }
+    }
+}
+
+/// The SHA1s of the two fair scripts, loaded on one server.
+#[derive(Debug, Clone)]
+pub struct FairShas {
+    pub try_lock: String,
+    pub unlock: String,
+}
+
+impl FairShas {
+    pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<FairShas> {
+        let load = |script: &'static str| {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(script);
+            cmd
+        };
+        Ok(FairShas {
+            try_lock: load(FAIR_TRY_LOCK).query_async(con).await?,
+            unlock: load(FAIR_UNLOCK).query_async(con).await?,
+        })
+    }
+
+    /// `EVALSHA fairTryLock 3 lock queue timeout lease owner threadWaitTime now`.
+    pub fn try_lock_cmd(
+        &self,
+        keys: &FairKeys,
+        lease_ms: u64,
+        owner: &[u8],
+        now_ms: u64,
+    ) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.try_lock)
+            .arg(3)
+            .arg(&keys.lock)
+            .arg(&keys.queue)
+            .arg(&keys.timeout)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(THREAD_WAIT_MS)
+            .arg(now_ms);
+        cmd
+    }
+
+    /// `EVALSHA fairUnlock 4 lock queue timeout channel 0 lease owner now`.
+    pub fn unlock_cmd(
+        &self,
+        keys: &FairKeys,
+        lease_ms: u64,
+        owner: &[u8],
+        now_ms: u64,
+    ) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.unlock)
+            .arg(4)
+            .arg(&keys.lock)
+            .arg(&keys.queue)
+            .arg(&keys.timeout)
+            .arg(unlock_channel(&keys.lock))
+            .arg(0)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(now_ms);
+        cmd
+    }
 }

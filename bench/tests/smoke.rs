@@ -3,6 +3,7 @@
 
 use rlock_bench::contended::WaitPath;
 use rlock_bench::expiry::ExpiryPath;
+use rlock_bench::fair::{FairPath, MIN_CYCLES};
 use rlock_bench::report::{markdown, Meta};
 use rlock_bench::uncontended::PairPath;
 use rlock_bench::{run, Plan};
@@ -70,12 +71,34 @@ fn quick_run_makes_progress_on_every_path() {
         );
     }
 
+    let f = r.fair.as_ref().expect("fair ran");
+    for &queue in &plan.fair_queues {
+        for path in FairPath::ALL {
+            let cell = f.cell(path, queue).expect("cell");
+            assert_eq!(cell.errors(), 0, "{path:?} Q={queue}: unexpected replies");
+            assert!(
+                cell.runs.iter().all(|run| run.cycles >= MIN_CYCLES),
+                "{path:?} Q={queue}: too few cycles"
+            );
+            let bytes = cell.bytes_per_waiter();
+            assert!(
+                bytes > 10.0 && bytes < 10_000.0,
+                "{path:?} Q={queue}: {bytes} bytes per waiter"
+            );
+        }
+    }
+    // The script re-scores every waiter on each acquire; rlock does not.
+    let longest = *plan.fair_queues.iter().max().expect("queue lengths");
+    let f_over_r = f.server_cost_ratio((FairPath::F, longest), (FairPath::R, longest));
+    assert!(f_over_r > 1.0, "F ÷ R at Q={longest} is {f_over_r}");
+
     let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
     for heading in [
         "## Targets",
         "### 1.",
         "### 2.",
         "### 3.",
+        "### 4.",
         "## How to read this",
     ] {
         assert!(text.contains(heading), "report lacks {heading}:\n{text}");
