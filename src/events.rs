@@ -7,9 +7,11 @@ use std::os::raw::{c_char, c_int, c_void};
 
 use redis_module::{raw, Context, NotifyEvent};
 
-use crate::core::keys::{lock_keys_of, TIMEOUT_PREFIX};
+use crate::core::fences::KnownFences;
+use crate::core::keys::{lock_keys_of, TIMEOUT_PREFIX, TOKEN_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
+use crate::store::with_fences;
 use crate::{fair, guard, sessions, stats, timers, waiters};
 
 const DEMOTED: &str =
@@ -44,6 +46,7 @@ pub fn subscribe(ctx: &Context) -> bool {
             on_role,
         )
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client)
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)
 }
 
 extern "C" fn on_keyspace(
@@ -60,6 +63,10 @@ extern "C" fn on_keyspace(
         let key = ffi::string_bytes(key);
         if key.starts_with(TIMEOUT_PREFIX) {
             fair_queue_changed(&ctx, key, ffi::c_str_bytes(event));
+            return;
+        }
+        if key.starts_with(TOKEN_PREFIX) {
+            fence_changed(&ctx, key, ffi::c_str_bytes(event));
             return;
         }
         if waiters::all_idle() && sessions::is_empty() {
@@ -90,6 +97,25 @@ extern "C" fn on_keyspace(
         }
     });
     raw::REDISMODULE_OK as c_int
+}
+
+/// A fencing counter appeared (loaded, restored, renamed or copied in) or went.
+/// Counters written by plain string commands (a Redisson fenced lock's INCR) are
+/// string events, which the module does not subscribe to: see `KnownFences`.
+fn fence_changed(ctx: &Context, token_key: &[u8], event: &[u8]) {
+    let db = ffi::selected_db(ctx);
+    for key in lock_keys_of(TOKEN_PREFIX, token_key) {
+        let lock = LockId { db, key };
+        match event {
+            b"loaded" | b"restore" | b"rename_to" | b"copy_to" | b"move_to" => {
+                with_fences(|f| f.seen(lock))
+            }
+            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
+                with_fences(|f| f.gone(&lock))
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Another client (a Redisson fair lock, a replica's primary, a load) wrote a
@@ -140,6 +166,7 @@ extern "C" fn on_swapdb(
     guard::callback("swapdb event", || {
         let ctx = Context::new(ctx);
         let (first, second) = ffi::event_swapped_dbs(data);
+        with_fences(KnownFences::lose_track);
         // Holds now sit in another database than the one they were taken in.
         sessions::forget_db(Some(first));
         sessions::forget_db(Some(second));
@@ -153,6 +180,7 @@ extern "C" fn on_swapdb(
 
 /// After a flush, every lock in `db` (or everywhere) is gone.
 fn serve_later(ctx: &Context, db: Option<i32>) {
+    with_fences(|f| f.flushed(db));
     sessions::forget_db(db);
     let fair_locks = fair::tracked()
         .into_iter()
@@ -175,9 +203,28 @@ extern "C" fn on_role(
         if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
             // Waiters, timers and sessions belong to a primary.
             timers::stop_all(&Context::new(ctx));
+            // Counters now arrive by replication, unseen.
+            with_fences(KnownFences::lose_track);
             waiters::fail_all(DEMOTED);
             sessions::forget_all();
             fair::untrack_all();
+        }
+    });
+}
+
+extern "C" fn on_loading(
+    _ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::callback("loading event", || {
+        // An AOF replays counters as string commands, which raise no event the
+        // module hears; an RDB raises `loaded` for each key, which it does.
+        if subevent == raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+            || subevent == raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
+        {
+            with_fences(KnownFences::lose_track);
         }
     });
 }

@@ -42,6 +42,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     install_panic_log();
     ffi::register_info(ctx, info);
     docs::describe_commands(ctx);
+    store::track_fences_from_load(ctx);
     if !events::subscribe(ctx) {
         ffi::log_warning(
             ctx.get_raw(),

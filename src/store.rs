@@ -5,10 +5,14 @@
 //! without the module, and is announced with the keyspace event the plain
 //! command would have raised.
 
+use std::cell::RefCell;
+
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
+use crate::core::fences::{FenceKnown, KnownFences};
 use crate::core::hold::{parse_count, HoldError, LockState};
 use crate::core::keys::{helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
+use crate::core::waitlist::LockId;
 use crate::ffi::{self, Key, KeyKind};
 use crate::{config, events};
 
@@ -111,15 +115,54 @@ pub struct Fence<'a> {
     name: RedisString,
     key: Key,
     value: Option<i64>,
+    lock: LockId,
+}
+
+thread_local! {
+    static FENCES: RefCell<KnownFences> = RefCell::new(KnownFences::new(false));
+}
+
+pub fn with_fences<T>(f: impl FnOnce(&mut KnownFences) -> T) -> T {
+    FENCES.with(|fences| f(&mut fences.borrow_mut()))
+}
+
+/// At load: fencing counters can be remembered, rather than looked up, only if
+/// the module sees every one appear, that is on a primary with no data yet
+/// (loaded at startup, before the RDB, whose keys it then hears load).
+pub fn track_fences_from_load(ctx: &Context) {
+    let primary = ffi::context_flags(ctx) & redis_module::raw::REDISMODULE_CTX_FLAGS_MASTER != 0;
+    let empty = match ctx.call("INFO", &["keyspace"]) {
+        Ok(redis_module::RedisValue::SimpleString(info)) => !info.contains("keys="),
+        Ok(redis_module::RedisValue::StringBuffer(info)) => {
+            !String::from_utf8_lossy(&info).contains("keys=")
+        }
+        _ => false,
+    };
+    with_fences(|f| *f = KnownFences::new(primary && empty));
+}
+
+fn lock_id(ctx: &Context, lock_name: &RedisString) -> LockId {
+    LockId {
+        db: ffi::selected_db(ctx),
+        key: lock_name.as_slice().to_vec(),
+    }
 }
 
 /// Fencing tokens come from one counter per lock, incremented each time the lock
 /// goes from free to held while fencing is in use on it.
 impl<'a> Fence<'a> {
-    /// Whether lock `lock_name` has a fencing counter: a key lookup, no handle.
+    /// Whether lock `lock_name` has a fencing counter: from memory when the
+    /// module has seen every counter, else a key lookup.
     pub fn in_use(ctx: &Context, lock_name: &RedisString) -> bool {
-        let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
-        ffi::key_exists(ctx, &name)
+        let known = with_fences(|f| f.lookup(|| lock_id(ctx, lock_name)));
+        match known {
+            FenceKnown::Yes => true,
+            FenceKnown::No => false,
+            FenceKnown::Unknown => {
+                let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+                ffi::key_exists(ctx, &name)
+            }
+        }
     }
 
     /// Opens and checks the counter of lock `lock_name`.
@@ -141,11 +184,16 @@ impl<'a> Fence<'a> {
             }
             _ => return Err(RedisError::Str(WRONGTYPE)),
         };
+        if value.is_none() {
+            // Deleted since the module saw it.
+            with_fences(|f| f.gone(&lock_id(ctx, lock_name)));
+        }
         Ok(Fence {
             ctx,
             name,
             key,
             value,
+            lock: lock_id(ctx, lock_name),
         })
     }
 
@@ -172,5 +220,6 @@ impl<'a> Fence<'a> {
         ffi::replicate_key_int(self.ctx, c"SET", &self.name, token);
         announce(self.ctx, NotifyEvent::STRING, "set", &self.name);
         self.value = Some(token);
+        with_fences(|f| f.seen(self.lock.clone()));
     }
 }

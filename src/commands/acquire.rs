@@ -68,9 +68,14 @@ pub fn try_acquire(
             // the counter, so the counter always names the current hold.
             let token = if options.token || Fence::in_use(ctx, key) {
                 let mut fence = Fence::open(ctx, key)?;
-                let next = fence.next()?;
-                fence.store(next);
-                Some(next)
+                // A counter remembered but since deleted is not recreated unasked.
+                if options.token || fence.exists() {
+                    let next = fence.next()?;
+                    fence.store(next);
+                    Some(next)
+                } else {
+                    None
+                }
             } else {
                 None
             };

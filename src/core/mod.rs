@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod fair;
+pub mod fences;
 pub mod hold;
 pub mod keys;
 pub mod lease;
