@@ -128,7 +128,7 @@ impl<'a> FairQueue<'a> {
     pub fn wake(&self, owner: &[u8]) {
         if config::publish() {
             let channel = ffi::string(self.ctx, &wake_channel(&self.lock_key, owner));
-            ffi::publish(self.ctx, &channel, &ffi::string(self.ctx, b"0"));
+            ffi::publish_zero(self.ctx, &channel);
         }
     }
 

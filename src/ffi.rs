@@ -93,17 +93,25 @@ impl Key {
 
     /// Sets a hash field to an integer, creating the hash if the key is empty.
     pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
-        // SAFETY: the value string is created and freed here; HashSet copies it.
+        if value == 1 {
+            // The common case, a first hold: a shared "1", since HashSet copies.
+            ONE.with(|one| self.hash_set(field, one));
+            return;
+        }
+        let value = RedisString::create_from_slice(ctx.get_raw(), value.to_string().as_bytes());
+        self.hash_set(field, &value);
+    }
+
+    fn hash_set(&self, field: &RedisString, value: &RedisString) {
+        // SAFETY: HashSet takes (field, value) pairs ended by NULL and copies both.
         unsafe {
-            let value = raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx.get_raw(), value);
             raw::RedisModule_HashSet.unwrap()(
                 self.ptr,
                 raw::REDISMODULE_HASH_NONE as c_int,
                 field.inner,
-                value,
+                value.inner,
                 ptr::null_mut::<c_void>(),
             );
-            raw::RedisModule_FreeString.unwrap()(ctx.get_raw(), value);
         }
     }
 
@@ -198,6 +206,18 @@ pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
         Some(exists) => unsafe { exists(ctx.get_raw(), name.inner) != 0 },
         None => Key::open_readonly(ctx, name).kind() != KeyKind::Empty,
     }
+}
+
+thread_local! {
+    /// Strings the hot path would otherwise create and free on every call. Made
+    /// without a context, so they live as long as the thread.
+    static ONE: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"1");
+    static ZERO: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"0");
+}
+
+/// `PUBLISH channel 0`, the message of every Redisson unlock and wake.
+pub fn publish_zero(ctx: &Context, channel: &RedisString) {
+    ZERO.with(|zero| publish(ctx, channel, zero));
 }
 
 /// Propagates `cmd key` to replicas and the AOF.

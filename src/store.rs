@@ -105,8 +105,7 @@ pub fn publish_unlock(ctx: &Context, lock_name: &RedisString) {
         return;
     }
     let channel = ffi::string(ctx, &helper_key(CHANNEL_PREFIX, lock_name.as_slice()));
-    let message = ffi::string(ctx, b"0");
-    ffi::publish(ctx, &channel, &message);
+    ffi::publish_zero(ctx, &channel);
 }
 
 /// The fencing counter `redisson_lock_token:{K}`: an integer string with no TTL.
