@@ -629,3 +629,59 @@ pub fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
 pub fn string(ctx: &Context, bytes: &[u8]) -> RedisString {
     RedisString::create_from_slice(ctx.get_raw(), bytes)
 }
+
+/// Calls `f` with a command's arguments as `RedisString`s borrowed from `argv`:
+/// no allocation and no reference counting for the common short call.
+pub fn with_args<R>(
+    ctx: RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    const INLINE: usize = 12;
+    let raw_args: &[*mut raw::RedisModuleString] = if argv.is_null() || argc <= 0 {
+        &[]
+    } else {
+        // SAFETY: Redis hands argc valid strings that outlive the command call.
+        unsafe { std::slice::from_raw_parts(argv, argc as usize) }
+    };
+    let borrow = |arg: &*mut raw::RedisModuleString| {
+        std::mem::ManuallyDrop::new(RedisString::from_redis_module_string(ctx, *arg))
+    };
+    if raw_args.len() <= INLINE {
+        let mut inline: [std::mem::MaybeUninit<std::mem::ManuallyDrop<RedisString>>; INLINE] =
+            [const { std::mem::MaybeUninit::uninit() }; INLINE];
+        for (slot, arg) in inline.iter_mut().zip(raw_args) {
+            slot.write(borrow(arg));
+        }
+        // SAFETY: the first raw_args.len() slots are initialised; ManuallyDrop<T> has
+        // T's layout, and none of them is dropped, so Redis keeps its strings.
+        let args = unsafe {
+            std::slice::from_raw_parts(inline.as_ptr() as *const RedisString, raw_args.len())
+        };
+        f(args)
+    } else {
+        let owned: Vec<std::mem::ManuallyDrop<RedisString>> = raw_args.iter().map(borrow).collect();
+        // SAFETY: as above, for a heap array.
+        let args = unsafe {
+            std::slice::from_raw_parts(owned.as_ptr() as *const RedisString, owned.len())
+        };
+        f(args)
+    }
+}
+
+/// Registers a module command with the legacy key range 1..1 (one key, first argument).
+pub fn create_command(ctx: &Context, name: &CStr, handler: CommandCallback, flags: &CStr) -> bool {
+    // SAFETY: called from OnLoad with static C strings.
+    unsafe {
+        raw::RedisModule_CreateCommand.unwrap()(
+            ctx.get_raw(),
+            name.as_ptr(),
+            Some(handler as RawCommandFn),
+            flags.as_ptr(),
+            1,
+            1,
+            1,
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}

@@ -40,6 +40,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     install_panic_log();
+    let registered = [
+        ffi::create_command(ctx, c"rlock.acquire", acquire, c"write deny-oom"),
+        ffi::create_command(ctx, c"rlock.release", release, c"write"),
+        ffi::create_command(ctx, c"rlock.renew", renew, c"write"),
+        ffi::create_command(ctx, c"rlock.forcerelease", force_release, c"write"),
+        ffi::create_command(ctx, c"rlock.info", lock_info, c"readonly"),
+    ];
+    if registered.contains(&false) {
+        ffi::log_warning(
+            ctx.get_raw(),
+            "rlock: not loaded: could not register the commands",
+        );
+        return Status::Err;
+    }
     ffi::register_info(ctx, info);
     docs::describe_commands(ctx);
     store::track_fences_from_load(ctx);
@@ -65,6 +79,46 @@ fn deinit(ctx: &Context) -> Status {
     }
     timers::stop_all(ctx);
     Status::Ok
+}
+
+extern "C" fn acquire(
+    ctx: ffi::RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    commands::dispatch(ctx, argv, argc, commands::acquire::command)
+}
+
+extern "C" fn release(
+    ctx: ffi::RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    commands::dispatch(ctx, argv, argc, commands::release::command)
+}
+
+extern "C" fn renew(
+    ctx: ffi::RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    commands::dispatch(ctx, argv, argc, commands::renew::command)
+}
+
+extern "C" fn force_release(
+    ctx: ffi::RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    commands::dispatch(ctx, argv, argc, commands::release::force_command)
+}
+
+extern "C" fn lock_info(
+    ctx: ffi::RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    commands::dispatch(ctx, argv, argc, commands::info::command)
 }
 
 /// Panics are caught at every entry point; this puts their message in the server log.
@@ -100,13 +154,6 @@ redis_module! {
     data_types: [],
     init: init,
     deinit: deinit,
-    commands: [
-        ["rlock.acquire", commands::acquire::command, "write deny-oom", 1, 1, 1, ""],
-        ["rlock.release", commands::release::command, "write", 1, 1, 1, ""],
-        ["rlock.renew", commands::renew::command, "write", 1, 1, 1, ""],
-        ["rlock.forcerelease", commands::release::force_command, "write", 1, 1, 1, ""],
-        ["rlock.info", commands::info::command, "readonly", 1, 1, 1, ""],
-    ],
     configurations: [
         i64: [
             ["lease-ms", &config::LEASE_MS, config::DEFAULT_LEASE_MS, 1, config::MAX_MS, ConfigurationFlags::DEFAULT, None],

@@ -10,10 +10,10 @@ use crate::stats;
 use crate::store::{Fence, LockKey};
 use crate::{config, fair, ffi, guard, sessions, timers, waiters};
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     guard::command(ctx, "RLOCK.ACQUIRE", || {
-        let (key, owner, rest) = key_owner_rest(&args, 3)?;
-        let options = parse_acquire_options(&rest).map_err(arg_error)?;
+        let (key, owner, rest) = key_owner_rest(args, 3)?;
+        let options = parse_acquire_options(rest).map_err(arg_error)?;
         if options.session && ffi::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_LUA != 0 {
             // A script runs on its own client, which never disconnects.
             return Err(RedisError::Str(

@@ -9,7 +9,7 @@ use crate::core::args::parse_i64;
 use crate::core::keys::{helper_key, QUEUE_PREFIX, TOKEN_PREFIX};
 use crate::{guard, waiters};
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     guard::command(ctx, "RLOCK.INFO", || {
         if args.len() != 2 {
             return Err(RedisError::WrongArity);

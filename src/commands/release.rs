@@ -9,12 +9,12 @@ use crate::{guard, sessions, stats, waiters};
 
 const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     guard::command(ctx, "RLOCK.RELEASE", || {
         if args.len() != 3 {
             return Err(RedisError::WrongArity);
         }
-        let (key, owner, _) = key_owner_rest(&args, 3)?;
+        let (key, owner, _) = key_owner_rest(args, 3)?;
         let release = {
             let lock_key = LockKey::open(ctx, key)?;
             let release = decide_release(lock_key.state(owner).map_err(hold_error)?);
@@ -41,7 +41,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     })
 }
 
-pub fn force_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn force_command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     guard::command(ctx, "RLOCK.FORCERELEASE", || {
         if args.len() != 2 {
             return Err(RedisError::WrongArity);

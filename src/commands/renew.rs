@@ -8,10 +8,10 @@ use crate::core::hold::LockState;
 use crate::store::LockKey;
 use crate::{config, ffi, guard, timers, waiters};
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     guard::command(ctx, "RLOCK.RENEW", || {
-        let (key, owner, rest) = key_owner_rest(&args, 3)?;
-        let options = parse_renew_options(&rest).map_err(arg_error)?;
+        let (key, owner, rest) = key_owner_rest(args, 3)?;
+        let options = parse_renew_options(rest).map_err(arg_error)?;
         let lock = LockKey::open(ctx, key)?;
         let held = matches!(
             lock.state(owner).map_err(hold_error)?,

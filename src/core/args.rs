@@ -78,9 +78,11 @@ pub fn check_owner(owner: &[u8]) -> Result<(), ArgError> {
 }
 
 /// Parses the options that follow `key owner` in RLOCK.ACQUIRE.
-pub fn parse_acquire_options(options: &[&[u8]]) -> Result<AcquireOptions, ArgError> {
+pub fn parse_acquire_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<AcquireOptions, ArgError> {
     let mut parsed = AcquireOptions::default();
-    let mut rest = options.iter();
+    let mut rest = options.into_iter();
     while let Some(word) = rest.next() {
         match Keyword::of(word) {
             Some(Keyword::Lease) => {
@@ -115,9 +117,11 @@ pub fn parse_acquire_options(options: &[&[u8]]) -> Result<AcquireOptions, ArgErr
 }
 
 /// Parses the options that follow `key owner` in RLOCK.RENEW.
-pub fn parse_renew_options(options: &[&[u8]]) -> Result<RenewOptions, ArgError> {
+pub fn parse_renew_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<RenewOptions, ArgError> {
     let mut parsed = RenewOptions::default();
-    let mut rest = options.iter();
+    let mut rest = options.into_iter();
     while let Some(word) = rest.next() {
         match Keyword::of(word) {
             Some(Keyword::Lease) => {
@@ -178,7 +182,7 @@ fn once(already_given: bool, name: &'static str) -> Result<(), ArgError> {
     }
 }
 
-fn lease_value(value: Option<&&[u8]>) -> Result<Lease, ArgError> {
+fn lease_value(value: Option<&[u8]>) -> Result<Lease, ArgError> {
     let value = value.ok_or(ArgError::MissingValue("LEASE"))?;
     parse_i64(value)
         .and_then(Lease::from_ms)
@@ -206,7 +210,7 @@ mod tests {
 
     fn acquire(words: &[&str]) -> Result<AcquireOptions, ArgError> {
         let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parse_acquire_options(&words)
+        parse_acquire_options(words)
     }
 
     #[test]
@@ -278,7 +282,7 @@ mod tests {
     #[test]
     fn unknown_options_are_named_safely() {
         assert_eq!(acquire(&["NX"]), Err(ArgError::UnknownOption("NX".into())));
-        let err = parse_acquire_options(&[b"a\0\r\n'"]).unwrap_err();
+        let err = parse_acquire_options([&b"a\0\r\n'"[..]]).unwrap_err();
         assert_eq!(err.to_string(), "ERR unknown option 'a\\x00\\r\\n\\\\''");
         assert!(!err.to_string().contains('\0'));
     }
@@ -287,11 +291,11 @@ mod tests {
     fn renew_takes_only_a_lease() {
         let words: [&[u8]; 2] = [b"lease", b"10"];
         assert_eq!(
-            parse_renew_options(&words).unwrap().lease,
+            parse_renew_options(words).unwrap().lease,
             Lease::from_ms(10)
         );
         assert!(matches!(
-            parse_renew_options(&[b"TOKEN"]),
+            parse_renew_options([&b"TOKEN"[..]]),
             Err(ArgError::UnknownOption(_))
         ));
     }
