@@ -11,7 +11,7 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use crate::core::fences::{FenceKnown, KnownFences};
 use crate::core::hold::{parse_count, HoldError, LockState};
-use crate::core::keys::{helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
+use crate::core::keys::{write_helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, Key, KeyKind};
 use crate::{config, events};
@@ -99,12 +99,24 @@ fn announce(ctx: &Context, class: NotifyEvent, event: &str, key: &RedisString) {
     }
 }
 
+/// A helper key's name as a RedisString, built in a reused buffer.
+fn helper_string(ctx: &Context, prefix: &[u8], lock_name: &RedisString) -> RedisString {
+    thread_local! {
+        static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    NAME.with(|name| {
+        let mut name = name.borrow_mut();
+        write_helper_key(&mut name, prefix, lock_name.as_slice());
+        ffi::string(ctx, &name)
+    })
+}
+
 /// `PUBLISH redisson_lock__channel:{K} 0`, unless `rlock.publish` is off.
 pub fn publish_unlock(ctx: &Context, lock_name: &RedisString) {
     if !config::publish() {
         return;
     }
-    let channel = ffi::string(ctx, &helper_key(CHANNEL_PREFIX, lock_name.as_slice()));
+    let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
     ffi::publish_zero(ctx, &channel);
 }
 
@@ -158,7 +170,7 @@ impl<'a> Fence<'a> {
             FenceKnown::Yes => true,
             FenceKnown::No => false,
             FenceKnown::Unknown => {
-                let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+                let name = helper_string(ctx, TOKEN_PREFIX, lock_name);
                 ffi::key_exists(ctx, &name)
             }
         }
@@ -166,7 +178,7 @@ impl<'a> Fence<'a> {
 
     /// Opens and checks the counter of lock `lock_name`.
     pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
-        let name = ffi::string(ctx, &helper_key(TOKEN_PREFIX, lock_name.as_slice()));
+        let name = helper_string(ctx, TOKEN_PREFIX, lock_name);
         let key = Key::open_writable(ctx, &name);
         let value = match key.kind() {
             KeyKind::Empty => None,

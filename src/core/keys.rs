@@ -13,6 +13,13 @@ pub const CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 /// names it. Either way the helper lands in `K`'s cluster slot.
 pub fn helper_key(prefix: &[u8], lock_key: &[u8]) -> Vec<u8> {
     let mut name = Vec::with_capacity(prefix.len() + lock_key.len() + 3);
+    write_helper_key(&mut name, prefix, lock_key);
+    name
+}
+
+/// `helper_key` into a buffer the caller reuses, which is emptied first.
+pub fn write_helper_key(name: &mut Vec<u8>, prefix: &[u8], lock_key: &[u8]) {
+    name.clear();
     name.extend_from_slice(prefix);
     name.push(b':');
     if lock_key.contains(&b'{') {
@@ -22,7 +29,6 @@ pub fn helper_key(prefix: &[u8], lock_key: &[u8]) -> Vec<u8> {
         name.extend_from_slice(lock_key);
         name.push(b'}');
     }
-    name
 }
 
 /// The lock keys whose helper under `prefix` is `helper`: the inverse of
