@@ -443,7 +443,7 @@ impl BlockedClient {
         timeout_ms: i64,
     ) -> BlockedClient {
         // SAFETY: ctx is the context of a command that may block; the callbacks
-        // have the C signatures Redis expects , and free_boxed::<T> matches what unblock() hands over.
+        // have the C signatures Redis expects, and free_boxed::<T> matches what unblock() hands over.
         unsafe {
             let handle = raw::RedisModule_BlockClient.unwrap()(
                 ctx.get_raw(),
