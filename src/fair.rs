@@ -6,7 +6,9 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, RedisError, RedisResult, RedisValue};
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallResult, Context, RedisError, RedisResult, RedisValue,
+};
 
 use crate::commands::acquire::try_acquire;
 use crate::core::args::AcquireOptions;
@@ -16,7 +18,7 @@ use crate::core::fair::{
 use crate::core::keys::{helper_key, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, Key, KeyKind};
-use crate::store::{LockKey, WRONGTYPE};
+use crate::store::{reply_bytes, LockKey, WRONGTYPE};
 use crate::{config, events, sessions, timers, waiters};
 
 thread_local! {
@@ -78,12 +80,12 @@ impl<'a> FairQueue<'a> {
 
     pub fn head(&self) -> Option<Vec<u8>> {
         let reply = self.ctx.call("LINDEX", &[&self.list[..], b"0"]).ok()?;
-        bytes(reply)
+        reply_bytes(reply)
     }
 
     pub fn deadline_of(&self, owner: &[u8]) -> Option<i64> {
         let reply = self.ctx.call("ZSCORE", &[&self.zset[..], owner]).ok()?;
-        let score = bytes(reply)?;
+        let score = reply_bytes(reply)?;
         std::str::from_utf8(&score)
             .ok()?
             .parse::<f64>()
@@ -98,7 +100,7 @@ impl<'a> FairQueue<'a> {
             .ctx
             .call("ZRANGEBYSCORE", &[&self.zset[..], b"-inf", now.as_bytes()])
         {
-            Ok(RedisValue::Array(owners)) => owners.into_iter().filter_map(bytes).collect(),
+            Ok(RedisValue::Array(owners)) => owners.into_iter().filter_map(reply_bytes).collect(),
             _ => Vec::new(),
         }
     }
@@ -133,9 +135,13 @@ impl<'a> FairQueue<'a> {
     }
 
     fn write(&self, command: &str, args: &[&[u8]]) -> Result<(), RedisError> {
-        let replicated = CallOptionsBuilder::new().replicate().build();
+        thread_local! {
+            static REPLICATED: CallOptions = CallOptionsBuilder::new().replicate().build();
+        }
         let mut result: Option<CallResult> = None;
-        events::own_write(|| result = Some(self.ctx.call_ext(command, &replicated, args)));
+        events::own_write(|| {
+            result = Some(REPLICATED.with(|options| self.ctx.call_ext(command, options, args)));
+        });
         let result = result.expect("own_write runs its closure");
         result.map(|_| ()).map_err(|e| {
             RedisError::String(
@@ -143,15 +149,6 @@ impl<'a> FairQueue<'a> {
                     .unwrap_or_else(|| "ERR queue write failed".into()),
             )
         })
-    }
-}
-
-fn bytes(value: RedisValue) -> Option<Vec<u8>> {
-    match value {
-        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.into_bytes()),
-        RedisValue::StringBuffer(b) => Some(b),
-        RedisValue::BulkRedisString(s) => Some(s.as_slice().to_vec()),
-        _ => None,
     }
 }
 

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 
 use redis_module::{Context, RedisString};
 
-use crate::core::hold::LockState;
+use crate::core::hold::{decide_release, decide_release_all, Release};
 use crate::core::sessions::SessionTable;
 use crate::core::waitlist::LockId;
 use crate::store::LockKey;
@@ -69,24 +69,19 @@ pub fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
         let Ok(lock_key) = LockKey::open(ctx, &key) else {
             return;
         };
-        match lock_key.state(&owner_string) {
-            Ok(LockState::Held {
-                own_count: Some(count),
-                holders,
-            }) => {
-                if count > 1 && !all {
-                    lock_key.set_count(&owner_string, count - 1);
-                    false
-                } else if holders <= 1 {
-                    lock_key.delete();
-                    true
-                } else {
-                    lock_key.remove_owner(&owner_string);
-                    false
-                }
-            }
-            _ => return,
+        let Ok(state) = lock_key.state(&owner_string) else {
+            return;
+        };
+        let release = if all {
+            decide_release_all(state)
+        } else {
+            decide_release(state)
+        };
+        if release == Release::NotHeld {
+            return;
         }
+        lock_key.apply_release(&owner_string, release);
+        release == Release::Last { lock_freed: true }
     };
     if all {
         stats::SESSION_RELEASES.incr();

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use crate::core::fences::{FenceKnown, KnownFences};
-use crate::core::hold::{parse_count, HoldError, LockState};
+use crate::core::hold::{parse_count, HoldError, LockState, Release};
 use crate::core::keys::{write_helper_key, CHANNEL_PREFIX, TOKEN_PREFIX};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, Key, KeyKind};
@@ -70,6 +70,16 @@ impl<'a> LockKey<'a> {
         self.key.set_abs_expire(deadline_ms);
         ffi::replicate_key_int(self.ctx, c"PEXPIREAT", self.name, deadline_ms);
         announce(self.ctx, NotifyEvent::GENERIC, "expire", self.name);
+    }
+
+    /// Writes a release decided by `core::hold`. Nothing to write for `NotHeld`.
+    pub fn apply_release(&self, owner: &RedisString, release: Release) {
+        match release {
+            Release::NotHeld => {}
+            Release::Undo { remaining } => self.set_count(owner, remaining),
+            Release::Last { lock_freed: true } => self.delete(),
+            Release::Last { lock_freed: false } => self.remove_owner(owner),
+        }
     }
 
     /// Drops one owner's field from a hash that other owners share.
@@ -152,7 +162,8 @@ pub fn track_fences_from_load(ctx: &Context) {
     with_fences(|f| *f = KnownFences::new(primary && empty));
 }
 
-fn lock_id(ctx: &Context, lock_name: &RedisString) -> LockId {
+/// The lock named `lock_name` in the current database.
+pub fn lock_id(ctx: &Context, lock_name: &RedisString) -> LockId {
     LockId {
         db: ffi::selected_db(ctx),
         key: lock_name.as_slice().to_vec(),
@@ -195,16 +206,17 @@ impl<'a> Fence<'a> {
             }
             _ => return Err(RedisError::Str(WRONGTYPE)),
         };
+        let lock = lock_id(ctx, lock_name);
         if value.is_none() {
             // Deleted since the module saw it.
-            with_fences(|f| f.gone(&lock_id(ctx, lock_name)));
+            with_fences(|f| f.gone(&lock));
         }
         Ok(Fence {
             ctx,
             name,
             key,
             value,
-            lock: lock_id(ctx, lock_name),
+            lock,
         })
     }
 
@@ -232,5 +244,17 @@ impl<'a> Fence<'a> {
         announce(self.ctx, NotifyEvent::STRING, "set", &self.name);
         self.value = Some(token);
         with_fences(|f| f.seen(self.lock.clone()));
+    }
+}
+
+/// A string reply of `RedisModule_Call` as bytes, whichever way the crate decoded it.
+pub fn reply_bytes(value: redis_module::RedisValue) -> Option<Vec<u8>> {
+    use redis_module::RedisValue;
+    match value {
+        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.into_bytes()),
+        RedisValue::StringBuffer(b) => Some(b),
+        RedisValue::BulkRedisString(s) => Some(s.as_slice().to_vec()),
+        RedisValue::Integer(n) => Some(n.to_string().into_bytes()),
+        _ => None,
     }
 }

@@ -45,7 +45,7 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     let has_waiters = waiters::has_waiters(lock);
     let fair = fair::is_tracked(lock);
     if !(has_waiters || fair) || !waiters::is_primary(ctx) {
-        cancel_lease(ctx, lock);
+        cancel(ctx, lock);
         return;
     }
     let now = ffi::now_ms();
@@ -65,14 +65,14 @@ pub fn watch(ctx: &Context, lock: &LockId) {
             }
         },
         -2 => {
-            cancel_lease(ctx, lock);
+            cancel(ctx, lock);
             defer_serve(ctx, lock.clone());
             return;
         }
         pttl => Some(now + pttl + 1),
     };
     let Some(deadline) = deadline else {
-        cancel_lease(ctx, lock);
+        cancel(ctx, lock);
         if has_waiters && pttl == -2 {
             defer_serve(ctx, lock.clone());
         }
@@ -82,7 +82,7 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     if current == Some(deadline) {
         return;
     }
-    cancel_lease(ctx, lock);
+    cancel(ctx, lock);
     let tag = with_timers(|t| {
         t.next_tag += 1;
         t.next_tag
@@ -101,10 +101,6 @@ pub fn none_armed() -> bool {
 
 /// Stops `lock`'s timer, if it has one. Touches no key, so it is safe in any callback.
 pub fn cancel(ctx: &Context, lock: &LockId) {
-    cancel_lease(ctx, lock);
-}
-
-fn cancel_lease(ctx: &Context, lock: &LockId) {
     if let Some((timer, _, tag)) = with_timers(|t| t.leases.remove(lock)) {
         with_timers(|t| t.by_tag.remove(&tag));
         ffi::stop_timer(ctx, timer);

@@ -48,12 +48,7 @@ fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
 }
 
-pub fn lock_id(ctx: &Context, key: &RedisString) -> LockId {
-    LockId {
-        db: ffi::selected_db(ctx),
-        key: key.as_slice().to_vec(),
-    }
-}
+pub use crate::store::lock_id;
 
 pub fn has_waiters(lock: &LockId) -> bool {
     with_registry(|r| r.list.has_waiters(lock))

@@ -28,8 +28,11 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let watching = !waiters::all_idle();
         let lock = || waiters::lock_id(ctx, key);
         // A free lock with waiters goes to them first: the line is first come, first served.
-        if watching && waiters::has_waiters(&lock()) {
-            waiters::serve(ctx, &lock());
+        if watching {
+            let lock = lock();
+            if waiters::has_waiters(&lock) {
+                waiters::serve(ctx, &lock);
+            }
         }
         let reply = try_acquire(ctx, key, owner, &options)?;
         match (&reply, options.block) {

@@ -7,6 +7,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::parse_i64;
 use crate::core::keys::{helper_key, QUEUE_PREFIX, TOKEN_PREFIX};
+use crate::store::reply_bytes;
 use crate::{guard, waiters};
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -60,17 +61,11 @@ fn field(name: &str) -> RedisValueKey {
     RedisValueKey::String(name.to_string())
 }
 
-/// A string reply as bytes, whatever the crate chose to decode it as.
+/// A string reply as bytes.
 fn bytes(value: RedisValue) -> Result<Vec<u8>, RedisError> {
-    match value {
-        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Ok(s.into_bytes()),
-        RedisValue::StringBuffer(b) => Ok(b),
-        RedisValue::BulkRedisString(s) => Ok(s.as_slice().to_vec()),
-        RedisValue::Integer(n) => Ok(n.to_string().into_bytes()),
-        _ => Err(RedisError::Str(
-            "ERR unexpected reply while reading the lock",
-        )),
-    }
+    reply_bytes(value).ok_or(RedisError::Str(
+        "ERR unexpected reply while reading the lock",
+    ))
 }
 
 /// A string reply as a binary-safe bulk string reply.

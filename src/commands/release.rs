@@ -18,12 +18,10 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let release = {
             let lock_key = LockKey::open(ctx, key)?;
             let release = decide_release(lock_key.state(owner).map_err(hold_error)?);
-            match release {
-                Release::NotHeld => return Err(RedisError::Str(NOTHELD)),
-                Release::Undo { remaining } => lock_key.set_count(owner, remaining),
-                Release::Last { lock_freed: true } => lock_key.delete(),
-                Release::Last { lock_freed: false } => lock_key.remove_owner(owner),
+            if release == Release::NotHeld {
+                return Err(RedisError::Str(NOTHELD));
             }
+            lock_key.apply_release(owner, release);
             release
         };
         match release {

@@ -107,6 +107,19 @@ pub fn decide_release(state: LockState) -> Release {
     }
 }
 
+/// A release of every hold the owner has at once (a SESSION's connection closed).
+pub fn decide_release_all(state: LockState) -> Release {
+    match state {
+        LockState::Held {
+            own_count: Some(_),
+            holders,
+        } => Release::Last {
+            lock_freed: holders <= 1,
+        },
+        _ => Release::NotHeld,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +161,23 @@ mod tests {
         );
         assert_eq!(decide_release(held(None)), Release::NotHeld);
         assert_eq!(decide_release(LockState::Free), Release::NotHeld);
+    }
+
+    #[test]
+    fn releasing_all_holds_skips_the_count() {
+        assert_eq!(
+            decide_release_all(held(Some(3))),
+            Release::Last { lock_freed: true }
+        );
+        assert_eq!(decide_release_all(held(None)), Release::NotHeld);
+        let shared = LockState::Held {
+            own_count: Some(2),
+            holders: 2,
+        };
+        assert_eq!(
+            decide_release_all(shared),
+            Release::Last { lock_freed: false }
+        );
     }
 
     #[test]
