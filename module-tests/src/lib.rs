@@ -861,3 +861,28 @@ impl Subscriber {
         }
     }
 }
+
+/// The seed of a randomised test: `RLOCK_SEED` to replay one, else the clock.
+/// Tests print it so a failure can be replayed.
+pub fn test_seed() -> u64 {
+    std::env::var("RLOCK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos() as u64
+        })
+}
+
+/// A primary with the module and a replica of it without the module: what
+/// every "replicates as plain commands" test compares.
+pub fn primary_and_bare_replica(flavor: Flavor) -> (Server, Server) {
+    let primary = Server::start(flavor);
+    let replica = Server::builder(flavor)
+        .module(false)
+        .replica_of(primary.port)
+        .start();
+    (primary, replica)
+}

@@ -2,6 +2,9 @@
 
 use std::collections::BTreeMap;
 
+mod common;
+
+use common::lua_unlock;
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
 
@@ -628,33 +631,8 @@ if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV
 end; \
 return redis.call('pttl', KEYS[1]);";
 
-const REDISSON_UNLOCK: &str = "\
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; \
-else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; \
-return nil;";
-
 fn lua_lock(c: &mut redis::Connection, key: &str, owner: &str) -> Value {
     call(c, &["EVAL", REDISSON_LOCK, "1", key, "30000", owner]).expect("lua lock")
-}
-
-fn lua_unlock(c: &mut redis::Connection, key: &str, owner: &str) -> Value {
-    let chan = String::from_utf8(unlock_channel(key.as_bytes())).expect("utf8");
-    call(
-        c,
-        &[
-            "EVAL",
-            REDISSON_UNLOCK,
-            "2",
-            key,
-            &chan,
-            "0",
-            "30000",
-            owner,
-        ],
-    )
-    .expect("lua unlock")
 }
 
 #[test]
@@ -701,7 +679,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             "{flavor}"
         );
         assert_eq!(
-            lua_unlock(&mut c, "shared", "uuid-r:1"),
+            lua_unlock(&mut c, "shared", "uuid-r:1").expect("lua unlock"),
             Value::Int(0),
             "{flavor}"
         );
@@ -731,7 +709,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             "{flavor}: Redisson must see the rlock hold, got {v:?}"
         );
         assert_eq!(
-            lua_unlock(&mut c, "shared", "uuid-r:1"),
+            lua_unlock(&mut c, "shared", "uuid-r:1").expect("lua unlock"),
             Value::Nil,
             "{flavor}: Redisson unlock of an rlock hold"
         );
@@ -746,7 +724,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             "{flavor}"
         );
         assert_eq!(
-            lua_unlock(&mut c, "shared", "uuid-n:1"),
+            lua_unlock(&mut c, "shared", "uuid-n:1").expect("lua unlock"),
             Value::Int(0),
             "{flavor}"
         );

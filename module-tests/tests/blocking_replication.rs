@@ -48,11 +48,7 @@ fn queue(server: &Server, c: &mut Connection, key: &str, owner: &str, extra: &[&
 #[test]
 fn replica_without_module_matches_after_blocking_expiry_and_session_workload() {
     for flavor in flavors() {
-        let primary = Server::start(flavor);
-        let replica = Server::builder(flavor)
-            .module(false)
-            .replica_of(primary.port)
-            .start();
+        let (primary, replica) = primary_and_bare_replica(flavor);
         let mut c = primary.conn();
         let before = rstats(&primary);
         let mut keep = Vec::new(); // connections whose holds must stay

@@ -792,11 +792,7 @@ fn token_with_fair() {
 #[test]
 fn replica_without_the_module_stays_identical() {
     for flavor in flavors() {
-        let primary = Server::start(flavor);
-        let replica = Server::builder(flavor)
-            .module(false)
-            .replica_of(primary.port)
-            .start();
+        let (primary, replica) = primary_and_bare_replica(flavor);
         let mut c = primary.conn();
         let k = "rep";
         run(

@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use rand::rngs::StdRng;
@@ -167,15 +167,7 @@ fn client(server: &Server, me: usize, seed: u64, shared: &Shared) -> Result<(), 
 
 #[test]
 fn thirty_two_clients_never_hold_the_lock_together() {
-    let seed = std::env::var("RLOCK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .expect("clock")
-                .as_nanos() as u64
-        });
+    let seed = test_seed();
     for flavor in flavors() {
         let server = Server::start(flavor);
         let shared = Arc::new(Shared::new());

@@ -1,7 +1,6 @@
 //! A replica WITHOUT the module ends up with the primary's keys, fields and TTLs.
 
 use std::collections::BTreeSet;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -30,18 +29,6 @@ fn lock_name(i: usize) -> Vec<u8> {
     } else {
         format!("lock:{i}").into_bytes()
     }
-}
-
-fn seed() -> u64 {
-    std::env::var("RLOCK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .expect("clock")
-                .as_nanos() as u64
-        })
 }
 
 struct Workload<'a> {
@@ -197,13 +184,9 @@ fn keys(c: &mut Connection) -> BTreeSet<Vec<u8>> {
 #[test]
 fn replica_without_module_matches_primary_after_random_workload() {
     for flavor in flavors() {
-        let seed = seed();
+        let seed = test_seed();
         println!("{flavor}: replication workload seed {seed} (RLOCK_SEED={seed} to replay)");
-        let primary = Server::start(flavor);
-        let replica = Server::builder(flavor)
-            .module(false)
-            .replica_of(primary.port)
-            .start();
+        let (primary, replica) = primary_and_bare_replica(flavor);
         let mut c = primary.conn();
         let mut w = Workload {
             flavor,
