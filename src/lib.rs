@@ -41,7 +41,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     install_panic_log();
     let registered = [
-        ffi::create_command(ctx, c"rlock.acquire", acquire, c"write deny-oom"),
+        ffi::create_command(ctx, c"rlock.acquire", acquire, c"write deny-oom blocking"),
         ffi::create_command(ctx, c"rlock.release", release, c"write"),
         ffi::create_command(ctx, c"rlock.renew", renew, c"write"),
         ffi::create_command(ctx, c"rlock.forcerelease", force_release, c"write"),

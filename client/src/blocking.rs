@@ -2,13 +2,16 @@
 //! async runtime. Each [`Locks`] runs a small private tokio runtime (one worker thread) for
 //! its connection, its watchdog and background releases.
 //!
-//! Call these from plain threads, not from inside an async runtime (tokio refuses to block
-//! there); async code should use the crate's async API.
+//! Meant for plain threads. Called from inside an async runtime (a `#[tokio::main]`, a task,
+//! `spawn_blocking`) it works too, and never panics: the call then runs on a helper thread of
+//! its own while the calling thread waits. It still blocks the calling thread, which inside a
+//! runtime is one of its workers (on a current-thread runtime, the whole runtime) for as long
+//! as the call takes, waits included; async code should prefer the crate's async API.
 //!
 //! ```no_run
 //! # fn f() -> rlock_client::Result<()> {
 //! use rlock_client::blocking::Locks;
-//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1/")?)?;
+//! let locks = Locks::from_url("redis://127.0.0.1/")?;
 //! if let Some(guard) = locks.lock("orders").acquire()? {
 //!     // ... the critical section ...
 //!     guard.release()?;
@@ -18,6 +21,8 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 use crate::command::LockInfo;
 use crate::conn::Endpoint;
@@ -39,11 +44,25 @@ impl Runtime {
         Ok(Arc::new(Runtime(Some(rt))))
     }
 
-    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.0
-            .as_ref()
-            .expect("runtime lives until drop")
-            .block_on(f)
+    /// Runs `f` to completion on this runtime and returns its output. Inside another runtime's
+    /// context, where tokio refuses to block (it panics), `f` runs on a scoped helper thread.
+    fn block_on<F>(&self, f: F) -> F::Output
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        let rt = self.0.as_ref().expect("runtime lives until drop");
+        if tokio::runtime::Handle::try_current().is_err() {
+            return rt.block_on(f);
+        }
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("rlock-client-call".into())
+                .spawn_scoped(s, || rt.block_on(f))
+                .expect("spawn a helper thread")
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
     }
 
     fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
@@ -96,6 +115,18 @@ impl LocksBuilder {
         LocksBuilder(self.0.idle_connections(n))
     }
 
+    /// See [`crate::LocksBuilder::connection_manager`]. The manager keeps running on the
+    /// runtime that made it, which must outlive these locks.
+    pub fn connection_manager(self, conn: ConnectionManager) -> Self {
+        LocksBuilder(self.0.connection_manager(conn))
+    }
+
+    /// See [`crate::LocksBuilder::multiplexed_connection`]. The connection keeps running on the
+    /// runtime that made it, which must outlive these locks.
+    pub fn multiplexed_connection(self, conn: MultiplexedConnection) -> Self {
+        LocksBuilder(self.0.multiplexed_connection(conn))
+    }
+
     /// Builds the [`Locks`] and starts its runtime thread.
     pub fn build(self) -> Result<Locks> {
         Ok(Locks {
@@ -116,6 +147,17 @@ impl Locks {
         LocksBuilder(crate::Locks::builder(endpoint))
     }
 
+    /// See [`crate::Locks::from_url`]: locks on the server at `url`, default settings.
+    ///
+    /// ```no_run
+    /// # fn f() -> rlock_client::Result<()> {
+    /// let locks = rlock_client::blocking::Locks::from_url("redis://127.0.0.1:6379/")?;
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn from_url(url: &str) -> Result<Locks> {
+        Locks::new(Endpoint::url(url)?)
+    }
+
     /// See [`crate::Locks::client_id`].
     pub fn client_id(&self) -> &str {
         self.inner.client_id()
@@ -129,9 +171,25 @@ impl Locks {
         }
     }
 
+    /// See [`crate::Locks::lock_as`]: a handle whose owner id is `owner`.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// // The owner a Redisson service uses for this lock: `<its client uuid>:<thread id>`.
+    /// let shared = locks.lock_as("orders", "6f0c9c1e-4a51-4c1c-9d3e-2b8d7c1d0a11:57");
+    /// assert!(shared.is_held_by(shared.owner())? || !shared.is_locked()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_as(&self, name: impl Into<String>, owner: impl Into<String>) -> Lock {
+        Lock {
+            inner: self.inner.lock_as(name, owner),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     /// See [`Lock::with_lock`].
-    pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(&Hold) -> T) -> Result<T> {
+    pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(Hold) -> T) -> Result<T> {
         self.lock(name).wait_forever().with_lock(f)
     }
 
@@ -221,17 +279,75 @@ impl Lock {
         }))
     }
 
-    /// Acquires, runs `f` on this thread, and releases. [`Error::Timeout`] if the lock was not
-    /// acquired. `f` cannot be interrupted: if the hold was lost while it ran, the result is
-    /// [`Error::Lost`], since `f`'s work may have overlapped another holder.
-    pub fn with_lock<T>(&self, f: impl FnOnce(&Hold) -> T) -> Result<T> {
+    /// Acquires, runs `f` on this thread, and releases: the same shape as the async
+    /// [`crate::Lock::with_lock`]. `f` gets the [`Hold`] by value and its output is returned as
+    /// `Ok(output)` (an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors).
+    /// [`Error::Timeout`] if the lock was not acquired. Unlike the async twin, `f` cannot be
+    /// interrupted: if the hold was lost while it ran, the result is [`Error::Lost`], since
+    /// `f`'s work may have overlapped another holder.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// let lock = locks.lock("report").fenced();
+    /// let token = lock.with_lock(|hold| hold.token())?;
+    /// // async twin: lock.with_lock(|hold| async move { hold.token() }).await?
+    /// # let _ = token; Ok(()) }
+    /// ```
+    pub fn with_lock<T>(&self, f: impl FnOnce(Hold) -> T) -> Result<T> {
         let guard = self.acquire()?.ok_or_else(|| Error::Timeout {
             key: self.key().to_owned(),
             waited: self.inner.waited(),
         })?;
-        let out = f(&guard);
+        let out = f(guard.hold());
         guard.release()?;
         Ok(out)
+    }
+
+    /// See [`crate::Lock::is_locked`].
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// let lock = locks.lock("orders");
+    /// println!(
+    ///     "locked: {}, ours: {}, lease left: {:?}",
+    ///     lock.is_locked()?,
+    ///     lock.hold_count()?,
+    ///     lock.remaining_lease()?
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.is_locked())
+    }
+
+    /// See [`crate::Lock::is_held_by`].
+    pub fn is_held_by(&self, owner: &str) -> Result<bool> {
+        self.rt.block_on(self.inner.is_held_by(owner))
+    }
+
+    /// See [`crate::Lock::hold_count`].
+    pub fn hold_count(&self) -> Result<u64> {
+        self.rt.block_on(self.inner.hold_count())
+    }
+
+    /// See [`crate::Lock::remaining_lease`].
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.rt.block_on(self.inner.remaining_lease())
+    }
+
+    /// See [`crate::Lock::force_release`].
+    pub fn force_release(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.force_release())
+    }
+
+    /// See [`crate::Lock::info`].
+    pub fn info(&self) -> Result<LockInfo> {
+        self.rt.block_on(self.inner.info())
+    }
+
+    /// See [`crate::Lock::unlock`].
+    pub fn unlock(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.unlock())
     }
 }
 

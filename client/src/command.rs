@@ -166,19 +166,56 @@ pub(crate) fn parse_count(v: Value, what: &'static str) -> Result<u64> {
     }
 }
 
-/// What `RLOCK.INFO` tells about one lock.
+/// What kind of value a lock's key holds, as [`LockInfo::kind`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// No key: nobody holds the lock.
+    #[default]
+    Free,
+    /// A reentrant lock: a hash of owner → hold count (Redisson's `RLock`, `RLOCK.ACQUIRE`).
+    Reentrant,
+    /// A Redisson read-write lock (`RReadWriteLock`): the hash has a `mode` field, `read` or
+    /// `write`. [`LockInfo::holders`] lists its readers (owner → count) and its writer
+    /// (`<owner>:write` → count). rlock's v1 commands do not take part in it.
+    ReadWrite {
+        /// The `mode` field: `read` or `write`.
+        mode: String,
+    },
+    /// A hash with fields whose values are not hold counts, and no `mode` field: not a lock
+    /// this crate knows. [`LockInfo::other_fields`] has the raw fields.
+    OtherHash,
+    /// The key holds another type of value (`string`, `list`, ...): not a lock.
+    NotALock {
+        /// What `TYPE key` said.
+        key_type: String,
+    },
+}
+
+/// What `RLOCK.INFO` tells about one lock.
+///
+/// [`Locks::info`](crate::Locks::info) never fails because of what the key holds: a key that
+/// is not a plain reentrant lock (a Redisson read-write lock, another hash, a string) is
+/// reported through [`kind`](Self::kind) and [`other_fields`](Self::other_fields).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LockInfo {
+    /// What the key holds.
+    pub kind: LockKind,
     /// Owners and their hold counts. Empty when the lock is free.
     pub holders: Vec<(String, u64)>,
     /// Milliseconds left on the lease; -2 when there is no lock, -1 when it has no expiry.
     pub pttl: i64,
     /// Owners waiting in the fair queue, oldest first.
     pub queue: Vec<String>,
-    /// Clients blocked in the server waiting for this lock.
+    /// Clients blocked in the server waiting for this lock. 0 when the server refused
+    /// `RLOCK.INFO` on this key (then nobody can be blocked on it through rlock either).
     pub blocked: u64,
     /// The current fencing counter, if a fenced acquire ever ran on this key.
     pub token: Option<u64>,
+    /// Fields of the lock's hash whose values are not hold counts, with those values, such as
+    /// `("mode", "read")` on a Redisson read-write lock. Empty for a reentrant lock.
+    pub other_fields: Vec<(String, String)>,
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -187,6 +224,7 @@ fn text(v: &Value) -> Option<String> {
         Value::SimpleString(s) => Some(s.clone()),
         Value::VerbatimString { text, .. } => Some(text.clone()),
         Value::Int(n) => Some(n.to_string()),
+        Value::Okay => Some("OK".to_owned()),
         _ => None,
     }
 }
@@ -207,7 +245,14 @@ fn pairs(v: Value) -> Option<Vec<(Value, Value)>> {
     }
 }
 
-pub(crate) fn parse_info(v: Value) -> Result<LockInfo> {
+/// A parsed `RLOCK.INFO` reply. `complete` is false when the holders had values that are not
+/// hold counts (the module sends them as null): the hash must then be read as it is.
+pub(crate) struct InfoReply {
+    pub info: LockInfo,
+    pub complete: bool,
+}
+
+pub(crate) fn parse_info(v: Value) -> Result<InfoReply> {
     let v = check(v)?;
     let bad = |v: &Value| Error::unexpected("RLOCK.INFO replied", v);
     let fields = pairs(v.clone()).ok_or_else(|| bad(&v))?;
@@ -215,13 +260,20 @@ pub(crate) fn parse_info(v: Value) -> Result<LockInfo> {
         pttl: -2,
         ..LockInfo::default()
     };
+    let mut complete = true;
+    let mut mode = None;
     for (name, value) in fields {
         match text(&name).as_deref() {
             Some("holders") => {
                 for (owner, count) in pairs(value).ok_or_else(|| bad(&v))? {
                     let owner = text(&owner).ok_or_else(|| bad(&v))?;
-                    let count = as_int(&count).ok_or_else(|| bad(&v))?;
-                    info.holders.push((owner, count.max(0) as u64));
+                    match as_int(&count) {
+                        Some(n) if owner != "mode" => info.holders.push((owner, n.max(0) as u64)),
+                        _ => match text(&count) {
+                            Some(raw) => info.other_fields.push((owner, raw)),
+                            None => complete = false,
+                        },
+                    }
                 }
             }
             Some("pttl") => info.pttl = as_int(&value).ok_or_else(|| bad(&v))?,
@@ -234,10 +286,136 @@ pub(crate) fn parse_info(v: Value) -> Result<LockInfo> {
             },
             Some("blocked") => info.blocked = as_int(&value).ok_or_else(|| bad(&v))?.max(0) as u64,
             Some("token") => info.token = as_int(&value).map(|n| n.max(0) as u64),
+            Some("mode") => mode = text(&value),
             _ => {} // fields added later are ignored
         }
     }
+    if let Some(mode) = mode.or_else(|| field(&info.other_fields, "mode")) {
+        info.kind = LockKind::ReadWrite { mode };
+    } else if !info.other_fields.is_empty() {
+        info.kind = LockKind::OtherHash;
+    } else if !info.holders.is_empty() || info.pttl != -2 {
+        info.kind = LockKind::Reentrant;
+    }
+    Ok(InfoReply { info, complete })
+}
+
+fn field(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(f, _)| f == name)
+        .map(|(_, v)| v.clone())
+}
+
+/// Redisson's helper-key rule: `prefix:{K}`, or `prefix:K` when K already has a `{`.
+pub(crate) fn helper_key(prefix: &str, key: &str) -> String {
+    if key.contains('{') {
+        format!("{prefix}:{key}")
+    } else {
+        format!("{prefix}:{{{key}}}")
+    }
+}
+
+/// Reads a lock's keys as they are, for when `RLOCK.INFO` refuses the key or cannot show its
+/// fields: `TYPE`, `HGETALL`, `PTTL`, the fair queue and the fencing counter. Single-slot.
+pub(crate) fn raw_lock(key: &str) -> redis::Pipeline {
+    let mut p = redis::pipe();
+    p.cmd("TYPE").arg(key);
+    p.cmd("HGETALL").arg(key);
+    p.cmd("PTTL").arg(key);
+    p.cmd("LRANGE")
+        .arg(helper_key("redisson_lock_queue", key))
+        .arg(0)
+        .arg(-1);
+    p.cmd("GET").arg(helper_key("redisson_lock_token", key));
+    p
+}
+
+/// Builds a [`LockInfo`] from [`raw_lock`]'s replies. `blocked` comes from `RLOCK.INFO` when it
+/// answered; errors on single items (a wrong type) only mean "not there".
+pub(crate) fn parse_raw(values: Vec<Value>, blocked: u64) -> Result<LockInfo> {
+    let bad = |v: &Value| Error::unexpected("reading the lock's keys", v);
+    let mut it = values.into_iter();
+    let mut next = || it.next().unwrap_or_default();
+    let type_reply = check(next())?;
+    let key_type = text(&type_reply).ok_or_else(|| bad(&type_reply))?;
+    let mut info = LockInfo {
+        blocked,
+        ..LockInfo::default()
+    };
+    if let Some(fields) = pairs(next()) {
+        for (f, v) in fields {
+            let (Some(f), Some(v)) = (text(&f), text(&v)) else {
+                continue;
+            };
+            match v.parse::<i64>() {
+                Ok(n) if f != "mode" => info.holders.push((f, n.max(0) as u64)),
+                _ => info.other_fields.push((f, v)),
+            }
+        }
+    }
+    let pttl = check(next())?;
+    info.pttl = as_int(&pttl).ok_or_else(|| bad(&pttl))?;
+    if let Value::Array(a) = next() {
+        info.queue = a.iter().filter_map(text).collect();
+    }
+    info.token = as_int(&next()).map(|n| n.max(0) as u64);
+    info.kind = match key_type.as_str() {
+        "none" => LockKind::Free,
+        "hash" => match field(&info.other_fields, "mode") {
+            Some(mode) => LockKind::ReadWrite { mode },
+            None if info.other_fields.is_empty() => LockKind::Reentrant,
+            None => LockKind::OtherHash,
+        },
+        _ => LockKind::NotALock { key_type },
+    };
     Ok(info)
+}
+
+/// `HGET key owner`: the owner's hold count, 0 when it holds nothing.
+pub(crate) fn hold_count(key: &str, owner: &str) -> redis::Cmd {
+    let mut c = redis::cmd("HGET");
+    c.arg(key).arg(owner);
+    c
+}
+
+/// The reply of [`hold_count`].
+pub(crate) fn parse_hold_count(v: Value) -> Result<u64> {
+    match check(v)? {
+        Value::Nil => Ok(0),
+        v => match as_int(&v) {
+            Some(n) if n >= 0 => Ok(n as u64),
+            _ => Err(Error::unexpected("HGET of a hold count replied", &v)),
+        },
+    }
+}
+
+pub(crate) fn exists(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("EXISTS");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn hexists(key: &str, owner: &str) -> redis::Cmd {
+    let mut c = redis::cmd("HEXISTS");
+    c.arg(key).arg(owner);
+    c
+}
+
+pub(crate) fn pttl(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("PTTL");
+    c.arg(key);
+    c
+}
+
+/// `PTTL` reply as the lease left: `None` when there is no key (-2) or it never expires (-1).
+pub(crate) fn parse_pttl(v: Value) -> Result<Option<Duration>> {
+    let v = check(v)?;
+    match as_int(&v) {
+        Some(ms) if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
+        Some(-1 | -2) => Ok(None),
+        _ => Err(Error::unexpected("PTTL replied", &v)),
+    }
 }
 
 /// The margin Redlock subtracts for clock drift between client and server:
@@ -375,13 +553,17 @@ mod tests {
             Value::Nil,
         ]);
         let want = LockInfo {
+            kind: LockKind::Reentrant,
             holders: vec![("u:1".into(), 2)],
             pttl: 900,
             queue: vec!["u:2".into()],
             blocked: 1,
             token: None,
+            other_fields: vec![],
         };
-        assert_eq!(parse_info(resp2).unwrap(), want);
+        let got = parse_info(resp2).unwrap();
+        assert!(got.complete);
+        assert_eq!(got.info, want);
         let resp3 = Value::Map(vec![
             (b("holders"), Value::Map(vec![(b("u:1"), Value::Int(2))])),
             (b("pttl"), Value::Int(900)),
@@ -390,11 +572,138 @@ mod tests {
             (b("token"), Value::Int(7)),
         ]);
         assert_eq!(
-            parse_info(resp3).unwrap(),
+            parse_info(resp3).unwrap().info,
             LockInfo {
                 token: Some(7),
                 ..want
             }
+        );
+    }
+
+    fn b(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn info_of_a_read_write_lock_does_not_fail() {
+        // What the v1 module sends for `HSET k mode read u:1 1`: null for the non-count field.
+        let reply = Value::Map(vec![
+            (b("blocked"), Value::Int(0)),
+            (
+                b("holders"),
+                Value::Map(vec![(b("mode"), Value::Nil), (b("u:1"), Value::Int(1))]),
+            ),
+            (b("pttl"), Value::Int(-1)),
+            (b("queue"), Value::Array(vec![])),
+            (b("token"), Value::Nil),
+        ]);
+        let got = parse_info(reply).unwrap();
+        assert!(
+            !got.complete,
+            "the raw hash must be read for the mode's value"
+        );
+        assert_eq!(got.info.holders, [("u:1".to_string(), 1)]);
+        // A server that reports `mode` beside the holders (v2) needs no second read.
+        let v2 = Value::Array(vec![
+            b("holders"),
+            Value::Array(vec![b("u:1:write"), Value::Int(1)]),
+            b("pttl"),
+            Value::Int(500),
+            b("mode"),
+            b("write"),
+        ]);
+        let got = parse_info(v2).unwrap();
+        assert!(got.complete);
+        assert_eq!(
+            got.info.kind,
+            LockKind::ReadWrite {
+                mode: "write".into()
+            }
+        );
+    }
+
+    #[test]
+    fn raw_reads_report_what_the_key_is() {
+        let hash = |fields: &[&str]| Value::Array(fields.iter().map(|f| b(f)).collect());
+        let err = || {
+            let e = redis::make_extension_error("WRONGTYPE".into(), None);
+            Value::ServerError(redis::ServerError::try_from(e).unwrap())
+        };
+        let rw = parse_raw(
+            vec![
+                Value::SimpleString("hash".into()),
+                hash(&["mode", "read", "u:1", "2"]),
+                Value::Int(1200),
+                Value::Array(vec![]),
+                Value::Nil,
+            ],
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            rw.kind,
+            LockKind::ReadWrite {
+                mode: "read".into()
+            }
+        );
+        assert_eq!(rw.holders, [("u:1".to_string(), 2)]);
+        assert_eq!(rw.other_fields, [("mode".to_string(), "read".to_string())]);
+        assert_eq!(rw.pttl, 1200);
+        let other = parse_raw(
+            vec![
+                Value::SimpleString("hash".into()),
+                hash(&["foo", "bar"]),
+                Value::Int(-1),
+                Value::Array(vec![]),
+                b("4"),
+            ],
+            3,
+        )
+        .unwrap();
+        assert_eq!(other.kind, LockKind::OtherHash);
+        assert_eq!((other.token, other.blocked), (Some(4), 3));
+        let string = parse_raw(
+            vec![
+                Value::SimpleString("string".into()),
+                err(),
+                Value::Int(-1),
+                err(),
+                Value::Nil,
+            ],
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            string.kind,
+            LockKind::NotALock {
+                key_type: "string".into()
+            }
+        );
+        assert!(string.holders.is_empty());
+    }
+
+    #[test]
+    fn helper_keys_follow_redissons_prefix_rule() {
+        assert_eq!(
+            helper_key("redisson_lock_queue", "k"),
+            "redisson_lock_queue:{k}"
+        );
+        assert_eq!(
+            helper_key("redisson_lock_token", "{t}:k"),
+            "redisson_lock_token:{t}:k"
+        );
+    }
+
+    #[test]
+    fn query_replies() {
+        assert_eq!(parse_hold_count(Value::Nil).unwrap(), 0);
+        assert_eq!(parse_hold_count(b("3")).unwrap(), 3);
+        assert!(parse_hold_count(b("read")).is_err());
+        assert_eq!(parse_pttl(Value::Int(-2)).unwrap(), None);
+        assert_eq!(parse_pttl(Value::Int(-1)).unwrap(), None);
+        assert_eq!(
+            parse_pttl(Value::Int(1500)).unwrap(),
+            Some(Duration::from_millis(1500))
         );
     }
 

@@ -1,5 +1,20 @@
 //! Connections: one shared multiplexed connection for short commands, and a small pool of
 //! dedicated connections for commands that may block in the server (`BLOCK`, `WAIT`).
+//!
+//! **No silent re-sends.** A lock command sent twice is not harmless: a repeated
+//! `RLOCK.ACQUIRE` re-enters (hold count 2, so one release leaves the lock held), a repeated
+//! `RLOCK.RELEASE` undoes a second re-entry, a repeated `RLOCK.FORCERELEASE` may delete the next
+//! holder's lock. What redis-rs 1.8 does on its own, per path this crate uses:
+//! - `MultiplexedConnection` (plain-server dedicated connections, and a connection the
+//!   application hands in): sends each request once; a timeout or a dropped connection comes
+//!   back as an error.
+//! - `ConnectionManager` (the shared connection on a plain server): on an I/O error it
+//!   reconnects in the background and returns the error; it never re-sends the request.
+//!   `set_number_of_retries` counts reconnection attempts, not command re-sends.
+//! - The async cluster client re-sends a request after an I/O error (a response timeout
+//!   included, up to `retries` times, 16 by default) as well as after `MOVED`/`ASK`/`TRYAGAIN`.
+//!   So lock traffic needs a `ClusterClient` built with `.retries(0)`: [`Endpoint::cluster`]
+//!   builds one, and a `ClusterClient` with retries left is refused on first use.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,6 +29,27 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
 ///
 /// Built from a [`redis::Client`] or a [`redis::cluster::ClusterClient`] with `.into()`, so
 /// [`Locks::new`](crate::Locks::new) takes either.
+///
+/// A `ClusterClient` must be built with `.retries(0)`: redis-rs's cluster client otherwise
+/// re-sends a command after a timeout or a dropped connection, and a re-sent `RLOCK.ACQUIRE`
+/// re-enters the lock. [`Endpoint::cluster`] builds such a client; one with retries left is
+/// refused (an `InvalidClientConfig` error) on first use.
+///
+/// ```
+/// use rlock_client::{redis, Endpoint, Locks};
+///
+/// # fn f() -> rlock_client::Result<()> {
+/// let server = Endpoint::url("redis://127.0.0.1:6379/")?;
+/// let cluster = Endpoint::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"])?;
+/// // The same by hand: retries(0) is what makes a ClusterClient acceptable.
+/// let by_hand: Endpoint = redis::cluster::ClusterClientBuilder::new(["redis://127.0.0.1:7000/"])
+///     .retries(0)
+///     .build()?
+///     .into();
+/// let locks = Locks::new(cluster);
+/// # let _ = (server, by_hand, locks);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub enum Endpoint {
     /// A single server, reached through a [`redis::Client`].
@@ -21,6 +57,53 @@ pub enum Endpoint {
     /// A Redis Cluster, reached through redis-rs's cluster client. Keys are routed by slot;
     /// the helper keys of one lock share its slot, so every command is single-slot.
     Cluster(Box<ClusterClient>),
+}
+
+impl Endpoint {
+    /// A single server from a URL such as `redis://127.0.0.1:6379/` (see [`redis::Client::open`]).
+    pub fn url(url: &str) -> RedisResult<Endpoint> {
+        Ok(Endpoint::Server(redis::Client::open(url)?))
+    }
+
+    /// A Redis Cluster from the URLs of some of its nodes, with redis-rs's command re-sends
+    /// turned off (`retries(0)`), as lock traffic needs.
+    ///
+    /// Without re-sends, a `MOVED` or `ASK` reply during resharding comes back as an error
+    /// (the client refreshes its slot map meanwhile); such a command was not applied, so
+    /// calling again is safe.
+    pub fn cluster<T: redis::IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+    ) -> RedisResult<Endpoint> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .retries(0)
+            .build()?;
+        Ok(Endpoint::Cluster(Box::new(client)))
+    }
+}
+
+/// How many times a cluster client re-sends a failed command, read from its `Debug` output
+/// (redis-rs has no getter). `None` if that output no longer shows it.
+pub(crate) fn cluster_retries(client: &ClusterClient) -> Option<u32> {
+    let text = format!("{client:?}");
+    let rest = &text[text.find("number_of_retries: ")? + "number_of_retries: ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Refuses a cluster client that would re-send lock commands on its own.
+fn check_no_retries(client: &ClusterClient) -> RedisResult<()> {
+    match cluster_retries(client) {
+        Some(n) if n > 0 => Err(redis::RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "rlock-client needs a ClusterClient that does not re-send commands",
+            format!(
+                "this one re-sends a command up to {n} times after a timeout or a dropped \
+                 connection, which can take a lock twice or release it twice; build it with \
+                 ClusterClientBuilder::new(nodes).retries(0), or use Endpoint::cluster(nodes)"
+            ),
+        ))),
+        _ => Ok(()),
+    }
 }
 
 impl From<redis::Client> for Endpoint {
@@ -55,7 +138,21 @@ fn route(key: &str) -> RoutingInfo {
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(ConnectionManager),
+    /// A connection the application handed in (it does not reconnect by itself).
+    Plain(MultiplexedConnection),
     Cluster(ClusterConnection),
+}
+
+impl From<ConnectionManager> for Conn {
+    fn from(c: ConnectionManager) -> Self {
+        Conn::Single(c)
+    }
+}
+
+impl From<MultiplexedConnection> for Conn {
+    fn from(c: MultiplexedConnection) -> Self {
+        Conn::Plain(c)
+    }
 }
 
 impl Conn {
@@ -71,13 +168,22 @@ impl Conn {
                 let m = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
                 Ok(Conn::Single(m))
             }
-            Endpoint::Cluster(client) => Ok(Conn::Cluster(client.get_async_connection().await?)),
+            Endpoint::Cluster(client) => {
+                check_no_retries(client)?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
         }
+    }
+
+    /// True for a cluster connection, whose pipelines must be single-slot.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
     }
 
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
             Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Plain(c) => cmd.query_async(&mut c.clone()).await,
             Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
         }
     }
@@ -88,6 +194,7 @@ impl Conn {
         pipe.ignore_errors();
         let v: Value = match self {
             Conn::Single(c) => pipe.query_async(&mut c.clone()).await?,
+            Conn::Plain(c) => pipe.query_async(&mut c.clone()).await?,
             Conn::Cluster(c) => pipe.query_async(&mut c.clone()).await?,
         };
         flatten(v, pipe.len())
@@ -96,7 +203,7 @@ impl Conn {
     /// Sends a keyless command to the primary that serves `key` (plain servers: the server).
     pub(crate) async fn query_on_node_of(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
         match self {
-            Conn::Single(_) => self.query(&cmd).await,
+            Conn::Single(_) | Conn::Plain(_) => self.query(&cmd).await,
             Conn::Cluster(c) => c.clone().route_command(cmd, route(key)).await,
         }
     }
@@ -148,6 +255,7 @@ impl Dedicated {
                 })
             }
             Endpoint::Cluster(client) => {
+                check_no_retries(client)?;
                 let config = ClusterConfig::new().set_connection_timeout(connect_timeout);
                 let c = client.get_async_connection_with_config(config).await?;
                 Ok(Dedicated {
@@ -215,5 +323,27 @@ impl Pool {
         if idle.len() < self.max_idle {
             idle.push(d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_retries_are_read_and_a_retrying_client_is_refused() {
+        // Pins redis-rs's Debug format: if an upgrade changes it, this fails instead of the
+        // check silently passing every client.
+        let default = ClusterClient::new(["redis://127.0.0.1:7000/"]).unwrap();
+        assert_eq!(cluster_retries(&default), Some(16));
+        let err = check_no_retries(&default).unwrap_err();
+        assert_eq!(err.kind(), redis::ErrorKind::InvalidClientConfig);
+        assert!(err.to_string().contains("retries(0)"), "{err}");
+        let Endpoint::Cluster(ours) = Endpoint::cluster(["redis://127.0.0.1:7000/"]).unwrap()
+        else {
+            panic!("a cluster endpoint")
+        };
+        assert_eq!(cluster_retries(&ours), Some(0));
+        assert!(check_no_retries(&ours).is_ok());
     }
 }

@@ -12,7 +12,7 @@
 //! use rlock_client::Locks;
 //!
 //! # async fn f() -> rlock_client::Result<()> {
-//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1/")?);
+//! let locks = Locks::from_url("redis://127.0.0.1/")?;
 //! let lock = locks.lock("orders").wait(Duration::from_secs(5)).fenced();
 //! if let Some(guard) = lock.acquire().await? {
 //!     println!("token {:?}", guard.token());
@@ -34,6 +34,25 @@
 //! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
 //!
 //! The [`blocking`] module has the same API for code without an async runtime.
+//!
+//! The `redis` crate this one is built with is re-exported as [`redis`], so an application on
+//! another `redis` version can still build the [`redis::Client`], connection or cluster client
+//! that [`Locks`] takes:
+//!
+//! ```no_run
+//! use rlock_client::{redis, Locks};
+//!
+//! # fn f() -> rlock_client::Result<()> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?; // rlock_client's redis, not the app's
+//! let locks = Locks::new(client);
+//! # let _ = locks; Ok(()) }
+//! ```
+//!
+//! **Nothing is sent twice behind your back.** A re-sent `RLOCK.ACQUIRE` re-enters (hold
+//! count 2), a re-sent release undoes someone's re-entry. redis-rs's plain and managed
+//! connections never re-send a command; its cluster client does unless built with
+//! `.retries(0)`, so [`Endpoint::cluster`] builds it that way and a cluster client with
+//! retries left is refused.
 
 #![warn(missing_docs)]
 
@@ -45,8 +64,17 @@ mod lock;
 mod multi;
 mod watchdog;
 
-pub use command::LockInfo;
+/// The `redis` crate this crate is built with, so that callers build its types without
+/// depending on the same version themselves.
+pub use redis;
+
+pub use command::{LockInfo, LockKind};
 pub use conn::Endpoint;
 pub use error::{Error, Result};
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
+
+/// The examples in `README.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

@@ -9,10 +9,13 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, OnceCell};
 use tokio::time::Instant;
 
+use futures_util::future::BoxFuture;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+
 use crate::command::{self, AcquireOptions, LockInfo, Wait};
 use crate::conn::{Conn, Dedicated, Endpoint, Pool};
 use crate::error::{Error, Result};
-use crate::watchdog::{LostRx, Registry};
+use crate::watchdog::{LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
 #[derive(Debug, Clone)]
@@ -55,6 +58,40 @@ impl Inner {
         let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
         Arc::from(format!("{}:{n}", self.client_id))
     }
+
+    async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
+        Ok(self.conn().await?.query(cmd).await?)
+    }
+
+    /// `RLOCK.INFO`, read so that it never fails on what the key holds: when the server
+    /// refuses the key (`WRONGTYPE`) or sends hash fields that are not hold counts, the keys
+    /// are read as they are (one more round trip, only then).
+    async fn info(&self, key: &str) -> Result<LockInfo> {
+        let conn = self.conn().await?;
+        let blocked = match conn.query(&command::info(key)).await {
+            Ok(v) => {
+                let reply = command::parse_info(v)?;
+                if reply.complete {
+                    return Ok(reply.info);
+                }
+                reply.info.blocked
+            }
+            Err(e) if e.code() == Some("WRONGTYPE") => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let values = conn.pipeline(&mut command::raw_lock(key)).await?;
+        command::parse_raw(values, blocked)
+    }
+}
+
+impl Watched for Inner {
+    fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn conn(&self) -> BoxFuture<'_, Result<Conn>> {
+        Box::pin(Inner::conn(self))
+    }
 }
 
 impl Drop for Inner {
@@ -70,13 +107,17 @@ impl Drop for Inner {
 ///
 /// ```no_run
 /// # async fn f() -> rlock_client::Result<()> {
-/// let locks = rlock_client::Locks::new(redis::Client::open("redis://127.0.0.1/")?);
+/// let locks = rlock_client::Locks::from_url("redis://127.0.0.1/")?;
 /// if let Some(guard) = locks.lock("orders").acquire().await? {
 ///     // ... the critical section ...
 ///     guard.release().await?;
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// **Which `redis` crate.** The constructors take types of the `redis` crate this crate is
+/// built with, re-exported as [`rlock_client::redis`](crate::redis). An application on another
+/// `redis` version builds them through that path, or passes a URL to [`Locks::from_url`].
 #[derive(Clone)]
 pub struct Locks {
     pub(crate) inner: Arc<Inner>,
@@ -96,6 +137,17 @@ impl std::fmt::Debug for Locks {
 pub struct LocksBuilder {
     endpoint: Endpoint,
     config: Config,
+    conn: Option<Conn>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Conn::Single(_) => "ConnectionManager",
+            Conn::Plain(_) => "MultiplexedConnection",
+            Conn::Cluster(_) => "ClusterConnection",
+        })
+    }
 }
 
 impl LocksBuilder {
@@ -119,12 +171,44 @@ impl LocksBuilder {
         self
     }
 
+    /// Sends the short lock commands (acquires without a wait, releases, renewals, queries)
+    /// over the application's own [`ConnectionManager`] instead of a new one.
+    ///
+    /// The endpoint given to [`Locks::builder`] is still used, for the connections that waits
+    /// and [`Lock::sync_replicas`] need: a `BLOCK` or `WAIT` stalls every later request on its
+    /// connection (the server answers a connection's requests in order), so it must never run
+    /// on a shared one. [`response_timeout`](Self::response_timeout) does not apply to a
+    /// connection handed in: its own settings do. [`Lock::session`] holds taken without a wait
+    /// end when this connection drops and reconnects.
+    ///
+    /// ```no_run
+    /// use rlock_client::{redis, Locks};
+    ///
+    /// # async fn f() -> rlock_client::Result<()> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let manager = client.get_connection_manager().await?; // the app's, used elsewhere too
+    /// let locks = Locks::builder(client).connection_manager(manager).build();
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn connection_manager(mut self, conn: ConnectionManager) -> Self {
+        self.conn = Some(conn.into());
+        self
+    }
+
+    /// Like [`connection_manager`](Self::connection_manager), with a [`MultiplexedConnection`].
+    /// It does not reconnect by itself: once it breaks, commands on it fail (and held locks are
+    /// reported lost when their lease runs out) until the [`Locks`] is rebuilt.
+    pub fn multiplexed_connection(mut self, conn: MultiplexedConnection) -> Self {
+        self.conn = Some(conn.into());
+        self
+    }
+
     /// Builds the [`Locks`]. It connects on first use.
     pub fn build(self) -> Locks {
         Locks {
             inner: Arc::new(Inner {
                 endpoint: self.endpoint,
-                conn: OnceCell::new(),
+                conn: OnceCell::new_with(self.conn),
                 pool: Pool::new(self.config.idle_connections),
                 registry: Registry::new(),
                 client_id: uuid::Uuid::new_v4().to_string(),
@@ -147,7 +231,57 @@ impl Locks {
         LocksBuilder {
             endpoint: endpoint.into(),
             config: Config::default(),
+            conn: None,
         }
+    }
+
+    /// Locks on the server at `url` (`redis://host:port/db`, `rediss://…`, `unix://…`), with
+    /// default settings. Fails only on a malformed URL; it connects on first use.
+    ///
+    /// ```no_run
+    /// # async fn f() -> rlock_client::Result<()> {
+    /// let locks = rlock_client::Locks::from_url("redis://127.0.0.1:6379/")?;
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn from_url(url: &str) -> Result<Locks> {
+        Ok(Locks::new(Endpoint::url(url)?))
+    }
+
+    /// Locks that send their short commands over the application's [`ConnectionManager`];
+    /// `client` (the one it was made from) opens the dedicated connections that waits need.
+    /// See [`LocksBuilder::connection_manager`] for the trade-offs.
+    ///
+    /// ```no_run
+    /// use rlock_client::{redis, Locks};
+    ///
+    /// # async fn f() -> rlock_client::Result<()> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let manager = client.get_connection_manager().await?;
+    /// let locks = Locks::with_connection_manager(manager.clone(), client);
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn with_connection_manager(conn: ConnectionManager, client: redis::Client) -> Locks {
+        Locks::builder(client).connection_manager(conn).build()
+    }
+
+    /// Locks that send their short commands over the application's [`MultiplexedConnection`];
+    /// `client` opens the dedicated connections that waits need.
+    /// See [`LocksBuilder::multiplexed_connection`].
+    ///
+    /// ```no_run
+    /// use rlock_client::{redis, Locks};
+    ///
+    /// # async fn f() -> rlock_client::Result<()> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let locks = Locks::with_multiplexed_connection(conn.clone(), client);
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn with_multiplexed_connection(
+        conn: MultiplexedConnection,
+        client: redis::Client,
+    ) -> Locks {
+        Locks::builder(client).multiplexed_connection(conn).build()
     }
 
     /// This client's uuid: the first half of every owner id it makes.
@@ -160,11 +294,36 @@ impl Locks {
     /// Each call gives a new owner: two handles from two calls exclude each other, even in
     /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        let key: String = name.into();
+        self.handle(name.into(), self.inner.new_owner())
+    }
+
+    /// A handle on the lock `name` with the owner id `owner`, chosen by the caller.
+    ///
+    /// For a service that shares a lock with a Redisson service under Redisson's owner
+    /// (`<client-uuid>:<thread-id>`), or that resumes holds it took before a restart: a handle
+    /// with the owner of an existing hold re-enters it ([`Lock::acquire`]), counts it
+    /// ([`Lock::hold_count`]) and releases it ([`Lock::unlock`]). Two handles with the same
+    /// owner are the same owner, exactly as two clones are; give contenders different owners.
+    /// The server takes owners of 1 to 1024 bytes.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// // Taken before a restart by this service, under a stable owner id:
+    /// let lock = locks.lock_as("jobs:42", "billing-worker-7");
+    /// if lock.hold_count().await? > 0 {
+    ///     lock.unlock().await?; // release the hold the previous run left
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_as(&self, name: impl Into<String>, owner: impl Into<String>) -> Lock {
+        self.handle(name.into(), Arc::from(owner.into()))
+    }
+
+    fn handle(&self, key: String, owner: Arc<str>) -> Lock {
         Lock {
             locks: self.clone(),
             key: Arc::from(key),
-            owner: self.inner.new_owner(),
+            owner,
             lease: None,
             wait: Wait::No,
             fair: false,
@@ -188,19 +347,34 @@ impl Locks {
     /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
     /// Its holders find out at their next renewal ([`Error::Lost`]).
     pub async fn force_release(&self, name: &str) -> Result<bool> {
-        let v = self
-            .inner
-            .conn()
-            .await?
-            .query(&command::force_release(name))
-            .await?;
+        let v = self.inner.query(&command::force_release(name)).await?;
         command::parse_flag(v, "RLOCK.FORCERELEASE replied")
     }
 
-    /// `RLOCK.INFO`: holders, lease left, fair queue, blocked waiters and fencing counter.
+    /// `RLOCK.INFO`: what the key holds, holders, lease left, fair queue, blocked waiters and
+    /// fencing counter.
+    ///
+    /// It does not fail on what the key holds: a Redisson read-write lock (a hash with a `mode`
+    /// field) comes back as [`LockKind::ReadWrite`](crate::LockKind::ReadWrite), a hash of other
+    /// fields as [`LockKind::OtherHash`](crate::LockKind::OtherHash), any other type as
+    /// [`LockKind::NotALock`](crate::LockKind::NotALock), with the raw fields in
+    /// [`LockInfo::other_fields`]. One round trip; two for such keys.
+    ///
+    /// ```no_run
+    /// use rlock_client::LockKind;
+    ///
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// let info = locks.info("orders").await?;
+    /// match &info.kind {
+    ///     LockKind::Free => println!("free"),
+    ///     LockKind::Reentrant => println!("held by {:?}, {} ms left", info.holders, info.pttl),
+    ///     LockKind::ReadWrite { mode } => println!("a Redisson read-write lock in {mode} mode"),
+    ///     other => println!("not a lock: {other:?} {:?}", info.other_fields),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn info(&self, name: &str) -> Result<LockInfo> {
-        let v = self.inner.conn().await?.query(&command::info(name)).await?;
-        command::parse_info(v)
+        self.inner.info(name).await
     }
 }
 
@@ -356,13 +530,35 @@ impl Lock {
         if opts.wait == Wait::No && self.replicas.is_none() {
             let conn = self.locks.inner.conn().await?;
             let sent = Instant::now();
-            let v = conn
-                .query(&command::acquire(&self.key, &self.owner, &opts))
-                .await?;
-            Ok(command::parse_acquire(v)?.map(|n| self.guard(n, sent, None, None)))
+            if !self.fenced {
+                let v = conn
+                    .query(&command::acquire(&self.key, &self.owner, &opts))
+                    .await?;
+                return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
+            }
+            let mut pipe = self.acquire_pipeline(&opts);
+            let mut values = conn.pipeline(&mut pipe).await?.into_iter();
+            let granted = command::parse_acquire(values.next().unwrap_or_default())?;
+            let count = hold_count_after(values.next());
+            Ok(granted.map(|token| self.guard(token, count, sent, None)))
         } else {
             self.acquire_dedicated(opts).await
         }
+    }
+
+    /// `RLOCK.ACQUIRE`, then for a fenced acquire (whose reply is the token) `HGET key owner`
+    /// for the hold count, then `WAIT` if asked: one pipeline, so one round trip. The `HGET`
+    /// runs right after the acquire on the same connection (after its wait, for a `BLOCK`).
+    fn acquire_pipeline(&self, opts: &AcquireOptions) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.add_command(command::acquire(&self.key, &self.owner, opts));
+        if self.fenced {
+            pipe.add_command(command::hold_count(&self.key, &self.owner));
+        }
+        if let Some((n, t)) = self.replicas {
+            pipe.add_command(command::wait_replicas(n, t));
+        }
+        pipe
     }
 
     async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {
@@ -377,11 +573,7 @@ impl Lock {
         } else {
             None
         };
-        let mut pipe = redis::pipe();
-        pipe.add_command(command::acquire(&self.key, &self.owner, &opts));
-        if let Some((n, t)) = self.replicas {
-            pipe.add_command(command::wait_replicas(n, t));
-        }
+        let mut pipe = self.acquire_pipeline(&opts);
         let (mut tx, rx) = oneshot::channel::<Result<Option<Guard>>>();
         let lock = self.clone();
         // The request runs in its own task so that dropping this future cannot lose a grant:
@@ -462,6 +654,11 @@ impl Lock {
     ) -> Result<Option<Guard>> {
         let mut values = reply?.into_iter();
         let granted = command::parse_acquire(values.next().unwrap_or_default())?;
+        let count = if self.fenced {
+            hold_count_after(values.next())
+        } else {
+            None
+        };
         let replicas = match values.next() {
             Some(v) => Some(command::parse_count(v, "WAIT replied")?),
             None => None,
@@ -478,14 +675,18 @@ impl Lock {
         } else {
             sent
         };
-        Ok(Some(self.guard(n, basis, replicas, None)))
+        let mut guard = self.guard(n, count, basis, None);
+        guard.hold.replicas = replicas;
+        Ok(Some(guard))
     }
 
+    /// A guard for a grant whose reply was `n` (the token when fenced, else the hold count);
+    /// `count` is the hold count read beside a fenced grant.
     fn guard(
         &self,
         n: u64,
+        count: Option<u64>,
         basis: Instant,
-        replicas: Option<u64>,
         pinned: Option<Dedicated>,
     ) -> Guard {
         let inner = &self.locks.inner;
@@ -497,14 +698,14 @@ impl Lock {
         let handle = Handle::current();
         inner
             .registry
-            .ensure_running(&handle, Arc::downgrade(&self.locks.inner));
+            .ensure_running(&handle, Arc::downgrade(&self.locks.inner) as _);
         Guard {
             hold: Hold {
                 key: self.key.clone(),
                 owner: self.owner.clone(),
                 token: self.fenced.then_some(n),
-                count: (!self.fenced).then_some(n),
-                replicas,
+                count: if self.fenced { count } else { Some(n) },
+                replicas: None,
                 lost,
             },
             inner: self.locks.inner.clone(),
@@ -518,9 +719,19 @@ impl Lock {
 
     /// Acquires (with this handle's options), runs `f`, and releases the lock.
     ///
-    /// `f` gets the [`Hold`] (token, lost signal). If the lock is lost while `f` runs, `f` is
-    /// dropped at its next await point and [`Error::Lost`] is returned. If the lock is not
-    /// acquired, [`Error::Timeout`] is returned.
+    /// `f` gets the [`Hold`] by value (token, lost signal) and its output is returned as
+    /// `Ok(output)`; an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors.
+    /// If the lock is lost while `f` runs, `f` is dropped at its next await point and
+    /// [`Error::Lost`] is returned. If the lock is not acquired, [`Error::Timeout`] is returned.
+    /// The blocking twin, [`blocking::Lock::with_lock`](crate::blocking::Lock::with_lock), has
+    /// the same shape with a plain closure: `|hold| ..` instead of `|hold| async move { .. }`.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// let lock = locks.lock("report").fenced();
+    /// let token = lock.with_lock(|hold| async move { hold.token() }).await?;
+    /// # let _ = token; Ok(()) }
+    /// ```
     pub async fn with_lock<F, Fut, T>(&self, f: F) -> Result<T>
     where
         F: FnOnce(Hold) -> Fut,
@@ -538,6 +749,77 @@ impl Lock {
         guard.release().await?;
         Ok(out)
     }
+
+    /// True if anyone holds the lock: its key exists (`EXISTS`, Redisson's `isLocked`).
+    /// One round trip; no guard needed.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// let lock = locks.lock("orders");
+    /// if lock.is_locked().await? {
+    ///     let left = lock.remaining_lease().await?;
+    ///     println!("busy for another {left:?}; held by us: {}", lock.hold_count().await? > 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        let v = self.locks.inner.query(&command::exists(&self.key)).await?;
+        command::parse_flag(v, "EXISTS replied")
+    }
+
+    /// True if `owner` holds the lock (`HEXISTS key owner`, Redisson's `isHeldByThread`).
+    /// Pass [`owner()`](Self::owner) to ask about this handle.
+    pub async fn is_held_by(&self, owner: &str) -> Result<bool> {
+        let v = self
+            .locks
+            .inner
+            .query(&command::hexists(&self.key, owner))
+            .await?;
+        command::parse_flag(v, "HEXISTS replied")
+    }
+
+    /// How many holds this handle's owner has on the lock (`HGET key owner`); 0 when none.
+    pub async fn hold_count(&self) -> Result<u64> {
+        let v = self
+            .locks
+            .inner
+            .query(&command::hold_count(&self.key, &self.owner))
+            .await?;
+        command::parse_hold_count(v)
+    }
+
+    /// The lease left on the lock, whoever holds it (`PTTL`); `None` when it is free (or, for
+    /// a key set by other means, when it never expires).
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let v = self.locks.inner.query(&command::pttl(&self.key)).await?;
+        command::parse_pttl(v)
+    }
+
+    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. See [`Locks::force_release`].
+    pub async fn force_release(&self) -> Result<bool> {
+        self.locks.force_release(&self.key).await
+    }
+
+    /// `RLOCK.INFO` on this lock. See [`Locks::info`].
+    pub async fn info(&self) -> Result<LockInfo> {
+        self.locks.inner.info(&self.key).await
+    }
+
+    /// Releases one hold of this handle's owner without a guard (`RLOCK.RELEASE`, Redisson's
+    /// `unlock()`): for a hold taken before a restart, or by a Redisson service under the same
+    /// owner (see [`Locks::lock_as`]). `Ok(true)` when the lock is now free, `Ok(false)` when
+    /// the owner still holds it, [`Error::NotHeld`] when it held nothing.
+    ///
+    /// A hold that has a [`Guard`] in this process is released by that guard; releasing it here
+    /// as well would undo someone else's re-entry.
+    pub async fn unlock(&self) -> Result<bool> {
+        release(&self.locks.inner, &self.key, &self.owner).await
+    }
+}
+
+/// The hold count from the `HGET` pipelined after a fenced acquire.
+fn hold_count_after(v: Option<redis::Value>) -> Option<u64> {
+    command::parse_hold_count(v?).ok().filter(|&n| n > 0)
 }
 
 /// What a successful acquire got: which lock, which owner, the token, and a signal that fires
@@ -581,8 +863,21 @@ impl Hold {
         self.token
     }
 
-    /// The owner's hold count after this acquire (1, or more for a re-entry);
-    /// `None` for a fenced acquire, whose reply is the token instead.
+    /// The owner's hold count after this acquire (1, or more for a re-entry).
+    ///
+    /// For a [`fenced`](Lock::fenced) acquire, whose reply is the token, the count is read
+    /// with an `HGET` pipelined right after the acquire (same round trip). It is `None` only if
+    /// the hold was already gone by then (a lease shorter than the round trip, a force-release).
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// let lock = locks.lock("orders").fenced();
+    /// let outer = lock.acquire().await?.expect("free");
+    /// let inner = lock.acquire().await?.expect("re-entry");
+    /// assert_eq!((outer.hold_count(), inner.hold_count()), (Some(1), Some(2)));
+    /// assert_eq!(outer.token(), inner.token());
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> Option<u64> {
         self.count
     }

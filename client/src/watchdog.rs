@@ -12,10 +12,18 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use futures_util::future::BoxFuture;
+
 use crate::command;
 use crate::conn::{slot_of, Conn};
 use crate::error::Error;
-use crate::lock::Inner;
+
+/// What the watchdog needs from the [`Locks`](crate::Locks) it serves. `lock.rs` implements it,
+/// so this module does not depend on that one.
+pub(crate) trait Watched: Send + Sync + 'static {
+    fn registry(&self) -> &Registry;
+    fn conn(&self) -> BoxFuture<'_, Result<Conn, Error>>;
+}
 
 /// What a guard learns about its hold: `None` while held, the reason once lost.
 pub(crate) type LostRx = watch::Receiver<Option<Error>>;
@@ -215,7 +223,7 @@ impl Registry {
     }
 
     /// Starts the watchdog task on `handle` unless it is running.
-    pub(crate) fn ensure_running(&self, handle: &tokio::runtime::Handle, inner: Weak<Inner>) {
+    pub(crate) fn ensure_running(&self, handle: &tokio::runtime::Handle, inner: Weak<dyn Watched>) {
         let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
         if task.as_ref().is_none_or(|t| t.is_finished()) {
             *task = Some(handle.spawn(run(inner, self.wake.clone())));
@@ -233,10 +241,7 @@ impl Registry {
 async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
     let mut groups: HashMap<_, Vec<usize>> = HashMap::new();
     for (i, d) in batch.iter().enumerate() {
-        let group = match conn {
-            Conn::Single(_) => None,
-            Conn::Cluster(_) => Some(slot_of(&d.key)),
-        };
+        let group = conn.is_cluster().then(|| slot_of(&d.key));
         groups.entry(group).or_default().push(i);
     }
     let limit = batch
@@ -280,7 +285,7 @@ async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
     out
 }
 
-async fn run(inner: Weak<Inner>, wake: Arc<Notify>) {
+async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -288,14 +293,14 @@ async fn run(inner: Weak<Inner>, wake: Arc<Notify>) {
         let Some(strong) = inner.upgrade() else {
             return;
         };
-        let (batch, next) = strong.registry.collect(Instant::now());
+        let (batch, next) = strong.registry().collect(Instant::now());
         if !batch.is_empty() {
             let sent = Instant::now();
             let results = match strong.conn().await {
                 Ok(conn) => renew_batch(&conn, &batch).await,
                 Err(e) => vec![Err(e.to_string()); batch.len()],
             };
-            strong.registry.apply(batch, results, sent);
+            strong.registry().apply(batch, results, sent);
             continue;
         }
         drop(strong);

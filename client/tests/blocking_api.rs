@@ -97,3 +97,75 @@ fn multi_locks_blocking() {
     g.renew().unwrap();
     assert_eq!(g.release(), 2);
 }
+
+/// Everything a blocking caller does, from inside an async runtime: it used to panic there
+/// ("Cannot start a runtime from within a runtime").
+fn blocking_calls_inside_a_runtime(server: &Server) {
+    let locks = Locks::new(server.client()).unwrap();
+    let lock = locks.lock("in-rt").fenced();
+    let g = lock.acquire().unwrap().expect("free");
+    let again = lock.acquire().unwrap().expect("re-entry");
+    assert_eq!(again.hold_count(), Some(2));
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    assert!(lock.is_locked().unwrap());
+    assert_eq!(locks.info("in-rt").unwrap().holders.len(), 1);
+    g.renew().unwrap();
+    assert!(g.wait_lost(Duration::from_millis(10)).is_none());
+    assert!(!again.release().unwrap());
+    assert!(g.release().unwrap());
+    let key = lock.with_lock(|hold| hold.key().to_owned()).unwrap();
+    assert_eq!(key, "in-rt");
+    drop(lock.acquire().unwrap().expect("free")); // released in the background
+    assert!(rlock_module_tests::wait_until(
+        Duration::from_secs(2),
+        || { holders(server, "in-rt").is_empty() }
+    ));
+    drop(locks); // dropping the private runtime here must not panic either
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_blocking_api_works_inside_a_current_thread_runtime() {
+    for flavor in common::flavors() {
+        let server = Server::start(flavor);
+        blocking_calls_inside_a_runtime(&server);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blocking_api_works_inside_a_multi_thread_runtime_and_spawn_blocking() {
+    for flavor in common::flavors() {
+        let server = Arc::new(Server::start(flavor));
+        blocking_calls_inside_a_runtime(&server);
+        let s = server.clone();
+        tokio::task::spawn_blocking(move || blocking_calls_inside_a_runtime(&s))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_has_the_same_shape_in_both_apis() {
+    for flavor in common::flavors() {
+        let server = Server::start(flavor);
+        // One closure body, `FnOnce(Hold) -> T`, in both twins; the async one wraps it in a future.
+        let work = |hold: rlock_client::Hold| (hold.key().to_owned(), hold.token().is_some());
+        let sync = Locks::new(server.client()).unwrap();
+        let from_sync =
+            tokio::task::block_in_place(|| sync.lock("shape").fenced().with_lock(work).unwrap());
+        let locks = rlock_client::Locks::new(server.client());
+        let from_async = locks
+            .lock("shape")
+            .fenced()
+            .with_lock(|hold| async move { work(hold) })
+            .await
+            .unwrap();
+        assert_eq!(from_sync, ("shape".to_string(), true), "{flavor}");
+        assert_eq!(from_sync, from_async);
+        // Both report a busy lock the same way.
+        let _held = locks.lock("shape").acquire().await.unwrap().unwrap();
+        let busy_async = locks.lock("shape").with_lock(|_| async {}).await;
+        let busy_sync = sync.lock("shape").with_lock(|_| {});
+        assert!(matches!(busy_async, Err(Error::Timeout { .. })));
+        assert!(matches!(busy_sync, Err(Error::Timeout { .. })));
+    }
+}

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Flavor, Server};
-use rlock_client::Locks;
+use rlock_client::{Endpoint, Error, Locks};
 use rlock_module_tests::redis;
 
 /// Starts 3 cluster-enabled primaries, splits the slots and joins them. Returns when every
@@ -65,8 +65,7 @@ fn owner_node<'a>(nodes: &'a [Server], key: &str) -> &'a Server {
 async fn locks_work_across_a_cluster() {
     for flavor in common::flavors() {
         let nodes = cluster(flavor);
-        let client = redis::cluster::ClusterClient::new(vec![nodes[0].url()]).unwrap();
-        let locks = Locks::builder(client)
+        let locks = Locks::builder(Endpoint::cluster(vec![nodes[0].url()]).unwrap())
             .watchdog_lease(Duration::from_millis(900))
             .build();
         // Keys spread over all three primaries, each held and watchdog-renewed.
@@ -112,5 +111,107 @@ async fn locks_work_across_a_cluster() {
             .unwrap()
             .expect("free again");
         assert_eq!(g.replicas_acked(), Some(0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_client_that_resends_commands_is_refused() {
+    // redis-rs's default: 16 re-sends. No server is needed: the check comes first.
+    let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:1/"]).unwrap();
+    let locks = Locks::new(client);
+    match locks.lock("k").acquire().await {
+        Err(Error::Redis(e)) => {
+            assert_eq!(e.kind(), redis::ErrorKind::InvalidClientConfig, "{e}");
+            assert!(e.to_string().contains("retries(0)"), "{e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Stalls the node of `key` for 1 s (`DEBUG SLEEP`) from a thread.
+fn stall(node: &Server) -> std::thread::JoinHandle<()> {
+    let mut con = node.conn();
+    let sleeper = std::thread::spawn(move || {
+        let _: redis::Value = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1")
+            .query(&mut con)
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    sleeper
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
+    for flavor in common::flavors() {
+        let nodes = cluster(flavor);
+        let key = "resent";
+        let node = owner_node(&nodes, key);
+
+        // What redis-rs does by default: a response timeout is an I/O error it retries, so
+        // the same RLOCK.ACQUIRE reaches the server twice: a re-entry nobody asked for.
+        let retrying = redis::cluster::ClusterClientBuilder::new(vec![nodes[0].url()])
+            .response_timeout(Duration::from_millis(200))
+            .overall_response_timeout(None)
+            .build()
+            .unwrap();
+        let mut con = retrying.get_async_connection().await.unwrap();
+        let _: redis::Value = redis::cmd("PING").query_async(&mut con).await.unwrap();
+        let sleeper = stall(node);
+        let mut acquire_con = con.clone();
+        let acquire = tokio::spawn(async move {
+            let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+            cmd.arg(key).arg("raw-owner").arg("LEASE").arg(20_000);
+            cmd.query_async::<redis::Value>(&mut acquire_con).await
+        });
+        sleeper.join().unwrap();
+        let mut count = 0;
+        for _ in 0..20 {
+            // Other traffic on the connection, as an application would send.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                redis::cmd("PING").query_async::<redis::Value>(&mut con),
+            )
+            .await;
+            count = common::holders(node, key).first().map_or(0, |(_, n)| *n);
+            if count >= 2 && acquire.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            count, 2,
+            "{flavor}: redis-rs's cluster client re-sent the timed-out acquire"
+        );
+        let reply = acquire.await.unwrap();
+        assert_eq!(
+            reply.ok(),
+            Some(redis::Value::Int(2)),
+            "the caller sees a re-entry"
+        );
+
+        // Through Locks, with re-sends off: the acquire fails once and is applied once.
+        let client = redis::cluster::ClusterClientBuilder::new(vec![nodes[0].url()])
+            .retries(0)
+            .response_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let locks = Locks::new(client);
+        let lock = locks.lock("once").lease(Duration::from_secs(20));
+        assert_eq!(lock.hold_count().await.unwrap(), 0);
+        let sleeper = stall(owner_node(&nodes, "once"));
+        let result = lock.acquire().await;
+        assert!(
+            matches!(&result, Err(Error::Redis(e)) if e.is_timeout()),
+            "{result:?}"
+        );
+        sleeper.join().unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            common::holders(owner_node(&nodes, "once"), "once"),
+            [(lock.owner().to_string(), 1)],
+            "{flavor}: applied once"
+        );
     }
 }

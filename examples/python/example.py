@@ -4,16 +4,24 @@
 """
 
 import sys
+import time
 import uuid
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 CLIENT = str(uuid.uuid4())  # owners are "<client-uuid>:<n>", as Redisson names them
 
+# redis-py 6+ re-sends a command after a timeout or a reconnect. A re-sent ACQUIRE re-enters
+# (hold count 2), and one RELEASE then leaves the lock held for its whole lease. Lock
+# connections never retry.
+NO_RETRY = Retry(NoBackoff(), 0)
+
 
 def main(url: str) -> None:
-    r = redis.Redis.from_url(url)
-    alice, bob = f"{CLIENT}:1", f"{CLIENT}:2"
+    r = redis.Redis.from_url(url, retry=NO_RETRY)
+    alice, bob, carol = f"{CLIENT}:1", f"{CLIENT}:2", f"{CLIENT}:3"
 
     # Take the lock for 10 s with a fencing token; None would mean someone else holds it.
     token = r.execute_command("RLOCK.ACQUIRE", "orders", alice, "LEASE", 10_000, "TOKEN")
@@ -44,7 +52,23 @@ def main(url: str) -> None:
     assert bob_token > token
     print(f"bob holds orders, token {bob_token}")
     print("RLOCK.INFO:", r.execute_command("RLOCK.INFO", "orders"))
-    r.execute_command("RLOCK.FORCERELEASE", "orders")
+
+    # Carol waits in the server but gives up first (socket timeout). A caller that may give up
+    # on a BLOCK uses SESSION: redis-py closes a connection that timed out, and the server then
+    # drops her wait, and releases a grant that raced her giving up. Without SESSION such a
+    # grant would hold the lock, unseen, for its whole lease.
+    impatient = redis.Redis.from_url(url, retry=NO_RETRY, socket_timeout=0.2)
+    try:
+        impatient.execute_command("RLOCK.ACQUIRE", "orders", carol, "BLOCK", 5_000, "SESSION")
+        raise AssertionError("carol should have given up: bob holds the lock")
+    except redis.TimeoutError:
+        print("carol gave up after 0.2 s; her wait ends with her connection")
+    assert r.execute_command("RLOCK.RELEASE", "orders", bob) == 1
+    deadline = time.monotonic() + 2
+    while r.exists("orders") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not r.exists("orders"), "a dead waiter must not end up holding the lock"
+    print("bob released; nobody holds orders")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import tempfile
 import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -48,7 +50,7 @@ def main() -> int:
             deadline = time.monotonic() + 20
             while True:
                 try:
-                    redis.Redis.from_url(url).ping()
+                    redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0)).ping()
                     break
                 except redis.ConnectionError:
                     if time.monotonic() > deadline or proc.poll() is not None:

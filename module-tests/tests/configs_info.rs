@@ -325,9 +325,9 @@ fn arg_names(args: &Value, out: &mut Vec<String>) {
 #[test]
 fn command_docs_describe_arguments() {
     let expected: [(&str, &[&str]); 5] = [
-        ("rlock.acquire", &["key", "owner", "lease", "token"]),
+        ("rlock.acquire", &["key", "owner", "ms", "token"]),
         ("rlock.release", &["key", "owner"]),
-        ("rlock.renew", &["key", "owner", "lease"]),
+        ("rlock.renew", &["key", "owner", "ms"]),
         ("rlock.forcerelease", &["key"]),
         ("rlock.info", &["key"]),
     ];
