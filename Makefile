@@ -27,6 +27,8 @@ run:
 test:
 	scripts/test-deps.sh
 	scripts/deps.sh build redis valkey python
+	python3 scripts/import_cycles.py --self-test
+	python3 scripts/import_cycles.py src client/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p rlock
@@ -37,6 +39,7 @@ unit:
 	$(CARGO) test -p rlock
 
 lint:
+	python3 scripts/import_cycles.py src client/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 

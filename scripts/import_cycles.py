@@ -129,7 +129,29 @@ def check(root: pathlib.Path) -> list:
     return problems
 
 
+def self_test() -> int:
+    """The check finds a planted cycle and passes a tree without one."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        (root / "store").mkdir()
+        (root / "lib.rs").write_text("mod store; mod handoff; use crate::handoff::serve;\n")
+        (root / "handoff.rs").write_text("use crate::store::lock::LockKey; // crate::events\n")
+        (root / "store" / "mod.rs").write_text("pub mod lock;\n")
+        (root / "store" / "lock.rs").write_text('use super::super::config; const S: &str = "crate::handoff";\n')
+        (root / "config.rs").write_text("\n")
+        clean = check(root)
+        (root / "store" / "lock.rs").write_text("use crate::{config, handoff::serve};\n")
+        cyclic = check(root)
+    ok = clean == [] and len(cyclic) == 1 and "handoff -> store::lock" in cyclic[0]
+    print(f"import cycle check self-test: {1 if ok else 0} passed, {0 if ok else 1} failed")
+    return 0 if ok else 1
+
+
 def main(roots: list) -> int:
+    if roots == ["--self-test"]:
+        return self_test()
     problems = []
     for root in roots:
         problems += check(pathlib.Path(root))

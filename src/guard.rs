@@ -4,9 +4,9 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{Context, RedisError, RedisResult};
+use redis_module::{Context, RedisResult};
 
-use crate::ffi;
+use crate::{errors, ffi};
 
 /// A command body: a panic becomes an error reply.
 pub fn command(ctx: &Context, name: &str, body: impl FnOnce() -> RedisResult) -> RedisResult {
@@ -15,9 +15,7 @@ pub fn command(ctx: &Context, name: &str, body: impl FnOnce() -> RedisResult) ->
             ctx.get_raw(),
             &format!("rlock: {name} panicked: {}", message(&panic)),
         );
-        Err(RedisError::String(format!(
-            "ERR rlock internal error in {name}; see the server log"
-        )))
+        Err(errors::internal(name))
     })
 }
 

@@ -1,21 +1,22 @@
 //! rlock: distributed locks as native Redis commands, on Redisson-compatible keys.
 //!
-//! This file only registers things: commands, configs, the INFO section.
+//! This file only declares the module: the command table, configs, events, the
+//! INFO section, and what load and unload do. docs/ARCHITECTURE.md maps the rest.
 
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod deferred;
+pub mod errors;
 pub mod events;
-pub mod fair;
 pub mod ffi;
 pub mod guard;
-pub mod sessions;
+pub mod handoff;
+pub mod state;
 pub mod stats;
 pub mod store;
 pub mod timers;
 pub mod waiters;
-
-mod docs;
 
 use std::os::raw::c_int;
 
@@ -40,23 +41,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     install_panic_log();
-    let registered = [
-        ffi::create_command(ctx, c"rlock.acquire", acquire, c"write deny-oom blocking"),
-        ffi::create_command(ctx, c"rlock.release", release, c"write"),
-        ffi::create_command(ctx, c"rlock.renew", renew, c"write"),
-        ffi::create_command(ctx, c"rlock.forcerelease", force_release, c"write"),
-        ffi::create_command(ctx, c"rlock.info", lock_info, c"readonly"),
-    ];
-    if registered.contains(&false) {
-        ffi::log_warning(
-            ctx.get_raw(),
-            "rlock: not loaded: could not register the commands",
-        );
+    if let Err(problem) = commands::table::register(ctx) {
+        ffi::log_warning(ctx.get_raw(), &format!("rlock: not loaded: {problem}"));
         return Status::Err;
     }
     ffi::register_info(ctx, info);
-    docs::describe_commands(ctx);
     store::track_fences_from_load(ctx);
+    deferred::set_runner(handoff::perform);
     if !events::subscribe(ctx) {
         ffi::log_warning(
             ctx.get_raw(),
@@ -67,8 +58,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-/// Refuses to unload while clients wait; otherwise stops every timer, since a
-/// timer firing into unloaded code would crash the server.
+/// Refuses to unload while clients wait; otherwise stops every timer (a timer
+/// firing into unloaded code would crash the server) and frees all state.
 fn deinit(ctx: &Context) -> Status {
     if waiters::blocked_total() > 0 {
         ffi::log_warning(
@@ -77,48 +68,8 @@ fn deinit(ctx: &Context) -> Status {
         );
         return Status::Err;
     }
-    timers::stop_all(ctx);
+    state::reset(ctx, None);
     Status::Ok
-}
-
-extern "C" fn acquire(
-    ctx: ffi::RawCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    commands::dispatch(ctx, argv, argc, commands::acquire::command)
-}
-
-extern "C" fn release(
-    ctx: ffi::RawCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    commands::dispatch(ctx, argv, argc, commands::release::command)
-}
-
-extern "C" fn renew(
-    ctx: ffi::RawCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    commands::dispatch(ctx, argv, argc, commands::renew::command)
-}
-
-extern "C" fn force_release(
-    ctx: ffi::RawCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    commands::dispatch(ctx, argv, argc, commands::release::force_command)
-}
-
-extern "C" fn lock_info(
-    ctx: ffi::RawCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    commands::dispatch(ctx, argv, argc, commands::info::command)
 }
 
 /// Panics are caught at every entry point; this puts their message in the server log.
@@ -141,7 +92,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"expiries", stats::EXPIRIES.get()),
                 (c"session_releases", stats::SESSION_RELEASES.get()),
                 (c"blocked", waiters::blocked_total() as i64),
-                (c"tracked_locks", waiters::tracked_locks() as i64),
+                (c"tracked_locks", state::tracked_locks() as i64),
             ],
         )
     });

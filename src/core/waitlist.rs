@@ -13,6 +13,15 @@ pub struct LockId {
     pub key: Vec<u8>,
 }
 
+/// What a blocked client is told when its wait ends with an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockedReply {
+    /// The acquire reply: hold count or fencing token.
+    Granted(i64),
+    /// An error line.
+    Failed(String),
+}
+
 /// Waiter ids grow with arrival, so a lock's smallest id is its longest waiter.
 pub type WaiterId = u64;
 
@@ -129,6 +138,11 @@ impl<H> WaitList<H> {
 
     pub fn is_empty(&self) -> bool {
         self.waiters.is_empty()
+    }
+
+    /// Every lock that has waiters.
+    pub fn lock_ids(&self) -> impl Iterator<Item = &LockId> {
+        self.by_lock.keys()
     }
 
     /// Locks that have waiters, in `db` or (with `None`) in every database.

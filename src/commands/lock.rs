@@ -1,0 +1,183 @@
+//! The reentrant lock: RLOCK.ACQUIRE, RLOCK.RELEASE, RLOCK.RENEW, RLOCK.FORCERELEASE.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::key_owner_rest;
+use crate::core::args::{parse_acquire_options, parse_renew_options, AcquireOptions};
+use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
+use crate::core::hold::{decide_acquire, Release};
+use crate::store::{self, FairQueue, LockKey};
+use crate::{config, errors, ffi, handoff, state, stats, waiters};
+
+/// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]`
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key, owner, rest) = key_owner_rest(args, 3)?;
+    let options = parse_acquire_options(rest).map_err(errors::arg_error)?;
+    if options.session && ffi::in_script(ctx) {
+        // A script runs on its own client, which never disconnects.
+        return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    if options.fair {
+        return acquire_fair(ctx, key, owner, &options);
+    }
+    // Nothing waits or is watched anywhere: the common, uncontended case skips
+    // building the lock's id.
+    let watching = !state::all_idle();
+    let lock = || store::lock_id(ctx, key);
+    // A free lock with waiters goes to them first: the line is first come, first served.
+    if watching {
+        let lock = lock();
+        if waiters::has_waiters(&lock) {
+            handoff::serve(ctx, &lock);
+        }
+    }
+    match take(ctx, key, owner, &options)? {
+        Some(reply) => {
+            if watching {
+                handoff::watch(ctx, &lock());
+            }
+            Ok(RedisValue::Integer(reply))
+        }
+        None => match options.block {
+            Some(wait) if ffi::may_block(ctx) => {
+                let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
+                let lock = lock();
+                let reply = waiters::block(ctx, lock.clone(), owner, options, wait, deadline);
+                // The lease timer hands the lock over the moment the lease ends.
+                handoff::watch(ctx, &lock);
+                reply
+            }
+            _ => Ok(RedisValue::Null),
+        },
+    }
+}
+
+/// One attempt: the reply (count or token), or `None` when someone else holds it.
+fn take(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+) -> Result<Option<i64>, RedisError> {
+    let lock_key = LockKey::open(ctx, key)?;
+    let Some(plan) = lock_key.plan_acquire(owner, options)? else {
+        return Ok(None);
+    };
+    let lease = options.lease.unwrap_or_else(config::default_lease);
+    let reply = lock_key.commit_acquire(owner, plan, lease);
+    if options.session {
+        let lock = store::lock_id(ctx, key);
+        let client = ffi::client_id(ctx);
+        state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
+    }
+    Ok(Some(reply))
+}
+
+/// `RLOCK.ACQUIRE ... FAIR`: first come, first served on Redisson's queue.
+fn acquire_fair(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+) -> RedisResult {
+    let lock = store::lock_id(ctx, key);
+    let queue = FairQueue::open(ctx, key.as_slice())?;
+    let state = LockKey::open(ctx, key)?.state(owner)?;
+    // Every error is met before the queue is touched: a failing call changes nothing.
+    decide_acquire(state).map_err(errors::hold_error)?;
+    let now = ffi::now_ms();
+    handoff::purge_expired(&queue, &lock, now);
+    let decision = decide_fair_acquire(state, queue.head().as_deref(), owner.as_slice())
+        .map_err(errors::hold_error)?;
+    match decision {
+        FairAcquire::Take { .. } | FairAcquire::Reenter { .. } => {
+            let reply = take(ctx, key, owner, options)?;
+            if let FairAcquire::Take { from_head: true } = decision {
+                queue.dequeue(owner.as_slice(), true);
+            }
+            handoff::watch(ctx, &lock);
+            Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
+        }
+        FairAcquire::Queue => {
+            let blocking = options.block.filter(|_| ffi::may_block(ctx));
+            let deadline = queue_deadline(now, blocking, config::fair_wait_ms());
+            let score = blocked_score(now, deadline, config::fair_wait_ms());
+            if queue.deadline_of(owner.as_slice()).is_some() {
+                queue.set_deadline(owner.as_slice(), score);
+            } else {
+                queue.enqueue(owner.as_slice(), score);
+            }
+            state::with(|s| s.fair_queues.insert(lock.clone()));
+            let reply = match blocking {
+                Some(wait) => waiters::block(ctx, lock.clone(), owner, *options, wait, deadline),
+                None => Ok(RedisValue::Null),
+            };
+            // A free lock whose head is waiting elsewhere gets its head woken.
+            if LockKey::open(ctx, key).is_ok_and(|l| !l.is_held()) {
+                handoff::serve(ctx, &lock);
+            } else {
+                handoff::watch(ctx, &lock);
+            }
+            reply
+        }
+    }
+}
+
+/// `RLOCK.RELEASE key owner`
+pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if args.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let (key, owner, _) = key_owner_rest(args, 3)?;
+    let release = LockKey::open(ctx, key)?.release(owner, false)?;
+    match release {
+        Release::NotHeld => Err(errors::not_held()),
+        Release::Undo { .. } => Ok(RedisValue::Integer(0)),
+        Release::Last { lock_freed } => {
+            stats::RELEASES.incr();
+            forget_session_hold(ctx, key, owner);
+            if lock_freed {
+                handoff::serve_key(ctx, key);
+            }
+            Ok(RedisValue::Integer(1))
+        }
+    }
+}
+
+/// `owner` released its hold on `key` in the current database.
+fn forget_session_hold(ctx: &Context, key: &RedisString, owner: &RedisString) {
+    if state::with(|s| s.sessions.is_empty()) {
+        return;
+    }
+    let lock = store::lock_id(ctx, key);
+    state::with(|s| s.sessions.forget_hold(&lock, owner.as_slice()));
+}
+
+/// `RLOCK.RENEW key owner [LEASE ms]`
+pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key, owner, rest) = key_owner_rest(args, 3)?;
+    let options = parse_renew_options(rest).map_err(errors::arg_error)?;
+    let lease = options.lease.unwrap_or_else(config::default_lease);
+    if !LockKey::open(ctx, key)?.renew(owner, lease)? {
+        return Ok(RedisValue::Integer(0));
+    }
+    if !state::all_idle() {
+        handoff::watch(ctx, &store::lock_id(ctx, key));
+    }
+    Ok(RedisValue::Integer(1))
+}
+
+/// `RLOCK.FORCERELEASE key`
+pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if args.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let key = &args[1];
+    if !LockKey::open(ctx, key)?.force_release() {
+        return Ok(RedisValue::Integer(0));
+    }
+    let lock = store::lock_id(ctx, key);
+    state::with(|s| s.sessions.forget_lock(&lock));
+    handoff::serve_key(ctx, key);
+    Ok(RedisValue::Integer(1))
+}

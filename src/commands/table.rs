@@ -1,0 +1,159 @@
+//! The one command table: each command declared once, with its handler, flags,
+//! arity, key positions, ACL categories and docs. Registration and `COMMAND DOCS`
+//! (and so redis-cli's hints and the docs test) come from here.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context};
+
+use super::{dispatch, info, lock};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, RawCtx};
+
+pub struct CommandSpec {
+    pub name: &'static CStr,
+    pub handler: CommandCallback,
+    /// `RedisModule_CreateCommand` flags.
+    pub flags: &'static CStr,
+    /// Negative: at least that many arguments, the name included.
+    pub arity: i32,
+    /// First key, last key, step, as `COMMAND INFO` gives them.
+    pub keys: (c_int, c_int, c_int),
+    /// ACL categories, on servers that take them from modules (7.2+, Valkey).
+    pub acl_categories: &'static CStr,
+    pub summary: &'static CStr,
+    pub args: &'static [ArgDoc],
+}
+
+/// An `extern "C"` entry point for `handler`, for the table below.
+macro_rules! entry {
+    ($name:literal, $handler:path) => {{
+        extern "C" fn call(
+            ctx: RawCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            dispatch(ctx, argv, argc, $name, $handler)
+        }
+        call as CommandCallback
+    }};
+}
+
+const KEY: ArgDoc = ArgDoc::required(
+    c"key",
+    ArgKind::Key,
+    c"the lock's name, a Redis key holding a hash",
+);
+const OWNER: ArgDoc = ArgDoc::required(
+    c"owner",
+    ArgKind::String,
+    c"who holds the lock: any bytes, 1 to 1024 of them",
+);
+const LEASE: ArgDoc = ArgDoc::option(
+    c"ms",
+    ArgKind::Integer,
+    c"LEASE",
+    c"lease in ms (default rlock.lease-ms)",
+);
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rlock.acquire",
+        handler: entry!("RLOCK.ACQUIRE", lock::acquire),
+        flags: c"write deny-oom blocking",
+        arity: -3,
+        keys: (1, 1, 1),
+        acl_categories: c"write blocking",
+        summary: c"Takes or re-enters a lock. Replies the hold count (or fencing token), or null if held by another owner.",
+        args: &[
+            KEY,
+            OWNER,
+            LEASE,
+            ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms inside the server; 0 waits forever"),
+            ArgDoc::option(c"fair", ArgKind::Flag, c"FAIR", c"first come, first served on the Redisson fair queue"),
+            ArgDoc::option(c"token", ArgKind::Flag, c"TOKEN", c"reply the fencing token instead of the hold count"),
+            ArgDoc::option(c"session", ArgKind::Flag, c"SESSION", c"release the hold when this connection closes"),
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.release",
+        handler: entry!("RLOCK.RELEASE", lock::release),
+        flags: c"write",
+        arity: 3,
+        keys: (1, 1, 1),
+        acl_categories: c"write",
+        summary: c"Releases one hold. Replies 1 when the lock is freed, 0 when a re-entry was undone.",
+        args: &[
+            ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
+            OWNER,
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.renew",
+        handler: entry!("RLOCK.RENEW", lock::renew),
+        flags: c"write",
+        arity: -3,
+        keys: (1, 1, 1),
+        acl_categories: c"write",
+        summary: c"Resets the lease of a held lock. Replies 1 if renewed, 0 if not held by owner.",
+        args: &[
+            ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
+            OWNER,
+            LEASE,
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.forcerelease",
+        handler: entry!("RLOCK.FORCERELEASE", lock::force_release),
+        flags: c"write",
+        arity: 2,
+        keys: (1, 1, 1),
+        acl_categories: c"write dangerous",
+        summary: c"Deletes the lock whoever holds it. Replies 1 if a lock was deleted.",
+        args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
+    },
+    CommandSpec {
+        name: c"rlock.info",
+        handler: entry!("RLOCK.INFO", info::command),
+        flags: c"readonly",
+        arity: 2,
+        keys: (1, 1, 1),
+        acl_categories: c"read",
+        summary: c"Shows holders, pttl, fair queue, blocked waiters and fencing token of a lock.",
+        args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
+    },
+];
+
+/// Registers every command, then describes it where the server takes command
+/// docs (7.0+), which also sets its arity.
+pub fn register(ctx: &Context) -> Result<(), String> {
+    for command in COMMANDS {
+        if !ffi::create_command(
+            ctx,
+            command.name,
+            command.handler,
+            command.flags,
+            command.keys,
+        ) {
+            return Err(format!(
+                "could not register {}",
+                command.name.to_string_lossy()
+            ));
+        }
+    }
+    for command in COMMANDS {
+        if ffi::set_acl_categories(ctx, command.name, command.acl_categories) == Some(false) {
+            return Err(format!(
+                "the server refused the ACL categories of {}",
+                command.name.to_string_lossy()
+            ));
+        }
+    }
+    let described = COMMANDS
+        .iter()
+        .all(|c| ffi::set_command_info(ctx, c.name, c.summary, c.arity, c.args));
+    if !described {
+        ctx.log_notice("rlock: this server does not take command docs; COMMAND DOCS will be empty");
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The work the module starts by itself, as data: what timers, keyspace and server
+//! events and disconnects ask for. Kept in arrival order; a lock asked to be
+//! served twice is served once, after every other piece of work on it.
+
+use super::waitlist::LockId;
+
+/// One piece of self-started work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// Blocked fair waiters left: their queue entries go, all in one pass.
+    Leave { lock: LockId, owners: Vec<Vec<u8>> },
+    /// Someone else removed fair queue entries: waiters still blocked here go back in line.
+    Requeue { lock: LockId },
+    /// A hold to give back: a SESSION connection closed (`all`, every re-entry), or
+    /// a grant whose client left before hearing it (one hold).
+    Release {
+        lock: LockId,
+        owner: Vec<u8>,
+        all: bool,
+    },
+    /// The lease deadline of a watched lock passed: expire it and pass it on.
+    LeaseDeadline { lock: LockId },
+    /// The lock may have freed or its lease moved: pass it on, re-arm its timer.
+    Serve { lock: LockId },
+}
+
+/// Work waiting for the next safe moment to write.
+#[derive(Debug, Default)]
+pub struct DeferredWork {
+    work: Vec<Work>,
+}
+
+impl DeferredWork {
+    pub fn push(&mut self, work: Work) {
+        match work {
+            Work::Serve { lock } => {
+                if !self
+                    .work
+                    .iter()
+                    .any(|w| matches!(w, Work::Serve { lock: l } if *l == lock))
+                {
+                    self.work.push(Work::Serve { lock });
+                }
+            }
+            // Many waiters of one lock leave together when their clients die together:
+            // one pass over the queue for all of them, not one each.
+            Work::Leave { lock, owners } => {
+                let same_lock = self.work.iter_mut().find_map(|w| match w {
+                    Work::Leave { lock: l, owners } if *l == lock => Some(owners),
+                    _ => None,
+                });
+                match same_lock {
+                    Some(queued) => queued.extend(owners),
+                    None => self.work.push(Work::Leave { lock, owners }),
+                }
+            }
+            work => self.work.push(work),
+        }
+    }
+
+    /// Everything queued, in the order it should run: leaves, requeues and
+    /// releases first (they change who may be served), then serves.
+    pub fn take(&mut self) -> Vec<Work> {
+        let mut work = std::mem::take(&mut self.work);
+        work.sort_by_key(|w| matches!(w, Work::Serve { .. } | Work::LeaseDeadline { .. }));
+        work
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.work.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.work.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(name: &str) -> LockId {
+        LockId {
+            db: 0,
+            key: name.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn serves_run_last_and_once() {
+        let mut deferred = DeferredWork::default();
+        deferred.push(Work::Serve { lock: lock("a") });
+        deferred.push(Work::Release {
+            lock: lock("a"),
+            owner: b"o".to_vec(),
+            all: true,
+        });
+        deferred.push(Work::Serve { lock: lock("a") });
+        deferred.push(Work::Leave {
+            lock: lock("b"),
+            owners: vec![b"p".to_vec()],
+        });
+        deferred.push(Work::Leave {
+            lock: lock("b"),
+            owners: vec![b"q".to_vec()],
+        });
+        assert_eq!(deferred.len(), 3);
+        let work = deferred.take();
+        assert!(matches!(work[0], Work::Release { .. }));
+        assert_eq!(
+            work[1],
+            Work::Leave {
+                lock: lock("b"),
+                owners: vec![b"p".to_vec(), b"q".to_vec()],
+            }
+        );
+        assert_eq!(work[2], Work::Serve { lock: lock("a") });
+        assert!(deferred.is_empty());
+    }
+}

@@ -1,0 +1,59 @@
+//! The one place through which the module writes on its own: the work that
+//! timers, keyspace and server events and disconnects ask for. Event and
+//! disconnect callbacks may not write (on Redis 7.0 such writes can replicate out
+//! of order), so their work waits here for a 0 ms timer; a lease timer, already a
+//! safe place to write, performs its work at once. Either way it runs through
+//! `perform`, which hands it to the runner `lib.rs` installs (the hand-off).
+
+use std::cell::Cell;
+use std::os::raw::c_void;
+
+use redis_module::Context;
+
+use crate::core::deferred::Work;
+use crate::ffi::{self, RawCtx};
+use crate::{guard, state};
+
+/// What performs a piece of work: `handoff::perform`, installed at load. Held as a
+/// function so that the sources below the hand-off need not import it.
+pub type Runner = fn(&Context, Work);
+
+thread_local! {
+    static RUNNER: Cell<Option<Runner>> = const { Cell::new(None) };
+}
+
+pub fn set_runner(runner: Runner) {
+    RUNNER.with(|r| r.set(Some(runner)));
+}
+
+/// Queues `work` for the next turn of the event loop.
+pub fn push(ctx: &Context, work: Work) {
+    let arm = state::with(|s| {
+        s.deferred.push(work);
+        s.deferred_timer.is_none()
+    });
+    if arm {
+        let timer = ffi::create_timer(ctx, 0, on_deferred, 0);
+        state::with(|s| s.deferred_timer = Some(timer));
+    }
+}
+
+/// Performs `work` now, from a callback where writing is safe (a timer).
+pub fn perform(ctx: &Context, work: Work) {
+    if let Some(runner) = RUNNER.with(Cell::get) {
+        runner(ctx, work);
+    }
+}
+
+extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
+    guard::callback("deferred work", || {
+        let ctx = Context::new(ctx);
+        let work = state::with(|s| {
+            s.deferred_timer = None;
+            s.deferred.take()
+        });
+        for work in work {
+            perform(&ctx, work);
+        }
+    });
+}

@@ -1,0 +1,43 @@
+//! Every error reply the module sends, in one voice. Argument and hold errors are
+//! worded in `core` (which has no Redis types); this file turns them into replies.
+
+use redis_module::RedisError;
+
+use crate::core::args::ArgError;
+use crate::core::hold::HoldError;
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
+pub const SESSION_IN_SCRIPT: &str =
+    "ERR SESSION cannot be used inside a script or function: the hold would outlive the caller";
+pub const FENCE_NOT_INTEGER: &str =
+    "ERR the fencing counter key holds a value that is not a non-negative integer";
+pub const FENCE_OVERFLOW: &str = "ERR the fencing counter would overflow";
+pub const UNEXPECTED_REPLY: &str = "ERR unexpected reply while reading the lock";
+/// Sent to every blocked client when the server stops being a primary, in the
+/// words Redis uses for its own blocked clients.
+pub const DEMOTED: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
+pub fn wrong_type() -> RedisError {
+    RedisError::Str(WRONGTYPE)
+}
+
+pub fn not_held() -> RedisError {
+    RedisError::Str(NOTHELD)
+}
+
+pub fn arg_error(error: ArgError) -> RedisError {
+    RedisError::String(error.to_string())
+}
+
+pub fn hold_error(error: HoldError) -> RedisError {
+    RedisError::String(error.to_string())
+}
+
+/// A panic caught in `name`; its message goes to the server log.
+pub fn internal(name: &str) -> RedisError {
+    RedisError::String(format!(
+        "ERR rlock internal error in {name}; see the server log"
+    ))
+}

@@ -1,0 +1,199 @@
+//! Command registration, `COMMAND DOCS`, and the arguments of a call.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString};
+
+use super::{CommandCallback, RawCommandFn, RawCtx};
+
+/// One argument of a command, for `COMMAND DOCS`.
+#[derive(Clone, Copy)]
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    /// The keyword before the value, e.g. `LEASE`.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub summary: &'static CStr,
+}
+
+impl ArgDoc {
+    pub const fn required(name: &'static CStr, kind: ArgKind, summary: &'static CStr) -> ArgDoc {
+        ArgDoc {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            summary,
+        }
+    }
+
+    /// An optional keyword, with a value named `name` unless `kind` is `Flag`.
+    pub const fn option(
+        name: &'static CStr,
+        kind: ArgKind,
+        token: &'static CStr,
+        summary: &'static CStr,
+    ) -> ArgDoc {
+        ArgDoc {
+            name,
+            kind,
+            token: Some(token),
+            optional: true,
+            summary,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum ArgKind {
+    Key,
+    String,
+    Integer,
+    /// A bare keyword such as `FAIR`.
+    Flag,
+}
+
+/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+).
+/// Returns false where the server lacks the API or refuses the description.
+pub fn set_command_info(
+    ctx: &Context,
+    command: &CStr,
+    summary: &'static CStr,
+    arity: i32,
+    args: &[ArgDoc],
+) -> bool {
+    // SAFETY: checks the function pointers before use; every pointer handed to
+    // Redis points into memory leaked for the life of the process, which is what
+    // SetCommandInfo expects (it copies, but we stay conservative).
+    unsafe {
+        let (Some(get_command), Some(set_info)) =
+            (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo)
+        else {
+            return false;
+        };
+        let handle = get_command(ctx.get_raw(), command.as_ptr());
+        if handle.is_null() {
+            return false;
+        }
+        let mut raw_args: Vec<raw::RedisModuleCommandArg> = args
+            .iter()
+            .map(|arg| {
+                let mut entry: raw::RedisModuleCommandArg = std::mem::zeroed();
+                entry.name = arg.name.as_ptr();
+                entry.type_ = match arg.kind {
+                    ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                    ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                    ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                    ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                };
+                entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) {
+                    0
+                } else {
+                    -1
+                };
+                entry.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
+                entry.summary = arg.summary.as_ptr();
+                entry.flags = if arg.optional {
+                    raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+                } else {
+                    raw::REDISMODULE_CMD_ARG_NONE as c_int
+                };
+                entry
+            })
+            .collect();
+        raw_args.push(std::mem::zeroed());
+        let version = Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        }));
+        let mut info: raw::RedisModuleCommandInfo = std::mem::zeroed();
+        info.version = version;
+        info.summary = summary.as_ptr();
+        info.since = c"0.1.0".as_ptr();
+        info.arity = arity;
+        info.args = Box::leak(raw_args.into_boxed_slice()).as_mut_ptr();
+        set_info(handle, &info) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Calls `f` with a command's arguments as `RedisString`s borrowed from `argv`:
+/// no allocation and no reference counting for the common short call.
+pub fn with_args<R>(
+    ctx: RawCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    const INLINE: usize = 12;
+    let raw_args: &[*mut raw::RedisModuleString] = if argv.is_null() || argc <= 0 {
+        &[]
+    } else {
+        // SAFETY: Redis hands argc valid strings that outlive the command call.
+        unsafe { std::slice::from_raw_parts(argv, argc as usize) }
+    };
+    let borrow = |arg: &*mut raw::RedisModuleString| {
+        std::mem::ManuallyDrop::new(RedisString::from_redis_module_string(ctx, *arg))
+    };
+    if raw_args.len() <= INLINE {
+        let mut inline: [std::mem::MaybeUninit<std::mem::ManuallyDrop<RedisString>>; INLINE] =
+            [const { std::mem::MaybeUninit::uninit() }; INLINE];
+        for (slot, arg) in inline.iter_mut().zip(raw_args) {
+            slot.write(borrow(arg));
+        }
+        // SAFETY: the first raw_args.len() slots are initialised; ManuallyDrop<T> has
+        // T's layout, and none of them is dropped, so Redis keeps its strings.
+        let args = unsafe {
+            std::slice::from_raw_parts(inline.as_ptr() as *const RedisString, raw_args.len())
+        };
+        f(args)
+    } else {
+        let owned: Vec<std::mem::ManuallyDrop<RedisString>> = raw_args.iter().map(borrow).collect();
+        // SAFETY: as above, for a heap array.
+        let args = unsafe {
+            std::slice::from_raw_parts(owned.as_ptr() as *const RedisString, owned.len())
+        };
+        f(args)
+    }
+}
+
+/// Registers a module command with its legacy key range (first, last, step).
+pub fn create_command(
+    ctx: &Context,
+    name: &CStr,
+    handler: CommandCallback,
+    flags: &CStr,
+    (first_key, last_key, key_step): (c_int, c_int, c_int),
+) -> bool {
+    // SAFETY: called from OnLoad with static C strings.
+    unsafe {
+        raw::RedisModule_CreateCommand.unwrap()(
+            ctx.get_raw(),
+            name.as_ptr(),
+            Some(handler as RawCommandFn),
+            flags.as_ptr(),
+            first_key,
+            last_key,
+            key_step,
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Puts a registered command in ACL categories (space-separated, e.g. `"write
+/// blocking"`), where the server has `RedisModule_SetCommandACLCategories` (7.2+,
+/// Valkey). `None` where it does not; `Some(false)` if the server refused.
+pub fn set_acl_categories(ctx: &Context, command: &CStr, categories: &CStr) -> Option<bool> {
+    // SAFETY: both function pointers are checked; called from OnLoad with static strings.
+    unsafe {
+        let set_categories = raw::RedisModule_SetCommandACLCategories?;
+        let handle = raw::RedisModule_GetCommand?(ctx.get_raw(), command.as_ptr());
+        if handle.is_null() {
+            return Some(false);
+        }
+        Some(set_categories(handle, categories.as_ptr()) == raw::REDISMODULE_OK as c_int)
+    }
+}

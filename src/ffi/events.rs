@@ -1,0 +1,55 @@
+//! Keyspace and server event subscriptions, and what the events carry.
+
+use std::os::raw::{c_int, c_void};
+
+use redis_module::{raw, Context};
+
+use super::{KeyspaceCallback, RawKeyspaceFn, RawServerEventFn, ServerEventCallback};
+
+/// Subscribes to keyspace events of the given classes.
+pub fn subscribe_keyspace(ctx: &Context, classes: c_int, callback: KeyspaceCallback) -> bool {
+    // SAFETY: called from OnLoad.
+    unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
+            ctx.get_raw(),
+            classes,
+            Some(callback as RawKeyspaceFn),
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Subscribes to a server event (`REDISMODULE_EVENT_*`).
+pub fn subscribe_server_event(ctx: &Context, event: u64, callback: ServerEventCallback) -> bool {
+    // SAFETY: called from OnLoad; dataver 1 is what every event used here expects.
+    unsafe {
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(
+            ctx.get_raw(),
+            raw::RedisModuleEvent {
+                id: event,
+                dataver: 1,
+            },
+            Some(callback as RawServerEventFn),
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// The client id carried by a CLIENT_CHANGE event.
+pub fn event_client_id(data: *mut c_void) -> u64 {
+    // SAFETY: for CLIENT_CHANGE, data is a RedisModuleClientInfo.
+    unsafe { (*(data as *const raw::RedisModuleClientInfo)).id }
+}
+
+/// The database a FLUSHDB event is about; -1 for FLUSHALL.
+pub fn event_flushed_db(data: *mut c_void) -> i32 {
+    // SAFETY: for FLUSHDB, data is a RedisModuleFlushInfo.
+    unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum }
+}
+
+/// The two databases a SWAPDB event swapped.
+pub fn event_swapped_dbs(data: *mut c_void) -> (i32, i32) {
+    // SAFETY: for SWAPDB, data is a RedisModuleSwapDbInfo.
+    unsafe {
+        let info = &*(data as *const raw::RedisModuleSwapDbInfo);
+        (info.dbnum_first, info.dbnum_second)
+    }
+}

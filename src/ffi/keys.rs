@@ -1,0 +1,206 @@
+//! Keys: open, read, write, expire, delete, through the low-level key API.
+
+use std::os::raw::{c_int, c_void};
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString};
+
+/// What a key holds, as far as a lock is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Hash,
+    String,
+    List,
+    Zset,
+    /// A set, stream or module type.
+    Other,
+}
+
+/// An open key. Closed on drop, which also signals WATCHers when it was written.
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Key {
+    /// Opens `name` for reading and writing. Always succeeds for a writable open;
+    /// a missing key opens as `KeyKind::Empty`.
+    pub fn open_writable(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
+    }
+
+    pub fn open_readonly(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ)
+    }
+
+    fn open(ctx: &Context, name: &RedisString, mode: u32) -> Key {
+        // SAFETY: ctx is the live context of this call; name is a valid string.
+        let ptr =
+            unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.get_raw(), name.inner, mode as c_int) };
+        Key { ptr }
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        if self.ptr.is_null() {
+            return KeyKind::Empty;
+        }
+        // SAFETY: ptr is an open key.
+        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(self.ptr) } as isize;
+        match kind {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            raw::REDISMODULE_KEYTYPE_LIST => KeyKind::List,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
+            _ => KeyKind::Other,
+        }
+    }
+
+    /// Number of fields of a hash (elements of any other type).
+    pub fn value_length(&self) -> usize {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: ptr is an open key.
+        unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) }
+    }
+
+    /// A hash field's value. Call only on a hash.
+    pub fn hash_get(&self, field: &RedisString) -> Option<RedisString> {
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: HashGet takes (field, out-pointer) pairs ended by NULL. The string
+        // it returns is ours to free, which RedisString does on drop.
+        unsafe {
+            raw::RedisModule_HashGet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
+    }
+
+    /// Sets a hash field to an integer, creating the hash if the key is empty.
+    pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
+        if value == 1 {
+            // The common case, a first hold: a shared "1", since HashSet copies.
+            ONE.with(|one| self.hash_set(field, one));
+            return;
+        }
+        let value = RedisString::create_from_slice(ctx.get_raw(), value.to_string().as_bytes());
+        self.hash_set(field, &value);
+    }
+
+    fn hash_set(&self, field: &RedisString, value: &RedisString) {
+        // SAFETY: HashSet takes (field, value) pairs ended by NULL and copies both.
+        unsafe {
+            raw::RedisModule_HashSet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value.inner,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    /// Removes a hash field.
+    pub fn hash_del(&self, field: &RedisString) {
+        // REDISMODULE_HASH_DELETE, a sentinel pointer with the value 1.
+        let delete = ptr::without_provenance_mut::<raw::RedisModuleString>(1);
+        // SAFETY: as hash_set_int, with the delete sentinel as value.
+        unsafe {
+            raw::RedisModule_HashSet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                delete,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    /// The key's content as bytes, for a string key.
+    pub fn string_value(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: DMA in read mode on a string key; the bytes are copied before
+        // anything else touches the key.
+        unsafe {
+            let data = raw::RedisModule_StringDMA.unwrap()(
+                self.ptr,
+                &mut len,
+                raw::REDISMODULE_READ as c_int,
+            );
+            if data.is_null() {
+                return Vec::new();
+            }
+            std::slice::from_raw_parts(data as *const u8, len).to_vec()
+        }
+    }
+
+    /// Replaces the key with a string holding `value`.
+    pub fn string_set_int(&self, ctx: &Context, value: i64) {
+        // SAFETY: StringSet copies the string, which is freed here.
+        unsafe {
+            let value = raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx.get_raw(), value);
+            raw::RedisModule_StringSet.unwrap()(self.ptr, value);
+            raw::RedisModule_FreeString.unwrap()(ctx.get_raw(), value);
+        }
+    }
+
+    /// Remaining time to live in ms; -1 without expiry, -2 for a missing key.
+    pub fn pttl(&self) -> i64 {
+        if self.kind() == KeyKind::Empty {
+            return -2;
+        }
+        // SAFETY: ptr is an open, existing key.
+        let ttl = unsafe { raw::RedisModule_GetExpire.unwrap()(self.ptr) };
+        if ttl == raw::REDISMODULE_NO_EXPIRE as i64 {
+            -1
+        } else {
+            ttl
+        }
+    }
+
+    /// Sets an absolute unix-ms expiry on an existing key.
+    pub fn set_abs_expire(&self, at_ms: i64) {
+        // SAFETY: ptr is an open, existing, writable key.
+        unsafe {
+            raw::RedisModule_SetAbsExpire.unwrap()(self.ptr, at_ms);
+        }
+    }
+
+    pub fn delete(&self) {
+        // SAFETY: ptr is an open, writable key.
+        unsafe {
+            raw::RedisModule_DeleteKey.unwrap()(self.ptr);
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: ptr was opened by OpenKey and is closed once.
+            unsafe { raw::RedisModule_CloseKey.unwrap()(self.ptr) }
+        }
+    }
+}
+
+/// Whether `name` exists, without opening a key handle (so nothing is signalled
+/// as modified). Falls back to a read-only open where the API is missing.
+pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
+    // SAFETY: ctx and name are valid for the call.
+    match unsafe { raw::RedisModule_KeyExists } {
+        Some(exists) => unsafe { exists(ctx.get_raw(), name.inner) != 0 },
+        None => Key::open_readonly(ctx, name).kind() != KeyKind::Empty,
+    }
+}
+
+thread_local! {
+    /// The hold count of a first hold, shared since HashSet copies. Made without a
+    /// context, so it lives as long as the thread.
+    static ONE: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"1");
+}

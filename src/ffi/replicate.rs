@@ -1,0 +1,83 @@
+//! Effects sent to replicas and the AOF, and pub/sub messages.
+
+use std::ffi::CStr;
+use std::os::raw::c_longlong;
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString};
+
+thread_local! {
+    /// The message of every Redisson unlock and wake. Made without a context, so it
+    /// lives as long as the thread.
+    static ZERO: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"0");
+}
+
+/// `PUBLISH channel 0`, the message of every Redisson unlock and wake.
+pub fn publish_zero(ctx: &Context, channel: &RedisString) {
+    ZERO.with(|zero| publish(ctx, channel, zero));
+}
+
+/// Propagates `cmd key` to replicas and the AOF.
+pub fn replicate_key(ctx: &Context, cmd: &CStr, key: &RedisString) {
+    // SAFETY: the format "s" takes one RedisModuleString.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(ctx.get_raw(), cmd.as_ptr(), c"s".as_ptr(), key.inner);
+    }
+}
+
+/// Propagates `cmd key n`.
+pub fn replicate_key_int(ctx: &Context, cmd: &CStr, key: &RedisString, n: i64) {
+    // SAFETY: the format "sl" takes a RedisModuleString and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"sl".as_ptr(),
+            key.inner,
+            n as c_longlong,
+        );
+    }
+}
+
+/// Propagates `cmd key field`.
+pub fn replicate_key_field(ctx: &Context, cmd: &CStr, key: &RedisString, field: &RedisString) {
+    // SAFETY: the format "ss" takes two RedisModuleStrings.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"ss".as_ptr(),
+            key.inner,
+            field.inner,
+        );
+    }
+}
+
+/// Propagates `cmd key field n`.
+pub fn replicate_key_field_int(
+    ctx: &Context,
+    cmd: &CStr,
+    key: &RedisString,
+    field: &RedisString,
+    n: i64,
+) {
+    // SAFETY: the format "ssl" takes two RedisModuleStrings and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"ssl".as_ptr(),
+            key.inner,
+            field.inner,
+            n as c_longlong,
+        );
+    }
+}
+
+/// `PUBLISH channel message`, binary-safe.
+pub fn publish(ctx: &Context, channel: &RedisString, message: &RedisString) {
+    // SAFETY: both strings are valid for the call.
+    unsafe {
+        raw::RedisModule_PublishMessage.unwrap()(ctx.get_raw(), channel.inner, message.inner);
+    }
+}

@@ -1,0 +1,89 @@
+//! The server around a call: clock, context flags, client, database, log, INFO.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int};
+
+use redis_module::{raw, Context};
+
+/// The server's clock, unix ms.
+pub fn now_ms() -> i64 {
+    // SAFETY: no arguments; the API table is initialised before any command runs.
+    unsafe { raw::RedisModule_Milliseconds.unwrap()() }
+}
+
+/// `RedisModule_GetContextFlags`.
+pub fn context_flags(ctx: &Context) -> u32 {
+    // SAFETY: ctx is a live context.
+    unsafe { raw::RedisModule_GetContextFlags.unwrap()(ctx.get_raw()) as u32 }
+}
+
+/// Registers the `INFO rlock` callback.
+pub fn register_info(ctx: &Context, callback: extern "C" fn(*mut raw::RedisModuleInfoCtx, c_int)) {
+    // SAFETY: registration happens in OnLoad with the load context.
+    unsafe {
+        raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(callback));
+    }
+}
+
+/// Writes one section of integer fields to an INFO reply.
+pub fn info_section(info: *mut raw::RedisModuleInfoCtx, fields: &[(&CStr, i64)]) {
+    // SAFETY: info is the live info context handed to the callback; an empty
+    // section name means the module's own name.
+    unsafe {
+        raw::RedisModule_InfoAddSection.unwrap()(info, c"".as_ptr());
+        for (name, value) in fields {
+            raw::RedisModule_InfoAddFieldLongLong.unwrap()(info, name.as_ptr(), *value);
+        }
+    }
+}
+
+/// Logs a line to the server log, at warning level. Binary-safe: the message is
+/// cut at the first NUL.
+pub fn log_warning(ctx: *mut raw::RedisModuleCtx, message: &str) {
+    let mut line: Vec<u8> = message.bytes().take_while(|b| *b != 0).collect();
+    line.push(0);
+    // SAFETY: fmt is "%s" and line is NUL-terminated. A null ctx logs as the module-less server.
+    unsafe {
+        raw::RedisModule_Log.unwrap()(
+            ctx,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            line.as_ptr() as *const c_char,
+        );
+    }
+}
+
+/// The id of the connection running `ctx` (as `CLIENT ID`).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_GetClientId.unwrap()(ctx.get_raw()) }
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.get_raw()) }
+}
+
+/// Selects `db` for the keys opened next through `ctx`; false if it does not exist.
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.get_raw(), db) == raw::REDISMODULE_OK as c_int }
+}
+
+/// Whether this server is a primary, where the module's timers and waiters live.
+pub fn is_primary(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+}
+
+/// Whether the call runs inside a script or a function.
+pub fn in_script(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_LUA != 0
+}
+
+/// Whether the call may block its client: not inside MULTI, a script or a function.
+pub fn may_block(ctx: &Context) -> bool {
+    let refused = raw::REDISMODULE_CTX_FLAGS_MULTI
+        | raw::REDISMODULE_CTX_FLAGS_LUA
+        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+    context_flags(ctx) & refused == 0
+}

@@ -1,0 +1,277 @@
+//! The one path by which a lock passes from one holder to the next.
+//!
+//! Every way a lock becomes free ends in `serve`: a release, a force release, a
+//! SESSION connection closing, a lease running out, a delete, a flush. `serve`
+//! picks the next waiter (the fair queue's head first, then blocked waiters in
+//! arrival order), grants, replies and replicates in one turn; or, when the head
+//! waits elsewhere (a polling caller, a Redisson client), wakes it on its channel.
+//! Nobody waiting: the release already published the unlock message.
+//!
+//! `perform` runs the work the module starts by itself (see `deferred`), so every
+//! self-started write comes through this file too.
+
+use redis_module::{Context, RedisString};
+
+use crate::config;
+use crate::core::deferred::Work;
+use crate::core::fair::{on_expired, Expired};
+use crate::core::hold::Release;
+use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
+use crate::ffi;
+use crate::state;
+use crate::stats;
+use crate::store::{self, FairQueue, LockKey};
+use crate::{deferred, timers, waiters};
+
+/// Passes `lock`, if free, to whoever is next, then re-arms its timer. `ctx` must
+/// have `lock.db` selected. Writes made here replicate with the caller's.
+pub fn serve(ctx: &Context, lock: &LockId) {
+    if !ffi::is_primary(ctx) {
+        return;
+    }
+    let key = ffi::string(ctx, &lock.key);
+    let fair = state::with(|s| s.fair_queues.contains(lock));
+    if !(fair && serve_fair_queue(ctx, lock, &key)) {
+        while let Some(id) = waiters::head(lock) {
+            if grant(ctx, lock, &key, id, None) == Grant::Busy {
+                break;
+            }
+        }
+    }
+    watch(ctx, lock);
+}
+
+/// Serves `key` in the current database after a command freed it. Free when
+/// nothing waits and no fair queue is known.
+pub fn serve_key(ctx: &Context, key: &RedisString) {
+    if state::all_idle() {
+        return;
+    }
+    serve(ctx, &store::lock_id(ctx, key));
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Grant {
+    /// The lock went to the waiter.
+    Granted,
+    /// The lock is held: nothing changed.
+    Busy,
+    /// The waiter was answered with an error and left; nothing was written for it.
+    Failed,
+}
+
+/// Gives `lock` to waiter `id`, taking it off the fair `queue`'s head when it came
+/// from there. All checks come before any write, so a waiter that gets an error
+/// holds nothing, and one that gets the lock is told so in this same turn.
+fn grant(
+    ctx: &Context,
+    lock: &LockId,
+    key: &RedisString,
+    id: WaiterId,
+    queue: Option<&FairQueue>,
+) -> Grant {
+    let Some(waiter) = waiters::view(id) else {
+        return Grant::Busy;
+    };
+    let owner = ffi::string(ctx, &waiter.owner);
+    let planned = LockKey::open(ctx, key).and_then(|lock_key| {
+        let plan = lock_key.plan_acquire(&owner, &waiter.options)?;
+        Ok(plan.map(|plan| (lock_key, plan)))
+    });
+    let (lock_key, plan) = match planned {
+        Ok(Some(planned)) => planned,
+        Ok(None) => return Grant::Busy,
+        Err(error) => {
+            if let Some(queue) = queue {
+                queue.dequeue(&waiter.owner, true);
+            }
+            waiters::answer(id, BlockedReply::Failed(error.to_string()));
+            return Grant::Failed;
+        }
+    };
+    let lease = waiter.options.lease.unwrap_or_else(config::default_lease);
+    let reply = lock_key.commit_acquire(&owner, plan, lease);
+    drop(lock_key);
+    if let Some(queue) = queue {
+        queue.dequeue(&waiter.owner, true);
+    }
+    stats::HANDOFFS.incr();
+    if waiter.options.session {
+        state::with(|s| s.sessions.record(waiter.client, lock.clone(), waiter.owner));
+    }
+    waiters::answer(id, BlockedReply::Granted(reply));
+    Grant::Granted
+}
+
+/// Hands a free fair lock to its queue's head: a waiter blocked here gets it now;
+/// a polling one (rlock or Redisson) is woken on its channel and keeps the turn
+/// until its deadline. False when the queue is empty, so plain waiters go.
+fn serve_fair_queue(ctx: &Context, lock: &LockId, key: &RedisString) -> bool {
+    let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
+        return false; // Not a queue: plain waiters are served.
+    };
+    loop {
+        purge_expired(&queue, lock, ffi::now_ms());
+        match LockKey::open(ctx, key) {
+            Ok(lock_key) if !lock_key.is_held() => {}
+            _ => return true,
+        }
+        let Some(head) = queue.head() else {
+            state::with(|s| s.fair_queues.remove(lock));
+            return false;
+        };
+        match waiters::find_owner(lock, &head) {
+            Some(id) => {
+                if grant(ctx, lock, key, id, Some(&queue)) == Grant::Busy {
+                    return true;
+                }
+            }
+            None => {
+                queue.wake(&head);
+                return true;
+            }
+        }
+    }
+}
+
+/// Drops queue entries whose deadline has passed, except those of waiters still
+/// blocked here, whose real deadline is put back.
+pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) {
+    let expired = queue.expired(now_ms);
+    if expired.is_empty() {
+        return;
+    }
+    let mut purged = Vec::new();
+    for owner in expired {
+        let blocked = waiters::blocked_deadline(lock, &owner);
+        match on_expired(blocked, now_ms, config::fair_wait_ms()) {
+            Expired::Restore(deadline) => queue.set_deadline(&owner, deadline),
+            Expired::Purge => purged.push(owner),
+        }
+    }
+    queue.dequeue_all(&purged);
+}
+
+/// Keeps `lock`'s timer at the moment it next needs attention: its lease deadline
+/// while held, or, while free, the deadline of a fair queue head that was woken
+/// elsewhere. A lock found free with waiters is served on the next turn.
+pub fn watch(ctx: &Context, lock: &LockId) {
+    let (has_waiters, fair) =
+        state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
+    if !(has_waiters || fair) || !ffi::is_primary(ctx) {
+        timers::cancel(ctx, lock);
+        return;
+    }
+    let now = ffi::now_ms();
+    // Redis expires a key once the clock is past its deadline, hence the +1.
+    let deadline = match store::pttl(ctx, lock) {
+        -1 => None,
+        -2 if fair => {
+            let head_deadline = FairQueue::open(ctx, &lock.key)
+                .ok()
+                .and_then(|queue| queue.deadline_of(&queue.head()?));
+            match head_deadline {
+                Some(head_deadline) => Some(head_deadline.max(now) + 1),
+                None => {
+                    state::with(|s| s.fair_queues.remove(lock));
+                    if has_waiters {
+                        deferred::push(ctx, Work::Serve { lock: lock.clone() });
+                    }
+                    None
+                }
+            }
+        }
+        -2 => {
+            deferred::push(ctx, Work::Serve { lock: lock.clone() });
+            None
+        }
+        pttl => Some(now + pttl + 1),
+    };
+    match deadline {
+        Some(deadline) => timers::arm(ctx, lock, deadline),
+        None => timers::cancel(ctx, lock),
+    }
+}
+
+/// Runs one piece of the module's self-started work; installed as the runner of
+/// `deferred`. Only a primary writes.
+pub fn perform(ctx: &Context, work: Work) {
+    if !ffi::is_primary(ctx) {
+        return;
+    }
+    let lock = match &work {
+        Work::Leave { lock, .. }
+        | Work::Requeue { lock }
+        | Work::Release { lock, .. }
+        | Work::LeaseDeadline { lock }
+        | Work::Serve { lock } => lock.clone(),
+    };
+    if !ffi::select_db(ctx, lock.db) {
+        return;
+    }
+    match work {
+        Work::Leave { owners, .. } => leave_queue(ctx, &lock, owners),
+        Work::Requeue { .. } => requeue_missing(ctx, &lock),
+        Work::Release { owner, all, .. } => release_hold(ctx, &lock, &owner, all),
+        Work::LeaseDeadline { .. } => {
+            store::expire_if_due(ctx, &lock);
+            serve(ctx, &lock);
+        }
+        Work::Serve { .. } => serve(ctx, &lock),
+    }
+}
+
+/// Gives back `owner`'s hold on `lock`: every re-entry when `all` (its SESSION
+/// connection closed), else one (a grant its client never heard).
+fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
+    let key = ffi::string(ctx, &lock.key);
+    let owner_string = ffi::string(ctx, owner);
+    let release = match LockKey::open(ctx, &key).and_then(|l| l.release(&owner_string, all)) {
+        Ok(release) => release,
+        Err(_) => return,
+    };
+    if release == Release::NotHeld {
+        return;
+    }
+    let freed = release == Release::Last { lock_freed: true };
+    if all {
+        stats::SESSION_RELEASES.incr();
+    } else if freed {
+        stats::RELEASES.incr();
+    }
+    if freed {
+        state::with(|s| s.sessions.forget_lock(lock));
+        serve(ctx, lock);
+    }
+}
+
+/// Blocked fair waiters left (timeout, disconnect, unblock): their entries go.
+fn leave_queue(ctx: &Context, lock: &LockId, mut owners: Vec<Vec<u8>>) {
+    // An owner that still waits on another connection keeps its place.
+    owners.retain(|owner| waiters::blocked_deadline(lock, owner).is_none());
+    let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
+        return;
+    };
+    let head = queue.head();
+    if queue.dequeue_all(&owners) && head.is_some_and(|head| owners.contains(&head)) {
+        serve(ctx, lock);
+    }
+}
+
+/// Someone else removed entries from `lock`'s deadline zset (a Redisson client
+/// purges what its own re-scoring made look stale). Waiters still blocked here
+/// that lost their entry go back in line, at the tail, in their arrival order.
+fn requeue_missing(ctx: &Context, lock: &LockId) {
+    let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
+        return;
+    };
+    let now = ffi::now_ms();
+    for (owner, deadline) in waiters::fair_waiters(lock) {
+        if queue.deadline_of(&owner).is_none() {
+            let score = crate::core::fair::blocked_score(now, deadline, config::fair_wait_ms());
+            queue.enqueue(&owner, score);
+            state::with(|s| s.fair_queues.insert(lock.clone()));
+        }
+    }
+    serve(ctx, lock);
+}

@@ -1,0 +1,146 @@
+//! All the module's state, in one place: who waits, which holds end with their
+//! connection, which fair queues and fencing counters are known, which timers are
+//! armed, what work is deferred. `reset` empties it, on unload and when the server
+//! stops being a primary.
+//!
+//! Closures given to `with` must not call into Redis: a callback it triggers could
+//! come back here while the state is borrowed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+
+use crate::core::deferred::DeferredWork;
+use crate::core::fences::KnownFences;
+use crate::core::sessions::SessionTable;
+use crate::core::timer_table::TimerTable;
+use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId};
+use crate::ffi::{self, BlockedClient, TimerId};
+
+use redis_module::Context;
+
+/// A grant on its way to a blocked client, until its reply callback runs.
+#[derive(Debug)]
+pub struct Undelivered {
+    pub lock: LockId,
+    pub owner: Vec<u8>,
+    pub reply: i64,
+    /// The connection it goes to.
+    pub client: u64,
+    /// When the client's BLOCK runs out (unix ms).
+    pub deadline: i64,
+}
+
+pub struct State {
+    /// Blocked clients, in arrival order per lock.
+    pub waiters: WaitList<BlockedClient<BlockedReply>>,
+    /// Blocked-client handle -> waiter, for the timeout and disconnect callbacks.
+    pub waiter_by_handle: HashMap<usize, WaiterId>,
+    /// Handles granted a lock whose reply is not yet delivered.
+    pub undelivered: HashMap<usize, Undelivered>,
+    /// SESSION holds by connection.
+    pub sessions: SessionTable,
+    /// Locks with a fair queue that their releases must serve.
+    pub fair_queues: HashSet<LockId>,
+    /// Locks known to have a fencing counter.
+    pub fences: KnownFences,
+    /// One lease timer per watched lock.
+    pub lease_timers: TimerTable,
+    /// Self-started work waiting for its timer.
+    pub deferred: DeferredWork,
+    /// The 0 ms timer that runs the deferred work, while armed.
+    pub deferred_timer: Option<TimerId>,
+    /// The connection the server is closing now. Both servers announce a closing
+    /// connection (the client-change event) before they call the disconnect
+    /// callbacks of its blocked commands, so those callbacks can tell a client
+    /// that is gone from one that is merely unblocked.
+    pub disconnecting: Option<u64>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            waiters: WaitList::default(),
+            waiter_by_handle: HashMap::new(),
+            undelivered: HashMap::new(),
+            sessions: SessionTable::default(),
+            fair_queues: HashSet::new(),
+            // Counters may exist unseen until `store::track_fences_from_load` says otherwise.
+            fences: KnownFences::new(false),
+            lease_timers: TimerTable::default(),
+            deferred: DeferredWork::default(),
+            deferred_timer: None,
+            disconnecting: None,
+        }
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+    /// Set while the module announces its own writes, so its keyspace handler
+    /// ignores them. A `Cell`, since it is read from inside those announcements.
+    static OWN_WRITE: Cell<bool> = const { Cell::new(false) };
+}
+
+pub fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
+    STATE.with(|state| f(&mut state.borrow_mut()))
+}
+
+/// Empties all state, on unload and when the server stops being a primary:
+/// stops every timer, and answers every blocked client with `reason` (`None`
+/// when none can be blocked). Fencing counters are looked up from then on.
+pub fn reset(ctx: &Context, reason: Option<&str>) {
+    let mut old = with(std::mem::take);
+    for timer in old
+        .lease_timers
+        .drain()
+        .into_iter()
+        .chain(old.deferred_timer)
+    {
+        ffi::stop_timer(ctx, timer);
+    }
+    for waiter in old.waiters.drain() {
+        match reason {
+            Some(reason) => waiter
+                .handle
+                .unblock(BlockedReply::Failed(reason.to_string())),
+            None => drop(waiter.handle),
+        }
+    }
+}
+
+/// True when no client waits, no fair queue is tracked and no lease timer is
+/// armed: the common, uncontended case, where releases need not look for waiters.
+pub fn all_idle() -> bool {
+    with(|s| s.waiters.is_empty() && s.fair_queues.is_empty() && s.lease_timers.is_empty())
+}
+
+/// Marks the module's own writes while alive; unmarks on drop, panics included.
+pub struct OwnWrite {
+    before: bool,
+}
+
+pub fn own_write() -> OwnWrite {
+    OwnWrite {
+        before: OWN_WRITE.with(|flag| flag.replace(true)),
+    }
+}
+
+impl Drop for OwnWrite {
+    fn drop(&mut self) {
+        OWN_WRITE.with(|flag| flag.set(self.before));
+    }
+}
+
+pub fn is_own_write() -> bool {
+    OWN_WRITE.with(Cell::get)
+}
+
+/// Locks the module keeps state for: waiters, session holds, fair queues.
+pub fn tracked_locks() -> usize {
+    with(|s| {
+        let mut locks: HashSet<&LockId> = s.waiters.lock_ids().collect();
+        locks.extend(s.sessions.locks());
+        locks.extend(s.fair_queues.iter());
+        locks.len()
+    })
+}

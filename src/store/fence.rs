@@ -1,0 +1,103 @@
+//! The fencing counter `redisson_lock_token:{K}`: an integer string with no TTL,
+//! bumped each time the lock goes from free to held while fencing is in use on it.
+
+use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
+
+use super::{announce, helper_string, lock_id};
+use crate::core::args::parse_i64;
+use crate::core::fences::{FenceKnown, KnownFences};
+use crate::core::keys::TOKEN_PREFIX;
+use crate::core::waitlist::LockId;
+use crate::errors;
+use crate::ffi::{self, Key, KeyKind};
+use crate::state;
+
+pub struct Fence<'a> {
+    ctx: &'a Context,
+    name: RedisString,
+    key: Key,
+    value: Option<i64>,
+    lock: LockId,
+}
+
+/// At load: fencing counters can be remembered, rather than looked up, only if
+/// the module sees every one appear, that is on a primary with no data yet
+/// (loaded at startup, before the RDB, whose keys it then hears load).
+pub fn track_fences_from_load(ctx: &Context) {
+    let empty = match ctx.call("INFO", &["keyspace"]) {
+        Ok(RedisValue::SimpleString(info)) => !info.contains("keys="),
+        Ok(RedisValue::StringBuffer(info)) => !String::from_utf8_lossy(&info).contains("keys="),
+        _ => false,
+    };
+    let exact = ffi::is_primary(ctx) && empty;
+    state::with(|s| s.fences = KnownFences::new(exact));
+}
+
+impl<'a> Fence<'a> {
+    /// Whether lock `lock_name` has a fencing counter: from memory when the
+    /// module has seen every counter, else a key lookup.
+    pub fn in_use(ctx: &Context, lock_name: &RedisString) -> bool {
+        let known = state::with(|s| s.fences.lookup(|| lock_id(ctx, lock_name)));
+        match known {
+            FenceKnown::Yes => true,
+            FenceKnown::No => false,
+            FenceKnown::Unknown => {
+                let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());
+                ffi::key_exists(ctx, &name)
+            }
+        }
+    }
+
+    /// Opens and checks the counter of lock `lock_name`.
+    pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
+        let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());
+        let key = Key::open_writable(ctx, &name);
+        let value = match key.kind() {
+            KeyKind::Empty => None,
+            KeyKind::String => match parse_i64(&key.string_value()) {
+                Some(n) if n >= 0 => Some(n),
+                _ => return Err(RedisError::Str(errors::FENCE_NOT_INTEGER)),
+            },
+            _ => return Err(errors::wrong_type()),
+        };
+        let lock = lock_id(ctx, lock_name);
+        if value.is_none() {
+            // Deleted since the module saw it.
+            state::with(|s| s.fences.gone(&lock));
+        }
+        Ok(Fence {
+            ctx,
+            name,
+            key,
+            value,
+            lock,
+        })
+    }
+
+    /// Whether fencing is in use on this lock.
+    pub fn exists(&self) -> bool {
+        self.value.is_some()
+    }
+
+    pub fn current(&self) -> Option<i64> {
+        self.value
+    }
+
+    /// The token the next free-to-held transition will get, checked for overflow.
+    pub fn next(&self) -> Result<i64, RedisError> {
+        self.value
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or(RedisError::Str(errors::FENCE_OVERFLOW))
+    }
+
+    /// Stores `token` as the counter's value.
+    pub fn store(&mut self, token: i64) {
+        self.key.string_set_int(self.ctx, token);
+        ffi::replicate_key_int(self.ctx, c"SET", &self.name, token);
+        announce(self.ctx, NotifyEvent::STRING, "set", &self.name);
+        self.value = Some(token);
+        let lock = self.lock.clone();
+        state::with(|s| s.fences.seen(lock));
+    }
+}

@@ -1,0 +1,216 @@
+//! The lock hash `K`: owner -> hold count, the lease as its expiry.
+
+use redis_module::{Context, NotifyEvent, RedisError, RedisString};
+
+use super::{announce, publish_unlock, Fence};
+use crate::core::args::AcquireOptions;
+use crate::core::hold::{
+    decide_acquire, decide_release, decide_release_all, parse_count, Acquire, LockState, Release,
+};
+use crate::core::lease::Lease;
+use crate::errors;
+use crate::ffi::{self, Key, KeyKind};
+use crate::stats;
+
+/// A lock hash, open for the length of one command or callback.
+pub struct LockKey<'a> {
+    ctx: &'a Context,
+    name: &'a RedisString,
+    key: Key,
+}
+
+/// An acquire that was checked and can be written without failing.
+pub struct AcquirePlan<'a> {
+    count: i64,
+    /// The fencing counter and the token this hold gets, when fencing is in use.
+    fence: Option<(Fence<'a>, i64)>,
+    /// The fencing token is bumped (a free-to-held transition, or fencing starts now).
+    bump: bool,
+    reply_token: bool,
+    first_hold: bool,
+}
+
+impl<'a> LockKey<'a> {
+    /// Opens the lock `name`; `WRONGTYPE` unless it is a hash or missing.
+    pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, RedisError> {
+        let key = Key::open_writable(ctx, name);
+        match key.kind() {
+            KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, name, key }),
+            _ => Err(errors::wrong_type()),
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.key.kind() == KeyKind::Hash
+    }
+
+    /// The lock as `owner` sees it.
+    pub fn state(&self, owner: &RedisString) -> Result<LockState, RedisError> {
+        if !self.is_held() {
+            return Ok(LockState::Free);
+        }
+        let own_count = match self.key.hash_get(owner) {
+            Some(stored) => Some(parse_count(stored.as_slice()).map_err(errors::hold_error)?),
+            None => None,
+        };
+        Ok(LockState::Held {
+            own_count,
+            holders: self.key.value_length(),
+        })
+    }
+
+    /// Whether `owner` holds the lock.
+    pub fn is_held_by(&self, owner: &RedisString) -> Result<bool, RedisError> {
+        Ok(matches!(
+            self.state(owner)?,
+            LockState::Held {
+                own_count: Some(_),
+                ..
+            }
+        ))
+    }
+
+    /// Checks an acquire by `owner` without writing: `None` when someone else holds
+    /// the lock. Every error a write could meet is met here.
+    pub fn plan_acquire(
+        &self,
+        owner: &RedisString,
+        options: &AcquireOptions,
+    ) -> Result<Option<AcquirePlan<'a>>, RedisError> {
+        let decision = decide_acquire(self.state(owner)?).map_err(errors::hold_error)?;
+        let plan = match decision {
+            Acquire::Busy => return Ok(None),
+            Acquire::Take => {
+                // Once fencing is in use on a lock, every free-to-held transition bumps
+                // the counter, so the counter always names the current hold.
+                let fence = if options.token || Fence::in_use(self.ctx, self.name) {
+                    let fence = Fence::open(self.ctx, self.name)?;
+                    // A counter remembered but since deleted is not recreated unasked.
+                    if options.token || fence.exists() {
+                        let next = fence.next()?;
+                        Some((fence, next))
+                    } else {
+                        None
+                    }
+                } else {
+                    None
+                };
+                AcquirePlan {
+                    count: 1,
+                    bump: fence.is_some(),
+                    fence,
+                    reply_token: options.token,
+                    first_hold: true,
+                }
+            }
+            Acquire::Reenter { count } => {
+                let (fence, bump) = if options.token {
+                    let fence = Fence::open(self.ctx, self.name)?;
+                    match fence.current() {
+                        Some(current) => (Some((fence, current)), false),
+                        // Taken before fencing was in use: fence the hold now.
+                        None => {
+                            let next = fence.next()?;
+                            (Some((fence, next)), true)
+                        }
+                    }
+                } else {
+                    (None, false)
+                };
+                AcquirePlan {
+                    count,
+                    fence,
+                    bump,
+                    reply_token: options.token,
+                    first_hold: false,
+                }
+            }
+        };
+        Ok(Some(plan))
+    }
+
+    /// Writes a checked acquire with `lease`. Returns the reply: the hold count, or
+    /// the fencing token when the caller asked for it.
+    pub fn commit_acquire(&self, owner: &RedisString, plan: AcquirePlan, lease: Lease) -> i64 {
+        let token = plan.fence.map(|(mut fence, token)| {
+            if plan.bump {
+                fence.store(token);
+            }
+            token
+        });
+        if plan.first_hold {
+            stats::ACQUIRES.incr();
+        } else {
+            stats::REENTRIES.incr();
+        }
+        self.set_count(owner, plan.count);
+        self.set_deadline(lease.deadline_from(ffi::now_ms()));
+        match (plan.reply_token, token) {
+            (true, Some(token)) => token,
+            _ => plan.count,
+        }
+    }
+
+    /// Gives back one of `owner`'s holds, or every one when `all`.
+    pub fn release(&self, owner: &RedisString, all: bool) -> Result<Release, RedisError> {
+        let state = self.state(owner)?;
+        let release = if all {
+            decide_release_all(state)
+        } else {
+            decide_release(state)
+        };
+        match release {
+            Release::NotHeld => {}
+            Release::Undo { remaining } => self.set_count(owner, remaining),
+            Release::Last { lock_freed: true } => self.delete(),
+            Release::Last { lock_freed: false } => self.remove_owner(owner),
+        }
+        Ok(release)
+    }
+
+    /// Resets the lease of a lock `owner` holds. False when it does not hold it.
+    pub fn renew(&self, owner: &RedisString, lease: Lease) -> Result<bool, RedisError> {
+        if !self.is_held_by(owner)? {
+            return Ok(false);
+        }
+        self.set_deadline(lease.deadline_from(ffi::now_ms()));
+        Ok(true)
+    }
+
+    /// Deletes the lock whoever holds it. False when it was free.
+    pub fn force_release(&self) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        self.delete();
+        stats::FORCE_RELEASES.incr();
+        true
+    }
+
+    fn set_count(&self, owner: &RedisString, count: i64) {
+        self.key.hash_set_int(self.ctx, owner, count);
+        ffi::replicate_key_field_int(self.ctx, c"HSET", self.name, owner, count);
+        announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
+    }
+
+    fn set_deadline(&self, deadline_ms: i64) {
+        self.key.set_abs_expire(deadline_ms);
+        ffi::replicate_key_int(self.ctx, c"PEXPIREAT", self.name, deadline_ms);
+        announce(self.ctx, NotifyEvent::GENERIC, "expire", self.name);
+    }
+
+    /// Drops one owner's field from a hash that other owners share.
+    fn remove_owner(&self, owner: &RedisString) {
+        self.key.hash_del(owner);
+        ffi::replicate_key_field(self.ctx, c"HDEL", self.name, owner);
+        announce(self.ctx, NotifyEvent::HASH, "hdel", self.name);
+    }
+
+    /// Deletes the lock and tells Redisson-style waiters it is free.
+    fn delete(&self) {
+        self.key.delete();
+        ffi::replicate_key(self.ctx, c"DEL", self.name);
+        announce(self.ctx, NotifyEvent::GENERIC, "del", self.name);
+        publish_unlock(self.ctx, self.name.as_slice());
+    }
+}

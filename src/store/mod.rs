@@ -1,0 +1,118 @@
+//! The only code that knows the key layout: the lock hash, the fair queue's list
+//! and deadline zset, the fencing counter and the pub/sub channels, all as
+//! Redisson lays them out. Callers speak in verbs (acquire, release, enqueue,
+//! dequeue, wake); nothing outside this folder names a key or sends `RM_Call`.
+//!
+//! Every write is replicated as a plain command with absolute times (`HSET`,
+//! `HDEL`, `DEL`, `PEXPIREAT`, `SET`, `RPUSH`, `ZADD`, ...), so a replica or an
+//! AOF replays it without the module, and is announced with the keyspace event the
+//! plain command would have raised.
+
+mod fence;
+mod lock;
+mod queue;
+mod report;
+
+use std::cell::RefCell;
+
+use redis_module::{Context, NotifyEvent, RedisString, RedisValue};
+
+pub use fence::{track_fences_from_load, Fence};
+pub use lock::{AcquirePlan, LockKey};
+pub use queue::FairQueue;
+pub use report::{read_report, LockReport};
+
+use crate::config;
+use crate::core::keys::{
+    lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
+};
+use crate::core::waitlist::LockId;
+use crate::ffi::{self, Key};
+use crate::state;
+
+/// The lock named `lock_name` in the current database.
+pub fn lock_id(ctx: &Context, lock_name: &RedisString) -> LockId {
+    LockId {
+        db: ffi::selected_db(ctx),
+        key: lock_name.as_slice().to_vec(),
+    }
+}
+
+/// What a key is to the module, told from its name alone.
+pub enum KeyRole {
+    /// A fair queue's deadline zset, of these locks.
+    FairDeadlines { locks: Vec<Vec<u8>> },
+    /// A fencing counter, of these locks.
+    FenceCounter { locks: Vec<Vec<u8>> },
+    /// Possibly a lock.
+    Other,
+}
+
+pub fn role_of(key: &[u8]) -> KeyRole {
+    if key.starts_with(TIMEOUT_PREFIX) {
+        KeyRole::FairDeadlines {
+            locks: lock_keys_of(TIMEOUT_PREFIX, key),
+        }
+    } else if key.starts_with(TOKEN_PREFIX) {
+        KeyRole::FenceCounter {
+            locks: lock_keys_of(TOKEN_PREFIX, key),
+        }
+    } else {
+        KeyRole::Other
+    }
+}
+
+/// Expires `lock` now if its lease has run out: opening a key expires it, which
+/// Redis's own expiry would do only whenever its sampling got round to it.
+pub fn expire_if_due(ctx: &Context, lock: &LockId) {
+    let key = ffi::string(ctx, &lock.key);
+    drop(Key::open_writable(ctx, &key));
+}
+
+/// The lease left on `lock`, in ms: -1 without one, -2 when the lock is free.
+pub fn pttl(ctx: &Context, lock: &LockId) -> i64 {
+    let key = ffi::string(ctx, &lock.key);
+    Key::open_readonly(ctx, &key).pttl()
+}
+
+/// Raises the keyspace event the plain command would, for clients that enabled
+/// that class in `notify-keyspace-events`. Skipped otherwise: every event also
+/// runs each module's subscriber, which costs more than the write itself.
+fn announce(ctx: &Context, class: NotifyEvent, event: &str, key: &RedisString) {
+    if redis_module::raw::get_keyspace_events().intersects(class) {
+        let _own = state::own_write();
+        ctx.notify_keyspace_event(class, event, key);
+    }
+}
+
+/// A helper key's name as a RedisString, built in a reused buffer.
+fn helper_string(ctx: &Context, prefix: &[u8], lock_name: &[u8]) -> RedisString {
+    thread_local! {
+        static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    NAME.with(|name| {
+        let mut name = name.borrow_mut();
+        write_helper_key(&mut name, prefix, lock_name);
+        ffi::string(ctx, &name)
+    })
+}
+
+/// `PUBLISH redisson_lock__channel:{K} 0`, unless `rlock.publish` is off.
+fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
+    if !config::publish() {
+        return;
+    }
+    let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
+    ffi::publish_zero(ctx, &channel);
+}
+
+/// A string reply of `RedisModule_Call` as bytes, whichever way the crate decoded it.
+fn reply_bytes(value: RedisValue) -> Option<Vec<u8>> {
+    match value {
+        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.into_bytes()),
+        RedisValue::StringBuffer(b) => Some(b),
+        RedisValue::BulkRedisString(s) => Some(s.as_slice().to_vec()),
+        RedisValue::Integer(n) => Some(n.to_string().into_bytes()),
+        _ => None,
+    }
+}

@@ -1,0 +1,189 @@
+//! The fair queue on Redisson's keys: `redisson_lock_queue:{K}` (owners in arrival
+//! order) and `redisson_lock_timeout:{K}` (owner -> absolute deadline). Queue
+//! writes go through `RedisModule_Call` with replication, so they reach replicas
+//! and the AOF as the plain list and zset commands Redisson itself sends.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+
+use redis_module::{CallOptions, CallOptionsBuilder, CallResult, Context, RedisError, RedisValue};
+
+use super::reply_bytes;
+use crate::config;
+use crate::core::keys::{helper_key, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
+use crate::errors;
+use crate::ffi::{self, Key, KeyKind};
+use crate::state;
+
+/// The two queue keys of one lock, checked to be a list and a zset (or absent).
+pub struct FairQueue<'a> {
+    ctx: &'a Context,
+    lock_key: Vec<u8>,
+    list: Vec<u8>,
+    zset: Vec<u8>,
+    /// Both keys were found missing and nothing was queued since: the common case
+    /// of an uncontended fair lock reads nothing more.
+    known_empty: Cell<bool>,
+}
+
+impl<'a> FairQueue<'a> {
+    pub fn open(ctx: &'a Context, lock_key: &[u8]) -> Result<Self, RedisError> {
+        let list = helper_key(QUEUE_PREFIX, lock_key);
+        let zset = helper_key(TIMEOUT_PREFIX, lock_key);
+        let list_kind = Key::open_readonly(ctx, &ffi::string(ctx, &list)).kind();
+        let zset_kind = Key::open_readonly(ctx, &ffi::string(ctx, &zset)).kind();
+        if !matches!(list_kind, KeyKind::Empty | KeyKind::List)
+            || !matches!(zset_kind, KeyKind::Empty | KeyKind::Zset)
+        {
+            return Err(errors::wrong_type());
+        }
+        Ok(FairQueue {
+            ctx,
+            lock_key: lock_key.to_vec(),
+            list,
+            zset,
+            known_empty: Cell::new(list_kind == KeyKind::Empty && zset_kind == KeyKind::Empty),
+        })
+    }
+
+    /// The owner whose turn it is.
+    pub fn head(&self) -> Option<Vec<u8>> {
+        if self.known_empty.get() {
+            return None;
+        }
+        let reply = self.ctx.call("LINDEX", &[&self.list[..], b"0"]).ok()?;
+        reply_bytes(reply)
+    }
+
+    /// Every queued owner, in order.
+    pub fn owners(&self) -> Vec<Vec<u8>> {
+        if self.known_empty.get() {
+            return Vec::new();
+        }
+        match self.ctx.call("LRANGE", &[&self.list[..], b"0", b"-1"]) {
+            Ok(RedisValue::Array(owners)) => owners.into_iter().filter_map(reply_bytes).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// When `owner`'s place runs out (unix ms), if it is queued.
+    pub fn deadline_of(&self, owner: &[u8]) -> Option<i64> {
+        if self.known_empty.get() {
+            return None;
+        }
+        let reply = self.ctx.call("ZSCORE", &[&self.zset[..], owner]).ok()?;
+        let score = reply_bytes(reply)?;
+        std::str::from_utf8(&score)
+            .ok()?
+            .parse::<f64>()
+            .ok()
+            .map(|s| s as i64)
+    }
+
+    /// Entries whose deadline is at or before `now_ms`.
+    pub fn expired(&self, now_ms: i64) -> Vec<Vec<u8>> {
+        if self.known_empty.get() {
+            return Vec::new();
+        }
+        let now = now_ms.to_string();
+        match self
+            .ctx
+            .call("ZRANGEBYSCORE", &[&self.zset[..], b"-inf", now.as_bytes()])
+        {
+            Ok(RedisValue::Array(owners)) => owners.into_iter().filter_map(reply_bytes).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Puts `owner` at the tail, keeping its place until `deadline` (unix ms).
+    pub fn enqueue(&self, owner: &[u8], deadline: i64) {
+        let score = deadline.to_string();
+        self.write("ZADD", &[&self.zset[..], score.as_bytes(), owner]);
+        self.write("RPUSH", &[&self.list[..], owner]);
+    }
+
+    /// Moves the deadline of a queued `owner`.
+    pub fn set_deadline(&self, owner: &[u8], deadline: i64) {
+        let score = deadline.to_string();
+        self.write("ZADD", &[&self.zset[..], b"XX", score.as_bytes(), owner]);
+    }
+
+    /// Takes `owner` out of the queue: O(1) at the head, O(n) from mid-queue.
+    pub fn dequeue(&self, owner: &[u8], at_head: bool) {
+        self.write("ZREM", &[&self.zset[..], owner]);
+        if at_head {
+            self.write("LPOP", &[&self.list[..]]);
+        } else {
+            self.write("LREM", &[&self.list[..], b"1", owner]);
+        }
+    }
+
+    /// Takes every owner of `owners` that is queued out of the queue, in one pass
+    /// over the list however many leave. True if any was queued.
+    pub fn dequeue_all(&self, owners: &[Vec<u8>]) -> bool {
+        match owners {
+            [] => false,
+            [owner] => {
+                if self.deadline_of(owner).is_none() {
+                    return false;
+                }
+                let at_head = self.head().as_deref() == Some(&owner[..]);
+                self.dequeue(owner, at_head);
+                true
+            }
+            _ => {
+                let mut leaving: HashSet<&[u8]> = owners.iter().map(Vec::as_slice).collect();
+                let all = self.owners();
+                let kept: Vec<&[u8]> = all
+                    .iter()
+                    .map(Vec::as_slice)
+                    .filter(|owner| !leaving.remove(owner))
+                    .collect();
+                if kept.len() == all.len() {
+                    return false;
+                }
+                let mut zrem: Vec<&[u8]> = vec![&self.zset];
+                zrem.extend(owners.iter().map(Vec::as_slice));
+                self.write("ZREM", &zrem);
+                self.write("DEL", &[&self.list[..]]);
+                for chunk in kept.chunks(1024) {
+                    let mut rpush: Vec<&[u8]> = vec![&self.list];
+                    rpush.extend(chunk.iter().copied());
+                    self.write("RPUSH", &rpush);
+                }
+                true
+            }
+        }
+    }
+
+    /// `PUBLISH redisson_lock__channel:{K}:<owner> 0`: the lock is free, your turn.
+    pub fn wake(&self, owner: &[u8]) {
+        if config::publish() {
+            let channel = ffi::string(self.ctx, &wake_channel(&self.lock_key, owner));
+            ffi::publish_zero(self.ctx, &channel);
+        }
+    }
+
+    /// One replicated write. The keys' types were checked at `open`, so a write
+    /// can fail only if the server is out of memory or refuses writes; that is
+    /// logged rather than half-reported.
+    fn write(&self, command: &str, args: &[&[u8]]) {
+        self.known_empty.set(false);
+        thread_local! {
+            static REPLICATED: CallOptions = CallOptionsBuilder::new().replicate().build();
+        }
+        let result: CallResult = {
+            let _own = state::own_write();
+            REPLICATED.with(|options| self.ctx.call_ext(command, options, args))
+        };
+        if let Err(error) = result {
+            ffi::log_warning(
+                self.ctx.get_raw(),
+                &format!(
+                    "rlock: fair queue write {command} failed: {}",
+                    error.to_utf8_string().unwrap_or_default()
+                ),
+            );
+        }
+    }
+}
