@@ -1592,3 +1592,57 @@ fn queues_written_by_others_or_loaded_are_served() {
         }
     }
 }
+
+/// Waiters killed in one event-loop turn (a MULTI of CLIENT KILLs, as when a
+/// client process with many connections dies) leave the queue in one pass; the
+/// rest keep their order and are served in it.
+#[test]
+fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let k = "killed-together";
+        run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
+        let names: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+        let mut waiters = Vec::new();
+        for n in &names {
+            waiters.push(blocked(&server, k, n, "0"));
+            wait_queued(flavor, &mut c, k, n);
+        }
+        wait_blocked(flavor, &mut c, k, 10);
+        // Kill the odd ones, the head's successor included, in one turn.
+        let mut kill = redis::pipe();
+        kill.atomic();
+        for w in waiters.iter().skip(1).step_by(2) {
+            kill.cmd("CLIENT").arg("KILL").arg("ID").arg(w.id);
+        }
+        let killed: Vec<i64> = kill.query(&mut c).expect("CLIENT KILL in MULTI");
+        assert_eq!(killed, vec![1; 5], "{flavor}: five killed");
+        let kept: Vec<&str> = names.iter().step_by(2).map(String::as_str).collect();
+        let mut last = Vec::new();
+        let gone = wait_until(Duration::from_secs(5), || {
+            last = queue_list(&mut c, k);
+            last == kept
+        });
+        assert!(gone, "{flavor}: queue after the kills: {last:?}, want {kept:?}");
+        let zset: Vec<String> = queue_zset(&mut c, k).into_iter().map(|(o, _)| o).collect();
+        let mut want_zset: Vec<String> = kept.iter().map(|s| s.to_string()).collect();
+        let mut got_zset = zset.clone();
+        got_zset.sort();
+        want_zset.sort();
+        assert_eq!(got_zset, want_zset, "{flavor}: deadline zset after the kills");
+        assert_eq!(lock_info(&mut c, k).blocked, 5, "{flavor}");
+        let mut holder = "h".to_string();
+        for (i, w) in waiters.iter_mut().enumerate().step_by(2) {
+            assert_eq!(
+                run(&mut c, &["RLOCK.RELEASE", k, &holder]),
+                Value::Int(1),
+                "{flavor}: release by {holder}"
+            );
+            assert_eq!(w.reply(), Ok(Value::Int(1)), "{flavor}: {} served", names[i]);
+            holder = names[i].clone();
+        }
+        run(&mut c, &["RLOCK.RELEASE", k, &holder]);
+        assert_eq!(queue_list(&mut c, k), Vec::<String>::new(), "{flavor}");
+    }
+}
