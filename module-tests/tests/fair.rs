@@ -1624,13 +1624,19 @@ fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
             last = queue_list(&mut c, k);
             last == kept
         });
-        assert!(gone, "{flavor}: queue after the kills: {last:?}, want {kept:?}");
+        assert!(
+            gone,
+            "{flavor}: queue after the kills: {last:?}, want {kept:?}"
+        );
         let zset: Vec<String> = queue_zset(&mut c, k).into_iter().map(|(o, _)| o).collect();
         let mut want_zset: Vec<String> = kept.iter().map(|s| s.to_string()).collect();
         let mut got_zset = zset.clone();
         got_zset.sort();
         want_zset.sort();
-        assert_eq!(got_zset, want_zset, "{flavor}: deadline zset after the kills");
+        assert_eq!(
+            got_zset, want_zset,
+            "{flavor}: deadline zset after the kills"
+        );
         assert_eq!(lock_info(&mut c, k).blocked, 5, "{flavor}");
         let mut holder = "h".to_string();
         for (i, w) in waiters.iter_mut().enumerate().step_by(2) {
@@ -1639,7 +1645,12 @@ fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
                 Value::Int(1),
                 "{flavor}: release by {holder}"
             );
-            assert_eq!(w.reply(), Ok(Value::Int(1)), "{flavor}: {} served", names[i]);
+            assert_eq!(
+                w.reply(),
+                Ok(Value::Int(1)),
+                "{flavor}: {} served",
+                names[i]
+            );
             holder = names[i].clone();
         }
         run(&mut c, &["RLOCK.RELEASE", k, &holder]);
