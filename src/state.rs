@@ -26,6 +26,8 @@ pub struct Undelivered {
     pub reply: i64,
     /// The connection it goes to.
     pub client: u64,
+    /// Taken with SESSION: the connection's close gives it back already.
+    pub session: bool,
     /// When the client's BLOCK runs out (unix ms).
     pub deadline: i64,
 }

@@ -110,6 +110,7 @@ pub fn answer(id: WaiterId, reply: BlockedReply) {
                 owner: waiter.owner.clone(),
                 reply: granted,
                 client: waiter.client,
+                session: waiter.options.session,
                 deadline: waiter.deadline,
             };
             s.undelivered.insert(waiter.handle.id(), undelivered);
@@ -216,9 +217,10 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
             // and never calls the reply callback. Its grant stands: tell it here,
             // or nobody ever will. (Valkey serves the reply callback instead.)
             ctx.reply(Ok(RedisValue::Integer(grant.reply)));
-        } else {
+        } else if !(gone && grant.session) {
             // Granted, but the client left before hearing it, or the server already
-            // answered it (CLIENT UNBLOCK ... ERROR): give the hold back.
+            // answered it (CLIENT UNBLOCK ... ERROR): give the hold back. A SESSION
+            // hold of a client that is gone goes with its session's other holds.
             deferred::push(
                 &ctx,
                 Work::Release {

@@ -4,15 +4,24 @@
 //! 1. uncontended pairs: R (RLOCK) vs L (Redisson's Lua scripts) vs S (SET NX / DEL);
 //! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter);
 //! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q;
-//! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua).
+//! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua);
+//! 5. uncontended pairs with FAIR: RF (FAIR) vs R;
+//! 6. memory per blocked waiter: N RLOCK.ACQUIRE BLOCK 0 waiters vs N BLPOP waiters;
+//! 7. the stall when N blocked waiters disconnect at once: FAIR vs plain BLOCK vs BLPOP.
+//!
+//! By default the server runs on one CPU and this process on another (`pin`).
 
 pub mod contended;
 pub mod expiry;
 pub mod fair;
 pub mod measure;
+pub mod memory;
+pub mod pin;
 pub mod report;
 pub mod scripts;
+pub mod stall;
 pub mod uncontended;
+pub mod waiters;
 
 use std::time::Duration;
 
@@ -27,14 +36,20 @@ pub enum Scenario {
     Contended,
     Expiry,
     Fair,
+    FairUncontended,
+    Memory,
+    Stall,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
         Scenario::Fair,
+        Scenario::FairUncontended,
+        Scenario::Memory,
+        Scenario::Stall,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -43,6 +58,9 @@ impl Scenario {
             "contended" | "handoff" | "2" => Some(Scenario::Contended),
             "expiry" | "3" => Some(Scenario::Expiry),
             "fair" | "4" => Some(Scenario::Fair),
+            "fair-uncontended" | "uncontended-fair" | "5" => Some(Scenario::FairUncontended),
+            "memory" | "waiter-memory" | "6" => Some(Scenario::Memory),
+            "stall" | "disconnect-stall" | "7" => Some(Scenario::Stall),
             _ => None,
         }
     }
@@ -68,6 +86,13 @@ pub struct Plan {
     /// Fair scenario: queue lengths, and the measured run per cell.
     pub fair_queues: Vec<usize>,
     pub fair_run: Duration,
+    /// Scenarios 6 and 7: blocked waiters per run, and rounds (each round opens N connections).
+    pub waiters: usize,
+    pub waiter_rounds: usize,
+    /// Scenario 6: the least wait for the server to trim new clients' buffers before a reading.
+    pub waiter_settle: Duration,
+    /// Server on one CPU, this process on another (when there are 2).
+    pub pin: bool,
     pub verbose: bool,
 }
 
@@ -90,6 +115,10 @@ impl Plan {
             expiry_lease_ms: 200,
             fair_queues: vec![10, 1_000, 10_000],
             fair_run: Duration::from_secs(2),
+            waiters: 10_000,
+            waiter_rounds: 3,
+            waiter_settle: Duration::from_millis(3000),
+            pin: true,
             verbose: true,
         }
     }
@@ -107,6 +136,9 @@ impl Plan {
             expiry_samples: 3,
             fair_queues: vec![10, 1_000],
             fair_run: Duration::from_millis(300),
+            waiters: 200,
+            waiter_rounds: 1,
+            waiter_settle: Duration::from_millis(300),
             ..Plan::full()
         }
     }
@@ -127,27 +159,65 @@ pub struct FlavorReport {
     pub contended: Option<contended::Contended>,
     pub expiry: Option<expiry::Expiry>,
     pub fair: Option<fair::Fair>,
+    pub fair_uncontended: Option<uncontended::Uncontended>,
+    pub memory: Option<memory::Memory>,
+    pub stall: Option<stall::Stall>,
+    /// Whether and how the server and this process were pinned to CPUs.
+    pub pinning: String,
+    /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
+    pub waiters_note: Option<String>,
 }
+
+/// File descriptors kept free besides the waiters' sockets (control connections, the
+/// load connections, the server's own).
+const SPARE_FDS: u64 = 256;
 
 /// Runs the plan on each flavor in turn, one fresh server each, on a
 /// single-threaded runtime so that the client uses at most one core.
+/// With `plan.pin`, this process is pinned (for the run) to one CPU and each server to another.
 pub fn run(plan: &Plan) -> Vec<FlavorReport> {
+    // Before any server starts: servers inherit the raised limit, for `maxclients`.
+    let nofile = pin::raise_nofile();
+    let mut plan = plan.clone();
+    let mut waiters_note = None;
+    let waiter_scenarios = plan
+        .scenarios
+        .iter()
+        .any(|s| matches!(s, Scenario::Memory | Scenario::Stall));
+    if waiter_scenarios && plan.waiters as u64 + SPARE_FDS > nofile {
+        let n = nofile.saturating_sub(SPARE_FDS).max(1) as usize;
+        waiters_note = Some(format!(
+            "{} waiters asked for, {n} run: RLIMIT_NOFILE is {nofile}",
+            plan.waiters
+        ));
+        plan.waiters = n;
+    }
+    let mut pinning = pin::Pinning::apply(plan.pin);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    plan.flavors
+    let reports = plan
+        .flavors
         .iter()
-        .map(|&flavor| runtime.block_on(run_flavor(flavor, plan)))
-        .collect()
+        .map(|&flavor| runtime.block_on(run_flavor(flavor, &plan, &pinning, waiters_note.clone())))
+        .collect();
+    drop(runtime);
+    pinning.restore();
+    reports
 }
 
-async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
-    let server = Server::builder(flavor).start();
+async fn run_flavor(
+    flavor: Flavor,
+    plan: &Plan,
+    pin: &pin::Pinning,
+    waiters_note: Option<String>,
+) -> FlavorReport {
+    let (server, pinning) = start_server(flavor, plan, pin);
     let (server_version, module_version) = versions(&server);
     if plan.verbose {
         eprintln!(
-            "{server_version}, rlock {module_version}, port {}",
+            "{server_version}, rlock {module_version}, port {}; pinning {pinning}",
             server.port
         );
     }
@@ -159,6 +229,11 @@ async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
         contended: None,
         expiry: None,
         fair: None,
+        fair_uncontended: None,
+        memory: None,
+        stall: None,
+        pinning,
+        waiters_note,
     };
     for scenario in &plan.scenarios {
         match scenario {
@@ -168,11 +243,38 @@ async fn run_flavor(flavor: Flavor, plan: &Plan) -> FlavorReport {
             Scenario::Contended => report.contended = Some(contended::run(&server, plan).await),
             Scenario::Expiry => report.expiry = Some(expiry::run(&server, plan).await),
             Scenario::Fair => report.fair = Some(fair::run(&server, plan).await),
+            Scenario::FairUncontended => {
+                report.fair_uncontended = Some(uncontended::run_fair(&server, plan).await)
+            }
+            // Synchronous: one plain connection per waiter, and a probe thread.
+            Scenario::Memory => report.memory = Some(memory::run(flavor, plan, pin)),
+            Scenario::Stall => report.stall = Some(stall::run(&server, plan)),
         }
     }
     let mut server = server;
     server.assert_alive("the benchmark");
+    server.stop();
     report
+}
+
+/// A fresh server with room for every waiter of scenarios 6 and 7 plus the bench's own
+/// connections, pinned; with what pinning did.
+pub(crate) fn start_server(
+    flavor: Flavor,
+    plan: &Plan,
+    pinning: &pin::Pinning,
+) -> (Server, String) {
+    let maxclients = (plan.waiters + SPARE_FDS as usize).max(10_000);
+    let server = Server::builder(flavor)
+        .config("maxclients", &maxclients.to_string())
+        .start();
+    let pid: i32 = server
+        .info("server")
+        .get("process_id")
+        .and_then(|p| p.parse().ok())
+        .expect("INFO server process_id");
+    let text = pinning.pin_server(pid);
+    (server, text)
 }
 
 fn versions(server: &Server) -> (String, String) {

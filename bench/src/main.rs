@@ -16,12 +16,16 @@ Usage: cargo run --release -p rlock-bench -- [options]
 
   --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
   --quick                      a smoke run of every path in a few seconds
-  --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair
+  --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair,
+                               fair-uncontended,memory,stall (or 1-7; default all)
   --rounds N                   rounds per cell, paths interleaved (default 5)
   --secs S                     seconds per measured run, throughput and fair scenarios (default 2)
   --clients LIST               contended client counts (default 1,8,32,128)
   --samples N                  lease-expiry samples per path (default 40)
   --queues LIST                fair queue lengths (default 10,1000,10000)
+  --waiters N                  blocked waiters in the memory and stall scenarios (default 10000)
+  --waiter-rounds N            rounds of the memory and stall scenarios (default 3)
+  --no-pin                     do not pin the server to CPU 0 and the bench to CPU 1
   --write PATH                 also write the report (with a how-to-read note) to PATH
   --quiet                      no per-round progress on stderr
 ";
@@ -104,6 +108,9 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
                     .map(|s| number(s.trim()).map(|n| n.max(1)))
                     .collect::<Result<_, _>>()?
             }
+            "--waiters" => plan.waiters = number(&value()?)?.max(1),
+            "--waiter-rounds" => plan.waiter_rounds = number(&value()?)?.max(1),
+            "--no-pin" => plan.pin = false,
             "--write" => write = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option {other:?}")),
         }

@@ -8,7 +8,10 @@ use crate::contended::WaitPath;
 use crate::expiry::ExpiryPath;
 use crate::fair::Fair;
 use crate::fair::FairPath;
-use crate::uncontended::PairPath;
+use crate::measure::ratio;
+use crate::memory::{MemPath, Memory};
+use crate::stall::{Stall, StallPath};
+use crate::uncontended::{PairPath, Uncontended, FAIR_PIPELINE};
 use crate::{FlavorReport, Plan};
 
 /// Where and how a run happened.
@@ -131,7 +134,7 @@ enum Bound {
 
 /// One target: the figure, the bar, and whether it was met.
 struct Target {
-    what: &'static str,
+    what: String,
     value: f64,
     bar: f64,
     at_least: Bound,
@@ -169,16 +172,16 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
     let mut out = Vec::new();
     if let Some(u) = &r.uncontended {
         out.push(Target {
-            what: "uncontended pairs/s R/L, pipeline 16",
+            what: "uncontended pairs/s R/L, pipeline 16".into(),
             value: u.ratio(PairPath::R, PairPath::L, 16),
-            bar: 2.0,
+            bar: 3.0,
             at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
-            what: "uncontended pairs/s R/S, pipeline 16",
+            what: "uncontended pairs/s R/S, pipeline 16".into(),
             value: u.ratio(PairPath::R, PairPath::S, 16),
-            bar: 0.6,
+            bar: 0.8,
             at_least: Bound::AtLeast,
             decimals: 2,
         });
@@ -186,28 +189,28 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
     if let Some(c) = &r.contended {
         let b = c.cell(WaitPath::B, 32, 0);
         out.push(Target {
-            what: "hand-offs/s B/Q, 32 clients, hold 0",
+            what: "hand-offs/s B/Q, 32 clients, hold 0".into(),
             value: c.ratio(WaitPath::B, WaitPath::Q, 32, 0),
             bar: 3.0,
             at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
-            what: "hand-offs/s B/P, 32 clients, hold 0",
+            what: "hand-offs/s B/P, 32 clients, hold 0".into(),
             value: c.ratio(WaitPath::B, WaitPath::P, 32, 0),
             bar: 10.0,
             at_least: Bound::AtLeast,
             decimals: 2,
         });
         out.push(Target {
-            what: "B hand-off latency p50 (ms), 32 clients, hold 0",
+            what: "B hand-off latency p50 (ms), 32 clients, hold 0".into(),
             value: b.map_or(f64::NAN, |b| b.p50_ms()),
             bar: 0.5,
             at_least: Bound::Below,
             decimals: 3,
         });
         out.push(Target {
-            what: "B min/max acquisitions per client, 32 clients, hold 0",
+            what: "B min/max acquisitions per client, 32 clients, hold 0".into(),
             value: b.map_or(f64::NAN, |b| b.fairness()),
             bar: 0.8,
             at_least: Bound::AtLeast,
@@ -216,19 +219,65 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
     }
     if let Some(f) = &r.fair {
         out.push(Target {
-            what: "fair R server CPU µs/cycle, Q=10,000 ÷ Q=10",
+            what: "fair R server CPU µs/cycle, Q=10,000 ÷ Q=10".into(),
             value: f.server_cost_ratio((FairPath::R, 10_000), (FairPath::R, 10)),
             bar: 1.5,
             at_least: Bound::AtMost,
             decimals: 2,
         });
         out.push(Target {
-            what: "fair server CPU µs/cycle F ÷ R, Q=10,000",
+            what: "fair server CPU µs/cycle F ÷ R, Q=10,000".into(),
             value: f.server_cost_ratio((FairPath::F, 10_000), (FairPath::R, 10_000)),
             bar: 50.0,
             at_least: Bound::AtLeast,
             decimals: 1,
         });
+    }
+    if let Some(u) = &r.fair_uncontended {
+        out.push(Target {
+            what: format!("uncontended pairs/s FAIR/plain (RF/R), pipeline {FAIR_PIPELINE}"),
+            value: u.ratio(PairPath::RF, PairPath::R, FAIR_PIPELINE),
+            bar: 0.8,
+            at_least: Bound::AtLeast,
+            decimals: 2,
+        });
+    }
+    if let Some(m) = &r.memory {
+        out.push(Target {
+            what: format!(
+                "bytes per blocked waiter, RLOCK.ACQUIRE BLOCK 0 ÷ BLPOP, N={}",
+                thousands(m.waiters)
+            ),
+            value: m.ratio(),
+            bar: 1.5,
+            at_least: Bound::AtMost,
+            decimals: 2,
+        });
+    }
+    if let Some(st) = &r.stall {
+        out.push(Target {
+            what: format!(
+                "stall (ms, longest PING) when N={} FAIR BLOCK 0 waiters disconnect at once",
+                thousands(st.waiters)
+            ),
+            value: st.cell(StallPath::F).map_or(f64::NAN, |c| c.stall_ms()),
+            bar: 100.0,
+            at_least: Bound::AtMost,
+            decimals: 1,
+        });
+    }
+    out
+}
+
+/// 10000 → "10,000".
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
     }
     out
 }
@@ -255,12 +304,20 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
             r.flavor, r.server_version, r.module_version, meta.commit
         );
     }
+    for r in reports {
+        let _ = writeln!(w, "- CPU pinning, {}: {}.", r.flavor, r.pinning);
+        if let Some(note) = &r.waiters_note {
+            let _ = writeln!(w, "- Waiters, {}: {note}.", r.flavor);
+        }
+    }
     let _ = writeln!(
         w,
         "- Plan: {} rounds, paths interleaved within each round; warm-up {} ms; uncontended {} s per run, \
          {} connections, {} keys, pipelines {:?}; contended {} s per run, clients {:?}, holds {:?} ms; \
-         expiry {} samples, lease {} ms; fair {} s per run, queues {:?}. \
-         Client: one process, one tokio thread, redis-rs multiplexed connections.\n",
+         expiry {} samples, lease {} ms; fair {} s per run, queues {:?}; \
+         FAIR vs plain pairs at pipeline {FAIR_PIPELINE}; memory and stall: {} waiters, {} rounds, \
+         settle ≥ {} ms. Client: one process, one tokio thread, redis-rs multiplexed connections \
+         (memory and stall: one plain connection per waiter, a probe thread).\n",
         plan.rounds,
         plan.warmup_ms,
         plan.uncontended_run.as_secs_f64(),
@@ -274,6 +331,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         plan.expiry_lease_ms,
         plan.fair_run.as_secs_f64(),
         plan.fair_queues,
+        plan.waiters,
+        plan.waiter_rounds,
+        plan.waiter_settle.as_millis(),
     );
     if how_to_read {
         let _ = writeln!(w, "{HOW_TO_READ}");
@@ -392,6 +452,15 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         if let Some(f) = &r.fair {
             fair_section(w, f);
         }
+        if let Some(u) = &r.fair_uncontended {
+            fair_uncontended_section(w, u);
+        }
+        if let Some(m) = &r.memory {
+            memory_section(w, m);
+        }
+        if let Some(st) = &r.stall {
+            stall_section(w, st);
+        }
     }
     let _ = ExpiryPath::ALL;
     s
@@ -446,6 +515,129 @@ fn fair_section(w: &mut String, f: &Fair) {
     let _ = writeln!(w);
 }
 
+fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
+    let _ = writeln!(w, "### 5. Uncontended pairs, FAIR vs plain\n");
+    for p in PairPath::FAIR_VS_PLAIN {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\nThe shape of scenario 1 (same connections and keys); a pipeline of {FAIR_PIPELINE} is {} acquires \
+         on distinct keys, then their releases. No one ever queues: this is what FAIR costs when \
+         nobody waits.\n",
+        FAIR_PIPELINE / 2
+    );
+    let _ = writeln!(
+        w,
+        "| pipeline | path | pairs/s | path ÷ R | server CPU µs/pair | server CPU % | client CPU % | errors |"
+    );
+    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for cell in &u.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.pipeline,
+            cell.path.letter(),
+            rate(cell.pairs_per_sec()),
+            num(u.ratio(cell.path, PairPath::R, cell.pipeline), 2),
+            num(cell.server_us_per_pair(), 2),
+            num(cell.server_busy(), 0),
+            num(cell.client_busy(), 0),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(w);
+}
+
+fn memory_section(w: &mut String, m: &Memory) {
+    let _ = writeln!(
+        w,
+        "### 6. Memory per blocked waiter, N = {}\n",
+        thousands(m.waiters)
+    );
+    for p in MemPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\nOne plain connection per waiter. `used_memory` with the N connections open and idle, then \
+         with all N blocked (the server counting N `blocked_clients`, and `rlock_blocked` for R), each \
+         read once the server settled (it trims a new client's buffers after 2 s idle). Bytes/waiter = \
+         (blocked − idle) ÷ N; of which client memory = the same for `mem_clients_normal` (the \
+         connections' own structures and buffers); the rest is outside the real clients (keys, the \
+         server's blocking bookkeeping, the module's, the helper clients a module-blocked client \
+         gets). Idle connection = (idle − before opening) ÷ N; left after = what is still allocated \
+         once the waiters disconnected and the server settled, ÷ N.\n"
+    );
+    let _ = writeln!(
+        w,
+        "| path | bytes/waiter blocked | ÷ BLPOP | of which client memory | outside client memory | idle connection bytes | left after, bytes/waiter | rounds | errors |"
+    );
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let base = m
+        .cell(MemPath::L)
+        .map_or(f64::NAN, |c| c.bytes_per_waiter());
+    for cell in &m.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.path.letter(),
+            num(cell.bytes_per_waiter(), 0),
+            num(ratio(cell.bytes_per_waiter(), base), 2),
+            num(cell.client_bytes_per_waiter(), 0),
+            num(cell.bytes_per_waiter() - cell.client_bytes_per_waiter(), 0),
+            num(cell.connection_bytes(), 0),
+            num(cell.left_bytes(), 0),
+            cell.runs.len(),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(w);
+}
+
+fn stall_section(w: &mut String, st: &Stall) {
+    let _ = writeln!(
+        w,
+        "### 7. Stall when N = {} blocked waiters disconnect at once\n",
+        thousands(st.waiters)
+    );
+    for p in StallPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\nN plain connections block (F's owners are in `redisson_lock_queue:{{lock}}` too); a probe \
+         thread sends PING in a tight loop on its own connection; then this process closes the N \
+         sockets, one `close` after another (close ms). Stall = the longest PING round trip that ended \
+         after the close began and started before a third connection saw every waiter forgotten (0 \
+         `blocked_clients`, `rlock_blocked` 0, for F the queue empty); forgotten ms = from the close \
+         until then; quiet = the longest PING in the 100 ms before the close. The probe shares the \
+         bench's CPU with the closing thread, which every path pays alike.\n"
+    );
+    let _ = writeln!(
+        w,
+        "| path | stall ms | ÷ BLPOP | ÷ B | forgotten ms | close ms | PINGs in window | quiet ms | rounds | errors |"
+    );
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for cell in &st.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.path.letter(),
+            num(cell.stall_ms(), 1),
+            num(st.ratio(cell.path, StallPath::L), 2),
+            num(st.ratio(cell.path, StallPath::B), 2),
+            num(cell.forget_ms(), 1),
+            num(cell.close_ms(), 1),
+            num(cell.pings(), 0),
+            num(cell.quiet_ms(), 2),
+            cell.runs.len(),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(w);
+}
+
 const HOW_TO_READ: &str = "## How to read this
 
 - Every figure is the **median over rounds** of that figure in one round (latency
@@ -474,4 +666,11 @@ const HOW_TO_READ: &str = "## How to read this
   server CPU per cycle; its targets compare server CPU, which does not include the loopback
   round trip. Cycles per cell are bounded by time (the Lua path at Q = 10,000 manages only
   tens to hundreds per run), so compare F with R, and R with itself at a shorter queue.
+- Scenarios 6 and 7 hold N (default 10,000) blocked connections at once, one plain connection
+  each; the bench raises its open-file limit and starts the server with `maxclients` above N.
+  Their figures are medians over fewer rounds (`--waiter-rounds`, default 3): each round opens
+  N connections per path and, for scenario 6, waits for the server to settle.
+- **Pinning** (default; `--no-pin` turns it off): every thread of the server on the first CPU
+  this process may use, every thread of this process on the second, so client and server do
+  not share a core. Skipped, and said so above, with fewer than 2 CPUs.
 ";

@@ -19,16 +19,22 @@ pub enum PairPath {
     R,
     L,
     S,
+    /// Scenario 5 only: R with FAIR.
+    RF,
 }
 
 impl PairPath {
+    /// Scenario 1.
     pub const ALL: [PairPath; 3] = [PairPath::R, PairPath::L, PairPath::S];
+    /// Scenario 5: plain, then FAIR.
+    pub const FAIR_VS_PLAIN: [PairPath; 2] = [PairPath::R, PairPath::RF];
 
     pub fn letter(self) -> &'static str {
         match self {
             PairPath::R => "R",
             PairPath::L => "L",
             PairPath::S => "S",
+            PairPath::RF => "RF",
         }
     }
 
@@ -37,6 +43,7 @@ impl PairPath {
             PairPath::R => "RLOCK.ACQUIRE k o LEASE 30000 + RLOCK.RELEASE k o",
             PairPath::L => "EVALSHA Redisson tryLock + unlock",
             PairPath::S => "SET k o NX PX 30000 + DEL k",
+            PairPath::RF => "RLOCK.ACQUIRE k o FAIR LEASE 30000 + RLOCK.RELEASE k o",
         }
     }
 
@@ -45,6 +52,15 @@ impl PairPath {
             PairPath::R => {
                 let mut cmd = redis::cmd("RLOCK.ACQUIRE");
                 cmd.arg(key).arg(owner).arg("LEASE").arg(LEASE_MS);
+                cmd
+            }
+            PairPath::RF => {
+                let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+                cmd.arg(key)
+                    .arg(owner)
+                    .arg("FAIR")
+                    .arg("LEASE")
+                    .arg(LEASE_MS);
                 cmd
             }
             PairPath::L => shas.try_lock_cmd(key, LEASE_MS, owner),
@@ -58,7 +74,7 @@ impl PairPath {
 
     fn release(self, shas: &Shas, key: &[u8], owner: &[u8]) -> redis::Cmd {
         match self {
-            PairPath::R => {
+            PairPath::R | PairPath::RF => {
                 let mut cmd = redis::cmd("RLOCK.RELEASE");
                 cmd.arg(key).arg(owner);
                 cmd
@@ -74,7 +90,7 @@ impl PairPath {
 
     fn acquired(self, reply: &Value) -> bool {
         match self {
-            PairPath::R => matches!(reply, Value::Int(1)),
+            PairPath::R | PairPath::RF => matches!(reply, Value::Int(1)),
             PairPath::L => matches!(reply, Value::Nil),
             PairPath::S => {
                 matches!(reply, Value::Okay) || matches!(reply, Value::SimpleString(s) if s == "OK")
@@ -148,13 +164,39 @@ impl Uncontended {
     }
 }
 
+/// Scenario 1: R, L and S at every pipeline depth of the plan.
 pub async fn run(server: &Server, plan: &Plan) -> Uncontended {
+    run_paths(server, plan, &PairPath::ALL, &plan.pipelines, "uncontended").await
+}
+
+/// Scenario 5: R and RF (FAIR) at pipeline 16, the rest of the shape as scenario 1.
+pub async fn run_fair(server: &Server, plan: &Plan) -> Uncontended {
+    run_paths(
+        server,
+        plan,
+        &PairPath::FAIR_VS_PLAIN,
+        &[FAIR_PIPELINE],
+        "uncontended-fair",
+    )
+    .await
+}
+
+/// The pipeline depth of scenario 5.
+pub const FAIR_PIPELINE: usize = 16;
+
+async fn run_paths(
+    server: &Server,
+    plan: &Plan,
+    paths: &[PairPath],
+    pipelines: &[usize],
+    label: &str,
+) -> Uncontended {
     let mut control = crate::measure::connect(server).await;
     let shas = Arc::new(Shas::load(&mut control).await.expect("SCRIPT LOAD"));
     let conns = connect_many(server, plan.conns).await;
     let mut cells = Vec::new();
-    for &pipeline in &plan.pipelines {
-        let mut row: Vec<PairCell> = PairPath::ALL
+    for &pipeline in pipelines {
+        let mut row: Vec<PairCell> = paths
             .iter()
             .map(|&path| PairCell {
                 path,
@@ -170,7 +212,7 @@ pub async fn run(server: &Server, plan: &Plan) -> Uncontended {
                     run_once(&conns, &mut control, &shas, cell.path, pipeline, plan, seed).await;
                 if plan.verbose {
                     eprintln!(
-                        "  uncontended p{pipeline} {} round {}: {:.0} pairs/s, {:.1} us/pair server, server {:.0}% client {:.0}%{}",
+                        "  {label} p{pipeline} {} round {}: {:.0} pairs/s, {:.1} us/pair server, server {:.0}% client {:.0}%{}",
                         cell.path.letter(),
                         round + 1,
                         run.pairs_per_sec(),

@@ -4,8 +4,10 @@
 use rlock_bench::contended::WaitPath;
 use rlock_bench::expiry::ExpiryPath;
 use rlock_bench::fair::{FairPath, MIN_CYCLES};
+use rlock_bench::memory::MemPath;
 use rlock_bench::report::{markdown, Meta};
-use rlock_bench::uncontended::PairPath;
+use rlock_bench::stall::StallPath;
+use rlock_bench::uncontended::{PairPath, FAIR_PIPELINE};
 use rlock_bench::{run, Plan};
 use rlock_module_tests::Flavor;
 
@@ -92,6 +94,44 @@ fn quick_run_makes_progress_on_every_path() {
     let f_over_r = f.server_cost_ratio((FairPath::F, longest), (FairPath::R, longest));
     assert!(f_over_r > 1.0, "F ÷ R at Q={longest} is {f_over_r}");
 
+    let fu = r.fair_uncontended.as_ref().expect("FAIR vs plain ran");
+    for path in PairPath::FAIR_VS_PLAIN {
+        let cell = fu.cell(path, FAIR_PIPELINE).expect("cell");
+        assert!(
+            cell.runs.iter().all(|run| run.pairs > 0),
+            "{path:?}: no pairs"
+        );
+        assert_eq!(cell.errors(), 0, "{path:?}: unexpected replies");
+    }
+
+    let m = r.memory.as_ref().expect("memory ran");
+    assert_eq!(m.waiters, plan.waiters);
+    for path in MemPath::ALL {
+        let cell = m.cell(path).expect("cell");
+        assert_eq!(cell.errors(), 0, "memory {path:?}: errors");
+        assert!(
+            cell.bytes_per_waiter().is_finite(),
+            "memory {path:?}: no figure"
+        );
+    }
+    // With 200 waiters and a 300 ms settle, BLPOP's figure is noise (it can be ≤ 0), so the
+    // ratio is not checked here.
+
+    let st = r.stall.as_ref().expect("stall ran");
+    for path in StallPath::ALL {
+        let cell = st.cell(path).expect("cell");
+        assert_eq!(
+            cell.errors(),
+            0,
+            "stall {path:?}: errors (waiters not forgotten?)"
+        );
+        assert!(
+            cell.stall_ms() > 0.0,
+            "stall {path:?}: no PING in the window"
+        );
+    }
+    assert!(!r.pinning.is_empty());
+
     let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
     for heading in [
         "## Targets",
@@ -99,6 +139,10 @@ fn quick_run_makes_progress_on_every_path() {
         "### 2.",
         "### 3.",
         "### 4.",
+        "### 5.",
+        "### 6.",
+        "### 7.",
+        "CPU pinning",
         "## How to read this",
     ] {
         assert!(text.contains(heading), "report lacks {heading}:\n{text}");

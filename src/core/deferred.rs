@@ -54,15 +54,30 @@ impl DeferredWork {
                     None => self.work.push(Work::Leave { lock, owners }),
                 }
             }
+            Work::Requeue { lock } => {
+                if !self
+                    .work
+                    .iter()
+                    .any(|w| matches!(w, Work::Requeue { lock: l } if *l == lock))
+                {
+                    self.work.push(Work::Requeue { lock });
+                }
+            }
             work => self.work.push(work),
         }
     }
 
-    /// Everything queued, in the order it should run: leaves, requeues and
-    /// releases first (they change who may be served), then serves.
+    /// Everything queued, in the order it should run: departed waiters leave the
+    /// queue and removed ones rejoin it before holds are given back, so a freed lock
+    /// goes to a waiter still there; serves come last. Arrival order within a kind.
     pub fn take(&mut self) -> Vec<Work> {
         let mut work = std::mem::take(&mut self.work);
-        work.sort_by_key(|w| matches!(w, Work::Serve { .. } | Work::LeaseDeadline { .. }));
+        work.sort_by_key(|w| match w {
+            Work::Leave { .. } => 0,
+            Work::Requeue { .. } => 1,
+            Work::Release { .. } => 2,
+            Work::LeaseDeadline { .. } | Work::Serve { .. } => 3,
+        });
         work
     }
 
@@ -87,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn serves_run_last_and_once() {
+    fn work_runs_by_kind_and_merges_per_lock() {
         let mut deferred = DeferredWork::default();
         deferred.push(Work::Serve { lock: lock("a") });
         deferred.push(Work::Release {
@@ -96,6 +111,8 @@ mod tests {
             all: true,
         });
         deferred.push(Work::Serve { lock: lock("a") });
+        deferred.push(Work::Requeue { lock: lock("b") });
+        deferred.push(Work::Requeue { lock: lock("b") });
         deferred.push(Work::Leave {
             lock: lock("b"),
             owners: vec![b"p".to_vec()],
@@ -104,17 +121,18 @@ mod tests {
             lock: lock("b"),
             owners: vec![b"q".to_vec()],
         });
-        assert_eq!(deferred.len(), 3);
+        assert_eq!(deferred.len(), 4);
         let work = deferred.take();
-        assert!(matches!(work[0], Work::Release { .. }));
         assert_eq!(
-            work[1],
+            work[0],
             Work::Leave {
                 lock: lock("b"),
                 owners: vec![b"p".to_vec(), b"q".to_vec()],
             }
         );
-        assert_eq!(work[2], Work::Serve { lock: lock("a") });
+        assert_eq!(work[1], Work::Requeue { lock: lock("b") });
+        assert!(matches!(work[2], Work::Release { .. }));
+        assert_eq!(work[3], Work::Serve { lock: lock("a") });
         assert!(deferred.is_empty());
     }
 }

@@ -36,6 +36,11 @@ impl KnownFences {
         }
     }
 
+    /// Whether `lookup` will need the lock's id.
+    pub fn needs_id(&self) -> bool {
+        self.exact && !self.locks.is_empty()
+    }
+
     /// Cheap when no lock is fenced: no id is built.
     pub fn lookup(&self, lock: impl FnOnce() -> LockId) -> FenceKnown {
         if !self.exact {

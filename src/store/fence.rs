@@ -37,7 +37,13 @@ impl<'a> Fence<'a> {
     /// Whether lock `lock_name` has a fencing counter: from memory when the
     /// module has seen every counter, else a key lookup.
     pub fn in_use(ctx: &Context, lock_name: &RedisString) -> bool {
-        let known = state::with(|s| s.fences.lookup(|| lock_id(ctx, lock_name)));
+        // Cheap when no lock is fenced: the id is built only when it is looked up,
+        // and outside the state's borrow.
+        let lock = state::with(|s| s.fences.needs_id()).then(|| lock_id(ctx, lock_name));
+        let known = state::with(|s| {
+            s.fences
+                .lookup(|| lock.expect("built whenever the lookup needs it"))
+        });
         match known {
             FenceKnown::Yes => true,
             FenceKnown::No => false,

@@ -6,7 +6,9 @@
 use std::cell::Cell;
 use std::collections::HashSet;
 
-use redis_module::{CallOptions, CallOptionsBuilder, CallResult, Context, RedisError, RedisValue};
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, RedisError, RedisValue,
+};
 
 use super::reply_bytes;
 use crate::config;
@@ -118,42 +120,46 @@ impl<'a> FairQueue<'a> {
         }
     }
 
-    /// Takes every owner of `owners` that is queued out of the queue, in one pass
-    /// over the list however many leave. True if any was queued.
+    /// Takes every owner of `owners` out of the queue, list and deadline zset alike.
+    /// True if any was there. Many leaving at once (clients that died together)
+    /// cost one pass over the list, not one `LREM` each.
     pub fn dequeue_all(&self, owners: &[Vec<u8>]) -> bool {
-        match owners {
-            [] => false,
-            [owner] => {
-                if self.deadline_of(owner).is_none() {
-                    return false;
-                }
-                let at_head = self.head().as_deref() == Some(&owner[..]);
-                self.dequeue(owner, at_head);
-                true
-            }
-            _ => {
-                let mut leaving: HashSet<&[u8]> = owners.iter().map(Vec::as_slice).collect();
-                let all = self.owners();
-                let kept: Vec<&[u8]> = all
-                    .iter()
-                    .map(Vec::as_slice)
-                    .filter(|owner| !leaving.remove(owner))
-                    .collect();
-                if kept.len() == all.len() {
-                    return false;
-                }
-                let mut zrem: Vec<&[u8]> = vec![&self.zset];
-                zrem.extend(owners.iter().map(Vec::as_slice));
-                self.write("ZREM", &zrem);
-                self.write("DEL", &[&self.list[..]]);
-                for chunk in kept.chunks(1024) {
-                    let mut rpush: Vec<&[u8]> = vec![&self.list];
-                    rpush.extend(chunk.iter().copied());
-                    self.write("RPUSH", &rpush);
-                }
-                true
-            }
+        /// Up to this many leave by `LREM`; more, by one rewrite of the list.
+        const ONE_BY_ONE: usize = 8;
+        if owners.is_empty() || self.known_empty.get() {
+            return false;
         }
+        let mut zrem: Vec<&[u8]> = vec![&self.zset];
+        zrem.extend(owners.iter().map(Vec::as_slice));
+        let mut removed = self.write("ZREM", &zrem);
+        if owners.len() <= ONE_BY_ONE {
+            for owner in owners {
+                removed += if self.head().as_deref() == Some(&owner[..]) {
+                    self.write("LPOP", &[&self.list[..]]);
+                    1
+                } else {
+                    self.write("LREM", &[&self.list[..], b"1", owner])
+                };
+            }
+            return removed > 0;
+        }
+        let mut leaving: HashSet<&[u8]> = owners.iter().map(Vec::as_slice).collect();
+        let all = self.owners();
+        let kept: Vec<&[u8]> = all
+            .iter()
+            .map(Vec::as_slice)
+            .filter(|owner| !leaving.remove(owner))
+            .collect();
+        if kept.len() < all.len() {
+            self.write("DEL", &[&self.list[..]]);
+            for chunk in kept.chunks(1024) {
+                let mut rpush: Vec<&[u8]> = vec![&self.list];
+                rpush.extend(chunk.iter().copied());
+                self.write("RPUSH", &rpush);
+            }
+            removed += 1;
+        }
+        removed > 0
     }
 
     /// `PUBLISH redisson_lock__channel:{K}:<owner> 0`: the lock is free, your turn.
@@ -167,7 +173,7 @@ impl<'a> FairQueue<'a> {
     /// One replicated write. The keys' types were checked at `open`, so a write
     /// can fail only if the server is out of memory or refuses writes; that is
     /// logged rather than half-reported.
-    fn write(&self, command: &str, args: &[&[u8]]) {
+    fn write(&self, command: &str, args: &[&[u8]]) -> i64 {
         self.known_empty.set(false);
         thread_local! {
             static REPLICATED: CallOptions = CallOptionsBuilder::new().replicate().build();
@@ -176,14 +182,19 @@ impl<'a> FairQueue<'a> {
             let _own = state::own_write();
             REPLICATED.with(|options| self.ctx.call_ext(command, options, args))
         };
-        if let Err(error) = result {
-            ffi::log_warning(
-                self.ctx.get_raw(),
-                &format!(
-                    "rlock: fair queue write {command} failed: {}",
-                    error.to_utf8_string().unwrap_or_default()
-                ),
-            );
+        match result {
+            Ok(CallReply::I64(n)) => n.to_i64(),
+            Ok(_) => 0,
+            Err(error) => {
+                ffi::log_warning(
+                    self.ctx.get_raw(),
+                    &format!(
+                        "rlock: fair queue write {command} failed: {}",
+                        error.to_utf8_string().unwrap_or_default()
+                    ),
+                );
+                0
+            }
         }
     }
 }
