@@ -4,6 +4,12 @@
 //! of order), so their work waits here for a 0 ms timer; a lease timer, already a
 //! safe place to write, performs its work at once. Either way it runs through
 //! `perform`, which hands it to the runner `lib.rs` installs (the hand-off).
+//!
+//! While writes are paused (`CLIENT PAUSE`, `FAILOVER`, a cluster manual
+//! failover) nothing runs: a write then would crash the server (a key whose TTL
+//! ran out during the pause is re-created, or a propagation asserts) or silently
+//! diverge from the replicas. The work waits, checked every `PAUSED_RETRY_MS`,
+//! and runs as soon as the pause ends.
 
 use std::cell::Cell;
 use std::os::raw::c_void;
@@ -17,6 +23,9 @@ use crate::{guard, state};
 /// What performs a piece of work: `handoff::perform`, installed at load. Held as a
 /// function so that the sources below the hand-off need not import it.
 pub type Runner = fn(&Context, Work);
+
+/// How often held work checks whether the pause is over.
+const PAUSED_RETRY_MS: i64 = 10;
 
 thread_local! {
     static RUNNER: Cell<Option<Runner>> = const { Cell::new(None) };
@@ -38,8 +47,13 @@ pub fn push(ctx: &Context, work: Work) {
     }
 }
 
-/// Performs `work` now, from a callback where writing is safe (a timer).
+/// Performs `work` now, from a callback where writing is safe (a timer); while
+/// writes are paused, queues it instead.
 pub fn perform(ctx: &Context, work: Work) {
+    if ffi::writes_paused() {
+        push(ctx, work);
+        return;
+    }
     if let Some(runner) = RUNNER.with(Cell::get) {
         runner(ctx, work);
     }
@@ -48,12 +62,20 @@ pub fn perform(ctx: &Context, work: Work) {
 extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
     guard::callback("deferred work", || {
         let ctx = Context::new(ctx);
+        if ffi::writes_paused() {
+            let timer = ffi::create_timer(&ctx, PAUSED_RETRY_MS, on_deferred, 0);
+            state::with(|s| s.deferred_timer = Some(timer));
+            return;
+        }
         let work = state::with(|s| {
             s.deferred_timer = None;
             s.deferred.take()
         });
+        let runner = RUNNER.with(Cell::get);
         for work in work {
-            perform(&ctx, work);
+            if let Some(runner) = runner {
+                runner(&ctx, work);
+            }
         }
     });
 }

@@ -87,3 +87,10 @@ pub fn may_block(ctx: &Context) -> bool {
         | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
     context_flags(ctx) & refused == 0
 }
+
+/// Whether writes are paused: `CLIENT PAUSE`, `FAILOVER`, a cluster manual failover.
+/// The module must then start no write of its own (`RedisModule_AvoidReplicaTraffic`).
+pub fn writes_paused() -> bool {
+    // SAFETY: no arguments; the pointer is checked.
+    unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|paused| paused() != 0) }
+}
