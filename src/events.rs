@@ -7,6 +7,7 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
+use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
@@ -118,16 +119,32 @@ fn fence_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
 /// fair queue's zset: the lock is tracked so its releases serve the queue, and
 /// waiters blocked here whose entry was removed go back in line.
 fn fair_queue_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
+    // Queues belong to the primary: on a replica they arrive by replication and
+    // nothing here serves them, so tracking them would only grow.
+    if !ffi::is_primary(ctx) {
+        return;
+    }
     let removed = matches!(
         event,
         b"zrem" | b"zremrangebyscore" | b"zremrangebyrank" | b"del"
     );
+    // The zset is gone: a Redisson queue that emptied, a deleted one, an expired one.
+    let gone = matches!(
+        event,
+        b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from"
+    );
     let db = ffi::selected_db(ctx);
     for key in locks {
         let lock = LockId { db, key };
-        if !removed {
+        let waiting = state::with(|s| s.waiters.has_waiters(&lock));
+        if gone && !waiting {
+            state::with(|s| {
+                s.fair_queues.remove(&lock);
+                shrink_set(&mut s.fair_queues);
+            });
+        } else if !removed && !gone {
             state::with(|s| s.fair_queues.insert(lock));
-        } else if state::with(|s| s.waiters.has_waiters(&lock)) {
+        } else if waiting {
             deferred::push(ctx, Work::Requeue { lock });
         }
     }

@@ -16,6 +16,7 @@ use crate::config;
 use crate::core::deferred::Work;
 use crate::core::fair::{on_expired, Expired};
 use crate::core::hold::Release;
+use crate::core::shrink_set;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
 use crate::state;
@@ -117,7 +118,10 @@ fn serve_fair_queue(ctx: &Context, lock: &LockId, key: &RedisString) -> bool {
             _ => return true,
         }
         let Some(head) = queue.head() else {
-            state::with(|s| s.fair_queues.remove(lock));
+            state::with(|s| {
+                s.fair_queues.remove(lock);
+                shrink_set(&mut s.fair_queues);
+            });
             return false;
         };
         match waiters::find_owner(lock, &head) {
@@ -173,7 +177,10 @@ pub fn watch(ctx: &Context, lock: &LockId) {
             match head_deadline {
                 Some(head_deadline) => Some(head_deadline.max(now) + 1),
                 None => {
-                    state::with(|s| s.fair_queues.remove(lock));
+                    state::with(|s| {
+                        s.fair_queues.remove(lock);
+                        shrink_set(&mut s.fair_queues);
+                    });
                     if has_waiters {
                         deferred::push(ctx, Work::Serve { lock: lock.clone() });
                     }

@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
+use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::state::{self, Undelivered};
@@ -104,6 +105,7 @@ pub fn answer(id: WaiterId, reply: BlockedReply) {
     let waiter = state::with(|s| {
         let waiter = s.waiters.remove(id)?;
         s.waiter_by_handle.remove(&waiter.handle.id());
+        shrink_map(&mut s.waiter_by_handle);
         if let BlockedReply::Granted(granted) = reply {
             let undelivered = Undelivered {
                 lock: waiter.lock.clone(),
@@ -126,6 +128,7 @@ pub fn answer(id: WaiterId, reply: BlockedReply) {
 fn leave(handle_id: usize) -> Option<Waiter<BlockedClient<BlockedReply>>> {
     state::with(|s| {
         let id = s.waiter_by_handle.remove(&handle_id)?;
+        shrink_map(&mut s.waiter_by_handle);
         s.waiters.remove(id)
     })
 }
@@ -166,7 +169,10 @@ extern "C" fn on_reply(
     guard::callback("blocked reply", || {
         let ctx = Context::new(ctx);
         let handle_id = ffi::handle_id_of(&ctx);
-        state::with(|s| s.undelivered.remove(&handle_id));
+        state::with(|s| {
+            s.undelivered.remove(&handle_id);
+            shrink_map(&mut s.undelivered);
+        });
         match ffi::blocked_outcome::<BlockedReply>(&ctx) {
             Some(answer) => reply(&ctx, answer),
             None => {

@@ -1657,3 +1657,95 @@ fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
         assert_eq!(queue_list(&mut c, k), Vec::<String>::new(), "{flavor}");
     }
 }
+
+/// A FAIR acquire that fails (here on a fencing counter that is not a number)
+/// changes nothing: not even the purge of expired queue entries happens.
+#[test]
+fn a_failing_fair_acquire_leaves_the_queue_alone() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let k = "failing-fair";
+        // A stale entry, expired long ago, that a successful call would purge.
+        run(
+            &mut c,
+            &["ZADD", &text(&timeout_key(k.as_bytes())), "1", "stale"],
+        );
+        run(&mut c, &["RPUSH", &text(&queue_key(k.as_bytes())), "stale"]);
+        run(
+            &mut c,
+            &["SET", &text(&token_key(k.as_bytes())), "not-a-number"],
+        );
+        let before = keyspace(&mut c);
+        let reply = call(&mut c, &["RLOCK.ACQUIRE", k, "me", "FAIR", "TOKEN"]);
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("ERR the fencing counter")),
+            "{flavor}: {reply:?}"
+        );
+        assert_eq!(
+            keyspace(&mut c),
+            before,
+            "{flavor}: the failing call changed keys"
+        );
+        assert_queue(flavor, &mut c, k, &["stale"], "after the failing call");
+    }
+}
+
+/// The module tracks a fair queue only while it may have to serve it: a queue
+/// Redisson's own scripts create and empty stops being tracked when its zset
+/// goes, and a replica tracks none of the queues it receives.
+#[test]
+fn queues_written_by_others_are_not_tracked_forever() {
+    for flavor in flavors() {
+        let primary = Server::start(flavor);
+        let replica = Server::builder(flavor).replica_of(primary.port).start();
+        let mut c = primary.conn();
+        let mut r = replica.conn();
+        let synced = wait_until(Duration::from_secs(10), || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut r)
+                .unwrap_or_default()
+                .contains("master_link_status:up")
+        });
+        assert!(synced, "{flavor}: replica never synced");
+        for i in 0..20 {
+            let k = format!("redisson-fair-{i}");
+            // What Redisson's fair tryLock writes for a waiter, then its removal.
+            run(&mut c, &["RPUSH", &text(&queue_key(k.as_bytes())), "w"]);
+            run(
+                &mut c,
+                &[
+                    "ZADD",
+                    &text(&timeout_key(k.as_bytes())),
+                    "99999999999999",
+                    "w",
+                ],
+            );
+        }
+        // Each queue name fits two lock names (`K` and `{K}`): both are tracked.
+        assert!(
+            rstat(&primary, "tracked_locks") >= 20,
+            "{flavor}: the primary tracks the queues"
+        );
+        for i in 0..20 {
+            let k = format!("redisson-fair-{i}");
+            run(&mut c, &["LPOP", &text(&queue_key(k.as_bytes()))]);
+            run(&mut c, &["ZREM", &text(&timeout_key(k.as_bytes())), "w"]);
+        }
+        assert_eq!(
+            rstat(&primary, "tracked_locks"),
+            0,
+            "{flavor}: emptied queues are still tracked on the primary"
+        );
+        let replicated = wait_until(Duration::from_secs(5), || {
+            redis::cmd("DBSIZE").query::<i64>(&mut r).unwrap_or(-1) == 0
+        });
+        assert!(replicated, "{flavor}: the replica never caught up");
+        assert_eq!(
+            rstat(&replica, "tracked_locks"),
+            0,
+            "{flavor}: a replica tracks queues it cannot serve"
+        );
+    }
+}

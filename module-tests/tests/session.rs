@@ -331,3 +331,63 @@ fn session_from_multi_and_script_ends_with_the_caller() {
         );
     }
 }
+
+fn used_memory(server: &Server) -> i64 {
+    server.info("memory")["used_memory"]
+        .parse()
+        .expect("used_memory")
+}
+
+/// The bookkeeping of SESSION holds goes when they end: after 150,000 holds,
+/// released one by one or by closing their connection, memory is back where it was.
+#[test]
+fn session_bookkeeping_returns_its_memory() {
+    const HOLDS: usize = 150_000;
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut holder = server.conn();
+        // Let the fresh connections' buffers settle before the baseline.
+        std::thread::sleep(Duration::from_millis(300));
+        let before = used_memory(&server);
+        for (round, release) in [(0, true), (1, false)] {
+            for chunk in (0..HOLDS / 2).collect::<Vec<_>>().chunks(5_000) {
+                let mut p = redis::pipe();
+                for i in chunk {
+                    p.cmd("RLOCK.ACQUIRE")
+                        .arg(format!("s{round}:{i}"))
+                        .arg("owner")
+                        .arg("SESSION")
+                        .arg("LEASE")
+                        .arg(600_000);
+                }
+                let _: Vec<i64> = p.query(&mut holder).expect("SESSION acquires");
+            }
+            if release {
+                for chunk in (0..HOLDS / 2).collect::<Vec<_>>().chunks(5_000) {
+                    let mut p = redis::pipe();
+                    for i in chunk {
+                        p.cmd("RLOCK.RELEASE")
+                            .arg(format!("s{round}:{i}"))
+                            .arg("owner");
+                    }
+                    let _: Vec<i64> = p.query(&mut holder).expect("releases");
+                }
+            }
+        }
+        drop(holder);
+        let emptied = wait_until(Duration::from_secs(20), || {
+            rstat(&server, "tracked_locks") == 0
+                && redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap_or(-1) == 0
+        });
+        assert!(emptied, "{flavor}: the holds never all ended");
+        std::thread::sleep(Duration::from_millis(300));
+        let after = used_memory(&server);
+        let kept = after - before;
+        eprintln!("{flavor}: {HOLDS} SESSION holds later, {kept} bytes more allocated");
+        assert!(
+            kept < 1_000_000,
+            "{flavor}: {kept} bytes still allocated after {HOLDS} SESSION holds ended"
+        );
+    }
+}

@@ -5,7 +5,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::key_owner_rest;
 use crate::core::args::{parse_acquire_options, parse_renew_options, AcquireOptions};
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
-use crate::core::hold::{decide_acquire, Release};
+use crate::core::hold::Release;
 use crate::store::{self, FairQueue, LockKey};
 use crate::{config, errors, ffi, handoff, state, stats, waiters};
 
@@ -82,9 +82,14 @@ fn acquire_fair(
 ) -> RedisResult {
     let lock = store::lock_id(ctx, key);
     let queue = FairQueue::open(ctx, key.as_slice())?;
-    let state = LockKey::open(ctx, key)?.state(owner)?;
-    // Every error is met before the queue is touched: a failing call changes nothing.
-    decide_acquire(state).map_err(errors::hold_error)?;
+    let state = {
+        let lock_key = LockKey::open(ctx, key)?;
+        let state = lock_key.state(owner)?;
+        // Every error (counts, the fencing counter) is met before the queue is
+        // touched: a failing call changes nothing.
+        lock_key.plan_acquire(owner, options)?;
+        state
+    };
     let now = ffi::now_ms();
     handoff::purge_expired(&queue, &lock, now);
     let decision = decide_fair_acquire(state, queue.head().as_deref(), owner.as_slice())

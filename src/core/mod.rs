@@ -11,3 +11,22 @@ pub mod lease;
 pub mod sessions;
 pub mod timer_table;
 pub mod waitlist;
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+
+/// Gives memory back once a table has mostly emptied: a map otherwise keeps the
+/// capacity of its busiest moment for as long as the module is loaded. Halving
+/// only below a quarter full keeps the cost amortised.
+pub fn shrink_map<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 32 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
+/// `shrink_map` for a set.
+pub fn shrink_set<T: Eq + Hash>(set: &mut HashSet<T>) {
+    if set.capacity() > 32 && set.len() * 4 < set.capacity() {
+        set.shrink_to(set.len() * 2);
+    }
+}

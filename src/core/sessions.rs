@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::waitlist::LockId;
+use super::{shrink_map, shrink_set};
 
 /// A hold that ends when its connection closes.
 pub type SessionHold = (LockId, Vec<u8>);
@@ -39,6 +40,7 @@ impl SessionTable {
         let client = owners.remove(owner);
         if owners.is_empty() {
             self.by_lock.remove(lock);
+            shrink_map(&mut self.by_lock);
         }
         if let Some(client) = client {
             self.unlink_client(client, &(lock.clone(), owner.to_vec()));
@@ -50,6 +52,7 @@ impl SessionTable {
         for (owner, client) in self.by_lock.remove(lock).unwrap_or_default() {
             self.unlink_client(client, &(lock.clone(), owner));
         }
+        shrink_map(&mut self.by_lock);
     }
 
     /// Every hold in database `db`, or everywhere with `None`.
@@ -81,6 +84,8 @@ impl SessionTable {
                 }
             }
         }
+        shrink_map(&mut self.by_lock);
+        shrink_map(&mut self.by_client);
         holds
     }
 
@@ -106,6 +111,9 @@ impl SessionTable {
             holds.remove(hold);
             if holds.is_empty() {
                 self.by_client.remove(&client);
+                shrink_map(&mut self.by_client);
+            } else {
+                shrink_set(holds);
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::shrink_map;
 use super::waitlist::LockId;
 
 #[derive(Debug, Default)]
@@ -33,6 +34,7 @@ impl TimerTable {
     pub fn remove(&mut self, lock: &LockId) -> Option<u64> {
         let (timer, _, tag) = self.by_lock.remove(lock)?;
         self.by_tag.remove(&tag);
+        self.shrink();
         Some(timer)
     }
 
@@ -40,11 +42,17 @@ impl TimerTable {
     pub fn fired(&mut self, tag: u64) -> Option<LockId> {
         let lock = self.by_tag.remove(&tag)?;
         self.by_lock.remove(&lock);
+        self.shrink();
         Some(lock)
     }
 
     pub fn is_empty(&self) -> bool {
         self.by_lock.is_empty()
+    }
+
+    fn shrink(&mut self) {
+        shrink_map(&mut self.by_lock);
+        shrink_map(&mut self.by_tag);
     }
 
     /// Every timer id, the table emptied.

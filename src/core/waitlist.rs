@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::args::AcquireOptions;
+use super::shrink_map;
 
 /// A lock is a key in a database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,6 +91,9 @@ impl<H> WaitList<H> {
                 self.by_owner.remove(&owner_key);
             }
         }
+        shrink_map(&mut self.waiters);
+        shrink_map(&mut self.by_lock);
+        shrink_map(&mut self.by_owner);
         Some(waiter)
     }
 
