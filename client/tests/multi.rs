@@ -118,5 +118,11 @@ async fn wait_retries_until_the_holder_lets_go() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(held); // released in the background
     let g = task.await.unwrap().unwrap().expect("got it after the drop");
-    assert_eq!(g.held_on(), [true, true, true]);
+    // The background releases land one primary at a time: a try between two of them
+    // wins on a majority, which is all a multi-lock promises.
+    let held_on = g.held_on();
+    assert!(
+        held_on.iter().filter(|h| **h).count() >= 2,
+        "held on a majority: {held_on:?}"
+    );
 }

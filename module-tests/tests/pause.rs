@@ -85,8 +85,18 @@ fn served_after(
     }
 }
 
-#[test]
-fn a_lease_that_ends_during_a_pause_passes_on_after_it() {
+/// Runs one case on every flavor, alone and with a replica. `setup` takes `key`'s
+/// lock (and returns connections the case needs later); a waiter (`BLOCK 10000`
+/// plus `waiter_options`) blocks on it; `pause` starts the pause and does what
+/// happens then. The waiter must still wait `hold_ms` into the pause, the server
+/// must live, and the waiter must hold the lock once the pause ends.
+fn each_case(
+    key: &str,
+    waiter_options: &[&str],
+    hold_ms: u64,
+    setup: impl Fn(&Server, &mut redis::Connection) -> Vec<Pending>,
+    pause: impl Fn(&mut redis::Connection, Vec<Pending>),
+) {
     for flavor in flavors() {
         for with_replica in [false, true] {
             let what = if with_replica {
@@ -96,46 +106,45 @@ fn a_lease_that_ends_during_a_pause_passes_on_after_it() {
             };
             let (mut server, replica) = servers(flavor, with_replica);
             let mut c = server.conn();
-            run(
-                &mut c,
-                &["RLOCK.ACQUIRE", "lease-k", "holder", "LEASE", "200"],
-            );
-            let waiter = Pending::new(&server).spawn(&[
-                "RLOCK.ACQUIRE",
-                "lease-k",
-                "waiter",
-                "BLOCK",
-                "10000",
-            ]);
-            wait_blocked(flavor, &mut c, "lease-k", 1);
-            run(&mut c, &["CLIENT", "PAUSE", "5000", "WRITE"]);
-            // The lease runs out 200 ms in; its timer fires during the pause.
-            hold_through_pause(flavor, &mut server, &waiter, 600, what);
-            served_after(
-                flavor,
-                &mut server,
-                &replica,
-                waiter,
-                "lease-k",
-                "waiter",
-                what,
-            );
+            let kept = setup(&server, &mut c);
+            let mut args = vec!["RLOCK.ACQUIRE", key, "waiter", "BLOCK", "10000"];
+            args.extend_from_slice(waiter_options);
+            let waiter = Pending::new(&server).spawn(&args);
+            wait_blocked(flavor, &mut c, key, 1);
+            pause(&mut c, kept);
+            hold_through_pause(flavor, &mut server, &waiter, hold_ms, what);
+            served_after(flavor, &mut server, &replica, waiter, key, "waiter", what);
         }
     }
 }
 
+fn pause_writes(c: &mut redis::Connection) {
+    run(c, &["CLIENT", "PAUSE", "5000", "WRITE"]);
+}
+
+#[test]
+fn a_lease_that_ends_during_a_pause_passes_on_after_it() {
+    each_case(
+        "lease-k",
+        &[],
+        // The lease runs out 200 ms in; its timer fires during the pause.
+        600,
+        |_, c| {
+            run(c, &["RLOCK.ACQUIRE", "lease-k", "holder", "LEASE", "200"]);
+            Vec::new()
+        },
+        |c, _| pause_writes(c),
+    );
+}
+
 #[test]
 fn a_session_holder_that_leaves_during_a_pause_releases_after_it() {
-    for flavor in flavors() {
-        for with_replica in [false, true] {
-            let what = if with_replica {
-                "with replica"
-            } else {
-                "alone"
-            };
-            let (mut server, replica) = servers(flavor, with_replica);
-            let mut c = server.conn();
-            let mut holder = Pending::new(&server);
+    each_case(
+        "session-k",
+        &[],
+        400,
+        |server, _| {
+            let mut holder = Pending::new(server);
             holder.send(&[
                 "RLOCK.ACQUIRE",
                 "session-k",
@@ -144,46 +153,27 @@ fn a_session_holder_that_leaves_during_a_pause_releases_after_it() {
                 "LEASE",
                 "100",
             ]);
-            assert_eq!(holder.reply(), Ok(Value::Int(1)), "{flavor} {what}");
-            let waiter = Pending::new(&server).spawn(&[
-                "RLOCK.ACQUIRE",
-                "session-k",
-                "waiter",
-                "BLOCK",
-                "10000",
-            ]);
-            wait_blocked(flavor, &mut c, "session-k", 1);
-            run(&mut c, &["CLIENT", "PAUSE", "5000", "WRITE"]);
-            drop(holder);
+            assert_eq!(holder.reply(), Ok(Value::Int(1)));
+            vec![holder]
+        },
+        |c, holder| {
+            pause_writes(c);
             // The lease ends during the pause too: the grant must not re-create the key.
-            hold_through_pause(flavor, &mut server, &waiter, 400, what);
-            served_after(
-                flavor,
-                &mut server,
-                &replica,
-                waiter,
-                "session-k",
-                "waiter",
-                what,
-            );
-        }
-    }
+            drop(holder);
+        },
+    );
 }
 
 #[test]
 fn a_fair_deadline_that_passes_during_a_pause_is_purged_after_it() {
-    for flavor in flavors() {
-        for with_replica in [false, true] {
-            let what = if with_replica {
-                "with replica"
-            } else {
-                "alone"
-            };
-            let (mut server, replica) = servers(flavor, with_replica);
-            let mut c = server.conn();
-            run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "300"]);
+    each_case(
+        "fair-k",
+        &["FAIR"],
+        600,
+        |_, c| {
+            run(c, &["CONFIG", "SET", "rlock.fair-wait-ms", "300"]);
             run(
-                &mut c,
+                c,
                 &[
                     "RLOCK.ACQUIRE",
                     "fair-k",
@@ -195,61 +185,34 @@ fn a_fair_deadline_that_passes_during_a_pause_is_purged_after_it() {
             );
             // A polling caller takes the head of the queue, then goes silent.
             assert_eq!(
-                run(&mut c, &["RLOCK.ACQUIRE", "fair-k", "poller", "FAIR"]),
+                run(c, &["RLOCK.ACQUIRE", "fair-k", "poller", "FAIR"]),
                 Value::Nil
             );
-            let waiter = Pending::new(&server).spawn(&[
-                "RLOCK.ACQUIRE",
-                "fair-k",
-                "waiter",
-                "FAIR",
-                "BLOCK",
-                "10000",
-            ]);
-            wait_blocked(flavor, &mut c, "fair-k", 1);
-            // Freed: the poller is woken and keeps its turn until its deadline.
+            Vec::new()
+        },
+        |c, _| {
+            // Freed: the poller is woken and keeps its turn until its deadline,
+            // which passes during the pause.
             assert_eq!(
-                run(&mut c, &["RLOCK.RELEASE", "fair-k", "holder"]),
+                run(c, &["RLOCK.RELEASE", "fair-k", "holder"]),
                 Value::Int(1)
             );
-            run(&mut c, &["CLIENT", "PAUSE", "5000", "WRITE"]);
-            hold_through_pause(flavor, &mut server, &waiter, 600, what);
-            served_after(
-                flavor,
-                &mut server,
-                &replica,
-                waiter,
-                "fair-k",
-                "waiter",
-                what,
-            );
-        }
-    }
+            pause_writes(c);
+        },
+    );
 }
 
 #[test]
 fn work_queued_just_before_a_pause_waits_for_its_end() {
-    for flavor in flavors() {
-        for with_replica in [false, true] {
-            let what = if with_replica {
-                "with replica"
-            } else {
-                "alone"
-            };
-            let (mut server, replica) = servers(flavor, with_replica);
-            let mut c = server.conn();
-            run(
-                &mut c,
-                &["RLOCK.ACQUIRE", "del-k", "holder", "LEASE", "60000"],
-            );
-            let waiter = Pending::new(&server).spawn(&[
-                "RLOCK.ACQUIRE",
-                "del-k",
-                "waiter",
-                "BLOCK",
-                "10000",
-            ]);
-            wait_blocked(flavor, &mut c, "del-k", 1);
+    each_case(
+        "del-k",
+        &[],
+        300,
+        |_, c| {
+            run(c, &["RLOCK.ACQUIRE", "del-k", "holder", "LEASE", "60000"]);
+            Vec::new()
+        },
+        |c, _| {
             // The DEL's keyspace event queues the hand-off for the next turn, which
             // comes after the pause has begun.
             let mut tx = redis::pipe();
@@ -260,19 +223,9 @@ fn work_queued_just_before_a_pause_waits_for_its_end() {
                 .arg("PAUSE")
                 .arg(5000)
                 .arg("WRITE");
-            let _: Vec<Value> = tx.query(&mut c).expect("MULTI DEL + CLIENT PAUSE");
-            hold_through_pause(flavor, &mut server, &waiter, 300, what);
-            served_after(
-                flavor,
-                &mut server,
-                &replica,
-                waiter,
-                "del-k",
-                "waiter",
-                what,
-            );
-        }
-    }
+            let _: Vec<Value> = tx.query(c).expect("MULTI DEL + CLIENT PAUSE");
+        },
+    );
 }
 
 /// `FAILOVER` pauses writes while the replica catches up. A lease that ends then is

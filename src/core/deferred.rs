@@ -33,15 +33,6 @@ pub struct DeferredWork {
 impl DeferredWork {
     pub fn push(&mut self, work: Work) {
         match work {
-            Work::Serve { lock } => {
-                if !self
-                    .work
-                    .iter()
-                    .any(|w| matches!(w, Work::Serve { lock: l } if *l == lock))
-                {
-                    self.work.push(Work::Serve { lock });
-                }
-            }
             // Many waiters of one lock leave together when their clients die together:
             // one pass over the queue for all of them, not one each.
             Work::Leave { lock, owners } => {
@@ -54,15 +45,8 @@ impl DeferredWork {
                     None => self.work.push(Work::Leave { lock, owners }),
                 }
             }
-            Work::Requeue { lock } => {
-                if !self
-                    .work
-                    .iter()
-                    .any(|w| matches!(w, Work::Requeue { lock: l } if *l == lock))
-                {
-                    self.work.push(Work::Requeue { lock });
-                }
-            }
+            // Asking twice to serve or requeue a lock is asking once.
+            Work::Serve { .. } | Work::Requeue { .. } if self.work.contains(&work) => {}
             work => self.work.push(work),
         }
     }
