@@ -6,7 +6,7 @@ use super::key_owner_rest;
 use crate::core::args::{parse_acquire_options, parse_renew_options, AcquireOptions};
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
-use crate::store::{self, FairQueue, LockKey};
+use crate::store::{self, AcquirePlan, FairQueue, LockKey};
 use crate::{config, errors, ffi, handoff, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]`
@@ -60,9 +60,19 @@ fn take(
     options: &AcquireOptions,
 ) -> Result<Option<i64>, RedisError> {
     let lock_key = LockKey::open(ctx, key)?;
-    let Some(plan) = lock_key.plan_acquire(owner, options)? else {
-        return Ok(None);
-    };
+    let plan = lock_key.plan_acquire(owner, options)?;
+    Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, plan)))
+}
+
+/// Writes a checked acquire and records a SESSION hold. Returns the reply.
+fn commit(
+    ctx: &Context,
+    lock_key: &LockKey,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+    plan: AcquirePlan,
+) -> i64 {
     let lease = options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(owner, plan, lease);
     if options.session {
@@ -70,7 +80,7 @@ fn take(
         let client = ffi::client_id(ctx);
         state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
     }
-    Ok(Some(reply))
+    reply
 }
 
 /// `RLOCK.ACQUIRE ... FAIR`: first come, first served on Redisson's queue.
@@ -82,21 +92,19 @@ fn acquire_fair(
 ) -> RedisResult {
     let lock = store::lock_id(ctx, key);
     let queue = FairQueue::open(ctx, key.as_slice())?;
-    let state = {
-        let lock_key = LockKey::open(ctx, key)?;
-        let state = lock_key.state(owner)?;
-        // Every error (counts, the fencing counter) is met before the queue is
-        // touched: a failing call changes nothing.
-        lock_key.plan_acquire(owner, options)?;
-        state
-    };
+    let lock_key = LockKey::open(ctx, key)?;
+    let state = lock_key.state(owner)?;
+    // Every error (counts, the fencing counter) is met before the queue is touched:
+    // a failing call changes nothing. The plan is written only if the queue agrees.
+    let plan = lock_key.plan_acquire(owner, options)?;
     let now = ffi::now_ms();
     handoff::purge_expired(&queue, &lock, now);
     let decision = decide_fair_acquire(state, queue.head().as_deref(), owner.as_slice())
         .map_err(errors::hold_error)?;
     match decision {
         FairAcquire::Take { .. } | FairAcquire::Reenter { .. } => {
-            let reply = take(ctx, key, owner, options)?;
+            let reply = plan.map(|plan| commit(ctx, &lock_key, key, owner, options, plan));
+            drop(lock_key);
             if let FairAcquire::Take { from_head: true } = decision {
                 queue.dequeue(owner.as_slice(), true);
             }
@@ -104,6 +112,9 @@ fn acquire_fair(
             Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
         }
         FairAcquire::Queue => {
+            drop(plan);
+            let free = !lock_key.is_held();
+            drop(lock_key);
             let blocking = options.block.filter(|_| ffi::may_block(ctx));
             let deadline = queue_deadline(now, blocking, config::fair_wait_ms());
             let score = blocked_score(now, deadline, config::fair_wait_ms());
@@ -118,7 +129,7 @@ fn acquire_fair(
                 None => Ok(RedisValue::Null),
             };
             // A free lock whose head is waiting elsewhere gets its head woken.
-            if LockKey::open(ctx, key).is_ok_and(|l| !l.is_held()) {
+            if free {
                 handoff::serve(ctx, &lock);
             } else {
                 handoff::watch(ctx, &lock);

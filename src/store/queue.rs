@@ -113,10 +113,16 @@ impl<'a> FairQueue<'a> {
     /// Takes `owner` out of the queue: O(1) at the head, O(n) from mid-queue.
     pub fn dequeue(&self, owner: &[u8], at_head: bool) {
         self.write("ZREM", &[&self.zset[..], owner]);
+        self.unlist(owner, at_head);
+    }
+
+    /// Takes `owner` out of the list only. The number of entries removed.
+    fn unlist(&self, owner: &[u8], at_head: bool) -> i64 {
         if at_head {
             self.write("LPOP", &[&self.list[..]]);
+            1
         } else {
-            self.write("LREM", &[&self.list[..], b"1", owner]);
+            self.write("LREM", &[&self.list[..], b"1", owner])
         }
     }
 
@@ -134,12 +140,7 @@ impl<'a> FairQueue<'a> {
         let mut removed = self.write("ZREM", &zrem);
         if owners.len() <= ONE_BY_ONE {
             for owner in owners {
-                removed += if self.head().as_deref() == Some(&owner[..]) {
-                    self.write("LPOP", &[&self.list[..]]);
-                    1
-                } else {
-                    self.write("LREM", &[&self.list[..], b"1", owner])
-                };
+                removed += self.unlist(owner, self.head().as_deref() == Some(&owner[..]));
             }
             return removed > 0;
         }
