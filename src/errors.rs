@@ -13,6 +13,8 @@ pub const SESSION_IN_SCRIPT: &str =
 pub const FENCE_NOT_INTEGER: &str =
     "ERR the fencing counter key holds a value that is not a non-negative integer";
 pub const FENCE_OVERFLOW: &str = "ERR the fencing counter would overflow";
+pub const REQUEST_CONFLICT: &str =
+    "ERR REQ id already used by another owner or command on this lock";
 pub const UNEXPECTED_REPLY: &str = "ERR unexpected reply while reading the lock";
 /// Sent to every blocked client when the server stops being a primary, in the
 /// words Redis uses for its own blocked clients.

@@ -14,8 +14,9 @@ use redis_module::{Context, RedisString};
 
 use crate::config;
 use crate::core::deferred::Work;
-use crate::core::fair::{on_expired, Expired};
+use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::hold::Release;
+use crate::core::requests::RequestKind;
 use crate::core::shrink_set;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
@@ -24,19 +25,40 @@ use crate::stats;
 use crate::store::{self, FairQueue, LockKey};
 use crate::{deferred, timers, waiters};
 
-/// Passes `lock`, if free, to whoever is next, then re-arms its timer. `ctx` must
-/// have `lock.db` selected. Writes made here replicate with the caller's.
+/// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
+/// order between plain and fair waiters), then re-arms its timer. `ctx` must have
+/// `lock.db` selected. Writes made here replicate with the caller's.
 pub fn serve(ctx: &Context, lock: &LockId) {
     if !ffi::is_primary(ctx) {
         return;
     }
     let key = ffi::string(ctx, &lock.key);
-    let fair = state::with(|s| s.fair_queues.contains(lock));
-    if !(fair && serve_fair_queue(ctx, lock, &key)) {
-        while let Some(id) = waiters::head(lock) {
-            if grant(ctx, lock, &key, id, None) == Grant::Busy {
+    let queue = if state::with(|s| s.fair_queues.contains(lock)) {
+        FairQueue::open(ctx, &lock.key).ok()
+    } else {
+        None
+    };
+    loop {
+        let head = match &queue {
+            Some(queue) => match fair_head(ctx, lock, &key, queue) {
+                Some(head) => head,
+                None => break, // Held.
+            },
+            None => FairHead::Nobody,
+        };
+        let granted = match next_turn(head, waiters::first_plain(lock)) {
+            Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
+            Turn::Plain(id) => grant(ctx, lock, &key, id, None),
+            Turn::WakeHead(owner) => {
+                if let Some(queue) = &queue {
+                    queue.wake(&owner);
+                }
                 break;
             }
+            Turn::Nobody => break,
+        };
+        if granted == Grant::Busy {
+            break;
         }
     }
     watch(ctx, lock);
@@ -57,7 +79,8 @@ enum Grant {
     Granted,
     /// The lock is held: nothing changed.
     Busy,
-    /// The waiter was answered with an error and left; nothing was written for it.
+    /// The waiter was answered without a new hold (an error, or the reply of the
+    /// same request granted before) and left; nothing was written for it.
     Failed,
 }
 
@@ -74,6 +97,23 @@ fn grant(
     let Some(waiter) = waiters::view(id) else {
         return Grant::Busy;
     };
+    // The same request, retried on another connection while this one still waits:
+    // it was granted once, and is answered the same without a second hold.
+    if let Some(req) = &waiter.options.req {
+        let earlier = store::find_request(ctx, key, req, RequestKind::Acquire, &waiter.owner);
+        let answer = match earlier {
+            Ok(None) => None,
+            Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
+            Err(error) => Some(BlockedReply::Failed(error.to_string())),
+        };
+        if let Some(answer) = answer {
+            if let Some(queue) = queue {
+                queue.dequeue(&waiter.owner, true);
+            }
+            waiters::answer(ctx, id, answer);
+            return Grant::Failed;
+        }
+    }
     let owner = ffi::string(ctx, &waiter.owner);
     let planned = LockKey::open(ctx, key).and_then(|lock_key| {
         let plan = lock_key.plan_acquire(&owner, &waiter.options)?;
@@ -86,13 +126,17 @@ fn grant(
             if let Some(queue) = queue {
                 queue.dequeue(&waiter.owner, true);
             }
-            waiters::answer(id, BlockedReply::Failed(error.to_string()));
+            waiters::answer(ctx, id, BlockedReply::Failed(error.to_string()));
             return Grant::Failed;
         }
     };
     let lease = waiter.options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(&owner, plan, lease);
     drop(lock_key);
+    if let Some(req) = &waiter.options.req {
+        let kind = RequestKind::Acquire;
+        store::record_request(ctx, key, req, kind, &waiter.owner, reply, lease.ms());
+    }
     if let Some(queue) = queue {
         queue.dequeue(&waiter.owner, true);
     }
@@ -100,42 +144,34 @@ fn grant(
     if waiter.options.session {
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), waiter.owner));
     }
-    waiters::answer(id, BlockedReply::Granted(reply));
+    waiters::answer(ctx, id, BlockedReply::Granted(reply));
     Grant::Granted
 }
 
-/// Hands a free fair lock to its queue's head: a waiter blocked here gets it now;
-/// a polling one (rlock or Redisson) is woken on its channel and keeps the turn
-/// until its deadline. False when the queue is empty, so plain waiters go.
-fn serve_fair_queue(ctx: &Context, lock: &LockId, key: &RedisString) -> bool {
-    let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
-        return false; // Not a queue: plain waiters are served.
-    };
-    loop {
-        purge_expired(&queue, lock, ffi::now_ms());
-        match LockKey::open(ctx, key) {
-            Ok(lock_key) if !lock_key.is_held() => {}
-            _ => return true,
-        }
-        let Some(head) = queue.head() else {
-            state::with(|s| {
-                s.fair_queues.remove(lock);
-                shrink_set(&mut s.fair_queues);
-            });
-            return false;
-        };
-        match waiters::find_owner(lock, &head) {
-            Some(id) => {
-                if grant(ctx, lock, key, id, Some(&queue)) == Grant::Busy {
-                    return true;
-                }
-            }
-            None => {
-                queue.wake(&head);
-                return true;
-            }
-        }
+/// The head of `lock`'s fair queue once expired entries are gone; `None` while the
+/// lock is held. An emptied queue stops being tracked.
+fn fair_head(
+    ctx: &Context,
+    lock: &LockId,
+    key: &RedisString,
+    queue: &FairQueue,
+) -> Option<FairHead> {
+    purge_expired(queue, lock, ffi::now_ms());
+    match LockKey::open(ctx, key) {
+        Ok(lock_key) if !lock_key.is_held() => {}
+        _ => return None,
     }
+    let Some(head) = queue.head() else {
+        state::with(|s| {
+            s.fair_queues.remove(lock);
+            shrink_set(&mut s.fair_queues);
+        });
+        return Some(FairHead::Nobody);
+    };
+    Some(match waiters::find_owner(lock, &head) {
+        Some(id) => FairHead::Blocked(id),
+        None => FairHead::Elsewhere(head),
+    })
 }
 
 /// Drops queue entries whose deadline has passed, except those of waiters still
@@ -158,11 +194,13 @@ pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) {
 
 /// Keeps `lock`'s timer at the moment it next needs attention: its lease deadline
 /// while held, or, while free, the deadline of a fair queue head that was woken
-/// elsewhere. A lock found free with waiters is served on the next turn.
+/// elsewhere. A lock found free with waiters is served on the next turn. Only
+/// clients blocked here need a timer: callers that poll find out by polling, and
+/// a timer kept for them would hold up `MODULE UNLOAD`.
 pub fn watch(ctx: &Context, lock: &LockId) {
     let (has_waiters, fair) =
         state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
-    if !(has_waiters || fair) || !ffi::is_primary(ctx) {
+    if !has_waiters || !ffi::is_primary(ctx) {
         timers::cancel(ctx, lock);
         return;
     }

@@ -28,8 +28,6 @@ pub struct Undelivered {
     pub client: u64,
     /// Taken with SESSION: the connection's close gives it back already.
     pub session: bool,
-    /// When the client's BLOCK runs out (unix ms).
-    pub deadline: i64,
 }
 
 pub struct State {
@@ -39,6 +37,8 @@ pub struct State {
     pub waiter_by_handle: HashMap<usize, WaiterId>,
     /// Handles granted a lock whose reply is not yet delivered.
     pub undelivered: HashMap<usize, Undelivered>,
+    /// The timer that ends each finite BLOCK, by blocked-client handle.
+    pub wait_timers: HashMap<usize, TimerId>,
     /// SESSION holds by connection.
     pub sessions: SessionTable,
     /// Locks with a fair queue that their releases must serve.
@@ -64,6 +64,7 @@ impl Default for State {
             waiters: WaitList::default(),
             waiter_by_handle: HashMap::new(),
             undelivered: HashMap::new(),
+            wait_timers: HashMap::new(),
             sessions: SessionTable::default(),
             fair_queues: HashSet::new(),
             // Counters may exist unseen until `store::track_fences_from_load` says otherwise.
@@ -96,6 +97,7 @@ pub fn reset(ctx: &Context, reason: Option<&str>) {
         .lease_timers
         .drain()
         .into_iter()
+        .chain(old.wait_timers.into_values())
         .chain(old.deferred_timer)
     {
         ffi::stop_timer(ctx, timer);

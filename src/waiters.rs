@@ -2,7 +2,7 @@
 //! once, forgotten the moment they leave. Which waiter gets the lock, and when,
 //! is the hand-off's business; this file keeps the line and the handles.
 
-use std::os::raw::c_int;
+use std::os::raw::{c_int, c_void};
 
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
@@ -25,6 +25,10 @@ pub struct WaiterView {
 }
 
 /// Blocks the calling client at the tail of `lock`'s line. The reply comes later.
+///
+/// The module alone ends a wait: a grant, its own BLOCK timer, or the client
+/// leaving. Redis gets no timeout to enforce, so no deadline it handles can race a
+/// grant, and the disconnect callback never has to guess whether a client was told.
 pub fn block(
     ctx: &Context,
     lock: LockId,
@@ -33,12 +37,13 @@ pub fn block(
     wait: Wait,
     deadline: i64,
 ) -> RedisResult {
-    let timeout_ms = match wait {
-        Wait::Forever => 0,
-        Wait::For(ms) => ms,
-    };
-    let handle = BlockedClient::block(ctx, on_reply, on_timeout, on_disconnect, timeout_ms);
+    let on_unblock = ffi::client_unblock_is_safe().then_some(on_unblock as ffi::CommandCallback);
+    let handle = BlockedClient::block(ctx, on_reply, on_unblock, on_disconnect);
     let handle_id = handle.id();
+    let timer = match wait {
+        Wait::Forever => None,
+        Wait::For(ms) => Some(ffi::create_timer(ctx, ms, on_deadline, handle_id as u64)),
+    };
     let waiter = Waiter {
         lock,
         owner: owner.as_slice().to_vec(),
@@ -50,6 +55,9 @@ pub fn block(
     state::with(|s| {
         let id = s.waiters.push(waiter);
         s.waiter_by_handle.insert(handle_id, id);
+        if let Some(timer) = timer {
+            s.wait_timers.insert(handle_id, timer);
+        }
     });
     Ok(RedisValue::NoReply)
 }
@@ -68,9 +76,9 @@ pub fn blocked_total() -> usize {
     state::with(|s| s.waiters.len())
 }
 
-/// The longest waiter on `lock`.
-pub fn head(lock: &LockId) -> Option<WaiterId> {
-    state::with(|s| s.waiters.head(lock).map(|(id, _)| id))
+/// The longest waiter on `lock` that did not ask for FAIR.
+pub fn first_plain(lock: &LockId) -> Option<WaiterId> {
+    state::with(|s| s.waiters.first_plain(lock))
 }
 
 /// The longest waiter of `owner` on `lock`, if it is blocked here.
@@ -101,7 +109,7 @@ pub fn view(id: WaiterId) -> Option<WaiterView> {
 
 /// Takes waiter `id` out of line and answers it. A grant is remembered until its
 /// reply is delivered, so a client that leaves first gives the hold back.
-pub fn answer(id: WaiterId, reply: BlockedReply) {
+pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
     let waiter = state::with(|s| {
         let waiter = s.waiters.remove(id)?;
         s.waiter_by_handle.remove(&waiter.handle.id());
@@ -113,13 +121,13 @@ pub fn answer(id: WaiterId, reply: BlockedReply) {
                 reply: granted,
                 client: waiter.client,
                 session: waiter.options.session,
-                deadline: waiter.deadline,
             };
             s.undelivered.insert(waiter.handle.id(), undelivered);
         }
         Some(waiter)
     });
     if let Some(waiter) = waiter {
+        stop_deadline(ctx, waiter.handle.id());
         waiter.handle.unblock(reply);
     }
 }
@@ -133,9 +141,23 @@ fn leave(handle_id: usize) -> Option<Waiter<BlockedClient<BlockedReply>>> {
     })
 }
 
-/// A waiter that left without an answer. A fair one also leaves the queue, on the
-/// next turn. The lock's timer goes with its last waiter.
-fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>) {
+/// Stops the BLOCK timer of handle `handle_id`, if it has one still pending.
+fn stop_deadline(ctx: &Context, handle_id: usize) {
+    let timer = state::with(|s| {
+        let timer = s.wait_timers.remove(&handle_id);
+        shrink_map(&mut s.wait_timers);
+        timer
+    });
+    if let Some(timer) = timer {
+        ffi::stop_timer(ctx, timer);
+    }
+}
+
+/// A waiter that left without an answer from the module, or whose BLOCK ran out
+/// (`reply` null). A fair one also leaves the queue, on the next turn. The lock's
+/// timer goes with its last waiter.
+fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Option<BlockedReply>) {
+    stop_deadline(ctx, waiter.handle.id());
     let lock = waiter.lock.clone();
     if waiter.options.fair {
         deferred::push(
@@ -146,8 +168,11 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>) {
             },
         );
     }
-    // Dropping the handle unblocks it with no reply: Redis has answered the client.
-    drop(waiter);
+    match reply {
+        Some(reply) => waiter.handle.unblock(reply),
+        // Dropping the handle unblocks it with no reply: Redis has answered the client.
+        None => drop(waiter),
+    }
     let idle = state::with(|s| !s.waiters.has_waiters(&lock) && !s.fair_queues.contains(&lock));
     if idle {
         timers::cancel(ctx, &lock);
@@ -156,8 +181,11 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>) {
 
 fn reply(ctx: &Context, reply: &BlockedReply) {
     match reply {
-        BlockedReply::Granted(value) => ctx.reply(Ok(RedisValue::Integer(*value))),
+        BlockedReply::Granted(value) | BlockedReply::Repeated(value) => {
+            ctx.reply(Ok(RedisValue::Integer(*value)))
+        }
         BlockedReply::Failed(error) => ctx.reply_error_string(error),
+        BlockedReply::TimedOut => ctx.reply(Ok(RedisValue::Null)),
     };
 }
 
@@ -183,50 +211,56 @@ extern "C" fn on_reply(
     raw::REDISMODULE_OK as c_int
 }
 
-extern "C" fn on_timeout(
+/// `CLIENT UNBLOCK <id> [TIMEOUT]` on a waiter (servers where that is safe): it
+/// leaves with a null reply, as if its BLOCK ran out. A client already answered
+/// never gets here on those servers; its answer is delivered instead.
+extern "C" fn on_unblock(
     ctx: RawCtx,
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    guard::callback("blocked timeout", || {
+    guard::callback("blocked unblock", || {
         let ctx = Context::new(ctx);
         let handle_id = ffi::handle_id_of(&ctx);
-        // Answered in the same turn the wait ran out: the answer stands.
-        if let Some(answer) = ffi::blocked_outcome::<BlockedReply>(&ctx) {
-            state::with(|s| s.undelivered.remove(&handle_id));
-            reply(&ctx, answer);
-            return;
-        }
         if let Some(waiter) = leave(handle_id) {
-            forget(&ctx, waiter);
+            forget(&ctx, waiter, None);
         }
         ctx.reply(Ok(RedisValue::Null));
     });
     raw::REDISMODULE_OK as c_int
 }
 
+/// A finite BLOCK ran out while the client still waited: a null reply.
+extern "C" fn on_deadline(ctx: RawCtx, data: *mut c_void) {
+    guard::callback("block deadline", || {
+        let ctx = Context::new(ctx);
+        let handle_id = ffi::timer_tag(data) as usize;
+        // The timer has fired: forget it before `forget` would stop it.
+        state::with(|s| s.wait_timers.remove(&handle_id));
+        if let Some(waiter) = leave(handle_id) {
+            forget(&ctx, waiter, Some(BlockedReply::TimedOut));
+        }
+    });
+}
+
+/// The client left while blocked (its connection closed), or the server unblocked it
+/// with an error of its own (`CLIENT UNBLOCK ... ERROR`, a primary turning replica).
+/// Either way the server has answered it or nobody can be answered: never reply
+/// here. A grant it was never told of is given back, on the next turn.
 extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
     guard::callback("blocked disconnect", || {
         let handle_id = handle as usize;
         let ctx = Context::new(ctx);
         if let Some(waiter) = leave(handle_id) {
-            forget(&ctx, waiter);
+            forget(&ctx, waiter, None);
             return;
         }
         let Some(grant) = state::with(|s| s.undelivered.remove(&handle_id)) else {
             return;
         };
         let gone = state::with(|s| s.disconnecting == Some(grant.client));
-        if !gone && ffi::now_ms() >= grant.deadline - 1 {
-            // The client is alive, and its BLOCK ran out in the same turn it was
-            // granted: Redis 7.0 then skips the timeout callback, calls this one,
-            // and never calls the reply callback. Its grant stands: tell it here,
-            // or nobody ever will. (Valkey serves the reply callback instead.)
-            ctx.reply(Ok(RedisValue::Integer(grant.reply)));
-        } else if !(gone && grant.session) {
-            // Granted, but the client left before hearing it, or the server already
-            // answered it (CLIENT UNBLOCK ... ERROR): give the hold back. A SESSION
-            // hold of a client that is gone goes with its session's other holds.
+        // A SESSION hold of a client that is gone went with its session's other holds.
+        if !(gone && grant.session) {
             deferred::push(
                 &ctx,
                 Work::Release {

@@ -40,6 +40,12 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX).max(1)
 }
 
+/// A fresh `REQ` id: 16 random bytes as 32 hex characters. Each call gets its own, and
+/// a resend of that call the same one, so the server applies it at most once.
+pub(crate) fn request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 pub(crate) fn acquire(key: &str, owner: &str, o: &AcquireOptions) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.ACQUIRE");
     c.arg(key).arg(owner).arg("LEASE").arg(millis(o.lease));
@@ -61,19 +67,31 @@ pub(crate) fn acquire(key: &str, owner: &str, o: &AcquireOptions) -> redis::Cmd 
     if o.session {
         c.arg("SESSION");
     }
+    c.arg("REQ").arg(request_id());
     c
 }
 
 pub(crate) fn release(key: &str, owner: &str) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.RELEASE");
-    c.arg(key).arg(owner);
+    c.arg(key).arg(owner).arg("REQ").arg(request_id());
     c
 }
 
 pub(crate) fn renew(key: &str, owner: &str, lease: Duration) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.RENEW");
-    c.arg(key).arg(owner).arg("LEASE").arg(millis(lease));
+    c.arg(key)
+        .arg(owner)
+        .arg("LEASE")
+        .arg(millis(lease))
+        .arg("REQ")
+        .arg(request_id());
     c
+}
+
+/// Whether a request may have been lost on the way (to or from the server), so that
+/// sending it again, with its `REQ` id, is the way to learn its outcome.
+pub(crate) fn worth_resending(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout()
 }
 
 pub(crate) fn force_release(key: &str) -> redis::Cmd {
@@ -461,10 +479,25 @@ mod tests {
         }
     }
 
+    /// The arguments without the trailing `REQ <id>`, after checking it is there and fresh.
+    fn without_req(c: &redis::Cmd, again: &redis::Cmd) -> Vec<String> {
+        let mut all = args(c);
+        let id = all.pop().expect("an id");
+        assert_eq!(all.pop().as_deref(), Some("REQ"));
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        assert_ne!(args(again).last(), Some(&id), "each call gets its own id");
+        all
+    }
+
     #[test]
     fn acquire_sends_only_the_options_asked_for() {
         let c = acquire("k", "u:1", &opts());
-        assert_eq!(args(&c), ["RLOCK.ACQUIRE", "k", "u:1", "LEASE", "30000"]);
+        let again = acquire("k", "u:1", &opts());
+        assert_eq!(
+            without_req(&c, &again),
+            ["RLOCK.ACQUIRE", "k", "u:1", "LEASE", "30000"]
+        );
         let all = AcquireOptions {
             lease: Duration::from_micros(1500),
             wait: Wait::For(Duration::from_micros(10)),
@@ -473,7 +506,7 @@ mod tests {
             session: true,
         };
         assert_eq!(
-            args(&acquire("k", "u:1", &all)),
+            without_req(&acquire("k", "u:1", &all), &again),
             [
                 "RLOCK.ACQUIRE",
                 "k",
@@ -491,7 +524,7 @@ mod tests {
             wait: Wait::Forever,
             ..opts()
         };
-        assert_eq!(&args(&acquire("k", "o", &forever))[5..], ["BLOCK", "0"]);
+        assert_eq!(&args(&acquire("k", "o", &forever))[5..7], ["BLOCK", "0"]);
     }
 
     #[test]
@@ -504,9 +537,13 @@ mod tests {
 
     #[test]
     fn other_commands() {
-        assert_eq!(args(&release("k", "o")), ["RLOCK.RELEASE", "k", "o"]);
         assert_eq!(
-            args(&renew("k", "o", Duration::from_secs(1))),
+            without_req(&release("k", "o"), &release("k", "o")),
+            ["RLOCK.RELEASE", "k", "o"]
+        );
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            without_req(&renew("k", "o", second), &renew("k", "o", second)),
             ["RLOCK.RENEW", "k", "o", "LEASE", "1000"]
         );
         assert_eq!(args(&force_release("k")), ["RLOCK.FORCERELEASE", "k"]);

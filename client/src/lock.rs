@@ -620,7 +620,9 @@ impl Lock {
 
     /// The caller gave up while the request may be blocked in the server: `CLIENT UNBLOCK` it
     /// until its reply comes. Returns `None` if the reply never comes (then the connection is
-    /// closed, which also makes the server forget the waiter).
+    /// closed, which also makes the server forget the waiter, and give back a grant it never
+    /// delivered). Servers before Redis 7.4 do not unblock rlock waits (they reply 0): there
+    /// the connection is closed after a short grace for a reply already on its way.
     async fn unblock<F>(
         &self,
         client_id: i64,
@@ -635,7 +637,12 @@ impl Lock {
             if let Some(conn) = &conn {
                 let mut cmd = redis::cmd("CLIENT");
                 cmd.arg("UNBLOCK").arg(client_id);
-                let _ = conn.query_on_node_of(&self.key, cmd).await;
+                if let Ok(redis::Value::Int(0)) = conn.query_on_node_of(&self.key, cmd).await {
+                    tokio::select! {
+                        r = request.as_mut() => return Some(r),
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => return None,
+                    }
+                }
             }
             tokio::select! {
                 r = request.as_mut() => return Some(r),
@@ -955,15 +962,15 @@ impl Guard {
         if let Some(e) = self.hold.lost_error() {
             return Err(e);
         }
-        let conn = self.inner.conn().await?;
+        let cmd = command::renew(&self.hold.key, &self.hold.owner, self.lease);
         let sent = Instant::now();
-        let v = conn
-            .query(&command::renew(
-                &self.hold.key,
-                &self.hold.owner,
-                self.lease,
-            ))
-            .await?;
+        // Sent again, with the same REQ id, if the connection broke: applied at most once.
+        let mut reply = self.inner.conn().await?.query(&cmd).await;
+        if matches!(&reply, Err(e) if command::worth_resending(e)) {
+            tokio::time::sleep(RESEND_AFTER).await;
+            reply = self.inner.conn().await?.query(&cmd).await;
+        }
+        let v = reply?;
         let (key, owner) = (&self.hold.key, &self.hold.owner);
         if command::parse_flag(v, "RLOCK.RENEW replied")? {
             self.inner.registry.renewed(key, owner, self.entry, sent);
@@ -1002,13 +1009,24 @@ impl Guard {
     }
 }
 
+/// Sends `RLOCK.RELEASE`, and once more, with the same `REQ` id, if the connection broke
+/// before the reply came: the server applies it at most once, so a release that did reach
+/// it is not applied twice, and one that did not is not lost.
 async fn release(inner: &Inner, key: &str, owner: &str) -> Result<bool> {
-    let conn = inner.conn().await?;
-    match conn.query(&command::release(key, owner)).await {
+    let cmd = command::release(key, owner);
+    let mut reply = inner.conn().await?.query(&cmd).await;
+    if matches!(&reply, Err(e) if command::worth_resending(e)) {
+        tokio::time::sleep(RESEND_AFTER).await;
+        reply = inner.conn().await?.query(&cmd).await;
+    }
+    match reply {
         Ok(v) => command::parse_release(v, key, owner),
         Err(e) => Err(command::release_error(e, key, owner)),
     }
 }
+
+/// How long a call waits for the connection manager to reconnect before it resends.
+const RESEND_AFTER: Duration = Duration::from_millis(100);
 
 impl Drop for Guard {
     fn drop(&mut self) {

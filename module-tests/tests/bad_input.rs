@@ -102,7 +102,6 @@ fn wrong_arity() {
             vec!["RLOCK.ACQUIRE", "held"],
             vec!["RLOCK.RELEASE"],
             vec!["RLOCK.RELEASE", "held"],
-            vec!["RLOCK.RELEASE", "held", "o1", "extra"],
             vec!["RLOCK.RENEW"],
             vec!["RLOCK.RENEW", "held"],
             vec!["RLOCK.FORCERELEASE"],
@@ -138,6 +137,7 @@ fn unknown_and_repeated_options() {
             ),
             (vec!["RLOCK.ACQUIRE", "free", "o", "1000"], "1000"),
             (vec!["RLOCK.RENEW", "held", "o1", "FOO", "100"], "FOO"),
+            (vec!["RLOCK.RELEASE", "held", "o1", "extra"], "extra"),
             (vec!["RLOCK.RENEW", "held", "o1", "FOO"], "FOO"),
             (vec!["RLOCK.RENEW", "held", "o1", "TOKEN"], "TOKEN"),
             (

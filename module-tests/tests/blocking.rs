@@ -160,6 +160,22 @@ fn client_unblock_timeout_and_error() {
         b.send(&["RLOCK.ACQUIRE", "u", "b", "BLOCK", "0"]);
         wait_blocked(flavor, &mut c, "u", 2);
 
+        if !unblock_supported(flavor) {
+            for (id, reason) in [(a.id, "TIMEOUT"), (b.id, "ERROR")] {
+                let r = call(&mut c, &["CLIENT", "UNBLOCK", &id.to_string(), reason]);
+                assert_eq!(r, Ok(Value::Int(0)), "{flavor}: CLIENT UNBLOCK {reason}");
+            }
+            assert_eq!(
+                lock_info(&mut c, "u").blocked,
+                2,
+                "{flavor}: both still wait"
+            );
+            run_ok(&mut c, &["RLOCK.RELEASE", "u", "h"]);
+            assert_eq!(a.reply(), Ok(Value::Int(1)), "{flavor}: a is served");
+            run_ok(&mut a.con, &["RLOCK.RELEASE", "u", "a"]);
+            assert_eq!(b.reply(), Ok(Value::Int(1)), "{flavor}: then b");
+            continue;
+        }
         let r = call(&mut c, &["CLIENT", "UNBLOCK", &a.id.to_string()]);
         assert_eq!(r, Ok(Value::Int(1)), "{flavor}: CLIENT UNBLOCK a");
         assert_eq!(a.reply(), Ok(Value::Nil), "{flavor}: unblocked (TIMEOUT)");
@@ -193,6 +209,10 @@ fn client_unblock_timeout_and_error() {
             Ok(Value::Nil)
         );
     }
+}
+
+fn run_ok(c: &mut redis::Connection, args: &[&str]) {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use rlock_module_tests::*;
 
 /// The synopsis the README and the doc show for the main command.
 const ACQUIRE_SYNOPSIS: &str =
-    "RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]";
+    "RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]";
 
 fn doc_text() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/COMMANDS.md");
@@ -438,7 +438,8 @@ fn command_reference_matches_the_server() {
 #[test]
 fn drifted_docs_are_caught() {
     let doc = doc_text();
-    let synopsis = "### RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]";
+    let synopsis =
+        "### RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]";
     assert!(
         doc.contains(synopsis),
         "docs/COMMANDS.md lacks `{synopsis}`"

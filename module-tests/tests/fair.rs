@@ -158,37 +158,6 @@ fn wait_queued(flavor: Flavor, con: &mut Connection, key: &str, owner: &str) {
     assert!(ok, "{flavor}: {owner} never queued on {key}: {last:?}");
 }
 
-/// A connection subscribed to one channel that notes when each message arrives.
-struct Channel {
-    con: Connection,
-}
-
-impl Channel {
-    fn new(server: &Server, channel: &[u8]) -> Channel {
-        let mut con = server.conn();
-        con.send_packed_command(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())
-            .expect("SUBSCRIBE");
-        con.recv_response().expect("SUBSCRIBE confirmation");
-        Channel { con }
-    }
-
-    /// The next message's payload and its arrival (unix ms), or None after `timeout`.
-    fn next(&mut self, timeout: Duration) -> Option<(Vec<u8>, f64)> {
-        self.con.set_read_timeout(Some(timeout)).expect("timeout");
-        loop {
-            let v = self.con.recv_response().ok()?;
-            let at = unix_ms_f64();
-            if let Value::Array(a) = v {
-                if a.len() == 3 && matches!(&a[0], Value::BulkString(k) if k == b"message") {
-                    if let Value::BulkString(p) = &a[2] {
-                        return Some((p.clone(), at));
-                    }
-                }
-            }
-        }
-    }
-}
-
 fn held(con: &mut Connection, key: &str) -> Vec<(String, String)> {
     holders(con, key).into_iter().collect()
 }
@@ -481,12 +450,18 @@ fn killed_or_departed_waiters_do_not_delay_the_queue() {
             false,
             "connection closed",
         );
-        run(&mut c, &["CLIENT", "UNBLOCK", &unblocked.id.to_string()]);
-        assert_eq!(
-            unblocked.reply(),
-            Ok(Value::Nil),
-            "{flavor}: CLIENT UNBLOCK"
-        );
+        if unblock_supported(flavor) {
+            run(&mut c, &["CLIENT", "UNBLOCK", &unblocked.id.to_string()]);
+            assert_eq!(
+                unblocked.reply(),
+                Ok(Value::Nil),
+                "{flavor}: CLIENT UNBLOCK"
+            );
+        } else {
+            let id = unblocked.id.to_string();
+            assert_eq!(run(&mut c, &["CLIENT", "UNBLOCK", &id]), Value::Int(0));
+            run(&mut c, &["CLIENT", "KILL", "ID", &id]);
+        }
         wait_queue(flavor, &mut c, k, &["timed", "last"], false, "unblocked");
         assert_eq!(timed.reply(), Ok(Value::Nil), "{flavor}: BLOCK 150 ran out");
         let t0 = Instant::now();
@@ -541,7 +516,9 @@ fn silent_polling_waiter_is_purged_at_its_deadline() {
         assert_eq!(fair(&mut c, k, "p"), Value::Nil, "{flavor}: p too late");
         assert_queue(flavor, &mut c, k, &["p"], "p re-queued");
 
-        // The next one polls too: it is woken when the silent head's deadline passes.
+        // The next one polls too. Nobody is blocked here, so the module keeps no timer
+        // for the lock (one would hold up MODULE UNLOAD for up to fair-wait-ms): the
+        // silent head is dropped when the next poll after its deadline looks at the queue.
         let k = "silent2";
         run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "200"]);
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
@@ -550,27 +527,21 @@ fn silent_polling_waiter_is_purged_at_its_deadline() {
         run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "10000"]);
         assert_eq!(fair(&mut c, k, "p2"), Value::Nil, "{flavor}");
         assert_queue(flavor, &mut c, k, &["p1", "p2"], "p1 p2 queued");
-        let mut p2 = Channel::new(&server, &wake_channel(k.as_bytes(), b"p2"));
         let mut sub = Subscriber::new(&server, &[&wake_channel(k.as_bytes(), b"p1")]);
         run(&mut c, &["RLOCK.RELEASE", k, "h"]);
         assert_eq!(sub.drain(), vec![wake(k, "p1")], "{flavor}: p1 woken");
-        let woke = p2.next(Duration::from_secs(3));
-        let Some((payload, at)) = woke else {
-            panic!(
-                "{flavor}: p2 never woken after p1's deadline; queue {:?}",
-                queue_zset(&mut c, k)
+        if now_ms() < d1 - 20 {
+            assert_eq!(
+                fair(&mut c, k, "p2"),
+                Value::Nil,
+                "{flavor}: p1's turn still"
             );
-        };
-        let delay = at - d1 as f64;
-        println!("{flavor}: silent polling head purged; polling next woken {delay:.2} ms after its deadline");
-        assert_eq!(payload, b"0", "{flavor}: wake payload");
-        assert!(
-            (-1.0..100.0).contains(&delay),
-            "{flavor}: p2 woken {delay:.1} ms after p1's deadline"
-        );
-        assert_queue(flavor, &mut c, k, &["p2"], "p1 purged");
+        }
+        while now_ms() <= d1 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(fair(&mut c, k, "p2"), Value::Int(1), "{flavor}: p2 takes");
-        assert_queue(flavor, &mut c, k, &[], "p2 took");
+        assert_queue(flavor, &mut c, k, &[], "p1 purged, p2 took");
     }
 }
 

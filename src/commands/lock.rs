@@ -3,19 +3,25 @@
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::key_owner_rest;
-use crate::core::args::{parse_acquire_options, parse_renew_options, AcquireOptions};
+use crate::core::args::{
+    parse_acquire_options, parse_release_options, parse_renew_options, AcquireOptions,
+};
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
+use crate::core::requests::{RequestId, RequestKind};
 use crate::store::{self, AcquirePlan, FairQueue, LockKey};
-use crate::{config, errors, ffi, handoff, state, stats, waiters};
+use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
-/// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]`
+/// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_acquire_options(rest).map_err(errors::arg_error)?;
     if options.session && ffi::in_script(ctx) {
         // A script runs on its own client, which never disconnects.
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Acquire)? {
+        return Ok(RedisValue::Integer(reply));
     }
     if options.fair {
         return acquire_fair(ctx, key, owner, &options);
@@ -43,8 +49,11 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
                 let lock = lock();
                 let reply = waiters::block(ctx, lock.clone(), owner, options, wait, deadline);
-                // The lease timer hands the lock over the moment the lease ends.
-                handoff::watch(ctx, &lock);
+                // The lease timer hands the lock over the moment the lease ends. The client
+                // is blocked now: a panic past here must not add an error reply to it.
+                guard::callback("RLOCK.ACQUIRE after blocking", || {
+                    handoff::watch(ctx, &lock)
+                });
                 reply
             }
             _ => Ok(RedisValue::Null),
@@ -64,7 +73,22 @@ fn take(
     Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, plan)))
 }
 
-/// Writes a checked acquire and records a SESSION hold. Returns the reply.
+/// The reply of the same call made before with `REQ id`, which is then not applied
+/// again; `None` when there was none (or no id).
+fn replayed(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    id: Option<RequestId>,
+    kind: RequestKind,
+) -> Result<Option<i64>, RedisError> {
+    match id {
+        Some(id) => store::find_request(ctx, key, &id, kind, owner.as_slice()),
+        None => Ok(None),
+    }
+}
+
+/// Writes a checked acquire and records a SESSION hold and a `REQ` id. Returns the reply.
 fn commit(
     ctx: &Context,
     lock_key: &LockKey,
@@ -75,6 +99,10 @@ fn commit(
 ) -> i64 {
     let lease = options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(owner, plan, lease);
+    if let Some(id) = &options.req {
+        let (kind, owner) = (RequestKind::Acquire, owner.as_slice());
+        store::record_request(ctx, key, id, kind, owner, reply, lease.ms());
+    }
     if options.session {
         let lock = store::lock_id(ctx, key);
         let client = ffi::client_id(ctx);
@@ -91,6 +119,10 @@ fn acquire_fair(
     options: &AcquireOptions,
 ) -> RedisResult {
     let lock = store::lock_id(ctx, key);
+    // A free lock goes to those blocked on it before any newcomer.
+    if waiters::has_waiters(&lock) {
+        handoff::serve(ctx, &lock);
+    }
     let queue = FairQueue::open(ctx, key.as_slice())?;
     let lock_key = LockKey::open(ctx, key)?;
     let state = lock_key.state(owner)?;
@@ -128,36 +160,45 @@ fn acquire_fair(
                 Some(wait) => waiters::block(ctx, lock.clone(), owner, *options, wait, deadline),
                 None => Ok(RedisValue::Null),
             };
-            // A free lock whose head is waiting elsewhere gets its head woken.
-            if free {
-                handoff::serve(ctx, &lock);
-            } else {
-                handoff::watch(ctx, &lock);
-            }
+            // A free lock whose head is waiting elsewhere gets its head woken. The
+            // client may be blocked now: a panic past here must not add an error reply.
+            guard::callback("RLOCK.ACQUIRE FAIR after queueing", || {
+                if free {
+                    handoff::serve(ctx, &lock);
+                } else {
+                    handoff::watch(ctx, &lock);
+                }
+            });
             reply
         }
     }
 }
 
-/// `RLOCK.RELEASE key owner`
+/// `RLOCK.RELEASE key owner [REQ id]`
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    if args.len() != 3 {
-        return Err(RedisError::WrongArity);
+    let (key, owner, rest) = key_owner_rest(args, 3)?;
+    let options = parse_release_options(rest).map_err(errors::arg_error)?;
+    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Release)? {
+        return Ok(RedisValue::Integer(reply));
     }
-    let (key, owner, _) = key_owner_rest(args, 3)?;
     let release = LockKey::open(ctx, key)?.release(owner, false)?;
-    match release {
-        Release::NotHeld => Err(errors::not_held()),
-        Release::Undo { .. } => Ok(RedisValue::Integer(0)),
+    let reply = match release {
+        Release::NotHeld => return Err(errors::not_held()),
+        Release::Undo { .. } => 0,
         Release::Last { lock_freed } => {
             stats::RELEASES.incr();
             forget_session_hold(ctx, key, owner);
             if lock_freed {
                 handoff::serve_key(ctx, key);
             }
-            Ok(RedisValue::Integer(1))
+            1
         }
+    };
+    if let Some(id) = &options.req {
+        let (kind, ttl) = (RequestKind::Release, config::default_lease().ms());
+        store::record_request(ctx, key, id, kind, owner.as_slice(), reply, ttl);
     }
+    Ok(RedisValue::Integer(reply))
 }
 
 /// `owner` released its hold on `key` in the current database.
@@ -169,13 +210,20 @@ fn forget_session_hold(ctx: &Context, key: &RedisString, owner: &RedisString) {
     state::with(|s| s.sessions.forget_hold(&lock, owner.as_slice()));
 }
 
-/// `RLOCK.RENEW key owner [LEASE ms]`
+/// `RLOCK.RENEW key owner [LEASE ms] [REQ id]`
 pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_renew_options(rest).map_err(errors::arg_error)?;
+    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Renew)? {
+        return Ok(RedisValue::Integer(reply));
+    }
     let lease = options.lease.unwrap_or_else(config::default_lease);
     if !LockKey::open(ctx, key)?.renew(owner, lease)? {
         return Ok(RedisValue::Integer(0));
+    }
+    if let Some(id) = &options.req {
+        let kind = RequestKind::Renew;
+        store::record_request(ctx, key, id, kind, owner.as_slice(), 1, lease.ms());
     }
     if !state::all_idle() {
         handoff::watch(ctx, &store::lock_id(ctx, key));

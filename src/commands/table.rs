@@ -56,6 +56,13 @@ const LEASE: ArgDoc = ArgDoc::option(
     c"lease in ms (default rlock.lease-ms)",
 );
 
+const REQ: ArgDoc = ArgDoc::option(
+    c"id",
+    ArgKind::String,
+    c"REQ",
+    c"request id: the same call sent again replies the first reply and changes nothing",
+);
+
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rlock.acquire",
@@ -73,19 +80,21 @@ pub const COMMANDS: &[CommandSpec] = &[
             ArgDoc::option(c"fair", ArgKind::Flag, c"FAIR", c"first come, first served on the Redisson fair queue"),
             ArgDoc::option(c"token", ArgKind::Flag, c"TOKEN", c"reply the fencing token instead of the hold count"),
             ArgDoc::option(c"session", ArgKind::Flag, c"SESSION", c"release the hold when this connection closes"),
+            REQ,
         ],
     },
     CommandSpec {
         name: c"rlock.release",
         handler: entry!("RLOCK.RELEASE", lock::release),
         flags: c"write",
-        arity: 3,
+        arity: -3,
         keys: (1, 1, 1),
         acl_categories: c"write",
         summary: c"Releases one hold. Replies 1 when the lock is freed, 0 when a re-entry was undone.",
         args: &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
             OWNER,
+            REQ,
         ],
     },
     CommandSpec {
@@ -100,6 +109,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
             OWNER,
             LEASE,
+            REQ,
         ],
     },
     CommandSpec {

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
+use super::requests::{RequestId, RequestIdError};
 
 /// Owners are opaque and binary-safe, but bounded.
 pub const MAX_OWNER_LEN: usize = 1024;
@@ -18,7 +19,7 @@ pub enum Wait {
     For(i64),
 }
 
-/// Options of `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION]`.
+/// Options of `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AcquireOptions {
     pub lease: Option<Lease>,
@@ -26,12 +27,20 @@ pub struct AcquireOptions {
     pub fair: bool,
     pub token: bool,
     pub session: bool,
+    pub req: Option<RequestId>,
 }
 
-/// Options of `RLOCK.RENEW key owner [LEASE ms]`.
+/// Options of `RLOCK.RENEW key owner [LEASE ms] [REQ id]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenewOptions {
     pub lease: Option<Lease>,
+    pub req: Option<RequestId>,
+}
+
+/// Options of `RLOCK.RELEASE key owner [REQ id]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReleaseOptions {
+    pub req: Option<RequestId>,
 }
 
 /// A call whose arguments are wrong. Displays as a Redis error line.
@@ -44,6 +53,8 @@ pub enum ArgError {
     BadBlock,
     EmptyOwner,
     OwnerTooLong,
+    MissingRequestId,
+    BadRequestId(RequestIdError),
 }
 
 impl fmt::Display for ArgError {
@@ -64,6 +75,8 @@ impl fmt::Display for ArgError {
             ArgError::OwnerTooLong => {
                 write!(f, "ERR owner must be at most {MAX_OWNER_LEN} bytes")
             }
+            ArgError::MissingRequestId => write!(f, "ERR option REQ needs a request id"),
+            ArgError::BadRequestId(error) => write!(f, "{error}"),
         }
     }
 }
@@ -110,6 +123,10 @@ pub fn parse_acquire_options<'a>(
                 once(parsed.session, "SESSION")?;
                 parsed.session = true;
             }
+            Some(Keyword::Req) => {
+                once(parsed.req.is_some(), "REQ")?;
+                parsed.req = Some(request_id(rest.next())?);
+            }
             None => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
@@ -128,10 +145,37 @@ pub fn parse_renew_options<'a>(
                 once(parsed.lease.is_some(), "LEASE")?;
                 parsed.lease = Some(lease_value(rest.next())?);
             }
+            Some(Keyword::Req) => {
+                once(parsed.req.is_some(), "REQ")?;
+                parsed.req = Some(request_id(rest.next())?);
+            }
             _ => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
     Ok(parsed)
+}
+
+/// Parses the options that follow `key owner` in RLOCK.RELEASE.
+pub fn parse_release_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<ReleaseOptions, ArgError> {
+    let mut parsed = ReleaseOptions::default();
+    let mut rest = options.into_iter();
+    while let Some(word) = rest.next() {
+        match Keyword::of(word) {
+            Some(Keyword::Req) => {
+                once(parsed.req.is_some(), "REQ")?;
+                parsed.req = Some(request_id(rest.next())?);
+            }
+            _ => return Err(ArgError::UnknownOption(printable(word))),
+        }
+    }
+    Ok(parsed)
+}
+
+fn request_id(value: Option<&[u8]>) -> Result<RequestId, ArgError> {
+    let value = value.ok_or(ArgError::MissingRequestId)?;
+    RequestId::parse(value).map_err(ArgError::BadRequestId)
 }
 
 /// Parses a decimal integer the way Redis does: optional `-`, digits only,
@@ -156,16 +200,18 @@ enum Keyword {
     Fair,
     Token,
     Session,
+    Req,
 }
 
 impl Keyword {
     fn of(word: &[u8]) -> Option<Keyword> {
-        const WORDS: [(&[u8], Keyword); 5] = [
+        const WORDS: [(&[u8], Keyword); 6] = [
             (b"LEASE", Keyword::Lease),
             (b"BLOCK", Keyword::Block),
             (b"FAIR", Keyword::Fair),
             (b"TOKEN", Keyword::Token),
             (b"SESSION", Keyword::Session),
+            (b"REQ", Keyword::Req),
         ];
         WORDS
             .iter()

@@ -4,6 +4,7 @@
 use super::args::Wait;
 use super::hold::{decide_acquire, Acquire, HoldError, LockState};
 use super::lease::MAX_BLOCK_MS;
+use super::waitlist::WaiterId;
 
 /// What a fair acquire does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +75,64 @@ pub fn on_expired(blocked_deadline: Option<i64>, now_ms: i64, fair_wait_ms: i64)
     }
 }
 
+/// The fair queue's head, as the hand-off sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FairHead {
+    /// No queue, or an empty one.
+    Nobody,
+    /// The head is a client blocked here.
+    Blocked(WaiterId),
+    /// The head waits elsewhere: an rlock caller that polls, or a Redisson client.
+    Elsewhere(Vec<u8>),
+}
+
+/// Whom a free lock goes to next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turn {
+    /// The fair queue's head, blocked here.
+    Fair(WaiterId),
+    /// The longest waiter without FAIR.
+    Plain(WaiterId),
+    /// Nobody blocked here may take it: wake the queue's head on its channel.
+    WakeHead(Vec<u8>),
+    Nobody,
+}
+
+/// The order between plain and fair waiters. FAIR callers take turns in the fair
+/// queue; callers without FAIR never wait for that queue, as Redisson's plain lock
+/// ignores it. So a free lock goes to the longest-blocked waiter that may take it:
+/// the queue's head if it is blocked here, or the longest plain waiter, whichever
+/// came first. A head that polls keeps its turn against FAIR callers only, and is
+/// woken when nobody blocked here may take the lock.
+pub fn next_turn(head: FairHead, first_plain: Option<WaiterId>) -> Turn {
+    match (head, first_plain) {
+        (FairHead::Blocked(fair), Some(plain)) if plain < fair => Turn::Plain(plain),
+        (FairHead::Blocked(fair), _) => Turn::Fair(fair),
+        (_, Some(plain)) => Turn::Plain(plain),
+        (FairHead::Elsewhere(owner), None) => Turn::WakeHead(owner),
+        (FairHead::Nobody, None) => Turn::Nobody,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_and_fair_waiters_are_served_in_arrival_order() {
+        assert_eq!(next_turn(FairHead::Blocked(3), Some(5)), Turn::Fair(3));
+        assert_eq!(next_turn(FairHead::Blocked(7), Some(5)), Turn::Plain(5));
+        assert_eq!(next_turn(FairHead::Blocked(7), None), Turn::Fair(7));
+        assert_eq!(next_turn(FairHead::Nobody, Some(5)), Turn::Plain(5));
+        assert_eq!(next_turn(FairHead::Nobody, None), Turn::Nobody);
+    }
+
+    #[test]
+    fn a_polling_head_never_holds_back_a_plain_waiter() {
+        let poller = FairHead::Elsewhere(b"p".to_vec());
+        assert_eq!(next_turn(poller.clone(), Some(9)), Turn::Plain(9));
+        assert_eq!(next_turn(poller, None), Turn::WakeHead(b"p".to_vec()));
+    }
 
     const FREE: LockState = LockState::Free;
 

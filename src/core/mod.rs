@@ -8,6 +8,7 @@ pub mod fences;
 pub mod hold;
 pub mod keys;
 pub mod lease;
+pub mod requests;
 pub mod sessions;
 pub mod timer_table;
 pub mod waitlist;

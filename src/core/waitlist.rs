@@ -21,6 +21,10 @@ pub enum BlockedReply {
     Granted(i64),
     /// An error line.
     Failed(String),
+    /// The wait ran out: a null reply.
+    TimedOut,
+    /// The reply of the same request (`REQ id`) granted before; no new hold.
+    Repeated(i64),
 }
 
 /// Waiter ids grow with arrival, so a lock's smallest id is its longest waiter.
@@ -43,6 +47,8 @@ pub struct WaitList<H> {
     next_id: WaiterId,
     waiters: HashMap<WaiterId, Waiter<H>>,
     by_lock: HashMap<LockId, BTreeSet<WaiterId>>,
+    /// The ids of waiters without FAIR, per lock: they do not wait for the fair queue.
+    plain_by_lock: HashMap<LockId, BTreeSet<WaiterId>>,
     /// The same ids by (lock, owner), so a queue entry finds its waiter in O(log n).
     by_owner: HashMap<(LockId, Vec<u8>), BTreeSet<WaiterId>>,
 }
@@ -53,6 +59,7 @@ impl<H> Default for WaitList<H> {
             next_id: 1,
             waiters: HashMap::new(),
             by_lock: HashMap::new(),
+            plain_by_lock: HashMap::new(),
             by_owner: HashMap::new(),
         }
     }
@@ -67,6 +74,12 @@ impl<H> WaitList<H> {
             .entry(waiter.lock.clone())
             .or_default()
             .insert(id);
+        if !waiter.options.fair {
+            self.plain_by_lock
+                .entry(waiter.lock.clone())
+                .or_default()
+                .insert(id);
+        }
         self.by_owner
             .entry((waiter.lock.clone(), waiter.owner.clone()))
             .or_default()
@@ -78,10 +91,12 @@ impl<H> WaitList<H> {
     /// Takes a waiter out of line, wherever it stands.
     pub fn remove(&mut self, id: WaiterId) -> Option<Waiter<H>> {
         let waiter = self.waiters.remove(&id)?;
-        if let Some(line) = self.by_lock.get_mut(&waiter.lock) {
-            line.remove(&id);
-            if line.is_empty() {
-                self.by_lock.remove(&waiter.lock);
+        for lines in [&mut self.by_lock, &mut self.plain_by_lock] {
+            if let Some(line) = lines.get_mut(&waiter.lock) {
+                line.remove(&id);
+                if line.is_empty() {
+                    lines.remove(&waiter.lock);
+                }
             }
         }
         let owner_key = (waiter.lock.clone(), waiter.owner.clone());
@@ -93,6 +108,7 @@ impl<H> WaitList<H> {
         }
         shrink_map(&mut self.waiters);
         shrink_map(&mut self.by_lock);
+        shrink_map(&mut self.plain_by_lock);
         shrink_map(&mut self.by_owner);
         Some(waiter)
     }
@@ -101,6 +117,11 @@ impl<H> WaitList<H> {
     pub fn head(&self, lock: &LockId) -> Option<(WaiterId, &Waiter<H>)> {
         let id = *self.by_lock.get(lock)?.first()?;
         self.waiters.get(&id).map(|waiter| (id, waiter))
+    }
+
+    /// The longest waiter on `lock` that did not ask for FAIR.
+    pub fn first_plain(&self, lock: &LockId) -> Option<WaiterId> {
+        self.plain_by_lock.get(lock)?.first().copied()
     }
 
     pub fn get(&self, id: WaiterId) -> Option<&Waiter<H>> {
@@ -161,6 +182,7 @@ impl<H> WaitList<H> {
     /// Every waiter, oldest first; the list is left empty.
     pub fn drain(&mut self) -> Vec<Waiter<H>> {
         self.by_lock.clear();
+        self.plain_by_lock.clear();
         self.by_owner.clear();
         let mut all: Vec<(WaiterId, Waiter<H>)> = self.waiters.drain().collect();
         all.sort_by_key(|(id, _)| *id);
@@ -224,6 +246,20 @@ mod tests {
         assert_eq!(served, vec![ids[0], ids[1], ids[3], ids[4]]);
         assert!(!list.has_waiters(&lock("k")));
         assert!(list.is_empty());
+    }
+
+    #[test]
+    fn plain_waiters_have_their_own_line() {
+        let mut list = WaitList::default();
+        let mut fair = waiter("k", "f");
+        fair.options.fair = true;
+        let f = list.push(fair);
+        let p = list.push(waiter("k", "p"));
+        assert_eq!(list.head(&lock("k")).map(|(id, _)| id), Some(f));
+        assert_eq!(list.first_plain(&lock("k")), Some(p));
+        list.remove(p);
+        assert_eq!(list.first_plain(&lock("k")), None);
+        assert!(list.has_waiters(&lock("k")));
     }
 
     #[test]

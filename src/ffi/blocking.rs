@@ -22,14 +22,15 @@ pub struct BlockedClient<T> {
 }
 
 impl<T> BlockedClient<T> {
-    /// Blocks the client running `ctx`. `timeout_ms` 0 waits forever. The reply
-    /// handed to `unblock` reaches `on_reply` and is then dropped as a `Box<T>`.
+    /// Blocks the client running `ctx` with no server-side timeout: the module ends
+    /// the wait. The reply handed to `unblock` reaches `on_reply` and is then dropped
+    /// as a `Box<T>`. `on_unblock` runs for `CLIENT UNBLOCK ... TIMEOUT`; without it
+    /// the server refuses to `CLIENT UNBLOCK` the client.
     pub fn block(
         ctx: &Context,
         on_reply: CommandCallback,
-        on_timeout: CommandCallback,
+        on_unblock: Option<CommandCallback>,
         on_disconnect: DisconnectCallback,
-        timeout_ms: i64,
     ) -> BlockedClient<T> {
         // SAFETY: ctx is the context of a command that may block; the callbacks
         // have the C signatures Redis expects, and free_boxed::<T> matches what
@@ -38,9 +39,9 @@ impl<T> BlockedClient<T> {
             let handle = raw::RedisModule_BlockClient.unwrap()(
                 ctx.get_raw(),
                 Some(on_reply as RawCommandFn),
-                Some(on_timeout as RawCommandFn),
+                on_unblock.map(|callback| callback as RawCommandFn),
                 Some(free_boxed::<T>),
-                timeout_ms,
+                0,
             );
             raw::RedisModule_SetDisconnectCallback.unwrap()(
                 handle,

@@ -150,6 +150,14 @@ impl Key {
         }
     }
 
+    /// Replaces the key with a string holding `value`.
+    pub fn string_set(&self, value: &RedisString) {
+        // SAFETY: ptr is an open, writable key; StringSet copies the string.
+        unsafe {
+            raw::RedisModule_StringSet.unwrap()(self.ptr, value.inner);
+        }
+    }
+
     /// Remaining time to live in ms; -1 without expiry, -2 for a missing key.
     pub fn pttl(&self) -> i64 {
         if self.kind() == KeyKind::Empty {

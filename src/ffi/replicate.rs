@@ -39,6 +39,22 @@ pub fn replicate_key_int(ctx: &Context, cmd: &CStr, key: &RedisString, n: i64) {
     }
 }
 
+/// Propagates `SET key value PXAT at_ms`.
+pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &RedisString, at_ms: i64) {
+    // SAFETY: the format "sscl" takes two RedisModuleStrings, a C string and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            c"SET".as_ptr(),
+            c"sscl".as_ptr(),
+            key.inner,
+            value.inner,
+            c"PXAT".as_ptr(),
+            at_ms as c_longlong,
+        );
+    }
+}
+
 /// Propagates `cmd key field`.
 pub fn replicate_key_field(ctx: &Context, cmd: &CStr, key: &RedisString, field: &RedisString) {
     // SAFETY: the format "ss" takes two RedisModuleStrings.

@@ -94,3 +94,19 @@ pub fn writes_paused() -> bool {
     // SAFETY: no arguments; the pointer is checked.
     unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|paused| paused() != 0) }
 }
+
+/// The server's version as `0x00MMmmpp` (Valkey reports its own numbering); 0 if unknown.
+pub fn server_version() -> i32 {
+    // SAFETY: no arguments; the pointer is checked.
+    unsafe { raw::RedisModule_GetServerVersion.map_or(0, |version| version()) }
+}
+
+/// Whether `CLIENT UNBLOCK` can end a module's wait without a race. Before Redis 7.4
+/// (and Valkey 8), an unblock by TIMEOUT of a client the module had just answered
+/// skipped the timeout callback and called the disconnect callback in its place,
+/// exactly as an unblock by ERROR does: the module could not tell whether the client
+/// had been replied to. Those servers get no timeout callback, so `CLIENT UNBLOCK`
+/// leaves the wait alone, as Redis does for every module command without one.
+pub fn client_unblock_is_safe() -> bool {
+    server_version() >= 0x0007_0400
+}

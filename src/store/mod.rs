@@ -12,6 +12,7 @@ mod fence;
 mod lock;
 mod queue;
 mod report;
+mod request;
 
 use std::cell::RefCell;
 
@@ -21,6 +22,7 @@ pub use fence::{track_fences_from_load, Fence};
 pub use lock::{AcquirePlan, LockKey};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
+pub use request::{find_request, record_request};
 
 use crate::config;
 use crate::core::keys::{

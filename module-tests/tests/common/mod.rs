@@ -256,3 +256,12 @@ pub fn sync_replica(primary: &Server, replica: &Server) {
         primary.flavor
     );
 }
+
+/// Whether the server lets `CLIENT UNBLOCK` end an rlock wait: from Redis 7.4 and
+/// Valkey 8. Older servers could not tell the module whether a client it had just
+/// granted was unblocked by TIMEOUT or ERROR, so rlock's waits opt out there (the
+/// server then replies 0, as for any module command without a timeout callback).
+#[allow(dead_code)]
+pub fn unblock_supported(flavor: Flavor) -> bool {
+    flavor == Flavor::Valkey || flavor.version() >= (7, 4, 0)
+}

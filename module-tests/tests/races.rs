@@ -1,0 +1,283 @@
+//! Races between a grant and everything else that can end a wait in the same
+//! event-loop turn: `CLIENT UNBLOCK ... TIMEOUT|ERROR`, `CLIENT KILL`, the BLOCK
+//! deadline. Every command gets exactly one reply, checked byte by byte on raw
+//! sockets, and a grant its client never hears is given back to the next waiter.
+//!
+//! Before Redis 7.4 (Valkey 8), the server could not tell a module whether a client
+//! it had just answered was unblocked by TIMEOUT or by ERROR. rlock's waits opt out
+//! of `CLIENT UNBLOCK` there (it replies 0), as the server allows for module
+//! commands without a timeout callback.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use rlock_module_tests::redis::Value;
+use rlock_module_tests::*;
+
+/// A raw RESP2 connection, to see every byte the server sends.
+struct Raw {
+    stream: TcpStream,
+    /// Bytes read but not yet parsed.
+    buffered: Vec<u8>,
+    /// `CLIENT ID`.
+    id: i64,
+}
+
+fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+    }
+    out
+}
+
+impl Raw {
+    fn new(server: &Server) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        let mut raw = Raw {
+            stream,
+            buffered: Vec::new(),
+            id: 0,
+        };
+        raw.send(&[&["CLIENT", "ID"]]);
+        let reply = raw.frame();
+        raw.id = reply[1..].parse().expect("CLIENT ID");
+        raw
+    }
+
+    /// Sends `commands` in one packet.
+    fn send(&mut self, commands: &[&[&str]]) {
+        let packet: Vec<u8> = commands.iter().flat_map(|c| encode(c)).collect();
+        self.stream.write_all(&packet).expect("send");
+    }
+
+    fn line(&mut self) -> String {
+        loop {
+            if let Some(end) = self.buffered.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.buffered.drain(..end + 2).collect();
+                return String::from_utf8_lossy(&line[..end]).into_owned();
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).expect("no reply came");
+            assert!(n > 0, "connection closed");
+            self.buffered.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The next reply, as its first line (`:1`, `-ERR ...`, `$-1`), or the bulk's text.
+    fn frame(&mut self) -> String {
+        let line = self.line();
+        match line.strip_prefix('$') {
+            Some(len) if len != "-1" => self.line(),
+            _ => line,
+        }
+    }
+
+    /// Asserts nothing was sent beyond the replies read so far: the next reply is
+    /// the one to an `ECHO` sent now.
+    fn assert_no_extra_reply(&mut self, what: &str) {
+        let marker = format!("marker-{}", self.id);
+        self.send(&[&["ECHO", &marker]]);
+        assert_eq!(self.frame(), marker, "{what}: an extra reply was sent");
+    }
+}
+
+fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
+}
+
+fn blocked_raw(
+    flavor: Flavor,
+    c: &mut redis::Connection,
+    server: &Server,
+    key: &str,
+    owner: &str,
+    block: &str,
+    n: i64,
+) -> Raw {
+    let mut w = Raw::new(server);
+    w.send(&[&["RLOCK.ACQUIRE", key, owner, "BLOCK", block]]);
+    wait_blocked(flavor, c, key, n);
+    w
+}
+
+#[test]
+fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
+    for flavor in flavors() {
+        let mut server = Server::start(flavor);
+        let mut c = server.conn();
+        for reason in ["TIMEOUT", "ERROR"] {
+            // Near the deadline: the BLOCK runs out while the server sleeps, and the
+            // grant, the unblock and the deadline all land in one turn.
+            for near_deadline in [false, true] {
+                let case = format!("{flavor} {reason} near_deadline={near_deadline}");
+                let key = format!("race-{reason}-{near_deadline}");
+                let key = key.as_str();
+                run(&mut c, &["RLOCK.ACQUIRE", key, "h", "LEASE", "60000"]);
+                let block = if near_deadline { "150" } else { "0" };
+                let mut w = blocked_raw(flavor, &mut c, &server, key, "w", block, 1);
+                let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
+                let mut holder = Raw::new(&server);
+                let id = w.id.to_string();
+                let mut packet: Vec<&[&str]> = Vec::new();
+                if near_deadline {
+                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
+                }
+                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
+                let unblock: &[&str] = &["CLIENT", "UNBLOCK", &id, reason];
+                packet.extend([release, unblock]);
+                holder.send(&packet);
+                if near_deadline {
+                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
+                }
+                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                let unblocked = holder.frame();
+                let w_reply = w.frame();
+                if unblock_supported(flavor) && reason == "ERROR" {
+                    assert_eq!(unblocked, ":1", "{case}: CLIENT UNBLOCK");
+                    assert!(
+                        w_reply.starts_with("-UNBLOCKED"),
+                        "{case}: waiter got {w_reply}"
+                    );
+                    // Its grant is given back, and the next in line gets the lock.
+                    assert_eq!(next.frame(), ":1", "{case}: the next waiter");
+                    assert_eq!(holders(&mut c, key), held_by("next", 1), "{case}");
+                } else {
+                    let expected = if unblock_supported(flavor) {
+                        ":1"
+                    } else {
+                        ":0"
+                    };
+                    assert_eq!(unblocked, expected, "{case}: CLIENT UNBLOCK");
+                    assert_eq!(w_reply, ":1", "{case}: the grant stands");
+                    assert_eq!(holders(&mut c, key), held_by("w", 1), "{case}");
+                    run(&mut c, &["RLOCK.RELEASE", key, "w"]);
+                    assert_eq!(next.frame(), ":1", "{case}: the next waiter");
+                }
+                w.assert_no_extra_reply(&case);
+                next.assert_no_extra_reply(&case);
+                holder.assert_no_extra_reply(&case);
+                assert_eq!(rstat(&server, "blocked"), 0, "{case}");
+                run(&mut c, &["RLOCK.FORCERELEASE", key]);
+            }
+        }
+        server.assert_alive("races");
+    }
+}
+
+#[test]
+fn a_waiter_killed_in_the_turn_it_is_granted_holds_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        for session in [false, true] {
+            for near_deadline in [false, true] {
+                let case = format!("{flavor} session={session} near_deadline={near_deadline}");
+                let key = format!("kill-{session}-{near_deadline}");
+                let key = key.as_str();
+                run(&mut c, &["RLOCK.ACQUIRE", key, "h", "LEASE", "60000"]);
+                let mut w = Raw::new(&server);
+                let block = if near_deadline { "150" } else { "0" };
+                let mut acquire = vec!["RLOCK.ACQUIRE", key, "w", "BLOCK", block];
+                if session {
+                    acquire.push("SESSION");
+                }
+                w.send(&[&acquire]);
+                wait_blocked(flavor, &mut c, key, 1);
+                let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
+                let mut holder = Raw::new(&server);
+                let id = w.id.to_string();
+                let mut packet: Vec<&[&str]> = Vec::new();
+                if near_deadline {
+                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
+                }
+                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
+                let kill: &[&str] = &["CLIENT", "KILL", "ID", &id];
+                packet.extend([release, kill]);
+                holder.send(&packet);
+                if near_deadline {
+                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
+                }
+                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                assert_eq!(holder.frame(), ":1", "{case}: CLIENT KILL");
+                // The killed waiter's grant goes to the next in line, not for a lease.
+                assert_eq!(next.frame(), ":1", "{case}: the next waiter");
+                assert_eq!(holders(&mut c, key), held_by("next", 1), "{case}");
+                next.assert_no_extra_reply(&case);
+                holder.assert_no_extra_reply(&case);
+                assert_eq!(rstat(&server, "blocked"), 0, "{case}");
+                run(&mut c, &["RLOCK.FORCERELEASE", key]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_block_that_runs_out_in_the_turn_of_a_grant_gets_the_grant_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "d", "h", "LEASE", "60000"]);
+        let mut w = blocked_raw(flavor, &mut c, &server, "d", "w", "100", 1);
+        let mut holder = Raw::new(&server);
+        // The deadline passes during the sleep; the release comes before the module's
+        // timer, in the same turn.
+        holder.send(&[&["DEBUG", "SLEEP", "0.25"], &["RLOCK.RELEASE", "d", "h"]]);
+        assert_eq!(holder.frame(), "+OK");
+        assert_eq!(holder.frame(), ":1");
+        assert_eq!(w.frame(), ":1", "{flavor}: granted before its timer ran");
+        w.assert_no_extra_reply(&format!("{flavor}"));
+        assert_eq!(holders(&mut c, "d"), held_by("w", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+/// `MODULE UNLOAD` is refused while the module holds a timer. A fair queue whose
+/// members poll (nobody blocked here) needs none, so it must not hold one.
+#[test]
+fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
+    for flavor in flavors() {
+        let mut server = Server::start(flavor);
+        let mut c = server.conn();
+        run(
+            &mut c,
+            &["RLOCK.ACQUIRE", "f", "h", "FAIR", "LEASE", "60000"],
+        );
+        // A polling FAIR caller queues for fair-wait-ms (300 s).
+        assert_eq!(
+            run(&mut c, &["RLOCK.ACQUIRE", "f", "p", "FAIR"]),
+            Value::Nil
+        );
+        assert_eq!(
+            call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
+            Ok(Value::Okay),
+            "{flavor}: held lock, polling fair waiter"
+        );
+        let path = module_path().display().to_string();
+        run(&mut c, &["MODULE", "LOAD", &path]);
+        // Free lock, woken poller heading the queue.
+        run(&mut c, &["RLOCK.FORCERELEASE", "f"]);
+        run(
+            &mut c,
+            &["RLOCK.ACQUIRE", "g", "h", "FAIR", "LEASE", "60000"],
+        );
+        assert_eq!(
+            run(&mut c, &["RLOCK.ACQUIRE", "g", "p", "FAIR"]),
+            Value::Nil
+        );
+        run(&mut c, &["RLOCK.RELEASE", "g", "h"]);
+        assert_eq!(
+            call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
+            Ok(Value::Okay),
+            "{flavor}: free lock, polling head"
+        );
+        server.assert_alive("MODULE UNLOAD");
+    }
+}

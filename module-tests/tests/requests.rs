@@ -1,0 +1,230 @@
+//! Idempotent retries: `REQ id` on ACQUIRE, RELEASE and RENEW. The same call sent
+//! again by the same owner within the lease replies the first reply and changes
+//! nothing, on the same connection or another, blocked or not, on a replica after
+//! failover too (the record is a replicated key).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rlock_module_tests::redis::{Connection, Value};
+use rlock_module_tests::*;
+
+fn run(c: &mut Connection, args: &[&str]) -> Value {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
+}
+
+fn record(c: &mut Connection, key: &str, id: &str) -> Option<String> {
+    let name = format!("rlock_request:{{{key}}}:{id}");
+    redis::cmd("GET").arg(name).query(c).expect("GET")
+}
+
+#[test]
+fn a_retried_acquire_does_not_reenter() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let acquire = ["RLOCK.ACQUIRE", "a", "o", "LEASE", "60000", "REQ", "r1"];
+        assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}: retried");
+        // On a new connection too, as after a reconnect.
+        let mut other = server.conn();
+        assert_eq!(run(&mut other, &acquire), Value::Int(1), "{flavor}");
+        assert_eq!(holders(&mut c, "a"), held_by("o", 1), "{flavor}");
+        assert_eq!(record(&mut c, "a", "r1").as_deref(), Some("A:1:o"));
+        let ttl = pttl(&mut c, b"rlock_request:{a}:r1");
+        assert!(
+            (59_000..=60_000).contains(&ttl),
+            "{flavor}: record TTL {ttl}"
+        );
+        // Another id is another call: a re-entry.
+        let reenter = ["RLOCK.ACQUIRE", "a", "o", "REQ", "r2"];
+        assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}");
+        assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}");
+        assert_eq!(holders(&mut c, "a"), held_by("o", 2), "{flavor}");
+        // A fencing token replays as it was handed out.
+        let fenced = ["RLOCK.ACQUIRE", "t", "o", "TOKEN", "REQ", "r3"];
+        assert_eq!(run(&mut c, &fenced), Value::Int(1), "{flavor}");
+        run(&mut c, &["RLOCK.RELEASE", "t", "o"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "TOKEN"]);
+        assert_eq!(
+            run(&mut c, &fenced),
+            Value::Int(1),
+            "{flavor}: token replayed"
+        );
+        assert_eq!(holders(&mut c, "t"), held_by("p", 1), "{flavor}");
+        // FAIR takes the same path.
+        let fair = ["RLOCK.ACQUIRE", "f", "o", "FAIR", "REQ", "r4"];
+        assert_eq!(run(&mut c, &fair), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &fair), Value::Int(1), "{flavor}");
+        assert_eq!(holders(&mut c, "f"), held_by("o", 1), "{flavor}");
+    }
+}
+
+#[test]
+fn a_retried_release_does_not_release_twice() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
+        let undo = ["RLOCK.RELEASE", "r", "o", "REQ", "u1"];
+        assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}");
+        assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}: retried");
+        assert_eq!(holders(&mut c, "r"), held_by("o", 1), "{flavor}");
+        let last = ["RLOCK.RELEASE", "r", "o", "REQ", "u2"];
+        assert_eq!(run(&mut c, &last), Value::Int(1), "{flavor}");
+        // Someone else took the lock since: the retry neither errs nor touches it.
+        run(&mut c, &["RLOCK.ACQUIRE", "r", "p"]);
+        assert_eq!(run(&mut c, &last), Value::Int(1), "{flavor}: retried");
+        assert_eq!(holders(&mut c, "r"), held_by("p", 1), "{flavor}");
+        // A release that fails records nothing: a retry fails the same way.
+        let r = call(&mut c, &["RLOCK.RELEASE", "r", "o", "REQ", "u3"]);
+        assert!(matches!(&r, Err(e) if e.starts_with("NOTHELD")), "{r:?}");
+        assert_eq!(record(&mut c, "r", "u3"), None, "{flavor}");
+    }
+}
+
+#[test]
+fn a_retried_renew_replies_the_same() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "n", "o", "LEASE", "1000"]);
+        let renew = ["RLOCK.RENEW", "n", "o", "LEASE", "60000", "REQ", "n1"];
+        assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}: retried");
+        assert_eq!(record(&mut c, "n", "n1").as_deref(), Some("N:1:o"));
+        // Not held: 0, and nothing recorded.
+        let other = ["RLOCK.RENEW", "n", "p", "REQ", "n2"];
+        assert_eq!(run(&mut c, &other), Value::Int(0), "{flavor}");
+        assert_eq!(record(&mut c, "n", "n2"), None, "{flavor}");
+    }
+}
+
+#[test]
+fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "c", "o", "REQ", "x"]);
+        let before = keyspace(&mut c);
+        for args in [
+            &["RLOCK.ACQUIRE", "c", "other", "REQ", "x"][..],
+            &["RLOCK.RELEASE", "c", "o", "REQ", "x"],
+            &["RLOCK.RENEW", "c", "o", "REQ", "x"],
+        ] {
+            let r = call(&mut c, args);
+            assert!(
+                matches!(&r, Err(e) if e.contains("REQ id already used")),
+                "{flavor}: {args:?} gave {r:?}"
+            );
+        }
+        // A record key that is not a string.
+        run(&mut c, &["RPUSH", "rlock_request:{c}:y", "junk"]);
+        let before_y = keyspace(&mut c);
+        let r = call(&mut c, &["RLOCK.RELEASE", "c", "o", "REQ", "y"]);
+        assert!(matches!(&r, Err(e) if e.starts_with("WRONGTYPE")), "{r:?}");
+        assert_eq!(keyspace(&mut c), before_y, "{flavor}");
+        run(&mut c, &["DEL", "rlock_request:{c}:y"]);
+        assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
+    }
+}
+
+#[test]
+fn bad_request_ids_are_refused_and_change_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let long = "x".repeat(65);
+        for (args, error) in [
+            (
+                vec!["RLOCK.ACQUIRE", "b", "o", "REQ"],
+                "ERR option REQ needs a request id",
+            ),
+            (
+                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", ""],
+                "ERR REQ id must be 1 to 64 bytes",
+            ),
+            (
+                vec!["RLOCK.RELEASE", "b", "o", "REQ", long.as_str()],
+                "ERR REQ id must be 1 to 64 bytes",
+            ),
+            (
+                vec!["RLOCK.RENEW", "b", "o", "REQ", "a{b}"],
+                "ERR REQ id must not contain '{' or '}'",
+            ),
+            (
+                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", "a", "REQ", "b"],
+                "ERR option REQ given more than once",
+            ),
+            (
+                vec!["RLOCK.RELEASE", "b", "o", "LEASE", "10"],
+                "ERR unknown option 'LEASE'",
+            ),
+        ] {
+            assert_eq!(call(&mut c, &args), Err(error.to_string()), "{flavor}");
+        }
+        assert!(keyspace(&mut c).is_empty(), "{flavor}: nothing written");
+    }
+}
+
+#[test]
+fn a_blocked_acquire_sent_twice_is_granted_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
+        let acquire = ["RLOCK.ACQUIRE", "w", "o", "BLOCK", "10000", "REQ", "b1"];
+        let mut first = Pending::new(&server);
+        first.send(&acquire);
+        wait_blocked(flavor, &mut c, "w", 1);
+        // The client timed out and sent it again on a new connection.
+        let mut second = Pending::new(&server);
+        second.send(&acquire);
+        wait_blocked(flavor, &mut c, "w", 2);
+        run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
+        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(holders(&mut c, "w"), held_by("o", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        // One release frees it.
+        assert_eq!(run(&mut c, &["RLOCK.RELEASE", "w", "o"]), Value::Int(1));
+        assert!(holders(&mut c, "w").is_empty(), "{flavor}");
+    }
+}
+
+#[test]
+fn records_replicate_and_answer_after_failover() {
+    for flavor in flavors() {
+        let primary = Server::start(flavor);
+        let replica = Server::builder(flavor).replica_of(primary.port).start();
+        sync_replica(&primary, &replica);
+        let mut c = primary.conn();
+        let acquire = ["RLOCK.ACQUIRE", "p", "o", "LEASE", "60000", "REQ", "f1"];
+        assert_eq!(run(&mut c, &acquire), Value::Int(1));
+        assert_eq!(run(&mut c, &["WAIT", "1", "2000"]), Value::Int(1));
+        let mut r = replica.conn();
+        run(&mut r, &["REPLICAOF", "NO", "ONE"]);
+        // The retry reaches the promoted replica: the same reply, no re-entry.
+        assert_eq!(run(&mut r, &acquire), Value::Int(1), "{flavor}");
+        assert_eq!(holders(&mut r, "p"), held_by("o", 1), "{flavor}");
+        let ttl = pttl(&mut r, b"rlock_request:{p}:f1");
+        assert!(ttl > 50_000, "{flavor}: record TTL on the replica {ttl}");
+    }
+}
+
+#[test]
+fn records_expire_with_the_lease() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let acquire = ["RLOCK.ACQUIRE", "e", "o", "LEASE", "100", "REQ", "e1"];
+        assert_eq!(run(&mut c, &acquire), Value::Int(1));
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(record(&mut c, "e", "e1"), None, "{flavor}");
+        // Past the lease the call is new again: the lock expired, so it is a new hold.
+        assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
+    }
+}
