@@ -22,7 +22,7 @@ use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
 use crate::state;
 use crate::stats;
-use crate::store::{self, FairQueue, LockKey};
+use crate::store::{self, FairQueue, LockKey, RequestRecord};
 use crate::{deferred, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
@@ -99,8 +99,12 @@ fn grant(
     };
     // The same request, retried on another connection while this one still waits:
     // it was granted once, and is answered the same without a second hold.
-    if let Some(req) = &waiter.options.req {
-        let earlier = store::find_request(ctx, key, req, RequestKind::Acquire, &waiter.owner);
+    let record = waiter
+        .options
+        .req
+        .map(|id| RequestRecord::new(ctx, key, &id));
+    if let Some(record) = &record {
+        let earlier = record.earlier_reply(ctx, RequestKind::Acquire, &waiter.owner);
         let answer = match earlier {
             Ok(None) => None,
             Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
@@ -133,9 +137,8 @@ fn grant(
     let lease = waiter.options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(&owner, plan, lease);
     drop(lock_key);
-    if let Some(req) = &waiter.options.req {
-        let kind = RequestKind::Acquire;
-        store::record_request(ctx, key, req, kind, &waiter.owner, reply, lease.ms());
+    if let Some(record) = &record {
+        record.write(ctx, RequestKind::Acquire, &waiter.owner, reply, lease.ms());
     }
     if let Some(queue) = queue {
         queue.dequeue(&waiter.owner, true);

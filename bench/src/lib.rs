@@ -5,7 +5,7 @@
 //! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter);
 //! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q;
 //! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua);
-//! 5. uncontended pairs with FAIR: RF (FAIR) vs R;
+//! 5. uncontended pairs with FAIR and with REQ: RF (FAIR), RQ (REQ) vs R;
 //! 6. memory per blocked waiter: N RLOCK.ACQUIRE BLOCK 0 waiters vs N BLPOP waiters;
 //! 7. the stall when N blocked waiters disconnect at once: FAIR vs plain BLOCK vs BLPOP.
 //!

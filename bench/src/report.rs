@@ -516,7 +516,7 @@ fn fair_section(w: &mut String, f: &Fair) {
 }
 
 fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
-    let _ = writeln!(w, "### 5. Uncontended pairs, FAIR vs plain\n");
+    let _ = writeln!(w, "### 5. Uncontended pairs, FAIR and REQ vs plain\n");
     for p in PairPath::FAIR_VS_PLAIN {
         let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
     }
@@ -524,7 +524,8 @@ fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
         w,
         "\nThe shape of scenario 1 (same connections and keys); a pipeline of {FAIR_PIPELINE} is {} acquires \
          on distinct keys, then their releases. No one ever queues: this is what FAIR costs when \
-         nobody waits.\n",
+         nobody waits, and what REQ costs (a record key written and replicated per call, kept for \
+         the lease).\n",
         FAIR_PIPELINE / 2
     );
     let _ = writeln!(

@@ -21,13 +21,22 @@ pub enum PairPath {
     S,
     /// Scenario 5 only: R with FAIR.
     RF,
+    /// Scenario 5 only: R with a fresh `REQ id` on each call.
+    RQ,
+}
+
+/// `REQ` ids, unique for the whole run so that no call replays another's record.
+static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
+
+fn request_id() -> String {
+    format!("{:x}", NEXT_REQUEST.fetch_add(1, Ordering::Relaxed))
 }
 
 impl PairPath {
     /// Scenario 1.
     pub const ALL: [PairPath; 3] = [PairPath::R, PairPath::L, PairPath::S];
-    /// Scenario 5: plain, then FAIR.
-    pub const FAIR_VS_PLAIN: [PairPath; 2] = [PairPath::R, PairPath::RF];
+    /// Scenario 5: plain, then FAIR, then with REQ.
+    pub const FAIR_VS_PLAIN: [PairPath; 3] = [PairPath::R, PairPath::RF, PairPath::RQ];
 
     pub fn letter(self) -> &'static str {
         match self {
@@ -35,6 +44,7 @@ impl PairPath {
             PairPath::L => "L",
             PairPath::S => "S",
             PairPath::RF => "RF",
+            PairPath::RQ => "RQ",
         }
     }
 
@@ -44,6 +54,9 @@ impl PairPath {
             PairPath::L => "EVALSHA Redisson tryLock + unlock",
             PairPath::S => "SET k o NX PX 30000 + DEL k",
             PairPath::RF => "RLOCK.ACQUIRE k o FAIR LEASE 30000 + RLOCK.RELEASE k o",
+            PairPath::RQ => {
+                "RLOCK.ACQUIRE k o LEASE 30000 REQ id1 + RLOCK.RELEASE k o REQ id2 (a record key each)"
+            }
         }
     }
 
@@ -63,6 +76,16 @@ impl PairPath {
                     .arg(LEASE_MS);
                 cmd
             }
+            PairPath::RQ => {
+                let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+                cmd.arg(key)
+                    .arg(owner)
+                    .arg("LEASE")
+                    .arg(LEASE_MS)
+                    .arg("REQ")
+                    .arg(request_id());
+                cmd
+            }
             PairPath::L => shas.try_lock_cmd(key, LEASE_MS, owner),
             PairPath::S => {
                 let mut cmd = redis::cmd("SET");
@@ -79,6 +102,11 @@ impl PairPath {
                 cmd.arg(key).arg(owner);
                 cmd
             }
+            PairPath::RQ => {
+                let mut cmd = redis::cmd("RLOCK.RELEASE");
+                cmd.arg(key).arg(owner).arg("REQ").arg(request_id());
+                cmd
+            }
             PairPath::L => shas.unlock_cmd(key, LEASE_MS, owner),
             PairPath::S => {
                 let mut cmd = redis::cmd("DEL");
@@ -90,7 +118,7 @@ impl PairPath {
 
     fn acquired(self, reply: &Value) -> bool {
         match self {
-            PairPath::R | PairPath::RF => matches!(reply, Value::Int(1)),
+            PairPath::R | PairPath::RF | PairPath::RQ => matches!(reply, Value::Int(1)),
             PairPath::L => matches!(reply, Value::Nil),
             PairPath::S => {
                 matches!(reply, Value::Okay) || matches!(reply, Value::SimpleString(s) if s == "OK")
@@ -169,7 +197,7 @@ pub async fn run(server: &Server, plan: &Plan) -> Uncontended {
     run_paths(server, plan, &PairPath::ALL, &plan.pipelines, "uncontended").await
 }
 
-/// Scenario 5: R and RF (FAIR) at pipeline 16, the rest of the shape as scenario 1.
+/// Scenario 5: R, RF (FAIR) and RQ (REQ) at pipeline 16, the rest of the shape as scenario 1.
 pub async fn run_fair(server: &Server, plan: &Plan) -> Uncontended {
     run_paths(
         server,

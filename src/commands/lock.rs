@@ -9,7 +9,7 @@ use crate::core::args::{
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
 use crate::core::requests::{RequestId, RequestKind};
-use crate::store::{self, AcquirePlan, FairQueue, LockKey};
+use crate::store::{self, AcquirePlan, FairQueue, LockKey, RequestRecord};
 use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`
@@ -20,11 +20,12 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         // A script runs on its own client, which never disconnects.
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
     }
-    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Acquire)? {
+    let record = request_record(ctx, key, options.req);
+    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Acquire)? {
         return Ok(RedisValue::Integer(reply));
     }
     if options.fair {
-        return acquire_fair(ctx, key, owner, &options);
+        return acquire_fair(ctx, key, owner, &options, &record);
     }
     // Nothing waits or is watched anywhere: the common, uncontended case skips
     // building the lock's id.
@@ -37,7 +38,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             handoff::serve(ctx, &lock);
         }
     }
-    match take(ctx, key, owner, &options)? {
+    match take(ctx, key, owner, &options, &record)? {
         Some(reply) => {
             if watching {
                 handoff::watch(ctx, &lock());
@@ -67,23 +68,32 @@ fn take(
     key: &RedisString,
     owner: &RedisString,
     options: &AcquireOptions,
+    record: &Option<RequestRecord>,
 ) -> Result<Option<i64>, RedisError> {
     let lock_key = LockKey::open(ctx, key)?;
     let plan = lock_key.plan_acquire(owner, options)?;
-    Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, plan)))
+    Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan)))
 }
 
-/// The reply of the same call made before with `REQ id`, which is then not applied
-/// again; `None` when there was none (or no id).
-fn replayed(
+/// The record of a call made with `REQ id`.
+fn request_record(
     ctx: &Context,
     key: &RedisString,
-    owner: &RedisString,
     id: Option<RequestId>,
+) -> Option<RequestRecord> {
+    id.map(|id| RequestRecord::new(ctx, key, &id))
+}
+
+/// The reply of the same call made before with this `REQ id`, which is then not
+/// applied again; `None` when there was none (or no id).
+fn earlier_reply(
+    ctx: &Context,
+    record: &Option<RequestRecord>,
+    owner: &RedisString,
     kind: RequestKind,
 ) -> Result<Option<i64>, RedisError> {
-    match id {
-        Some(id) => store::find_request(ctx, key, &id, kind, owner.as_slice()),
+    match record {
+        Some(record) => record.earlier_reply(ctx, kind, owner.as_slice()),
         None => Ok(None),
     }
 }
@@ -95,13 +105,19 @@ fn commit(
     key: &RedisString,
     owner: &RedisString,
     options: &AcquireOptions,
+    record: &Option<RequestRecord>,
     plan: AcquirePlan,
 ) -> i64 {
     let lease = options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(owner, plan, lease);
-    if let Some(id) = &options.req {
-        let (kind, owner) = (RequestKind::Acquire, owner.as_slice());
-        store::record_request(ctx, key, id, kind, owner, reply, lease.ms());
+    if let Some(record) = record {
+        record.write(
+            ctx,
+            RequestKind::Acquire,
+            owner.as_slice(),
+            reply,
+            lease.ms(),
+        );
     }
     if options.session {
         let lock = store::lock_id(ctx, key);
@@ -117,6 +133,7 @@ fn acquire_fair(
     key: &RedisString,
     owner: &RedisString,
     options: &AcquireOptions,
+    record: &Option<RequestRecord>,
 ) -> RedisResult {
     let lock = store::lock_id(ctx, key);
     // A free lock goes to those blocked on it before any newcomer.
@@ -135,7 +152,7 @@ fn acquire_fair(
         .map_err(errors::hold_error)?;
     match decision {
         FairAcquire::Take { .. } | FairAcquire::Reenter { .. } => {
-            let reply = plan.map(|plan| commit(ctx, &lock_key, key, owner, options, plan));
+            let reply = plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan));
             drop(lock_key);
             if let FairAcquire::Take { from_head: true } = decision {
                 queue.dequeue(owner.as_slice(), true);
@@ -178,7 +195,8 @@ fn acquire_fair(
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_release_options(rest).map_err(errors::arg_error)?;
-    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Release)? {
+    let record = request_record(ctx, key, options.req);
+    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Release)? {
         return Ok(RedisValue::Integer(reply));
     }
     let release = LockKey::open(ctx, key)?.release(owner, false)?;
@@ -194,9 +212,9 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             1
         }
     };
-    if let Some(id) = &options.req {
+    if let Some(record) = &record {
         let (kind, ttl) = (RequestKind::Release, config::default_lease().ms());
-        store::record_request(ctx, key, id, kind, owner.as_slice(), reply, ttl);
+        record.write(ctx, kind, owner.as_slice(), reply, ttl);
     }
     Ok(RedisValue::Integer(reply))
 }
@@ -214,16 +232,16 @@ fn forget_session_hold(ctx: &Context, key: &RedisString, owner: &RedisString) {
 pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_renew_options(rest).map_err(errors::arg_error)?;
-    if let Some(reply) = replayed(ctx, key, owner, options.req, RequestKind::Renew)? {
+    let record = request_record(ctx, key, options.req);
+    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Renew)? {
         return Ok(RedisValue::Integer(reply));
     }
     let lease = options.lease.unwrap_or_else(config::default_lease);
     if !LockKey::open(ctx, key)?.renew(owner, lease)? {
         return Ok(RedisValue::Integer(0));
     }
-    if let Some(id) = &options.req {
-        let kind = RequestKind::Renew;
-        store::record_request(ctx, key, id, kind, owner.as_slice(), 1, lease.ms());
+    if let Some(record) = &record {
+        record.write(ctx, RequestKind::Renew, owner.as_slice(), 1, lease.ms());
     }
     if !state::all_idle() {
         handoff::watch(ctx, &store::lock_id(ctx, key));

@@ -22,7 +22,7 @@ pub use fence::{track_fences_from_load, Fence};
 pub use lock::{AcquirePlan, LockKey};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
-pub use request::{find_request, record_request};
+pub use request::RequestRecord;
 
 use crate::config;
 use crate::core::keys::{

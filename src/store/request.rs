@@ -10,49 +10,47 @@ use crate::core::requests::{
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 
-fn record_name(ctx: &Context, lock_name: &RedisString, id: &RequestId) -> RedisString {
-    let helper = helper_string(ctx, REQUEST_PREFIX, lock_name.as_slice());
-    ffi::string(ctx, &record_key(helper.as_slice(), id))
+/// The record of one request id on one lock, named once for the lookup and the write.
+pub struct RequestRecord {
+    name: RedisString,
 }
 
-/// The reply of an earlier call with this id, if `owner` made the same call on this
-/// lock within its lease. An id used by another owner or command is an error.
-pub fn find_request(
-    ctx: &Context,
-    lock_name: &RedisString,
-    id: &RequestId,
-    kind: RequestKind,
-    owner: &[u8],
-) -> Result<Option<i64>, RedisError> {
-    let name = record_name(ctx, lock_name, id);
-    let key = Key::open_readonly(ctx, &name);
-    match key.kind() {
-        KeyKind::Empty => Ok(None),
-        KeyKind::String => match replay(&key.string_value(), kind, owner) {
-            Replay::Reply(reply) => Ok(Some(reply)),
-            Replay::Conflict => Err(RedisError::Str(errors::REQUEST_CONFLICT)),
-        },
-        _ => Err(errors::wrong_type()),
+impl RequestRecord {
+    pub fn new(ctx: &Context, lock_name: &RedisString, id: &RequestId) -> RequestRecord {
+        let helper = helper_string(ctx, REQUEST_PREFIX, lock_name.as_slice());
+        RequestRecord {
+            name: ffi::string(ctx, &record_key(helper.as_slice(), id)),
+        }
     }
-}
 
-/// Records that `owner`'s call `kind` with this id replied `reply`, for `ttl_ms`.
-/// Called only after `find_request` found no record, so it cannot fail.
-pub fn record_request(
-    ctx: &Context,
-    lock_name: &RedisString,
-    id: &RequestId,
-    kind: RequestKind,
-    owner: &[u8],
-    reply: i64,
-    ttl_ms: i64,
-) {
-    let name = record_name(ctx, lock_name, id);
-    let value = ffi::string(ctx, &encode(kind, reply, owner));
-    let at_ms = ffi::now_ms().saturating_add(ttl_ms);
-    let key = Key::open_writable(ctx, &name);
-    key.string_set(&value);
-    key.set_abs_expire(at_ms);
-    ffi::replicate_set_pxat(ctx, &name, &value, at_ms);
-    announce(ctx, NotifyEvent::STRING, "set", &name);
+    /// The reply of an earlier call with this id, if `owner` made the same call on this
+    /// lock within its lease. An id used by another owner or command is an error.
+    pub fn earlier_reply(
+        &self,
+        ctx: &Context,
+        kind: RequestKind,
+        owner: &[u8],
+    ) -> Result<Option<i64>, RedisError> {
+        let key = Key::open_readonly(ctx, &self.name);
+        match key.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::String => match replay(&key.string_value(), kind, owner) {
+                Replay::Reply(reply) => Ok(Some(reply)),
+                Replay::Conflict => Err(RedisError::Str(errors::REQUEST_CONFLICT)),
+            },
+            _ => Err(errors::wrong_type()),
+        }
+    }
+
+    /// Records that `owner`'s call `kind` with this id replied `reply`, for `ttl_ms`.
+    /// Called only after `earlier_reply` found none, so it cannot fail.
+    pub fn write(&self, ctx: &Context, kind: RequestKind, owner: &[u8], reply: i64, ttl_ms: i64) {
+        let value = ffi::string(ctx, &encode(kind, reply, owner));
+        let at_ms = ffi::now_ms().saturating_add(ttl_ms);
+        let key = Key::open_writable(ctx, &self.name);
+        key.string_set(&value);
+        key.set_abs_expire(at_ms);
+        ffi::replicate_set_pxat(ctx, &self.name, &value, at_ms);
+        announce(ctx, NotifyEvent::STRING, "set", &self.name);
+    }
 }
