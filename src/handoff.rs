@@ -33,7 +33,7 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         return;
     }
     let key = ffi::string(ctx, &lock.key);
-    let queue = if state::with(|s| s.fair_queues.contains(lock)) {
+    let queue = if state::with(|s| s.fair_queues.contains(lock)) || waiters::has_fair(lock) {
         FairQueue::open(ctx, &lock.key).ok()
     } else {
         None
@@ -45,6 +45,17 @@ pub fn serve(ctx: &Context, lock: &LockId) {
                 None => break, // Held.
             },
             None => FairHead::Nobody,
+        };
+        let head = match (head, waiters::first_fair(lock)) {
+            // FAIR waiters blocked here, and no queue entry left (FLUSHDB, SWAPDB, a script
+            // deleted the queue): back in line, oldest first, so the oldest takes its turn.
+            (FairHead::Nobody, Some(oldest)) => {
+                if let Some(queue) = &queue {
+                    restore_fair_entries(lock, queue);
+                }
+                FairHead::Blocked(oldest)
+            }
+            (head, _) => head,
         };
         let granted = match next_turn(head, waiters::first_plain(lock)) {
             Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
@@ -99,12 +110,19 @@ fn grant(
     };
     // The same request, retried on another connection while this one still waits:
     // it was granted once, and is answered the same without a second hold.
+    let owner = ffi::string(ctx, &waiter.owner);
     let record = waiter
         .options
         .req
         .map(|id| RequestRecord::new(ctx, key, &id));
     if let Some(record) = &record {
-        let earlier = record.earlier_reply(ctx, RequestKind::Acquire, &waiter.owner);
+        let earlier = record
+            .earlier_reply(ctx, RequestKind::Acquire, &waiter.owner)
+            .and_then(|reply| match reply {
+                // Replayed only while the hold it reported still stands.
+                Some(reply) if LockKey::open(ctx, key)?.is_held_by(&owner)? => Ok(Some(reply)),
+                _ => Ok(None),
+            });
         let answer = match earlier {
             Ok(None) => None,
             Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
@@ -118,7 +136,6 @@ fn grant(
             return Grant::Failed;
         }
     }
-    let owner = ffi::string(ctx, &waiter.owner);
     let planned = LockKey::open(ctx, key).and_then(|lock_key| {
         let plan = lock_key.plan_acquire(&owner, &waiter.options)?;
         Ok(plan.map(|plan| (lock_key, plan)))
@@ -313,6 +330,13 @@ fn requeue_missing(ctx: &Context, lock: &LockId) {
     let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
         return;
     };
+    restore_fair_entries(lock, &queue);
+    serve(ctx, lock);
+}
+
+/// Queues again, at the tail and in arrival order, the FAIR waiters blocked on `lock`
+/// whose entries are gone.
+fn restore_fair_entries(lock: &LockId, queue: &FairQueue) {
     let now = ffi::now_ms();
     for (owner, deadline) in waiters::fair_waiters(lock) {
         if queue.deadline_of(&owner).is_none() {
@@ -321,5 +345,4 @@ fn requeue_missing(ctx: &Context, lock: &LockId) {
             state::with(|s| s.fair_queues.insert(lock.clone()));
         }
     }
-    serve(ctx, lock);
 }

@@ -81,6 +81,15 @@ pub fn first_plain(lock: &LockId) -> Option<WaiterId> {
     state::with(|s| s.waiters.first_plain(lock))
 }
 
+/// The longest waiter on `lock` that asked for FAIR.
+pub fn first_fair(lock: &LockId) -> Option<WaiterId> {
+    state::with(|s| s.waiters.first_fair(lock))
+}
+
+pub fn has_fair(lock: &LockId) -> bool {
+    state::with(|s| s.waiters.first_fair(lock).is_some())
+}
+
 /// The longest waiter of `owner` on `lock`, if it is blocked here.
 pub fn find_owner(lock: &LockId, owner: &[u8]) -> Option<WaiterId> {
     state::with(|s| s.waiters.find_owner(lock, owner).map(|(id, _)| id))
@@ -108,27 +117,45 @@ pub fn view(id: WaiterId) -> Option<WaiterView> {
 }
 
 /// Takes waiter `id` out of line and answers it. A grant is remembered until its
-/// reply is delivered, so a client that leaves first gives the hold back.
+/// reply is delivered, so a client that leaves first gives the hold back. Waiters
+/// blocked on the same request (`REQ id` sent again on other connections) get the
+/// same reply at once; the hold is then theirs as much as this client's, so it is
+/// not given back if this client leaves.
 pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
+    let mut same_request = Vec::new();
     let waiter = state::with(|s| {
         let waiter = s.waiters.remove(id)?;
         s.waiter_by_handle.remove(&waiter.handle.id());
         shrink_map(&mut s.waiter_by_handle);
         if let BlockedReply::Granted(granted) = reply {
-            let undelivered = Undelivered {
-                lock: waiter.lock.clone(),
-                owner: waiter.owner.clone(),
-                reply: granted,
-                client: waiter.client,
-                session: waiter.options.session,
-            };
-            s.undelivered.insert(waiter.handle.id(), undelivered);
+            if let Some(req) = &waiter.options.req {
+                same_request = s.waiters.same_request(&waiter.lock, &waiter.owner, req);
+            }
+            if same_request.is_empty() {
+                let undelivered = Undelivered {
+                    lock: waiter.lock.clone(),
+                    owner: waiter.owner.clone(),
+                    reply: granted,
+                    client: waiter.client,
+                    session: waiter.options.session,
+                };
+                s.undelivered.insert(waiter.handle.id(), undelivered);
+            }
         }
         Some(waiter)
     });
+    let repeated = match reply {
+        BlockedReply::Granted(granted) => Some(BlockedReply::Repeated(granted)),
+        _ => None,
+    };
     if let Some(waiter) = waiter {
         stop_deadline(ctx, waiter.handle.id());
         waiter.handle.unblock(reply);
+    }
+    if let Some(repeated) = repeated {
+        for other in same_request {
+            answer(ctx, other, repeated.clone());
+        }
     }
 }
 
@@ -173,8 +200,8 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Opt
         // Dropping the handle unblocks it with no reply: Redis has answered the client.
         None => drop(waiter),
     }
-    let idle = state::with(|s| !s.waiters.has_waiters(&lock) && !s.fair_queues.contains(&lock));
-    if idle {
+    // Timers are only for waiters blocked here (see `handoff::watch`).
+    if !has_waiters(&lock) {
         timers::cancel(ctx, &lock);
     }
 }

@@ -88,6 +88,13 @@ pub(crate) fn renew(key: &str, owner: &str, lease: Duration) -> redis::Cmd {
     c
 }
 
+/// Whether a `CLIENT LIST` line shows a client blocked in a command (flag `b`).
+pub(crate) fn client_is_blocked(line: &str) -> bool {
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix("flags="))
+        .is_some_and(|flags| flags.contains('b'))
+}
+
 /// Whether a request may have been lost on the way (to or from the server), so that
 /// sending it again, with its `REQ` id, is the way to learn its outcome.
 pub(crate) fn worth_resending(e: &redis::RedisError) -> bool {
@@ -525,6 +532,14 @@ mod tests {
             ..opts()
         };
         assert_eq!(&args(&acquire("k", "o", &forever))[5..7], ["BLOCK", "0"]);
+    }
+
+    #[test]
+    fn blocked_clients_are_told_from_client_list() {
+        let line = "id=7 addr=127.0.0.1:5 laddr=127.0.0.1:6 fd=9 name= age=1 idle=1 flags=b db=0";
+        assert!(client_is_blocked(line));
+        assert!(!client_is_blocked(&line.replace("flags=b", "flags=N")));
+        assert!(!client_is_blocked(""));
     }
 
     #[test]

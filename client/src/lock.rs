@@ -621,8 +621,9 @@ impl Lock {
     /// The caller gave up while the request may be blocked in the server: `CLIENT UNBLOCK` it
     /// until its reply comes. Returns `None` if the reply never comes (then the connection is
     /// closed, which also makes the server forget the waiter, and give back a grant it never
-    /// delivered). Servers before Redis 7.4 do not unblock rlock waits (they reply 0): there
-    /// the connection is closed after a short grace for a reply already on its way.
+    /// delivered). A `0` from `CLIENT UNBLOCK` means the request is not blocked yet, or its
+    /// reply is on its way, so the reply is awaited; or, before Redis 7.4 (which does not
+    /// unblock rlock waits), that it is still blocked: then the connection is closed at once.
     async fn unblock<F>(
         &self,
         client_id: i64,
@@ -638,9 +639,14 @@ impl Lock {
                 let mut cmd = redis::cmd("CLIENT");
                 cmd.arg("UNBLOCK").arg(client_id);
                 if let Ok(redis::Value::Int(0)) = conn.query_on_node_of(&self.key, cmd).await {
-                    tokio::select! {
-                        r = request.as_mut() => return Some(r),
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => return None,
+                    let mut list = redis::cmd("CLIENT");
+                    list.arg("LIST").arg("ID").arg(client_id);
+                    let listed = conn.query_on_node_of(&self.key, list).await;
+                    let line = listed
+                        .ok()
+                        .and_then(|v| redis::from_redis_value::<String>(v).ok());
+                    if line.as_deref().is_some_and(command::client_is_blocked) {
+                        return None;
                     }
                 }
             }

@@ -118,3 +118,28 @@ fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
         }
     }
 }
+
+/// FLUSHDB deletes the lock and its fair queue while FAIR waiters are blocked: they
+/// are put back in line, oldest first, and served in that order.
+#[test]
+fn fair_waiters_are_served_after_their_queue_is_flushed() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "q", "h", "FAIR"]);
+        let mut line = Vec::new();
+        for (i, owner) in ["f1", "f2"].iter().enumerate() {
+            let mut w = Pending::new(&server);
+            w.send(&["RLOCK.ACQUIRE", "q", owner, "FAIR", "BLOCK", "10000"]);
+            wait_blocked(flavor, &mut c, "q", i as i64 + 1);
+            line.push((owner.to_string(), w));
+        }
+        run(&mut c, &["FLUSHDB"]);
+        for (owner, mut w) in line {
+            assert_eq!(w.reply(), Ok(Value::Int(1)), "{flavor}: {owner}'s turn");
+            assert_eq!(holders(&mut c, "q"), held_by(&owner, 1), "{flavor}");
+            run(&mut w.con, &["RLOCK.RELEASE", "q", &owner]);
+        }
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}

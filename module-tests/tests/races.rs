@@ -278,6 +278,25 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
             Ok(Value::Okay),
             "{flavor}: free lock, polling head"
         );
+        run(&mut c, &["MODULE", "LOAD", &path]);
+        // Held lock, polling head, and a FAIR waiter that timed out behind it.
+        run(
+            &mut c,
+            &["RLOCK.ACQUIRE", "t", "h", "FAIR", "LEASE", "60000"],
+        );
+        assert_eq!(
+            run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "FAIR"]),
+            Value::Nil
+        );
+        let mut w = Raw::new(&server);
+        w.send(&[&["RLOCK.ACQUIRE", "t", "w", "FAIR", "BLOCK", "100"]]);
+        assert_eq!(w.frame(), "$-1", "{flavor}: timed out");
+        // Its queue entry leaves on the module's next turn (a 0 ms timer); then no timer
+        // is left, though the lease runs for a minute more.
+        let unloaded = wait_until(Duration::from_secs(1), || {
+            call(&mut c, &["MODULE", "UNLOAD", "rlock"]) == Ok(Value::Okay)
+        });
+        assert!(unloaded, "{flavor}: after the only waiter timed out");
         server.assert_alive("MODULE UNLOAD");
     }
 }

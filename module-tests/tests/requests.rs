@@ -43,16 +43,15 @@ fn a_retried_acquire_does_not_reenter() {
         assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}");
         assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}");
         assert_eq!(holders(&mut c, "a"), held_by("o", 2), "{flavor}");
-        // A fencing token replays as it was handed out.
+        // A fencing token replays as it was handed out, while the hold stands.
         let fenced = ["RLOCK.ACQUIRE", "t", "o", "TOKEN", "REQ", "r3"];
         assert_eq!(run(&mut c, &fenced), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &fenced), Value::Int(1), "{flavor}: replayed");
+        assert_eq!(holders(&mut c, "t"), held_by("o", 1), "{flavor}");
+        // Once it is given back, the call is new: here the lock is someone else's.
         run(&mut c, &["RLOCK.RELEASE", "t", "o"]);
         run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "TOKEN"]);
-        assert_eq!(
-            run(&mut c, &fenced),
-            Value::Int(1),
-            "{flavor}: token replayed"
-        );
+        assert_eq!(run(&mut c, &fenced), Value::Nil, "{flavor}: not replayed");
         assert_eq!(holders(&mut c, "t"), held_by("p", 1), "{flavor}");
         // FAIR takes the same path.
         let fair = ["RLOCK.ACQUIRE", "f", "o", "FAIR", "REQ", "r4"];
@@ -226,5 +225,113 @@ fn records_expire_with_the_lease() {
         assert_eq!(record(&mut c, "e", "e1"), None, "{flavor}");
         // Past the lease the call is new again: the lock expired, so it is a new hold.
         assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
+    }
+}
+
+#[test]
+fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "fw", "h", "FAIR"]);
+        let acquire = [
+            "RLOCK.ACQUIRE",
+            "fw",
+            "o",
+            "FAIR",
+            "BLOCK",
+            "5000",
+            "REQ",
+            "q1",
+        ];
+        let mut first = Pending::new(&server);
+        first.send(&acquire);
+        wait_blocked(flavor, &mut c, "fw", 1);
+        let mut second = Pending::new(&server);
+        second.send(&acquire);
+        wait_blocked(flavor, &mut c, "fw", 2);
+        run(&mut c, &["RLOCK.RELEASE", "fw", "h"]);
+        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(
+            second.reply(),
+            Ok(Value::Int(1)),
+            "{flavor}: the same reply at once"
+        );
+        assert_eq!(holders(&mut c, "fw"), held_by("o", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+/// The record outlives a hold given back for its client; a retry then runs again
+/// rather than report a hold that is gone.
+#[test]
+fn a_retry_after_the_hold_was_given_back_runs_again() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let acquire = ["RLOCK.ACQUIRE", "s", "o", "SESSION", "REQ", "s1"];
+        let mut first = server.conn();
+        assert_eq!(run(&mut first, &acquire), Value::Int(1));
+        drop(first);
+        assert!(
+            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
+            "{flavor}: the SESSION hold went with its connection"
+        );
+        // Taken again by the retry, and tied to the retrying connection.
+        let mut retry = server.conn();
+        assert_eq!(run(&mut retry, &acquire), Value::Int(1), "{flavor}");
+        assert_eq!(holders(&mut c, "s"), held_by("o", 1), "{flavor}");
+        drop(retry);
+        assert!(
+            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
+            "{flavor}: the retried SESSION hold went with the retrying connection"
+        );
+        // Held by someone else by the time the retry comes: not acquired.
+        let mut third = server.conn();
+        assert_eq!(run(&mut third, &acquire), Value::Int(1));
+        drop(third);
+        assert!(wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()));
+        run(&mut c, &["RLOCK.ACQUIRE", "s", "p"]);
+        let mut late = server.conn();
+        assert_eq!(run(&mut late, &acquire), Value::Nil, "{flavor}");
+        assert_eq!(holders(&mut c, "s"), held_by("p", 1), "{flavor}");
+        // A SESSION retry while the first connection lives moves the hold to it.
+        run(&mut c, &["RLOCK.FORCERELEASE", "s"]);
+        let moved = ["RLOCK.ACQUIRE", "s", "o", "SESSION", "REQ", "s2"];
+        let mut one = server.conn();
+        let mut two = server.conn();
+        assert_eq!(run(&mut one, &moved), Value::Int(1));
+        assert_eq!(run(&mut two, &moved), Value::Int(1));
+        drop(one);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(holders(&mut c, "s"), held_by("o", 1), "{flavor}: moved");
+        drop(two);
+        assert!(wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()));
+    }
+}
+
+/// The first connection is granted and killed in the same turn; the same request
+/// waiting on a second connection got the reply, so the hold stays.
+#[test]
+fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
+        let acquire = ["RLOCK.ACQUIRE", "g", "o", "BLOCK", "5000", "REQ", "g1"];
+        let mut first = Pending::new(&server);
+        first.send(&acquire);
+        wait_blocked(flavor, &mut c, "g", 1);
+        let mut second = Pending::new(&server);
+        second.send(&acquire);
+        wait_blocked(flavor, &mut c, "g", 2);
+        let mut tx = redis::pipe();
+        tx.cmd("RLOCK.RELEASE").arg("g").arg("h");
+        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
+        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(holders(&mut c, "g"), held_by("o", 1), "{flavor}");
     }
 }

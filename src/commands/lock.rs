@@ -21,7 +21,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
     }
     let record = request_record(ctx, key, options.req);
-    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Acquire)? {
+    if let Some(reply) = replayed_acquire(ctx, key, owner, &options, &record)? {
         return Ok(RedisValue::Integer(reply));
     }
     if options.fair {
@@ -96,6 +96,31 @@ fn earlier_reply(
         Some(record) => record.earlier_reply(ctx, kind, owner.as_slice()),
         None => Ok(None),
     }
+}
+
+/// The reply of the same acquire made before with this `REQ id`, while `owner` still
+/// holds the lock. A hold given back since (its SESSION connection closed, its grant
+/// never reached the client, its lease ran out) makes the call new again. A SESSION
+/// hold moves to the connection that sent the call again.
+fn replayed_acquire(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+    record: &Option<RequestRecord>,
+) -> Result<Option<i64>, RedisError> {
+    let Some(reply) = earlier_reply(ctx, record, owner, RequestKind::Acquire)? else {
+        return Ok(None);
+    };
+    if !LockKey::open(ctx, key)?.is_held_by(owner)? {
+        return Ok(None);
+    }
+    if options.session {
+        let lock = store::lock_id(ctx, key);
+        let client = ffi::client_id(ctx);
+        state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
+    }
+    Ok(Some(reply))
 }
 
 /// Writes a checked acquire and records a SESSION hold and a `REQ` id. Returns the reply.

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::args::AcquireOptions;
+use super::requests::RequestId;
 use super::shrink_map;
 
 /// A lock is a key in a database.
@@ -122,6 +123,32 @@ impl<H> WaitList<H> {
     /// The longest waiter on `lock` that did not ask for FAIR.
     pub fn first_plain(&self, lock: &LockId) -> Option<WaiterId> {
         self.plain_by_lock.get(lock)?.first().copied()
+    }
+
+    /// The longest waiter on `lock` that asked for FAIR. Walks past plain waiters.
+    pub fn first_fair(&self, lock: &LockId) -> Option<WaiterId> {
+        let line = self.by_lock.get(lock)?;
+        if self.plain_by_lock.get(lock).map_or(0, BTreeSet::len) == line.len() {
+            return None;
+        }
+        line.iter()
+            .copied()
+            .find(|id| self.waiters.get(id).is_some_and(|w| w.options.fair))
+    }
+
+    /// Other waiters of `owner` on `lock` blocked on the same request (`REQ id`).
+    pub fn same_request(&self, lock: &LockId, owner: &[u8], req: &RequestId) -> Vec<WaiterId> {
+        self.by_owner
+            .get(&(lock.clone(), owner.to_vec()))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|id| {
+                self.waiters
+                    .get(id)
+                    .is_some_and(|w| w.options.req.as_ref() == Some(req))
+            })
+            .collect()
     }
 
     pub fn get(&self, id: WaiterId) -> Option<&Waiter<H>> {
@@ -260,6 +287,28 @@ mod tests {
         list.remove(p);
         assert_eq!(list.first_plain(&lock("k")), None);
         assert!(list.has_waiters(&lock("k")));
+    }
+
+    #[test]
+    fn fair_waiters_and_requests_are_found() {
+        let mut list = WaitList::default();
+        let p = list.push(waiter("k", "p"));
+        assert_eq!(list.first_fair(&lock("k")), None);
+        let req = RequestId::parse(b"r").unwrap();
+        let mut fair = waiter("k", "f");
+        fair.options.fair = true;
+        fair.options.req = Some(req);
+        let f1 = list.push(fair);
+        let mut again = waiter("k", "f");
+        again.options.req = Some(req);
+        let f2 = list.push(again);
+        list.push(waiter("k", "f"));
+        assert_eq!(list.first_fair(&lock("k")), Some(f1));
+        assert_eq!(list.same_request(&lock("k"), b"f", &req), vec![f1, f2]);
+        list.remove(f1);
+        assert_eq!(list.first_fair(&lock("k")), None);
+        assert_eq!(list.same_request(&lock("k"), b"f", &req), vec![f2]);
+        assert_eq!(list.first_plain(&lock("k")), Some(p));
     }
 
     #[test]
