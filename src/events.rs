@@ -7,6 +7,7 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
+use crate::core::keys::TOKEN_PREFIX;
 use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
@@ -44,17 +45,25 @@ extern "C" fn on_keyspace(
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     guard::callback("keyspace event", || {
-        // The command that wrote already did what the event would ask.
-        if state::is_own_write() {
-            return;
-        }
         // Of string writes, only those to fencing counters matter: they come for
         // every SET and INCR in the server, so the rest leave at once.
         if class & NotifyEvent::STRING.bits() != 0 {
             let key = ffi::string_bytes(key);
-            if let KeyRole::FenceCounter { locks } = store::role_of(key) {
-                fence_changed(&Context::new(ctx), locks, b"set");
+            if !key.starts_with(TOKEN_PREFIX) || state::is_own_write() {
+                return;
             }
+            let ctx = Context::new(ctx);
+            // A replica hears its primary's every counter write; it looks counters up.
+            if !ffi::is_primary(&ctx) {
+                return;
+            }
+            if let KeyRole::FenceCounter { locks } = store::role_of(key) {
+                fence_changed(&ctx, locks, b"set");
+            }
+            return;
+        }
+        // The command that wrote already did what the event would ask.
+        if state::is_own_write() {
             return;
         }
         // Re-scoring (a Redisson acquire's ZINCRBY per waiter) neither creates a queue
