@@ -1,10 +1,14 @@
 //! Module configs: `rlock.lease-ms`, `rlock.fair-wait-ms`, `rlock.publish`.
 //! Set at load (`MODULE LOAD path lease-ms 5000`) or with `CONFIG SET rlock.<name>`.
+//! And the one server config that makes locks unsafe: `maxmemory-policy allkeys-*`.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use redis_module::{Context, RedisValue};
+
 use crate::core::args::parse_i64;
 use crate::core::lease::{Lease, MAX_LEASE_MS};
+use crate::ffi;
 
 pub const DEFAULT_LEASE_MS: i64 = 30_000;
 pub const DEFAULT_FAIR_WAIT_MS: i64 = 300_000;
@@ -13,6 +17,8 @@ pub const MAX_MS: i64 = MAX_LEASE_MS;
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
 pub static FAIR_WAIT_MS: AtomicI64 = AtomicI64::new(DEFAULT_FAIR_WAIT_MS);
 pub static PUBLISH: AtomicBool = AtomicBool::new(true);
+/// The server may evict any key, locks and fencing counters included.
+pub static EVICTION_UNSAFE: AtomicBool = AtomicBool::new(false);
 
 /// The lease used when a command gives none.
 pub fn default_lease() -> Lease {
@@ -26,6 +32,44 @@ pub fn fair_wait_ms() -> i64 {
 
 pub fn publish() -> bool {
     PUBLISH.load(Ordering::Relaxed)
+}
+
+/// Whether `maxmemory-policy` lets the server evict keys without a TTL: the
+/// fencing counters, and locks whatever their lease.
+pub fn evicts_any_key(policy: &[u8]) -> bool {
+    policy.starts_with(b"allkeys-")
+}
+
+pub fn eviction_unsafe() -> bool {
+    EVICTION_UNSAFE.load(Ordering::Relaxed)
+}
+
+/// Reads `maxmemory-policy` (at load, and when `CONFIG SET` changes it), keeps
+/// the answer for `INFO rlock`, and warns in the log when locks may be evicted.
+pub fn check_eviction_policy(ctx: &Context) {
+    let policy = match ctx.call("CONFIG", &["GET", "maxmemory-policy"]) {
+        Ok(RedisValue::Array(pair)) if pair.len() == 2 => match &pair[1] {
+            RedisValue::SimpleString(s) | RedisValue::BulkString(s) => s.as_bytes().to_vec(),
+            RedisValue::StringBuffer(b) => b.clone(),
+            RedisValue::BulkRedisString(s) => s.as_slice().to_vec(),
+            _ => return,
+        },
+        _ => return,
+    };
+    let unsafe_now = evicts_any_key(&policy);
+    EVICTION_UNSAFE.store(unsafe_now, Ordering::Relaxed);
+    if unsafe_now {
+        ffi::log_warning(
+            ctx.get_raw(),
+            &format!(
+                "rlock: maxmemory-policy is {}: the server may evict any key, locks and fencing \
+                 counters included. An evicted lock is free to anyone while its holder still \
+                 believes it holds it; an evicted counter starts fencing tokens again at 1. \
+                 Use noeviction, or a volatile-* policy, which spares the counters.",
+                String::from_utf8_lossy(&policy)
+            ),
+        );
+    }
 }
 
 /// Checks the `name value` pairs given to `MODULE LOAD`, so that a typo or a value
@@ -60,6 +104,23 @@ pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_allkeys_policies_evict_any_key() {
+        for policy in ["allkeys-lru", "allkeys-lfu", "allkeys-random"] {
+            assert!(evicts_any_key(policy.as_bytes()), "{policy}");
+        }
+        for policy in [
+            "noeviction",
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "",
+        ] {
+            assert!(!evicts_any_key(policy.as_bytes()), "{policy}");
+        }
+    }
 
     #[test]
     fn load_args_are_checked() {

@@ -7,14 +7,19 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
+use crate::core::keys::TOKEN_PREFIX;
 use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
-use crate::{deferred, errors, guard, state, stats};
+use crate::{config, deferred, errors, guard, state, stats};
 
 pub fn subscribe(ctx: &Context) -> bool {
+    // Strings for the fencing counters that other clients write (a Redisson fenced
+    // lock's INCR). That costs a call per string write anywhere in the server, but
+    // nothing on the module's own path: its writes raise no event unless asked to.
     let classes = (NotifyEvent::GENERIC
+        | NotifyEvent::STRING
         | NotifyEvent::EXPIRED
         | NotifyEvent::EVICTED
         | NotifyEvent::ZSET
@@ -30,15 +35,33 @@ pub fn subscribe(ctx: &Context) -> bool {
         )
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CONFIG, on_config)
 }
 
 extern "C" fn on_keyspace(
     ctx: RawCtx,
-    _class: c_int,
+    class: c_int,
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     guard::callback("keyspace event", || {
+        // Of string writes, only those to fencing counters matter: they come for
+        // every SET and INCR in the server, so the rest leave at once.
+        if class & NotifyEvent::STRING.bits() != 0 {
+            let key = ffi::string_bytes(key);
+            if !key.starts_with(TOKEN_PREFIX) || state::is_own_write() {
+                return;
+            }
+            let ctx = Context::new(ctx);
+            // A replica hears its primary's every counter write; it looks counters up.
+            if !ffi::is_primary(&ctx) {
+                return;
+            }
+            if let KeyRole::FenceCounter { locks } = store::role_of(key) {
+                fence_changed(&ctx, locks, b"set");
+            }
+            return;
+        }
         // The command that wrote already did what the event would ask.
         if state::is_own_write() {
             return;
@@ -96,15 +119,15 @@ extern "C" fn on_keyspace(
     raw::REDISMODULE_OK as c_int
 }
 
-/// A fencing counter appeared (loaded, restored, renamed or copied in) or went.
-/// Counters written by plain string commands (a Redisson fenced lock's INCR) are
-/// string events, which the module does not subscribe to: see `KnownFences`.
+/// Someone else wrote a fencing counter (a string command: a Redisson fenced
+/// lock's INCR, a SET), or it appeared (loaded, restored, renamed or copied in),
+/// or it went. A counter written by another may have handed its value out.
 fn fence_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
     let db = ffi::selected_db(ctx);
     for key in locks {
         let lock = LockId { db, key };
         match event {
-            b"loaded" | b"restore" | b"rename_to" | b"copy_to" | b"move_to" => {
+            b"set" | b"loaded" | b"restore" | b"rename_to" | b"copy_to" | b"move_to" => {
                 state::with(|s| s.fences.seen(lock))
             }
             b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
@@ -265,6 +288,23 @@ extern "C" fn on_client(
                     all: true,
                 },
             );
+        }
+    });
+}
+
+extern "C" fn on_config(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard::callback("config event", || {
+        if subevent == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE
+            && ffi::event_config_names(data)
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(b"maxmemory-policy"))
+        {
+            config::check_eviction_policy(&Context::new(ctx));
         }
     });
 }

@@ -47,6 +47,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     ffi::register_info(ctx, info);
     store::track_fences_from_load(ctx);
+    config::check_eviction_policy(ctx);
     deferred::set_runner(handoff::perform);
     if !events::subscribe(ctx) {
         ffi::log_warning(
@@ -93,6 +94,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"session_releases", stats::SESSION_RELEASES.get()),
                 (c"blocked", waiters::blocked_total() as i64),
                 (c"tracked_locks", state::tracked_locks() as i64),
+                (c"eviction_unsafe", config::eviction_unsafe() as i64),
             ],
         )
     });

@@ -1,12 +1,19 @@
-//! Which locks have a fencing counter, known without a keyspace lookup.
+//! Which locks have a fencing counter, known without a keyspace lookup, and which
+//! hold the module last gave a token to.
 //!
 //! A lock taken from free bumps its counter when the counter exists. Looking the
 //! counter key up on every acquire is a hash miss in a large keyspace, which cost
 //! more than the rest of the acquire. So the module remembers the counters it has
-//! seen: those it wrote and those loaded from disk or restored. While it has seen
-//! every counter (`exact`), a lock outside the set has none.
+//! seen: those it wrote, those other clients wrote (a Redisson fenced lock's `INCR`,
+//! heard as a string event), and those loaded from disk or restored. While it has
+//! seen every counter (`exact`), a lock outside the set has none.
+//!
+//! A token is greater than every token handed out before to anyone else. A
+//! re-entry may reply the hold's token again only if that value is still the
+//! counter's and went to this owner alone: rlock granted it to this owner and
+//! nobody wrote the counter since. Otherwise the re-entry takes a new token.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use super::waitlist::LockId;
 
@@ -16,7 +23,25 @@ pub struct KnownFences {
     /// server that already held data, or once a replica, whose counters arrive by
     /// replication unseen.
     exact: bool,
-    locks: HashSet<LockId>,
+    /// Lock -> the token the module last handed out from its counter, while
+    /// nobody else has written the counter since.
+    locks: HashMap<LockId, Option<Grant>>,
+}
+
+/// A token the module handed out, and to whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub owner: Vec<u8>,
+    pub token: i64,
+}
+
+/// What a `TOKEN` re-entry replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReentryToken {
+    /// The hold's token, still the counter's value.
+    Same(i64),
+    /// A new token: the counter's value went to someone else, or may have.
+    Next,
 }
 
 /// Whether a lock has a fencing counter, as far as the module knows.
@@ -32,7 +57,7 @@ impl KnownFences {
     pub fn new(exact: bool) -> KnownFences {
         KnownFences {
             exact,
-            locks: HashSet::new(),
+            locks: HashMap::new(),
         }
     }
 
@@ -45,15 +70,37 @@ impl KnownFences {
     pub fn lookup(&self, lock: impl FnOnce() -> LockId) -> FenceKnown {
         if !self.exact {
             FenceKnown::Unknown
-        } else if self.locks.is_empty() || !self.locks.contains(&lock()) {
+        } else if self.locks.is_empty() || !self.locks.contains_key(&lock()) {
             FenceKnown::No
         } else {
             FenceKnown::Yes
         }
     }
 
+    /// The counter exists and someone else may have handed out its value.
     pub fn seen(&mut self, lock: LockId) {
-        self.locks.insert(lock);
+        self.locks.insert(lock, None);
+    }
+
+    /// The module set the counter to `token` for `owner`'s hold.
+    pub fn granted(&mut self, lock: LockId, owner: &[u8], token: i64) {
+        let grant = Grant {
+            owner: owner.to_vec(),
+            token,
+        };
+        self.locks.insert(lock, Some(grant));
+    }
+
+    /// What a `TOKEN` re-entry by `owner` replies when the counter holds `current`.
+    pub fn reentry_token(&self, lock: &LockId, owner: &[u8], current: Option<i64>) -> ReentryToken {
+        match (current, self.locks.get(lock)) {
+            (Some(current), Some(Some(grant)))
+                if grant.token == current && grant.owner == owner =>
+            {
+                ReentryToken::Same(current)
+            }
+            _ => ReentryToken::Next,
+        }
     }
 
     pub fn gone(&mut self, lock: &LockId) {
@@ -62,7 +109,8 @@ impl KnownFences {
 
     /// Database `db` (or every one) was emptied.
     pub fn flushed(&mut self, db: Option<i32>) {
-        self.locks.retain(|lock| db.is_some_and(|db| lock.db != db));
+        self.locks
+            .retain(|lock, _| db.is_some_and(|db| lock.db != db));
     }
 
     /// Counters may now exist unseen; stay on keyspace lookups.
@@ -112,6 +160,42 @@ mod tests {
             KnownFences::new(false).lookup(|| lock(0, "b")),
             FenceKnown::Unknown
         );
+    }
+
+    #[test]
+    fn a_reentry_keeps_its_token_only_while_nobody_else_took_one() {
+        let mut fences = KnownFences::new(true);
+        let a = lock(0, "a");
+        // Nothing known: a new token.
+        assert_eq!(fences.reentry_token(&a, b"x", Some(4)), ReentryToken::Next);
+        assert_eq!(fences.reentry_token(&a, b"x", None), ReentryToken::Next);
+        fences.granted(a.clone(), b"x", 5);
+        assert_eq!(fences.lookup(|| a.clone()), FenceKnown::Yes);
+        assert_eq!(
+            fences.reentry_token(&a, b"x", Some(5)),
+            ReentryToken::Same(5)
+        );
+        // Another owner, a moved counter, a deleted one.
+        assert_eq!(fences.reentry_token(&a, b"y", Some(5)), ReentryToken::Next);
+        assert_eq!(fences.reentry_token(&a, b"x", Some(6)), ReentryToken::Next);
+        assert_eq!(fences.reentry_token(&a, b"x", None), ReentryToken::Next);
+        assert_eq!(
+            fences.reentry_token(&lock(1, "a"), b"x", Some(5)),
+            ReentryToken::Next
+        );
+        // Someone else wrote the counter, even back to the same value.
+        fences.seen(a.clone());
+        assert_eq!(fences.reentry_token(&a, b"x", Some(5)), ReentryToken::Next);
+        fences.granted(a.clone(), b"x", 6);
+        fences.lose_track();
+        assert_eq!(fences.reentry_token(&a, b"x", Some(6)), ReentryToken::Next);
+        // Grants made while inexact are still remembered.
+        fences.granted(a.clone(), b"x", 7);
+        assert_eq!(
+            fences.reentry_token(&a, b"x", Some(7)),
+            ReentryToken::Same(7)
+        );
+        assert_eq!(fences.lookup(|| a.clone()), FenceKnown::Unknown);
     }
 
     #[test]

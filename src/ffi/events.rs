@@ -53,3 +53,19 @@ pub fn event_swapped_dbs(data: *mut c_void) -> (i32, i32) {
         (info.dbnum_first, info.dbnum_second)
     }
 }
+
+/// The names of the configs a CONFIG change event says were set.
+pub fn event_config_names(data: *mut c_void) -> Vec<Vec<u8>> {
+    // SAFETY: for CONFIG, data is a RedisModuleConfigChange whose config_names
+    // holds num_changes NUL-terminated names, alive for the callback.
+    unsafe {
+        let change = &*(data as *const raw::RedisModuleConfigChange);
+        (0..change.num_changes as usize)
+            .map(|i| {
+                std::ffi::CStr::from_ptr(*change.config_names.add(i))
+                    .to_bytes()
+                    .to_vec()
+            })
+            .collect()
+    }
+}

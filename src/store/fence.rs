@@ -5,7 +5,7 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
 
 use super::{announce, helper_string, lock_id};
 use crate::core::args::parse_i64;
-use crate::core::fences::{FenceKnown, KnownFences};
+use crate::core::fences::{FenceKnown, KnownFences, ReentryToken};
 use crate::core::keys::TOKEN_PREFIX;
 use crate::core::waitlist::LockId;
 use crate::errors;
@@ -85,10 +85,6 @@ impl<'a> Fence<'a> {
         self.value.is_some()
     }
 
-    pub fn current(&self) -> Option<i64> {
-        self.value
-    }
-
     /// The token the next free-to-held transition will get, checked for overflow.
     pub fn next(&self) -> Result<i64, RedisError> {
         self.value
@@ -97,13 +93,22 @@ impl<'a> Fence<'a> {
             .ok_or(RedisError::Str(errors::FENCE_OVERFLOW))
     }
 
-    /// Stores `token` as the counter's value.
-    pub fn store(&mut self, token: i64) {
+    /// What a `TOKEN` re-entry by `owner` replies: the hold's token while it went
+    /// to `owner` alone, else a new one.
+    pub fn reentry_token(&self, owner: &RedisString) -> ReentryToken {
+        state::with(|s| {
+            s.fences
+                .reentry_token(&self.lock, owner.as_slice(), self.value)
+        })
+    }
+
+    /// Stores `token` as the counter's value, handed to `owner`'s hold.
+    pub fn store(&mut self, token: i64, owner: &RedisString) {
         self.key.string_set_int(self.ctx, token);
         ffi::replicate_key_int(self.ctx, c"SET", &self.name, token);
         announce(self.ctx, NotifyEvent::STRING, "set", &self.name);
         self.value = Some(token);
         let lock = self.lock.clone();
-        state::with(|s| s.fences.seen(lock));
+        state::with(|s| s.fences.granted(lock, owner.as_slice(), token));
     }
 }

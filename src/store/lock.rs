@@ -4,6 +4,7 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::{announce, publish_unlock, Fence};
 use crate::core::args::AcquireOptions;
+use crate::core::fences::ReentryToken;
 use crate::core::hold::{
     decide_acquire, decide_release, decide_release_all, parse_count, Acquire, LockState, Release,
 };
@@ -106,10 +107,11 @@ impl<'a> LockKey<'a> {
             Acquire::Reenter { count } => {
                 let (fence, bump) = if options.token {
                     let fence = Fence::open(self.ctx, self.name)?;
-                    match fence.current() {
-                        Some(current) => (Some((fence, current)), false),
-                        // Taken before fencing was in use: fence the hold now.
-                        None => {
+                    match fence.reentry_token(owner) {
+                        ReentryToken::Same(token) => (Some((fence, token)), false),
+                        // Taken before fencing was in use, or the counter's value went
+                        // (or may have gone) to someone else: a new token.
+                        ReentryToken::Next => {
                             let next = fence.next()?;
                             (Some((fence, next)), true)
                         }
@@ -134,7 +136,7 @@ impl<'a> LockKey<'a> {
     pub fn commit_acquire(&self, owner: &RedisString, plan: AcquirePlan, lease: Lease) -> i64 {
         let token = plan.fence.map(|(mut fence, token)| {
             if plan.bump {
-                fence.store(token);
+                fence.store(token, owner);
             }
             token
         });
