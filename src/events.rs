@@ -7,7 +7,6 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
-use crate::core::keys::TOKEN_PREFIX;
 use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
@@ -15,11 +14,9 @@ use crate::store::{self, KeyRole};
 use crate::{config, deferred, errors, guard, state, stats};
 
 pub fn subscribe(ctx: &Context) -> bool {
-    // Strings for the fencing counters that other clients write (a Redisson fenced
-    // lock's INCR). That costs a call per string write anywhere in the server, but
-    // nothing on the module's own path: its writes raise no event unless asked to.
+    // No string class: it would cost every SET and INCR in the server a module
+    // callback. Fencing counters are looked up instead (see `core::fences`).
     let classes = (NotifyEvent::GENERIC
-        | NotifyEvent::STRING
         | NotifyEvent::EXPIRED
         | NotifyEvent::EVICTED
         | NotifyEvent::ZSET
@@ -40,28 +37,11 @@ pub fn subscribe(ctx: &Context) -> bool {
 
 extern "C" fn on_keyspace(
     ctx: RawCtx,
-    class: c_int,
+    _class: c_int,
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     guard::callback("keyspace event", || {
-        // Of string writes, only those to fencing counters matter: they come for
-        // every SET and INCR in the server, so the rest leave at once.
-        if class & NotifyEvent::STRING.bits() != 0 {
-            let key = ffi::string_bytes(key);
-            if !key.starts_with(TOKEN_PREFIX) || state::is_own_write() {
-                return;
-            }
-            let ctx = Context::new(ctx);
-            // A replica hears its primary's every counter write; it looks counters up.
-            if !ffi::is_primary(&ctx) {
-                return;
-            }
-            if let KeyRole::FenceCounter { locks } = store::role_of(key) {
-                fence_changed(&ctx, locks, b"set");
-            }
-            return;
-        }
         // The command that wrote already did what the event would ask.
         if state::is_own_write() {
             return;
@@ -119,19 +99,16 @@ extern "C" fn on_keyspace(
     raw::REDISMODULE_OK as c_int
 }
 
-/// Someone else wrote a fencing counter (a string command: a Redisson fenced
-/// lock's INCR, a SET), or it appeared (loaded, restored, renamed or copied in),
-/// or it went. A counter written by another may have handed its value out.
+/// A fencing counter appeared (loaded, restored, renamed or copied in) or went: its
+/// value may have been handed out by someone else, so a re-entry takes a new token.
 fn fence_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
     let db = ffi::selected_db(ctx);
     for key in locks {
         let lock = LockId { db, key };
         match event {
-            b"set" | b"loaded" | b"restore" | b"rename_to" | b"copy_to" | b"move_to" => {
-                state::with(|s| s.fences.seen(lock))
-            }
-            b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
-                state::with(|s| s.fences.gone(&lock))
+            b"loaded" | b"restore" | b"rename_to" | b"copy_to" | b"move_to" | b"del"
+            | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
+                state::with(|s| s.fences.forget(&lock))
             }
             _ => {}
         }
@@ -198,7 +175,7 @@ extern "C" fn on_swapdb(
         let ctx = Context::new(ctx);
         let (first, second) = ffi::event_swapped_dbs(data);
         let locks = state::with(|s| {
-            s.fences.lose_track();
+            s.fences.clear();
             // Holds now sit in another database than the one they were taken in.
             s.sessions.forget_db(Some(first));
             s.sessions.forget_db(Some(second));
@@ -258,7 +235,7 @@ extern "C" fn on_loading(
         if subevent == raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
             || subevent == raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
         {
-            state::with(|s| s.fences.lose_track());
+            state::with(|s| s.fences.clear());
         }
     });
 }

@@ -46,7 +46,6 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     ffi::register_info(ctx, info);
-    store::track_fences_from_load(ctx);
     config::check_eviction_policy(ctx);
     deferred::set_runner(handoff::perform);
     if !events::subscribe(ctx) {

@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 use crate::core::deferred::DeferredWork;
-use crate::core::fences::KnownFences;
+use crate::core::fences::FenceGrants;
 use crate::core::sessions::SessionTable;
 use crate::core::timer_table::TimerTable;
 use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId};
@@ -30,6 +30,7 @@ pub struct Undelivered {
     pub session: bool,
 }
 
+#[derive(Default)]
 pub struct State {
     /// Blocked clients, in arrival order per lock.
     pub waiters: WaitList<BlockedClient<BlockedReply>>,
@@ -43,8 +44,8 @@ pub struct State {
     pub sessions: SessionTable,
     /// Locks with a fair queue that their releases must serve.
     pub fair_queues: HashSet<LockId>,
-    /// Locks known to have a fencing counter.
-    pub fences: KnownFences,
+    /// The token the module last handed out on each fenced lock, and to whom.
+    pub fences: FenceGrants,
     /// One lease timer per watched lock.
     pub lease_timers: TimerTable,
     /// Self-started work waiting for its timer.
@@ -56,25 +57,6 @@ pub struct State {
     /// callbacks of its blocked commands, so those callbacks can tell a client
     /// that is gone from one that is merely unblocked.
     pub disconnecting: Option<u64>,
-}
-
-impl Default for State {
-    fn default() -> Self {
-        State {
-            waiters: WaitList::default(),
-            waiter_by_handle: HashMap::new(),
-            undelivered: HashMap::new(),
-            wait_timers: HashMap::new(),
-            sessions: SessionTable::default(),
-            fair_queues: HashSet::new(),
-            // Counters may exist unseen until `store::track_fences_from_load` says otherwise.
-            fences: KnownFences::new(false),
-            lease_timers: TimerTable::default(),
-            deferred: DeferredWork::default(),
-            deferred_timer: None,
-            disconnecting: None,
-        }
-    }
 }
 
 thread_local! {

@@ -1,11 +1,11 @@
 //! The fencing counter `redisson_lock_token:{K}`: an integer string with no TTL,
 //! bumped each time the lock goes from free to held while fencing is in use on it.
 
-use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
+use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::{announce, helper_string, lock_id};
 use crate::core::args::parse_i64;
-use crate::core::fences::{FenceKnown, KnownFences, ReentryToken};
+use crate::core::fences::ReentryToken;
 use crate::core::keys::TOKEN_PREFIX;
 use crate::core::waitlist::LockId;
 use crate::errors;
@@ -20,38 +20,12 @@ pub struct Fence<'a> {
     lock: LockId,
 }
 
-/// At load: fencing counters can be remembered, rather than looked up, only if
-/// the module sees every one appear, that is on a primary with no data yet
-/// (loaded at startup, before the RDB, whose keys it then hears load).
-pub fn track_fences_from_load(ctx: &Context) {
-    let empty = match ctx.call("INFO", &["keyspace"]) {
-        Ok(RedisValue::SimpleString(info)) => !info.contains("keys="),
-        Ok(RedisValue::StringBuffer(info)) => !String::from_utf8_lossy(&info).contains("keys="),
-        _ => false,
-    };
-    let exact = ffi::is_primary(ctx) && empty;
-    state::with(|s| s.fences = KnownFences::new(exact));
-}
-
 impl<'a> Fence<'a> {
-    /// Whether lock `lock_name` has a fencing counter: from memory when the
-    /// module has seen every counter, else a key lookup.
+    /// Whether lock `lock_name` has a fencing counter: a keyspace lookup (see
+    /// `core::fences` for why it is not remembered).
     pub fn in_use(ctx: &Context, lock_name: &RedisString) -> bool {
-        // Cheap when no lock is fenced: the id is built only when it is looked up,
-        // and outside the state's borrow.
-        let lock = state::with(|s| s.fences.needs_id()).then(|| lock_id(ctx, lock_name));
-        let known = state::with(|s| {
-            s.fences
-                .lookup(|| lock.expect("built whenever the lookup needs it"))
-        });
-        match known {
-            FenceKnown::Yes => true,
-            FenceKnown::No => false,
-            FenceKnown::Unknown => {
-                let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());
-                ffi::key_exists(ctx, &name)
-            }
-        }
+        let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());
+        ffi::key_exists(ctx, &name)
     }
 
     /// Opens and checks the counter of lock `lock_name`.
@@ -68,8 +42,8 @@ impl<'a> Fence<'a> {
         };
         let lock = lock_id(ctx, lock_name);
         if value.is_none() {
-            // Deleted since the module saw it.
-            state::with(|s| s.fences.gone(&lock));
+            // Deleted since the module handed a token out from it.
+            state::with(|s| s.fences.forget(&lock));
         }
         Ok(Fence {
             ctx,

@@ -18,7 +18,7 @@ use std::cell::RefCell;
 
 use redis_module::{Context, NotifyEvent, RedisString, RedisValue};
 
-pub use fence::{track_fences_from_load, Fence};
+pub use fence::Fence;
 pub use lock::{AcquirePlan, LockKey};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
