@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
-.PHONY: build run test unit lint bench deps prove-setup clean
+.PHONY: build run test unit lint bench chaos deps prove-setup clean
 
 build:
 	scripts/deps.sh build
@@ -34,6 +34,7 @@ test:
 	$(CARGO) build -p rlock
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace
 	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
+	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
 
 unit:
 	$(CARGO) test -p rlock
@@ -47,6 +48,16 @@ bench:
 	scripts/deps.sh build redis valkey
 	$(CARGO) build --release -p rlock
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
+
+# The chaos suite: random calls and faults on both servers, checked histories, and the
+# fuzzer. Default: 10 minutes of load and 1,000,000 fuzzed calls per server. Any seed it
+# prints reproduces: make chaos CHAOS_ARGS="--seed N". `make test` runs a short slice.
+CHAOS_ARGS ?=
+CHAOS_SLICE_ARGS ?= --seconds 20 --fuzz-calls 20000
+chaos:
+	scripts/deps.sh build redis valkey
+	$(CARGO) build --release -p rlock -p rlock-chaos
+	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
 deps:
 	scripts/deps.sh build redis valkey python

@@ -404,6 +404,25 @@ impl Server {
         }
     }
 
+    /// `kill -9`, then start again on the same port, dir and args (an AOF, if enabled, is
+    /// replayed); waits until loading is done.
+    pub fn kill9_and_restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn_and_wait() {
+                Ok(()) => return,
+                Err(StartError::PortInUse(_)) if Instant::now() < deadline => {
+                    sleep(Duration::from_millis(50));
+                }
+                Err(StartError::PortInUse(log)) => {
+                    panic!("{self:?}: port still in use on restart:\n{log}")
+                }
+                Err(StartError::Fatal(msg)) => panic!("{msg}"),
+            }
+        }
+    }
+
     /// The server log (and anything printed to stdout/stderr before the log opened).
     pub fn log(&self) -> String {
         let Some(dir) = self.dir.as_ref() else {

@@ -1,0 +1,188 @@
+//! The checks made when a phase's load and faults have stopped.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::faults::Topology;
+use crate::resp::{Conn, Frame};
+
+fn conn(port: u16) -> Result<Conn, String> {
+    Conn::connect(port, Duration::from_secs(15)).map_err(|e| format!("connect to {port}: {e}"))
+}
+
+fn call(c: &mut Conn, args: &[&[u8]]) -> Result<Frame, String> {
+    c.call(args)
+        .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(args[0])))
+}
+
+fn info_field(c: &mut Conn, section: &[u8], name: &str) -> Result<i64, String> {
+    let text = call(c, &[b"INFO", section])?.text().unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("INFO has no {name}"))
+}
+
+/// Polls `check` until it holds or `timeout` passes; the last failure otherwise.
+fn eventually(
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Every check; the failures, each a sentence.
+pub fn after_load(topology: &mut Topology, locks: &[String], baseline_memory: i64) -> Vec<String> {
+    let mut found = Vec::new();
+    let port = topology.primary.port;
+    let mut c = match conn(port) {
+        Ok(c) => c,
+        Err(e) => return vec![format!("after the load: {e}")],
+    };
+    // No client left blocked.
+    if let Err(e) = eventually(Duration::from_secs(5), || {
+        let blocked = info_field(&mut c, b"rlock", "rlock_blocked")?;
+        let list = call(&mut c, &[b"CLIENT", b"LIST"])?
+            .text()
+            .unwrap_or_default();
+        let stuck = list.lines().filter(|l| l.contains(" flags=b")).count();
+        if blocked == 0 && stuck == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{blocked} waiters in INFO rlock, {stuck} blocked in CLIENT LIST"
+            ))
+        }
+    }) {
+        found.push(format!("blocked clients left when the load stopped: {e}"));
+    }
+    // Every hold ends: released, its SESSION closed, or its lease (at most 3 s) run out.
+    if let Err(e) = eventually(Duration::from_secs(6), || {
+        for lock in locks {
+            if call(&mut c, &[b"EXISTS", lock.as_bytes()])? != Frame::Int(0) {
+                let holders = call(&mut c, &[b"HGETALL", lock.as_bytes()])?;
+                return Err(format!("{lock} still held: {holders:?}"));
+            }
+        }
+        Ok(())
+    }) {
+        found.push(format!(
+            "orphan hold after every client left and every lease ran out: {e}"
+        ));
+    }
+    // SESSION holds go with their connection, at once.
+    let mut sessions = Vec::new();
+    for i in 0..8 {
+        let Ok(mut s) = conn(port) else { continue };
+        let key = format!("session-check-{i}");
+        let _ = call(
+            &mut s,
+            &[
+                b"RLOCK.ACQUIRE",
+                key.as_bytes(),
+                b"o",
+                b"SESSION",
+                b"LEASE",
+                b"600000",
+            ],
+        );
+        sessions.push((key, s));
+    }
+    let keys: Vec<String> = sessions.iter().map(|(k, _)| k.clone()).collect();
+    drop(sessions);
+    if let Err(e) = eventually(Duration::from_secs(2), || {
+        for key in &keys {
+            if call(&mut c, &[b"EXISTS", key.as_bytes()])? != Frame::Int(0) {
+                return Err(format!("{key} still held"));
+            }
+        }
+        Ok(())
+    }) {
+        found.push(format!(
+            "orphan SESSION hold once its connection closed: {e}"
+        ));
+    }
+    // The replica without the module holds what the primary holds.
+    let bare = topology.bare.port;
+    if let Err(e) = eventually(Duration::from_secs(15), || {
+        let _ = call(&mut c, &[b"WAIT", b"2", b"1000"]);
+        let mut r = conn(bare)?;
+        let mine = call(&mut c, &[b"DEBUG", b"DIGEST"])?;
+        let theirs = call(&mut r, &[b"DEBUG", b"DIGEST"])?;
+        if mine == theirs {
+            Ok(())
+        } else {
+            Err(format!(
+                "digest {mine:?} on the primary, {theirs:?} on the replica"
+            ))
+        }
+    }) {
+        found.push(format!(
+            "the replica without the module differs from the primary: {e}"
+        ));
+    }
+    // Memory back to the baseline once the data is gone.
+    let _ = call(&mut c, &[b"FLUSHALL"]);
+    if let Err(e) = eventually(Duration::from_secs(5), || {
+        let tracked = info_field(&mut c, b"rlock", "rlock_tracked_locks")?;
+        let blocked = info_field(&mut c, b"rlock", "rlock_blocked")?;
+        let used = memory(&mut c)?;
+        // 256 KB for allocator slack.
+        if tracked == 0 && blocked == 0 && used <= baseline_memory + (256 << 10) {
+            Ok(())
+        } else {
+            let info = call(&mut c, &[b"INFO", b"memory"])?
+                .text()
+                .unwrap_or_default();
+            Err(format!(
+                "tracked_locks {tracked}, blocked {blocked}, used_memory {used} vs baseline {baseline_memory}\n{info}"
+            ))
+        }
+    }) {
+        found.push(format!("memory not back to the baseline: {e}"));
+    }
+    for (name, server) in [
+        ("primary", Some(&mut topology.primary)),
+        ("standby", topology.standby.as_mut()),
+    ] {
+        let Some(server) = server else { continue };
+        if !server.is_running() {
+            found.push(format!("the {name} died:\n{}", server.log_tail(30)));
+        } else if server.log().contains("panicked") {
+            found.push(format!(
+                "a panic in the {name}'s log:\n{}",
+                server.log_tail(30)
+            ));
+        }
+    }
+    found
+}
+
+/// `used_memory` less the buffers that grow with traffic and are not data: the
+/// replication backlog, client buffers, the AOF buffer.
+fn memory(c: &mut Conn) -> Result<i64, String> {
+    let mut used = info_field(c, b"memory", "used_memory")?;
+    for buffer in [
+        "mem_replication_backlog",
+        "mem_clients_slaves",
+        "mem_clients_normal",
+        "mem_aof_buffer",
+    ] {
+        used -= info_field(c, b"memory", buffer)?;
+    }
+    Ok(used)
+}
+
+/// The memory `memory` counts, with no data: the baseline of the memory check.
+pub fn used_memory(port: u16) -> i64 {
+    conn(port)
+        .and_then(|mut c| memory(&mut c))
+        .unwrap_or(i64::MAX)
+}

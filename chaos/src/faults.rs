@@ -1,0 +1,271 @@
+//! Faults, injected one at a time by the main thread while the clients run.
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rlock_module_tests::Server;
+
+use crate::resp::{encode, Conn, Frame};
+use crate::rng::Rng;
+use crate::workload::{Shared, SCRATCH_DBS};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `CLIENT KILL ID` a random client: a holder, a waiter or an idle one.
+    Kill,
+    /// `CLIENT UNBLOCK id TIMEOUT` at a random client.
+    UnblockTimeout,
+    /// `CLIENT UNBLOCK id ERROR` at a random client.
+    UnblockError,
+    /// `CLIENT PAUSE ms WRITE`.
+    PauseWrites,
+    /// `DEBUG SLEEP`: the server stops; leases and BLOCKs run out meanwhile.
+    DebugSleep,
+    /// `CONFIG SET` of the module's configs.
+    ConfigSet,
+    /// `FLUSHDB` of a scratch database.
+    FlushDb,
+    /// `SWAPDB` of the scratch databases.
+    SwapDb,
+    /// `FAILOVER` to the replica that has the module, and back next time.
+    Failover,
+    /// `kill -9` of the primary and a restart from its AOF.
+    Restart,
+    /// One packet that frees a lock (`RLOCK.FORCERELEASE`, after a `DEBUG SLEEP` at
+    /// times, so that BLOCKs run out meanwhile) and in the same turn unblocks or kills
+    /// clients, likely among the waiters it hands the lock to.
+    Race,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 11] = [
+        Fault::Kill,
+        Fault::UnblockTimeout,
+        Fault::UnblockError,
+        Fault::PauseWrites,
+        Fault::DebugSleep,
+        Fault::ConfigSet,
+        Fault::FlushDb,
+        Fault::SwapDb,
+        Fault::Failover,
+        Fault::Restart,
+        Fault::Race,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::UnblockTimeout => "unblock-timeout",
+            Fault::UnblockError => "unblock-error",
+            Fault::PauseWrites => "pause",
+            Fault::DebugSleep => "debug-sleep",
+            Fault::ConfigSet => "config-set",
+            Fault::FlushDb => "flushdb",
+            Fault::SwapDb => "swapdb",
+            Fault::Failover => "failover",
+            Fault::Restart => "restart",
+            Fault::Race => "race",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// The servers of one phase. `primary` takes the load; `standby` (with the module)
+/// is the FAILOVER target; `bare` is a replica without the module, for the digest.
+pub struct Topology {
+    pub primary: Server,
+    pub standby: Option<Server>,
+    pub bare: Server,
+}
+
+fn control(shared: &Shared) -> Option<Conn> {
+    Conn::connect(
+        shared.primary.load(Ordering::SeqCst),
+        Duration::from_secs(15),
+    )
+    .ok()
+}
+
+fn random_client(shared: &Shared, rng: &mut Rng) -> Option<i64> {
+    let live = shared.live.lock().unwrap();
+    (!live.is_empty()).then(|| *rng.pick(&live))
+}
+
+/// Injects one fault. Faults the server refuses (a FAILOVER while one is running)
+/// are counted as refused, not as violations.
+pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut Rng) {
+    let Some(mut c) = control(shared) else {
+        shared.count("fault skipped: no connection");
+        return;
+    };
+    shared.count(&format!("fault {}", fault.name()));
+    let reply = match fault {
+        Fault::Kill => {
+            let Some(id) = random_client(shared, rng) else {
+                return;
+            };
+            shared.kills.lock().unwrap().insert(id, Instant::now());
+            c.call(&[b"CLIENT", b"KILL", b"ID", id.to_string().as_bytes()])
+        }
+        Fault::UnblockTimeout | Fault::UnblockError => {
+            let Some(id) = random_client(shared, rng) else {
+                return;
+            };
+            let how: &[u8] = if fault == Fault::UnblockError {
+                b"ERROR"
+            } else {
+                b"TIMEOUT"
+            };
+            c.call(&[b"CLIENT", b"UNBLOCK", id.to_string().as_bytes(), how])
+        }
+        Fault::PauseWrites => {
+            let ms = rng.range(50, 400).to_string();
+            c.call(&[b"CLIENT", b"PAUSE", ms.as_bytes(), b"WRITE"])
+        }
+        Fault::DebugSleep => {
+            let secs = format!("0.{:02}", rng.range(5, 30));
+            c.call(&[b"DEBUG", b"SLEEP", secs.as_bytes()])
+        }
+        Fault::ConfigSet => {
+            let (name, value): (&[u8], String) = match rng.below(3) {
+                0 => (b"rlock.fair-wait-ms", rng.range(300, 3000).to_string()),
+                1 => (b"rlock.publish", rng.pick(&["yes", "no"]).to_string()),
+                _ => (b"rlock.lease-ms", rng.range(1000, 3000).to_string()),
+            };
+            c.call(&[b"CONFIG", b"SET", name, value.as_bytes()])
+        }
+        Fault::FlushDb => {
+            let db = rng.pick(&SCRATCH_DBS).as_bytes();
+            c.call(&[b"SELECT", db]).and_then(|_| c.call(&[b"FLUSHDB"]))
+        }
+        Fault::SwapDb => c.call(&[
+            b"SWAPDB",
+            SCRATCH_DBS[0].as_bytes(),
+            SCRATCH_DBS[1].as_bytes(),
+        ]),
+        Fault::Failover => {
+            failover(topology, shared, &mut c);
+            return;
+        }
+        Fault::Restart => {
+            drop(c);
+            topology.primary.kill9_and_restart();
+            return;
+        }
+        Fault::Race => {
+            race(&mut c, shared, rng);
+            return;
+        }
+    };
+    match reply {
+        Ok(Frame::Error(e)) => shared.count(&format!("fault {} refused: {e}", fault.name())),
+        Ok(_) => {}
+        Err(e) => shared.count(&format!("fault {} failed: {e}", fault.name())),
+    }
+}
+
+fn race(c: &mut Conn, shared: &Shared, rng: &mut Rng) {
+    let lock = format!("lock:{}", rng.below(4));
+    let mut packet = Vec::new();
+    let mut replies = 1;
+    if rng.chance(50) {
+        let secs = format!("0.{:02}", rng.range(2, 20));
+        packet.extend(encode(&[b"DEBUG", b"SLEEP", secs.as_bytes()]));
+        replies += 1;
+    }
+    shared
+        .forced
+        .lock()
+        .unwrap()
+        .push((lock.clone(), Instant::now()));
+    packet.extend(encode(&[b"RLOCK.FORCERELEASE", lock.as_bytes()]));
+    let waiters: Vec<i64> = shared
+        .waiting
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, on)| **on == lock)
+        .map(|(id, _)| *id)
+        .collect();
+    for _ in 0..rng.range(1, 3) {
+        let target = match waiters.is_empty() {
+            false => Some(*rng.pick(&waiters)),
+            true => random_client(shared, rng),
+        };
+        let Some(id) = target else {
+            break;
+        };
+        let id = id.to_string();
+        match rng.below(3) {
+            0 => {
+                shared
+                    .kills
+                    .lock()
+                    .unwrap()
+                    .insert(id.parse().unwrap_or(0), Instant::now());
+                packet.extend(encode(&[b"CLIENT", b"KILL", b"ID", id.as_bytes()]));
+            }
+            1 => packet.extend(encode(&[b"CLIENT", b"UNBLOCK", id.as_bytes(), b"ERROR"])),
+            _ => packet.extend(encode(&[b"CLIENT", b"UNBLOCK", id.as_bytes(), b"TIMEOUT"])),
+        }
+        replies += 1;
+    }
+    if c.send_raw(&packet).is_err() {
+        return;
+    }
+    for _ in 0..replies {
+        if c.read().is_err() {
+            return;
+        }
+    }
+}
+
+/// `FAILOVER TO` the standby; once it is primary the clients follow it, and the old
+/// primary becomes the standby.
+fn failover(topology: &mut Topology, shared: &Shared, c: &mut Conn) {
+    let Some(standby) = topology.standby.as_ref() else {
+        return;
+    };
+    let port = standby.port.to_string();
+    match c.call(&[
+        b"FAILOVER",
+        b"TO",
+        b"127.0.0.1",
+        port.as_bytes(),
+        b"TIMEOUT",
+        b"5000",
+    ]) {
+        Ok(Frame::Simple(_)) => {}
+        other => {
+            shared.count(&format!("fault failover refused: {other:?}"));
+            return;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let promoted = Conn::connect(standby.port, Duration::from_secs(2))
+            .and_then(|mut s| s.call(&[b"ROLE"]))
+            .is_ok_and(|role| match role {
+                Frame::Array(Some(items)) => {
+                    items.first().and_then(Frame::text).as_deref() == Some("master")
+                }
+                _ => false,
+            });
+        if promoted {
+            shared.primary.store(standby.port, Ordering::SeqCst);
+            let old = std::mem::replace(
+                &mut topology.primary,
+                topology.standby.take().expect("standby"),
+            );
+            topology.standby = Some(old);
+            shared.count("failover done");
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    shared.count("failover timed out");
+}

@@ -1,0 +1,287 @@
+//! The fuzzer: random argument vectors for the module's commands. Each call is sent
+//! between two `DEBUG DIGEST`s; a call that fails must leave the digest as it was.
+//! The server must live through it all, and no call may reach a caught panic.
+//!
+//! So that nothing changes between the digests but the call itself: leases are long
+//! (a valid `LEASE` below an hour becomes an hour, `rlock.lease-ms` is at its
+//! maximum), so no key expires during the run; and a call that could block (a valid
+//! `BLOCK`) is sent alone, after which the fuzzer waits for the module's follow-up
+//! work (a FAIR waiter leaving its queue) before the next digest.
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::Duration;
+
+use rlock_module_tests::{Flavor, Server};
+
+use crate::resp::{encode, Conn, Frame};
+use crate::rng::Rng;
+
+pub struct Outcome {
+    pub violations: Vec<String>,
+    pub counts: BTreeMap<String, u64>,
+}
+
+const COMMANDS: [&str; 5] = [
+    "RLOCK.ACQUIRE",
+    "RLOCK.RELEASE",
+    "RLOCK.RENEW",
+    "RLOCK.INFO",
+    "RLOCK.FORCERELEASE",
+];
+
+const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
+
+const WORDS: [&[u8]; 30] = [
+    b"LEASE",
+    b"BLOCK",
+    b"FAIR",
+    b"TOKEN",
+    b"SESSION",
+    b"REQ",
+    b"lease",
+    b"block",
+    b"fair",
+    b"token",
+    b"req",
+    b"NX",
+    b"0",
+    b"1",
+    b"-1",
+    b"100",
+    b"1099511627776",
+    b"1099511627777",
+    b"9223372036854775807",
+    b"99999999999999999999",
+    b"abc",
+    b"1.5",
+    b" 1",
+    b"+1",
+    b"01",
+    b"",
+    b"o",
+    b"o2",
+    b"{",
+    b"a}b",
+];
+
+/// Writes that set the stage (wrong types, odd counters, foreign queues): their own
+/// effects are not checked.
+const STAGE: [&[&[u8]]; 9] = [
+    &[b"SET", b"str", b"x"],
+    &[b"HSET", b"k", b"o", b"notanumber"],
+    &[b"HSET", b"k2", b"o", b"-3"],
+    &[b"SET", b"redisson_lock_token:{k}", b"abc"],
+    &[b"SET", b"redisson_lock_token:{k2}", b"9223372036854775807"],
+    &[b"RPUSH", b"redisson_lock_queue:{k}", b"o2"],
+    &[b"SET", b"redisson_lock_timeout:{k2}", b"x"],
+    &[
+        b"DEL",
+        b"k",
+        b"k2",
+        b"str",
+        b"redisson_lock_token:{k}",
+        b"redisson_lock_token:{k2}",
+    ],
+    &[
+        b"DEL",
+        b"redisson_lock_queue:{k}",
+        b"redisson_lock_timeout:{k}",
+        b"redisson_lock_timeout:{k2}",
+    ],
+];
+
+fn random_bytes(rng: &mut Rng) -> Vec<u8> {
+    (0..rng.below(12)).map(|_| rng.below(256) as u8).collect()
+}
+
+/// A random argument vector for one module command. Whether it may block.
+fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
+    let mut args = vec![rng.pick(&COMMANDS).as_bytes().to_vec()];
+    for i in 0..rng.below(9) {
+        let arg = match (i, rng.below(10)) {
+            (0, 0..=7) => rng.pick(&KEYS).to_vec(),
+            (1, 0..=6) => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
+            (_, 0) => random_bytes(rng),
+            _ => rng.pick(&WORDS).to_vec(),
+        };
+        args.push(arg);
+    }
+    // No key may expire during the run: valid leases become an hour.
+    let mut may_block = false;
+    for i in 1..args.len() {
+        let value = std::str::from_utf8(&args[i])
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok());
+        let canonical = value.is_some_and(|v| v.to_string().as_bytes() == args[i].as_slice());
+        let after = args[i - 1].to_ascii_uppercase();
+        if after == b"LEASE" && canonical && (1..3_600_000).contains(&value.unwrap_or(0)) {
+            args[i] = b"3600000".to_vec();
+        }
+        if after == b"BLOCK" && canonical && (0..=1_099_511_627_776).contains(&value.unwrap_or(-1))
+        {
+            // Blocks at most a few ms.
+            args[i] = b"2".to_vec();
+            may_block = true;
+        }
+    }
+    (args, may_block)
+}
+
+fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
+fn show(args: &[Vec<u8>]) -> String {
+    args.iter()
+        .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
+    let mut server = Server::builder(flavor)
+        .module_args(&["lease-ms", "1099511627776"])
+        .start();
+    let mut rng = Rng::new(seed);
+    let mut violations = Vec::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut c = match Conn::connect(server.port, Duration::from_secs(30)) {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome {
+                violations: vec![format!("connect: {e}")],
+                counts,
+            }
+        }
+    };
+    let mut done = 0u64;
+    const BATCH: usize = 200;
+    'outer: while done < calls {
+        // A batch: stage writes, then digest / call / digest triples, in one write.
+        let mut packet = Vec::new();
+        let mut batch = Vec::new();
+        while batch.len() < BATCH && done < calls {
+            if rng.chance(3) {
+                let stage = rng.pick(&STAGE);
+                packet.extend(encode(stage));
+                batch.push(None);
+                continue;
+            }
+            let (args, may_block) = call(&mut rng);
+            done += 1;
+            if may_block {
+                // Alone, after the batch so far.
+                if !packet.is_empty() {
+                    if let Err(v) = send_and_check(&mut c, &packet, &batch, &mut counts) {
+                        violations.push(v);
+                        break 'outer;
+                    }
+                    packet.clear();
+                    batch.clear();
+                }
+                *counts.entry("calls that may block".into()).or_default() += 1;
+                match c.call(&refs(&args)) {
+                    Ok(Frame::Error(e)) if e.contains("internal error") => {
+                        violations.push(format!("a caught panic: `{}` → {e}", show(&args)))
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        violations.push(format!("`{}`: {e}", show(&args)));
+                        break 'outer;
+                    }
+                }
+                thread::sleep(Duration::from_millis(3));
+                continue;
+            }
+            packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
+            packet.extend(encode(&refs(&args)));
+            packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
+            batch.push(Some(args));
+        }
+        if let Err(v) = send_and_check(&mut c, &packet, &batch, &mut counts) {
+            violations.push(v);
+            break;
+        }
+    }
+    *counts.entry("calls".into()).or_default() += done;
+    if !server.is_running() {
+        violations.push(format!("the server died:\n{}", server.log_tail(30)));
+    } else if server.log().contains("panicked") {
+        violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
+    }
+    Outcome { violations, counts }
+}
+
+/// Sends a batch and checks each call's reply and digests. `batch` has `None` for a
+/// stage write (one reply) and the call for a triple (three replies).
+fn send_and_check(
+    c: &mut Conn,
+    packet: &[u8],
+    batch: &[Option<Vec<Vec<u8>>>],
+    counts: &mut BTreeMap<String, u64>,
+) -> Result<(), String> {
+    c.send_raw(packet).map_err(|e| format!("send: {e}"))?;
+    let mut problems = Vec::new();
+    for entry in batch {
+        let Some(args) = entry else {
+            c.read().map_err(|e| format!("stage write: {e}"))?;
+            continue;
+        };
+        let before = c.read().map_err(|e| format!("digest: {e}"))?;
+        let reply = c.read().map_err(|e| format!("`{}`: {e}", show(args)))?;
+        let after = c.read().map_err(|e| format!("digest: {e}"))?;
+        match &reply {
+            Frame::Error(e) => {
+                let kind = e.split_whitespace().next().unwrap_or("").to_string();
+                *counts.entry(format!("error {kind}")).or_default() += 1;
+                if e.contains("internal error") {
+                    problems.push(format!("a caught panic: `{}` → {e}", show(args)));
+                }
+                if before != after {
+                    problems.push(format!(
+                        "a failing call changed the data: `{}` → {e}",
+                        show(args)
+                    ));
+                }
+            }
+            _ => *counts.entry("succeeded".into()).or_default() += 1,
+        }
+    }
+    match problems.into_iter().next() {
+        Some(p) => Err(p),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_never_wait_long_nor_expire_soon() {
+        let mut rng = Rng::new(1);
+        for _ in 0..10_000 {
+            let (args, may_block) = call(&mut rng);
+            for pair in args.windows(2) {
+                let after = pair[0].to_ascii_uppercase();
+                let value = std::str::from_utf8(&pair[1])
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok());
+                if let (b"BLOCK", Some(v)) = (after.as_slice(), value) {
+                    if v.to_string().as_bytes() == pair[1].as_slice()
+                        && (0..=1_099_511_627_776).contains(&v)
+                    {
+                        assert_eq!(v, 2);
+                        assert!(may_block);
+                    }
+                }
+                if let (b"LEASE", Some(v)) = (after.as_slice(), value) {
+                    if v.to_string().as_bytes() == pair[1].as_slice() && v >= 1 {
+                        assert!(v >= 3_600_000, "{v}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! What the clients saw, and the checks run over it.
+//!
+//! A hold is recorded as the interval in which the lock was certainly held, on the
+//! clients' one monotonic clock: from the moment the grant's reply was read to the
+//! earliest moment the hold may have ended, that is the first of: the release was
+//! sent; the last call that set the lease was sent, plus that lease (the server
+//! starts a lease when it receives the call, later than it was sent); the holder's
+//! connection was killed, for a SESSION hold. So each interval lies inside the real
+//! hold, and two intervals of different owners on one lock that overlap are a
+//! violation of mutual exclusion, never an artefact of timing.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub lock: String,
+    pub owner: String,
+    pub start: Instant,
+    pub end: Instant,
+    /// The fencing token, when the grant replied one.
+    pub token: Option<i64>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct History {
+    pub holds: Vec<Hold>,
+}
+
+impl History {
+    pub fn add(&mut self, hold: Hold) {
+        if hold.end > hold.start {
+            self.holds.push(hold);
+        }
+    }
+
+    pub fn merge(&mut self, other: History) {
+        self.holds.extend(other.holds);
+    }
+}
+
+/// `RLOCK.FORCERELEASE` ends whatever hold was on the lock: each hold ends, at the
+/// latest, at the first force release sent on its lock after it began.
+pub fn end_at_force_releases(history: &mut History, forced: &[(String, Instant)]) {
+    for hold in &mut history.holds {
+        let first = forced
+            .iter()
+            .filter(|(lock, at)| *lock == hold.lock && *at >= hold.start)
+            .map(|(_, at)| *at)
+            .min();
+        if let Some(at) = first {
+            hold.end = hold.end.min(at);
+        }
+    }
+    history.holds.retain(|h| h.end > h.start);
+}
+
+/// Two owners held one lock at once.
+pub fn mutual_exclusion(history: &History) -> Vec<String> {
+    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for hold in &history.holds {
+        by_lock.entry(&hold.lock).or_default().push(hold);
+    }
+    let mut found = Vec::new();
+    for (lock, mut holds) in by_lock {
+        holds.sort_by_key(|h| h.start);
+        // Sweep: the hold that reaches furthest so far, among those started before.
+        let mut reach: Option<&Hold> = None;
+        for hold in holds {
+            if let Some(prev) = reach {
+                if prev.end > hold.start && prev.owner != hold.owner {
+                    found.push(format!(
+                        "mutual exclusion on {lock}: {} held it until {:?} after {} took it",
+                        prev.owner,
+                        prev.end - hold.start,
+                        hold.owner
+                    ));
+                }
+            }
+            if reach.map_or(true, |r| hold.end > r.end) {
+                reach = Some(hold);
+            }
+        }
+    }
+    found
+}
+
+/// A fencing token that is not greater than one handed to another owner of the
+/// lock whose hold ended before this one began.
+pub fn fencing(history: &History) -> Vec<String> {
+    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for hold in history.holds.iter().filter(|h| h.token.is_some()) {
+        by_lock.entry(&hold.lock).or_default().push(hold);
+    }
+    let mut found = Vec::new();
+    for (lock, mut holds) in by_lock {
+        holds.sort_by_key(|h| h.start);
+        // The largest token among holds that ended before `hold` started.
+        let mut ended: Vec<&Hold> = Vec::new();
+        for hold in &holds {
+            let before = ended
+                .iter()
+                .filter(|h| h.end <= hold.start && h.owner != hold.owner)
+                .filter_map(|h| h.token.map(|t| (t, &h.owner)))
+                .max();
+            if let (Some((max, owner)), Some(token)) = (before, hold.token) {
+                if token <= max {
+                    found.push(format!(
+                        "fencing on {lock}: {} got token {token} after {owner} had {max}",
+                        hold.owner
+                    ));
+                }
+            }
+            ended.push(hold);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn hold(t0: Instant, lock: &str, owner: &str, from: u64, to: u64, token: Option<i64>) -> Hold {
+        Hold {
+            lock: lock.into(),
+            owner: owner.into(),
+            start: t0 + Duration::from_millis(from),
+            end: t0 + Duration::from_millis(to),
+            token,
+        }
+    }
+
+    #[test]
+    fn overlapping_holds_of_two_owners_are_caught() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 0, 10, None));
+        h.add(hold(t0, "a", "y", 10, 20, None));
+        h.add(hold(t0, "b", "z", 5, 15, None));
+        assert!(
+            mutual_exclusion(&h).is_empty(),
+            "{:?}",
+            mutual_exclusion(&h)
+        );
+        h.add(hold(t0, "a", "w", 19, 30, None));
+        assert_eq!(mutual_exclusion(&h).len(), 1);
+        // A long hold overlapping a later one, with a short one between.
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 0, 100, None));
+        h.add(hold(t0, "a", "x", 10, 20, None));
+        h.add(hold(t0, "a", "y", 50, 60, None));
+        assert_eq!(mutual_exclusion(&h).len(), 1, "{:?}", mutual_exclusion(&h));
+    }
+
+    #[test]
+    fn a_force_release_ends_the_hold_it_met() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 0, 100, None));
+        h.add(hold(t0, "a", "y", 50, 60, None));
+        assert_eq!(mutual_exclusion(&h).len(), 1);
+        end_at_force_releases(&mut h, &[("a".into(), t0 + Duration::from_millis(40))]);
+        assert!(
+            mutual_exclusion(&h).is_empty(),
+            "{:?}",
+            mutual_exclusion(&h)
+        );
+        assert_eq!(h.holds.len(), 2);
+    }
+
+    #[test]
+    fn empty_intervals_are_not_recorded() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 10, 10, None));
+        h.add(hold(t0, "a", "y", 10, 5, None));
+        assert!(h.holds.is_empty());
+    }
+
+    #[test]
+    fn tokens_must_grow_across_owners() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 0, 10, Some(1)));
+        h.add(hold(t0, "a", "y", 20, 30, Some(2)));
+        assert!(fencing(&h).is_empty());
+        h.add(hold(t0, "a", "z", 40, 50, Some(2)));
+        assert_eq!(fencing(&h).len(), 1, "{:?}", fencing(&h));
+        // The same owner may see its own token again.
+        let mut h = History::default();
+        h.add(hold(t0, "a", "x", 0, 10, Some(3)));
+        h.add(hold(t0, "a", "x", 20, 30, Some(3)));
+        assert!(fencing(&h).is_empty());
+    }
+}

@@ -1,0 +1,14 @@
+//! The chaos suite of rlock: many clients making random lock calls over every option
+//! against real servers while faults are injected, with the history checked for
+//! mutual exclusion, fencing, exactly one reply per command, leftovers, replica
+//! agreement and memory; and a fuzzer of random argument vectors. docs/RELIABILITY.md
+//! says what is run and what is checked.
+
+pub mod checks;
+pub mod faults;
+pub mod fuzz;
+pub mod history;
+pub mod resp;
+pub mod rng;
+pub mod run;
+pub mod workload;

@@ -1,0 +1,114 @@
+//! `make chaos`: see `--help`.
+
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rlock_chaos::faults::Fault;
+use rlock_chaos::run::{run, Options};
+use rlock_module_tests::{flavors, Flavor};
+
+const USAGE: &str = "\
+Usage: rlock-chaos [options]
+  --seed N             reproduce a run (default: from the clock; printed either way)
+  --seconds S          seconds of load per server, two phases (default 600)
+  --flavor F           redis | valkey | both (default both)
+  --clients N          concurrent clients (default 24)
+  --locks N            locks they share (default 4)
+  --fuzz-calls N       fuzzer calls per server (default 1000000; 0 skips it)
+  --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
+                       debug-sleep,config-set,flushdb,swapdb,failover,restart (default all)
+  --fault-every MS     at most this long between faults (default 400)";
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        seed: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+        seconds: 600,
+        flavors: flavors(),
+        clients: 24,
+        locks: 4,
+        fuzz_calls: 1_000_000,
+        faults: Fault::ALL.to_vec(),
+        fault_every_ms: 400,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().cloned().ok_or(format!("{arg} needs a value"));
+        let number = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{arg}: not a number: {v}"))
+        };
+        match arg.as_str() {
+            "--help" | "-h" => return Err(USAGE.into()),
+            "--seed" => options.seed = number(value()?)?,
+            "--seconds" => options.seconds = number(value()?)?,
+            "--clients" => options.clients = number(value()?)? as usize,
+            "--locks" => options.locks = number(value()?)?.max(1) as usize,
+            "--fuzz-calls" => options.fuzz_calls = number(value()?)?,
+            "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
+            "--flavor" => {
+                options.flavors = match value()?.as_str() {
+                    "redis" => vec![Flavor::Redis],
+                    "valkey" => vec![Flavor::Valkey],
+                    "both" => vec![Flavor::Redis, Flavor::Valkey],
+                    other => return Err(format!("--flavor: redis, valkey or both, not {other}")),
+                }
+            }
+            "--faults" => {
+                options.faults = value()?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Fault::parse(s).ok_or(format!("--faults: unknown fault {s}")))
+                    .collect::<Result<_, _>>()?
+            }
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let faults: Vec<&str> = options.faults.iter().map(|f| f.name()).collect();
+    println!(
+        "rlock chaos: seed {} · {} s per server · {} clients on {} locks · faults {} · fuzz {} calls per server",
+        options.seed,
+        options.seconds,
+        options.clients,
+        options.locks,
+        faults.join(","),
+        options.fuzz_calls
+    );
+    let started = Instant::now();
+    let report = run(&options);
+    for (what, counts) in &report.counts {
+        println!("\n{what}:");
+        for (name, n) in counts {
+            println!("  {name:<50} {n:>10}");
+        }
+    }
+    println!(
+        "\n{} holds checked · {} violations · {:.0} s · reproduce with --seed {}",
+        report.holds_checked,
+        report.violations.len(),
+        started.elapsed().as_secs_f64(),
+        options.seed
+    );
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for v in &report.violations {
+            println!("VIOLATION: {v}");
+        }
+        ExitCode::FAILURE
+    }
+}

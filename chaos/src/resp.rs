@@ -1,0 +1,266 @@
+//! A raw RESP2 connection: every byte the server sends is parsed here, so an
+//! extra or a missing reply is seen, not papered over by a client library.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Frame>>),
+}
+
+impl Frame {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Frame::Bulk(None) | Frame::Array(None))
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Frame::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Frame::Simple(s) => Some(s.clone()),
+            Frame::Bulk(Some(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// Encodes one command as a RESP array of bulk strings.
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Parses one frame from the front of `buf`: the frame and the bytes it used, or
+/// `Ok(None)` if more bytes are needed.
+pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, String> {
+    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let line = &buf[1..end];
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let number = || -> Result<i64, String> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad number line {:?}", text()))
+    };
+    let after = end + 2;
+    match buf.first() {
+        Some(b'+') => Ok(Some((Frame::Simple(text()), after))),
+        Some(b'-') => Ok(Some((Frame::Error(text()), after))),
+        Some(b':') => Ok(Some((Frame::Int(number()?), after))),
+        Some(b'$') => {
+            let n = number()?;
+            if n < 0 {
+                return Ok(Some((Frame::Bulk(None), after)));
+            }
+            let n = n as usize;
+            if buf.len() < after + n + 2 {
+                return Ok(None);
+            }
+            if &buf[after + n..after + n + 2] != b"\r\n" {
+                return Err("bulk string not followed by CRLF".into());
+            }
+            Ok(Some((
+                Frame::Bulk(Some(buf[after..after + n].to_vec())),
+                after + n + 2,
+            )))
+        }
+        Some(b'*') => {
+            let n = number()?;
+            if n < 0 {
+                return Ok(Some((Frame::Array(None), after)));
+            }
+            let mut used = after;
+            let mut items = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                match parse(&buf[used..])? {
+                    Some((item, len)) => {
+                        items.push(item);
+                        used += len;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some((Frame::Array(Some(items)), used)))
+        }
+        other => Err(format!("unexpected first byte {other:?}")),
+    }
+}
+
+static MARKERS: AtomicU64 = AtomicU64::new(1);
+
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// `CLIENT ID` of this connection.
+    pub id: i64,
+}
+
+/// What went wrong on a connection.
+#[derive(Debug)]
+pub enum ConnError {
+    /// Closed, reset or refused: a fault may explain it.
+    Io(io::Error),
+    /// No reply within the read timeout while the connection stayed open.
+    NoReply,
+    /// Bytes that are not RESP, or a reply where none was due.
+    Protocol(String),
+    /// The server is no longer the primary, or is loading: connect again.
+    Moved,
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnError::Io(e) => write!(f, "connection lost: {e}"),
+            ConnError::NoReply => write!(f, "no reply within the read timeout"),
+            ConnError::Protocol(e) => write!(f, "protocol: {e}"),
+            ConnError::Moved => write!(f, "not the primary (READONLY or LOADING)"),
+        }
+    }
+}
+
+impl Conn {
+    pub fn connect(port: u16, read_timeout: Duration) -> Result<Conn, ConnError> {
+        let stream = TcpStream::connect(("127.0.0.1", port)).map_err(ConnError::Io)?;
+        stream.set_nodelay(true).map_err(ConnError::Io)?;
+        stream
+            .set_read_timeout(Some(read_timeout))
+            .map_err(ConnError::Io)?;
+        let mut conn = Conn {
+            stream,
+            buf: Vec::new(),
+            id: 0,
+        };
+        match conn.call(&[b"CLIENT", b"ID"])? {
+            Frame::Int(id) => conn.id = id,
+            other => return Err(ConnError::Protocol(format!("CLIENT ID replied {other:?}"))),
+        }
+        Ok(conn)
+    }
+
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        let _ = self.stream.set_read_timeout(Some(timeout));
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), ConnError> {
+        self.stream.write_all(&encode(args)).map_err(ConnError::Io)
+    }
+
+    /// Sends already encoded commands in one write.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+        self.stream.write_all(bytes).map_err(ConnError::Io)
+    }
+
+    pub fn read(&mut self) -> Result<Frame, ConnError> {
+        loop {
+            match parse(&self.buf).map_err(ConnError::Protocol)? {
+                Some((frame, used)) => {
+                    self.buf.drain(..used);
+                    return Ok(frame);
+                }
+                None => {
+                    let mut chunk = [0u8; 16384];
+                    match self.stream.read(&mut chunk) {
+                        Ok(0) => {
+                            return Err(ConnError::Io(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "closed by the server",
+                            )))
+                        }
+                        Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            return Err(ConnError::NoReply)
+                        }
+                        Err(e) => return Err(ConnError::Io(e)),
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Frame, ConnError> {
+        self.send(args)?;
+        self.read()
+    }
+
+    /// Exactly one reply per command so far: the next reply is the one to an `ECHO`
+    /// of a fresh marker, and no byte is left over.
+    pub fn check_in_step(&mut self) -> Result<(), ConnError> {
+        let marker = format!("marker-{}", MARKERS.fetch_add(1, Ordering::Relaxed));
+        let got = self.call(&[b"ECHO", marker.as_bytes()])?;
+        if got.text().as_deref() != Some(marker.as_str()) || !self.buf.is_empty() {
+            return Err(ConnError::Protocol(format!(
+                "replies out of step: ECHO {marker} answered {got:?}, {} bytes left over",
+                self.buf.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_parse_whole_or_not_at_all() {
+        let all = b"+OK\r\n-ERR x\r\n:42\r\n$3\r\nabc\r\n$-1\r\n*2\r\n:1\r\n$0\r\n\r\n";
+        let mut at = 0;
+        let mut frames = Vec::new();
+        while let Some((f, used)) = parse(&all[at..]).unwrap() {
+            frames.push(f);
+            at += used;
+        }
+        assert_eq!(at, all.len());
+        assert_eq!(frames[0], Frame::Simple("OK".into()));
+        assert_eq!(frames[1], Frame::Error("ERR x".into()));
+        assert_eq!(frames[2], Frame::Int(42));
+        assert_eq!(frames[3], Frame::Bulk(Some(b"abc".to_vec())));
+        assert!(frames[4].is_null());
+        assert_eq!(
+            frames[5],
+            Frame::Array(Some(vec![Frame::Int(1), Frame::Bulk(Some(Vec::new()))]))
+        );
+        for cut in 1..all.len() {
+            // A cut never yields a wrong frame: only fewer frames.
+            let mut at = 0;
+            while let Some((_, used)) = parse(&all[at..cut]).unwrap() {
+                at += used;
+            }
+            assert!(at <= cut);
+        }
+        assert!(parse(b"?x\r\n").is_err());
+    }
+
+    #[test]
+    fn commands_encode_binary_safe() {
+        assert_eq!(
+            encode(&[b"GET", b"a\r\nb"]),
+            b"*2\r\n$3\r\nGET\r\n$4\r\na\r\nb\r\n"
+        );
+    }
+}

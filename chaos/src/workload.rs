@@ -1,0 +1,436 @@
+//! The load: clients on raw connections making random lock calls over every option,
+//! recording what they saw; and a scratch client in other databases, where faults
+//! flush and swap.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::history::{History, Hold};
+use crate::resp::{Conn, ConnError, Frame};
+use crate::rng::Rng;
+
+/// The longest a reply may take: BLOCK (at most 1.5 s) plus the longest fault
+/// (a FAILOVER, at most 5 s; a restart from AOF, about 1 s).
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The smallest `rlock.lease-ms` the faults set: the lease of a call without LEASE.
+pub const MIN_DEFAULT_LEASE_MS: u64 = 1000;
+
+/// The database the checked load runs in; faults flush and swap only these others.
+pub const SCRATCH_DBS: [&str; 2] = ["9", "10"];
+
+/// What the clients and the fault injector share.
+pub struct Shared {
+    /// The port of the current primary (it moves with FAILOVER).
+    pub primary: AtomicU16,
+    pub stop: AtomicBool,
+    /// Client connections alive now, as `CLIENT ID`s, for faults to aim at.
+    pub live: Mutex<Vec<i64>>,
+    /// When a `CLIENT KILL` was sent to each connection.
+    pub kills: Mutex<HashMap<i64, Instant>>,
+    /// When each `RLOCK.FORCERELEASE` was sent, on which lock.
+    pub forced: Mutex<Vec<(String, Instant)>>,
+    /// The connections now sending a blocking acquire, and the lock each waits on.
+    pub waiting: Mutex<HashMap<i64, String>>,
+    pub violations: Mutex<Vec<String>>,
+    pub counts: Mutex<BTreeMap<String, u64>>,
+    /// Whether the server takes `REQ id`.
+    pub req: bool,
+}
+
+impl Shared {
+    pub fn new(primary: u16, req: bool) -> Shared {
+        Shared {
+            primary: AtomicU16::new(primary),
+            stop: AtomicBool::new(false),
+            live: Mutex::new(Vec::new()),
+            kills: Mutex::new(HashMap::new()),
+            forced: Mutex::new(Vec::new()),
+            waiting: Mutex::new(HashMap::new()),
+            violations: Mutex::new(Vec::new()),
+            counts: Mutex::new(BTreeMap::new()),
+            req,
+        }
+    }
+
+    pub fn count(&self, what: &str) {
+        *self
+            .counts
+            .lock()
+            .unwrap()
+            .entry(what.to_string())
+            .or_default() += 1;
+    }
+
+    pub fn violation(&self, what: String) {
+        eprintln!("VIOLATION: {what}");
+        self.violations.lock().unwrap().push(what);
+    }
+
+    fn killed_at(&self, conn: i64) -> Option<Instant> {
+        self.kills.lock().unwrap().get(&conn).copied()
+    }
+}
+
+/// Options of one acquire.
+#[derive(Debug, Clone)]
+struct Call {
+    lock: String,
+    owner: String,
+    lease_ms: Option<u64>,
+    block_ms: Option<u64>,
+    fair: bool,
+    token: bool,
+    session: bool,
+    req: Option<String>,
+}
+
+impl Call {
+    fn acquire_args(&self) -> Vec<Vec<u8>> {
+        let mut args: Vec<Vec<u8>> = vec![
+            b"RLOCK.ACQUIRE".to_vec(),
+            self.lock.clone().into_bytes(),
+            self.owner.clone().into_bytes(),
+        ];
+        if let Some(ms) = self.lease_ms {
+            args.push(b"LEASE".to_vec());
+            args.push(ms.to_string().into_bytes());
+        }
+        if let Some(ms) = self.block_ms {
+            args.push(b"BLOCK".to_vec());
+            args.push(ms.to_string().into_bytes());
+        }
+        for (on, word) in [
+            (self.fair, "FAIR"),
+            (self.token, "TOKEN"),
+            (self.session, "SESSION"),
+        ] {
+            if on {
+                args.push(word.as_bytes().to_vec());
+            }
+        }
+        if let Some(id) = &self.req {
+            args.push(b"REQ".to_vec());
+            args.push(id.clone().into_bytes());
+        }
+        args
+    }
+
+    /// The lease this call's grant certainly lasts, from when it was sent.
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.unwrap_or(MIN_DEFAULT_LEASE_MS))
+    }
+}
+
+fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
+/// One client: a thread that acquires, works, renews, re-enters and releases, until
+/// `stop`. Returns the holds it saw.
+pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String>) -> History {
+    let mut history = History::default();
+    let mut conn: Option<Conn> = None;
+    let mut seq = 0u64;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let Some(c) = connection(&shared, &mut conn) else {
+            thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        seq += 1;
+        let call = Call {
+            lock: rng.pick(&locks).clone(),
+            owner: format!("c{index}-{seq}"),
+            lease_ms: (!rng.chance(10)).then(|| rng.range(150, 2000)),
+            block_ms: rng.chance(60).then(|| rng.range(20, 1500)),
+            fair: rng.chance(30),
+            token: rng.chance(40),
+            session: rng.chance(30),
+            req: (shared.req && rng.chance(70)).then(|| format!("{index}-{seq}-a")),
+        };
+        let result = cycle(&shared, c, &call, &mut rng, &mut history);
+        match result {
+            Ok(()) => {}
+            // The server turned replica (FAILOVER) or is loading (a restart): find the
+            // primary again.
+            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
+                shared.count("connection lost or moved");
+                drop_connection(&shared, &mut conn);
+                thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                shared.violation(format!("client c{index} on {}: {e}", call.lock));
+                drop_connection(&shared, &mut conn);
+            }
+        }
+    }
+    drop_connection(&shared, &mut conn);
+    history
+}
+
+fn connection<'a>(shared: &Shared, conn: &'a mut Option<Conn>) -> Option<&'a mut Conn> {
+    if conn.is_none() {
+        let port = shared.primary.load(Ordering::SeqCst);
+        let c = Conn::connect(port, REPLY_TIMEOUT).ok()?;
+        shared.live.lock().unwrap().push(c.id);
+        *conn = Some(c);
+    }
+    conn.as_mut()
+}
+
+fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
+    if let Some(c) = conn.take() {
+        shared.live.lock().unwrap().retain(|id| *id != c.id);
+    }
+}
+
+/// Checks an error reply: the ones faults explain are counted, others are violations.
+fn error_reply(shared: &Shared, what: &str, error: &str) {
+    let kind = error.split_whitespace().next().unwrap_or("");
+    match kind {
+        "UNBLOCKED" | "READONLY" | "LOADING" | "MASTERDOWN" | "NOTHELD" => {
+            shared.count(&format!("{what} {kind}"))
+        }
+        _ => shared.violation(format!("{what} replied an unexpected error: {error}")),
+    }
+}
+
+/// One acquire, and if granted the work, renewals, re-entry and release.
+fn cycle(
+    shared: &Shared,
+    conn: &mut Conn,
+    call: &Call,
+    rng: &mut Rng,
+    history: &mut History,
+) -> Result<(), ConnError> {
+    let args = call.acquire_args();
+    shared.count("acquire");
+    if call.block_ms.is_some() {
+        shared
+            .waiting
+            .lock()
+            .unwrap()
+            .insert(conn.id, call.lock.clone());
+    }
+    let sent = Instant::now();
+    let reply = conn.call(&refs(&args));
+    shared.waiting.lock().unwrap().remove(&conn.id);
+    let reply = reply?;
+    let token = match reply {
+        Frame::Int(n) => {
+            if !call.token && n != 1 {
+                shared.violation(format!(
+                    "{} got hold count {n} on a first acquire",
+                    call.owner
+                ));
+            }
+            call.token.then_some(n)
+        }
+        Frame::Bulk(None) => {
+            shared.count("acquire null");
+            return conn.check_in_step();
+        }
+        Frame::Error(e) => {
+            error_reply(shared, "acquire", &e);
+            conn.check_in_step()?;
+            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
+                Err(ConnError::Moved)
+            } else {
+                Ok(())
+            };
+        }
+        other => {
+            shared.violation(format!("acquire replied {other:?}"));
+            return conn.check_in_step();
+        }
+    };
+    shared.count("grant");
+    let start = Instant::now();
+    let mut bound = sent + call.lease();
+    // A retried acquire replays its reply and adds no hold.
+    if call.req.is_some() && rng.chance(20) {
+        shared.count("acquire resent");
+        match conn.call(&refs(&args))? {
+            Frame::Int(n) if Some(n) == token || (token.is_none() && n == 1) => {}
+            // The hold may have ended since (its lease): then the call runs again.
+            Frame::Int(_) | Frame::Bulk(None) if Instant::now() >= bound => {}
+            Frame::Error(e) => error_reply(shared, "acquire resent", &e),
+            other => shared.violation(format!(
+                "{}: a resent acquire with REQ replied {other:?}, the first {reply:?}",
+                call.owner
+            )),
+        }
+    }
+    let mut holds = 1;
+    let outcome = hold_and_release(shared, conn, call, rng, &mut bound, &mut holds);
+    let mut end = bound.min(outcome.as_ref().map_or(bound, |released| *released));
+    if outcome.is_err() && call.session {
+        if let Some(killed) = shared.killed_at(conn.id) {
+            end = end.min(killed);
+        }
+    }
+    history.add(Hold {
+        lock: call.lock.clone(),
+        owner: call.owner.clone(),
+        start,
+        end,
+        token,
+    });
+    outcome?;
+    conn.check_in_step()
+}
+
+/// Works while holding: renewals and a re-entry at random, then the releases. Returns
+/// when the last release was sent. `bound` is kept at the earliest the hold may end.
+fn hold_and_release(
+    shared: &Shared,
+    conn: &mut Conn,
+    call: &Call,
+    rng: &mut Rng,
+    bound: &mut Instant,
+    holds: &mut u32,
+) -> Result<Instant, ConnError> {
+    let lock = call.lock.as_bytes();
+    let owner = call.owner.as_bytes();
+    if rng.chance(30) {
+        let lease = rng.range(150, 2000);
+        let lease_text = lease.to_string();
+        let id = format!("{}-n", call.owner);
+        let mut args: Vec<&[u8]> =
+            vec![b"RLOCK.RENEW", lock, owner, b"LEASE", lease_text.as_bytes()];
+        if shared.req {
+            args.extend([&b"REQ"[..], id.as_bytes()]);
+        }
+        shared.count("renew");
+        let sent = Instant::now();
+        // Until the reply says, the lease may be the old one or the new one.
+        *bound = (*bound).min(sent + Duration::from_millis(lease));
+        match conn.call(&args)? {
+            Frame::Int(1) => *bound = sent + Duration::from_millis(lease),
+            Frame::Int(0) => shared.count("renew lost"),
+            Frame::Error(e) => error_reply(shared, "renew", &e),
+            other => shared.violation(format!("renew replied {other:?}")),
+        }
+    }
+    if rng.chance(20) {
+        let lease = rng.range(150, 2000);
+        let lease_text = lease.to_string();
+        shared.count("reentry");
+        let sent = Instant::now();
+        *bound = (*bound).min(sent + Duration::from_millis(lease));
+        match conn.call(&[
+            b"RLOCK.ACQUIRE",
+            lock,
+            owner,
+            b"LEASE",
+            lease_text.as_bytes(),
+        ])? {
+            Frame::Int(2) => {
+                *holds += 1;
+                *bound = sent + Duration::from_millis(lease);
+            }
+            // Lost meanwhile (lease), and maybe taken again: one hold either way.
+            Frame::Int(1) => {}
+            Frame::Bulk(None) => shared.count("reentry lost"),
+            Frame::Error(e) => error_reply(shared, "reentry", &e),
+            other => shared.violation(format!("re-entry replied {other:?}")),
+        }
+    }
+    thread::sleep(Duration::from_millis(rng.below(30)));
+    let mut released = Instant::now();
+    for n in 0..*holds {
+        let id = format!("{}-r{n}", call.owner);
+        let mut args: Vec<&[u8]> = vec![b"RLOCK.RELEASE", lock, owner];
+        let with_req = shared.req && rng.chance(70);
+        if with_req {
+            args.extend([&b"REQ"[..], id.as_bytes()]);
+        }
+        shared.count("release");
+        let sent = Instant::now();
+        if n == 0 {
+            released = sent;
+        }
+        let first = conn.call(&args)?;
+        match &first {
+            Frame::Int(_) => {}
+            Frame::Error(e) => error_reply(shared, "release", e),
+            other => shared.violation(format!("release replied {other:?}")),
+        }
+        if with_req && rng.chance(30) {
+            shared.count("release resent");
+            let again = conn.call(&args)?;
+            if let Frame::Error(e) = &again {
+                // Not a primary any more (FAILOVER), or loading: the resend did not run.
+                if e.starts_with("READONLY") || e.starts_with("LOADING") {
+                    shared.count("release resent READONLY");
+                    continue;
+                }
+            }
+            if again != first && !matches!(first, Frame::Error(_)) {
+                shared.violation(format!(
+                    "{}: a resent release with REQ replied {again:?}, the first {first:?}",
+                    call.owner
+                ));
+            }
+        }
+    }
+    Ok(released)
+}
+
+/// A client in the scratch databases, where faults flush and swap: its replies are
+/// checked for shape and step, not for exclusion.
+pub fn scratch(shared: Arc<Shared>, mut rng: Rng) {
+    let mut conn: Option<Conn> = None;
+    let mut seq = 0u64;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let Some(c) = connection(&shared, &mut conn) else {
+            thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        seq += 1;
+        let db = rng.pick(&SCRATCH_DBS).as_bytes();
+        let owner = format!("s-{seq}");
+        let fair = rng.chance(50);
+        let result = (|| -> Result<(), ConnError> {
+            c.call(&[b"SELECT", db])?;
+            let mut args: Vec<&[u8]> = vec![
+                b"RLOCK.ACQUIRE",
+                b"scratch",
+                owner.as_bytes(),
+                b"LEASE",
+                b"300",
+                b"BLOCK",
+                b"200",
+            ];
+            if fair {
+                args.push(b"FAIR");
+            }
+            match c.call(&args)? {
+                Frame::Error(e) if e.starts_with("READONLY") || e.starts_with("LOADING") => {
+                    return Err(ConnError::Moved)
+                }
+                Frame::Int(_) => {
+                    shared.count("scratch grant");
+                    thread::sleep(Duration::from_millis(5));
+                    let _ = c.call(&[b"RLOCK.RELEASE", b"scratch", owner.as_bytes()])?;
+                }
+                Frame::Bulk(None) | Frame::Error(_) => {}
+                other => shared.violation(format!("scratch acquire replied {other:?}")),
+            }
+            c.call(&[b"SELECT", b"0"])?;
+            c.check_in_step()
+        })();
+        match result {
+            Ok(()) => {}
+            Err(ConnError::Io(_)) | Err(ConnError::Moved) => drop_connection(&shared, &mut conn),
+            Err(e) => {
+                shared.violation(format!("scratch client: {e}"));
+                drop_connection(&shared, &mut conn);
+            }
+        }
+    }
+    drop_connection(&shared, &mut conn);
+}
