@@ -70,6 +70,11 @@ impl Shared {
         self.violations.lock().unwrap().push(what);
     }
 
+    fn force_released_since(&self, lock: &str, since: Instant) -> bool {
+        let forced = self.forced.lock().unwrap();
+        forced.iter().any(|(on, at)| on == lock && *at >= since)
+    }
+
     fn killed_at(&self, conn: i64) -> Option<Instant> {
         self.kills.lock().unwrap().get(&conn).copied()
     }
@@ -255,8 +260,10 @@ fn cycle(
         shared.count("acquire resent");
         match conn.call(&refs(&args))? {
             Frame::Int(n) if Some(n) == token || (token.is_none() && n == 1) => {}
-            // The hold may have ended since (its lease): then the call runs again.
-            Frame::Int(_) | Frame::Bulk(None) if Instant::now() >= bound => {}
+            // The hold may have ended since (its lease, a force release): then the call
+            // runs again.
+            Frame::Int(_) | Frame::Bulk(None)
+                if Instant::now() >= bound || shared.force_released_since(&call.lock, start) => {}
             Frame::Error(e) => error_reply(shared, "acquire resent", &e),
             other => shared.violation(format!(
                 "{}: a resent acquire with REQ replied {other:?}, the first {reply:?}",

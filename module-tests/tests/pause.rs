@@ -262,3 +262,78 @@ fn a_lease_that_ends_during_failover_does_not_crash_the_server() {
         assert!(demoted, "{flavor}: the old primary never became a replica");
     }
 }
+
+fn node_id(con: &mut redis::Connection) -> String {
+    match run(con, &["CLUSTER", "MYID"]) {
+        Value::BulkString(id) => String::from_utf8_lossy(&id).into_owned(),
+        Value::SimpleString(id) => id,
+        other => panic!("CLUSTER MYID replied {other:?}"),
+    }
+}
+
+/// A cluster manual failover (`CLUSTER FAILOVER` on the replica) pauses the primary's
+/// writes until the replica has caught up. A lease that ends then is not passed on
+/// by a write of the module's own; the waiter gets the demotion error, and both
+/// nodes live.
+#[test]
+fn a_lease_that_ends_during_a_cluster_manual_failover_does_not_crash_the_server() {
+    for flavor in flavors() {
+        let cluster = |b: ServerBuilder| {
+            b.config("cluster-enabled", "yes")
+                .config("cluster-node-timeout", "5000")
+        };
+        let mut primary = cluster(Server::builder(flavor)).start();
+        let mut replica = cluster(Server::builder(flavor)).start();
+        let mut p = primary.conn();
+        let mut r = replica.conn();
+        run(&mut p, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+        run(
+            &mut r,
+            &["CLUSTER", "MEET", "127.0.0.1", &primary.port.to_string()],
+        );
+        let primary_id = node_id(&mut p);
+        let known = wait_until(Duration::from_secs(10), || {
+            call(&mut r, &["CLUSTER", "REPLICATE", &primary_id]).is_ok()
+        });
+        assert!(known, "{flavor}: the replica never learned of the primary");
+        let synced = wait_until(Duration::from_secs(10), || {
+            replica_info(&mut r).contains("master_link_status:up")
+        });
+        assert!(synced, "{flavor}: the replica never synced");
+        let ok = wait_until(Duration::from_secs(10), || {
+            matches!(call(&mut p, &["CLUSTER", "INFO"]), Ok(Value::BulkString(info))
+                if String::from_utf8_lossy(&info).contains("cluster_state:ok"))
+        });
+        assert!(ok, "{flavor}: the cluster never came up");
+        run(
+            &mut p,
+            &["RLOCK.ACQUIRE", "{mf}k", "holder", "LEASE", "200"],
+        );
+        let waiter =
+            Pending::new(&primary).spawn(&["RLOCK.ACQUIRE", "{mf}k", "waiter", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut p, "{mf}k", 1);
+        // The replica starts the failover, then sleeps: the primary stays paused while
+        // it waits for the replica's offset, and the lease runs out meanwhile.
+        let mut sleeper = Pending::new(&replica);
+        let mut packet = redis::pipe();
+        packet.cmd("CLUSTER").arg("FAILOVER");
+        packet.cmd("DEBUG").arg("SLEEP").arg("0.6");
+        sleeper
+            .con
+            .send_packed_command(&packet.get_packed_pipeline())
+            .expect("send");
+        let got = waiter.join();
+        assert!(
+            matches!(&got.reply, Err(e) if e.starts_with("UNBLOCKED"))
+                || got.reply == Ok(Value::Int(1)),
+            "{flavor}: the waiter after the manual failover: {:?}",
+            got.reply
+        );
+        primary.assert_alive(&format!("{flavor}: old primary after CLUSTER FAILOVER"));
+        replica.assert_alive(&format!("{flavor}: new primary after CLUSTER FAILOVER"));
+        let demoted = wait_until(Duration::from_secs(10), || {
+            replica_info(&mut p).contains("role:slave")
+        });
+        assert!(demoted, "{flavor}: the old primary never became a replica");
+    }
+}
