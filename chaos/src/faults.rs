@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use rlock_module_tests::Server;
 
+use crate::history::Force;
 use crate::resp::{encode, Conn, Frame};
 use crate::rng::Rng;
 use crate::workload::{Shared, SCRATCH_DBS};
@@ -177,11 +178,15 @@ fn race(c: &mut Conn, shared: &Shared, rng: &mut Rng) {
         packet.extend(encode(&[b"DEBUG", b"SLEEP", secs.as_bytes()]));
         replies += 1;
     }
-    shared
-        .forced
-        .lock()
-        .unwrap()
-        .push((lock.clone(), Instant::now()));
+    let force = {
+        let mut forced = shared.forced.lock().unwrap();
+        forced.push(Force {
+            lock: lock.clone(),
+            sent: Instant::now(),
+            replied: None,
+        });
+        forced.len() - 1
+    };
     packet.extend(encode(&[b"RLOCK.FORCERELEASE", lock.as_bytes()]));
     let waiters: Vec<i64> = shared
         .waiting
@@ -222,6 +227,7 @@ fn race(c: &mut Conn, shared: &Shared, rng: &mut Rng) {
             return;
         }
     }
+    shared.forced.lock().unwrap()[force].replied = Some(Instant::now());
 }
 
 /// `FAILOVER TO` the standby; once it is primary the clients follow it, and the old

@@ -16,6 +16,8 @@ use std::time::Instant;
 pub struct Hold {
     pub lock: String,
     pub owner: String,
+    /// When the acquire that was granted was sent: the grant came after.
+    pub asked: Instant,
     pub start: Instant,
     pub end: Instant,
     /// The fencing token, when the grant replied one.
@@ -39,14 +41,31 @@ impl History {
     }
 }
 
-/// `RLOCK.FORCERELEASE` ends whatever hold was on the lock: each hold ends, at the
-/// latest, at the first force release sent on its lock after it began.
-pub fn end_at_force_releases(history: &mut History, forced: &[(String, Instant)]) {
+/// An `RLOCK.FORCERELEASE`: sent, and its reply read (`None` if it never was).
+#[derive(Debug, Clone)]
+pub struct Force {
+    pub lock: String,
+    pub sent: Instant,
+    pub replied: Option<Instant>,
+}
+
+impl Force {
+    /// Whether the server may have run it after granting a hold whose acquire was
+    /// sent at `asked`: it ran somewhere between its send and its reply.
+    pub fn may_follow(&self, lock: &str, asked: Instant) -> bool {
+        self.lock == lock && self.replied.map_or(true, |replied| replied > asked)
+    }
+}
+
+/// `RLOCK.FORCERELEASE` ends whatever hold the lock has when the server runs it, at
+/// some moment after it was sent. So a hold it may have met ends, at the latest, when
+/// the force release was sent (an interval that then becomes empty is dropped).
+pub fn end_at_force_releases(history: &mut History, forced: &[Force]) {
     for hold in &mut history.holds {
         let first = forced
             .iter()
-            .filter(|(lock, at)| *lock == hold.lock && *at >= hold.start)
-            .map(|(_, at)| *at)
+            .filter(|f| f.may_follow(&hold.lock, hold.asked) && f.sent < hold.end)
+            .map(|f| f.sent)
             .min();
         if let Some(at) = first {
             hold.end = hold.end.min(at);
@@ -126,6 +145,7 @@ mod tests {
         Hold {
             lock: lock.into(),
             owner: owner.into(),
+            asked: t0 + Duration::from_millis(from),
             start: t0 + Duration::from_millis(from),
             end: t0 + Duration::from_millis(to),
             token,
@@ -161,13 +181,35 @@ mod tests {
         h.add(hold(t0, "a", "x", 0, 100, None));
         h.add(hold(t0, "a", "y", 50, 60, None));
         assert_eq!(mutual_exclusion(&h).len(), 1);
-        end_at_force_releases(&mut h, &[("a".into(), t0 + Duration::from_millis(40))]);
+        let force = |sent: u64, replied: Option<u64>| Force {
+            lock: "a".into(),
+            sent: t0 + Duration::from_millis(sent),
+            replied: replied.map(|r| t0 + Duration::from_millis(r)),
+        };
+        // Answered before x asked: it cannot have met x's hold.
+        let mut before = h.clone();
+        end_at_force_releases(&mut before, &[force(0, Some(0))]);
+        assert_eq!(mutual_exclusion(&before).len(), 1);
+        // Run after y's grant, sent before x's... any hold it may have met ends when it
+        // was sent.
+        end_at_force_releases(&mut h, &[force(40, Some(45))]);
         assert!(
             mutual_exclusion(&h).is_empty(),
             "{:?}",
             mutual_exclusion(&h)
         );
-        assert_eq!(h.holds.len(), 2);
+        assert_eq!(
+            h.holds.len(),
+            2,
+            "x cut at 40; y asked after the force was answered: kept"
+        );
+        let mut unanswered = History::default();
+        unanswered.add(hold(t0, "a", "x", 10, 100, None));
+        end_at_force_releases(&mut unanswered, &[force(5, None)]);
+        assert!(
+            unanswered.holds.is_empty(),
+            "x's hold may have ended at once"
+        );
     }
 
     #[test]

@@ -110,6 +110,8 @@ static MARKERS: AtomicU64 = AtomicU64::new(1);
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The last commands sent, for the report of a reply out of step.
+    recent: std::collections::VecDeque<String>,
     /// `CLIENT ID` of this connection.
     pub id: i64,
 }
@@ -148,6 +150,7 @@ impl Conn {
         let mut conn = Conn {
             stream,
             buf: Vec::new(),
+            recent: std::collections::VecDeque::new(),
             id: 0,
         };
         match conn.call(&[b"CLIENT", b"ID"])? {
@@ -162,6 +165,14 @@ impl Conn {
     }
 
     pub fn send(&mut self, args: &[&[u8]]) -> Result<(), ConnError> {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if self.recent.len() == 6 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(shown.join(" "));
         self.stream.write_all(&encode(args)).map_err(ConnError::Io)
     }
 
@@ -214,8 +225,10 @@ impl Conn {
         let got = self.call(&[b"ECHO", marker.as_bytes()])?;
         if got.text().as_deref() != Some(marker.as_str()) || !self.buf.is_empty() {
             return Err(ConnError::Protocol(format!(
-                "replies out of step: ECHO {marker} answered {got:?}, {} bytes left over",
-                self.buf.len()
+                "replies out of step: ECHO {marker} answered {got:?}, {} bytes left over; \
+                 sent last: {:?}",
+                self.buf.len(),
+                self.recent
             )));
         }
         Ok(())

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::history::{History, Hold};
+use crate::history::{Force, History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
 
@@ -32,7 +32,7 @@ pub struct Shared {
     /// When a `CLIENT KILL` was sent to each connection.
     pub kills: Mutex<HashMap<i64, Instant>>,
     /// When each `RLOCK.FORCERELEASE` was sent, on which lock.
-    pub forced: Mutex<Vec<(String, Instant)>>,
+    pub forced: Mutex<Vec<Force>>,
     /// The connections now sending a blocking acquire, and the lock each waits on.
     pub waiting: Mutex<HashMap<i64, String>>,
     pub violations: Mutex<Vec<String>>,
@@ -70,9 +70,10 @@ impl Shared {
         self.violations.lock().unwrap().push(what);
     }
 
-    fn force_released_since(&self, lock: &str, since: Instant) -> bool {
+    /// Whether a force release may have met a hold whose acquire was sent at `asked`.
+    fn force_released_since(&self, lock: &str, asked: Instant) -> bool {
         let forced = self.forced.lock().unwrap();
-        forced.iter().any(|(on, at)| on == lock && *at >= since)
+        forced.iter().any(|f| f.may_follow(lock, asked))
     }
 
     fn killed_at(&self, conn: i64) -> Option<Instant> {
@@ -263,7 +264,7 @@ fn cycle(
             // The hold may have ended since (its lease, a force release): then the call
             // runs again.
             Frame::Int(_) | Frame::Bulk(None)
-                if Instant::now() >= bound || shared.force_released_since(&call.lock, start) => {}
+                if Instant::now() >= bound || shared.force_released_since(&call.lock, sent) => {}
             Frame::Error(e) => error_reply(shared, "acquire resent", &e),
             other => shared.violation(format!(
                 "{}: a resent acquire with REQ replied {other:?}, the first {reply:?}",
@@ -282,6 +283,7 @@ fn cycle(
     history.add(Hold {
         lock: call.lock.clone(),
         owner: call.owner.clone(),
+        asked: sent,
         start,
         end,
         token,
