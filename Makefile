@@ -53,7 +53,7 @@ bench:
 # fuzzer. Default: 10 minutes of load and 1,000,000 fuzzed calls per server. Any seed it
 # prints reproduces: make chaos CHAOS_ARGS="--seed N". `make test` runs a short slice.
 CHAOS_ARGS ?=
-CHAOS_SLICE_ARGS ?= --seconds 20 --fuzz-calls 20000
+CHAOS_SLICE_ARGS ?= --seconds 20 --fuzz-calls 20000 --seed 20261123
 chaos:
 	scripts/deps.sh build redis valkey
 	$(CARGO) build --release -p rlock -p rlock-chaos

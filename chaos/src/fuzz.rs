@@ -5,8 +5,8 @@
 //! So that nothing changes between the digests but the call itself: leases are long
 //! (a valid `LEASE` below an hour becomes an hour, `rlock.lease-ms` is at its
 //! maximum), so no key expires during the run; and a call that could block (a valid
-//! `BLOCK`) is sent alone, after which the fuzzer waits for the module's follow-up
-//! work (a FAIR waiter leaving its queue) before the next digest.
+//! `BLOCK`) is sent alone, after which the fuzzer waits until two digests 5 ms apart
+//! agree (the module's follow-up work, a FAIR waiter leaving its queue, has run).
 
 use std::collections::BTreeMap;
 use std::thread;
@@ -191,7 +191,11 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
                         break 'outer;
                     }
                 }
-                thread::sleep(Duration::from_millis(3));
+                // Let the module's follow-up work (a 0 ms timer) run before the next digest.
+                if let Err(v) = settle(&mut c) {
+                    violations.push(v);
+                    break 'outer;
+                }
                 continue;
             }
             packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
@@ -211,6 +215,24 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
     }
     Outcome { violations, counts }
+}
+
+/// Waits until two digests 5 ms apart agree: the module's deferred work has run.
+fn settle(c: &mut Conn) -> Result<(), String> {
+    let mut last = c
+        .call(&[b"DEBUG", b"DIGEST"])
+        .map_err(|e| format!("digest: {e}"))?;
+    for _ in 0..200 {
+        thread::sleep(Duration::from_millis(5));
+        let now = c
+            .call(&[b"DEBUG", b"DIGEST"])
+            .map_err(|e| format!("digest: {e}"))?;
+        if now == last {
+            return Ok(());
+        }
+        last = now;
+    }
+    Err("the data kept changing for a second after a blocking call".into())
 }
 
 /// Sends a batch and checks each call's reply and digests. `batch` has `None` for a
