@@ -139,6 +139,7 @@ fn start(flavor: Flavor, phase: Phase) -> Topology {
         primary,
         standby,
         bare,
+        writes_paused_until: None,
     }
 }
 

@@ -229,7 +229,8 @@ pub(crate) fn slot_of(key: &str) -> Slot {
 /// `BLOCK` or `WAIT` can take as long as it asked for.
 pub(crate) struct Dedicated {
     conn: DedicatedConn,
-    /// `CLIENT ID` on a plain server, used to `CLIENT UNBLOCK` it when the caller gives up.
+    /// `CLIENT ID` on a plain server, used to see in `CLIENT LIST` whether a request the
+    /// caller gave up on is blocked.
     id: Option<i64>,
 }
 

@@ -523,8 +523,9 @@ impl Lock {
     /// [`sync_replicas`](Self::sync_replicas): one round trip (acquire and `WAIT` pipelined) on
     /// a pooled connection; in a cluster a wait adds one for `CLIENT ID`.
     ///
-    /// Cancel-safe: if this future is dropped while the server holds it waiting, the waiter is
-    /// unblocked, and a lock granted in the meantime is released, never left orphaned.
+    /// Cancel-safe: if this future is dropped while the server holds it waiting, its pooled
+    /// connection is closed, which ends the wait, and a lock granted in the meantime is
+    /// released, never left orphaned.
     pub async fn acquire(&self) -> Result<Option<Guard>> {
         let opts = self.options();
         if opts.wait == Wait::No && self.replicas.is_none() {
@@ -577,7 +578,7 @@ impl Lock {
         let (mut tx, rx) = oneshot::channel::<Result<Option<Guard>>>();
         let lock = self.clone();
         // The request runs in its own task so that dropping this future cannot lose a grant:
-        // the task unblocks the waiter, and a grant that arrives anyway becomes a Guard whose
+        // the task cancels the wait, and a grant that arrives anyway becomes a Guard whose
         // drop releases it.
         tokio::spawn(async move {
             let sent = Instant::now();
@@ -588,12 +589,12 @@ impl Lock {
                     biased;
                     r = &mut request => Some(r),
                     _ = tx.closed(), if client_id.is_some() => {
-                        lock.unblock(client_id.unwrap_or_default(), request).await
+                        lock.cancel_wait(client_id.unwrap_or_default(), request).await
                     }
                 }
             };
             let Some(reply) = reply else {
-                return; // gave up unblocking: `conn` closes here, and the server forgets it
+                return; // still blocked: `conn` closes here, and the server forgets it
             };
             let result = lock.grant(reply, sent, blocks, &mut conn);
             let pin = lock.session && matches!(result, Ok(Some(_)));
@@ -618,13 +619,17 @@ impl Lock {
         })
     }
 
-    /// The caller gave up while the request may be blocked in the server: `CLIENT UNBLOCK` it
-    /// until its reply comes. Returns `None` if the reply never comes (then the connection is
-    /// closed, which also makes the server forget the waiter, and give back a grant it never
-    /// delivered). A `0` from `CLIENT UNBLOCK` means the request is not blocked yet, or its
-    /// reply is on its way, so the reply is awaited; or, before Redis 7.4 (which does not
-    /// unblock rlock waits), that it is still blocked: then the connection is closed at once.
-    async fn unblock<F>(
+    /// The caller gave up while the request may be blocked in the server. If the server shows
+    /// the request blocked (`CLIENT LIST` flags `b`), the connection is closed (`None`): the
+    /// server forgets a closed connection's waiter, and gives back a grant it never delivered.
+    /// Otherwise the request has not reached the server yet, or its reply is on its way: the
+    /// reply is awaited, and looked for again every 50 ms, up to 3 s.
+    ///
+    /// `CLIENT UNBLOCK` is never sent. Before Redis 7.4 it does not unblock rlock waits, and
+    /// Redis (7.0 to 7.4 at least) also "unblocks" a request that a `CLIENT PAUSE WRITE` or a
+    /// `FAILOVER` holds back: `TIMEOUT` then kills the server, and `ERROR` replies
+    /// `-UNBLOCKED` and runs the command anyway once the pause ends, a grant nobody awaits.
+    async fn cancel_wait<F>(
         &self,
         client_id: i64,
         mut request: std::pin::Pin<&mut F>,
@@ -636,18 +641,14 @@ impl Lock {
         let conn = self.locks.inner.conn().await.ok();
         while Instant::now() < give_up {
             if let Some(conn) = &conn {
-                let mut cmd = redis::cmd("CLIENT");
-                cmd.arg("UNBLOCK").arg(client_id);
-                if let Ok(redis::Value::Int(0)) = conn.query_on_node_of(&self.key, cmd).await {
-                    let mut list = redis::cmd("CLIENT");
-                    list.arg("LIST").arg("ID").arg(client_id);
-                    let listed = conn.query_on_node_of(&self.key, list).await;
-                    let line = listed
-                        .ok()
-                        .and_then(|v| redis::from_redis_value::<String>(v).ok());
-                    if line.as_deref().is_some_and(command::client_is_blocked) {
-                        return None;
-                    }
+                let mut list = redis::cmd("CLIENT");
+                list.arg("LIST").arg("ID").arg(client_id);
+                let listed = conn.query_on_node_of(&self.key, list).await;
+                let line = listed
+                    .ok()
+                    .and_then(|v| redis::from_redis_value::<String>(v).ok());
+                if line.as_deref().is_some_and(command::client_is_blocked) {
+                    return None;
                 }
             }
             tokio::select! {

@@ -83,14 +83,40 @@ async fn dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
             "{}: the dropped waiter was unblocked",
             server.flavor
         );
-        let unblocks = server.info("commandstats");
+        held.release().await.unwrap();
+        assert!(holders(&server, "cancel").is_empty(), "nobody got it");
+    }
+}
+
+/// Redis "unblocks" a write that `CLIENT PAUSE WRITE` holds back: `CLIENT UNBLOCK id TIMEOUT`
+/// then aborts the server. A wait cancelled during a pause (or a `FAILOVER`) must not do that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
+    for server in servers() {
+        let locks = Locks::new(server.client());
+        let held = locks.lock("paused").acquire().await.unwrap().unwrap();
+        raw(&server, &["CLIENT", "PAUSE", "1500", "WRITE"]).unwrap();
+        let paused = Instant::now();
+        let waiter = locks.lock("paused").wait(Duration::from_secs(10));
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), waiter.acquire()).await;
+        assert!(gave_up.is_err(), "still waiting when dropped");
+        tokio::time::sleep_until(paused + Duration::from_millis(1700)).await;
         assert!(
-            unblocks.contains_key("cmdstat_client|unblock"),
-            "{}: cancelled through CLIENT UNBLOCK",
+            raw(&server, &["PING"]).is_ok(),
+            "{}: the server survived the cancel",
+            server.flavor
+        );
+        assert!(
+            eventually(Duration::from_secs(2), || blocked(&server, "paused") == 0).await,
+            "{}: the cancelled wait is gone",
             server.flavor
         );
         held.release().await.unwrap();
-        assert!(holders(&server, "cancel").is_empty(), "nobody got it");
+        assert!(
+            holders(&server, "paused").is_empty(),
+            "{}: the cancelled waiter never got the lock",
+            server.flavor
+        );
     }
 }
 
