@@ -1,5 +1,6 @@
 //! The checks made when a phase's load and faults have stopped.
 
+use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -39,7 +40,12 @@ fn eventually(
 }
 
 /// Every check; the failures, each a sentence.
-pub fn after_load(topology: &mut Topology, locks: &[String], baseline_memory: i64) -> Vec<String> {
+pub fn after_load(
+    topology: &mut Topology,
+    locks: &[String],
+    baseline: &(i64, BTreeMap<String, i64>),
+) -> Vec<String> {
+    let (baseline_memory, baseline_stats) = (baseline.0, &baseline.1);
     let mut found = Vec::new();
     let port = topology.primary.port;
     let mut c = match conn(port) {
@@ -140,11 +146,10 @@ pub fn after_load(topology: &mut Topology, locks: &[String], baseline_memory: i6
         if tracked == 0 && blocked == 0 && used <= baseline_memory + (512 << 10) {
             Ok(())
         } else {
-            let info = call(&mut c, &[b"INFO", b"memory"])?
-                .text()
-                .unwrap_or_default();
+            let moved = memory_stats_diff(baseline_stats, &memory_stats(&mut c)?);
             Err(format!(
-                "tracked_locks {tracked}, blocked {blocked}, used_memory {used} vs baseline {baseline_memory}\n{info}"
+                "tracked_locks {tracked}, blocked {blocked}, used_memory {used} vs baseline \
+                 {baseline_memory}; MEMORY STATS fields that moved:\n{moved}"
             ))
         }
     }) {
@@ -182,9 +187,45 @@ fn memory(c: &mut Conn) -> Result<i64, String> {
     Ok(used)
 }
 
-/// The memory `memory` counts, with no data: the baseline of the memory check.
-pub fn used_memory(port: u16) -> i64 {
+/// The memory `memory` counts, with no data: the baseline of the memory check, with
+/// the server's own breakdown (`MEMORY STATS`) to compare against when it fails.
+pub fn used_memory(port: u16) -> (i64, BTreeMap<String, i64>) {
     conn(port)
-        .and_then(|mut c| memory(&mut c))
-        .unwrap_or(i64::MAX)
+        .and_then(|mut c| Ok((memory(&mut c)?, memory_stats(&mut c)?)))
+        .unwrap_or((i64::MAX, BTreeMap::new()))
+}
+
+/// The integer fields of `MEMORY STATS`, nested ones as `outer.inner`.
+fn memory_stats(c: &mut Conn) -> Result<BTreeMap<String, i64>, String> {
+    fn walk(prefix: &str, frame: &Frame, out: &mut BTreeMap<String, i64>) {
+        let Frame::Array(Some(items)) = frame else {
+            return;
+        };
+        for pair in items.chunks(2) {
+            let [name, value] = pair else { continue };
+            let name = format!("{prefix}{}", name.text().unwrap_or_default());
+            match value {
+                Frame::Int(n) => {
+                    out.insert(name, *n);
+                }
+                Frame::Array(_) => walk(&format!("{name}."), value, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", &call(c, &[b"MEMORY", b"STATS"])?, &mut out);
+    Ok(out)
+}
+
+/// The `MEMORY STATS` fields that moved by more than 1 KB since `before`.
+fn memory_stats_diff(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>) -> String {
+    after
+        .iter()
+        .filter_map(|(name, now)| {
+            let then = before.get(name).copied().unwrap_or(0);
+            ((now - then).abs() > 1024)
+                .then(|| format!("  {name}: {then} -> {now} ({:+})\n", now - then))
+        })
+        .collect()
 }

@@ -122,12 +122,14 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         return;
     };
     shared.count(&format!("fault {}", fault.name()));
+    shared.log_fault(fault.name().to_string());
     let reply = match fault {
         Fault::Kill => {
             let Some(id) = random_client(shared, rng) else {
                 return;
             };
             shared.kills.lock().unwrap().insert(id, Instant::now());
+            shared.log_fault(format!("kill {id}"));
             c.call(&[b"CLIENT", b"KILL", b"ID", id.to_string().as_bytes()])
         }
         Fault::UnblockTimeout | Fault::UnblockError if topology.unblock_hits_server_bug() => {
@@ -143,11 +145,13 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
             } else {
                 b"TIMEOUT"
             };
+            shared.log_fault(format!("unblock {id} {}", String::from_utf8_lossy(how)));
             c.call(&[b"CLIENT", b"UNBLOCK", id.to_string().as_bytes(), how])
         }
         Fault::PauseWrites => {
             let ms = rng.range(50, 400);
             let reply = c.call(&[b"CLIENT", b"PAUSE", ms.to_string().as_bytes(), b"WRITE"]);
+            shared.log_fault(format!("pause {ms} ms replied"));
             // It ran before its reply came; a pause already on ends at the later end.
             let until = Instant::now() + Duration::from_millis(ms + 100);
             topology.writes_paused_until = topology.writes_paused_until.max(Some(until));
@@ -246,6 +250,10 @@ fn race(c: &mut Conn, shared: &Shared, rng: &mut Rng, may_unblock: bool) {
         }
         replies += 1;
     }
+    shared.log_fault(format!(
+        "race packet: {}",
+        String::from_utf8_lossy(&packet).replace("\r\n", " ")
+    ));
     if c.send_raw(&packet).is_err() {
         return;
     }

@@ -10,7 +10,9 @@
 //! violation of mutual exclusion, never an artefact of timing.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::resp::since_epoch;
 
 #[derive(Debug, Clone)]
 pub struct Hold {
@@ -22,6 +24,23 @@ pub struct Hold {
     pub end: Instant,
     /// The fencing token, when the grant replied one.
     pub token: Option<i64>,
+    /// The holder's commands and replies from its acquire to its last release, for reports.
+    pub timeline: Vec<String>,
+}
+
+impl Hold {
+    fn report(&self) -> String {
+        format!(
+            "  {} ({}..{}):\n{}",
+            self.owner,
+            since_epoch(self.start),
+            since_epoch(self.end),
+            self.timeline
+                .iter()
+                .map(|line| format!("    {line}\n"))
+                .collect::<String>()
+        )
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -74,8 +93,9 @@ pub fn end_at_force_releases(history: &mut History, forced: &[Force]) {
     history.holds.retain(|h| h.end > h.start);
 }
 
-/// Two owners held one lock at once.
-pub fn mutual_exclusion(history: &History) -> Vec<String> {
+/// Two owners held one lock at once. `faults` (when each was injected, and what) are
+/// shown around each finding.
+pub fn mutual_exclusion(history: &History, faults: &[(Instant, String)]) -> Vec<String> {
     let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for hold in &history.holds {
         by_lock.entry(&hold.lock).or_default().push(hold);
@@ -88,11 +108,19 @@ pub fn mutual_exclusion(history: &History) -> Vec<String> {
         for hold in holds {
             if let Some(prev) = reach {
                 if prev.end > hold.start && prev.owner != hold.owner {
+                    let around = (prev.asked - Duration::from_secs(1))..prev.end;
+                    let nearby: String = faults
+                        .iter()
+                        .filter(|(at, _)| around.contains(at))
+                        .map(|(at, what)| format!("    {} {what}\n", since_epoch(*at)))
+                        .collect();
                     found.push(format!(
-                        "mutual exclusion on {lock}: {} held it until {:?} after {} took it",
+                        "mutual exclusion on {lock}: {} held it until {:?} after {} took it\n{}{}  faults:\n{nearby}",
                         prev.owner,
                         prev.end - hold.start,
-                        hold.owner
+                        hold.owner,
+                        prev.report(),
+                        hold.report(),
                     ));
                 }
             }
@@ -139,7 +167,6 @@ pub fn fencing(history: &History) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn hold(t0: Instant, lock: &str, owner: &str, from: u64, to: u64, token: Option<i64>) -> Hold {
         Hold {
@@ -149,6 +176,7 @@ mod tests {
             start: t0 + Duration::from_millis(from),
             end: t0 + Duration::from_millis(to),
             token,
+            timeline: Vec::new(),
         }
     }
 
@@ -160,18 +188,23 @@ mod tests {
         h.add(hold(t0, "a", "y", 10, 20, None));
         h.add(hold(t0, "b", "z", 5, 15, None));
         assert!(
-            mutual_exclusion(&h).is_empty(),
+            mutual_exclusion(&h, &[]).is_empty(),
             "{:?}",
-            mutual_exclusion(&h)
+            mutual_exclusion(&h, &[])
         );
         h.add(hold(t0, "a", "w", 19, 30, None));
-        assert_eq!(mutual_exclusion(&h).len(), 1);
+        assert_eq!(mutual_exclusion(&h, &[]).len(), 1);
         // A long hold overlapping a later one, with a short one between.
         let mut h = History::default();
         h.add(hold(t0, "a", "x", 0, 100, None));
         h.add(hold(t0, "a", "x", 10, 20, None));
         h.add(hold(t0, "a", "y", 50, 60, None));
-        assert_eq!(mutual_exclusion(&h).len(), 1, "{:?}", mutual_exclusion(&h));
+        assert_eq!(
+            mutual_exclusion(&h, &[]).len(),
+            1,
+            "{:?}",
+            mutual_exclusion(&h, &[])
+        );
     }
 
     #[test]
@@ -180,7 +213,7 @@ mod tests {
         let mut h = History::default();
         h.add(hold(t0, "a", "x", 0, 100, None));
         h.add(hold(t0, "a", "y", 50, 60, None));
-        assert_eq!(mutual_exclusion(&h).len(), 1);
+        assert_eq!(mutual_exclusion(&h, &[]).len(), 1);
         let force = |sent: u64, replied: Option<u64>| Force {
             lock: "a".into(),
             sent: t0 + Duration::from_millis(sent),
@@ -189,14 +222,14 @@ mod tests {
         // Answered before x asked: it cannot have met x's hold.
         let mut before = h.clone();
         end_at_force_releases(&mut before, &[force(0, Some(0))]);
-        assert_eq!(mutual_exclusion(&before).len(), 1);
+        assert_eq!(mutual_exclusion(&before, &[]).len(), 1);
         // Run after y's grant, sent before x's... any hold it may have met ends when it
         // was sent.
         end_at_force_releases(&mut h, &[force(40, Some(45))]);
         assert!(
-            mutual_exclusion(&h).is_empty(),
+            mutual_exclusion(&h, &[]).is_empty(),
             "{:?}",
-            mutual_exclusion(&h)
+            mutual_exclusion(&h, &[])
         );
         assert_eq!(
             h.holds.len(),

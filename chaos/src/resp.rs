@@ -4,7 +4,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
@@ -107,11 +107,21 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, String> {
 
 static MARKERS: AtomicU64 = AtomicU64::new(1);
 
+/// The zero of the times in timelines and reports.
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// `at` as seconds since the run began, for reports.
+pub fn since_epoch(at: Instant) -> String {
+    format!("{:.3}s", at.saturating_duration_since(*EPOCH).as_secs_f64())
+}
+
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     /// The last commands sent, for the report of a reply out of step.
     recent: std::collections::VecDeque<String>,
+    /// While `Some`, each command sent and reply read, with its time since `EPOCH`.
+    timeline: Option<Vec<String>>,
     /// `CLIENT ID` of this connection.
     pub id: i64,
 }
@@ -151,6 +161,7 @@ impl Conn {
             stream,
             buf: Vec::new(),
             recent: std::collections::VecDeque::new(),
+            timeline: None,
             id: 0,
         };
         match conn.call(&[b"CLIENT", b"ID"])? {
@@ -172,7 +183,9 @@ impl Conn {
         if self.recent.len() == 6 {
             self.recent.pop_front();
         }
-        self.recent.push_back(shown.join(" "));
+        let shown = shown.join(" ");
+        self.note(|| format!("-> {shown}"));
+        self.recent.push_back(shown);
         self.stream.write_all(&encode(args)).map_err(ConnError::Io)
     }
 
@@ -186,6 +199,7 @@ impl Conn {
             match parse(&self.buf).map_err(ConnError::Protocol)? {
                 Some((frame, used)) => {
                     self.buf.drain(..used);
+                    self.note(|| format!("<- {frame:?}"));
                     return Ok(frame);
                 }
                 None => {
@@ -210,6 +224,22 @@ impl Conn {
                     }
                 }
             }
+        }
+    }
+
+    /// Starts keeping a timeline of this connection's commands and replies.
+    pub fn start_timeline(&mut self) {
+        self.timeline = Some(Vec::new());
+    }
+
+    /// The timeline kept since `start_timeline`, which stops.
+    pub fn take_timeline(&mut self) -> Vec<String> {
+        self.timeline.take().unwrap_or_default()
+    }
+
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.push(format!("{} {}", since_epoch(Instant::now()), what()));
         }
     }
 

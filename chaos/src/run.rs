@@ -154,7 +154,7 @@ fn warm_baseline(
     clients: usize,
     locks: &[String],
     rng: &mut Rng,
-) -> i64 {
+) -> (i64, BTreeMap<String, i64>) {
     let original_primary = topology.primary.port;
     let shared = Arc::new(Shared::new(topology.primary.port, req));
     let threads: Vec<_> = (0..clients)
@@ -251,9 +251,12 @@ fn run_phase(
     }
     let mut violations = shared.violations.lock().unwrap().clone();
     history::end_at_force_releases(&mut history, &shared.forced.lock().unwrap());
-    violations.extend(history::mutual_exclusion(&history));
+    violations.extend(history::mutual_exclusion(
+        &history,
+        &shared.fault_log.lock().unwrap(),
+    ));
     violations.extend(history::fencing(&history));
-    violations.extend(checks::after_load(&mut topology, &locks, baseline));
+    violations.extend(checks::after_load(&mut topology, &locks, &baseline));
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
     (violations, counts, history.holds.len())

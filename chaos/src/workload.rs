@@ -39,6 +39,8 @@ pub struct Shared {
     pub counts: Mutex<BTreeMap<String, u64>>,
     /// Whether the server takes `REQ id`.
     pub req: bool,
+    /// Each fault injected, and when.
+    pub fault_log: Mutex<Vec<(Instant, String)>>,
 }
 
 impl Shared {
@@ -53,7 +55,12 @@ impl Shared {
             violations: Mutex::new(Vec::new()),
             counts: Mutex::new(BTreeMap::new()),
             req,
+            fault_log: Mutex::new(Vec::new()),
         }
+    }
+
+    pub fn log_fault(&self, what: String) {
+        self.fault_log.lock().unwrap().push((Instant::now(), what));
     }
 
     pub fn count(&self, what: &str) {
@@ -221,6 +228,7 @@ fn cycle(
             .unwrap()
             .insert(conn.id, call.lock.clone());
     }
+    conn.start_timeline();
     let sent = Instant::now();
     let reply = conn.call(&refs(&args));
     shared.waiting.lock().unwrap().remove(&conn.id);
@@ -287,6 +295,7 @@ fn cycle(
         start,
         end,
         token,
+        timeline: conn.take_timeline(),
     });
     outcome?;
     conn.check_in_step()
@@ -378,7 +387,13 @@ fn hold_and_release(
                     continue;
                 }
             }
-            if again != first && !matches!(first, Frame::Error(_)) {
+            // The server keeps a release's REQ record for its lease-ms (1 s at least
+            // here): a resend that a pause held back longer may run again.
+            let record_may_be_gone =
+                Instant::now() >= sent + Duration::from_millis(MIN_DEFAULT_LEASE_MS);
+            if again != first && record_may_be_gone {
+                shared.count("release resent after its REQ record may have expired");
+            } else if again != first && !matches!(first, Frame::Error(_)) {
                 shared.violation(format!(
                     "{}: a resent release with REQ replied {again:?}, the first {first:?}",
                     call.owner
