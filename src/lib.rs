@@ -94,6 +94,14 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"blocked", waiters::blocked_total() as i64),
                 (c"tracked_locks", state::tracked_locks() as i64),
                 (c"eviction_unsafe", config::eviction_unsafe() as i64),
+                (
+                    c"acl_categories_missing",
+                    commands::table::acl_categories_missing() as i64,
+                ),
+                (
+                    c"acl_category_rlock",
+                    commands::table::acl_category_rlock() as i64,
+                ),
             ],
         )
     });

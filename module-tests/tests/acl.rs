@@ -96,3 +96,270 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
         );
     }
 }
+
+/// Where the server takes module categories, `fast` and `slow` follow what each command
+/// costs: `ACQUIRE` may block and `FORCERELEASE` is an operator's tool.
+#[test]
+fn fast_and_slow_follow_the_table() {
+    for flavor in flavors() {
+        if !takes_module_categories(flavor) {
+            continue;
+        }
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        let fast = category(&mut admin, "fast");
+        let slow = category(&mut admin, "slow");
+        for cmd in ["rlock.release", "rlock.renew", "rlock.info"] {
+            assert!(fast.contains(&cmd.to_string()), "{flavor}: {cmd} @fast");
+            assert!(
+                !slow.contains(&cmd.to_string()),
+                "{flavor}: {cmd} not @slow"
+            );
+        }
+        for cmd in ["rlock.acquire", "rlock.forcerelease"] {
+            assert!(slow.contains(&cmd.to_string()), "{flavor}: {cmd} @slow");
+            assert!(
+                !fast.contains(&cmd.to_string()),
+                "{flavor}: {cmd} not @fast"
+            );
+        }
+    }
+}
+
+/// The module's own category, where the server takes one (Redis 7.4+, Valkey 8+):
+/// `+@rlock` grants the five commands and nothing else.
+#[test]
+fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        let info = server.info("rlock");
+        let all: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
+        let has_own = all.contains(&"rlock".to_string());
+        assert_eq!(
+            info.get("rlock_acl_category_rlock").map(String::as_str),
+            Some(if has_own { "1" } else { "0" }),
+            "{flavor}: INFO says whether @rlock exists"
+        );
+        if !has_own {
+            continue;
+        }
+        let mut listed = category(&mut admin, "rlock");
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                "rlock.acquire",
+                "rlock.forcerelease",
+                "rlock.info",
+                "rlock.release",
+                "rlock.renew"
+            ],
+            "{flavor}: ACL CAT rlock"
+        );
+        assert_eq!(
+            call(
+                &mut admin,
+                &["ACL", "SETUSER", "locker", "on", "nopass", "~*", "-@all", "+@rlock"]
+            ),
+            Ok(Value::Okay)
+        );
+        let mut locker = server.conn();
+        assert_eq!(call(&mut locker, &["AUTH", "locker", "x"]), Ok(Value::Okay));
+        assert_eq!(
+            call(
+                &mut locker,
+                &["RLOCK.ACQUIRE", "job", "w1", "FAIR", "TOKEN"]
+            ),
+            Ok(Value::Int(1))
+        );
+        assert!(call(&mut locker, &["RLOCK.INFO", "job"]).is_ok());
+        assert_eq!(
+            call(&mut locker, &["RLOCK.RENEW", "job", "w1"]),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(&mut locker, &["RLOCK.RELEASE", "job", "w1"]),
+            Ok(Value::Int(1))
+        );
+        let reply = call(&mut locker, &["SET", "job", "x"]);
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+            "{flavor}: +@rlock grants no other command: {reply:?}"
+        );
+    }
+}
+
+/// Redis 7.0 cannot put module commands in categories: one warning in the log, an
+/// `INFO rlock` field, and per-command rules work instead.
+#[test]
+fn without_the_category_api_the_server_says_so_and_per_command_rules_work() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        let missing = !takes_module_categories(flavor);
+        let info = server.info("rlock");
+        assert_eq!(
+            info.get("rlock_acl_categories_missing").map(String::as_str),
+            Some(if missing { "1" } else { "0" }),
+            "{flavor}: INFO rlock"
+        );
+        let warnings = server
+            .log()
+            .matches("cannot put module commands in ACL categories")
+            .count();
+        assert_eq!(
+            warnings, missing as usize,
+            "{flavor}: one warning line at load"
+        );
+        // What the docs tell operators to do on any server.
+        assert_eq!(
+            call(
+                &mut admin,
+                &[
+                    "ACL",
+                    "SETUSER",
+                    "worker",
+                    "on",
+                    "nopass",
+                    "~*",
+                    "+@all",
+                    "-rlock.forcerelease"
+                ]
+            ),
+            Ok(Value::Okay)
+        );
+        let mut worker = server.conn();
+        assert_eq!(call(&mut worker, &["AUTH", "worker", "x"]), Ok(Value::Okay));
+        assert_eq!(
+            call(&mut worker, &["RLOCK.ACQUIRE", "batch", "w"]),
+            Ok(Value::Int(1))
+        );
+        let reply = call(&mut worker, &["RLOCK.FORCERELEASE", "batch"]);
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+            "{flavor}: -rlock.forcerelease: {reply:?}"
+        );
+        assert_eq!(
+            hgetall(&mut admin, b"batch").len(),
+            1,
+            "{flavor}: still held"
+        );
+    }
+}
+
+/// Without `@dangerous` a user may lock but not force a release.
+#[test]
+fn a_user_without_dangerous_cannot_force_a_release() {
+    for flavor in flavors() {
+        if !takes_module_categories(flavor) {
+            continue;
+        }
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        assert_eq!(
+            call(
+                &mut admin,
+                &[
+                    "ACL",
+                    "SETUSER",
+                    "app",
+                    "on",
+                    "nopass",
+                    "~*",
+                    "+@all",
+                    "-@dangerous"
+                ]
+            ),
+            Ok(Value::Okay)
+        );
+        let mut app = server.conn();
+        assert_eq!(call(&mut app, &["AUTH", "app", "x"]), Ok(Value::Okay));
+        assert_eq!(
+            call(&mut app, &["RLOCK.ACQUIRE", "door", "a"]),
+            Ok(Value::Int(1))
+        );
+        let reply = call(&mut app, &["RLOCK.FORCERELEASE", "door"]);
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+            "{flavor}: FORCERELEASE without @dangerous: {reply:?}"
+        );
+        assert_eq!(
+            call(&mut app, &["RLOCK.RELEASE", "door", "a"]),
+            Ok(Value::Int(1))
+        );
+    }
+}
+
+/// Key patterns apply through the key specs: a user limited to `app:*` locks there
+/// and nowhere else, with every option (the fair queue, the fencing counter and the
+/// request records are the module's own bookkeeping, not checked against the
+/// pattern); a user with read-only access to the keys may `RLOCK.INFO` but not lock.
+#[test]
+fn key_patterns_and_read_only_access_apply() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        assert_eq!(
+            call(
+                &mut admin,
+                &["ACL", "SETUSER", "tenant", "on", "nopass", "~app:*", "+@all"]
+            ),
+            Ok(Value::Okay)
+        );
+        assert_eq!(
+            call(
+                &mut admin,
+                &["ACL", "SETUSER", "auditor", "on", "nopass", "%R~*", "+@all"]
+            ),
+            Ok(Value::Okay)
+        );
+        let mut tenant = server.conn();
+        assert_eq!(call(&mut tenant, &["AUTH", "tenant", "x"]), Ok(Value::Okay));
+        assert_eq!(
+            call(
+                &mut tenant,
+                &["RLOCK.ACQUIRE", "app:1", "t", "FAIR", "TOKEN", "REQ", "r1"]
+            ),
+            Ok(Value::Int(1))
+        );
+        for args in [
+            &["RLOCK.ACQUIRE", "other:1", "t"][..],
+            &["RLOCK.INFO", "other:1"][..],
+            &["RLOCK.RELEASE", "other:1", "t"][..],
+        ] {
+            let reply = call(&mut tenant, args);
+            assert!(
+                matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+                "{flavor}: {args:?} outside ~app:*: {reply:?}"
+            );
+        }
+        assert!(!keyspace(&mut admin).contains_key(&b"other:1"[..]));
+
+        let mut auditor = server.conn();
+        assert_eq!(
+            call(&mut auditor, &["AUTH", "auditor", "x"]),
+            Ok(Value::Okay)
+        );
+        assert!(
+            call(&mut auditor, &["RLOCK.INFO", "app:1"]).is_ok(),
+            "{flavor}: RLOCK.INFO only reads its key"
+        );
+        for args in [
+            &["RLOCK.ACQUIRE", "app:2", "a"][..],
+            &["RLOCK.RELEASE", "app:1", "t"][..],
+            &["RLOCK.RENEW", "app:1", "t"][..],
+            &["RLOCK.FORCERELEASE", "app:1"][..],
+        ] {
+            let reply = call(&mut auditor, args);
+            assert!(
+                matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+                "{flavor}: {args:?} with read-only key access: {reply:?}"
+            );
+        }
+        assert_eq!(
+            call(&mut tenant, &["RLOCK.RELEASE", "app:1", "t"]),
+            Ok(Value::Int(1))
+        );
+    }
+}

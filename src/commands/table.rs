@@ -2,13 +2,14 @@
 //! arity, key positions, ACL categories and docs. Registration and `COMMAND DOCS`
 //! (and so redis-cli's hints and the docs test) come from here.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
 use super::{dispatch, info, lock};
-use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, RawCtx};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, RawCtx};
 
 pub struct CommandSpec {
     pub name: &'static CStr,
@@ -19,7 +20,10 @@ pub struct CommandSpec {
     pub arity: i32,
     /// First key, last key, step, as `COMMAND INFO` gives them.
     pub keys: (c_int, c_int, c_int),
-    /// ACL categories, on servers that take them from modules (7.2+, Valkey).
+    /// What the command does to its key: its key spec, which ACL key patterns check.
+    pub access: KeyAccess,
+    /// ACL categories, on servers that take them from modules (7.2+, Valkey); the
+    /// module's own `rlock` category is added where the server has it (7.4+, Valkey 8+).
     pub acl_categories: &'static CStr,
     pub summary: &'static CStr,
     pub args: &'static [ArgDoc],
@@ -70,7 +74,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write deny-oom blocking",
         arity: -3,
         keys: (1, 1, 1),
-        acl_categories: c"write blocking",
+        access: KeyAccess::Update,
+        acl_categories: c"write slow blocking",
         summary: c"Takes or re-enters a lock. Replies the hold count (or fencing token), or null if held by another owner.",
         args: &[
             KEY,
@@ -89,7 +94,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         arity: -3,
         keys: (1, 1, 1),
-        acl_categories: c"write",
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
         summary: c"Releases one hold. Replies 1 when the lock is freed, 0 when a re-entry was undone.",
         args: &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
@@ -103,7 +109,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         arity: -3,
         keys: (1, 1, 1),
-        acl_categories: c"write",
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
         summary: c"Resets the lease of a held lock. Replies 1 if renewed, 0 if not held by owner.",
         args: &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
@@ -118,7 +125,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         arity: 2,
         keys: (1, 1, 1),
-        acl_categories: c"write dangerous",
+        access: KeyAccess::Remove,
+        acl_categories: c"write slow dangerous",
         summary: c"Deletes the lock whoever holds it. Replies 1 if a lock was deleted.",
         args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
     },
@@ -128,14 +136,68 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"readonly",
         arity: 2,
         keys: (1, 1, 1),
-        acl_categories: c"read",
+        access: KeyAccess::Read,
+        acl_categories: c"read fast",
         summary: c"Shows holders, pttl, fair queue, blocked waiters and fencing token of a lock.",
         args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
     },
 ];
 
+/// The module's own ACL category: `+@rlock` allows every rlock command.
+const RLOCK_CATEGORY: &CStr = c"rlock";
+
+/// Whether the server put the commands in ACL categories (7.2+, Valkey), and whether
+/// it took the `rlock` category (7.4+, Valkey 8+): `INFO rlock` says so.
+static ACL_CATEGORIES: AtomicBool = AtomicBool::new(false);
+static ACL_CATEGORY_RLOCK: AtomicBool = AtomicBool::new(false);
+
+pub fn acl_categories_missing() -> bool {
+    !ACL_CATEGORIES.load(Ordering::Relaxed)
+}
+
+pub fn acl_category_rlock() -> bool {
+    ACL_CATEGORY_RLOCK.load(Ordering::Relaxed)
+}
+
+/// Puts every command in its ACL categories, and in `rlock` where the server takes
+/// module categories. On a server without the API (Redis 7.0) the commands are in no
+/// category at all, so `-@write` does not stop them: one warning says so.
+fn set_acl_categories(ctx: &Context) -> Result<(), String> {
+    let own = ffi::add_acl_category(ctx, RLOCK_CATEGORY) == Some(true);
+    let mut set_any = false;
+    for command in COMMANDS {
+        let mut categories = command.acl_categories.to_bytes().to_vec();
+        if own {
+            categories.push(b' ');
+            categories.extend_from_slice(RLOCK_CATEGORY.to_bytes());
+        }
+        let categories = CString::new(categories).map_err(|e| e.to_string())?;
+        match ffi::set_acl_categories(ctx, command.name, &categories) {
+            Some(true) => set_any = true,
+            Some(false) => {
+                return Err(format!(
+                    "the server refused the ACL categories of {}",
+                    command.name.to_string_lossy()
+                ))
+            }
+            None => {}
+        }
+    }
+    ACL_CATEGORIES.store(set_any, Ordering::Relaxed);
+    ACL_CATEGORY_RLOCK.store(set_any && own, Ordering::Relaxed);
+    if !set_any {
+        ffi::log_warning(
+            ctx.get_raw(),
+            "rlock: this server cannot put module commands in ACL categories (Redis 7.2+ can): \
+             -@write, -@dangerous and +@rlock do not apply to rlock's commands; name them \
+             in ACL rules instead, e.g. -rlock.forcerelease (see docs/COMMANDS.md, ACL)",
+        );
+    }
+    Ok(())
+}
+
 /// Registers every command, then describes it where the server takes command
-/// docs (7.0+), which also sets its arity.
+/// docs (7.0+), which also sets its arity and key spec.
 pub fn register(ctx: &Context) -> Result<(), String> {
     for command in COMMANDS {
         if !ffi::create_command(
@@ -151,17 +213,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             ));
         }
     }
-    for command in COMMANDS {
-        if ffi::set_acl_categories(ctx, command.name, command.acl_categories) == Some(false) {
-            return Err(format!(
-                "the server refused the ACL categories of {}",
-                command.name.to_string_lossy()
-            ));
-        }
-    }
+    set_acl_categories(ctx)?;
     let described = COMMANDS
         .iter()
-        .all(|c| ffi::set_command_info(ctx, c.name, c.summary, c.arity, c.args));
+        .all(|c| ffi::set_command_info(ctx, c.name, c.summary, c.arity, c.access, c.args));
     if !described {
         ctx.log_notice("rlock: this server does not take command docs; COMMAND DOCS will be empty");
     }

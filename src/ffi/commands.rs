@@ -56,13 +56,42 @@ pub enum ArgKind {
     Flag,
 }
 
-/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+).
+/// What a command does to its one key, for its key spec: ACL key patterns (`%R~`,
+/// `%W~`) and `COMMAND INFO` go by it.
+#[derive(Clone, Copy)]
+pub enum KeyAccess {
+    /// Reads the key and nothing else (`RO ACCESS`).
+    Read,
+    /// Reads and changes the key, which it may create or delete (`RW ACCESS UPDATE`,
+    /// as `HSET` and `HINCRBY`).
+    Update,
+    /// Deletes the key whatever it holds (`RM DELETE`, as `DEL`).
+    Remove,
+}
+
+impl KeyAccess {
+    fn flags(self) -> u64 {
+        (match self {
+            KeyAccess::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+            KeyAccess::Update => {
+                raw::REDISMODULE_CMD_KEY_RW
+                    | raw::REDISMODULE_CMD_KEY_ACCESS
+                    | raw::REDISMODULE_CMD_KEY_UPDATE
+            }
+            KeyAccess::Remove => raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE,
+        }) as u64
+    }
+}
+
+/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+),
+/// with one key spec: the key at argument 1, accessed as `access` says.
 /// Returns false where the server lacks the API or refuses the description.
 pub fn set_command_info(
     ctx: &Context,
     command: &CStr,
     summary: &'static CStr,
     arity: i32,
+    access: KeyAccess,
     args: &[ArgDoc],
 ) -> bool {
     // SAFETY: checks the function pointers before use; every pointer handed to
@@ -117,6 +146,18 @@ pub fn set_command_info(
         info.since = c"0.1.0".as_ptr();
         info.arity = arity;
         info.args = Box::leak(raw_args.into_boxed_slice()).as_mut_ptr();
+        let mut key_spec: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
+        key_spec.flags = access.flags();
+        key_spec.begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        key_spec.bs.index.pos = 1;
+        key_spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        key_spec.fk.range.lastkey = 0;
+        key_spec.fk.range.keystep = 1;
+        key_spec.fk.range.limit = 0;
+        // The array ends with a zeroed spec.
+        let key_specs = vec![key_spec, std::mem::zeroed()];
+        info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
         set_info(handle, &info) == raw::REDISMODULE_OK as c_int
     }
 }
@@ -180,6 +221,16 @@ pub fn create_command(
             last_key,
             key_step,
         ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Adds an ACL category of the module's own (`RedisModule_AddACLCategory`, Redis
+/// 7.4+, Valkey 8+; only during `OnLoad`). `None` where the server lacks the API.
+pub fn add_acl_category(ctx: &Context, name: &CStr) -> Option<bool> {
+    // SAFETY: the function pointer is checked; called from OnLoad with a static string.
+    unsafe {
+        let add = raw::RedisModule_AddACLCategory?;
+        Some(add(ctx.get_raw(), name.as_ptr()) == raw::REDISMODULE_OK as c_int)
     }
 }
 
