@@ -24,15 +24,15 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 // Redis's allocator inside the server; the system one for `cargo test`, where
-// there is no server to allocate from.
+// there is no server to allocate from. Either way counted, for `INFO rlock`.
 #[cfg(not(test))]
-type ModuleAllocator = redis_module::alloc::RedisAlloc;
+type ModuleAllocator = ffi::CountingAlloc<redis_module::alloc::RedisAlloc>;
 #[cfg(not(test))]
-const MODULE_ALLOCATOR: ModuleAllocator = redis_module::alloc::RedisAlloc;
+const MODULE_ALLOCATOR: ModuleAllocator = ffi::CountingAlloc(redis_module::alloc::RedisAlloc);
 #[cfg(test)]
-type ModuleAllocator = std::alloc::System;
+type ModuleAllocator = ffi::CountingAlloc<std::alloc::System>;
 #[cfg(test)]
-const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
+const MODULE_ALLOCATOR: ModuleAllocator = ffi::CountingAlloc(std::alloc::System);
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let words: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
@@ -93,6 +93,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"session_releases", stats::SESSION_RELEASES.get()),
                 (c"blocked", waiters::blocked_total() as i64),
                 (c"tracked_locks", state::tracked_locks() as i64),
+                (c"allocated_bytes", ffi::allocated_bytes()),
                 (c"eviction_unsafe", config::eviction_unsafe() as i64),
                 (
                     c"acl_categories_missing",

@@ -140,10 +140,14 @@ pub fn after_load(
         let tracked = info_field(&mut c, b"rlock", "rlock_tracked_locks")?;
         let blocked = info_field(&mut c, b"rlock", "rlock_blocked")?;
         let used = memory(&mut c)?;
-        // 512 KB of slack: runs of a few minutes end up to about 300 KB above the warm
-        // baseline, which is not explained yet (docs/RELIABILITY.md); a leak per call or
-        // per hold grows far past it over a long run.
-        if tracked == 0 && blocked == 0 && used <= baseline_memory + (512 << 10) {
+        let module = info_field(&mut c, b"rlock", "rlock_allocated_bytes")?;
+        let module_baseline = baseline_stats.get("rlock_allocated_bytes").copied();
+        // The module's own code: back within 16 KB (its tables keep their largest
+        // capacity). The server: within 256 KB, what a peak of concurrency past the
+        // warm-up's leaves in its pools (docs/RELIABILITY.md). A leak per call or per
+        // hold, over tens of thousands of them, exceeds either.
+        let module_back = module_baseline.map_or(true, |b| module <= b + (16 << 10));
+        if tracked == 0 && blocked == 0 && module_back && used <= baseline_memory + (256 << 10) {
             Ok(())
         } else {
             let moved = memory_stats_diff(baseline_stats, &memory_stats(&mut c)?);
@@ -154,6 +158,14 @@ pub fn after_load(
         }
     }) {
         found.push(format!("memory not back to the baseline: {e}"));
+    }
+    // Reported either way, for docs/RELIABILITY.md.
+    if let (Ok(used), Ok(stats)) = (memory(&mut c), memory_stats(&mut c)) {
+        println!(
+            "  memory once flushed: {:+} KB against the warm baseline; MEMORY STATS moved:\n{}",
+            (used - baseline_memory) / 1024,
+            memory_stats_diff(baseline_stats, &stats)
+        );
     }
     for (name, server) in [
         ("primary", Some(&mut topology.primary)),
@@ -195,7 +207,8 @@ pub fn used_memory(port: u16) -> (i64, BTreeMap<String, i64>) {
         .unwrap_or((i64::MAX, BTreeMap::new()))
 }
 
-/// The integer fields of `MEMORY STATS`, nested ones as `outer.inner`.
+/// The integer fields of `MEMORY STATS`, nested ones as `outer.inner`, and
+/// `rlock_allocated_bytes` from `INFO rlock`.
 fn memory_stats(c: &mut Conn) -> Result<BTreeMap<String, i64>, String> {
     fn walk(prefix: &str, frame: &Frame, out: &mut BTreeMap<String, i64>) {
         let Frame::Array(Some(items)) = frame else {
@@ -215,6 +228,10 @@ fn memory_stats(c: &mut Conn) -> Result<BTreeMap<String, i64>, String> {
     }
     let mut out = BTreeMap::new();
     walk("", &call(c, &[b"MEMORY", b"STATS"])?, &mut out);
+    // What of it the module's own code holds.
+    if let Ok(module) = info_field(c, b"rlock", "rlock_allocated_bytes") {
+        out.insert("rlock_allocated_bytes".into(), module);
+    }
     Ok(out)
 }
 
@@ -224,7 +241,7 @@ fn memory_stats_diff(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i6
         .iter()
         .filter_map(|(name, now)| {
             let then = before.get(name).copied().unwrap_or(0);
-            ((now - then).abs() > 1024)
+            ((now - then).abs() > 1024 || name.starts_with("rlock"))
                 .then(|| format!("  {name}: {then} -> {now} ({:+})\n", now - then))
         })
         .collect()

@@ -143,18 +143,20 @@ fn start(flavor: Flavor, phase: Phase) -> Topology {
     }
 }
 
-/// The memory baseline: taken after a second of the same load and a quiet spell, so
-/// that what the server keeps once for its peak concurrency (its pool of module
-/// helper clients, kept down to 8 by its cron) is in it; in the failovers phase also
-/// after a failover and back, which leave about 400 KB of the server's own
-/// replication structures behind whatever the load. Growth past it is a leak.
+/// The memory baseline: taken after a few seconds of the same load and faults (no
+/// restart) and a quiet spell, so that what the server keeps once for its peak
+/// concurrency (its pool of module helper clients, kept down to 8 by its cron; its
+/// tables at their largest) is in it; in the failovers phase also after a failover
+/// and back, which leave about 400 KB of the server's own replication structures
+/// behind whatever the load. Growth past it is a leak.
 fn warm_baseline(
     topology: &mut Topology,
     req: bool,
-    clients: usize,
+    options: &Options,
     locks: &[String],
     rng: &mut Rng,
 ) -> (i64, BTreeMap<String, i64>) {
+    let clients = options.clients;
     let original_primary = topology.primary.port;
     let shared = Arc::new(Shared::new(topology.primary.port, req));
     let threads: Vec<_> = (0..clients)
@@ -163,7 +165,25 @@ fn warm_baseline(
             thread::spawn(move || workload::client(shared, index, rng, locks))
         })
         .collect();
-    thread::sleep(Duration::from_secs(1));
+    let scratch = {
+        let (shared, rng) = (shared.clone(), rng.fork());
+        thread::spawn(move || workload::scratch(shared, rng))
+    };
+    let faults: Vec<Fault> = options
+        .faults
+        .iter()
+        .copied()
+        .filter(|f| !matches!(f, Fault::Restart | Fault::Failover))
+        .collect();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        thread::sleep(Duration::from_millis(
+            rng.range(options.fault_every_ms / 5, options.fault_every_ms),
+        ));
+        if !faults.is_empty() {
+            inject(*rng.pick(&faults), topology, &shared, rng);
+        }
+    }
     if topology.standby.is_some() {
         for _ in 0..5 {
             inject(Fault::Failover, topology, &shared, rng);
@@ -177,6 +197,7 @@ fn warm_baseline(
     for t in threads {
         let _ = t.join();
     }
+    let _ = scratch.join();
     if let Ok(mut c) = Conn::connect(topology.primary.port, Duration::from_secs(5)) {
         let _ = c.call(&[b"FLUSHALL"]);
     }
@@ -198,7 +219,7 @@ fn run_phase(
         println!("  the server does not take REQ: retries are not exercised");
     }
     let locks: Vec<String> = (0..options.locks).map(|i| format!("lock:{i}")).collect();
-    let baseline = warm_baseline(&mut topology, req, options.clients, &locks, &mut rng);
+    let baseline = warm_baseline(&mut topology, req, options, &locks, &mut rng);
     let original_primary = topology.primary.port;
     let shared = Arc::new(Shared::new(topology.primary.port, req));
     let mut threads = Vec::new();

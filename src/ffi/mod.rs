@@ -9,6 +9,7 @@
 //! callback, valid for that callback's duration.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod alloc;
 mod blocking;
 mod commands;
 mod events;
@@ -18,6 +19,7 @@ mod server;
 mod strings;
 mod timers;
 
+pub use alloc::*;
 pub use blocking::*;
 pub use commands::*;
 pub use events::*;
