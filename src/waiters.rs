@@ -159,6 +159,14 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
     }
 }
 
+/// Answers every waiter blocked on `lock` with the error `error` (a cluster
+/// redirection when the lock left this node), oldest first. Nothing is written.
+pub fn redirect_all(ctx: &Context, lock: &LockId, error: &str) {
+    while let Some(id) = state::with(|s| s.waiters.head(lock).map(|(id, _)| id)) {
+        answer(ctx, id, BlockedReply::Failed(error.to_string()));
+    }
+}
+
 /// Takes a waiter out of line by its handle, if it is still waiting.
 fn leave(handle_id: usize) -> Option<Waiter<BlockedClient<BlockedReply>>> {
     state::with(|s| {

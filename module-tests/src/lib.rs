@@ -15,6 +15,9 @@ use std::sync::OnceLock;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+pub mod cluster;
+
+pub use cluster::Cluster;
 pub use redis;
 use redis::Value;
 

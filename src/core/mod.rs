@@ -2,6 +2,7 @@
 //! arithmetic, helper key names. Everything here is tested with plain `cargo test`.
 
 pub mod args;
+pub mod cluster;
 pub mod deferred;
 pub mod fair;
 pub mod fences;

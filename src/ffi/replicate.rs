@@ -90,10 +90,23 @@ pub fn replicate_key_field_int(
     }
 }
 
-/// `PUBLISH channel message`, binary-safe.
+/// `PUBLISH channel message`, binary-safe; `SPUBLISH` in a cluster, where Redisson
+/// listens with `SSUBSCRIBE` (its channels carry the lock's hash tag, so their slot
+/// is this node's).
 pub fn publish(ctx: &Context, channel: &RedisString, message: &RedisString) {
-    // SAFETY: both strings are valid for the call.
+    // SAFETY: both strings are valid for the call; the shard variant is checked.
     unsafe {
-        raw::RedisModule_PublishMessage.unwrap()(ctx.get_raw(), channel.inner, message.inner);
+        match raw::RedisModule_PublishMessageShard {
+            Some(shard) if super::in_cluster(ctx) => {
+                shard(ctx.get_raw(), channel.inner, message.inner);
+            }
+            _ => {
+                raw::RedisModule_PublishMessage.unwrap()(
+                    ctx.get_raw(),
+                    channel.inner,
+                    message.inner,
+                );
+            }
+        }
     }
 }

@@ -75,6 +75,11 @@ pub fn is_primary(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
 }
 
+/// Whether the server runs in cluster mode (`cluster-enabled yes`).
+pub fn in_cluster(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+}
+
 /// Whether the call runs inside a script or a function.
 pub fn in_script(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_LUA != 0

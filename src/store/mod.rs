@@ -108,6 +108,12 @@ fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
     ffi::publish_zero(ctx, &channel);
 }
 
+/// `CLUSTER NODES`, as this node sees the cluster; `None` outside a cluster.
+pub fn cluster_nodes(ctx: &Context) -> Option<String> {
+    let text = reply_bytes(ctx.call("CLUSTER", &[&b"NODES"[..]]).ok()?)?;
+    String::from_utf8(text).ok()
+}
+
 /// A string reply of `RedisModule_Call` as bytes, whichever way the crate decoded it.
 fn reply_bytes(value: RedisValue) -> Option<Vec<u8>> {
     match value {

@@ -1,0 +1,265 @@
+//! The module on every node of a real cluster (3 primaries, a replica each): locks on
+//! every shard, a classic slot migration with a held lock and waiters, and the unlock
+//! messages on sharded pub/sub, where Redisson listens in a cluster.
+
+use std::time::{Duration, Instant};
+
+use rlock_module_tests::redis::Value;
+use rlock_module_tests::*;
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn locks_work_on_every_shard_and_replicate_to_its_replica() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 1);
+        for (i, primary) in cluster.primaries.iter().enumerate() {
+            let key = cluster.key_on(primary, "shard-lock:");
+            let mut con = primary.conn();
+            assert_eq!(
+                call(&mut con, &["RLOCK.ACQUIRE", &key, "me", "TOKEN"]),
+                Ok(Value::Int(1)),
+                "{flavor}: primary {i}"
+            );
+            assert_eq!(call(&mut con, &["WAIT", "1", "2000"]), Ok(Value::Int(1)));
+            let replica = &cluster.replicas[i];
+            let mut rcon = replica.conn();
+            let _ = call(&mut rcon, &["READONLY"]);
+            assert_eq!(
+                hgetall(&mut rcon, key.as_bytes()).get(&b"me"[..]),
+                Some(&b"1".to_vec()),
+                "{flavor}: replica {i} has the hold"
+            );
+            // A node that does not serve the slot redirects, as for any command.
+            let other = cluster.other_primary(primary);
+            let reply = call(&mut other.conn(), &["RLOCK.ACQUIRE", &key, "you"]);
+            assert!(
+                matches!(&reply, Err(e) if e.starts_with("MOVED")),
+                "{flavor}: {reply:?}"
+            );
+            assert_eq!(
+                call(&mut con, &["RLOCK.RELEASE", &key, "me"]),
+                Ok(Value::Int(1))
+            );
+        }
+    }
+}
+
+/// The defect: `MIGRATE` removed a held lock from the source, the module granted it to
+/// the client blocked there and re-created the key in the migrating slot, while the
+/// holder still held it on the target. Now the waiter is redirected (`-ASK`, as the
+/// server redirects its own commands on a missing key of a migrating slot), within
+/// 1 s, and the source writes nothing; the lock arrives whole on the target.
+#[test]
+fn a_slot_migration_moves_the_lock_and_redirects_its_waiters() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 0);
+        let source = &cluster.primaries[0];
+        let target = cluster.other_primary(source);
+        let key = cluster.key_on(source, "migrating:");
+        let slot = cluster.slot(&key);
+        let mut admin = source.conn();
+        assert_eq!(
+            call(
+                &mut admin,
+                &[
+                    "RLOCK.ACQUIRE",
+                    &key,
+                    "holder",
+                    "LEASE",
+                    "30000",
+                    "TOKEN",
+                    "FAIR"
+                ]
+            ),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(
+                &mut admin,
+                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000"]
+            ),
+            Ok(Value::Int(2)),
+            "{flavor}: re-entered"
+        );
+        // Two waiters blocked on the source, one of them fair.
+        let mut plain = source.conn();
+        plain
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut fair = source.conn();
+        fair.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let send = |con: &mut redis::Connection, args: &[&str]| {
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            con.send_packed_command(&cmd.get_packed_command()).unwrap();
+        };
+        send(
+            &mut plain,
+            &["RLOCK.ACQUIRE", &key, "plain", "BLOCK", "8000"],
+        );
+        send(
+            &mut fair,
+            &["RLOCK.ACQUIRE", &key, "fair", "BLOCK", "8000", "FAIR"],
+        );
+        assert!(
+            wait_until(Duration::from_secs(2), || {
+                source
+                    .info("rlock")
+                    .get("rlock_blocked")
+                    .map(String::as_str)
+                    == Some("2")
+            }),
+            "{flavor}: both waiters blocked"
+        );
+        let pttl_before = pttl(&mut admin, key.as_bytes());
+
+        cluster.begin_migration(slot, source, target);
+        let moved = cluster.migrate_keys(slot, source, target);
+        let migrated = Instant::now();
+        assert!(moved.contains(&key), "{flavor}: {moved:?}");
+        for con in [&mut plain, &mut fair] {
+            let reply = con.recv_response();
+            let error = match &reply {
+                Err(e) => error_text(e),
+                Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
+                Ok(other) => panic!("{flavor}: a waiter on the source got {other:?}"),
+            };
+            assert_eq!(
+                error,
+                format!("ASK {slot} 127.0.0.1:{}", target.port),
+                "{flavor}: the waiter is sent where the lock went"
+            );
+        }
+        assert!(
+            migrated.elapsed() < Duration::from_secs(1),
+            "{flavor}: redirected within 1 s"
+        );
+        thread_sleep(100);
+        assert!(
+            !keyspace(&mut admin).contains_key(key.as_bytes()),
+            "{flavor}: the source did not re-create the lock"
+        );
+        assert_eq!(
+            source
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str),
+            Some("0")
+        );
+        cluster.end_migration(slot, source, target);
+
+        // Owners, counts, lease, fair queue and token counter arrived together.
+        let mut tcon = target.conn();
+        let holders = hgetall(&mut tcon, key.as_bytes());
+        assert_eq!(holders.len(), 1, "{flavor}: {holders:?}");
+        assert_eq!(holders.get(&b"holder"[..]), Some(&b"2".to_vec()));
+        let left = pttl(&mut tcon, key.as_bytes());
+        assert!(
+            left > 0 && left <= pttl_before,
+            "{flavor}: the lease moved: {left} after {pttl_before}"
+        );
+        assert!(
+            call(
+                &mut tcon,
+                &[
+                    "EXISTS",
+                    &String::from_utf8(token_key(key.as_bytes())).unwrap()
+                ]
+            ) == Ok(Value::Int(1)),
+            "{flavor}: the fencing counter moved"
+        );
+        // The lock works on its new node: a redirected waiter takes it when it frees.
+        assert_eq!(
+            call(&mut tcon, &["RLOCK.RELEASE", &key, "holder"]),
+            Ok(Value::Int(0))
+        );
+        assert_eq!(
+            call(&mut tcon, &["RLOCK.RELEASE", &key, "holder"]),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(&mut tcon, &["RLOCK.ACQUIRE", &key, "plain", "TOKEN"]),
+            Ok(Value::Int(2)),
+            "{flavor}: the next token follows the moved counter"
+        );
+        // The old node answers for it with MOVED, as for any key.
+        let reply = call(&mut admin, &["RLOCK.ACQUIRE", &key, "late", "BLOCK", "100"]);
+        assert!(
+            matches!(&reply, Err(e) if e.starts_with("MOVED")),
+            "{flavor}: {reply:?}"
+        );
+    }
+}
+
+fn thread_sleep(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+/// In a cluster Redisson listens with `SSUBSCRIBE`; the module publishes there, and
+/// only there. (Outside a cluster it publishes with `PUBLISH`: see the Redisson
+/// interop tests.)
+#[test]
+fn unlock_messages_go_to_sharded_subscribers_in_a_cluster() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 0);
+        let node = &cluster.primaries[1];
+        let key = cluster.key_on(node, "sharded:");
+        let channel = String::from_utf8(unlock_channel(key.as_bytes())).unwrap();
+
+        let mut sharded = node.conn();
+        sharded
+            .send_packed_command(&redis::cmd("SSUBSCRIBE").arg(&channel).get_packed_command())
+            .unwrap();
+        let confirm = sharded.recv_response().unwrap();
+        assert!(format!("{confirm:?}").contains("ssubscribe"), "{confirm:?}");
+        let mut plain = node.conn();
+        plain
+            .send_packed_command(&redis::cmd("SUBSCRIBE").arg(&channel).get_packed_command())
+            .unwrap();
+        let _ = plain.recv_response().unwrap();
+
+        let mut con = node.conn();
+        assert_eq!(
+            call(&mut con, &["RLOCK.ACQUIRE", &key, "a"]),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(&mut con, &["RLOCK.RELEASE", &key, "a"]),
+            Ok(Value::Int(1))
+        );
+        sharded
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        let message = sharded.recv_response().expect("an smessage");
+        let Value::Array(parts) = &message else {
+            panic!("{flavor}: {message:?}");
+        };
+        let parts: Vec<Option<String>> = parts.iter().map(text).collect();
+        assert_eq!(
+            parts,
+            [
+                Some("smessage".into()),
+                Some(channel.clone()),
+                Some("0".into())
+            ],
+            "{flavor}: Redisson's unlock message, sharded"
+        );
+        plain
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        assert!(
+            plain.recv_response().is_err(),
+            "{flavor}: nothing on plain pub/sub in a cluster"
+        );
+    }
+}
