@@ -13,7 +13,6 @@
 use redis_module::{Context, RedisString};
 
 use crate::config;
-use crate::core::cluster::{key_slot, route};
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::hold::Release;
@@ -24,7 +23,7 @@ use crate::ffi;
 use crate::state;
 use crate::stats;
 use crate::store::{self, FairQueue, LockKey, RequestRecord};
-use crate::{deferred, timers, waiters};
+use crate::{deferred, slots, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
@@ -225,6 +224,7 @@ pub fn watch(ctx: &Context, lock: &LockId) {
         timers::cancel(ctx, lock);
         return;
     }
+    slots::watch(ctx);
     let now = ffi::now_ms();
     // Redis expires a key once the clock is past its deadline, hence the +1.
     let deadline = match store::pttl(ctx, lock) {
@@ -275,7 +275,7 @@ pub fn perform(ctx: &Context, work: Work) {
     if !ffi::select_db(ctx, lock.db) {
         return;
     }
-    if left_this_node(ctx, &lock) {
+    if slots::left_this_node(ctx, &lock) {
         return;
     }
     match work {
@@ -287,29 +287,6 @@ pub fn perform(ctx: &Context, work: Work) {
             serve(ctx, &lock);
         }
         Work::Serve { .. } => serve(ctx, &lock),
-    }
-}
-
-/// In a cluster, whether `lock` is gone from this node into a slot this node does not
-/// serve alone: being migrated away (`MIGRATE` moved the key), or served elsewhere.
-/// Then nothing may be written for it here, or the key would be created beside the
-/// one on the other node: its waiters are told where it went (`-ASK` or `-MOVED`, as
-/// the server redirects its own commands) and the work is dropped. A SESSION hold or
-/// a lease on a lock that moved ends on the other node, with its lease.
-fn left_this_node(ctx: &Context, lock: &LockId) -> bool {
-    if !ffi::in_cluster(ctx) || ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) {
-        return false;
-    }
-    let slot = key_slot(&lock.key);
-    let Some(nodes) = store::cluster_nodes(ctx) else {
-        return false;
-    };
-    match route(&nodes, slot).redirect_error(slot) {
-        None => false,
-        Some(error) => {
-            waiters::redirect_all(ctx, lock, &error);
-            true
-        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod events;
 pub mod ffi;
 pub mod guard;
 pub mod handoff;
+pub mod slots;
 pub mod state;
 pub mod stats;
 pub mod store;
@@ -46,6 +47,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     ffi::register_info(ctx, info);
+    ffi::declare_module_options(ctx, ffi::is_valkey(ctx));
     config::check_eviction_policy(ctx);
     deferred::set_runner(handoff::perform);
     if !events::subscribe(ctx) {

@@ -52,6 +52,8 @@ pub struct State {
     pub deferred: DeferredWork,
     /// The 0 ms timer that runs the deferred work, while armed.
     pub deferred_timer: Option<TimerId>,
+    /// In a cluster, while clients wait: the timer that checks their locks' slots.
+    pub slot_sweep: Option<TimerId>,
     /// The connection the server is closing now. Both servers announce a closing
     /// connection (the client-change event) before they call the disconnect
     /// callbacks of its blocked commands, so those callbacks can tell a client
@@ -81,6 +83,7 @@ pub fn reset(ctx: &Context, reason: Option<&str>) {
         .into_iter()
         .chain(old.wait_timers.into_values())
         .chain(old.deferred_timer)
+        .chain(old.slot_sweep)
     {
         ffi::stop_timer(ctx, timer);
     }

@@ -263,3 +263,183 @@ fn unlock_messages_go_to_sharded_subscribers_in_a_cluster() {
         );
     }
 }
+
+/// Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) is refused while a loaded
+/// module has not declared that it handles it; rlock declares it. The held lock moves
+/// with its owners, counts, lease and token counter (the source streams its writes,
+/// the module's included, until it hands the slot over), and the waiters blocked on
+/// the source are told `-MOVED` once the target serves the slot.
+#[test]
+fn valkey_atomic_slot_migration_moves_the_lock_and_redirects_its_waiters() {
+    for flavor in flavors() {
+        if flavor != Flavor::Valkey {
+            continue; // Redis 7.0 has no atomic slot migration.
+        }
+        let cluster = Cluster::start(flavor, 3, 0);
+        let source = &cluster.primaries[0];
+        let target = cluster.other_primary(source);
+        let key = cluster.key_on(source, "atomic:");
+        let slot = cluster.slot(&key);
+        let mut admin = source.conn();
+        assert_eq!(
+            call(
+                &mut admin,
+                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000", "TOKEN"]
+            ),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(
+                &mut admin,
+                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000"]
+            ),
+            Ok(Value::Int(2))
+        );
+        let mut waiters: Vec<redis::Connection> = (0..2).map(|_| source.conn()).collect();
+        for (i, con) in waiters.iter_mut().enumerate() {
+            con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+            cmd.arg(&key).arg(format!("w{i}")).arg("BLOCK").arg(8000);
+            if i == 1 {
+                cmd.arg("FAIR");
+            }
+            con.send_packed_command(&cmd.get_packed_command()).unwrap();
+        }
+        assert!(wait_until(Duration::from_secs(2), || {
+            source
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str)
+                == Some("2")
+        }));
+        let started = Instant::now();
+        assert_eq!(
+            call(
+                &mut admin,
+                &[
+                    "CLUSTER",
+                    "MIGRATESLOTS",
+                    "SLOTSRANGE",
+                    &slot.to_string(),
+                    &slot.to_string(),
+                    "NODE",
+                    &cluster.node_id(target),
+                ]
+            ),
+            Ok(Value::Okay),
+            "{flavor}: the module does not block atomic slot migration"
+        );
+        for con in waiters.iter_mut() {
+            let reply = con.recv_response();
+            let error = match &reply {
+                Err(e) => error_text(e),
+                Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
+                Ok(other) => panic!("{flavor}: a waiter on the source got {other:?}"),
+            };
+            assert_eq!(error, format!("MOVED {slot} 127.0.0.1:{}", target.port));
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "{flavor}: redirected {:?} after the migration began",
+            started.elapsed()
+        );
+        cluster.wait_ok();
+        let mut tcon = target.conn();
+        assert_eq!(
+            hgetall(&mut tcon, key.as_bytes()).get(&b"holder"[..]),
+            Some(&b"2".to_vec()),
+            "{flavor}: owners and counts moved"
+        );
+        assert!(
+            pttl(&mut tcon, key.as_bytes()) > 20_000,
+            "{flavor}: the lease moved"
+        );
+        assert_eq!(
+            call(
+                &mut tcon,
+                &[
+                    "EXISTS",
+                    &String::from_utf8(token_key(key.as_bytes())).unwrap()
+                ]
+            ),
+            Ok(Value::Int(1)),
+            "{flavor}: the token counter moved"
+        );
+        assert!(
+            !keyspace(&mut admin).contains_key(key.as_bytes()),
+            "{flavor}: nothing left on the source"
+        );
+        assert_eq!(
+            source
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str),
+            Some("0")
+        );
+    }
+}
+
+/// A slot can leave with no migration at all: another node claims it with a newer
+/// epoch, and this node drops its keys when it learns (Redis 7.0 with no event the
+/// module hears). The waiters blocked here still hear `-MOVED`, from the module's
+/// sweep of waited slots, and nothing is granted or re-created here.
+#[test]
+fn a_slot_claimed_by_another_node_redirects_the_waiters_left_behind() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 0);
+        let source = &cluster.primaries[0];
+        let target = cluster.other_primary(source);
+        let key = cluster.key_on(source, "claimed:");
+        let slot = cluster.slot(&key);
+        let mut admin = source.conn();
+        assert_eq!(
+            call(
+                &mut admin,
+                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000"]
+            ),
+            Ok(Value::Int(1))
+        );
+        let mut waiter = source.conn();
+        waiter
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        waiter
+            .send_packed_command(
+                &redis::cmd("RLOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg("w")
+                    .arg("BLOCK")
+                    .arg(15000)
+                    .get_packed_command(),
+            )
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(2), || {
+            source
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str)
+                == Some("1")
+        }));
+        let mut tcon = target.conn();
+        let id = cluster.node_id(target);
+        assert_eq!(
+            call(
+                &mut tcon,
+                &["CLUSTER", "SETSLOT", &slot.to_string(), "NODE", &id]
+            ),
+            Ok(Value::Okay)
+        );
+        let _ = call(&mut tcon, &["CLUSTER", "BUMPEPOCH"]);
+        let reply = waiter.recv_response();
+        let error = match &reply {
+            Err(e) => error_text(e),
+            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
+            Ok(other) => panic!("{flavor}: the waiter left behind got {other:?}"),
+        };
+        assert_eq!(error, format!("MOVED {slot} 127.0.0.1:{}", target.port));
+        assert!(
+            !keyspace(&mut admin).contains_key(key.as_bytes()),
+            "{flavor}: the source keeps nothing of the slot"
+        );
+    }
+}

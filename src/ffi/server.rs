@@ -115,3 +115,40 @@ pub fn server_version() -> i32 {
 pub fn client_unblock_is_safe() -> bool {
     server_version() >= 0x0007_0400
 }
+
+/// Whether the server is Valkey (its `INFO server` has `valkey_version`). Valkey and
+/// Redis number module options and server events differently past the ones they share.
+pub fn is_valkey(ctx: &Context) -> bool {
+    match ctx.call("INFO", &[&b"server"[..]]) {
+        Ok(redis_module::RedisValue::SimpleString(text))
+        | Ok(redis_module::RedisValue::BulkString(text)) => text.contains("valkey_version:"),
+        Ok(redis_module::RedisValue::StringBuffer(bytes)) => {
+            String::from_utf8_lossy(&bytes).contains("valkey_version:")
+        }
+        Ok(redis_module::RedisValue::VerbatimString((_, bytes))) => {
+            String::from_utf8_lossy(&bytes).contains("valkey_version:")
+        }
+        _ => false,
+    }
+}
+
+/// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION`: without it Valkey 9
+/// refuses `CLUSTER MIGRATESLOTS` on every node of the cluster while the module is
+/// loaded. (Redis gives this bit another meaning: set it on Valkey only.)
+const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+
+/// Declares that the module handles Valkey's atomic slot migration (see `slots`).
+/// Sets every module option the module uses, as the call replaces them all.
+pub fn declare_module_options(ctx: &Context, valkey: bool) {
+    let options = if valkey {
+        VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION
+    } else {
+        0
+    };
+    // SAFETY: ctx is the OnLoad context; the pointer is checked.
+    unsafe {
+        if let Some(set) = raw::RedisModule_SetModuleOptions {
+            set(ctx.get_raw(), options);
+        }
+    }
+}
