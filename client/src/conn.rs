@@ -180,11 +180,28 @@ impl Conn {
         matches!(self, Conn::Cluster(_))
     }
 
+    /// In a cluster, a command answered `-MOVED` or `-ASK` (its slot moved; the server ran
+    /// nothing) goes again to the node named, up to `MAX_REDIRECTS` times.
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
             Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
             Conn::Plain(c) => cmd.query_async(&mut c.clone()).await,
-            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => {
+                let mut reply = cmd.query_async(&mut c.clone()).await.map(|v| vec![v]);
+                let mut pipe = redis::pipe();
+                pipe.add_command(cmd.clone());
+                for _ in 0..MAX_REDIRECTS {
+                    let Some((host, port, ask)) = redirect_of(&reply) else {
+                        break;
+                    };
+                    reply = pipeline_at(&mut c.clone(), &host, port, ask, &pipe).await;
+                }
+                match reply?.into_iter().next() {
+                    Some(Value::ServerError(e)) => Err(e.into()),
+                    Some(v) => Ok(v),
+                    None => Ok(Value::Nil),
+                }
+            }
         }
     }
 
@@ -195,7 +212,19 @@ impl Conn {
         let v: Value = match self {
             Conn::Single(c) => pipe.query_async(&mut c.clone()).await?,
             Conn::Plain(c) => pipe.query_async(&mut c.clone()).await?,
-            Conn::Cluster(c) => pipe.query_async(&mut c.clone()).await?,
+            Conn::Cluster(c) => {
+                let mut reply = pipe
+                    .query_async(&mut c.clone())
+                    .await
+                    .and_then(|v| flatten(v, pipe.len()));
+                for _ in 0..MAX_REDIRECTS {
+                    let Some((host, port, ask)) = redirect_of(&reply) else {
+                        break;
+                    };
+                    reply = pipeline_at(&mut c.clone(), &host, port, ask, pipe).await;
+                }
+                return reply;
+            }
         };
         flatten(v, pipe.len())
     }
@@ -282,6 +311,24 @@ impl Dedicated {
         }
     }
 
+    /// `pipe` on the cluster node at `host:port` (see `pipeline_at`); refused on a plain
+    /// server, where nothing redirects.
+    pub(crate) async fn pipeline_at(
+        &mut self,
+        host: &str,
+        port: u16,
+        ask: bool,
+        pipe: &Pipeline,
+    ) -> RedisResult<Vec<Value>> {
+        match &mut self.conn {
+            DedicatedConn::Cluster(c) => pipeline_at(c, host, port, ask, pipe).await,
+            DedicatedConn::Single(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a redirection from a server that is not in a cluster",
+            ))),
+        }
+    }
+
     pub(crate) async fn pipeline(&mut self, pipe: &mut Pipeline) -> RedisResult<Vec<Value>> {
         pipe.ignore_errors();
         let v: Value = match &mut self.conn {
@@ -290,6 +337,53 @@ impl Dedicated {
         };
         flatten(v, pipe.len())
     }
+}
+
+/// How many redirections one request follows: a slot moves once per resharding step.
+const MAX_REDIRECTS: usize = 3;
+
+/// `pipe` on the cluster node at `host:port`, after `ASKING` when `ask` (a slot being
+/// migrated there): one value per command of `pipe`, errors as `Value::ServerError`.
+async fn pipeline_at(
+    c: &mut ClusterConnection,
+    host: &str,
+    port: u16,
+    ask: bool,
+    pipe: &Pipeline,
+) -> RedisResult<Vec<Value>> {
+    let mut full = redis::pipe();
+    if ask {
+        full.cmd("ASKING");
+    }
+    for cmd in pipe.cmd_iter() {
+        full.add_command(cmd.clone());
+    }
+    full.ignore_errors();
+    let route = SingleNodeRoutingInfo::ByAddress {
+        host: host.to_string(),
+        port,
+    };
+    c.route_pipeline(full, ask as usize, pipe.len(), route)
+        .await
+}
+
+/// Where a reply said the key's slot went (`-ASK` or `-MOVED`, in a cluster), read from
+/// the whole reply or from its first command's: `(host, port, ask)`.
+pub(crate) fn redirect_of(reply: &RedisResult<Vec<Value>>) -> Option<(String, u16, bool)> {
+    let error: redis::RedisError = match reply {
+        Err(e) => e.clone(),
+        Ok(values) => match values.first() {
+            Some(Value::ServerError(e)) => e.clone().into(),
+            _ => return None,
+        },
+    };
+    let (addr, _slot) = error.redirect_node()?;
+    let ask = matches!(
+        error.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::Ask)
+    );
+    let (host, port) = addr.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?, ask))
 }
 
 /// Idle dedicated connections, at most `max_idle` of them.

@@ -574,7 +574,6 @@ impl Lock {
         } else {
             None
         };
-        let mut pipe = self.acquire_pipeline(&opts);
         let (mut tx, rx) = oneshot::channel::<Result<Option<Guard>>>();
         let lock = self.clone();
         // The request runs in its own task so that dropping this future cannot lose a grant:
@@ -583,7 +582,7 @@ impl Lock {
         tokio::spawn(async move {
             let sent = Instant::now();
             let reply = {
-                let request = conn.pipeline(&mut pipe);
+                let request = lock.send_following_redirects(&mut conn, opts);
                 tokio::pin!(request);
                 tokio::select! {
                     biased;
@@ -617,6 +616,32 @@ impl Lock {
                 "the acquire task stopped: is the runtime shutting down?",
             ))
         })
+    }
+
+    /// Sends the acquire pipeline. In a cluster, a wait whose lock's slot moved meanwhile
+    /// is answered `-ASK` or `-MOVED` (the server never grants a lock that left it): the
+    /// request goes again to the node named, after `ASKING` for `-ASK`, for the wait time
+    /// left; once that has run out the reply is null, as for a wait that ran out.
+    async fn send_following_redirects(
+        &self,
+        conn: &mut Dedicated,
+        opts: AcquireOptions,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        let started = Instant::now();
+        let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts)).await;
+        while let Some((host, port, ask)) = crate::conn::redirect_of(&reply) {
+            let wait = match opts.wait {
+                Wait::No => return reply,
+                Wait::Forever => Wait::Forever,
+                Wait::For(d) => match d.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => Wait::For(left),
+                    _ => return Ok(vec![redis::Value::Nil]),
+                },
+            };
+            let pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts });
+            reply = conn.pipeline_at(&host, port, ask, &pipe).await;
+        }
+        reply
     }
 
     /// The caller gave up while the request may be blocked in the server. If the server shows

@@ -6,66 +6,22 @@ use std::time::Duration;
 
 use common::{Flavor, Server};
 use rlock_client::{Endpoint, Error, Locks};
-use rlock_module_tests::redis;
+use rlock_module_tests::{redis, Cluster};
 
-/// Starts 3 cluster-enabled primaries, splits the slots and joins them. Returns when every
-/// node reports `cluster_state:ok`.
-fn cluster(flavor: Flavor) -> Vec<Server> {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| {
-            Server::builder(flavor)
-                .config("cluster-enabled", "yes")
-                .config("cluster-node-timeout", "2000")
-                .start()
-        })
-        .collect();
-    let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
-    for (node, (from, to)) in nodes.iter().zip(ranges) {
-        let mut con = node.conn();
-        let mut c = redis::cmd("CLUSTER");
-        c.arg("ADDSLOTSRANGE").arg(from).arg(to);
-        let _: () = c.query(&mut con).expect("ADDSLOTSRANGE");
-    }
-    let mut first = nodes[0].conn();
-    for node in &nodes[1..] {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("MEET")
-            .arg("127.0.0.1")
-            .arg(node.port)
-            .query(&mut first)
-            .expect("MEET");
-    }
-    let ok = rlock_module_tests::wait_until(Duration::from_secs(15), || {
-        nodes.iter().all(|n| {
-            let info: String = redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query(&mut n.conn())
-                .unwrap_or_default();
-            info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
-        })
-    });
-    assert!(ok, "{flavor}: cluster did not form");
-    nodes
+/// The harness's cluster: 3 primaries with a replica each, the module on every node.
+fn cluster(flavor: Flavor) -> Cluster {
+    Cluster::start(flavor, 3, 1)
 }
 
-fn owner_node<'a>(nodes: &'a [Server], key: &str) -> &'a Server {
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut nodes[0].conn())
-        .unwrap();
-    &nodes[match slot {
-        0..=5460 => 0,
-        5461..=10922 => 1,
-        _ => 2,
-    }]
+fn owner_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
+    cluster.primary_for(key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_work_across_a_cluster() {
     for flavor in common::flavors() {
         let nodes = cluster(flavor);
-        let locks = Locks::builder(Endpoint::cluster(vec![nodes[0].url()]).unwrap())
+        let locks = Locks::builder(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap())
             .watchdog_lease(Duration::from_millis(900))
             .build();
         // Keys spread over all three primaries, each held and watchdog-renewed.
@@ -151,7 +107,7 @@ async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
 
         // What redis-rs does by default: a response timeout is an I/O error it retries, so
         // the same RLOCK.ACQUIRE reaches the server twice: a re-entry nobody asked for.
-        let retrying = redis::cluster::ClusterClientBuilder::new(vec![nodes[0].url()])
+        let retrying = redis::cluster::ClusterClientBuilder::new(vec![nodes.primaries[0].url()])
             .response_timeout(Duration::from_millis(200))
             .overall_response_timeout(None)
             .build()
@@ -192,7 +148,7 @@ async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
         );
 
         // Through Locks, with re-sends off: the acquire fails once and is applied once.
-        let client = redis::cluster::ClusterClientBuilder::new(vec![nodes[0].url()])
+        let client = redis::cluster::ClusterClientBuilder::new(vec![nodes.primaries[0].url()])
             .retries(0)
             .response_timeout(Duration::from_millis(200))
             .build()
@@ -213,5 +169,61 @@ async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
             [(lock.owner().to_string(), 1)],
             "{flavor}: applied once"
         );
+    }
+}
+
+/// A lock whose slot moves (a classic migration, as `redis-cli --cluster reshard` does)
+/// while one client holds it, with watchdog renewals, and another waits for it: the
+/// waiter is redirected and keeps waiting on the new node for the time it has left,
+/// the renewals follow the slot, and the release there hands the lock to the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_and_renewals_follow_a_moving_slot() {
+    for flavor in common::flavors() {
+        let nodes = Cluster::start(flavor, 3, 0);
+        let source = &nodes.primaries[0];
+        let target = nodes.other_primary(source);
+        let key = nodes.key_on(source, "moving:");
+        let slot = nodes.slot(&key);
+        let locks = Locks::builder(Endpoint::cluster(vec![source.url()]).unwrap())
+            .watchdog_lease(Duration::from_millis(900))
+            .build();
+        let held = locks
+            .lock(key.clone())
+            .acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        let waiter = locks.lock(key.clone()).wait(Duration::from_secs(15));
+        let task = tokio::spawn(async move { waiter.acquire().await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!task.is_finished(), "{flavor}: waits while held");
+
+        nodes.begin_migration(slot, source, target);
+        let moved = nodes.migrate_keys(slot, source, target);
+        assert!(moved.contains(&key), "{flavor}: {moved:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !task.is_finished(),
+            "{flavor}: still waiting, on the new node"
+        );
+        nodes.end_migration(slot, source, target);
+
+        // Renewals every 300 ms for 2 s go to the new node.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert!(!held.is_lost(), "{flavor}: the watchdog followed the slot");
+        assert_eq!(common::holders(target, &key).len(), 1, "{flavor}");
+        assert!(!task.is_finished(), "{flavor}: still waiting");
+
+        held.release().await.unwrap();
+        let handed = tokio::time::timeout(Duration::from_secs(3), task)
+            .await
+            .expect("the waiter was served")
+            .unwrap()
+            .unwrap()
+            .expect("handed over on the new node");
+        assert_eq!(nodes.primary_for(&key).port, target.port);
+        assert_eq!(common::holders(target, &key).len(), 1);
+        handed.release().await.unwrap();
+        assert!(common::holders(target, &key).is_empty(), "{flavor}");
     }
 }
