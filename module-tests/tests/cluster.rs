@@ -443,3 +443,79 @@ fn a_slot_claimed_by_another_node_redirects_the_waiters_left_behind() {
         );
     }
 }
+
+/// `CLUSTER FAILOVER` on a shard that holds a lock and has a waiter: the waiter gets an
+/// error from the demoted node, never a silent hang; the holder keeps its hold on the
+/// promoted replica; and a token granted after the failover is greater than one whose
+/// grant `WAIT` saw acknowledged.
+#[test]
+fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 1);
+        let primary = &cluster.primaries[0];
+        let replica = &cluster.replicas[0];
+        let key = cluster.key_on(primary, "failover:");
+        let mut con = primary.conn();
+        let Ok(Value::Int(token)) = call(
+            &mut con,
+            &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000", "TOKEN"],
+        ) else {
+            panic!("{flavor}: no token");
+        };
+        assert_eq!(call(&mut con, &["WAIT", "1", "2000"]), Ok(Value::Int(1)));
+        let mut waiter = primary.conn();
+        waiter.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        waiter
+            .send_packed_command(
+                &redis::cmd("RLOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg("waiter")
+                    .arg("BLOCK")
+                    .arg(15000)
+                    .get_packed_command(),
+            )
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(2), || {
+            primary.info("rlock").get("rlock_blocked").map(String::as_str) == Some("1")
+        }));
+        let started = Instant::now();
+        assert_eq!(
+            call(&mut replica.conn(), &["CLUSTER", "FAILOVER"]),
+            Ok(Value::Okay)
+        );
+        let reply = waiter.recv_response();
+        let error = match &reply {
+            Err(e) => error_text(e),
+            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
+            Ok(other) => panic!("{flavor}: the waiter got {other:?}"),
+        };
+        assert!(
+            error.starts_with("UNBLOCKED") || error.starts_with("MOVED"),
+            "{flavor}: {error}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{flavor}: answered {:?} after the failover began",
+            started.elapsed()
+        );
+        assert!(wait_until(Duration::from_secs(10), || {
+            replica.info("replication").get("role").map(String::as_str) == Some("master")
+        }));
+        let mut promoted = replica.conn();
+        assert_eq!(
+            hgetall(&mut promoted, key.as_bytes()).get(&b"holder"[..]),
+            Some(&b"1".to_vec()),
+            "{flavor}: the hold survived the failover"
+        );
+        assert!(pttl(&mut promoted, key.as_bytes()) > 0);
+        assert_eq!(
+            call(&mut promoted, &["RLOCK.RELEASE", &key, "holder"]),
+            Ok(Value::Int(1))
+        );
+        let Ok(Value::Int(next)) = call(&mut promoted, &["RLOCK.ACQUIRE", &key, "next", "TOKEN"])
+        else {
+            panic!("{flavor}: no token after the failover");
+        };
+        assert!(next > token, "{flavor}: token {next} after {token}");
+    }
+}
