@@ -18,6 +18,8 @@ pub const REQUEST_CONFLICT: &str =
 pub const UNEXPECTED_REPLY: &str = "ERR unexpected reply while reading the lock";
 /// Sent to every blocked client when the server stops being a primary, in the
 /// words Redis uses for its own blocked clients.
+pub const SLOT_MIGRATING: &str =
+    "TRYAGAIN the lock's slot is being migrated and its helper keys may have moved: retry";
 pub const DEMOTED: &str =
     "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
 

@@ -341,6 +341,9 @@ fn requeue_missing(ctx: &Context, lock: &LockId) {
 /// Queues again, at the tail and in arrival order, the FAIR waiters blocked on `lock`
 /// whose entries are gone.
 fn restore_fair_entries(lock: &LockId, queue: &FairQueue) {
+    if queue.check_may_grow().is_err() {
+        return; // The queue may have moved with a migrating slot.
+    }
     let now = ffi::now_ms();
     for (owner, deadline) in waiters::fair_waiters(lock) {
         if queue.deadline_of(&owner).is_none() {

@@ -5,6 +5,7 @@
 //! says what is run and what is checked.
 
 pub mod checks;
+pub mod cluster;
 pub mod faults;
 pub mod fuzz;
 pub mod history;

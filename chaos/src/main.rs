@@ -10,13 +10,16 @@ use rlock_module_tests::{flavors, Flavor};
 const USAGE: &str = "\
 Usage: rlock-chaos [options]
   --seed N             reproduce a run (default: from the clock; printed either way)
-  --seconds S          seconds of load per server, two phases (default 600)
+  --seconds S          seconds of load per server over the restarts and failovers phases
+                       (default 600); the cluster phase adds a quarter of it
+  --phases LIST        comma-separated, from: restarts,failovers,cluster (default all)
   --flavor F           redis | valkey | both (default both)
   --clients N          concurrent clients (default 24)
   --locks N            locks they share (default 4)
   --fuzz-calls N       fuzzer calls per server (default 1000000; 0 skips it)
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
-                       debug-sleep,config-set,flushdb,swapdb,failover,restart (default all)
+                       debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
+                       the cluster phase reshards and fails over whatever the list)
   --fault-every MS     at most this long between faults (default 400)";
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -32,6 +35,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         fuzz_calls: 1_000_000,
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
+        phases: vec!["restarts".into(), "failovers".into(), "cluster".into()],
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -55,6 +59,19 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     "both" => vec![Flavor::Redis, Flavor::Valkey],
                     other => return Err(format!("--flavor: redis, valkey or both, not {other}")),
                 }
+            }
+            "--phases" => {
+                let list = value()?;
+                let phases: Vec<String> = list.split(',').map(str::to_string).collect();
+                if let Some(bad) = phases
+                    .iter()
+                    .find(|p| !["restarts", "failovers", "cluster"].contains(&p.as_str()))
+                {
+                    return Err(format!(
+                        "--phases: restarts, failovers or cluster, not {bad}"
+                    ));
+                }
+                options.phases = phases;
             }
             "--faults" => {
                 options.faults = value()?

@@ -124,6 +124,8 @@ pub struct Conn {
     timeline: Option<Vec<String>>,
     /// `CLIENT ID` of this connection.
     pub id: i64,
+    /// The server's port.
+    pub port: u16,
 }
 
 /// What went wrong on a connection.
@@ -163,6 +165,7 @@ impl Conn {
             recent: std::collections::VecDeque::new(),
             timeline: None,
             id: 0,
+            port,
         };
         match conn.call(&[b"CLIENT", b"ID"])? {
             Frame::Int(id) => conn.id = id,

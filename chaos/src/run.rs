@@ -1,6 +1,7 @@
 //! One chaos run: per server flavor, two phases of load with faults (a primary
-//! restarted from its AOF; then a primary with a standby it fails over to), the
-//! checks after each, and the fuzzer.
+//! restarted from its AOF; then a primary with a standby it fails over to), then a
+//! cluster phase (resharding and failovers, `cluster.rs`), the checks after each, and
+//! the fuzzer.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -30,6 +31,8 @@ pub struct Options {
     pub faults: Vec<Fault>,
     /// Milliseconds between faults, at most (uniform from a fifth of it).
     pub fault_every_ms: u64,
+    /// Which phases run: `restarts`, `failovers`, `cluster`.
+    pub phases: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +62,9 @@ pub fn run(options: &Options) -> Report {
     for &flavor in &options.flavors {
         for phase in [Phase::Restarts, Phase::Failovers] {
             let seed = rng.next_u64();
+            if !options.phases.iter().any(|p| p == phase.name()) {
+                continue;
+            }
             println!(
                 "{flavor} {}: seed {seed} (run seed {})",
                 phase.name(),
@@ -75,6 +81,27 @@ pub fn run(options: &Options) -> Report {
             report
                 .counts
                 .push((format!("{flavor} {}", phase.name()), counts));
+        }
+        if options.phases.iter().any(|p| p == "cluster") {
+            let seed = rng.next_u64();
+            println!("{flavor} cluster: seed {seed} (run seed {})", options.seed);
+            let secs = (options.seconds / 4).max(1);
+            let locks: Vec<String> = (0..options.locks).map(|i| format!("lock:{i}")).collect();
+            let (violations, counts, holds) = crate::cluster::run_phase(
+                flavor,
+                seed,
+                secs,
+                options.clients,
+                &locks,
+                options.fault_every_ms.max(300),
+            );
+            report.holds_checked += holds;
+            for v in violations {
+                report
+                    .violations
+                    .push(format!("{flavor} cluster (seed {seed}): {v}"));
+            }
+            report.counts.push((format!("{flavor} cluster"), counts));
         }
         if options.fuzz_calls > 0 {
             let seed = rng.next_u64();

@@ -41,6 +41,9 @@ pub struct Shared {
     pub req: bool,
     /// Each fault injected, and when.
     pub fault_log: Mutex<Vec<(Instant, String)>>,
+    /// In a cluster: the node that serves each lock, as last learned.
+    pub cluster: bool,
+    pub routes: Mutex<HashMap<String, u16>>,
 }
 
 impl Shared {
@@ -56,6 +59,16 @@ impl Shared {
             counts: Mutex::new(BTreeMap::new()),
             req,
             fault_log: Mutex::new(Vec::new()),
+            cluster: false,
+            routes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The port of the server for `lock`.
+    pub fn port_of(&self, lock: &str) -> u16 {
+        match self.routes.lock().unwrap().get(lock) {
+            Some(port) => *port,
+            None => self.primary.load(Ordering::SeqCst),
         }
     }
 
@@ -149,10 +162,6 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
     let mut conn: Option<Conn> = None;
     let mut seq = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
-        let Some(c) = connection(&shared, &mut conn) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
         seq += 1;
         let call = Call {
             lock: rng.pick(&locks).clone(),
@@ -163,6 +172,10 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
             token: rng.chance(40),
             session: rng.chance(30),
             req: (shared.req && rng.chance(70)).then(|| format!("{index}-{seq}-a")),
+        };
+        let Some(c) = connection(&shared, &mut conn, &call.lock) else {
+            thread::sleep(Duration::from_millis(20));
+            continue;
         };
         let result = cycle(&shared, c, &call, &mut rng, &mut history);
         match result {
@@ -184,9 +197,14 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
     history
 }
 
-fn connection<'a>(shared: &Shared, conn: &'a mut Option<Conn>) -> Option<&'a mut Conn> {
+/// A connection to the server of `lock`: the primary, or in a cluster the node that
+/// serves its slot as far as the client knows.
+fn connection<'a>(shared: &Shared, conn: &'a mut Option<Conn>, lock: &str) -> Option<&'a mut Conn> {
+    let port = shared.port_of(lock);
+    if conn.as_ref().is_some_and(|c| c.port != port) {
+        drop_connection(shared, conn);
+    }
     if conn.is_none() {
-        let port = shared.primary.load(Ordering::SeqCst);
         let c = Conn::connect(port, REPLY_TIMEOUT).ok()?;
         shared.live.lock().unwrap().push(c.id);
         *conn = Some(c);
@@ -201,11 +219,24 @@ fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
 }
 
 /// Checks an error reply: the ones faults explain are counted, others are violations.
-fn error_reply(shared: &Shared, what: &str, error: &str) {
+/// A redirection (`MOVED`, `ASK`: in a cluster, the lock's slot moved) is followed next
+/// time: `MOVED` names the node that serves the slot now.
+fn error_reply(shared: &Shared, lock: &str, what: &str, error: &str) {
     let kind = error.split_whitespace().next().unwrap_or("");
     match kind {
         "UNBLOCKED" | "READONLY" | "LOADING" | "MASTERDOWN" | "NOTHELD" => {
             shared.count(&format!("{what} {kind}"))
+        }
+        "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" if shared.cluster => {
+            shared.count(&format!("{what} {kind}"));
+            let port = error
+                .split_whitespace()
+                .nth(2)
+                .and_then(|addr| addr.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok());
+            if let (Some(port), "MOVED") = (port, kind) {
+                shared.routes.lock().unwrap().insert(lock.to_string(), port);
+            }
         }
         _ => shared.violation(format!("{what} replied an unexpected error: {error}")),
     }
@@ -248,7 +279,7 @@ fn cycle(
             return conn.check_in_step();
         }
         Frame::Error(e) => {
-            error_reply(shared, "acquire", &e);
+            error_reply(shared, &call.lock, "acquire", &e);
             conn.check_in_step()?;
             return if e.starts_with("READONLY") || e.starts_with("LOADING") {
                 Err(ConnError::Moved)
@@ -273,7 +304,7 @@ fn cycle(
             // runs again.
             Frame::Int(_) | Frame::Bulk(None)
                 if Instant::now() >= bound || shared.force_released_since(&call.lock, sent) => {}
-            Frame::Error(e) => error_reply(shared, "acquire resent", &e),
+            Frame::Error(e) => error_reply(shared, &call.lock, "acquire resent", &e),
             other => shared.violation(format!(
                 "{}: a resent acquire with REQ replied {other:?}, the first {reply:?}",
                 call.owner
@@ -329,7 +360,7 @@ fn hold_and_release(
         match conn.call(&args)? {
             Frame::Int(1) => *bound = sent + Duration::from_millis(lease),
             Frame::Int(0) => shared.count("renew lost"),
-            Frame::Error(e) => error_reply(shared, "renew", &e),
+            Frame::Error(e) => error_reply(shared, &call.lock, "renew", &e),
             other => shared.violation(format!("renew replied {other:?}")),
         }
     }
@@ -353,7 +384,7 @@ fn hold_and_release(
             // Lost meanwhile (lease), and maybe taken again: one hold either way.
             Frame::Int(1) => {}
             Frame::Bulk(None) => shared.count("reentry lost"),
-            Frame::Error(e) => error_reply(shared, "reentry", &e),
+            Frame::Error(e) => error_reply(shared, &call.lock, "reentry", &e),
             other => shared.violation(format!("re-entry replied {other:?}")),
         }
     }
@@ -374,15 +405,26 @@ fn hold_and_release(
         let first = conn.call(&args)?;
         match &first {
             Frame::Int(_) => {}
-            Frame::Error(e) => error_reply(shared, "release", e),
+            Frame::Error(e) => error_reply(shared, &call.lock, "release", e),
             other => shared.violation(format!("release replied {other:?}")),
         }
         if with_req && rng.chance(30) {
             shared.count("release resent");
             let again = conn.call(&args)?;
             if let Frame::Error(e) = &again {
-                // Not a primary any more (FAILOVER), or loading: the resend did not run.
-                if e.starts_with("READONLY") || e.starts_with("LOADING") {
+                // Not a primary any more (FAILOVER), loading, or (in a cluster) the slot
+                // moved: the resend did not run.
+                let kind = e.split_whitespace().next().unwrap_or("");
+                if [
+                    "READONLY",
+                    "LOADING",
+                    "MOVED",
+                    "ASK",
+                    "TRYAGAIN",
+                    "CLUSTERDOWN",
+                ]
+                .contains(&kind)
+                {
                     shared.count("release resent READONLY");
                     continue;
                 }
@@ -410,7 +452,7 @@ pub fn scratch(shared: Arc<Shared>, mut rng: Rng) {
     let mut conn: Option<Conn> = None;
     let mut seq = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
-        let Some(c) = connection(&shared, &mut conn) else {
+        let Some(c) = connection(&shared, &mut conn, "scratch") else {
             thread::sleep(Duration::from_millis(20));
             continue;
         };

@@ -191,10 +191,16 @@ impl Conn {
                 let mut pipe = redis::pipe();
                 pipe.add_command(cmd.clone());
                 for _ in 0..MAX_REDIRECTS {
-                    let Some((host, port, ask)) = redirect_of(&reply) else {
-                        break;
+                    reply = match redirect_of(&reply) {
+                        None => break,
+                        Some(Redirect::To { host, port, ask }) => {
+                            pipeline_at(&mut c.clone(), &host, port, ask, &pipe).await
+                        }
+                        Some(Redirect::Later) => {
+                            tokio::time::sleep(TRY_AGAIN_AFTER).await;
+                            cmd.query_async(&mut c.clone()).await.map(|v| vec![v])
+                        }
                     };
-                    reply = pipeline_at(&mut c.clone(), &host, port, ask, &pipe).await;
                 }
                 match reply?.into_iter().next() {
                     Some(Value::ServerError(e)) => Err(e.into()),
@@ -218,10 +224,18 @@ impl Conn {
                     .await
                     .and_then(|v| flatten(v, pipe.len()));
                 for _ in 0..MAX_REDIRECTS {
-                    let Some((host, port, ask)) = redirect_of(&reply) else {
-                        break;
+                    reply = match redirect_of(&reply) {
+                        None => break,
+                        Some(Redirect::To { host, port, ask }) => {
+                            pipeline_at(&mut c.clone(), &host, port, ask, pipe).await
+                        }
+                        Some(Redirect::Later) => {
+                            tokio::time::sleep(TRY_AGAIN_AFTER).await;
+                            pipe.query_async(&mut c.clone())
+                                .await
+                                .and_then(|v| flatten(v, pipe.len()))
+                        }
                     };
-                    reply = pipeline_at(&mut c.clone(), &host, port, ask, pipe).await;
                 }
                 return reply;
             }
@@ -339,8 +353,9 @@ impl Dedicated {
     }
 }
 
-/// How many redirections one request follows: a slot moves once per resharding step.
-const MAX_REDIRECTS: usize = 3;
+/// How many redirections (or `-TRYAGAIN`s) one request follows: a slot moves once per
+/// resharding step, and a migration of a lock's few keys takes milliseconds.
+const MAX_REDIRECTS: usize = 8;
 
 /// `pipe` on the cluster node at `host:port`, after `ASKING` when `ask` (a slot being
 /// migrated there): one value per command of `pipe`, errors as `Value::ServerError`.
@@ -367,9 +382,20 @@ async fn pipeline_at(
         .await
 }
 
-/// Where a reply said the key's slot went (`-ASK` or `-MOVED`, in a cluster), read from
-/// the whole reply or from its first command's: `(host, port, ask)`.
-pub(crate) fn redirect_of(reply: &RedisResult<Vec<Value>>) -> Option<(String, u16, bool)> {
+/// What a cluster reply asks of the request: go to another node (`-MOVED`, or `-ASK`
+/// with `ASKING` first), or come back shortly (`-TRYAGAIN`: the lock's slot is being
+/// migrated). Read from the whole reply or from its first command's. Either way the
+/// server ran nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Redirect {
+    To { host: String, port: u16, ask: bool },
+    Later,
+}
+
+/// How long a request waits before it is sent again after `-TRYAGAIN`.
+pub(crate) const TRY_AGAIN_AFTER: Duration = Duration::from_millis(25);
+
+pub(crate) fn redirect_of(reply: &RedisResult<Vec<Value>>) -> Option<Redirect> {
     let error: redis::RedisError = match reply {
         Err(e) => e.clone(),
         Ok(values) => match values.first() {
@@ -377,13 +403,23 @@ pub(crate) fn redirect_of(reply: &RedisResult<Vec<Value>>) -> Option<(String, u1
             _ => return None,
         },
     };
+    if matches!(
+        error.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain)
+    ) {
+        return Some(Redirect::Later);
+    }
     let (addr, _slot) = error.redirect_node()?;
     let ask = matches!(
         error.kind(),
         redis::ErrorKind::Server(redis::ServerErrorKind::Ask)
     );
     let (host, port) = addr.rsplit_once(':')?;
-    Some((host.to_string(), port.parse().ok()?, ask))
+    Some(Redirect::To {
+        host: host.to_string(),
+        port: port.parse().ok()?,
+        ask,
+    })
 }
 
 /// Idle dedicated connections, at most `max_idle` of them.

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 use crate::command::{self, AcquireOptions, LockInfo, Wait};
-use crate::conn::{Conn, Dedicated, Endpoint, Pool};
+use crate::conn::{Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::watchdog::{LostRx, Registry, Watched};
 
@@ -621,7 +621,8 @@ impl Lock {
     /// Sends the acquire pipeline. In a cluster, a wait whose lock's slot moved meanwhile
     /// is answered `-ASK` or `-MOVED` (the server never grants a lock that left it): the
     /// request goes again to the node named, after `ASKING` for `-ASK`, for the wait time
-    /// left; once that has run out the reply is null, as for a wait that ran out.
+    /// left; once that has run out the reply is null, as for a wait that ran out. A
+    /// `-TRYAGAIN` (the slot is being migrated) is sent again 25 ms later, the same way.
     async fn send_following_redirects(
         &self,
         conn: &mut Dedicated,
@@ -629,7 +630,7 @@ impl Lock {
     ) -> redis::RedisResult<Vec<redis::Value>> {
         let started = Instant::now();
         let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts)).await;
-        while let Some((host, port, ask)) = crate::conn::redirect_of(&reply) {
+        while let Some(redirect) = crate::conn::redirect_of(&reply) {
             let wait = match opts.wait {
                 Wait::No => return reply,
                 Wait::Forever => Wait::Forever,
@@ -638,8 +639,14 @@ impl Lock {
                     _ => return Ok(vec![redis::Value::Nil]),
                 },
             };
-            let pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts });
-            reply = conn.pipeline_at(&host, port, ask, &pipe).await;
+            let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts });
+            reply = match redirect {
+                Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,
+                Redirect::Later => {
+                    tokio::time::sleep(crate::conn::TRY_AGAIN_AFTER).await;
+                    conn.pipeline(&mut pipe).await
+                }
+            };
         }
         reply
     }

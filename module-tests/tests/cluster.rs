@@ -464,7 +464,9 @@ fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
         };
         assert_eq!(call(&mut con, &["WAIT", "1", "2000"]), Ok(Value::Int(1)));
         let mut waiter = primary.conn();
-        waiter.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        waiter
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         waiter
             .send_packed_command(
                 &redis::cmd("RLOCK.ACQUIRE")
@@ -476,7 +478,11 @@ fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
             )
             .unwrap();
         assert!(wait_until(Duration::from_secs(2), || {
-            primary.info("rlock").get("rlock_blocked").map(String::as_str) == Some("1")
+            primary
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str)
+                == Some("1")
         }));
         let started = Instant::now();
         assert_eq!(
@@ -517,5 +523,91 @@ fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
             panic!("{flavor}: no token after the failover");
         };
         assert!(next > token, "{flavor}: token {next} after {token}");
+    }
+}
+
+/// While a lock's slot is being migrated, its helper keys can move before the lock:
+/// `MIGRATE` takes keys one at a time. The module then refuses to create a helper key
+/// that is missing here (it may be on the target already): the call gets `-TRYAGAIN`,
+/// as the server answers a command whose keys a resharding split, and nothing is
+/// written. Before, a grant re-created the fencing counter at 1 on the source: tokens
+/// went back, and the migration stopped at `BUSYKEY`.
+#[test]
+fn a_helper_key_that_moved_ahead_of_its_lock_is_not_recreated() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 0);
+        let source = &cluster.primaries[0];
+        let target = cluster.other_primary(source);
+        let key = cluster.key_on(source, "split:");
+        let counter = String::from_utf8(token_key(key.as_bytes())).unwrap();
+        let slot = cluster.slot(&key);
+        let mut con = source.conn();
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000", "TOKEN"]
+            ),
+            Ok(Value::Int(1))
+        );
+        let mut waiter = source.conn();
+        waiter
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        waiter
+            .send_packed_command(
+                &redis::cmd("RLOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg("waiter")
+                    .arg("BLOCK")
+                    .arg(8000)
+                    .arg("TOKEN")
+                    .get_packed_command(),
+            )
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(2), || {
+            source
+                .info("rlock")
+                .get("rlock_blocked")
+                .map(String::as_str)
+                == Some("1")
+        }));
+        cluster.begin_migration(slot, source, target);
+        // The counter goes first; the lock stays on the source, held.
+        let moved: Value = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(target.port)
+            .arg(&counter)
+            .arg(0)
+            .arg(5000)
+            .query(&mut source.conn())
+            .unwrap();
+        assert_eq!(moved, Value::Okay);
+        assert_eq!(
+            call(&mut con, &["RLOCK.RELEASE", &key, "holder"]),
+            Ok(Value::Int(1))
+        );
+        let reply = waiter.recv_response();
+        let error = match &reply {
+            Err(e) => error_text(e),
+            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
+            Ok(other) => panic!("{flavor}: the waiter got {other:?}"),
+        };
+        assert!(error.starts_with("TRYAGAIN"), "{flavor}: {error}");
+        let left = keyspace(&mut con);
+        assert!(
+            !left.contains_key(counter.as_bytes()) && !left.contains_key(key.as_bytes()),
+            "{flavor}: nothing re-created on the source: {left:?}"
+        );
+        // The migration completes, and the counter goes on from where it was.
+        cluster.migrate_keys(slot, source, target);
+        cluster.end_migration(slot, source, target);
+        assert_eq!(
+            call(
+                &mut target.conn(),
+                &["RLOCK.ACQUIRE", &key, "waiter", "TOKEN"]
+            ),
+            Ok(Value::Int(2)),
+            "{flavor}: tokens go on from the moved counter"
+        );
     }
 }

@@ -166,6 +166,7 @@ fn acquire_fair(
         handoff::serve(ctx, &lock);
     }
     let queue = FairQueue::open(ctx, key.as_slice())?;
+    queue.check_may_grow()?;
     let lock_key = LockKey::open(ctx, key)?;
     let state = lock_key.state(owner)?;
     // Every error (counts, the fencing counter) is met before the queue is touched:

@@ -40,6 +40,9 @@ impl<'a> Fence<'a> {
             },
             _ => return Err(errors::wrong_type()),
         };
+        if value.is_none() {
+            super::check_slot_may_grow(ctx, lock_name.as_slice())?;
+        }
         let lock = lock_id(ctx, lock_name);
         if value.is_none() {
             // Deleted since the module handed a token out from it.

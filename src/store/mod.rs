@@ -16,7 +16,7 @@ mod request;
 
 use std::cell::RefCell;
 
-use redis_module::{Context, NotifyEvent, RedisString, RedisValue};
+use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
 
 pub use fence::Fence;
 pub use lock::{AcquirePlan, LockKey};
@@ -25,10 +25,12 @@ pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
 
 use crate::config;
+use crate::core::cluster::{key_slot, route, SlotRoute};
 use crate::core::keys::{
     lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
 };
 use crate::core::waitlist::LockId;
+use crate::errors;
 use crate::ffi::{self, Key};
 use crate::state;
 
@@ -106,6 +108,29 @@ fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
     }
     let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
     ffi::publish_zero(ctx, &channel);
+}
+
+/// Whether the module may create a helper key of lock `lock_key` (its fencing counter,
+/// its fair queue) that is missing here. In a cluster, not while the lock's slot is
+/// being migrated away: the key may be missing because `MIGRATE` already moved it, and
+/// one created here would exist twice (the migration then stops at `BUSYKEY`, and a
+/// counter would start again from 1). The caller gets `-TRYAGAIN`, as for a command
+/// whose keys are split by a resharding, and nothing is written.
+pub fn check_slot_may_grow(ctx: &Context, lock_key: &[u8]) -> Result<(), RedisError> {
+    if !ffi::in_cluster(ctx) {
+        return Ok(());
+    }
+    let Some(nodes) = cluster_nodes(ctx) else {
+        return Ok(());
+    };
+    let slot = key_slot(lock_key);
+    match route(&nodes, slot) {
+        SlotRoute::Served => Ok(()),
+        SlotRoute::Migrating { .. } => Err(RedisError::Str(errors::SLOT_MIGRATING)),
+        other => Err(RedisError::String(
+            other.redirect_error(slot).unwrap_or_default(),
+        )),
+    }
 }
 
 /// `CLUSTER NODES`, as this node sees the cluster; `None` outside a cluster.

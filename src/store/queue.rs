@@ -26,6 +26,8 @@ pub struct FairQueue<'a> {
     /// Both keys were found missing and nothing was queued since: the common case
     /// of an uncontended fair lock reads nothing more.
     known_empty: Cell<bool>,
+    /// Either key was missing when opened: queueing would create it.
+    partly_missing: bool,
 }
 
 impl<'a> FairQueue<'a> {
@@ -45,7 +47,17 @@ impl<'a> FairQueue<'a> {
             list,
             zset,
             known_empty: Cell::new(list_kind == KeyKind::Empty && zset_kind == KeyKind::Empty),
+            partly_missing: list_kind == KeyKind::Empty || zset_kind == KeyKind::Empty,
         })
+    }
+
+    /// Whether an owner may be queued: a missing key is created only where the lock's
+    /// slot allows it (see `store::check_slot_may_grow`).
+    pub fn check_may_grow(&self) -> Result<(), RedisError> {
+        if self.partly_missing {
+            super::check_slot_may_grow(self.ctx, &self.lock_key)?;
+        }
+        Ok(())
     }
 
     /// The owner whose turn it is.
