@@ -11,6 +11,7 @@
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
 
+pub mod cluster;
 pub mod contended;
 pub mod expiry;
 pub mod fair;
@@ -39,10 +40,11 @@ pub enum Scenario {
     FairUncontended,
     Memory,
     Stall,
+    Cluster,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
@@ -50,6 +52,7 @@ impl Scenario {
         Scenario::FairUncontended,
         Scenario::Memory,
         Scenario::Stall,
+        Scenario::Cluster,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -61,6 +64,7 @@ impl Scenario {
             "fair-uncontended" | "uncontended-fair" | "5" => Some(Scenario::FairUncontended),
             "memory" | "waiter-memory" | "6" => Some(Scenario::Memory),
             "stall" | "disconnect-stall" | "7" => Some(Scenario::Stall),
+            "cluster" | "8" => Some(Scenario::Cluster),
             _ => None,
         }
     }
@@ -162,6 +166,7 @@ pub struct FlavorReport {
     pub fair_uncontended: Option<uncontended::Uncontended>,
     pub memory: Option<memory::Memory>,
     pub stall: Option<stall::Stall>,
+    pub cluster: Option<cluster::ClusterScale>,
     /// Whether and how the server and this process were pinned to CPUs.
     pub pinning: String,
     /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
@@ -232,6 +237,7 @@ async fn run_flavor(
         fair_uncontended: None,
         memory: None,
         stall: None,
+        cluster: None,
         pinning,
         waiters_note,
     };
@@ -249,6 +255,9 @@ async fn run_flavor(
             // Synchronous: one plain connection per waiter, and a probe thread.
             Scenario::Memory => report.memory = Some(memory::run(flavor, plan, pin)),
             Scenario::Stall => report.stall = Some(stall::run(&server, plan)),
+            Scenario::Cluster => {
+                report.cluster = Some(cluster::run(flavor, &server, plan, pin).await)
+            }
         }
     }
     let mut server = server;

@@ -160,3 +160,9 @@ pub fn raise_nofile() -> u64 {
         lim.rlim_cur as u64
     }
 }
+
+/// The machine's online CPUs, whatever this (pinned) process may use.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf reads a constant.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(0) as usize
+}
