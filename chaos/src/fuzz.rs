@@ -158,28 +158,31 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
     let mut done = 0u64;
     const BATCH: usize = 200;
     'outer: while done < calls {
-        // A batch: stage writes, then digest / call / digest triples, in one write.
+        // A batch: stage writes first, in one write, then a wait until the module's
+        // follow-up work on them (keyspace events on its helper keys) has run; then the
+        // digest / call / digest triples, in one write. Follow-up work runs on a timer,
+        // between two reads of a packet the kernel split, so it must never be pending
+        // while triples are read.
+        let mut stage = Vec::new();
+        let mut stages = 0usize;
         let mut packet = Vec::new();
         let mut batch = Vec::new();
         while batch.len() < BATCH && done < calls {
             if rng.chance(3) {
-                let stage = rng.pick(&STAGE);
-                packet.extend(encode(stage));
-                batch.push(None);
+                let write = rng.pick(&STAGE);
+                stage.extend(encode(write));
+                stages += 1;
                 continue;
             }
             let (args, may_block) = call(&mut rng);
             done += 1;
             if may_block {
                 // Alone, after the batch so far.
-                if !packet.is_empty() {
-                    if let Err(v) = send_and_check(&mut c, &packet, &batch, &mut counts) {
-                        violations.push(v);
-                        break 'outer;
-                    }
-                    packet.clear();
-                    batch.clear();
+                if let Err(v) = send_batch(&mut c, &stage, stages, &packet, &batch, &mut counts) {
+                    violations.push(v);
+                    break 'outer;
                 }
+                (stage, stages, packet, batch) = (Vec::new(), 0, Vec::new(), Vec::new());
                 *counts.entry("calls that may block".into()).or_default() += 1;
                 match c.call(&refs(&args)) {
                     Ok(Frame::Error(e)) if e.contains("internal error") => {
@@ -201,9 +204,9 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
             packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
             packet.extend(encode(&refs(&args)));
             packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
-            batch.push(Some(args));
+            batch.push(args);
         }
-        if let Err(v) = send_and_check(&mut c, &packet, &batch, &mut counts) {
+        if let Err(v) = send_batch(&mut c, &stage, stages, &packet, &batch, &mut counts) {
             violations.push(v);
             break;
         }
@@ -235,21 +238,29 @@ fn settle(c: &mut Conn) -> Result<(), String> {
     Err("the data kept changing for a second after a blocking call".into())
 }
 
-/// Sends a batch and checks each call's reply and digests. `batch` has `None` for a
-/// stage write (one reply) and the call for a triple (three replies).
-fn send_and_check(
+/// Sends the stage writes (`stages` of them, one reply each) and waits for their
+/// follow-up work, then the triples, and checks each call's reply and digests.
+fn send_batch(
     c: &mut Conn,
+    stage: &[u8],
+    stages: usize,
     packet: &[u8],
-    batch: &[Option<Vec<Vec<u8>>>],
+    batch: &[Vec<Vec<u8>>],
     counts: &mut BTreeMap<String, u64>,
 ) -> Result<(), String> {
+    if stages > 0 {
+        c.send_raw(stage).map_err(|e| format!("send: {e}"))?;
+        for _ in 0..stages {
+            c.read().map_err(|e| format!("stage write: {e}"))?;
+        }
+        settle(c)?;
+    }
+    if batch.is_empty() {
+        return Ok(());
+    }
     c.send_raw(packet).map_err(|e| format!("send: {e}"))?;
     let mut problems = Vec::new();
-    for entry in batch {
-        let Some(args) = entry else {
-            c.read().map_err(|e| format!("stage write: {e}"))?;
-            continue;
-        };
+    for args in batch {
         let before = c.read().map_err(|e| format!("digest: {e}"))?;
         let reply = c.read().map_err(|e| format!("`{}`: {e}", show(args)))?;
         let after = c.read().map_err(|e| format!("digest: {e}"))?;

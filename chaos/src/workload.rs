@@ -312,8 +312,19 @@ fn cycle(
         }
     }
     let mut holds = 1;
-    let outcome = hold_and_release(shared, conn, call, rng, &mut bound, &mut holds);
-    let mut end = bound.min(outcome.as_ref().map_or(bound, |released| *released));
+    let mut released = None;
+    let outcome = hold_and_release(
+        shared,
+        conn,
+        call,
+        rng,
+        &mut bound,
+        &mut holds,
+        &mut released,
+    );
+    // A release once sent may have run, whatever happened after (a lost connection while
+    // it was resent, say): the hold may end there.
+    let mut end = bound.min(released.unwrap_or(bound));
     if outcome.is_err() && call.session {
         if let Some(killed) = shared.killed_at(conn.id) {
             end = end.min(killed);
@@ -332,8 +343,9 @@ fn cycle(
     conn.check_in_step()
 }
 
-/// Works while holding: renewals and a re-entry at random, then the releases. Returns
-/// when the last release was sent. `bound` is kept at the earliest the hold may end.
+/// Works while holding: renewals and a re-entry at random, then the releases. Sets
+/// `released` when the first release is sent, the earliest the hold may end by it.
+/// `bound` is kept at the earliest the hold may end by its lease.
 fn hold_and_release(
     shared: &Shared,
     conn: &mut Conn,
@@ -341,7 +353,8 @@ fn hold_and_release(
     rng: &mut Rng,
     bound: &mut Instant,
     holds: &mut u32,
-) -> Result<Instant, ConnError> {
+    released: &mut Option<Instant>,
+) -> Result<(), ConnError> {
     let lock = call.lock.as_bytes();
     let owner = call.owner.as_bytes();
     if rng.chance(30) {
@@ -389,7 +402,6 @@ fn hold_and_release(
         }
     }
     thread::sleep(Duration::from_millis(rng.below(30)));
-    let mut released = Instant::now();
     for n in 0..*holds {
         let id = format!("{}-r{n}", call.owner);
         let mut args: Vec<&[u8]> = vec![b"RLOCK.RELEASE", lock, owner];
@@ -400,7 +412,7 @@ fn hold_and_release(
         shared.count("release");
         let sent = Instant::now();
         if n == 0 {
-            released = sent;
+            *released = Some(sent);
         }
         let first = conn.call(&args)?;
         match &first {
@@ -443,7 +455,7 @@ fn hold_and_release(
             }
         }
     }
-    Ok(released)
+    Ok(())
 }
 
 /// A client in the scratch databases, where faults flush and swap: its replies are
