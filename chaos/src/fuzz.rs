@@ -157,7 +157,24 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
     };
     let mut done = 0u64;
     const BATCH: usize = 200;
+    const FLUSH_EVERY: u64 = 20_000;
+    let mut flushed_at = 0u64;
     'outer: while done < calls {
+        // `DEBUG DIGEST` costs in proportion to the data, and the data grows (records and
+        // queues that live an hour): a fresh keyspace every `FLUSH_EVERY` calls keeps two
+        // digests per call cheap (a million calls took over half an hour without it).
+        if done - flushed_at >= FLUSH_EVERY {
+            flushed_at = done;
+            *counts.entry("flushes".into()).or_default() += 1;
+            if let Err(e) = c
+                .call(&[b"FLUSHALL"])
+                .map_err(|e| e.to_string())
+                .and_then(|_| settle(&mut c))
+            {
+                violations.push(format!("FLUSHALL between batches: {e}"));
+                break;
+            }
+        }
         // A batch: stage writes first, in one write, then a wait until the module's
         // follow-up work on them (keyspace events on its helper keys) has run; then the
         // digest / call / digest triples, in one write. Follow-up work runs on a timer,
