@@ -50,8 +50,10 @@ bench:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
 # The chaos suite: random calls and faults on both servers, checked histories, and the
-# fuzzer. Default: 10 minutes of load and 1,000,000 fuzzed calls per server. Any seed it
-# prints reproduces: make chaos CHAOS_ARGS="--seed N". `make test` runs a short slice.
+# fuzzer. Default: 10 minutes of load (restarts and failovers), 2.5 minutes in a 3-primary
+# cluster (resharding and failovers) and 1,000,000 fuzzed calls per server: about an hour
+# in all on 2 cores. Any seed it prints reproduces: make chaos CHAOS_ARGS="--seed N".
+# `make test` runs a short slice.
 CHAOS_ARGS ?=
 CHAOS_SLICE_ARGS ?= --seconds 20 --fuzz-calls 20000 --seed 20261123
 chaos:
