@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use redis::aio::MultiplexedConnection;
 use redis::Value;
+use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor, Server};
 
 use crate::measure::{connect, median, ratio};
@@ -35,27 +36,12 @@ impl ClusterScale {
     }
 }
 
-fn key_slot(key: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in key {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc & 0x3fff
-}
-
 /// Keys whose slots the harness gave primary `node` (it splits the slots evenly).
 fn keys_of(node: usize, n: usize, tag: &str) -> Vec<Vec<u8>> {
     let per = 16384 / PRIMARIES;
     (0u64..)
         .map(|i| format!("lock:C:{tag}:{i}").into_bytes())
-        .filter(|k| (key_slot(k) as usize / per).min(PRIMARIES - 1) == node)
+        .filter(|k| (untagged_key_slot(k) as usize / per).min(PRIMARIES - 1) == node)
         .take(n)
         .collect()
 }

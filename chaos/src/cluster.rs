@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor};
 
 use crate::history::{self, History};
@@ -240,7 +241,7 @@ pub fn run_phase(
         };
         if rng.chance(70) {
             let lock = rng.pick(locks).clone();
-            let slot = rlock_slot(&lock);
+            let slot = untagged_key_slot(lock.as_bytes());
             let Some(from) = view.serving(slot) else {
                 continue;
             };
@@ -272,22 +273,6 @@ pub fn run_phase(
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
     (violations, counts, history.holds.len())
-}
-
-/// The slot of a lock name without a hash tag.
-fn rlock_slot(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in key.as_bytes() {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc & 0x3fff
 }
 
 /// Once the load stopped: nobody blocked on any node, every lock gone everywhere once
@@ -337,7 +322,10 @@ fn after_load(cluster: &Cluster, locks: &[String]) -> Vec<String> {
 mod tests {
     #[test]
     fn slots_match_the_servers() {
-        assert_eq!(super::rlock_slot("foo"), 12182);
-        assert_eq!(super::rlock_slot("bar"), 5061);
+        assert_eq!(
+            rlock_module_tests::cluster::untagged_key_slot(b"foo"),
+            12182
+        );
+        assert_eq!(rlock_module_tests::cluster::untagged_key_slot(b"bar"), 5061);
     }
 }

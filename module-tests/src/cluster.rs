@@ -7,6 +7,24 @@ use redis::Value;
 
 use crate::{wait_until, Flavor, Server};
 
+/// The hash slot of a key without a hash tag (CRC16-XMODEM mod 16384), as
+/// `CLUSTER KEYSLOT` gives it; for the test tools (the module has its own in
+/// `core::cluster`, tags included).
+pub fn untagged_key_slot(key: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in key {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc & 0x3fff
+}
+
 pub struct Cluster {
     pub flavor: Flavor,
     pub primaries: Vec<Server>,
