@@ -38,6 +38,12 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     } else {
         None
     };
+    if queue
+        .as_ref()
+        .is_some_and(|queue| !queue_whole_here(ctx, lock, queue))
+    {
+        return;
+    }
     loop {
         let head = match &queue {
             Some(queue) => match fair_head(ctx, lock, &key, queue) {
@@ -321,10 +327,31 @@ fn leave_queue(ctx: &Context, lock: &LockId, mut owners: Vec<Vec<u8>>) {
     let Ok(queue) = FairQueue::open(ctx, &lock.key) else {
         return;
     };
+    if !queue_whole_here(ctx, lock, &queue) {
+        return;
+    }
     let head = queue.head();
     if queue.dequeue_all(&owners) && head.is_some_and(|head| owners.contains(&head)) {
         serve(ctx, lock);
     }
+}
+
+/// Whether `lock`'s fair queue may be read and written here. In a cluster, while the
+/// lock's slot is being migrated away, `MIGRATE` (one key at a time) may have moved one
+/// of the queue's two keys ahead: then nothing here touches the queue (a list entry
+/// without its deadline makes Redisson's scripts fail) and nobody is served. While the
+/// lock is held here its waiters wait on: it leaves with the slot and they are
+/// redirected then. Once it is gone, they are sent after it (`-ASK`), or told to try
+/// again (`-TRYAGAIN`).
+fn queue_whole_here(ctx: &Context, lock: &LockId, queue: &FairQueue) -> bool {
+    let Err(error) = queue.check_may_grow() else {
+        return true;
+    };
+    let held_here = ffi::key_exists(ctx, &ffi::string(ctx, &lock.key));
+    if !held_here && !slots::left_this_node(ctx, lock) {
+        waiters::redirect_all(ctx, lock, &error.to_string());
+    }
+    false
 }
 
 /// Someone else removed entries from `lock`'s deadline zset (a Redisson client

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor};
 
 use crate::history::{self, History};
-use crate::resp::{Conn, Frame};
+use crate::resp::{since_epoch, Conn, Frame};
 use crate::rng::Rng;
 use crate::workload::{self, Shared};
 
@@ -216,10 +216,12 @@ pub fn run_phase(
     fault_every_ms: u64,
 ) -> (Vec<String>, BTreeMap<String, u64>, usize) {
     let mut rng = Rng::new(seed);
+    let began = (since_epoch(Instant::now()), SystemTime::now());
     let cluster = Cluster::start_with(flavor, 3, 1, |b| b.module_args(&["lease-ms", "2000"]));
     let nodes: Vec<u16> = cluster.nodes().map(|n| n.port).collect();
     let mut shared = Shared::new(cluster.primaries[0].port, true);
     shared.cluster = true;
+    shared.acknowledge = true;
     for lock in locks {
         let port = cluster.primary_for(lock).port;
         shared.routes.lock().unwrap().insert(lock.clone(), port);
@@ -270,9 +272,42 @@ pub fn run_phase(
     ));
     violations.extend(history::fencing(&history));
     violations.extend(after_load(&cluster, locks));
+    if let Some(last) = violations.last_mut() {
+        last.push('\n');
+        last.push_str(&failover_lines(&cluster, began));
+    }
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
     (violations, counts, history.holds.len())
+}
+
+/// The nodes' log lines on failovers and pauses, to read beside a finding: the nodes
+/// log wall-clock times (UTC here), the findings times since the run began.
+fn failover_lines(cluster: &Cluster, began: (String, SystemTime)) -> String {
+    let unix = began
+        .1
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let day_ms = unix % 86_400_000;
+    let mut out = format!(
+        "the nodes' failover log lines (the phase began at {} = {:02}:{:02}:{:02}.{:03} UTC):\n",
+        began.0,
+        day_ms / 3_600_000,
+        day_ms / 60_000 % 60,
+        day_ms / 1000 % 60,
+        day_ms % 1000
+    );
+    for node in cluster.nodes() {
+        for line in node.log().lines() {
+            let lower = line.to_lowercase();
+            if lower.contains("failover") || lower.contains("paus") || lower.contains("role change")
+            {
+                out.push_str(&format!("  {}: {line}\n", node.port));
+            }
+        }
+    }
+    out
 }
 
 /// Once the load stopped: nobody blocked on any node, every lock gone everywhere once

@@ -44,6 +44,11 @@ pub struct Shared {
     /// In a cluster: the node that serves each lock, as last learned.
     pub cluster: bool,
     pub routes: Mutex<HashMap<String, u16>>,
+    /// Whether a grant, renewal or re-entry counts only once `WAIT 1` says the replica
+    /// has it. In a cluster, a manual failover that outlives its pause lets the old
+    /// primary take writes that the promoted replica never sees: what the docs tell
+    /// users to acknowledge with `WAIT` before relying on a grant.
+    pub acknowledge: bool,
 }
 
 impl Shared {
@@ -61,6 +66,7 @@ impl Shared {
             fault_log: Mutex::new(Vec::new()),
             cluster: false,
             routes: Mutex::new(HashMap::new()),
+            acknowledge: false,
         }
     }
 
@@ -295,6 +301,7 @@ fn cycle(
     shared.count("grant");
     let start = Instant::now();
     let mut bound = sent + call.lease();
+    let granted_for_sure = acknowledged(shared, conn)?;
     // A retried acquire replays its reply and adds no hold.
     if call.req.is_some() && rng.chance(20) {
         shared.count("acquire resent");
@@ -330,6 +337,11 @@ fn cycle(
             end = end.min(killed);
         }
     }
+    if !granted_for_sure {
+        shared.count("hold not checked: its grant was not acknowledged");
+        outcome?;
+        return conn.check_in_step();
+    }
     history.add(Hold {
         lock: call.lock.clone(),
         owner: call.owner.clone(),
@@ -341,6 +353,33 @@ fn cycle(
     });
     outcome?;
     conn.check_in_step()
+}
+
+/// Whether the write just made reached the replica (`WAIT 1`), when the run asks for
+/// acknowledgements; `true` when it does not. A write the replica never got is lost if
+/// the replica is promoted without a pause (see `Shared::acknowledge`).
+fn acknowledged(shared: &Shared, conn: &mut Conn) -> Result<bool, ConnError> {
+    if !shared.acknowledge {
+        return Ok(true);
+    }
+    match conn.call(&[b"WAIT", b"1", b"1000"])? {
+        Frame::Int(n) if n >= 1 => Ok(true),
+        Frame::Int(_) => {
+            shared.count("WAIT: no replica acknowledged");
+            Ok(false)
+        }
+        Frame::Error(e) => {
+            shared.count(&format!(
+                "WAIT {}",
+                e.split_whitespace().next().unwrap_or("")
+            ));
+            Ok(false)
+        }
+        other => {
+            shared.violation(format!("WAIT replied {other:?}"));
+            Ok(false)
+        }
+    }
 }
 
 /// Works while holding: renewals and a re-entry at random, then the releases. Sets
@@ -371,7 +410,11 @@ fn hold_and_release(
         // Until the reply says, the lease may be the old one or the new one.
         *bound = (*bound).min(sent + Duration::from_millis(lease));
         match conn.call(&args)? {
-            Frame::Int(1) => *bound = sent + Duration::from_millis(lease),
+            Frame::Int(1) => {
+                if acknowledged(shared, conn)? {
+                    *bound = sent + Duration::from_millis(lease);
+                }
+            }
             Frame::Int(0) => shared.count("renew lost"),
             Frame::Error(e) => error_reply(shared, &call.lock, "renew", &e),
             other => shared.violation(format!("renew replied {other:?}")),
@@ -392,7 +435,9 @@ fn hold_and_release(
         ])? {
             Frame::Int(2) => {
                 *holds += 1;
-                *bound = sent + Duration::from_millis(lease);
+                if acknowledged(shared, conn)? {
+                    *bound = sent + Duration::from_millis(lease);
+                }
             }
             // Lost meanwhile (lease), and maybe taken again: one hold either way.
             Frame::Int(1) => {}

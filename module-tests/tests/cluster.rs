@@ -15,6 +15,15 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// The error a blocked waiter was answered with; a grant or other reply fails the test.
+fn waiter_error(con: &mut redis::Connection, who: &str) -> String {
+    match con.recv_response() {
+        Err(e) => error_text(&e),
+        Ok(Value::ServerError(e)) => error_text(&e.into()),
+        Ok(other) => panic!("{who} got {other:?}"),
+    }
+}
+
 #[test]
 fn locks_work_on_every_shard_and_replicate_to_its_replica() {
     for flavor in flavors() {
@@ -128,12 +137,7 @@ fn a_slot_migration_moves_the_lock_and_redirects_its_waiters() {
         let migrated = Instant::now();
         assert!(moved.contains(&key), "{flavor}: {moved:?}");
         for con in [&mut plain, &mut fair] {
-            let reply = con.recv_response();
-            let error = match &reply {
-                Err(e) => error_text(e),
-                Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
-                Ok(other) => panic!("{flavor}: a waiter on the source got {other:?}"),
-            };
+            let error = waiter_error(con, &format!("{flavor}: a waiter on the source"));
             assert_eq!(
                 error,
                 format!("ASK {slot} 127.0.0.1:{}", target.port),
@@ -330,12 +334,7 @@ fn valkey_atomic_slot_migration_moves_the_lock_and_redirects_its_waiters() {
             "{flavor}: the module does not block atomic slot migration"
         );
         for con in waiters.iter_mut() {
-            let reply = con.recv_response();
-            let error = match &reply {
-                Err(e) => error_text(e),
-                Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
-                Ok(other) => panic!("{flavor}: a waiter on the source got {other:?}"),
-            };
+            let error = waiter_error(con, &format!("{flavor}: a waiter on the source"));
             assert_eq!(error, format!("MOVED {slot} 127.0.0.1:{}", target.port));
         }
         assert!(
@@ -430,12 +429,7 @@ fn a_slot_claimed_by_another_node_redirects_the_waiters_left_behind() {
             Ok(Value::Okay)
         );
         let _ = call(&mut tcon, &["CLUSTER", "BUMPEPOCH"]);
-        let reply = waiter.recv_response();
-        let error = match &reply {
-            Err(e) => error_text(e),
-            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
-            Ok(other) => panic!("{flavor}: the waiter left behind got {other:?}"),
-        };
+        let error = waiter_error(&mut waiter, &format!("{flavor}: the waiter left behind"));
         assert_eq!(error, format!("MOVED {slot} 127.0.0.1:{}", target.port));
         assert!(
             !keyspace(&mut admin).contains_key(key.as_bytes()),
@@ -489,12 +483,7 @@ fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
             call(&mut replica.conn(), &["CLUSTER", "FAILOVER"]),
             Ok(Value::Okay)
         );
-        let reply = waiter.recv_response();
-        let error = match &reply {
-            Err(e) => error_text(e),
-            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
-            Ok(other) => panic!("{flavor}: the waiter got {other:?}"),
-        };
+        let error = waiter_error(&mut waiter, &format!("{flavor}: the waiter"));
         assert!(
             error.starts_with("UNBLOCKED") || error.starts_with("MOVED"),
             "{flavor}: {error}"
@@ -531,83 +520,126 @@ fn a_cluster_failover_answers_waiters_and_keeps_holds_and_tokens() {
 /// that is missing here (it may be on the target already): the call gets `-TRYAGAIN`,
 /// as the server answers a command whose keys a resharding split, and nothing is
 /// written. Before, a grant re-created the fencing counter at 1 on the source: tokens
-/// went back, and the migration stopped at `BUSYKEY`.
+/// went back, and the migration stopped at `BUSYKEY`. The same for a fair queue whose
+/// list went ahead of its deadline zset: the queue is left as it is, to arrive whole.
 #[test]
 fn a_helper_key_that_moved_ahead_of_its_lock_is_not_recreated() {
     for flavor in flavors() {
         let cluster = Cluster::start(flavor, 3, 0);
-        let source = &cluster.primaries[0];
-        let target = cluster.other_primary(source);
-        let key = cluster.key_on(source, "split:");
-        let counter = String::from_utf8(token_key(key.as_bytes())).unwrap();
-        let slot = cluster.slot(&key);
-        let mut con = source.conn();
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.ACQUIRE", &key, "holder", "LEASE", "30000", "TOKEN"]
-            ),
-            Ok(Value::Int(1))
-        );
-        let mut waiter = source.conn();
-        waiter
-            .set_read_timeout(Some(Duration::from_secs(10)))
+        for fair in [false, true] {
+            let source = &cluster.primaries[0];
+            let target = cluster.other_primary(source);
+            let key = cluster.key_on(source, if fair { "split-fair:" } else { "split:" });
+            let case = format!("{flavor}, {}", if fair { "fair" } else { "plain" });
+            let ahead = String::from_utf8(if fair {
+                helper_key("redisson_lock_queue", key.as_bytes())
+            } else {
+                token_key(key.as_bytes())
+            })
             .unwrap();
-        waiter
-            .send_packed_command(
-                &redis::cmd("RLOCK.ACQUIRE")
-                    .arg(&key)
-                    .arg("waiter")
-                    .arg("BLOCK")
-                    .arg(8000)
-                    .arg("TOKEN")
-                    .get_packed_command(),
-            )
-            .unwrap();
-        assert!(wait_until(Duration::from_secs(2), || {
-            source
-                .info("rlock")
-                .get("rlock_blocked")
-                .map(String::as_str)
-                == Some("1")
-        }));
-        cluster.begin_migration(slot, source, target);
-        // The counter goes first; the lock stays on the source, held.
-        let moved: Value = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(target.port)
-            .arg(&counter)
-            .arg(0)
-            .arg(5000)
-            .query(&mut source.conn())
-            .unwrap();
-        assert_eq!(moved, Value::Okay);
-        assert_eq!(
-            call(&mut con, &["RLOCK.RELEASE", &key, "holder"]),
-            Ok(Value::Int(1))
-        );
-        let reply = waiter.recv_response();
-        let error = match &reply {
-            Err(e) => error_text(e),
-            Ok(Value::ServerError(e)) => error_text(&e.clone().into()),
-            Ok(other) => panic!("{flavor}: the waiter got {other:?}"),
-        };
-        assert!(error.starts_with("TRYAGAIN"), "{flavor}: {error}");
-        let left = keyspace(&mut con);
-        assert!(
-            !left.contains_key(counter.as_bytes()) && !left.contains_key(key.as_bytes()),
-            "{flavor}: nothing re-created on the source: {left:?}"
-        );
-        // The migration completes, and the counter goes on from where it was.
-        cluster.migrate_keys(slot, source, target);
-        cluster.end_migration(slot, source, target);
-        assert_eq!(
-            call(
-                &mut target.conn(),
-                &["RLOCK.ACQUIRE", &key, "waiter", "TOKEN"]
-            ),
-            Ok(Value::Int(2)),
-            "{flavor}: tokens go on from the moved counter"
-        );
+            let fair_word: &[&str] = if fair { &["FAIR"] } else { &[] };
+            let slot = cluster.slot(&key);
+            let mut con = source.conn();
+            let acquire = |owner: &str, more: &[&str]| -> Vec<String> {
+                let mut args = vec!["RLOCK.ACQUIRE".to_string(), key.clone(), owner.to_string()];
+                args.extend(more.iter().map(|a| a.to_string()));
+                args.push("TOKEN".into());
+                args.extend(fair_word.iter().map(|a| a.to_string()));
+                args
+            };
+            let holder = acquire("holder", &["LEASE", "30000"]);
+            let holder: Vec<&str> = holder.iter().map(String::as_str).collect();
+            assert_eq!(call(&mut con, &holder), Ok(Value::Int(1)), "{case}");
+            let mut waiter = source.conn();
+            waiter
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+            for a in &acquire("waiter", &["BLOCK", "8000"])[1..] {
+                cmd.arg(a);
+            }
+            waiter
+                .send_packed_command(&cmd.get_packed_command())
+                .unwrap();
+            assert!(wait_until(Duration::from_secs(2), || {
+                source
+                    .info("rlock")
+                    .get("rlock_blocked")
+                    .map(String::as_str)
+                    == Some("1")
+            }));
+            let before_on_target = keyspace(&mut target.conn());
+            cluster.begin_migration(slot, source, target);
+            // One helper key goes first; the lock stays on the source, held.
+            let moved: Value = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(target.port)
+                .arg(&ahead)
+                .arg(0)
+                .arg(5000)
+                .query(&mut source.conn())
+                .unwrap();
+            assert_eq!(moved, Value::Okay, "{case}");
+            let left_behind = keyspace(&mut con);
+            assert_eq!(
+                call(&mut con, &["RLOCK.RELEASE", &key, "holder"]),
+                Ok(Value::Int(1)),
+                "{case}"
+            );
+            // The grant would have created the counter, or written to half a queue.
+            // The fencing counter is checked before a grant: try again. The half queue
+            // is found on serving a freed lock, whose key has gone: the waiter is sent
+            // after it, as the server does for a missing key in a migrating slot.
+            let error = waiter_error(&mut waiter, &format!("{case}: the waiter"));
+            if fair {
+                assert_eq!(
+                    error,
+                    format!("ASK {slot} 127.0.0.1:{}", target.port),
+                    "{case}"
+                );
+            } else {
+                assert!(error.starts_with("TRYAGAIN"), "{case}: {error}");
+            }
+            thread_sleep(50);
+            let mut expected = left_behind;
+            expected.remove(key.as_bytes());
+            assert_eq!(
+                keyspace(&mut con),
+                expected,
+                "{case}: nothing re-created or changed on the source but the lock's removal"
+            );
+            // The migration completes, and the counter (and queue) go on from where
+            // they were.
+            cluster.migrate_keys(slot, source, target);
+            cluster.end_migration(slot, source, target);
+            let mut tcon = target.conn();
+            let arrived = keyspace(&mut tcon);
+            assert!(
+                arrived.len() > before_on_target.len(),
+                "{case}: the helper keys arrived: {arrived:?}"
+            );
+            let again = acquire("waiter", &[]);
+            let again: Vec<&str> = again.iter().map(String::as_str).collect();
+            assert_eq!(
+                call(&mut tcon, &again),
+                Ok(Value::Int(2)),
+                "{case}: tokens go on from the moved counter; a fair waiter keeps its place"
+            );
+            assert_eq!(
+                call(&mut tcon, &["RLOCK.RELEASE", &key, "waiter"]),
+                Ok(Value::Int(1)),
+                "{case}"
+            );
+            if fair {
+                for prefix in ["redisson_lock_queue", "redisson_lock_timeout"] {
+                    let helper = String::from_utf8(helper_key(prefix, key.as_bytes())).unwrap();
+                    assert_eq!(
+                        call(&mut tcon, &["EXISTS", &helper]),
+                        Ok(Value::Int(0)),
+                        "{case}: the queue emptied on the target: {helper}"
+                    );
+                }
+            }
+        }
     }
 }
