@@ -11,7 +11,7 @@ use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
-use crate::{config, deferred, errors, guard, state, stats};
+use crate::{config, deferred, errors, guard, slots, state, stats};
 
 pub fn subscribe(ctx: &Context) -> bool {
     // No string class: it would cost every SET and INCR in the server a module
@@ -33,6 +33,45 @@ pub fn subscribe(ctx: &Context) -> bool {
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CONFIG, on_config)
+        && subscribe_slot_migration(ctx)
+}
+
+/// Atomic slot migration's event: `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` (19) on
+/// Valkey 9, `REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION` (18) on Redis 8.4. The numbers
+/// differ (18 is another event on Valkey, 19 another on Redis), the sub-event this
+/// module acts on does not: 5, this node's slots handed over. A server without the
+/// event refuses the subscription; the slot sweep alone then notices slots that left.
+const VALKEY_ATOMIC_SLOT_MIGRATION: u64 = 19;
+const REDIS_CLUSTER_SLOT_MIGRATION: u64 = 18;
+const SLOT_EXPORT_COMPLETED: u64 = 5;
+
+fn subscribe_slot_migration(ctx: &Context) -> bool {
+    let (event, since) = if ffi::is_valkey(ctx) {
+        (VALKEY_ATOMIC_SLOT_MIGRATION, 0x0009_0000)
+    } else {
+        (REDIS_CLUSTER_SLOT_MIGRATION, 0x0008_0400)
+    };
+    if ffi::server_version() >= since {
+        // A refusal leaves the sweep to it: nothing else depends on the event.
+        ffi::subscribe_server_event(ctx, event, on_slot_migration);
+    }
+    true
+}
+
+/// Slots of this node went to another by atomic migration: the waiters on their locks
+/// are sent there now, rather than at the sweep's next round.
+extern "C" fn on_slot_migration(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::callback("slot migration event", || {
+        if subevent == SLOT_EXPORT_COMPLETED {
+            stats::SLOT_EXPORTS.incr();
+            slots::sweep_soon(&Context::new(ctx));
+        }
+    });
 }
 
 extern "C" fn on_keyspace(

@@ -93,6 +93,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"handoffs", stats::HANDOFFS.get()),
                 (c"expiries", stats::EXPIRIES.get()),
                 (c"session_releases", stats::SESSION_RELEASES.get()),
+                (c"slot_exports", stats::SLOT_EXPORTS.get()),
                 (c"blocked", waiters::blocked_total() as i64),
                 (c"tracked_locks", state::tracked_locks() as i64),
                 (c"allocated_bytes", ffi::allocated_bytes()),

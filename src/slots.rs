@@ -62,6 +62,16 @@ extern "C" fn on_sweep(ctx: RawCtx, _data: *mut c_void) {
     });
 }
 
+/// Brings the sweep forward to the next turn of the event loop: slots were just handed
+/// over (see `events`, atomic slot migration).
+pub fn sweep_soon(ctx: &Context) {
+    if let Some(timer) = state::with(|s| s.slot_sweep.take()) {
+        ffi::stop_timer(ctx, timer);
+    }
+    let timer = ffi::create_timer(ctx, 0, on_sweep, 0);
+    state::with(|s| s.slot_sweep = Some(timer));
+}
+
 /// Redirects the waiters of every lock whose slot another node serves now, or that is
 /// migrating away with its key already gone. Writes nothing.
 fn sweep(ctx: &Context) {

@@ -30,6 +30,8 @@ pub static REENTRIES: Counter = Counter::new();
 pub static RELEASES: Counter = Counter::new();
 /// Locks passed straight to a blocked waiter.
 pub static HANDOFFS: Counter = Counter::new();
+/// Atomic slot migrations (Valkey 9, Redis 8.4) that handed slots of this node over.
+pub static SLOT_EXPORTS: Counter = Counter::new();
 /// Lease expiries of locks the module was watching.
 pub static EXPIRIES: Counter = Counter::new();
 /// Holds released because their SESSION connection closed.

@@ -272,7 +272,8 @@ fn unlock_messages_go_to_sharded_subscribers_in_a_cluster() {
 /// module has not declared that it handles it; rlock declares it. The held lock moves
 /// with its owners, counts, lease and token counter (the source streams its writes,
 /// the module's included, until it hands the slot over), and the waiters blocked on
-/// the source are told `-MOVED` once the target serves the slot.
+/// the source are told `-MOVED` once the target serves the slot: at once, on the
+/// event that says the slot was handed over.
 #[test]
 fn valkey_atomic_slot_migration_moves_the_lock_and_redirects_its_waiters() {
     for flavor in flavors() {
@@ -341,6 +342,18 @@ fn valkey_atomic_slot_migration_moves_the_lock_and_redirects_its_waiters() {
             started.elapsed() < Duration::from_millis(1500),
             "{flavor}: redirected {:?} after the migration began",
             started.elapsed()
+        );
+        // The module heard the hand-over (and swept at once, not at its next round).
+        let exports = |node: &Server| node.info("rlock").get("rlock_slot_exports").cloned();
+        assert_eq!(
+            exports(source).as_deref(),
+            Some("1"),
+            "{flavor}: the source"
+        );
+        assert_eq!(
+            exports(target).as_deref(),
+            Some("0"),
+            "{flavor}: the target"
         );
         cluster.wait_ok();
         let mut tcon = target.conn();
