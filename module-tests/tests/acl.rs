@@ -6,6 +6,29 @@
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
 
+/// A connection authenticated as a new user `name` with ACL `rules`.
+fn user(
+    server: &Server,
+    admin: &mut redis::Connection,
+    name: &str,
+    rules: &[&str],
+) -> redis::Connection {
+    let mut args = vec!["ACL", "SETUSER", name, "on", "nopass"];
+    args.extend(rules);
+    assert_eq!(call(admin, &args), Ok(Value::Okay), "{args:?}");
+    let mut con = server.conn();
+    assert_eq!(call(&mut con, &["AUTH", name, "x"]), Ok(Value::Okay));
+    con
+}
+
+/// The call was refused by the ACL.
+fn assert_refused(reply: Result<Value, String>, what: &str) {
+    assert!(
+        matches!(&reply, Err(e) if e.starts_with("NOPERM")),
+        "{what}: {reply:?}"
+    );
+}
+
 fn takes_module_categories(flavor: Flavor) -> bool {
     flavor == Flavor::Valkey || flavor.version() >= (7, 2, 0)
 }
@@ -64,28 +87,19 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
 
         // A user without @write may look, not lock.
         assert_eq!(
-            call(
-                &mut admin,
-                &["ACL", "SETUSER", "reader", "on", "nopass", "~*", "+@all", "-@write"]
-            ),
-            Ok(Value::Okay)
-        );
-        assert_eq!(
             call(&mut admin, &["RLOCK.ACQUIRE", "orders", "admin"]),
             Ok(Value::Int(1))
         );
-        let mut reader = server.conn();
-        assert_eq!(call(&mut reader, &["AUTH", "reader", "x"]), Ok(Value::Okay));
+        let mut reader = user(&server, &mut admin, "reader", &["~*", "+@all", "-@write"]);
         for args in [
             &["RLOCK.ACQUIRE", "orders", "reader"][..],
             &["RLOCK.RELEASE", "orders", "admin"][..],
             &["RLOCK.RENEW", "orders", "admin"][..],
             &["RLOCK.FORCERELEASE", "orders"][..],
         ] {
-            let reply = call(&mut reader, args);
-            assert!(
-                matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-                "{flavor}: {args:?} by a user without @write: {reply:?}"
+            assert_refused(
+                call(&mut reader, args),
+                &format!("{flavor}: {args:?} by a user without @write"),
             );
         }
         assert!(call(&mut reader, &["RLOCK.INFO", "orders"]).is_ok());
@@ -157,15 +171,7 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
             ],
             "{flavor}: ACL CAT rlock"
         );
-        assert_eq!(
-            call(
-                &mut admin,
-                &["ACL", "SETUSER", "locker", "on", "nopass", "~*", "-@all", "+@rlock"]
-            ),
-            Ok(Value::Okay)
-        );
-        let mut locker = server.conn();
-        assert_eq!(call(&mut locker, &["AUTH", "locker", "x"]), Ok(Value::Okay));
+        let mut locker = user(&server, &mut admin, "locker", &["~*", "-@all", "+@rlock"]);
         assert_eq!(
             call(
                 &mut locker,
@@ -182,10 +188,9 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
             call(&mut locker, &["RLOCK.RELEASE", "job", "w1"]),
             Ok(Value::Int(1))
         );
-        let reply = call(&mut locker, &["SET", "job", "x"]);
-        assert!(
-            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-            "{flavor}: +@rlock grants no other command: {reply:?}"
+        assert_refused(
+            call(&mut locker, &["SET", "job", "x"]),
+            &format!("{flavor}: +@rlock grants no other command"),
         );
     }
 }
@@ -213,32 +218,19 @@ fn without_the_category_api_the_server_says_so_and_per_command_rules_work() {
             "{flavor}: one warning line at load"
         );
         // What the docs tell operators to do on any server.
-        assert_eq!(
-            call(
-                &mut admin,
-                &[
-                    "ACL",
-                    "SETUSER",
-                    "worker",
-                    "on",
-                    "nopass",
-                    "~*",
-                    "+@all",
-                    "-rlock.forcerelease"
-                ]
-            ),
-            Ok(Value::Okay)
+        let mut worker = user(
+            &server,
+            &mut admin,
+            "worker",
+            &["~*", "+@all", "-rlock.forcerelease"],
         );
-        let mut worker = server.conn();
-        assert_eq!(call(&mut worker, &["AUTH", "worker", "x"]), Ok(Value::Okay));
         assert_eq!(
             call(&mut worker, &["RLOCK.ACQUIRE", "batch", "w"]),
             Ok(Value::Int(1))
         );
-        let reply = call(&mut worker, &["RLOCK.FORCERELEASE", "batch"]);
-        assert!(
-            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-            "{flavor}: -rlock.forcerelease: {reply:?}"
+        assert_refused(
+            call(&mut worker, &["RLOCK.FORCERELEASE", "batch"]),
+            &format!("{flavor}: -rlock.forcerelease"),
         );
         assert_eq!(
             hgetall(&mut admin, b"batch").len(),
@@ -257,32 +249,14 @@ fn a_user_without_dangerous_cannot_force_a_release() {
         }
         let server = Server::start(flavor);
         let mut admin = server.conn();
-        assert_eq!(
-            call(
-                &mut admin,
-                &[
-                    "ACL",
-                    "SETUSER",
-                    "app",
-                    "on",
-                    "nopass",
-                    "~*",
-                    "+@all",
-                    "-@dangerous"
-                ]
-            ),
-            Ok(Value::Okay)
-        );
-        let mut app = server.conn();
-        assert_eq!(call(&mut app, &["AUTH", "app", "x"]), Ok(Value::Okay));
+        let mut app = user(&server, &mut admin, "app", &["~*", "+@all", "-@dangerous"]);
         assert_eq!(
             call(&mut app, &["RLOCK.ACQUIRE", "door", "a"]),
             Ok(Value::Int(1))
         );
-        let reply = call(&mut app, &["RLOCK.FORCERELEASE", "door"]);
-        assert!(
-            matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-            "{flavor}: FORCERELEASE without @dangerous: {reply:?}"
+        assert_refused(
+            call(&mut app, &["RLOCK.FORCERELEASE", "door"]),
+            &format!("{flavor}: FORCERELEASE without @dangerous"),
         );
         assert_eq!(
             call(&mut app, &["RLOCK.RELEASE", "door", "a"]),
@@ -300,22 +274,7 @@ fn key_patterns_and_read_only_access_apply() {
     for flavor in flavors() {
         let server = Server::start(flavor);
         let mut admin = server.conn();
-        assert_eq!(
-            call(
-                &mut admin,
-                &["ACL", "SETUSER", "tenant", "on", "nopass", "~app:*", "+@all"]
-            ),
-            Ok(Value::Okay)
-        );
-        assert_eq!(
-            call(
-                &mut admin,
-                &["ACL", "SETUSER", "auditor", "on", "nopass", "%R~*", "+@all"]
-            ),
-            Ok(Value::Okay)
-        );
-        let mut tenant = server.conn();
-        assert_eq!(call(&mut tenant, &["AUTH", "tenant", "x"]), Ok(Value::Okay));
+        let mut tenant = user(&server, &mut admin, "tenant", &["~app:*", "+@all"]);
         assert_eq!(
             call(
                 &mut tenant,
@@ -328,19 +287,14 @@ fn key_patterns_and_read_only_access_apply() {
             &["RLOCK.INFO", "other:1"][..],
             &["RLOCK.RELEASE", "other:1", "t"][..],
         ] {
-            let reply = call(&mut tenant, args);
-            assert!(
-                matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-                "{flavor}: {args:?} outside ~app:*: {reply:?}"
+            assert_refused(
+                call(&mut tenant, args),
+                &format!("{flavor}: {args:?} outside ~app:*"),
             );
         }
         assert!(!keyspace(&mut admin).contains_key(&b"other:1"[..]));
 
-        let mut auditor = server.conn();
-        assert_eq!(
-            call(&mut auditor, &["AUTH", "auditor", "x"]),
-            Ok(Value::Okay)
-        );
+        let mut auditor = user(&server, &mut admin, "auditor", &["%R~*", "+@all"]);
         assert!(
             call(&mut auditor, &["RLOCK.INFO", "app:1"]).is_ok(),
             "{flavor}: RLOCK.INFO only reads its key"
@@ -351,10 +305,9 @@ fn key_patterns_and_read_only_access_apply() {
             &["RLOCK.RENEW", "app:1", "t"][..],
             &["RLOCK.FORCERELEASE", "app:1"][..],
         ] {
-            let reply = call(&mut auditor, args);
-            assert!(
-                matches!(&reply, Err(e) if e.starts_with("NOPERM")),
-                "{flavor}: {args:?} with read-only key access: {reply:?}"
+            assert_refused(
+                call(&mut auditor, args),
+                &format!("{flavor}: {args:?} with read-only key access"),
             );
         }
         assert_eq!(
