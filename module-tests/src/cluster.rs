@@ -91,11 +91,13 @@ impl Cluster {
             primaries: primary_nodes,
             replicas: replica_nodes,
         };
-        let total = cluster.primaries.len() + cluster.replicas.len();
+        // Every node knows every other by its real id: a node still in handshake is
+        // listed under a temporary one, and `CLUSTER REPLICATE` of it fails.
+        let ids: Vec<String> = cluster.nodes().map(|n| cluster.node_id(n)).collect();
         assert!(
             wait_until(Duration::from_secs(20), || cluster.nodes().all(|n| {
-                let known = cluster_cmd::<String>(n, &["NODES"]).lines().count();
-                known == total
+                let nodes = cluster_cmd::<String>(n, &["NODES"]);
+                !nodes.contains("handshake") && ids.iter().all(|id| nodes.contains(id.as_str()))
             })),
             "{flavor}: the nodes did not all meet"
         );
