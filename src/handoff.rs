@@ -17,6 +17,7 @@ use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::hold::Release;
 use crate::core::requests::RequestKind;
+use crate::core::sharing::Next;
 use crate::core::shrink_set;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
@@ -65,7 +66,17 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         };
         let granted = match next_turn(head, waiters::first_plain(lock)) {
             Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
-            Turn::Plain(id) => grant(ctx, lock, &key, id, None),
+            Turn::Plain(id) => match share_turn(ctx, lock, &key) {
+                Next::Grant => {
+                    let granted = grant(ctx, lock, &key, id, None);
+                    if granted == Grant::Granted {
+                        state::with(|s| s.sharing.handed_off(lock));
+                    }
+                    granted
+                }
+                // Left free for Redisson clients a moment: `watch` serves at its end.
+                Next::Wait { .. } | Next::CountSubscribers => break,
+            },
             Turn::WakeHead(owner) => {
                 if let Some(queue) = &queue {
                     queue.wake(&owner);
@@ -88,6 +99,49 @@ pub fn serve_key(ctx: &Context, key: &RedisString) {
         return;
     }
     serve(ctx, &store::lock_id(ctx, key));
+}
+
+/// The module just freed `key` (a release, a force release): the next client blocked
+/// here takes it, or, if it stays free, Redisson-style waiters hear the unlock message.
+/// A lock passed straight on is not announced: they would wake to find it taken.
+pub fn freed_key(ctx: &Context, key: &RedisString) {
+    if state::all_idle() {
+        store::publish_unlock(ctx, key.as_slice());
+        return;
+    }
+    freed(ctx, &store::lock_id(ctx, key));
+}
+
+/// `freed_key` for a lock the module freed by itself (a `SESSION` connection closed,
+/// a grant its client never heard).
+fn freed(ctx: &Context, lock: &LockId) {
+    serve(ctx, lock);
+    if !ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) {
+        store::publish_unlock(ctx, &lock.key);
+    }
+}
+
+/// Whether `lock` is being left free for Redisson clients now (see `core::sharing`).
+pub fn left_to_redisson(lock: &LockId) -> bool {
+    let now = ffi::now_ms();
+    state::with(|s| s.sharing.window_until(lock, now)).is_some()
+}
+
+/// Whether the next plain waiter on `lock`, if free, is served now, or Redisson clients
+/// subscribed to its unlock channel have their turn first (see `core::sharing`).
+fn share_turn(ctx: &Context, lock: &LockId, key: &RedisString) -> Next {
+    if ffi::key_exists(ctx, key) {
+        return Next::Grant; // Held: nothing to share (`grant` finds it busy).
+    }
+    let now = ffi::now_ms();
+    let blocked = state::with(|s| s.waiters.waiting_on(lock));
+    match state::with(|s| s.sharing.next(lock, blocked, now)) {
+        Next::CountSubscribers => {
+            let listeners = store::unlock_listeners(ctx, &lock.key);
+            state::with(|s| s.sharing.after_count(lock, listeners, now))
+        }
+        next => next,
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -228,12 +282,16 @@ pub fn watch(ctx: &Context, lock: &LockId) {
         state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
     if !has_waiters || !ffi::is_primary(ctx) {
         timers::cancel(ctx, lock);
+        state::with(|s| s.sharing.forget(lock));
         return;
     }
     slots::watch(ctx);
     let now = ffi::now_ms();
+    let window = state::with(|s| s.sharing.window_until(lock, now));
     // Redis expires a key once the clock is past its deadline, hence the +1.
     let deadline = match store::pttl(ctx, lock) {
+        // Free, and left to Redisson clients until then.
+        -2 if window.is_some() => window,
         -1 => None,
         -2 if fair => {
             let head_deadline = FairQueue::open(ctx, &lock.key)
@@ -316,7 +374,7 @@ fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
     }
     if freed {
         state::with(|s| s.sessions.forget_lock(lock));
-        serve(ctx, lock);
+        self::freed(ctx, lock);
     }
 }
 

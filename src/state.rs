@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use crate::core::deferred::DeferredWork;
 use crate::core::fences::FenceGrants;
 use crate::core::sessions::SessionTable;
+use crate::core::sharing::Sharing;
 use crate::core::timer_table::TimerTable;
 use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId};
 use crate::ffi::{self, BlockedClient, TimerId};
@@ -42,6 +43,8 @@ pub struct State {
     pub wait_timers: HashMap<usize, TimerId>,
     /// SESSION holds by connection.
     pub sessions: SessionTable,
+    /// Turns between the clients blocked here and Redisson clients on each lock.
+    pub sharing: Sharing,
     /// Locks with a fair queue that their releases must serve.
     pub fair_queues: HashSet<LockId>,
     /// The token the module last handed out on each fenced lock, and to whom.
@@ -130,6 +133,7 @@ pub fn tracked_locks() -> usize {
         let mut locks: HashSet<&LockId> = s.waiters.lock_ids().collect();
         locks.extend(s.sessions.locks());
         locks.extend(s.fair_queues.iter());
+        locks.extend(s.sharing.locks());
         locks.len()
     })
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 mod common;
 
-use common::lua_unlock;
+use common::{lua_lock, lua_unlock};
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
 
@@ -621,18 +621,6 @@ fn info_in_resp2_and_resp3() {
             "{flavor}: INFO after release"
         );
     }
-}
-
-const REDISSON_LOCK: &str = "\
-if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-  redis.call('pexpire', KEYS[1], ARGV[1]); \
-  return nil; \
-end; \
-return redis.call('pttl', KEYS[1]);";
-
-fn lua_lock(c: &mut redis::Connection, key: &str, owner: &str) -> Value {
-    call(c, &["EVAL", REDISSON_LOCK, "1", key, "30000", owner]).expect("lua lock")
 }
 
 #[test]

@@ -32,13 +32,21 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let watching = !state::all_idle();
     let lock = || store::lock_id(ctx, key);
     // A free lock with waiters goes to them first: the line is first come, first served.
+    let mut left_to_redisson = false;
     if watching {
         let lock = lock();
         if waiters::has_waiters(&lock) {
             handoff::serve(ctx, &lock);
+            // Left free a moment for Redisson clients: not for a newcomer here, who
+            // would overtake the clients blocked here as well.
+            left_to_redisson = handoff::left_to_redisson(&lock);
         }
     }
-    match take(ctx, key, owner, &options, &record)? {
+    let taken = match left_to_redisson {
+        true => None,
+        false => take(ctx, key, owner, &options, &record)?,
+    };
+    match taken {
         Some(reply) => {
             if watching {
                 handoff::watch(ctx, &lock());
@@ -233,7 +241,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             stats::RELEASES.incr();
             forget_session_hold(ctx, key, owner);
             if lock_freed {
-                handoff::serve_key(ctx, key);
+                handoff::freed_key(ctx, key);
             }
             1
         }
@@ -286,6 +294,6 @@ pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     let lock = store::lock_id(ctx, key);
     state::with(|s| s.sessions.forget_lock(&lock));
-    handoff::serve_key(ctx, key);
+    handoff::freed_key(ctx, key);
     Ok(RedisValue::Integer(1))
 }

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod lease;
 pub mod requests;
 pub mod sessions;
+pub mod sharing;
 pub mod timer_table;
 pub mod waitlist;
 

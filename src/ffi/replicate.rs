@@ -110,3 +110,20 @@ pub fn publish(ctx: &Context, channel: &RedisString, message: &RedisString) {
         }
     }
 }
+
+/// Connections subscribed to `channel`: `PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` in a
+/// cluster, where unlock messages go by sharded pub/sub.
+pub fn channel_subscribers(ctx: &Context, channel: &RedisString) -> i64 {
+    let which: &[u8] = if super::in_cluster(ctx) {
+        b"SHARDNUMSUB"
+    } else {
+        b"NUMSUB"
+    };
+    match ctx.call("PUBSUB", &[which, channel.as_slice()]) {
+        Ok(redis_module::RedisValue::Array(reply)) => match reply.get(1) {
+            Some(redis_module::RedisValue::Integer(n)) => *n,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}

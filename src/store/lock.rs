@@ -2,7 +2,7 @@
 
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
-use super::{announce, publish_unlock, Fence};
+use super::{announce, Fence};
 use crate::core::args::AcquireOptions;
 use crate::core::fences::ReentryToken;
 use crate::core::hold::{
@@ -208,11 +208,11 @@ impl<'a> LockKey<'a> {
         announce(self.ctx, NotifyEvent::HASH, "hdel", self.name);
     }
 
-    /// Deletes the lock and tells Redisson-style waiters it is free.
+    /// Deletes the lock. The caller tells Redisson-style waiters, unless a client
+    /// blocked here takes it at once (see `handoff::freed`).
     fn delete(&self) {
         self.key.delete();
         ffi::replicate_key(self.ctx, c"DEL", self.name);
         announce(self.ctx, NotifyEvent::GENERIC, "del", self.name);
-        publish_unlock(self.ctx, self.name.as_slice());
     }
 }

@@ -102,12 +102,22 @@ fn helper_string(ctx: &Context, prefix: &[u8], lock_name: &[u8]) -> RedisString 
 }
 
 /// `PUBLISH redisson_lock__channel:{K} 0`, unless `rlock.publish` is off.
-fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
+pub fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
     if !config::publish() {
         return;
     }
     let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
     ffi::publish_zero(ctx, &channel);
+}
+
+/// How many connections listen on the lock's unlock channel (Redisson clients waiting
+/// for it); 0 when `rlock.publish` is off, since they would hear nothing.
+pub fn unlock_listeners(ctx: &Context, lock_name: &[u8]) -> i64 {
+    if !config::publish() {
+        return 0;
+    }
+    let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
+    ffi::channel_subscribers(ctx, &channel)
 }
 
 /// Whether the module may create a helper key of lock `lock_key` (its fencing counter,
