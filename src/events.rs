@@ -112,13 +112,17 @@ extern "C" fn on_keyspace(
         };
         let (watched, session) = state::with(|s| {
             (
-                s.waiters.has_waiters(&lock) || s.fair_queues.contains(&lock),
+                s.waiters.has_waiters(&lock)
+                    || s.fair_queues.contains(&lock)
+                    || s.sharing.contains(&lock),
                 s.sessions.has_lock(&lock),
             )
         });
         if !watched && !session {
             return;
         }
+        // Someone else wrote the lock: a Redisson client took its turn, if one was open.
+        state::with(|s| s.sharing.end_window(&lock));
         match ffi::c_str_bytes(event) {
             b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
                 if ffi::c_str_bytes(event) == b"expired" {
@@ -220,6 +224,12 @@ extern "C" fn on_swapdb(
             s.sessions.forget_db(Some(second));
             let mut locks = s.waiters.locks_in(Some(first));
             locks.extend(s.waiters.locks_in(Some(second)));
+            locks.extend(
+                s.sharing
+                    .locks()
+                    .filter(|l| l.db == first || l.db == second)
+                    .cloned(),
+            );
             locks
         });
         for lock in locks {
@@ -237,6 +247,7 @@ fn serve_later(ctx: &Context, db: Option<i32>) {
         locks.extend(
             s.fair_queues
                 .iter()
+                .chain(s.sharing.locks())
                 .filter(|l| db.is_none_or(|db| l.db == db))
                 .cloned(),
         );

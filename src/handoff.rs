@@ -282,7 +282,10 @@ pub fn watch(ctx: &Context, lock: &LockId) {
         state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
     if !has_waiters || !ffi::is_primary(ctx) {
         timers::cancel(ctx, lock);
-        state::with(|s| s.sharing.forget(lock));
+        // Held, the round goes on with the clients that come back; free, it is over.
+        if !ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) || !ffi::is_primary(ctx) {
+            state::with(|s| s.sharing.forget(lock));
+        }
         return;
     }
     slots::watch(ctx);

@@ -100,10 +100,16 @@ pub fn reset(ctx: &Context, reason: Option<&str>) {
     }
 }
 
-/// True when no client waits, no fair queue is tracked and no lease timer is
-/// armed: the common, uncontended case, where releases need not look for waiters.
+/// True when no client waits, no fair queue is tracked, no lease timer is armed and no
+/// lock shares turns with Redisson clients: the common, uncontended case, where releases
+/// need not look for waiters.
 pub fn all_idle() -> bool {
-    with(|s| s.waiters.is_empty() && s.fair_queues.is_empty() && s.lease_timers.is_empty())
+    with(|s| {
+        s.waiters.is_empty()
+            && s.fair_queues.is_empty()
+            && s.lease_timers.is_empty()
+            && s.sharing.is_empty()
+    })
 }
 
 /// Marks the module's own writes while alive; unmarks on drop, panics included.

@@ -185,8 +185,7 @@ pub async fn run(server: &Server, plan: &Plan) -> Contended {
                         server,
                         &mut control,
                         &shas,
-                        cell.path,
-                        clients,
+                        &vec![cell.path; clients],
                         hold_ms,
                         &key,
                         plan,
@@ -449,24 +448,24 @@ impl Client {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_once(
+/// One measured run: client `i` waits by `paths[i]`.
+pub async fn run_once(
     server: &Server,
     control: &mut MultiplexedConnection,
     shas: &Arc<Shas>,
-    path: WaitPath,
-    clients: usize,
+    paths: &[WaitPath],
     hold_ms: u64,
     key: &str,
     plan: &Plan,
 ) -> WaitRun {
+    let clients = paths.len();
     let shared = Arc::new(Shared::new(clients));
     let conns = crate::measure::connect_many(server, clients).await;
     let key_bytes = key.as_bytes().to_vec();
     let give_up = Instant::now() + plan.warmup() + plan.contended_run + Duration::from_secs(60);
     let mut listeners = Vec::new();
     let mut latches = Vec::new();
-    for _ in 0..clients {
+    for &path in paths {
         let latch = Arc::new(Semaphore::new(0));
         if path == WaitPath::Q {
             let mut pubsub = server
@@ -494,7 +493,7 @@ async fn run_once(
     for (me, (con, latch)) in conns.into_iter().zip(latches).enumerate() {
         let client = Client {
             me,
-            path,
+            path: paths[me],
             con,
             key: key_bytes.clone(),
             owner: format!("{OWNER_PREFIX}:{me}").into_bytes(),

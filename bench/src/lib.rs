@@ -7,7 +7,9 @@
 //! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua);
 //! 5. uncontended pairs with FAIR and with REQ: RF (FAIR), RQ (REQ) vs R;
 //! 6. memory per blocked waiter: N RLOCK.ACQUIRE BLOCK 0 waiters vs N BLPOP waiters;
-//! 7. the stall when N blocked waiters disconnect at once: FAIR vs plain BLOCK vs BLPOP.
+//! 7. the stall when N blocked waiters disconnect at once: FAIR vs plain BLOCK vs BLPOP;
+//! 8. uncontended pairs on a 3-primary cluster against one node;
+//! 9. a mixed fleet: a Redisson-style client beside clients blocked in the server.
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
 
@@ -17,6 +19,7 @@ pub mod expiry;
 pub mod fair;
 pub mod measure;
 pub mod memory;
+pub mod mixed;
 pub mod pin;
 pub mod report;
 pub mod scripts;
@@ -41,10 +44,11 @@ pub enum Scenario {
     Memory,
     Stall,
     Cluster,
+    Mixed,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
@@ -53,6 +57,7 @@ impl Scenario {
         Scenario::Memory,
         Scenario::Stall,
         Scenario::Cluster,
+        Scenario::Mixed,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -65,6 +70,7 @@ impl Scenario {
             "memory" | "waiter-memory" | "6" => Some(Scenario::Memory),
             "stall" | "disconnect-stall" | "7" => Some(Scenario::Stall),
             "cluster" | "8" => Some(Scenario::Cluster),
+            "mixed" | "mixed-fleet" | "9" => Some(Scenario::Mixed),
             _ => None,
         }
     }
@@ -167,6 +173,7 @@ pub struct FlavorReport {
     pub memory: Option<memory::Memory>,
     pub stall: Option<stall::Stall>,
     pub cluster: Option<cluster::ClusterScale>,
+    pub mixed: Option<mixed::Mixed>,
     /// Whether and how the server and this process were pinned to CPUs.
     pub pinning: String,
     /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
@@ -238,6 +245,7 @@ async fn run_flavor(
         memory: None,
         stall: None,
         cluster: None,
+        mixed: None,
         pinning,
         waiters_note,
     };
@@ -258,6 +266,7 @@ async fn run_flavor(
             Scenario::Cluster => {
                 report.cluster = Some(cluster::run(flavor, &server, plan, pin).await)
             }
+            Scenario::Mixed => report.mixed = Some(mixed::run(&server, plan).await),
         }
     }
     let mut server = server;

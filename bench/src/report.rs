@@ -464,6 +464,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         if let Some(c) = &r.cluster {
             cluster_section(w, c);
         }
+        if let Some(m) = &r.mixed {
+            mixed_section(w, m);
+        }
     }
     let _ = ExpiryPath::ALL;
     s
@@ -548,6 +551,41 @@ fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
             num(cell.server_busy(), 0),
             num(cell.client_busy(), 0),
             cell.errors()
+        );
+    }
+    let _ = writeln!(w);
+}
+
+fn mixed_section(w: &mut String, m: &crate::mixed::Mixed) {
+    let _ = writeln!(
+        w,
+        "### 9. Mixed fleet: one Redisson-style client beside clients blocked in the server\n"
+    );
+    let _ = writeln!(
+        w,
+        "Client 0 follows Redisson's `lock()` (Q: Lua tryLock, on a miss wait for `0` on \
+         `redisson_lock__channel:{{lock}}` or the TTL, Lua unlock); the other N − 1 send \
+         `RLOCK.ACQUIRE lock o BLOCK 0 LEASE 30000` (B). Beside it, in the same round, the same N \
+         clients all on B. min/max = the fewest acquisitions of a client ÷ the most; Q ÷ B = Q's \
+         acquisitions ÷ the B clients' mean.\n"
+    );
+    let _ = writeln!(
+        w,
+        "| clients | hold ms | min/max per client | Q ÷ B mean | acquisitions/s | all on B | mixed ÷ all B | errors |"
+    );
+    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for cell in &m.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.clients,
+            cell.hold_ms,
+            num(cell.fairness(), 2),
+            num(cell.redisson_share(), 2),
+            rate(cell.acquisitions_per_sec()),
+            rate(cell.all_blocked_per_sec()),
+            num(cell.throughput_ratio(), 2),
+            cell.problems()
         );
     }
     let _ = writeln!(w);

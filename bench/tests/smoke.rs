@@ -37,6 +37,28 @@ fn quick_run_makes_progress_on_every_path() {
         }
     }
 
+    let m = r.mixed.as_ref().expect("mixed ran");
+    for cell in &m.cells {
+        assert_eq!(
+            cell.problems(),
+            0,
+            "mixed N={}: errors or two holders",
+            cell.clients
+        );
+        assert!(
+            cell.mixed
+                .iter()
+                .all(|run| run.per_client.iter().all(|n| *n > 0)),
+            "mixed N={} hold={}: a client never acquired: {:?}",
+            cell.clients,
+            cell.hold_ms,
+            cell.mixed
+                .iter()
+                .map(|r| r.per_client.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+
     let c = r.contended.as_ref().expect("contended ran");
     for &clients in &plan.clients {
         for &hold in &plan.holds_ms {

@@ -74,23 +74,32 @@ fn listening_redisson_clients_get_the_lock_once_per_round() {
             call(&mut con, &["RLOCK.ACQUIRE", "gate", "a"]),
             Ok(Value::Int(1))
         );
-        // Two clients blocked; the round after the first hand-off is one more client.
-        let first = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "gate", "b1", "BLOCK", "5000"]);
+        // Three clients blocked. A round is a hand-off to each client blocked at a
+        // release and to the one releasing: at `b1`'s release, `b2` and `b3` wait, with
+        // one hand-off made; at `b2`'s, `b3` waits, with two made: Redisson's turn.
+        let spawn = |owner: &str| {
+            Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "gate", owner, "BLOCK", "5000"])
+        };
+        let first = spawn("b1");
         wait_blocked(flavor, &mut con, "gate", 1);
-        let second = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "gate", "b2", "BLOCK", "5000"]);
+        let second = spawn("b2");
         wait_blocked(flavor, &mut con, "gate", 2);
-        assert_eq!(
-            call(&mut con, &["RLOCK.RELEASE", "gate", "a"]),
-            Ok(Value::Int(1))
-        );
-        assert_eq!(first.join().reply, Ok(Value::Int(1)), "{flavor}");
+        let third = spawn("b3");
+        wait_blocked(flavor, &mut con, "gate", 3);
+        for (releasing, next) in [("a", first), ("b1", second)] {
+            assert_eq!(
+                call(&mut con, &["RLOCK.RELEASE", "gate", releasing]),
+                Ok(Value::Int(1))
+            );
+            assert_eq!(next.join().reply, Ok(Value::Int(1)), "{flavor}");
+        }
         assert_eq!(listener.drain(), vec![], "{flavor}");
 
         // Redisson's turn: in one packet, the release, a newcomer here, Redisson's tryLock.
         let replies = pipelined(
             &mut con,
             &[
-                &["RLOCK.RELEASE", "gate", "b1"],
+                &["RLOCK.RELEASE", "gate", "b2"],
                 &["RLOCK.ACQUIRE", "gate", "newcomer"],
                 &["EVAL", REDISSON_LOCK, "1", "gate", "30000", "java:1"],
             ],
@@ -106,11 +115,11 @@ fn listening_redisson_clients_get_the_lock_once_per_round() {
             "{flavor}: the unlock message went out"
         );
         assert_eq!(holders(&mut con, "gate"), held_by("java:1", 1), "{flavor}");
-        assert!(!second.is_finished(), "{flavor}: b2 still waits");
+        assert!(!third.is_finished(), "{flavor}: b3 still waits");
         // Redisson unlocks: the blocked client is next.
         assert_eq!(lua_unlock(&mut con, "gate", "java:1"), Ok(Value::Int(1)));
-        assert_eq!(second.join().reply, Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(holders(&mut con, "gate"), held_by("b2", 1), "{flavor}");
+        assert_eq!(third.join().reply, Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(holders(&mut con, "gate"), held_by("b3", 1), "{flavor}");
     }
 }
 
@@ -125,21 +134,29 @@ fn an_unused_window_ends_with_the_blocked_client_served() {
             call(&mut con, &["RLOCK.ACQUIRE", "idle", "a"]),
             Ok(Value::Int(1))
         );
-        let first = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "idle", "b1", "BLOCK", "5000"]);
+        let spawn = |owner: &str| {
+            Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "idle", owner, "BLOCK", "5000"])
+        };
+        let first = spawn("b1");
         wait_blocked(flavor, &mut con, "idle", 1);
-        let second = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "idle", "b2", "BLOCK", "5000"]);
+        let second = spawn("b2");
         wait_blocked(flavor, &mut con, "idle", 2);
-        call(&mut con, &["RLOCK.RELEASE", "idle", "a"]).expect("release");
-        assert_eq!(first.join().reply, Ok(Value::Int(1)));
+        let third = spawn("b3");
+        wait_blocked(flavor, &mut con, "idle", 3);
+        for (releasing, next) in [("a", first), ("b1", second)] {
+            call(&mut con, &["RLOCK.RELEASE", "idle", releasing]).expect("release");
+            assert_eq!(next.join().reply, Ok(Value::Int(1)), "{flavor}");
+        }
         let released = std::time::Instant::now();
-        call(&mut con, &["RLOCK.RELEASE", "idle", "b1"]).expect("release");
-        let served = second.join();
+        call(&mut con, &["RLOCK.RELEASE", "idle", "b2"]).expect("release");
+        let served = third.join();
         assert_eq!(served.reply, Ok(Value::Int(1)), "{flavor}");
         let waited = served.at - released;
         assert!(
             waited >= Duration::from_millis(4) && waited < Duration::from_millis(500),
             "{flavor}: served {waited:?} after the release, once the window ran out"
         );
+        call(&mut con, &["RLOCK.RELEASE", "idle", "b3"]).expect("release");
         assert_eq!(rstat(&server, "tracked_locks"), 0, "{flavor}: nothing kept");
     }
 }

@@ -6,8 +6,8 @@
 //! straight to a client blocked here, a Redisson client would find the lock taken
 //! every time it woke (measured: 1 acquisition in 1,531). So while Redisson clients
 //! are subscribed, the lock is left free for them for a short window once per round
-//! of the blocked waiters: a round is as many direct hand-offs as there are clients
-//! blocked, so a Redisson connection gets about the share of one blocked client.
+//! of the blocked waiters: a round is a direct hand-off to each client blocked and to
+//! the one releasing, so a Redisson connection gets about the share of one of them.
 //! Without subscribers the module never waits.
 
 use std::collections::HashMap;
@@ -45,7 +45,9 @@ pub struct Sharing {
 }
 
 impl Sharing {
-    /// The next step for a free `lock` with `blocked` plain clients blocked on it.
+    /// The next step for a free `lock` with `blocked` plain clients blocked on it. A
+    /// round is those clients and the one that just released (it usually comes back):
+    /// `blocked + 1` direct hand-offs.
     pub fn next(&mut self, lock: &LockId, blocked: usize, now_ms: i64) -> Next {
         // Nothing handed off yet: nothing to remember.
         let Some(turns) = self.turns.get_mut(lock) else {
@@ -57,7 +59,7 @@ impl Sharing {
             }
             turns.window_until = None;
         }
-        if turns.handoffs >= blocked.max(1) as u64 {
+        if turns.handoffs > blocked as u64 {
             Next::CountSubscribers
         } else {
             Next::Grant
@@ -83,6 +85,14 @@ impl Sharing {
         self.turns.entry(lock.clone()).or_default().handoffs += 1;
     }
 
+    /// Someone else wrote `lock` (a Redisson client took it): a window open on it has
+    /// served its turn.
+    pub fn end_window(&mut self, lock: &LockId) {
+        if let Some(turns) = self.turns.get_mut(lock) {
+            turns.window_until = None;
+        }
+    }
+
     /// The end of the window open on `lock`, if one is.
     pub fn window_until(&self, lock: &LockId, now_ms: i64) -> Option<i64> {
         self.turns
@@ -91,11 +101,15 @@ impl Sharing {
             .filter(|until| now_ms < *until)
     }
 
-    /// `lock` has nobody blocked any more: nothing to remember.
+    /// `lock` is free and nobody is blocked on it: nothing to remember.
     pub fn forget(&mut self, lock: &LockId) {
         if self.turns.remove(lock).is_some() {
             super::shrink_map(&mut self.turns);
         }
+    }
+
+    pub fn contains(&self, lock: &LockId) -> bool {
+        self.turns.contains_key(lock)
     }
 
     pub fn locks(&self) -> impl Iterator<Item = &LockId> {
@@ -126,18 +140,19 @@ mod tests {
     fn a_round_of_hand_offs_then_a_window_when_someone_listens() {
         let mut s = Sharing::default();
         let l = lock();
-        // Three blocked: three direct hand-offs first.
+        // Three clients pass the lock around, two blocked at each release: a round is
+        // three direct hand-offs.
         for _ in 0..3 {
-            assert_eq!(s.next(&l, 3, 0), Next::Grant);
+            assert_eq!(s.next(&l, 2, 0), Next::Grant);
             s.handed_off(&l);
         }
-        assert_eq!(s.next(&l, 3, 0), Next::CountSubscribers);
+        assert_eq!(s.next(&l, 2, 0), Next::CountSubscribers);
         assert_eq!(s.after_count(&l, 1, 100), Next::Wait { until: 105 });
-        assert_eq!(s.next(&l, 3, 104), Next::Wait { until: 105 });
+        assert_eq!(s.next(&l, 2, 104), Next::Wait { until: 105 });
         assert_eq!(s.window_until(&l, 104), Some(105));
         // The window ran out unused: the blocked get their round again.
         assert_eq!(s.window_until(&l, 105), None);
-        assert_eq!(s.next(&l, 3, 105), Next::Grant);
+        assert_eq!(s.next(&l, 2, 105), Next::Grant);
     }
 
     #[test]
@@ -148,27 +163,39 @@ mod tests {
     }
 
     #[test]
+    fn a_window_serves_one_turn() {
+        let mut s = Sharing::default();
+        let l = lock();
+        s.handed_off(&l);
+        assert_eq!(s.next(&l, 0, 0), Next::CountSubscribers);
+        assert_eq!(s.after_count(&l, 1, 0), Next::Wait { until: 5 });
+        // A Redisson client took the lock, and gave it back within the window.
+        s.end_window(&l);
+        assert_eq!(s.next(&l, 0, 1), Next::Grant);
+    }
+
+    #[test]
     fn without_subscribers_nobody_waits() {
         let mut s = Sharing::default();
         let l = lock();
         s.handed_off(&l);
-        assert_eq!(s.next(&l, 1, 0), Next::CountSubscribers);
+        assert_eq!(s.next(&l, 0, 0), Next::CountSubscribers);
         assert_eq!(s.after_count(&l, 0, 0), Next::Grant);
         // A new round: no count until it is over.
-        assert_eq!(s.next(&l, 1, 0), Next::Grant);
+        assert_eq!(s.next(&l, 0, 0), Next::Grant);
         assert_eq!(s.window_until(&l, 0), None);
     }
 
     #[test]
-    fn a_single_blocked_client_alternates_with_the_listeners() {
+    fn a_client_alone_alternates_with_the_listeners() {
         let mut s = Sharing::default();
         let l = lock();
         assert_eq!(s.next(&l, 0, 0), Next::Grant);
         s.handed_off(&l);
-        assert_eq!(s.next(&l, 1, 1), Next::CountSubscribers);
+        assert_eq!(s.next(&l, 0, 1), Next::CountSubscribers);
         assert_eq!(s.after_count(&l, 2, 1), Next::Wait { until: 6 });
         s.forget(&l);
         assert!(s.is_empty());
-        assert_eq!(s.next(&l, 1, 2), Next::Grant);
+        assert_eq!(s.next(&l, 0, 2), Next::Grant);
     }
 }
