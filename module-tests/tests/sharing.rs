@@ -101,13 +101,14 @@ fn listening_redisson_clients_get_the_lock_once_per_round() {
             &[
                 &["RLOCK.RELEASE", "gate", "b2"],
                 &["RLOCK.ACQUIRE", "gate", "newcomer"],
+                &["RLOCK.ACQUIRE", "gate", "fair-newcomer", "FAIR"],
                 &["EVAL", REDISSON_LOCK, "1", "gate", "30000", "java:1"],
             ],
         );
         assert_eq!(
             replies,
-            vec![Value::Int(1), Value::Nil, Value::Nil],
-            "{flavor}: released; the newcomer waits its turn; Redisson took it"
+            vec![Value::Int(1), Value::Nil, Value::Nil, Value::Nil],
+            "{flavor}: released; the newcomers, FAIR or not, wait their turn; Redisson took it"
         );
         assert_eq!(
             listener.drain(),

@@ -182,8 +182,13 @@ fn acquire_fair(
     let plan = lock_key.plan_acquire(owner, options)?;
     let now = ffi::now_ms();
     handoff::purge_expired(&queue, &lock, now);
-    let decision = decide_fair_acquire(state, queue.head().as_deref(), owner.as_slice())
+    let mut decision = decide_fair_acquire(state, queue.head().as_deref(), owner.as_slice())
         .map_err(errors::hold_error)?;
+    // Left free a moment for Redisson clients: a newcomer here queues, rather than
+    // overtake the clients blocked here.
+    if matches!(decision, FairAcquire::Take { .. }) && handoff::left_to_redisson(&lock) {
+        decision = FairAcquire::Queue;
+    }
     match decision {
         FairAcquire::Take { .. } | FairAcquire::Reenter { .. } => {
             let reply = plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan));
