@@ -7,6 +7,8 @@ use crate::core::args::ArgError;
 use crate::core::hold::HoldError;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const READ_WRITE_LOCK: &str =
+    "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock), not a reentrant lock";
 pub const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
 pub const SESSION_IN_SCRIPT: &str =
     "ERR SESSION cannot be used inside a script or function: the hold would outlive the caller";

@@ -890,3 +890,52 @@ fn state_follows_the_keyspace() {
         );
     }
 }
+
+/// A Redisson read-write lock (`RReadWriteLock`: the hash's `mode` field, a count per
+/// reader, a timeout key per read hold) is not a reentrant lock: the reentrant commands
+/// refuse it with `WRONGTYPE` and change nothing, where they once took a reader's count
+/// for a re-entry. An owner named `mode` of a reentrant lock is not mistaken for one.
+#[test]
+fn a_redisson_read_write_lock_is_wrongtype_for_the_reentrant_commands() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        for (field, value) in [("mode", "read"), ("uuid:1", "1")] {
+            call(&mut c, &["HSET", "rw", field, value]).expect("HSET");
+        }
+        call(&mut c, &["PEXPIRE", "rw", "30000"]).expect("PEXPIRE");
+        call(
+            &mut c,
+            &["SET", "{rw}:uuid:1:rwlock_timeout:1", "1", "PX", "30000"],
+        )
+        .expect("SET");
+        let before = keyspace(&mut c);
+        for args in [
+            &["RLOCK.ACQUIRE", "rw", "uuid:1"][..],
+            &["RLOCK.ACQUIRE", "rw", "other", "FAIR"][..],
+            &["RLOCK.ACQUIRE", "rw", "other", "BLOCK", "10"][..],
+            &["RLOCK.RELEASE", "rw", "uuid:1"][..],
+            &["RLOCK.RENEW", "rw", "uuid:1"][..],
+        ] {
+            let reply = call(&mut c, args);
+            assert!(
+                matches!(&reply, Err(e) if e.starts_with("WRONGTYPE") && e.contains("read-write")),
+                "{flavor}: {args:?} replied {reply:?}"
+            );
+        }
+        assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
+        // An owner called `mode` on a reentrant lock holds a count, not a mode.
+        assert_eq!(
+            call(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"]),
+            Ok(Value::Int(1))
+        );
+        assert_eq!(
+            call(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"]),
+            Ok(Value::Int(2))
+        );
+        assert_eq!(
+            call(&mut c, &["RLOCK.RELEASE", "plain", "mode"]),
+            Ok(Value::Int(0))
+        );
+    }
+}

@@ -9,6 +9,16 @@ pub const TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 /// Unlock channel, and the stem of the per-owner fair wake channel.
 pub const CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 
+/// The field of a Redisson read-write lock's hash (`RReadWriteLock`) that says who holds
+/// it, `read` or `write`, beside its owners' counts.
+pub const READ_WRITE_MODE_FIELD: &std::ffi::CStr = c"mode";
+
+/// Whether a hash whose `mode` field holds `value` is a read-write lock. An owner named
+/// `mode` of a reentrant lock holds a count there, never these words.
+pub fn is_read_write_mode(value: &[u8]) -> bool {
+    value == b"read" || value == b"write"
+}
+
 /// `prefix:{K}`, or `prefix:K` when `K` already carries a hash tag, as Redisson
 /// names it. Either way the helper lands in `K`'s cluster slot.
 pub fn helper_key(prefix: &[u8], lock_key: &[u8]) -> Vec<u8> {

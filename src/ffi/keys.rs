@@ -82,6 +82,24 @@ impl Key {
         (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
     }
 
+    /// A hash field's value, the field named by a C string (no string object is made
+    /// for it). Call only on a hash.
+    pub fn hash_get_c(&self, field: &std::ffi::CStr) -> Option<RedisString> {
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: with CFIELDS, HashGet takes (C string, out-pointer) pairs ended by
+        // NULL; the field outlives the call. The string it returns is ours to free.
+        unsafe {
+            raw::RedisModule_HashGet.unwrap()(
+                self.ptr,
+                raw::REDISMODULE_HASH_CFIELDS as c_int,
+                field.as_ptr(),
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
+    }
+
     /// Sets a hash field to an integer, creating the hash if the key is empty.
     pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
         if value == 1 {

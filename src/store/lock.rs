@@ -8,6 +8,7 @@ use crate::core::fences::ReentryToken;
 use crate::core::hold::{
     decide_acquire, decide_release, decide_release_all, parse_count, Acquire, LockState, Release,
 };
+use crate::core::keys::{is_read_write_mode, READ_WRITE_MODE_FIELD};
 use crate::core::lease::Lease;
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
@@ -49,6 +50,12 @@ impl<'a> LockKey<'a> {
     pub fn state(&self, owner: &RedisString) -> Result<LockState, RedisError> {
         if !self.is_held() {
             return Ok(LockState::Free);
+        }
+        // Redisson's read-write lock: its read holds would be taken for counts here.
+        if let Some(mode) = self.key.hash_get_c(READ_WRITE_MODE_FIELD) {
+            if is_read_write_mode(mode.as_slice()) {
+                return Err(RedisError::Str(errors::READ_WRITE_LOCK));
+            }
         }
         let own_count = match self.key.hash_get(owner) {
             Some(stored) => Some(parse_count(stored.as_slice()).map_err(errors::hold_error)?),
