@@ -15,6 +15,7 @@ use crate::checks;
 use crate::faults::{inject, Fault, Topology};
 use crate::fuzz;
 use crate::history::{self, History};
+use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
 use crate::workload::{self, Shared};
@@ -186,12 +187,18 @@ fn warm_baseline(
     let clients = options.clients;
     let original_primary = topology.primary.port;
     let shared = Arc::new(Shared::new(topology.primary.port, req));
-    let threads: Vec<_> = (0..clients)
+    let mut threads: Vec<_> = (0..clients)
         .map(|index| {
             let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
             thread::spawn(move || workload::client(shared, index, rng, locks))
         })
         .collect();
+    for index in 0..redisson_clients(options) {
+        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
+        threads.push(thread::spawn(move || {
+            redisson::client(shared, index, rng, locks)
+        }));
+    }
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -232,6 +239,11 @@ fn warm_baseline(
     checks::used_memory(topology.primary.port)
 }
 
+/// Clients that act as Redisson does, beside the module's: one per 8 of those.
+fn redisson_clients(options: &Options) -> usize {
+    options.clients.div_ceil(8)
+}
+
 fn run_phase(
     flavor: Flavor,
     phase: Phase,
@@ -254,6 +266,12 @@ fn run_phase(
         let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
         threads.push(thread::spawn(move || {
             workload::client(shared, index, rng, locks)
+        }));
+    }
+    for index in 0..redisson_clients(options) {
+        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
+        threads.push(thread::spawn(move || {
+            redisson::client(shared, index, rng, locks)
         }));
     }
     let scratch = {

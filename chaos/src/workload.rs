@@ -205,7 +205,11 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
 
 /// A connection to the server of `lock`: the primary, or in a cluster the node that
 /// serves its slot as far as the client knows.
-fn connection<'a>(shared: &Shared, conn: &'a mut Option<Conn>, lock: &str) -> Option<&'a mut Conn> {
+pub fn connection<'a>(
+    shared: &Shared,
+    conn: &'a mut Option<Conn>,
+    lock: &str,
+) -> Option<&'a mut Conn> {
     let port = shared.port_of(lock);
     if conn.as_ref().is_some_and(|c| c.port != port) {
         drop_connection(shared, conn);
@@ -218,7 +222,7 @@ fn connection<'a>(shared: &Shared, conn: &'a mut Option<Conn>, lock: &str) -> Op
     conn.as_mut()
 }
 
-fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
+pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     if let Some(c) = conn.take() {
         shared.live.lock().unwrap().retain(|id| *id != c.id);
     }
@@ -227,7 +231,7 @@ fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
 /// Checks an error reply: the ones faults explain are counted, others are violations.
 /// A redirection (`MOVED`, `ASK`: in a cluster, the lock's slot moved) is followed next
 /// time: `MOVED` names the node that serves the slot now.
-fn error_reply(shared: &Shared, lock: &str, what: &str, error: &str) {
+pub fn error_reply(shared: &Shared, lock: &str, what: &str, error: &str) {
     let kind = error.split_whitespace().next().unwrap_or("");
     match kind {
         "UNBLOCKED" | "READONLY" | "LOADING" | "MASTERDOWN" | "NOTHELD" => {

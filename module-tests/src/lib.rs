@@ -16,6 +16,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod redisson;
 
 pub use cluster::Cluster;
 pub use redis;

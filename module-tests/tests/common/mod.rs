@@ -205,27 +205,12 @@ pub fn quantile(samples: &mut [f64], p: f64) -> f64 {
     samples[i.min(samples.len() - 1)]
 }
 
-/// Redisson's tryLock script, as `RedissonLock.tryLockInnerAsync` sends it: nil when
-/// taken, else the holder's PTTL.
-pub const REDISSON_LOCK: &str = "\
-if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-  redis.call('pexpire', KEYS[1], ARGV[1]); \
-  return nil; \
-end; \
-return redis.call('pttl', KEYS[1]);";
+pub use rlock_module_tests::redisson::{TRY_LOCK as REDISSON_LOCK, UNLOCK as REDISSON_UNLOCK};
 
 /// Redisson's tryLock for `owner` with a 30 s lease.
 pub fn lua_lock(c: &mut redis::Connection, key: &str, owner: &str) -> Value {
     call(c, &["EVAL", REDISSON_LOCK, "1", key, "30000", owner]).expect("lua lock")
 }
-
-pub const REDISSON_UNLOCK: &str = "\
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; \
-else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; \
-return nil;";
 
 /// Redisson's unlock script, as `RedissonLock.unlockInnerAsync` sends it.
 pub fn lua_unlock(con: &mut Connection, key: &str, owner: &str) -> Result<Value, String> {
