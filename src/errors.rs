@@ -8,7 +8,13 @@ use crate::core::hold::HoldError;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const READ_WRITE_LOCK: &str =
-    "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock), not a reentrant lock";
+    "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock): add READ or WRITE";
+pub const READ_WRITE_ADD_READ: &str =
+    "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock): add READ, this owner holds read holds";
+pub const READ_WRITE_ADD_WRITE: &str =
+    "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock): add WRITE, this owner holds the write lock";
+pub const REENTRANT_LOCK: &str =
+    "WRONGTYPE the key holds a reentrant lock, not a read-write lock: call without READ or WRITE";
 pub const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
 pub const SESSION_IN_SCRIPT: &str =
     "ERR SESSION cannot be used inside a script or function: the hold would outlive the caller";

@@ -306,12 +306,12 @@ extern "C" fn on_client(
             s.disconnecting = Some(client);
             s.sessions.disconnected(client)
         });
-        for (lock, owner) in holds {
+        for (lock, field) in holds {
             deferred::push(
                 &ctx,
                 Work::Release {
                     lock,
-                    owner,
+                    field,
                     all: true,
                 },
             );

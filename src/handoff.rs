@@ -15,7 +15,6 @@ use redis_module::{Context, RedisString};
 use crate::config;
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
-use crate::core::hold::Release;
 use crate::core::requests::RequestKind;
 use crate::core::sharing::Next;
 use crate::core::shrink_set;
@@ -23,7 +22,7 @@ use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
 use crate::state;
 use crate::stats;
-use crate::store::{self, FairQueue, LockKey, RequestRecord};
+use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
 use crate::{deferred, slots, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
@@ -66,6 +65,8 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         };
         let granted = match next_turn(head, waiters::first_plain(lock)) {
             Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
+            // Read-write waiters: served in arrival order, readers together.
+            Turn::Plain(id) if waiters::is_read_write(id) => grant(ctx, lock, &key, id, None),
             Turn::Plain(id) => match share_turn(ctx, lock, &key) {
                 Next::Grant => {
                     let granted = grant(ctx, lock, &key, id, None);
@@ -102,22 +103,22 @@ pub fn serve_key(ctx: &Context, key: &RedisString) {
 }
 
 /// The module just freed `key` (a release, a force release): the next client blocked
-/// here takes it, or, if it stays free, Redisson-style waiters hear the unlock message.
+/// here takes it, or, if it stays free, Redisson-style waiters hear `unlock`'s message.
 /// A lock passed straight on is not announced: they would wake to find it taken.
-pub fn freed_key(ctx: &Context, key: &RedisString) {
+pub fn freed_key(ctx: &Context, key: &RedisString, unlock: Unlock) {
     if state::all_idle() {
-        store::publish_unlock(ctx, key.as_slice());
+        store::publish_unlock(ctx, key.as_slice(), unlock);
         return;
     }
-    freed(ctx, &store::lock_id(ctx, key));
+    freed(ctx, &store::lock_id(ctx, key), unlock);
 }
 
 /// `freed_key` for a lock the module freed by itself (a `SESSION` connection closed,
 /// a grant its client never heard).
-fn freed(ctx: &Context, lock: &LockId) {
+fn freed(ctx: &Context, lock: &LockId, unlock: Unlock) {
     serve(ctx, lock);
     if !ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) {
-        store::publish_unlock(ctx, &lock.key);
+        store::publish_unlock(ctx, &lock.key, unlock);
     }
 }
 
@@ -222,7 +223,8 @@ fn grant(
     }
     stats::HANDOFFS.incr();
     if waiter.options.session {
-        state::with(|s| s.sessions.record(waiter.client, lock.clone(), waiter.owner));
+        let field = waiters::hold_field_of(&waiter.owner, waiter.options.mode);
+        state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
     waiters::answer(ctx, id, BlockedReply::Granted(reply));
     Grant::Granted
@@ -348,7 +350,7 @@ pub fn perform(ctx: &Context, work: Work) {
     match work {
         Work::Leave { owners, .. } => leave_queue(ctx, &lock, owners),
         Work::Requeue { .. } => requeue_missing(ctx, &lock),
-        Work::Release { owner, all, .. } => release_hold(ctx, &lock, &owner, all),
+        Work::Release { field, all, .. } => release_hold(ctx, &lock, &field, all),
         Work::LeaseDeadline { .. } => {
             store::expire_if_due(ctx, &lock);
             serve(ctx, &lock);
@@ -357,27 +359,31 @@ pub fn perform(ctx: &Context, work: Work) {
     }
 }
 
-/// Gives back `owner`'s hold on `lock`: every re-entry when `all` (its SESSION
-/// connection closed), else one (a grant its client never heard).
-fn release_hold(ctx: &Context, lock: &LockId, owner: &[u8], all: bool) {
+/// Gives back the hold recorded as `field` on `lock` (an owner, or a read-write lock's
+/// `owner:write`): every re-entry when `all` (its SESSION connection closed), else one
+/// (a grant its client never heard).
+fn release_hold(ctx: &Context, lock: &LockId, field: &[u8], all: bool) {
     let key = ffi::string(ctx, &lock.key);
-    let owner_string = ffi::string(ctx, owner);
-    let release = match LockKey::open(ctx, &key).and_then(|l| l.release(&owner_string, all)) {
-        Ok(release) => release,
+    let field = ffi::string(ctx, field);
+    let released = match LockKey::open(ctx, &key).and_then(|l| l.release_field(&field, all)) {
+        Ok(released) => released,
         Err(_) => return,
     };
-    if release == Release::NotHeld {
+    if !released.held {
         return;
     }
-    let freed = release == Release::Last { lock_freed: true };
     if all {
         stats::SESSION_RELEASES.incr();
-    } else if freed {
+    } else if released.freed_by.is_some() {
         stats::RELEASES.incr();
     }
-    if freed {
-        state::with(|s| s.sessions.forget_lock(lock));
-        self::freed(ctx, lock);
+    match released.freed_by {
+        Some(unlock) => {
+            state::with(|s| s.sessions.forget_lock(lock));
+            self::freed(ctx, lock, unlock);
+        }
+        // A writer that left its own read holds: readers blocked here may join them.
+        None => serve(ctx, lock),
     }
 }
 

@@ -88,6 +88,8 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
             &[
                 (c"acquires", stats::ACQUIRES.get()),
                 (c"reentries", stats::REENTRIES.get()),
+                (c"read_acquires", stats::READ_ACQUIRES.get()),
+                (c"write_acquires", stats::WRITE_ACQUIRES.get()),
                 (c"releases", stats::RELEASES.get()),
                 (c"force_releases", stats::FORCE_RELEASES.get()),
                 (c"handoffs", stats::HANDOFFS.get()),

@@ -23,7 +23,8 @@ use redis_module::Context;
 #[derive(Debug)]
 pub struct Undelivered {
     pub lock: LockId,
-    pub owner: Vec<u8>,
+    /// The hold's hash field (see `waiters::hold_field_of`).
+    pub field: Vec<u8>,
     pub reply: i64,
     /// The connection it goes to.
     pub client: u64,

@@ -38,3 +38,7 @@ pub static EXPIRIES: Counter = Counter::new();
 pub static SESSION_RELEASES: Counter = Counter::new();
 /// Locks force-released.
 pub static FORCE_RELEASES: Counter = Counter::new();
+/// Read holds taken on read-write locks (re-entries included).
+pub static READ_ACQUIRES: Counter = Counter::new();
+/// Write holds taken on read-write locks (re-entries included).
+pub static WRITE_ACQUIRES: Counter = Counter::new();

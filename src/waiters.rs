@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
+use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
@@ -105,6 +106,20 @@ pub fn fair_waiters(lock: &LockId) -> Vec<(Vec<u8>, i64)> {
     state::with(|s| s.waiters.fair_on(lock))
 }
 
+/// The hash field that holds `owner`'s count: the owner itself, or on a read-write
+/// lock the side's field. Sessions and undelivered grants are recorded by it.
+pub fn hold_field_of(owner: &[u8], mode: Option<RwMode>) -> Vec<u8> {
+    match mode {
+        Some(mode) => hold_field(owner, mode),
+        None => owner.to_vec(),
+    }
+}
+
+/// Whether waiter `id` asked for a side of a read-write lock.
+pub fn is_read_write(id: WaiterId) -> bool {
+    state::with(|s| s.waiters.get(id).is_some_and(|w| w.options.mode.is_some()))
+}
+
 pub fn view(id: WaiterId) -> Option<WaiterView> {
     state::with(|s| {
         s.waiters.get(id).map(|w| WaiterView {
@@ -134,7 +149,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
             if same_request.is_empty() {
                 let undelivered = Undelivered {
                     lock: waiter.lock.clone(),
-                    owner: waiter.owner.clone(),
+                    field: hold_field_of(&waiter.owner, waiter.options.mode),
                     reply: granted,
                     client: waiter.client,
                     session: waiter.options.session,
@@ -300,7 +315,7 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
                 &ctx,
                 Work::Release {
                     lock: grant.lock,
-                    owner: grant.owner,
+                    field: grant.field,
                     all: false,
                 },
             );

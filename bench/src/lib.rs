@@ -10,6 +10,8 @@
 //! 7. the stall when N blocked waiters disconnect at once: FAIR vs plain BLOCK vs BLPOP;
 //! 8. uncontended pairs on a 3-primary cluster against one node;
 //! 9. a mixed fleet: a Redisson-style client beside clients blocked in the server.
+//! 10. the read-write lock: uncontended read and write pairs against Redisson's scripts,
+//!     and a contended lock with 90 % readers, BLOCK against a Redisson-style waiter.
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
 
@@ -22,6 +24,7 @@ pub mod memory;
 pub mod mixed;
 pub mod pin;
 pub mod report;
+pub mod rwlock;
 pub mod scripts;
 pub mod stall;
 pub mod uncontended;
@@ -45,10 +48,11 @@ pub enum Scenario {
     Stall,
     Cluster,
     Mixed,
+    ReadWrite,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
@@ -58,6 +62,7 @@ impl Scenario {
         Scenario::Stall,
         Scenario::Cluster,
         Scenario::Mixed,
+        Scenario::ReadWrite,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -71,6 +76,7 @@ impl Scenario {
             "stall" | "disconnect-stall" | "7" => Some(Scenario::Stall),
             "cluster" | "8" => Some(Scenario::Cluster),
             "mixed" | "mixed-fleet" | "9" => Some(Scenario::Mixed),
+            "rwlock" | "read-write" | "10" => Some(Scenario::ReadWrite),
             _ => None,
         }
     }
@@ -174,6 +180,7 @@ pub struct FlavorReport {
     pub stall: Option<stall::Stall>,
     pub cluster: Option<cluster::ClusterScale>,
     pub mixed: Option<mixed::Mixed>,
+    pub read_write: Option<rwlock::ReadWrite>,
     /// Whether and how the server and this process were pinned to CPUs.
     pub pinning: String,
     /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
@@ -246,6 +253,7 @@ async fn run_flavor(
         stall: None,
         cluster: None,
         mixed: None,
+        read_write: None,
         pinning,
         waiters_note,
     };
@@ -267,6 +275,7 @@ async fn run_flavor(
                 report.cluster = Some(cluster::run(flavor, &server, plan, pin).await)
             }
             Scenario::Mixed => report.mixed = Some(mixed::run(&server, plan).await),
+            Scenario::ReadWrite => report.read_write = Some(rwlock::run(&server, plan).await),
         }
     }
     let mut server = server;

@@ -17,7 +17,8 @@ Usage: cargo run --release -p rlock-bench -- [options]
   --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
   --quick                      a smoke run of every path in a few seconds
   --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair,
-                               fair-uncontended,memory,stall,cluster,mixed (or 1-9; default all)
+                               fair-uncontended,memory,stall,cluster,mixed,rwlock (or 1-10;
+                               default all)
   --rounds N                   rounds per cell, paths interleaved (default 5)
   --secs S                     seconds per measured run, throughput and fair scenarios (default 2)
   --clients LIST               contended client counts (default 1,8,32,128)

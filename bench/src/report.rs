@@ -254,6 +254,35 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
             decimals: 2,
         });
     }
+    if let Some(rw) = &r.read_write {
+        for (a, b, side) in [
+            (PairPath::RR, PairPath::LR, "read"),
+            (PairPath::RW, PairPath::LW, "write"),
+        ] {
+            out.push(Target {
+                what: format!(
+                    "uncontended {side}-lock pairs/s {}/{}, pipeline 16",
+                    a.letter(),
+                    b.letter()
+                ),
+                value: rw.uncontended.ratio(a, b, 16),
+                bar: 2.5,
+                at_least: Bound::AtLeast,
+                decimals: 2,
+            });
+        }
+        out.push(Target {
+            what: format!(
+                "read-write lock operations/s B/Q, {} clients, {} % readers, hold 0",
+                crate::rwlock::CLIENTS,
+                crate::rwlock::READ_PERCENT
+            ),
+            value: rw.contended_ratio(0),
+            bar: 3.0,
+            at_least: Bound::AtLeast,
+            decimals: 2,
+        });
+    }
     if let Some(st) = &r.stall {
         out.push(Target {
             what: format!(
@@ -467,6 +496,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         if let Some(m) = &r.mixed {
             mixed_section(w, m);
         }
+        if let Some(rw) = &r.read_write {
+            read_write_section(w, rw);
+        }
     }
     let _ = ExpiryPath::ALL;
     s
@@ -585,6 +617,81 @@ fn mixed_section(w: &mut String, m: &crate::mixed::Mixed) {
             rate(cell.acquisitions_per_sec()),
             rate(cell.all_blocked_per_sec()),
             num(cell.throughput_ratio(), 2),
+            cell.problems()
+        );
+    }
+    let _ = writeln!(w);
+}
+
+fn read_write_section(w: &mut String, rw: &crate::rwlock::ReadWrite) {
+    use crate::rwlock::{RwWaitPath, CLIENTS, READ_PERCENT};
+    let _ = writeln!(w, "### 10. Read-write lock\n");
+    let _ = writeln!(
+        w,
+        "Uncontended pairs, the shape of scenario 1 (same connections and keys); Redisson's \
+         unlock scripts write an unlock latch key each (`redisson_unlock_latch:{{K}}:<id>`, \
+         {} ms), which Redisson deletes afterwards with one more command the bench does not send.\n",
+        crate::scripts::UNLOCK_LATCH_MS
+    );
+    for p in PairPath::READ_WRITE {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let u = &rw.uncontended;
+    let _ = writeln!(
+        w,
+        "\n| pipeline | path | pairs/s | ÷ Redisson's scripts | server CPU µs/pair | server CPU % | client CPU % | errors |"
+    );
+    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for cell in &u.cells {
+        let base = match cell.path {
+            PairPath::RR => Some(PairPath::LR),
+            PairPath::RW => Some(PairPath::LW),
+            _ => None,
+        };
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.pipeline,
+            cell.path.letter(),
+            rate(cell.pairs_per_sec()),
+            base.map_or("".to_string(), |b| num(
+                u.ratio(cell.path, b, cell.pipeline),
+                2
+            )),
+            num(cell.server_us_per_pair(), 2),
+            num(cell.server_busy(), 0),
+            num(cell.client_busy(), 0),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(
+        w,
+        "\nContended: {CLIENTS} clients on one lock, each operation a read with probability \
+         {READ_PERCENT} %, else a write, held for the hold time.\n"
+    );
+    for p in RwWaitPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\n| hold ms | path | operations/s | writes/s | B ÷ Q | tries/operation | server CPU % | errors |"
+    );
+    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for cell in &rw.contended {
+        let versus = match cell.path {
+            RwWaitPath::B => num(rw.contended_ratio(cell.hold_ms), 2),
+            RwWaitPath::Q => String::new(),
+        };
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.hold_ms,
+            cell.path.letter(),
+            rate(cell.ops_per_sec()),
+            rate(cell.writes_per_sec()),
+            versus,
+            num(cell.tries_per_op(), 2),
+            num(cell.server_busy(), 0),
             cell.problems()
         );
     }

@@ -1,32 +1,121 @@
-//! The Lua baseline: Redisson 3.x's classic reentrant lock scripts (`RedissonLock`'s
-//! `tryLockInnerAsync` and `unlockInnerAsync`), written out here so both the
-//! uncontended and the Redisson-style waiter paths run exactly what Redisson sends;
-//! and the classic fair-lock pair (`RedissonFairLock`) for the fair queue scenario.
+//! The Lua baseline: Redisson's reentrant lock scripts (`RedissonLock`'s
+//! `tryLockInnerAsync` and `unlockInnerAsync`) and its read-write lock's (kept in
+//! module-tests as Redisson's data), so both the uncontended and the Redisson-style
+//! waiter paths run what Redisson sends; and the classic fair-lock pair
+//! (`RedissonFairLock`) for the fair queue scenario.
 
 use redis::aio::MultiplexedConnection;
 
-pub use rlock_module_tests::redisson::{TRY_LOCK, UNLOCK};
+use rlock_module_tests::redisson::{
+    READ_LOCK, READ_UNLOCK, TRY_LOCK, UNLOCK, WRITE_LOCK, WRITE_UNLOCK,
+};
 
-/// The SHA1s of the two scripts, loaded on one server.
+/// The SHA1s of Redisson's scripts, loaded on one server.
 #[derive(Debug, Clone)]
 pub struct Shas {
     pub try_lock: String,
     pub unlock: String,
+    pub read_lock: String,
+    pub read_unlock: String,
+    pub write_lock: String,
+    pub write_unlock: String,
 }
+
+/// Redisson's unlock latch lifetime with its default config: (timeout 3000 + retryDelay
+/// 1500) × retryAttempts 3, ms. Redisson deletes the latch after the unlock; the bench
+/// does not send that DEL, which spares the baseline a command.
+pub const UNLOCK_LATCH_MS: u64 = 13_500;
+
+/// Request ids of the read-write unlock latches, unique for the run.
+static NEXT_UNLOCK_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Shas {
     pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<Shas> {
-        let try_lock: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(TRY_LOCK)
-            .query_async(con)
-            .await?;
-        let unlock: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(UNLOCK)
-            .query_async(con)
-            .await?;
-        Ok(Shas { try_lock, unlock })
+        let mut shas = Vec::new();
+        for script in [
+            TRY_LOCK,
+            UNLOCK,
+            READ_LOCK,
+            READ_UNLOCK,
+            WRITE_LOCK,
+            WRITE_UNLOCK,
+        ] {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script)
+                .query_async(con)
+                .await?;
+            shas.push(sha);
+        }
+        let mut shas = shas.into_iter();
+        let mut next = || shas.next().expect("six scripts");
+        Ok(Shas {
+            try_lock: next(),
+            unlock: next(),
+            read_lock: next(),
+            read_unlock: next(),
+            write_lock: next(),
+            write_unlock: next(),
+        })
+    }
+
+    /// `RedissonReadLock`'s tryLock: `EVALSHA readLock 2 key timeoutPrefix lease owner owner:write`.
+    pub fn read_lock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.read_lock)
+            .arg(2)
+            .arg(key)
+            .arg(read_timeout_prefix(key, owner))
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(write_field(owner));
+        cmd
+    }
+
+    /// `RedissonReadLock`'s unlock: `EVALSHA readUnlock 5 key channel timeoutPrefix keyPrefix
+    /// latch 0 owner publish latchMs`.
+    pub fn read_unlock_cmd(&self, key: &[u8], owner: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.read_unlock)
+            .arg(5)
+            .arg(key)
+            .arg(rw_channel(key))
+            .arg(read_timeout_prefix(key, owner))
+            .arg(suffixed(key, b""))
+            .arg(unlock_latch(key))
+            .arg(0)
+            .arg(owner)
+            .arg("publish")
+            .arg(UNLOCK_LATCH_MS);
+        cmd
+    }
+
+    /// `RedissonWriteLock`'s tryLock: `EVALSHA writeLock 1 key lease owner:write`.
+    pub fn write_lock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.write_lock)
+            .arg(1)
+            .arg(key)
+            .arg(lease_ms)
+            .arg(write_field(owner));
+        cmd
+    }
+
+    /// `RedissonWriteLock`'s unlock: `EVALSHA writeUnlock 3 key channel latch 1 lease
+    /// owner:write publish latchMs`.
+    pub fn write_unlock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.write_unlock)
+            .arg(3)
+            .arg(key)
+            .arg(rw_channel(key))
+            .arg(unlock_latch(key))
+            .arg(1)
+            .arg(lease_ms)
+            .arg(write_field(owner))
+            .arg("publish")
+            .arg(UNLOCK_LATCH_MS);
+        cmd
     }
 
     /// `EVALSHA tryLock 1 key lease owner`.
@@ -52,6 +141,46 @@ impl Shas {
             .arg(owner);
         cmd
     }
+}
+
+/// Redisson's `suffixName(K, x)`: `{K}:x`, or `K:x` when K has a hash tag; with an empty
+/// `x`, the key prefix its read unlock takes (`{K}`, without the colon).
+fn suffixed(key: &[u8], suffix: &[u8]) -> Vec<u8> {
+    let mut name = Vec::new();
+    if key.contains(&b'{') {
+        name.extend_from_slice(key);
+    } else {
+        name.push(b'{');
+        name.extend_from_slice(key);
+        name.push(b'}');
+    }
+    if !suffix.is_empty() {
+        name.push(b':');
+        name.extend_from_slice(suffix);
+    }
+    name
+}
+
+fn read_timeout_prefix(key: &[u8], owner: &[u8]) -> Vec<u8> {
+    let mut name = suffixed(key, owner);
+    name.extend_from_slice(b":rwlock_timeout");
+    name
+}
+
+fn write_field(owner: &[u8]) -> Vec<u8> {
+    [owner, b":write"].concat()
+}
+
+fn unlock_latch(key: &[u8]) -> Vec<u8> {
+    let id = NEXT_UNLOCK_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = rlock_module_tests::helper_key("redisson_unlock_latch", key);
+    name.extend_from_slice(format!(":{id:032x}").as_bytes());
+    name
+}
+
+/// `redisson_rwlock:{K}`, the channel Redisson's read-write lock waiters listen on.
+pub fn rw_channel(key: &[u8]) -> Vec<u8> {
+    rlock_module_tests::helper_key("redisson_rwlock", key)
 }
 
 /// `redisson_lock__channel:{K}`, the channel Redisson waiters listen on.

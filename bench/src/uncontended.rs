@@ -23,6 +23,14 @@ pub enum PairPath {
     RF,
     /// Scenario 5 only: R with a fresh `REQ id` on each call.
     RQ,
+    /// Scenario 10: a read hold (`READ`), then its release.
+    RR,
+    /// Scenario 10: Redisson's read lock and unlock scripts.
+    LR,
+    /// Scenario 10: a write hold (`WRITE`), then its release.
+    RW,
+    /// Scenario 10: Redisson's write lock and unlock scripts.
+    LW,
 }
 
 /// `REQ` ids, unique for the whole run so that no call replays another's record.
@@ -37,6 +45,8 @@ impl PairPath {
     pub const ALL: [PairPath; 3] = [PairPath::R, PairPath::L, PairPath::S];
     /// Scenario 5: plain, then FAIR, then with REQ.
     pub const FAIR_VS_PLAIN: [PairPath; 3] = [PairPath::R, PairPath::RF, PairPath::RQ];
+    /// Scenario 10: read-write lock pairs against Redisson's scripts.
+    pub const READ_WRITE: [PairPath; 4] = [PairPath::RR, PairPath::LR, PairPath::RW, PairPath::LW];
 
     pub fn letter(self) -> &'static str {
         match self {
@@ -45,6 +55,10 @@ impl PairPath {
             PairPath::S => "S",
             PairPath::RF => "RF",
             PairPath::RQ => "RQ",
+            PairPath::RR => "RR",
+            PairPath::LR => "LR",
+            PairPath::RW => "RW",
+            PairPath::LW => "LW",
         }
     }
 
@@ -57,6 +71,10 @@ impl PairPath {
             PairPath::RQ => {
                 "RLOCK.ACQUIRE k o LEASE 30000 REQ id1 + RLOCK.RELEASE k o REQ id2 (a record key each)"
             }
+            PairPath::RR => "RLOCK.ACQUIRE k o READ LEASE 30000 + RLOCK.RELEASE k o READ",
+            PairPath::LR => "EVALSHA Redisson read lock + read unlock (RedissonReadLock)",
+            PairPath::RW => "RLOCK.ACQUIRE k o WRITE LEASE 30000 + RLOCK.RELEASE k o WRITE",
+            PairPath::LW => "EVALSHA Redisson write lock + write unlock (RedissonWriteLock)",
         }
     }
 
@@ -87,6 +105,17 @@ impl PairPath {
                 cmd
             }
             PairPath::L => shas.try_lock_cmd(key, LEASE_MS, owner),
+            PairPath::RR | PairPath::RW => {
+                let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+                cmd.arg(key)
+                    .arg(owner)
+                    .arg(self.side())
+                    .arg("LEASE")
+                    .arg(LEASE_MS);
+                cmd
+            }
+            PairPath::LR => shas.read_lock_cmd(key, LEASE_MS, owner),
+            PairPath::LW => shas.write_lock_cmd(key, LEASE_MS, owner),
             PairPath::S => {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(LEASE_MS);
@@ -108,6 +137,13 @@ impl PairPath {
                 cmd
             }
             PairPath::L => shas.unlock_cmd(key, LEASE_MS, owner),
+            PairPath::RR | PairPath::RW => {
+                let mut cmd = redis::cmd("RLOCK.RELEASE");
+                cmd.arg(key).arg(owner).arg(self.side());
+                cmd
+            }
+            PairPath::LR => shas.read_unlock_cmd(key, owner),
+            PairPath::LW => shas.write_unlock_cmd(key, LEASE_MS, owner),
             PairPath::S => {
                 let mut cmd = redis::cmd("DEL");
                 cmd.arg(key);
@@ -116,10 +152,19 @@ impl PairPath {
         }
     }
 
+    fn side(self) -> &'static str {
+        match self {
+            PairPath::RW | PairPath::LW => "WRITE",
+            _ => "READ",
+        }
+    }
+
     fn acquired(self, reply: &Value) -> bool {
         match self {
-            PairPath::R | PairPath::RF | PairPath::RQ => matches!(reply, Value::Int(1)),
-            PairPath::L => matches!(reply, Value::Nil),
+            PairPath::R | PairPath::RF | PairPath::RQ | PairPath::RR | PairPath::RW => {
+                matches!(reply, Value::Int(1))
+            }
+            PairPath::L | PairPath::LR | PairPath::LW => matches!(reply, Value::Nil),
             PairPath::S => {
                 matches!(reply, Value::Okay) || matches!(reply, Value::SimpleString(s) if s == "OK")
             }
@@ -205,6 +250,19 @@ pub async fn run_fair(server: &Server, plan: &Plan) -> Uncontended {
         &PairPath::FAIR_VS_PLAIN,
         &[FAIR_PIPELINE],
         "uncontended-fair",
+    )
+    .await
+}
+
+/// Scenario 10's first part: read and write pairs against Redisson's scripts, at every
+/// pipeline depth of the plan.
+pub async fn run_read_write(server: &Server, plan: &Plan) -> Uncontended {
+    run_paths(
+        server,
+        plan,
+        &PairPath::READ_WRITE,
+        &plan.pipelines,
+        "rwlock",
     )
     .await
 }

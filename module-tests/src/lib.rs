@@ -724,6 +724,8 @@ pub struct LockInfo {
     pub queue: Vec<Vec<u8>>,
     pub blocked: i64,
     pub token: Option<i64>,
+    /// A read-write lock's `mode`; `None` for a reentrant lock or a free one.
+    pub mode: Option<String>,
 }
 
 fn text_of(v: &Value) -> Option<Vec<u8>> {
@@ -804,6 +806,10 @@ pub fn parse_lock_info(v: &Value, resp3: bool) -> Result<LockInfo, String> {
         queue,
         blocked: int("blocked")?,
         token,
+        mode: fields
+            .get("mode")
+            .and_then(text_of)
+            .map(|m| String::from_utf8_lossy(&m).to_string()),
     })
 }
 

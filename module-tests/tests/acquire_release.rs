@@ -541,6 +541,7 @@ fn info_in_resp2_and_resp3() {
             queue: vec![],
             blocked: 0,
             token: None,
+            mode: None,
         };
         for (c, resp3) in [(&mut c2, false), (&mut c3, true)] {
             let v = call(c, &["RLOCK.INFO", "none"]).expect("RLOCK.INFO");

@@ -1,4 +1,5 @@
-//! RLOCK.INFO key: holders, pttl, fair queue, blocked waiters and fencing token.
+//! RLOCK.INFO key: holders, pttl, fair queue, blocked waiters, fencing token, and a
+//! read-write lock's mode.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,10 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         RedisValue::Integer(waiters::blocked_on(ctx, &args[1]) as i64),
     );
     reply.insert(field("token"), token);
+    // A read-write lock says which side holds it.
+    if let Some(mode) = report.mode {
+        reply.insert(field("mode"), RedisValue::StringBuffer(mode));
+    }
     Ok(RedisValue::OrderedMap(reply))
 }
 

@@ -2,14 +2,15 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::key_owner_rest;
+use super::holds::{block_or_null, commit, forget_session_hold};
+use super::{key_owner_rest, rwlock};
 use crate::core::args::{
     parse_acquire_options, parse_release_options, parse_renew_options, AcquireOptions,
 };
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
 use crate::core::requests::{RequestId, RequestKind};
-use crate::store::{self, AcquirePlan, FairQueue, LockKey, RequestRecord};
+use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
 use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`
@@ -19,6 +20,9 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if options.session && ffi::in_script(ctx) {
         // A script runs on its own client, which never disconnects.
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    if let Some(mode) = options.mode {
+        return rwlock::acquire(ctx, key, owner, mode, &options);
     }
     let record = request_record(ctx, key, options.req);
     if let Some(reply) = replayed_acquire(ctx, key, owner, &options, &record)? {
@@ -53,20 +57,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             }
             Ok(RedisValue::Integer(reply))
         }
-        None => match options.block {
-            Some(wait) if ffi::may_block(ctx) => {
-                let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-                let lock = lock();
-                let reply = waiters::block(ctx, lock.clone(), owner, options, wait, deadline);
-                // The lease timer hands the lock over the moment the lease ends. The client
-                // is blocked now: a panic past here must not add an error reply to it.
-                guard::callback("RLOCK.ACQUIRE after blocking", || {
-                    handoff::watch(ctx, &lock)
-                });
-                reply
-            }
-            _ => Ok(RedisValue::Null),
-        },
+        None => block_or_null(ctx, lock(), owner, &options),
     }
 }
 
@@ -129,35 +120,6 @@ fn replayed_acquire(
         state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
     }
     Ok(Some(reply))
-}
-
-/// Writes a checked acquire and records a SESSION hold and a `REQ` id. Returns the reply.
-fn commit(
-    ctx: &Context,
-    lock_key: &LockKey,
-    key: &RedisString,
-    owner: &RedisString,
-    options: &AcquireOptions,
-    record: &Option<RequestRecord>,
-    plan: AcquirePlan,
-) -> i64 {
-    let lease = options.lease.unwrap_or_else(config::default_lease);
-    let reply = lock_key.commit_acquire(owner, plan, lease);
-    if let Some(record) = record {
-        record.write(
-            ctx,
-            RequestKind::Acquire,
-            owner.as_slice(),
-            reply,
-            lease.ms(),
-        );
-    }
-    if options.session {
-        let lock = store::lock_id(ctx, key);
-        let client = ffi::client_id(ctx);
-        state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
-    }
-    reply
 }
 
 /// `RLOCK.ACQUIRE ... FAIR`: first come, first served on Redisson's queue.
@@ -230,23 +192,28 @@ fn acquire_fair(
     }
 }
 
-/// `RLOCK.RELEASE key owner [REQ id]`
+/// `RLOCK.RELEASE key owner [READ|WRITE] [REQ id]`
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_release_options(rest).map_err(errors::arg_error)?;
+    if let Some(mode) = options.mode {
+        return rwlock::release(ctx, key, owner, mode);
+    }
     let record = request_record(ctx, key, options.req);
     if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Release)? {
         return Ok(RedisValue::Integer(reply));
     }
-    let release = LockKey::open(ctx, key)?.release(owner, false)?;
+    let release = LockKey::open(ctx, key)?
+        .release(owner, false)
+        .map_err(|error| rwlock::name_the_side(ctx, key, owner, error))?;
     let reply = match release {
         Release::NotHeld => return Err(errors::not_held()),
         Release::Undo { .. } => 0,
         Release::Last { lock_freed } => {
             stats::RELEASES.incr();
-            forget_session_hold(ctx, key, owner);
+            forget_session_hold(ctx, key, owner.as_slice());
             if lock_freed {
-                handoff::freed_key(ctx, key);
+                handoff::freed_key(ctx, key, Unlock::Lock);
             }
             1
         }
@@ -258,25 +225,22 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     Ok(RedisValue::Integer(reply))
 }
 
-/// `owner` released its hold on `key` in the current database.
-fn forget_session_hold(ctx: &Context, key: &RedisString, owner: &RedisString) {
-    if state::with(|s| s.sessions.is_empty()) {
-        return;
-    }
-    let lock = store::lock_id(ctx, key);
-    state::with(|s| s.sessions.forget_hold(&lock, owner.as_slice()));
-}
-
-/// `RLOCK.RENEW key owner [LEASE ms] [REQ id]`
+/// `RLOCK.RENEW key owner [READ|WRITE] [LEASE ms] [REQ id]`
 pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_renew_options(rest).map_err(errors::arg_error)?;
+    if let Some(mode) = options.mode {
+        return rwlock::renew(ctx, key, owner, mode, options.lease);
+    }
     let record = request_record(ctx, key, options.req);
     if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Renew)? {
         return Ok(RedisValue::Integer(reply));
     }
     let lease = options.lease.unwrap_or_else(config::default_lease);
-    if !LockKey::open(ctx, key)?.renew(owner, lease)? {
+    let renewed = LockKey::open(ctx, key)?
+        .renew(owner, lease)
+        .map_err(|error| rwlock::name_the_side(ctx, key, owner, error))?;
+    if !renewed {
         return Ok(RedisValue::Integer(0));
     }
     if let Some(record) = &record {
@@ -294,11 +258,18 @@ pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let key = &args[1];
-    if !LockKey::open(ctx, key)?.force_release() {
+    let lock_key = LockKey::open(ctx, key)?;
+    // A read-write lock's waiters hear its side's message on its own channel.
+    let unlock = match lock_key.rw_mode() {
+        Ok(Some(mode)) => Unlock::ReadWrite(mode),
+        _ => Unlock::Lock,
+    };
+    if !lock_key.force_release() {
         return Ok(RedisValue::Integer(0));
     }
+    drop(lock_key);
     let lock = store::lock_id(ctx, key);
     state::with(|s| s.sessions.forget_lock(&lock));
-    handoff::freed_key(ctx, key);
+    handoff::freed_key(ctx, key, unlock);
     Ok(RedisValue::Integer(1))
 }

@@ -2,8 +2,10 @@
 //! arguments into a typed request and calls the domain verbs of `store`,
 //! `handoff` and `waiters`.
 
+mod holds;
 pub mod info;
 pub mod lock;
+mod rwlock;
 pub mod table;
 
 use std::os::raw::c_int;

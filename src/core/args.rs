@@ -6,6 +6,7 @@ use std::fmt;
 
 use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
 use super::requests::{RequestId, RequestIdError};
+use super::rwlock::RwMode;
 
 /// Owners are opaque and binary-safe, but bounded.
 pub const MAX_OWNER_LEN: usize = 1024;
@@ -19,9 +20,12 @@ pub enum Wait {
     For(i64),
 }
 
-/// Options of `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`.
+/// Options of `RLOCK.ACQUIRE key owner [READ|WRITE] [LEASE ms] [BLOCK ms] [FAIR] [TOKEN]
+/// [SESSION] [REQ id]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AcquireOptions {
+    /// `READ` or `WRITE`: a side of a read-write lock; `None` for a reentrant lock.
+    pub mode: Option<RwMode>,
     pub lease: Option<Lease>,
     pub block: Option<Wait>,
     pub fair: bool,
@@ -30,16 +34,18 @@ pub struct AcquireOptions {
     pub req: Option<RequestId>,
 }
 
-/// Options of `RLOCK.RENEW key owner [LEASE ms] [REQ id]`.
+/// Options of `RLOCK.RENEW key owner [READ|WRITE] [LEASE ms] [REQ id]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenewOptions {
+    pub mode: Option<RwMode>,
     pub lease: Option<Lease>,
     pub req: Option<RequestId>,
 }
 
-/// Options of `RLOCK.RELEASE key owner [REQ id]`.
+/// Options of `RLOCK.RELEASE key owner [READ|WRITE] [REQ id]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReleaseOptions {
+    pub mode: Option<RwMode>,
     pub req: Option<RequestId>,
 }
 
@@ -55,6 +61,10 @@ pub enum ArgError {
     OwnerTooLong,
     MissingRequestId,
     BadRequestId(RequestIdError),
+    /// Both READ and WRITE, or one of them twice.
+    TwoModes,
+    /// An option a read-write lock does not take.
+    NotForReadWrite(&'static str),
 }
 
 impl fmt::Display for ArgError {
@@ -77,6 +87,11 @@ impl fmt::Display for ArgError {
             }
             ArgError::MissingRequestId => write!(f, "ERR option REQ needs a request id"),
             ArgError::BadRequestId(error) => write!(f, "{error}"),
+            ArgError::TwoModes => write!(f, "ERR give one of READ or WRITE, once"),
+            ArgError::NotForReadWrite(option) => write!(
+                f,
+                "ERR option {option} does not apply to a read-write lock (READ or WRITE)"
+            ),
         }
     }
 }
@@ -127,10 +142,28 @@ pub fn parse_acquire_options<'a>(
                 once(parsed.req.is_some(), "REQ")?;
                 parsed.req = Some(request_id(rest.next())?);
             }
+            Some(Keyword::Mode(mode)) => set_mode(&mut parsed.mode, mode)?,
             None => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
+    if parsed.mode.is_some() {
+        // Waiters on a read-write lock are served in arrival order without a queue.
+        if parsed.fair {
+            return Err(ArgError::NotForReadWrite("FAIR"));
+        }
+        if parsed.req.is_some() {
+            return Err(ArgError::NotForReadWrite("REQ"));
+        }
+    }
     Ok(parsed)
+}
+
+fn set_mode(mode: &mut Option<RwMode>, given: RwMode) -> Result<(), ArgError> {
+    if mode.is_some() {
+        return Err(ArgError::TwoModes);
+    }
+    *mode = Some(given);
+    Ok(())
 }
 
 /// Parses the options that follow `key owner` in RLOCK.RENEW.
@@ -149,8 +182,12 @@ pub fn parse_renew_options<'a>(
                 once(parsed.req.is_some(), "REQ")?;
                 parsed.req = Some(request_id(rest.next())?);
             }
+            Some(Keyword::Mode(mode)) => set_mode(&mut parsed.mode, mode)?,
             _ => return Err(ArgError::UnknownOption(printable(word))),
         }
+    }
+    if parsed.mode.is_some() && parsed.req.is_some() {
+        return Err(ArgError::NotForReadWrite("REQ"));
     }
     Ok(parsed)
 }
@@ -167,8 +204,12 @@ pub fn parse_release_options<'a>(
                 once(parsed.req.is_some(), "REQ")?;
                 parsed.req = Some(request_id(rest.next())?);
             }
+            Some(Keyword::Mode(mode)) => set_mode(&mut parsed.mode, mode)?,
             _ => return Err(ArgError::UnknownOption(printable(word))),
         }
+    }
+    if parsed.mode.is_some() && parsed.req.is_some() {
+        return Err(ArgError::NotForReadWrite("REQ"));
     }
     Ok(parsed)
 }
@@ -201,17 +242,20 @@ enum Keyword {
     Token,
     Session,
     Req,
+    Mode(RwMode),
 }
 
 impl Keyword {
     fn of(word: &[u8]) -> Option<Keyword> {
-        const WORDS: [(&[u8], Keyword); 6] = [
+        const WORDS: [(&[u8], Keyword); 8] = [
             (b"LEASE", Keyword::Lease),
             (b"BLOCK", Keyword::Block),
             (b"FAIR", Keyword::Fair),
             (b"TOKEN", Keyword::Token),
             (b"SESSION", Keyword::Session),
             (b"REQ", Keyword::Req),
+            (b"READ", Keyword::Mode(RwMode::Read)),
+            (b"WRITE", Keyword::Mode(RwMode::Write)),
         ];
         WORDS
             .iter()
@@ -344,6 +388,30 @@ mod tests {
             parse_renew_options([&b"TOKEN"[..]]),
             Err(ArgError::UnknownOption(_))
         ));
+    }
+
+    #[test]
+    fn read_and_write_pick_a_side_once() {
+        assert_eq!(acquire(&["read"]).unwrap().mode, Some(RwMode::Read));
+        assert_eq!(
+            acquire(&["LEASE", "5", "Write"]).unwrap().mode,
+            Some(RwMode::Write)
+        );
+        assert_eq!(acquire(&["READ", "WRITE"]), Err(ArgError::TwoModes));
+        assert_eq!(acquire(&["READ", "READ"]), Err(ArgError::TwoModes));
+        assert_eq!(
+            acquire(&["READ", "FAIR"]),
+            Err(ArgError::NotForReadWrite("FAIR"))
+        );
+        let words: [&[u8]; 1] = [b"write"];
+        assert_eq!(
+            parse_release_options(words).unwrap().mode,
+            Some(RwMode::Write)
+        );
+        assert_eq!(
+            parse_renew_options(words).unwrap().mode,
+            Some(RwMode::Write)
+        );
     }
 
     #[test]

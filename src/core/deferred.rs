@@ -15,7 +15,8 @@ pub enum Work {
     /// a grant whose client left before hearing it (one hold).
     Release {
         lock: LockId,
-        owner: Vec<u8>,
+        /// The hold's hash field: its owner, or a read-write lock's `owner:write`.
+        field: Vec<u8>,
         all: bool,
     },
     /// The lease deadline of a watched lock passed: expire it and pass it on.
@@ -91,7 +92,7 @@ mod tests {
         deferred.push(Work::Serve { lock: lock("a") });
         deferred.push(Work::Release {
             lock: lock("a"),
-            owner: b"o".to_vec(),
+            field: b"o".to_vec(),
             all: true,
         });
         deferred.push(Work::Serve { lock: lock("a") });

@@ -9,6 +9,9 @@ pub const TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 /// Unlock channel, and the stem of the per-owner fair wake channel.
 pub const CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 
+/// A read-write lock's channel: `0` when a read unlock frees it, `1` for a write unlock.
+pub const RW_CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
+
 /// The field of a Redisson read-write lock's hash (`RReadWriteLock`) that says who holds
 /// it, `read` or `write`, beside its owners' counts.
 pub const READ_WRITE_MODE_FIELD: &std::ffi::CStr = c"mode";
@@ -62,6 +65,29 @@ pub fn lock_keys_of(prefix: &[u8], helper: &[u8]) -> Vec<Vec<u8>> {
     keys
 }
 
+/// Redisson's `suffixName`: `{K}:suffix`, or `K:suffix` when `K` already carries a
+/// hash tag, into a buffer the caller reuses.
+fn write_suffixed(name: &mut Vec<u8>, lock_key: &[u8], suffix: &[u8]) {
+    name.clear();
+    if lock_key.contains(&b'{') {
+        name.extend_from_slice(lock_key);
+    } else {
+        name.push(b'{');
+        name.extend_from_slice(lock_key);
+        name.push(b'}');
+    }
+    name.push(b':');
+    name.extend_from_slice(suffix);
+}
+
+/// The key whose TTL is the lease of `owner`'s `n`th read hold on read-write lock
+/// `lock_key`: `suffix(K, owner):rwlock_timeout:n`.
+pub fn write_read_timeout_key(name: &mut Vec<u8>, lock_key: &[u8], owner: &[u8], n: i64) {
+    write_suffixed(name, lock_key, owner);
+    name.extend_from_slice(b":rwlock_timeout:");
+    name.extend_from_slice(n.to_string().as_bytes());
+}
+
 /// The fair lock's per-owner wake channel: `redisson_lock__channel:{K}:<owner>`.
 pub fn wake_channel(lock_key: &[u8], owner: &[u8]) -> Vec<u8> {
     let mut name = helper_key(CHANNEL_PREFIX, lock_key);
@@ -105,6 +131,19 @@ mod tests {
         }
         assert!(lock_keys_of(TIMEOUT_PREFIX, b"redisson_lock_queue:{x}").is_empty());
         assert!(lock_keys_of(TIMEOUT_PREFIX, b"unrelated").is_empty());
+    }
+
+    #[test]
+    fn read_timeout_keys_are_redissons() {
+        let mut name = Vec::new();
+        write_read_timeout_key(&mut name, b"rw", b"uuid:1", 3);
+        assert_eq!(name, b"{rw}:uuid:1:rwlock_timeout:3");
+        write_read_timeout_key(&mut name, b"{t}rw", b"o", 1);
+        assert_eq!(name, b"{t}rw:o:rwlock_timeout:1");
+        assert_eq!(
+            helper_key(RW_CHANNEL_PREFIX, b"rw"),
+            b"redisson_rwlock:{rw}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod hold;
 pub mod keys;
 pub mod lease;
 pub mod requests;
+pub mod rwlock;
 pub mod sessions;
 pub mod sharing;
 pub mod timer_table;

@@ -111,7 +111,8 @@ impl Key {
         self.hash_set(field, &value);
     }
 
-    fn hash_set(&self, field: &RedisString, value: &RedisString) {
+    /// Sets a hash field, creating the hash if the key is empty.
+    pub fn hash_set(&self, field: &RedisString, value: &RedisString) {
         // SAFETY: HashSet takes (field, value) pairs ended by NULL and copies both.
         unsafe {
             raw::RedisModule_HashSet.unwrap()(

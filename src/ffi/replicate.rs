@@ -90,6 +90,27 @@ pub fn replicate_key_field_int(
     }
 }
 
+/// Propagates `cmd key field value`.
+pub fn replicate_key_field_value(
+    ctx: &Context,
+    cmd: &CStr,
+    key: &RedisString,
+    field: &RedisString,
+    value: &RedisString,
+) {
+    // SAFETY: the format "sss" takes three RedisModuleStrings.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"sss".as_ptr(),
+            key.inner,
+            field.inner,
+            value.inner,
+        );
+    }
+}
+
 /// `PUBLISH channel message`, binary-safe; `SPUBLISH` in a cluster, where Redisson
 /// listens with `SSUBSCRIBE` (its channels carry the lock's hash tag, so their slot
 /// is this node's).

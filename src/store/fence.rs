@@ -62,6 +62,11 @@ impl<'a> Fence<'a> {
         self.value.is_some()
     }
 
+    /// The token of the current hold, if fencing is in use.
+    pub fn current(&self) -> Option<i64> {
+        self.value
+    }
+
     /// The token the next free-to-held transition will get, checked for overflow.
     pub fn next(&self) -> Result<i64, RedisError> {
         self.value

@@ -2,34 +2,51 @@
 
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
+use super::rwlock::RwPlanned;
 use super::{announce, Fence};
 use crate::core::args::AcquireOptions;
 use crate::core::fences::ReentryToken;
 use crate::core::hold::{
     decide_acquire, decide_release, decide_release_all, parse_count, Acquire, LockState, Release,
 };
-use crate::core::keys::{is_read_write_mode, READ_WRITE_MODE_FIELD};
+use crate::core::keys::READ_WRITE_MODE_FIELD;
 use crate::core::lease::Lease;
+use crate::core::rwlock::RwMode;
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 use crate::stats;
 
 /// A lock hash, open for the length of one command or callback.
 pub struct LockKey<'a> {
-    ctx: &'a Context,
-    name: &'a RedisString,
-    key: Key,
+    pub(super) ctx: &'a Context,
+    pub(super) name: &'a RedisString,
+    pub(super) key: Key,
 }
 
 /// An acquire that was checked and can be written without failing.
 pub struct AcquirePlan<'a> {
-    count: i64,
+    pub(super) count: i64,
     /// The fencing counter and the token this hold gets, when fencing is in use.
-    fence: Option<(Fence<'a>, i64)>,
+    pub(super) fence: Option<(Fence<'a>, i64)>,
     /// The fencing token is bumped (a free-to-held transition, or fencing starts now).
-    bump: bool,
-    reply_token: bool,
-    first_hold: bool,
+    pub(super) bump: bool,
+    pub(super) reply_token: bool,
+    /// The lock goes from free to held.
+    pub(super) first_hold: bool,
+    /// The owner had no hold on this side before (not a re-entry).
+    pub(super) new_holder: bool,
+    /// The owner held nothing on the lock: it waits behind blocked clients.
+    pub(super) newcomer: bool,
+    /// The side of a read-write lock; `None` for a reentrant lock.
+    pub(super) mode: Option<RwMode>,
+}
+
+impl AcquirePlan<'_> {
+    /// Whether the caller held nothing on the lock: then it waits behind the clients
+    /// blocked on it rather than take a share of it ahead of them.
+    pub fn is_newcomer(&self) -> bool {
+        self.newcomer
+    }
 }
 
 impl<'a> LockKey<'a> {
@@ -51,9 +68,9 @@ impl<'a> LockKey<'a> {
         if !self.is_held() {
             return Ok(LockState::Free);
         }
-        // Redisson's read-write lock: its read holds would be taken for counts here.
+        // A read-write lock: its read holds would be taken for counts here.
         if let Some(mode) = self.key.hash_get_c(READ_WRITE_MODE_FIELD) {
-            if is_read_write_mode(mode.as_slice()) {
+            if RwMode::of_word(mode.as_slice()).is_some() {
                 return Err(RedisError::Str(errors::READ_WRITE_LOCK));
             }
         }
@@ -79,12 +96,19 @@ impl<'a> LockKey<'a> {
     }
 
     /// Checks an acquire by `owner` without writing: `None` when someone else holds
-    /// the lock. Every error a write could meet is met here.
+    /// the lock. Every error a write could meet is met here. With `READ` or `WRITE`,
+    /// an acquire of that side of a read-write lock.
     pub fn plan_acquire(
         &self,
         owner: &RedisString,
         options: &AcquireOptions,
     ) -> Result<Option<AcquirePlan<'a>>, RedisError> {
+        if let Some(mode) = options.mode {
+            return Ok(match self.plan_rw_acquire(owner, mode, options)? {
+                RwPlanned::Plan(plan) => Some(plan),
+                RwPlanned::Busy | RwPlanned::OwnReadsBlockWrite => None,
+            });
+        }
         let decision = decide_acquire(self.state(owner)?).map_err(errors::hold_error)?;
         let plan = match decision {
             Acquire::Busy => return Ok(None),
@@ -109,6 +133,9 @@ impl<'a> LockKey<'a> {
                     fence,
                     reply_token: options.token,
                     first_hold: true,
+                    new_holder: true,
+                    newcomer: true,
+                    mode: None,
                 }
             }
             Acquire::Reenter { count } => {
@@ -132,6 +159,9 @@ impl<'a> LockKey<'a> {
                     bump,
                     reply_token: options.token,
                     first_hold: false,
+                    new_holder: false,
+                    newcomer: false,
+                    mode: None,
                 }
             }
         };
@@ -147,13 +177,24 @@ impl<'a> LockKey<'a> {
             }
             token
         });
-        if plan.first_hold {
+        if plan.new_holder {
             stats::ACQUIRES.incr();
         } else {
             stats::REENTRIES.incr();
         }
-        self.set_count(owner, plan.count);
-        self.set_deadline(lease.deadline_from(ffi::now_ms()));
+        match plan.mode {
+            None => {
+                self.set_count(owner, plan.count);
+                self.set_deadline(lease.deadline_from(ffi::now_ms()));
+            }
+            Some(mode) => {
+                match mode {
+                    RwMode::Read => stats::READ_ACQUIRES.incr(),
+                    RwMode::Write => stats::WRITE_ACQUIRES.incr(),
+                }
+                self.commit_rw_acquire(owner, mode, plan.count, plan.first_hold, lease);
+            }
+        }
         match (plan.reply_token, token) {
             (true, Some(token)) => token,
             _ => plan.count,
@@ -196,20 +237,20 @@ impl<'a> LockKey<'a> {
         true
     }
 
-    fn set_count(&self, owner: &RedisString, count: i64) {
+    pub(super) fn set_count(&self, owner: &RedisString, count: i64) {
         self.key.hash_set_int(self.ctx, owner, count);
         ffi::replicate_key_field_int(self.ctx, c"HSET", self.name, owner, count);
         announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
     }
 
-    fn set_deadline(&self, deadline_ms: i64) {
+    pub(super) fn set_deadline(&self, deadline_ms: i64) {
         self.key.set_abs_expire(deadline_ms);
         ffi::replicate_key_int(self.ctx, c"PEXPIREAT", self.name, deadline_ms);
         announce(self.ctx, NotifyEvent::GENERIC, "expire", self.name);
     }
 
     /// Drops one owner's field from a hash that other owners share.
-    fn remove_owner(&self, owner: &RedisString) {
+    pub(super) fn remove_owner(&self, owner: &RedisString) {
         self.key.hash_del(owner);
         ffi::replicate_key_field(self.ctx, c"HDEL", self.name, owner);
         announce(self.ctx, NotifyEvent::HASH, "hdel", self.name);
@@ -217,7 +258,7 @@ impl<'a> LockKey<'a> {
 
     /// Deletes the lock. The caller tells Redisson-style waiters, unless a client
     /// blocked here takes it at once (see `handoff::freed`).
-    fn delete(&self) {
+    pub(super) fn delete(&self) {
         self.key.delete();
         ffi::replicate_key(self.ctx, c"DEL", self.name);
         announce(self.ctx, NotifyEvent::GENERIC, "del", self.name);

@@ -13,6 +13,7 @@ mod lock;
 mod queue;
 mod report;
 mod request;
+mod rwlock;
 
 use std::cell::RefCell;
 
@@ -23,6 +24,7 @@ pub use lock::{AcquirePlan, LockKey};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
+pub use rwlock::{ReleasedHold, RwPlanned, RwReleased, Unlock};
 
 use crate::config;
 use crate::core::cluster::{key_slot, route, SlotRoute};
@@ -101,13 +103,19 @@ fn helper_string(ctx: &Context, prefix: &[u8], lock_name: &[u8]) -> RedisString 
     })
 }
 
-/// `PUBLISH redisson_lock__channel:{K} 0`, unless `rlock.publish` is off.
-pub fn publish_unlock(ctx: &Context, lock_name: &[u8]) {
+/// Tells Redisson clients waiting on lock `lock_name` that it is free: `0` on
+/// `redisson_lock__channel:{K}`, or a read-write lock's message on
+/// `redisson_rwlock:{K}`; nothing when `rlock.publish` is off.
+pub fn publish_unlock(ctx: &Context, lock_name: &[u8], unlock: Unlock) {
     if !config::publish() {
         return;
     }
-    let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
-    ffi::publish_zero(ctx, &channel);
+    let Unlock::ReadWrite(freed_by) = unlock else {
+        let channel = helper_string(ctx, CHANNEL_PREFIX, lock_name);
+        ffi::publish_zero(ctx, &channel);
+        return;
+    };
+    rwlock::publish_rw_unlock(ctx, lock_name, freed_by);
 }
 
 /// How many connections listen on the lock's unlock channel (Redisson clients waiting

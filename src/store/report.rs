@@ -4,13 +4,16 @@ use redis_module::{Context, RedisError, RedisValue};
 
 use super::reply_bytes;
 use crate::core::args::parse_i64;
-use crate::core::keys::{helper_key, QUEUE_PREFIX, TOKEN_PREFIX};
+use crate::core::keys::{helper_key, QUEUE_PREFIX, READ_WRITE_MODE_FIELD, TOKEN_PREFIX};
+use crate::core::rwlock::RwMode;
 use crate::errors;
 
 pub struct LockReport {
     /// Owner -> hold count; `None` for a field that is not a count (a hash written
-    /// by something else, such as a Redisson read-write lock's `mode`).
+    /// by something else). A read-write lock's writer shows as `owner:write`.
     pub holders: Vec<(Vec<u8>, Option<i64>)>,
+    /// A read-write lock's `mode` (`read` or `write`); `None` for a reentrant lock.
+    pub mode: Option<Vec<u8>>,
     pub pttl: RedisValue,
     pub queue: Vec<Vec<u8>>,
     /// The fencing counter: a number, or the raw value if it holds something else.
@@ -19,10 +22,15 @@ pub struct LockReport {
 
 /// Reads the lock `key` and its helper keys.
 pub fn read_report(ctx: &Context, key: &[u8]) -> Result<LockReport, RedisError> {
-    let holders = pairs(ctx.call("HGETALL", &[key])?)?
-        .into_iter()
-        .map(|(owner, count)| (owner, parse_i64(&count)))
-        .collect();
+    let mut mode = None;
+    let mut holders = Vec::new();
+    for (owner, value) in pairs(ctx.call("HGETALL", &[key])?)? {
+        if owner == READ_WRITE_MODE_FIELD.to_bytes() && RwMode::of_word(&value).is_some() {
+            mode = Some(value);
+        } else {
+            holders.push((owner, parse_i64(&value)));
+        }
+    }
     let pttl = ctx.call("PTTL", &[key])?;
     // Only a list is a queue; anything else at that name is not ours to show.
     let queue = match ctx.call("LRANGE", &[&helper_key(QUEUE_PREFIX, key)[..], b"0", b"-1"]) {
@@ -38,6 +46,7 @@ pub fn read_report(ctx: &Context, key: &[u8]) -> Result<LockReport, RedisError> 
     };
     Ok(LockReport {
         holders,
+        mode,
         pttl,
         queue,
         token,
