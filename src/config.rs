@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use redis_module::{Context, RedisValue};
 
-use crate::core::args::parse_i64;
+use crate::core::integer::parse_i64;
 use crate::core::lease::{Lease, MAX_LEASE_MS};
 use crate::ffi;
 

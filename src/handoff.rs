@@ -172,16 +172,18 @@ fn grant(
     // The same request, retried on another connection while this one still waits:
     // it was granted once, and is answered the same without a second hold.
     let owner = ffi::string(ctx, &waiter.owner);
+    let mode = waiter.options.mode;
+    let field = waiters::hold_field_of(&waiter.owner, mode);
     let record = waiter
         .options
         .req
         .map(|id| RequestRecord::new(ctx, key, &id));
     if let Some(record) = &record {
         let earlier = record
-            .earlier_reply(ctx, RequestKind::Acquire, &waiter.owner)
+            .earlier_reply(ctx, RequestKind::Acquire, &field)
             .and_then(|reply| match reply {
                 // Replayed only while the hold it reported still stands.
-                Some(reply) if LockKey::open(ctx, key)?.is_held_by(&owner)? => Ok(Some(reply)),
+                Some(reply) if LockKey::open(ctx, key)?.holds(&owner, mode)? => Ok(Some(reply)),
                 _ => Ok(None),
             });
         let answer = match earlier {
@@ -216,14 +218,13 @@ fn grant(
     let reply = lock_key.commit_acquire(&owner, plan, lease);
     drop(lock_key);
     if let Some(record) = &record {
-        record.write(ctx, RequestKind::Acquire, &waiter.owner, reply, lease.ms());
+        record.write(ctx, RequestKind::Acquire, &field, reply, lease.ms());
     }
     if let Some(queue) = queue {
         queue.dequeue(&waiter.owner, true);
     }
     stats::HANDOFFS.incr();
     if waiter.options.session {
-        let field = waiters::hold_field_of(&waiter.owner, waiter.options.mode);
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
     waiters::answer(ctx, id, BlockedReply::Granted(reply));

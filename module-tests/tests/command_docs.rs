@@ -11,7 +11,7 @@ use rlock_module_tests::*;
 
 /// The synopsis the README and the doc show for the main command.
 const ACQUIRE_SYNOPSIS: &str =
-    "RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]";
+    "RLOCK.ACQUIRE key owner [READ|WRITE] [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]";
 
 fn doc_text() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/COMMANDS.md");
@@ -438,28 +438,30 @@ fn command_reference_matches_the_server() {
 #[test]
 fn drifted_docs_are_caught() {
     let doc = doc_text();
-    let synopsis =
-        "### RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]";
+    let synopsis = &format!("### {ACQUIRE_SYNOPSIS}");
     assert!(
-        doc.contains(synopsis),
+        doc.contains(synopsis.as_str()),
         "docs/COMMANDS.md lacks `{synopsis}`"
     );
     let edits: [(&str, String); 7] = [
         (
             "an option left out of the synopsis",
-            doc.replace(synopsis, &synopsis.replace(" [FAIR]", "")),
+            doc.replace(synopsis.as_str(), &synopsis.replace(" [FAIR]", "")),
         ),
         (
             "an argument named differently",
-            doc.replace(synopsis, &synopsis.replace("[LEASE ms]", "[LEASE lease]")),
+            doc.replace(
+                synopsis.as_str(),
+                &synopsis.replace("[LEASE ms]", "[LEASE lease]"),
+            ),
         ),
         (
             "an option no longer optional",
-            doc.replace(synopsis, &synopsis.replace("[TOKEN]", "TOKEN")),
+            doc.replace(synopsis.as_str(), &synopsis.replace("[TOKEN]", "TOKEN")),
         ),
         (
             "an option the server lacks",
-            doc.replace(synopsis, &format!("{synopsis} [NX]")),
+            doc.replace(synopsis.as_str(), &format!("{synopsis} [NX]")),
         ),
         (
             "an option never described",
@@ -467,7 +469,7 @@ fn drifted_docs_are_caught() {
         ),
         (
             "a command the server lacks",
-            format!("{doc}\n### RLOCK.MACQUIRE owner numkeys key [key ...]\n"),
+            format!("{doc}\n### RLOCK.UPGRADE key owner\n"),
         ),
         (
             "a flag missing",

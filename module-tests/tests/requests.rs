@@ -335,3 +335,103 @@ fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
         assert_eq!(holders(&mut c, "g"), held_by("o", 1), "{flavor}");
     }
 }
+
+fn hget(c: &mut Connection, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query(c)
+        .expect("HGET")
+}
+
+#[test]
+fn retries_on_a_read_write_lock_are_applied_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        // A write hold and a read hold by the same owner: each side has its records.
+        let write = [
+            "RLOCK.ACQUIRE",
+            "rw",
+            "o",
+            "WRITE",
+            "LEASE",
+            "60000",
+            "REQ",
+            "w1",
+        ];
+        assert_eq!(run(&mut c, &write), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &write), Value::Int(1), "{flavor}: retried");
+        let read = [
+            "RLOCK.ACQUIRE",
+            "rw",
+            "o",
+            "READ",
+            "LEASE",
+            "60000",
+            "REQ",
+            "r1",
+        ];
+        assert_eq!(run(&mut c, &read), Value::Int(1), "{flavor}");
+        let mut other = server.conn();
+        assert_eq!(run(&mut other, &read), Value::Int(1), "{flavor}: retried");
+        assert_eq!(hget(&mut c, "rw", "o:write").as_deref(), Some("1"));
+        assert_eq!(hget(&mut c, "rw", "o").as_deref(), Some("1"));
+        assert_eq!(record(&mut c, "rw", "w1").as_deref(), Some("A:1:o:write"));
+        assert_eq!(record(&mut c, "rw", "r1").as_deref(), Some("A:1:o"));
+        // A renew, retried, replies the same.
+        let renew = [
+            "RLOCK.RENEW",
+            "rw",
+            "o",
+            "READ",
+            "LEASE",
+            "60000",
+            "REQ",
+            "n1",
+        ];
+        assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
+        // Releasing the read, retried, does not take the write's count.
+        let release = ["RLOCK.RELEASE", "rw", "o", "READ", "REQ", "u1"];
+        assert_eq!(run(&mut c, &release), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &release), Value::Int(1), "{flavor}: retried");
+        assert_eq!(hget(&mut c, "rw", "o:write").as_deref(), Some("1"));
+        assert_eq!(hget(&mut c, "rw", "o"), None, "{flavor}");
+        assert_eq!(hget(&mut c, "rw", "mode").as_deref(), Some("write"));
+        // A failed release records nothing.
+        let again = ["RLOCK.RELEASE", "rw", "o", "READ", "REQ", "u2"];
+        let r = call(&mut c, &again);
+        assert!(matches!(&r, Err(e) if e.starts_with("NOTHELD")), "{r:?}");
+        assert_eq!(record(&mut c, "rw", "u2"), None, "{flavor}");
+        // A blocked write, sent again on another connection, is granted once.
+        let blocked = [
+            "RLOCK.ACQUIRE",
+            "rw",
+            "p",
+            "WRITE",
+            "BLOCK",
+            "10000",
+            "REQ",
+            "b1",
+        ];
+        let mut first = Pending::new(&server);
+        first.send(&blocked);
+        wait_blocked(flavor, &mut c, "rw", 1);
+        let mut second = Pending::new(&server);
+        second.send(&blocked);
+        wait_blocked(flavor, &mut c, "rw", 2);
+        run(&mut c, &["RLOCK.RELEASE", "rw", "o", "WRITE"]);
+        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(hget(&mut c, "rw", "p:write").as_deref(), Some("1"));
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        let done = ["RLOCK.RELEASE", "rw", "p", "WRITE"];
+        assert_eq!(run(&mut c, &done), Value::Int(1), "{flavor}");
+        assert_eq!(
+            redis::cmd("EXISTS").arg("rw").query::<i64>(&mut c).unwrap(),
+            0,
+            "{flavor}"
+        );
+    }
+}

@@ -1,11 +1,11 @@
 //! What every acquire and release does around the hold itself, whichever the lock:
 //! record a SESSION hold and a `REQ` id, block a caller that did not get it.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::AcquireOptions;
 use crate::core::fair::queue_deadline;
-use crate::core::requests::RequestKind;
+use crate::core::requests::{RequestId, RequestKind};
 use crate::core::waitlist::LockId;
 use crate::store::{self, AcquirePlan, LockKey, RequestRecord};
 use crate::{config, ffi, guard, handoff, state, waiters};
@@ -22,19 +22,14 @@ pub fn commit(
 ) -> i64 {
     let lease = options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(owner, plan, lease);
+    // Records and sessions name the hold by its field: a read-write lock's side counts.
+    let field = waiters::hold_field_of(owner.as_slice(), options.mode);
     if let Some(record) = record {
-        record.write(
-            ctx,
-            RequestKind::Acquire,
-            owner.as_slice(),
-            reply,
-            lease.ms(),
-        );
+        record.write(ctx, RequestKind::Acquire, &field, reply, lease.ms());
     }
     if options.session {
         let lock = store::lock_id(ctx, key);
         let client = ffi::client_id(ctx);
-        let field = waiters::hold_field_of(owner.as_slice(), options.mode);
         state::with(|s| s.sessions.record(client, lock, field));
     }
     reply
@@ -71,4 +66,54 @@ pub fn forget_session_hold(ctx: &Context, key: &RedisString, field: &[u8]) {
     }
     let lock = store::lock_id(ctx, key);
     state::with(|s| s.sessions.forget_hold(&lock, field));
+}
+
+/// The record of a call made with `REQ id`.
+pub fn request_record(
+    ctx: &Context,
+    key: &RedisString,
+    id: Option<RequestId>,
+) -> Option<RequestRecord> {
+    id.map(|id| RequestRecord::new(ctx, key, &id))
+}
+
+/// The reply of the same call made before with this `REQ id` by the hold named `field`
+/// (see `waiters::hold_field_of`), which is then not applied again; `None` when there
+/// was none (or no id).
+pub fn earlier_reply(
+    ctx: &Context,
+    record: &Option<RequestRecord>,
+    field: &[u8],
+    kind: RequestKind,
+) -> Result<Option<i64>, RedisError> {
+    match record {
+        Some(record) => record.earlier_reply(ctx, kind, field),
+        None => Ok(None),
+    }
+}
+
+/// The reply of the same acquire made before with this `REQ id`, while `owner` still
+/// holds the lock. A hold given back since (its SESSION connection closed, its grant
+/// never reached the client, its lease ran out) makes the call new again. A SESSION
+/// hold moves to the connection that sent the call again.
+pub fn replayed_acquire(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    options: &AcquireOptions,
+    record: &Option<RequestRecord>,
+) -> Result<Option<i64>, RedisError> {
+    let field = waiters::hold_field_of(owner.as_slice(), options.mode);
+    let Some(reply) = earlier_reply(ctx, record, &field, RequestKind::Acquire)? else {
+        return Ok(None);
+    };
+    if !LockKey::open(ctx, key)?.holds(owner, options.mode)? {
+        return Ok(None);
+    }
+    if options.session {
+        let lock = store::lock_id(ctx, key);
+        let client = ffi::client_id(ctx);
+        state::with(|s| s.sessions.record(client, lock, field));
+    }
+    Ok(Some(reply))
 }

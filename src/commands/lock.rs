@@ -2,14 +2,16 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::holds::{block_or_null, commit, forget_session_hold};
+use super::holds::{
+    block_or_null, commit, earlier_reply, forget_session_hold, replayed_acquire, request_record,
+};
 use super::{key_owner_rest, rwlock};
 use crate::core::args::{
     parse_acquire_options, parse_release_options, parse_renew_options, AcquireOptions,
 };
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
-use crate::core::requests::{RequestId, RequestKind};
+use crate::core::requests::RequestKind;
 use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
 use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
@@ -21,10 +23,10 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         // A script runs on its own client, which never disconnects.
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
     }
-    if let Some(mode) = options.mode {
-        return rwlock::acquire(ctx, key, owner, mode, &options);
-    }
     let record = request_record(ctx, key, options.req);
+    if let Some(mode) = options.mode {
+        return rwlock::acquire(ctx, key, owner, mode, &options, &record);
+    }
     if let Some(reply) = replayed_acquire(ctx, key, owner, &options, &record)? {
         return Ok(RedisValue::Integer(reply));
     }
@@ -72,54 +74,6 @@ fn take(
     let lock_key = LockKey::open(ctx, key)?;
     let plan = lock_key.plan_acquire(owner, options)?;
     Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan)))
-}
-
-/// The record of a call made with `REQ id`.
-fn request_record(
-    ctx: &Context,
-    key: &RedisString,
-    id: Option<RequestId>,
-) -> Option<RequestRecord> {
-    id.map(|id| RequestRecord::new(ctx, key, &id))
-}
-
-/// The reply of the same call made before with this `REQ id`, which is then not
-/// applied again; `None` when there was none (or no id).
-fn earlier_reply(
-    ctx: &Context,
-    record: &Option<RequestRecord>,
-    owner: &RedisString,
-    kind: RequestKind,
-) -> Result<Option<i64>, RedisError> {
-    match record {
-        Some(record) => record.earlier_reply(ctx, kind, owner.as_slice()),
-        None => Ok(None),
-    }
-}
-
-/// The reply of the same acquire made before with this `REQ id`, while `owner` still
-/// holds the lock. A hold given back since (its SESSION connection closed, its grant
-/// never reached the client, its lease ran out) makes the call new again. A SESSION
-/// hold moves to the connection that sent the call again.
-fn replayed_acquire(
-    ctx: &Context,
-    key: &RedisString,
-    owner: &RedisString,
-    options: &AcquireOptions,
-    record: &Option<RequestRecord>,
-) -> Result<Option<i64>, RedisError> {
-    let Some(reply) = earlier_reply(ctx, record, owner, RequestKind::Acquire)? else {
-        return Ok(None);
-    };
-    if !LockKey::open(ctx, key)?.is_held_by(owner)? {
-        return Ok(None);
-    }
-    if options.session {
-        let lock = store::lock_id(ctx, key);
-        let client = ffi::client_id(ctx);
-        state::with(|s| s.sessions.record(client, lock, owner.as_slice().to_vec()));
-    }
-    Ok(Some(reply))
 }
 
 /// `RLOCK.ACQUIRE ... FAIR`: first come, first served on Redisson's queue.
@@ -196,11 +150,11 @@ fn acquire_fair(
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_release_options(rest).map_err(errors::arg_error)?;
-    if let Some(mode) = options.mode {
-        return rwlock::release(ctx, key, owner, mode);
-    }
     let record = request_record(ctx, key, options.req);
-    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Release)? {
+    if let Some(mode) = options.mode {
+        return rwlock::release(ctx, key, owner, mode, &record);
+    }
+    if let Some(reply) = earlier_reply(ctx, &record, owner.as_slice(), RequestKind::Release)? {
         return Ok(RedisValue::Integer(reply));
     }
     let release = LockKey::open(ctx, key)?
@@ -229,11 +183,11 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
 pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, owner, rest) = key_owner_rest(args, 3)?;
     let options = parse_renew_options(rest).map_err(errors::arg_error)?;
-    if let Some(mode) = options.mode {
-        return rwlock::renew(ctx, key, owner, mode, options.lease);
-    }
     let record = request_record(ctx, key, options.req);
-    if let Some(reply) = earlier_reply(ctx, &record, owner, RequestKind::Renew)? {
+    if let Some(mode) = options.mode {
+        return rwlock::renew(ctx, key, owner, mode, options.lease, &record);
+    }
+    if let Some(reply) = earlier_reply(ctx, &record, owner.as_slice(), RequestKind::Renew)? {
         return Ok(RedisValue::Integer(reply));
     }
     let lease = options.lease.unwrap_or_else(config::default_lease);

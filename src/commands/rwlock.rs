@@ -3,14 +3,15 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::holds::{block_or_null, commit, forget_session_hold};
+use super::holds::{block_or_null, commit, earlier_reply, forget_session_hold, replayed_acquire};
 use crate::core::args::AcquireOptions;
 use crate::core::lease::Lease;
+use crate::core::requests::RequestKind;
 use crate::core::rwlock::{check_rw_owner, hold_field, RwMode, RwRelease, RwState};
-use crate::store::{self, LockKey, RwPlanned, Unlock};
+use crate::store::{self, LockKey, RequestRecord, RwPlanned, Unlock};
 use crate::{config, errors, handoff, state, stats, waiters};
 
-/// `RLOCK.ACQUIRE key owner READ|WRITE [LEASE ms] [BLOCK ms] [SESSION] [TOKEN]`
+/// `RLOCK.ACQUIRE key owner READ|WRITE [LEASE ms] [BLOCK ms] [SESSION] [TOKEN] [REQ id]`
 ///
 /// Blocked clients are served in arrival order, readers together: a reader who holds
 /// nothing waits behind them even while others read, so a writer is not starved.
@@ -20,8 +21,12 @@ pub fn acquire(
     owner: &RedisString,
     mode: RwMode,
     options: &AcquireOptions,
+    record: &Option<RequestRecord>,
 ) -> RedisResult {
     check_rw_owner(owner.as_slice()).map_err(|e| RedisError::String(e.to_string()))?;
+    if let Some(reply) = replayed_acquire(ctx, key, owner, options, record)? {
+        return Ok(RedisValue::Integer(reply));
+    }
     let lock = store::lock_id(ctx, key);
     let waiting = !state::all_idle() && waiters::has_waiters(&lock);
     if waiting {
@@ -34,7 +39,7 @@ pub fn acquire(
         RwPlanned::Plan(plan) if plan.is_newcomer() && waiting && waiters::has_waiters(&lock) => {
             None
         }
-        RwPlanned::Plan(plan) => Some(commit(ctx, &lock_key, key, owner, options, &None, plan)),
+        RwPlanned::Plan(plan) => Some(commit(ctx, &lock_key, key, owner, options, record, plan)),
         RwPlanned::Busy => None,
     };
     drop(lock_key);
@@ -49,19 +54,33 @@ pub fn acquire(
     }
 }
 
-/// `RLOCK.RELEASE key owner READ|WRITE`: `1` when the owner's last hold on that side
-/// went, `0` when a re-entry was undone; `NOTHELD` when it holds none.
-pub fn release(ctx: &Context, key: &RedisString, owner: &RedisString, mode: RwMode) -> RedisResult {
+/// `RLOCK.RELEASE key owner READ|WRITE [REQ id]`: `1` when the owner's last hold on
+/// that side went, `0` when a re-entry was undone; `NOTHELD` when it holds none.
+pub fn release(
+    ctx: &Context,
+    key: &RedisString,
+    owner: &RedisString,
+    mode: RwMode,
+    record: &Option<RequestRecord>,
+) -> RedisResult {
+    let field = hold_field(owner.as_slice(), mode);
+    if let Some(reply) = earlier_reply(ctx, record, &field, RequestKind::Release)? {
+        return Ok(RedisValue::Integer(reply));
+    }
     let released = LockKey::open(ctx, key)?.release_rw(owner.as_slice(), mode, false)?;
     let reply = match released.release {
         RwRelease::NotHeld => return Err(errors::not_held()),
         RwRelease::Undo { .. } => 0,
         RwRelease::Last { .. } => {
             stats::RELEASES.incr();
-            forget_session_hold(ctx, key, &hold_field(owner.as_slice(), mode));
+            forget_session_hold(ctx, key, &field);
             1
         }
     };
+    if let Some(record) = record {
+        let (kind, ttl) = (RequestKind::Release, config::default_lease().ms());
+        record.write(ctx, kind, &field, reply, ttl);
+    }
     match released.freed_by {
         Some(side) => handoff::freed_key(ctx, key, Unlock::ReadWrite(side)),
         // A writer that left its own read holds: readers blocked here may join them.
@@ -70,17 +89,25 @@ pub fn release(ctx: &Context, key: &RedisString, owner: &RedisString, mode: RwMo
     Ok(RedisValue::Integer(reply))
 }
 
-/// `RLOCK.RENEW key owner READ|WRITE [LEASE ms]`: `1` renewed, `0` not held.
+/// `RLOCK.RENEW key owner READ|WRITE [LEASE ms] [REQ id]`: `1` renewed, `0` not held.
 pub fn renew(
     ctx: &Context,
     key: &RedisString,
     owner: &RedisString,
     mode: RwMode,
     lease: Option<Lease>,
+    record: &Option<RequestRecord>,
 ) -> RedisResult {
+    let field = hold_field(owner.as_slice(), mode);
+    if let Some(reply) = earlier_reply(ctx, record, &field, RequestKind::Renew)? {
+        return Ok(RedisValue::Integer(reply));
+    }
     let lease = lease.unwrap_or_else(config::default_lease);
     if !LockKey::open(ctx, key)?.renew_rw(owner, mode, lease)? {
         return Ok(RedisValue::Integer(0));
+    }
+    if let Some(record) = record {
+        record.write(ctx, RequestKind::Renew, &field, 1, lease.ms());
     }
     if !state::all_idle() {
         handoff::watch(ctx, &store::lock_id(ctx, key));

@@ -67,6 +67,18 @@ const REQ: ArgDoc = ArgDoc::option(
     c"request id: the same call sent again replies the first reply and changes nothing",
 );
 
+/// `[READ|WRITE]`: a side of a read-write lock (Redisson's `RReadWriteLock`).
+const SIDE: ArgDoc = ArgDoc {
+    name: c"side",
+    kind: ArgKind::OneOf(&[
+        ArgDoc::choice(c"read", c"READ", c"a read hold: shared with other readers"),
+        ArgDoc::choice(c"write", c"WRITE", c"the write hold: alone"),
+    ]),
+    token: None,
+    optional: true,
+    summary: c"a side of a read-write lock (Redisson's RReadWriteLock layout)",
+};
+
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rlock.acquire",
@@ -80,6 +92,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: &[
             KEY,
             OWNER,
+            SIDE,
             LEASE,
             ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms inside the server; 0 waits forever"),
             ArgDoc::option(c"fair", ArgKind::Flag, c"FAIR", c"first come, first served on the Redisson fair queue"),
@@ -100,6 +113,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
             OWNER,
+            SIDE,
             REQ,
         ],
     },
@@ -115,6 +129,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: &[
             ArgDoc::required(c"key", ArgKind::Key, c"the lock's name"),
             OWNER,
+            SIDE,
             LEASE,
             REQ,
         ],

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use super::integer::parse_i64;
 use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
 use super::requests::{RequestId, RequestIdError};
 use super::rwlock::RwMode;
@@ -146,14 +147,9 @@ pub fn parse_acquire_options<'a>(
             None => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
-    if parsed.mode.is_some() {
-        // Waiters on a read-write lock are served in arrival order without a queue.
-        if parsed.fair {
-            return Err(ArgError::NotForReadWrite("FAIR"));
-        }
-        if parsed.req.is_some() {
-            return Err(ArgError::NotForReadWrite("REQ"));
-        }
+    // Waiters on a read-write lock are served in arrival order without a queue.
+    if parsed.mode.is_some() && parsed.fair {
+        return Err(ArgError::NotForReadWrite("FAIR"));
     }
     Ok(parsed)
 }
@@ -186,9 +182,6 @@ pub fn parse_renew_options<'a>(
             _ => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
-    if parsed.mode.is_some() && parsed.req.is_some() {
-        return Err(ArgError::NotForReadWrite("REQ"));
-    }
     Ok(parsed)
 }
 
@@ -208,30 +201,12 @@ pub fn parse_release_options<'a>(
             _ => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
-    if parsed.mode.is_some() && parsed.req.is_some() {
-        return Err(ArgError::NotForReadWrite("REQ"));
-    }
     Ok(parsed)
 }
 
 fn request_id(value: Option<&[u8]>) -> Result<RequestId, ArgError> {
     let value = value.ok_or(ArgError::MissingRequestId)?;
     RequestId::parse(value).map_err(ArgError::BadRequestId)
-}
-
-/// Parses a decimal integer the way Redis does: optional `-`, digits only,
-/// no spaces, no `+`, no leading zeros.
-pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
-    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
-    let canonical = match digits {
-        [] => false,
-        [b'0'] => bytes.len() == 1,
-        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
-    };
-    if !canonical {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 #[derive(Clone, Copy)]
@@ -403,6 +378,12 @@ mod tests {
             acquire(&["READ", "FAIR"]),
             Err(ArgError::NotForReadWrite("FAIR"))
         );
+        let with_req = acquire(&["WRITE", "REQ", "r-1"]).unwrap();
+        assert_eq!(with_req.mode, Some(RwMode::Write));
+        assert!(with_req.req.is_some());
+        let words: [&[u8]; 3] = [b"READ", b"REQ", b"r-1"];
+        assert!(parse_release_options(words).unwrap().req.is_some());
+        assert!(parse_renew_options(words).unwrap().req.is_some());
         let words: [&[u8]; 1] = [b"write"];
         assert_eq!(
             parse_release_options(words).unwrap().mode,
@@ -420,14 +401,5 @@ mod tests {
         assert_eq!(check_owner(b"\0\xff\r\n"), Ok(()));
         assert_eq!(check_owner(&[b'x'; 1024]), Ok(()));
         assert_eq!(check_owner(&[b'x'; 1025]), Err(ArgError::OwnerTooLong));
-    }
-
-    #[test]
-    fn integers_parse_like_redis() {
-        assert_eq!(parse_i64(b"0"), Some(0));
-        assert_eq!(parse_i64(b"-7"), Some(-7));
-        assert_eq!(parse_i64(b"-0"), None);
-        assert_eq!(parse_i64(b"007"), None);
-        assert_eq!(parse_i64(b"99999999999999999999"), None);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::args::parse_i64;
+use super::integer::parse_i64;
 
 /// What the lock key holds, as far as one owner is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,6 +7,7 @@ pub mod deferred;
 pub mod fair;
 pub mod fences;
 pub mod hold;
+pub mod integer;
 pub mod keys;
 pub mod lease;
 pub mod requests;

@@ -30,6 +30,21 @@ impl ArgDoc {
         }
     }
 
+    /// A bare keyword that is one of the choices of a `OneOf`.
+    pub const fn choice(
+        name: &'static CStr,
+        token: &'static CStr,
+        summary: &'static CStr,
+    ) -> ArgDoc {
+        ArgDoc {
+            name,
+            kind: ArgKind::Flag,
+            token: Some(token),
+            optional: false,
+            summary,
+        }
+    }
+
     /// An optional keyword, with a value named `name` unless `kind` is `Flag`.
     pub const fn option(
         name: &'static CStr,
@@ -54,6 +69,8 @@ pub enum ArgKind {
     Integer,
     /// A bare keyword such as `FAIR`.
     Flag,
+    /// One of these keywords, such as `READ|WRITE`.
+    OneOf(&'static [ArgDoc]),
 }
 
 /// What a command does to its one key, for its key spec: ACL key patterns (`%R~`,
@@ -107,33 +124,7 @@ pub fn set_command_info(
         if handle.is_null() {
             return false;
         }
-        let mut raw_args: Vec<raw::RedisModuleCommandArg> = args
-            .iter()
-            .map(|arg| {
-                let mut entry: raw::RedisModuleCommandArg = std::mem::zeroed();
-                entry.name = arg.name.as_ptr();
-                entry.type_ = match arg.kind {
-                    ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-                    ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-                    ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-                    ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-                };
-                entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) {
-                    0
-                } else {
-                    -1
-                };
-                entry.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
-                entry.summary = arg.summary.as_ptr();
-                entry.flags = if arg.optional {
-                    raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
-                } else {
-                    raw::REDISMODULE_CMD_ARG_NONE as c_int
-                };
-                entry
-            })
-            .collect();
-        raw_args.push(std::mem::zeroed());
+        let raw_args = command_args(args);
         let version = Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
             version: 1,
             sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -145,7 +136,7 @@ pub fn set_command_info(
         info.summary = summary.as_ptr();
         info.since = c"0.1.0".as_ptr();
         info.arity = arity;
-        info.args = Box::leak(raw_args.into_boxed_slice()).as_mut_ptr();
+        info.args = raw_args;
         let mut key_spec: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
         key_spec.flags = access.flags();
         key_spec.begin_search_type =
@@ -160,6 +151,49 @@ pub fn set_command_info(
         info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
         set_info(handle, &info) == raw::REDISMODULE_OK as c_int
     }
+}
+
+/// `args` as the zero-terminated array `RedisModuleCommandInfo` takes, leaked for the
+/// life of the process; a `OneOf`'s choices as its sub-arguments.
+///
+/// # Safety
+/// Only builds plain C structs from static strings.
+unsafe fn command_args(args: &[ArgDoc]) -> *mut raw::RedisModuleCommandArg {
+    let mut raw_args: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|arg| {
+            // SAFETY: a zeroed RedisModuleCommandArg is a valid, empty one.
+            let mut entry: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+            entry.name = arg.name.as_ptr();
+            entry.type_ = match arg.kind {
+                ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                ArgKind::Flag => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                ArgKind::OneOf(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            };
+            if let ArgKind::OneOf(choices) = arg.kind {
+                // SAFETY: as above, for the choices.
+                entry.subargs = unsafe { command_args(choices) };
+            }
+            entry.key_spec_index = if matches!(arg.kind, ArgKind::Key) {
+                0
+            } else {
+                -1
+            };
+            entry.token = arg.token.map_or(ptr::null(), CStr::as_ptr);
+            entry.summary = arg.summary.as_ptr();
+            entry.flags = if arg.optional {
+                raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+            } else {
+                raw::REDISMODULE_CMD_ARG_NONE as c_int
+            };
+            entry
+        })
+        .collect();
+    // SAFETY: the array ends with a zeroed entry.
+    raw_args.push(unsafe { std::mem::zeroed() });
+    Box::leak(raw_args.into_boxed_slice()).as_mut_ptr()
 }
 
 /// Calls `f` with a command's arguments as `RedisString`s borrowed from `argv`:

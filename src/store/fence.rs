@@ -4,8 +4,8 @@
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::{announce, helper_string, lock_id};
-use crate::core::args::parse_i64;
 use crate::core::fences::ReentryToken;
+use crate::core::integer::parse_i64;
 use crate::core::keys::TOKEN_PREFIX;
 use crate::core::waitlist::LockId;
 use crate::errors;

@@ -2,7 +2,6 @@
 
 use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
-use super::rwlock::RwPlanned;
 use super::{announce, Fence};
 use crate::core::args::AcquireOptions;
 use crate::core::fences::ReentryToken;
@@ -11,7 +10,7 @@ use crate::core::hold::{
 };
 use crate::core::keys::READ_WRITE_MODE_FIELD;
 use crate::core::lease::Lease;
-use crate::core::rwlock::RwMode;
+use crate::core::rwlock::{RwMode, RwState};
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 use crate::stats;
@@ -21,6 +20,14 @@ pub struct LockKey<'a> {
     pub(super) ctx: &'a Context,
     pub(super) name: &'a RedisString,
     pub(super) key: Key,
+}
+
+/// What a read-write acquire found.
+pub enum RwPlanned<'a> {
+    Plan(AcquirePlan<'a>),
+    Busy,
+    /// The owner holds reads and asked to write (see `RwAcquire::OwnReadsBlockWrite`).
+    OwnReadsBlockWrite,
 }
 
 /// An acquire that was checked and can be written without failing.
@@ -81,6 +88,24 @@ impl<'a> LockKey<'a> {
         Ok(LockState::Held {
             own_count,
             holders: self.key.value_length(),
+        })
+    }
+
+    /// Whether `owner` holds the lock; with a side, that side of a read-write lock.
+    pub fn holds(&self, owner: &RedisString, mode: Option<RwMode>) -> Result<bool, RedisError> {
+        let Some(mode) = mode else {
+            return self.is_held_by(owner);
+        };
+        Ok(match self.rw_state(owner.as_slice())? {
+            RwState::Free => false,
+            RwState::Held {
+                own_reads,
+                own_writes,
+                ..
+            } => match mode {
+                RwMode::Read => own_reads.is_some(),
+                RwMode::Write => own_writes.is_some(),
+            },
         })
     }
 

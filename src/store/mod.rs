@@ -20,11 +20,11 @@ use std::cell::RefCell;
 use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
 
 pub use fence::Fence;
-pub use lock::{AcquirePlan, LockKey};
+pub use lock::{AcquirePlan, LockKey, RwPlanned};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
-pub use rwlock::{ReleasedHold, RwPlanned, RwReleased, Unlock};
+pub use rwlock::{ReleasedHold, RwReleased, Unlock};
 
 use crate::config;
 use crate::core::cluster::{key_slot, route, SlotRoute};

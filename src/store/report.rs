@@ -3,7 +3,7 @@
 use redis_module::{Context, RedisError, RedisValue};
 
 use super::reply_bytes;
-use crate::core::args::parse_i64;
+use crate::core::integer::parse_i64;
 use crate::core::keys::{helper_key, QUEUE_PREFIX, READ_WRITE_MODE_FIELD, TOKEN_PREFIX};
 use crate::core::rwlock::RwMode;
 use crate::errors;

@@ -8,12 +8,13 @@ use std::cell::RefCell;
 
 use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
 
-use super::lock::{AcquirePlan, LockKey};
+use super::lock::{AcquirePlan, LockKey, RwPlanned};
 use super::{announce, helper_string, reply_bytes, Fence};
 use crate::config;
-use crate::core::args::{parse_i64, AcquireOptions};
+use crate::core::args::AcquireOptions;
 use crate::core::fences::ReentryToken;
 use crate::core::hold::parse_count;
+use crate::core::integer::parse_i64;
 use crate::core::keys::{write_read_timeout_key, READ_WRITE_MODE_FIELD, RW_CHANNEL_PREFIX};
 use crate::core::lease::Lease;
 use crate::core::rwlock::{
@@ -26,14 +27,6 @@ use crate::ffi::{self, Key, KeyKind};
 /// Read holds past this many per owner are not looked at one by one: a count that
 /// large was not made by re-entries, and reading it must not stall the server.
 const MAX_READ_HOLDS_SCANNED: i64 = 10_000;
-
-/// What a read-write acquire found.
-pub enum RwPlanned<'a> {
-    Plan(AcquirePlan<'a>),
-    Busy,
-    /// The owner holds reads and asked to write (see `RwAcquire::OwnReadsBlockWrite`).
-    OwnReadsBlockWrite,
-}
 
 /// What a read-write release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
