@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
-use crate::command::LockInfo;
+use crate::command::{LockInfo, Side};
 use crate::conn::Endpoint;
 use crate::error::{Error, Result};
 use crate::lock::Hold;
@@ -187,6 +187,36 @@ impl Locks {
         }
     }
 
+    /// See [`crate::Locks::read_write`]: a read-write lock with a new owner id.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// let config = locks.read_write("config");
+    /// if let Some(read) = config.read().acquire()? {
+    ///     // ... read, alongside other readers ...
+    ///     read.release()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn read_write(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock {
+            inner: self.inner.read_write(name),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::Locks::read_write_as`]: a read-write lock whose owner id is `owner`.
+    pub fn read_write_as(
+        &self,
+        name: impl Into<String>,
+        owner: impl Into<String>,
+    ) -> ReadWriteLock {
+        ReadWriteLock {
+            inner: self.inner.read_write_as(name, owner),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     /// See [`Lock::with_lock`].
     pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(Hold) -> T) -> Result<T> {
@@ -201,6 +231,62 @@ impl Locks {
     /// See [`crate::Locks::info`].
     pub fn info(&self, name: &str) -> Result<LockInfo> {
         self.rt.block_on(self.inner.info(name))
+    }
+}
+
+/// Blocking twin of [`crate::ReadWriteLock`]: read and write sides with one owner id.
+#[derive(Clone)]
+pub struct ReadWriteLock {
+    inner: crate::ReadWriteLock,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for ReadWriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl ReadWriteLock {
+    /// The lock's key.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The owner id of both sides.
+    pub fn owner(&self) -> &str {
+        self.inner.owner()
+    }
+
+    /// See [`crate::ReadWriteLock::read`].
+    pub fn read(&self) -> Lock {
+        Lock {
+            inner: self.inner.read(),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::ReadWriteLock::write`].
+    pub fn write(&self) -> Lock {
+        Lock {
+            inner: self.inner.write(),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::ReadWriteLock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.is_locked())
+    }
+
+    /// See [`crate::ReadWriteLock::info`].
+    pub fn info(&self) -> Result<LockInfo> {
+        self.rt.block_on(self.inner.info())
+    }
+
+    /// See [`crate::ReadWriteLock::force_release`].
+    pub fn force_release(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.force_release())
     }
 }
 
@@ -233,6 +319,11 @@ impl Lock {
     /// The owner id of this handle and its clones.
     pub fn owner(&self) -> &str {
         self.inner.owner()
+    }
+
+    /// See [`crate::Lock::side`].
+    pub fn side(&self) -> Option<Side> {
+        self.inner.side()
     }
 
     /// See [`crate::Lock::lease`].

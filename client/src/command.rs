@@ -1,6 +1,7 @@
 //! The wire format: how requests become `RLOCK.*` commands and how replies are read.
 //! Pure functions, unit-tested without a server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
@@ -16,6 +17,51 @@ pub(crate) enum Wait {
     For(Duration),
     /// `BLOCK 0`.
     Forever,
+}
+
+/// A side of a read-write lock (Redisson's `RReadWriteLock`): the `READ` or `WRITE` keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Read holds: shared with other readers, never with a writer of another owner.
+    Read,
+    /// The write hold: alone, apart from the writer's own read holds.
+    Write,
+}
+
+impl Side {
+    fn keyword(self) -> &'static str {
+        match self {
+            Side::Read => "READ",
+            Side::Write => "WRITE",
+        }
+    }
+}
+
+/// Which hold a command is about: the lock's key, its owner and, on a read-write lock,
+/// the side.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct HoldName {
+    pub key: Arc<str>,
+    pub owner: Arc<str>,
+    pub side: Option<Side>,
+}
+
+impl HoldName {
+    /// The field of the lock's hash that counts this hold: the owner, or `<owner>:write`
+    /// for a write hold (Redisson's layout).
+    pub fn field(&self) -> String {
+        match self.side {
+            Some(Side::Write) => format!("{}:write", self.owner),
+            _ => self.owner.to_string(),
+        }
+    }
+
+    fn args(&self, c: &mut redis::Cmd) {
+        c.arg(&*self.key).arg(&*self.owner);
+        if let Some(side) = self.side {
+            c.arg(side.keyword());
+        }
+    }
 }
 
 /// Everything an acquire sends, apart from key and owner.
@@ -46,9 +92,10 @@ pub(crate) fn request_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-pub(crate) fn acquire(key: &str, owner: &str, o: &AcquireOptions) -> redis::Cmd {
+pub(crate) fn acquire(hold: &HoldName, o: &AcquireOptions) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.ACQUIRE");
-    c.arg(key).arg(owner).arg("LEASE").arg(millis(o.lease));
+    hold.args(&mut c);
+    c.arg("LEASE").arg(millis(o.lease));
     match o.wait {
         Wait::No => {}
         Wait::For(d) => {
@@ -71,17 +118,17 @@ pub(crate) fn acquire(key: &str, owner: &str, o: &AcquireOptions) -> redis::Cmd 
     c
 }
 
-pub(crate) fn release(key: &str, owner: &str) -> redis::Cmd {
+pub(crate) fn release(hold: &HoldName) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.RELEASE");
-    c.arg(key).arg(owner).arg("REQ").arg(request_id());
+    hold.args(&mut c);
+    c.arg("REQ").arg(request_id());
     c
 }
 
-pub(crate) fn renew(key: &str, owner: &str, lease: Duration) -> redis::Cmd {
+pub(crate) fn renew(hold: &HoldName, lease: Duration) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.RENEW");
-    c.arg(key)
-        .arg(owner)
-        .arg("LEASE")
+    hold.args(&mut c);
+    c.arg("LEASE")
         .arg(millis(lease))
         .arg("REQ")
         .arg(request_id());
@@ -202,7 +249,8 @@ pub enum LockKind {
     Reentrant,
     /// A Redisson read-write lock (`RReadWriteLock`): the hash has a `mode` field, `read` or
     /// `write`. [`LockInfo::holders`] lists its readers (owner → count) and its writer
-    /// (`<owner>:write` → count). rlock's v1 commands do not take part in it.
+    /// (`<owner>:write` → count). Taken with [`Locks::read_write`](crate::Locks::read_write) or
+    /// by Redisson.
     ReadWrite {
         /// The `mode` field: `read` or `write`.
         mode: String,
@@ -316,6 +364,10 @@ pub(crate) fn parse_info(v: Value) -> Result<InfoReply> {
         }
     }
     if let Some(mode) = mode.or_else(|| field(&info.other_fields, "mode")) {
+        // A server that reports the mode on its own still has it in the hash.
+        if field(&info.other_fields, "mode").is_none() {
+            info.other_fields.push(("mode".to_owned(), mode.clone()));
+        }
         info.kind = LockKind::ReadWrite { mode };
     } else if !info.other_fields.is_empty() {
         info.kind = LockKind::OtherHash;
@@ -476,6 +528,14 @@ mod tests {
             .collect()
     }
 
+    fn name(key: &str, owner: &str, side: Option<Side>) -> HoldName {
+        HoldName {
+            key: Arc::from(key),
+            owner: Arc::from(owner),
+            side,
+        }
+    }
+
     fn opts() -> AcquireOptions {
         AcquireOptions {
             lease: Duration::from_secs(30),
@@ -499,8 +559,8 @@ mod tests {
 
     #[test]
     fn acquire_sends_only_the_options_asked_for() {
-        let c = acquire("k", "u:1", &opts());
-        let again = acquire("k", "u:1", &opts());
+        let c = acquire(&name("k", "u:1", None), &opts());
+        let again = acquire(&name("k", "u:1", None), &opts());
         assert_eq!(
             without_req(&c, &again),
             ["RLOCK.ACQUIRE", "k", "u:1", "LEASE", "30000"]
@@ -513,7 +573,7 @@ mod tests {
             session: true,
         };
         assert_eq!(
-            without_req(&acquire("k", "u:1", &all), &again),
+            without_req(&acquire(&name("k", "u:1", None), &all), &again),
             [
                 "RLOCK.ACQUIRE",
                 "k",
@@ -531,7 +591,32 @@ mod tests {
             wait: Wait::Forever,
             ..opts()
         };
-        assert_eq!(&args(&acquire("k", "o", &forever))[5..7], ["BLOCK", "0"]);
+        assert_eq!(
+            &args(&acquire(&name("k", "o", None), &forever))[5..7],
+            ["BLOCK", "0"]
+        );
+    }
+
+    #[test]
+    fn a_side_follows_the_owner_and_names_the_field() {
+        let read = name("k", "o", Some(Side::Read));
+        let write = name("k", "o", Some(Side::Write));
+        assert_eq!(
+            without_req(&acquire(&read, &opts()), &acquire(&read, &opts())),
+            ["RLOCK.ACQUIRE", "k", "o", "READ", "LEASE", "30000"]
+        );
+        assert_eq!(
+            without_req(&release(&write), &release(&write)),
+            ["RLOCK.RELEASE", "k", "o", "WRITE"]
+        );
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            without_req(&renew(&read, second), &renew(&read, second)),
+            ["RLOCK.RENEW", "k", "o", "READ", "LEASE", "1000"]
+        );
+        assert_eq!(read.field(), "o");
+        assert_eq!(write.field(), "o:write");
+        assert_eq!(name("k", "o", None).field(), "o");
     }
 
     #[test]
@@ -553,12 +638,18 @@ mod tests {
     #[test]
     fn other_commands() {
         assert_eq!(
-            without_req(&release("k", "o"), &release("k", "o")),
+            without_req(
+                &release(&name("k", "o", None)),
+                &release(&name("k", "o", None))
+            ),
             ["RLOCK.RELEASE", "k", "o"]
         );
         let second = Duration::from_secs(1);
         assert_eq!(
-            without_req(&renew("k", "o", second), &renew("k", "o", second)),
+            without_req(
+                &renew(&name("k", "o", None), second),
+                &renew(&name("k", "o", None), second)
+            ),
             ["RLOCK.RENEW", "k", "o", "LEASE", "1000"]
         );
         assert_eq!(args(&force_release("k")), ["RLOCK.FORCERELEASE", "k"]);
@@ -672,6 +763,7 @@ mod tests {
                 mode: "write".into()
             }
         );
+        assert_eq!(got.info.other_fields, [("mode".into(), "write".into())]);
     }
 
     #[test]

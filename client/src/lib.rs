@@ -30,6 +30,7 @@
 //! | [`Lock::acquire`] | 1 on the shared connection |
 //! | with [`Lock::wait`]/[`Lock::sync_replicas`] | 1 on a pooled connection (+1 `CLIENT ID` for a wait in a cluster) |
 //! | [`Guard::release`], [`Guard::renew`] | 1 |
+//! | [`ReadWriteLock::read`]/[`write`](ReadWriteLock::write), then acquire | as [`Lock::acquire`] |
 //! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
 //! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
 //!
@@ -62,17 +63,19 @@ mod conn;
 mod error;
 mod lock;
 mod multi;
+mod rwlock;
 mod watchdog;
 
 /// The `redis` crate this crate is built with, so that callers build its types without
 /// depending on the same version themselves.
 pub use redis;
 
-pub use command::{LockInfo, LockKind};
+pub use command::{LockInfo, LockKind, Side};
 pub use conn::Endpoint;
 pub use error::{Error, Result};
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
+pub use rwlock::ReadWriteLock;
 
 /// The examples in `README.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]

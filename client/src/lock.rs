@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
-use crate::command::{self, AcquireOptions, LockInfo, Wait};
+use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::watchdog::{LostRx, Registry, Watched};
@@ -324,6 +324,7 @@ impl Locks {
             locks: self.clone(),
             key: Arc::from(key),
             owner,
+            side: None,
             lease: None,
             wait: Wait::No,
             fair: false,
@@ -406,6 +407,7 @@ pub struct Lock {
     locks: Locks,
     key: Arc<str>,
     owner: Arc<str>,
+    side: Option<Side>,
     lease: Option<Duration>,
     wait: Wait,
     fair: bool,
@@ -419,6 +421,7 @@ impl std::fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("key", &self.key)
             .field("owner", &self.owner)
+            .field("side", &self.side)
             .field("lease", &self.lease)
             .field("wait", &self.wait)
             .field("fair", &self.fair)
@@ -438,6 +441,26 @@ impl Lock {
     /// The owner id every acquire through this handle (and its clones) uses.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The side of a read-write lock this handle takes (see [`Locks::read_write`]); `None`
+    /// for a reentrant lock.
+    pub fn side(&self) -> Option<Side> {
+        self.side
+    }
+
+    /// This handle, taking `side` of a read-write lock.
+    pub(crate) fn on_side(mut self, side: Side) -> Self {
+        self.side = Some(side);
+        self
+    }
+
+    fn hold_name(&self) -> HoldName {
+        HoldName {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            side: self.side,
+        }
     }
 
     /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
@@ -533,7 +556,7 @@ impl Lock {
             let sent = Instant::now();
             if !self.fenced {
                 let v = conn
-                    .query(&command::acquire(&self.key, &self.owner, &opts))
+                    .query(&command::acquire(&self.hold_name(), &opts))
                     .await?;
                 return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
             }
@@ -552,9 +575,10 @@ impl Lock {
     /// runs right after the acquire on the same connection (after its wait, for a `BLOCK`).
     fn acquire_pipeline(&self, opts: &AcquireOptions) -> redis::Pipeline {
         let mut pipe = redis::pipe();
-        pipe.add_command(command::acquire(&self.key, &self.owner, opts));
+        let hold = self.hold_name();
+        pipe.add_command(command::acquire(&hold, opts));
         if self.fenced {
-            pipe.add_command(command::hold_count(&self.key, &self.owner));
+            pipe.add_command(command::hold_count(&self.key, &hold.field()));
         }
         if let Some((n, t)) = self.replicas {
             pipe.add_command(command::wait_replicas(n, t));
@@ -738,17 +762,15 @@ impl Lock {
         let inner = &self.locks.inner;
         let lease = self.options().lease;
         let renew = self.lease.is_none();
-        let (entry, lost) = inner
-            .registry
-            .register(&self.key, &self.owner, lease, renew, basis);
+        let name = self.hold_name();
+        let (entry, lost) = inner.registry.register(&name, lease, renew, basis);
         let handle = Handle::current();
         inner
             .registry
             .ensure_running(&handle, Arc::downgrade(&self.locks.inner) as _);
         Guard {
             hold: Hold {
-                key: self.key.clone(),
-                owner: self.owner.clone(),
+                name,
                 token: self.fenced.then_some(n),
                 count: if self.fenced { count } else { Some(n) },
                 replicas: None,
@@ -813,23 +835,30 @@ impl Lock {
         command::parse_flag(v, "EXISTS replied")
     }
 
-    /// True if `owner` holds the lock (`HEXISTS key owner`, Redisson's `isHeldByThread`).
+    /// True if `owner` holds the lock (`HEXISTS key owner`, Redisson's `isHeldByThread`), on
+    /// this handle's side of a read-write lock (`HEXISTS key owner:write` for the write side).
     /// Pass [`owner()`](Self::owner) to ask about this handle.
     pub async fn is_held_by(&self, owner: &str) -> Result<bool> {
+        let hold = HoldName {
+            owner: Arc::from(owner),
+            ..self.hold_name()
+        };
         let v = self
             .locks
             .inner
-            .query(&command::hexists(&self.key, owner))
+            .query(&command::hexists(&self.key, &hold.field()))
             .await?;
         command::parse_flag(v, "HEXISTS replied")
     }
 
-    /// How many holds this handle's owner has on the lock (`HGET key owner`); 0 when none.
+    /// How many holds this handle's owner has on the lock (`HGET key owner`; `owner:write` for
+    /// the write side of a read-write lock); 0 when none.
     pub async fn hold_count(&self) -> Result<u64> {
+        let field = self.hold_name().field();
         let v = self
             .locks
             .inner
-            .query(&command::hold_count(&self.key, &self.owner))
+            .query(&command::hold_count(&self.key, &field))
             .await?;
         command::parse_hold_count(v)
     }
@@ -859,7 +888,7 @@ impl Lock {
     /// A hold that has a [`Guard`] in this process is released by that guard; releasing it here
     /// as well would undo someone else's re-entry.
     pub async fn unlock(&self) -> Result<bool> {
-        release(&self.locks.inner, &self.key, &self.owner).await
+        release(&self.locks.inner, &self.hold_name()).await
     }
 }
 
@@ -872,8 +901,7 @@ fn hold_count_after(v: Option<redis::Value>) -> Option<u64> {
 /// if the hold is lost. Cheap to clone; it does not release anything.
 #[derive(Clone)]
 pub struct Hold {
-    key: Arc<str>,
-    owner: Arc<str>,
+    name: HoldName,
     token: Option<u64>,
     count: Option<u64>,
     replicas: Option<u64>,
@@ -883,8 +911,9 @@ pub struct Hold {
 impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hold")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
+            .field("key", &self.name.key)
+            .field("owner", &self.name.owner)
+            .field("side", &self.name.side)
             .field("token", &self.token)
             .field("count", &self.count)
             .field("replicas", &self.replicas)
@@ -896,12 +925,17 @@ impl std::fmt::Debug for Hold {
 impl Hold {
     /// The lock's key.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.name.key
     }
 
     /// The owner id that holds it.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.name.owner
+    }
+
+    /// The side of a read-write lock held; `None` for a reentrant lock.
+    pub fn side(&self) -> Option<Side> {
+        self.name.side
     }
 
     /// The fencing token, for a [`fenced`](Lock::fenced) acquire.
@@ -1001,7 +1035,7 @@ impl Guard {
         if let Some(e) = self.hold.lost_error() {
             return Err(e);
         }
-        let cmd = command::renew(&self.hold.key, &self.hold.owner, self.lease);
+        let cmd = command::renew(&self.hold.name, self.lease);
         let sent = Instant::now();
         // Sent again, with the same REQ id, if the connection broke: applied at most once.
         let mut reply = self.inner.conn().await?.query(&cmd).await;
@@ -1010,20 +1044,18 @@ impl Guard {
             reply = self.inner.conn().await?.query(&cmd).await;
         }
         let v = reply?;
-        let (key, owner) = (&self.hold.key, &self.hold.owner);
+        let hold = &self.hold.name;
         if command::parse_flag(v, "RLOCK.RENEW replied")? {
-            self.inner.registry.renewed(key, owner, self.entry, sent);
+            self.inner.registry.renewed(hold, self.entry, sent);
             Ok(())
         } else {
             let reason = "the server refused the renewal: the lock expired, was deleted or was \
                           force-released";
-            self.inner
-                .registry
-                .mark_lost(key, owner, self.entry, reason);
+            self.inner.registry.mark_lost(hold, self.entry, reason);
             Err(self
                 .hold
                 .lost_error()
-                .unwrap_or_else(|| Error::lost(key, reason)))
+                .unwrap_or_else(|| Error::lost(&hold.key, reason)))
         }
     }
 
@@ -1034,10 +1066,9 @@ impl Guard {
     /// sent), [`Error::NotHeld`] if the server no longer had it.
     pub async fn release(mut self) -> Result<bool> {
         self.done = true;
-        let (key, owner) = (self.hold.key.clone(), self.hold.owner.clone());
-        self.inner.registry.unregister(&key, &owner, self.entry);
+        self.inner.registry.unregister(&self.hold.name, self.entry);
         let lost = self.hold.lost_error();
-        let result = release(&self.inner, &key, &owner).await;
+        let result = release(&self.inner, &self.hold.name).await;
         if let Some(d) = self.pinned.take() {
             self.inner.pool.give_back(d);
         }
@@ -1051,8 +1082,9 @@ impl Guard {
 /// Sends `RLOCK.RELEASE`, and once more, with the same `REQ` id, if the connection broke
 /// before the reply came: the server applies it at most once, so a release that did reach
 /// it is not applied twice, and one that did not is not lost.
-async fn release(inner: &Inner, key: &str, owner: &str) -> Result<bool> {
-    let cmd = command::release(key, owner);
+async fn release(inner: &Inner, hold: &HoldName) -> Result<bool> {
+    let cmd = command::release(hold);
+    let (key, owner) = (&hold.key, &hold.field());
     let mut reply = inner.conn().await?.query(&cmd).await;
     if matches!(&reply, Err(e) if command::worth_resending(e)) {
         tokio::time::sleep(RESEND_AFTER).await;
@@ -1072,13 +1104,13 @@ impl Drop for Guard {
         if self.done {
             return;
         }
-        let (key, owner) = (self.hold.key.clone(), self.hold.owner.clone());
-        self.inner.registry.unregister(&key, &owner, self.entry);
+        let hold = self.hold.name.clone();
+        self.inner.registry.unregister(&hold, self.entry);
         let inner = self.inner.clone();
         let pinned = self.pinned.take();
         // Never block here: the release runs as a task. If the runtime is gone, the lease ends it.
         self.handle.spawn(async move {
-            let _ = release(&inner, &key, &owner).await;
+            let _ = release(&inner, &hold).await;
             if let Some(d) = pinned {
                 inner.pool.give_back(d);
             }

@@ -10,7 +10,7 @@ use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use crate::command::{self, AcquireOptions, Wait};
+use crate::command::{self, AcquireOptions, HoldName, Wait};
 use crate::conn::{Conn, Endpoint};
 use crate::error::{Error, Result};
 
@@ -51,12 +51,22 @@ impl MultiInner {
         join_all(cmds.iter().enumerate().map(|(i, c)| self.query(i, c))).await
     }
 
-    async fn release_all(&self, key: &str, owner: &str) -> usize {
-        self.each(|_| command::release(key, owner))
+    async fn release_all(&self, key: &Arc<str>, owner: &Arc<str>) -> usize {
+        let hold = reentrant(key, owner);
+        self.each(|_| command::release(&hold))
             .await
             .into_iter()
             .filter(|r| matches!(r, Ok(redis::Value::Int(_))))
             .count()
+    }
+}
+
+/// A multi-primary lock's hold on each primary: a reentrant lock.
+fn reentrant(key: &Arc<str>, owner: &Arc<str>) -> HoldName {
+    HoldName {
+        key: key.clone(),
+        owner: owner.clone(),
+        side: None,
     }
 }
 
@@ -239,7 +249,7 @@ impl MultiLock {
             fenced: self.fenced,
             session: false,
         };
-        let cmd = command::acquire(&self.key, &self.owner, &opts);
+        let cmd = command::acquire(&reentrant(&self.key, &self.owner), &opts);
         let start = Instant::now();
         let replies = self.inner.each(|_| cmd.clone()).await;
         let elapsed = start.elapsed();
@@ -358,7 +368,7 @@ impl MultiGuard {
         let start = Instant::now();
         let replies = self
             .inner
-            .each(|_| command::renew(&self.key, &self.owner, self.lease))
+            .each(|_| command::renew(&reentrant(&self.key, &self.owner), self.lease))
             .await;
         let elapsed = start.elapsed();
         let renewed: Vec<bool> = replies

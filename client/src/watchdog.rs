@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use futures_util::future::BoxFuture;
 
-use crate::command;
+use crate::command::{self, HoldName};
 use crate::conn::{slot_of, Conn};
 use crate::error::Error;
 
@@ -28,7 +28,7 @@ pub(crate) trait Watched: Send + Sync + 'static {
 /// What a guard learns about its hold: `None` while held, the reason once lost.
 pub(crate) type LostRx = watch::Receiver<Option<Error>>;
 
-/// One (key, owner) hold, shared by all guards of its re-entries.
+/// One hold (key, owner, side), shared by all guards of its re-entries.
 struct Entry {
     id: u64,
     lease: Duration,
@@ -40,20 +40,17 @@ struct Entry {
     last_error: Option<String>,
 }
 
-type HoldKey = (Arc<str>, Arc<str>);
-
 /// The holds a [`Locks`](crate::Locks) knows about.
 pub(crate) struct Registry {
-    entries: Mutex<HashMap<HoldKey, Entry>>,
+    entries: Mutex<HashMap<HoldName, Entry>>,
     next_id: AtomicU64,
     pub(crate) wake: Arc<Notify>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// A renewal to send: key, owner, lease, entry id.
+/// A renewal to send: the hold, its lease, its entry id.
 pub(crate) struct Due {
-    key: Arc<str>,
-    owner: Arc<str>,
+    hold: HoldName,
     lease: Duration,
     id: u64,
     due: Instant,
@@ -77,7 +74,7 @@ impl Registry {
         }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Entry>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<HoldName, Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -85,25 +82,22 @@ impl Registry {
     /// Returns the entry id the guard must quote, and the lost signal.
     pub(crate) fn register(
         &self,
-        key: &Arc<str>,
-        owner: &Arc<str>,
+        hold: &HoldName,
         lease: Duration,
         renew: bool,
         basis: Instant,
     ) -> (u64, LostRx) {
         let mut entries = self.entries();
-        let e = entries
-            .entry((key.clone(), owner.clone()))
-            .or_insert_with(|| Entry {
-                id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                lease,
-                renew,
-                valid_until: basis,
-                due: basis,
-                guards: 0,
-                lost: watch::channel(None).0,
-                last_error: None,
-            });
+        let e = entries.entry(hold.clone()).or_insert_with(|| Entry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            lease,
+            renew,
+            valid_until: basis,
+            due: basis,
+            guards: 0,
+            lost: watch::channel(None).0,
+            last_error: None,
+        });
         e.guards += 1;
         e.lease = lease;
         e.renew |= renew;
@@ -116,22 +110,21 @@ impl Registry {
     }
 
     /// A guard is gone (released or dropped).
-    pub(crate) fn unregister(&self, key: &Arc<str>, owner: &Arc<str>, id: u64) {
+    pub(crate) fn unregister(&self, hold: &HoldName, id: u64) {
         let mut entries = self.entries();
-        let k = (key.clone(), owner.clone());
-        if let Some(e) = entries.get_mut(&k) {
+        if let Some(e) = entries.get_mut(hold) {
             if e.id == id {
                 e.guards -= 1;
                 if e.guards == 0 {
-                    entries.remove(&k);
+                    entries.remove(hold);
                 }
             }
         }
     }
 
     /// A renewal sent at `basis` succeeded.
-    pub(crate) fn renewed(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, basis: Instant) {
-        if let Some(e) = self.entries().get_mut(&(key.clone(), owner.clone())) {
+    pub(crate) fn renewed(&self, hold: &HoldName, id: u64, basis: Instant) {
+        if let Some(e) = self.entries().get_mut(hold) {
             if e.id == id {
                 e.valid_until = e.valid_until.max(valid_until(basis, e.lease));
                 e.due = basis + e.lease / 3;
@@ -141,12 +134,11 @@ impl Registry {
     }
 
     /// The server refused to renew: every guard of this hold learns it.
-    pub(crate) fn mark_lost(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, reason: &str) {
+    pub(crate) fn mark_lost(&self, hold: &HoldName, id: u64, reason: &str) {
         let mut entries = self.entries();
-        let k = (key.clone(), owner.clone());
-        if entries.get(&k).is_some_and(|e| e.id == id) {
-            let e = entries.remove(&k).expect("checked above");
-            e.lost.send_replace(Some(Error::lost(key, reason)));
+        if entries.get(hold).is_some_and(|e| e.id == id) {
+            let e = entries.remove(hold).expect("checked above");
+            e.lost.send_replace(Some(Error::lost(&hold.key, reason)));
         }
     }
 
@@ -157,17 +149,16 @@ impl Registry {
         let mut expired = Vec::new();
         let mut batch = Vec::new();
         let mut next: Option<Instant> = None;
-        for ((key, owner), e) in entries.iter() {
+        for (hold, e) in entries.iter() {
             if e.valid_until <= now {
-                expired.push((key.clone(), owner.clone()));
+                expired.push(hold.clone());
                 continue;
             }
             // Renewals due within a sixth of a lease ride along with one that is due now,
             // so ticks coalesce.
             if e.renew && e.due <= now + e.lease / 6 {
                 batch.push(Due {
-                    key: key.clone(),
-                    owner: owner.clone(),
+                    hold: hold.clone(),
                     lease: e.lease,
                     id: e.id,
                     due: e.due,
@@ -193,7 +184,7 @@ impl Registry {
                     e.lease.as_millis()
                 ),
             };
-            e.lost.send_replace(Some(Error::lost(&k.0, reason)));
+            e.lost.send_replace(Some(Error::lost(&k.key, reason)));
         }
         (batch, next)
     }
@@ -202,16 +193,15 @@ impl Registry {
         let now = Instant::now();
         for (d, r) in batch.into_iter().zip(results) {
             match r {
-                Ok(true) => self.renewed(&d.key, &d.owner, d.id, sent),
+                Ok(true) => self.renewed(&d.hold, d.id, sent),
                 Ok(false) => self.mark_lost(
-                    &d.key,
-                    &d.owner,
+                    &d.hold,
                     d.id,
                     "the server refused the renewal: the lock expired, was deleted or was \
                      force-released",
                 ),
                 Err(err) => {
-                    if let Some(e) = self.entries().get_mut(&(d.key.clone(), d.owner.clone())) {
+                    if let Some(e) = self.entries().get_mut(&d.hold) {
                         if e.id == d.id {
                             e.last_error = Some(err);
                             e.due = now + retry_after(d.lease);
@@ -241,7 +231,7 @@ impl Registry {
 async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
     let mut groups: HashMap<_, Vec<usize>> = HashMap::new();
     for (i, d) in batch.iter().enumerate() {
-        let group = conn.is_cluster().then(|| slot_of(&d.key));
+        let group = conn.is_cluster().then(|| slot_of(&d.hold.key));
         groups.entry(group).or_default().push(i);
     }
     let limit = batch
@@ -253,11 +243,7 @@ async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
     let sends = groups.into_values().map(|idx| async move {
         let mut pipe = redis::pipe();
         for &i in &idx {
-            pipe.add_command(command::renew(
-                &batch[i].key,
-                &batch[i].owner,
-                batch[i].lease,
-            ));
+            pipe.add_command(command::renew(&batch[i].hold, batch[i].lease));
         }
         let reply = match tokio::time::timeout(limit, conn.pipeline(&mut pipe)).await {
             Ok(Ok(values)) => Ok(values),
@@ -320,33 +306,37 @@ async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
 mod tests {
     use super::*;
 
-    fn names() -> (Arc<str>, Arc<str>) {
-        (Arc::from("k"), Arc::from("u:1"))
+    fn names() -> (HoldName, HoldName) {
+        let hold = |owner: &str| HoldName {
+            key: Arc::from("k"),
+            owner: Arc::from(owner),
+            side: None,
+        };
+        (hold("u:1"), hold("u:2"))
     }
 
     #[tokio::test(start_paused = true)]
     async fn reentries_share_one_entry_until_the_last_guard_goes() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
-        let (a, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
-        let (b, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        let (a, _) = r.register(&o, Duration::from_secs(3), true, now);
+        let (b, _) = r.register(&o, Duration::from_secs(3), true, now);
         assert_eq!(a, b);
-        r.unregister(&k, &o, a);
+        r.unregister(&o, a);
         assert_eq!(r.len(), 1);
-        r.unregister(&k, &o, a);
+        r.unregister(&o, a);
         assert_eq!(r.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn renewals_come_due_at_a_third_of_the_lease_and_batch() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
-        r.register(&k, &o, Duration::from_millis(3000), true, now);
+        r.register(&o, Duration::from_millis(3000), true, now);
         r.register(
-            &k,
-            &Arc::from("u:2"),
+            &names().1,
             Duration::from_millis(3000),
             true,
             now + Duration::from_millis(400),
@@ -361,9 +351,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_refused_renewal_is_never_silent() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
-        let (_, rx) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        let (_, rx) = r.register(&o, Duration::from_secs(3), true, now);
         let (batch, _) = r.collect(now + Duration::from_secs(1));
         r.apply(batch, vec![Ok(false)], now + Duration::from_secs(1));
         let err = rx.borrow().clone().expect("lost");
@@ -374,10 +364,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn failing_renewals_retry_then_lose_the_hold_at_the_lease_end() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
         let lease = Duration::from_millis(1000);
-        let (_, rx) = r.register(&k, &o, lease, true, now);
+        let (_, rx) = r.register(&o, lease, true, now);
         tokio::time::advance(Duration::from_millis(334)).await;
         let at = Instant::now();
         let (batch, _) = r.collect(at);
@@ -397,9 +387,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_explicit_lease_is_lost_when_it_runs_out() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
-        let (_, rx) = r.register(&k, &o, Duration::from_millis(500), false, now);
+        let (_, rx) = r.register(&o, Duration::from_millis(500), false, now);
         let (batch, next) = r.collect(now);
         assert!(batch.is_empty(), "not renewed");
         assert_eq!(next, Some(valid_until(now, Duration::from_millis(500))));
@@ -415,14 +405,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stale_guard_does_not_touch_a_newer_hold() {
         let r = Registry::new();
-        let (k, o) = names();
+        let (o, _) = names();
         let now = Instant::now();
-        let (old, _) = r.register(&k, &o, Duration::from_secs(3), true, now);
-        r.mark_lost(&k, &o, old, "test");
-        let (new, rx) = r.register(&k, &o, Duration::from_secs(3), true, now);
+        let (old, _) = r.register(&o, Duration::from_secs(3), true, now);
+        r.mark_lost(&o, old, "test");
+        let (new, rx) = r.register(&o, Duration::from_secs(3), true, now);
         assert_ne!(old, new);
-        r.unregister(&k, &o, old);
-        r.mark_lost(&k, &o, old, "stale");
+        r.unregister(&o, old);
+        r.mark_lost(&o, old, "stale");
         assert_eq!(r.len(), 1);
         assert!(rx.borrow().is_none());
     }
