@@ -22,7 +22,8 @@ use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::ffi;
 use crate::state;
 use crate::stats;
-use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
+use crate::store::{self, FairQueue, LockKey, RequestRecord, TakeAll, Unlock};
+use crate::waiters::WaiterView;
 use crate::{deferred, slots, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
@@ -65,8 +66,11 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         };
         let granted = match next_turn(head, waiters::first_plain(lock)) {
             Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
-            // Read-write waiters: served in arrival order, readers together.
-            Turn::Plain(id) if waiters::is_read_write(id) => grant(ctx, lock, &key, id, None),
+            // Read-write waiters: served in arrival order, readers together. Multi-key
+            // waiters: when every lock they wait for can be taken.
+            Turn::Plain(id) if waiters::is_read_write(id) || waiters::is_multi(id) => {
+                grant(ctx, lock, &key, id, None)
+            }
             Turn::Plain(id) => match share_turn(ctx, lock, &key) {
                 Next::Grant => {
                     let granted = grant(ctx, lock, &key, id, None);
@@ -169,6 +173,9 @@ fn grant(
     let Some(waiter) = waiters::view(id) else {
         return Grant::Busy;
     };
+    if !waiter.more_locks.is_empty() {
+        return grant_all(ctx, id, waiter);
+    }
     // The same request, retried on another connection while this one still waits:
     // it was granted once, and is answered the same without a second hold.
     let owner = ffi::string(ctx, &waiter.owner);
@@ -228,6 +235,41 @@ fn grant(
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
     waiters::answer(ctx, id, BlockedReply::Granted(reply));
+    Grant::Granted
+}
+
+/// Gives multi-key waiter `id` every lock it waits for, or none (see `store::take_all`).
+/// A lock it does not hold yet is taken only if it is that lock's longest waiter, so
+/// waiters are served in arrival order on every lock, and the oldest waiter of all,
+/// first in every line it stands in, is never held back: no deadlock.
+fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView) -> Grant {
+    let locks = waiters::locks_of(id);
+    let keys: Vec<RedisString> = locks.iter().map(|l| ffi::string(ctx, &l.key)).collect();
+    let owner = ffi::string(ctx, &waiter.owner);
+    let may_take_new = |i: usize| waiters::is_head(&locks[i], id);
+    match store::take_all(ctx, &keys, &owner, &waiter.options, may_take_new) {
+        Ok(TakeAll::Busy) => return Grant::Busy,
+        Ok(TakeAll::Taken) => {}
+        Err(error) => {
+            waiters::answer(ctx, id, BlockedReply::Failed(error.to_string()));
+            return Grant::Failed;
+        }
+    }
+    stats::HANDOFFS.incr();
+    if waiter.options.session {
+        state::with(|s| {
+            for lock in &locks {
+                s.sessions
+                    .record(waiter.client, lock.clone(), waiter.owner.clone());
+            }
+        });
+    }
+    waiters::answer(ctx, id, BlockedReply::Granted(locks.len() as i64));
+    // The other locks' timers now follow their new lease.
+    for lock in &locks[1..] {
+        watch(ctx, lock);
+    }
+    watch(ctx, &locks[0]);
     Grant::Granted
 }
 
@@ -317,6 +359,8 @@ pub fn watch(ctx: &Context, lock: &LockId) {
                 }
             }
         }
+        // Its longest waiter also waits for a lock held elsewhere: served when that frees.
+        -2 if waiters::head_is_multi(lock) => None,
         -2 => {
             deferred::push(ctx, Work::Serve { lock: lock.clone() });
             None

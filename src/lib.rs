@@ -90,6 +90,8 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"reentries", stats::REENTRIES.get()),
                 (c"read_acquires", stats::READ_ACQUIRES.get()),
                 (c"write_acquires", stats::WRITE_ACQUIRES.get()),
+                (c"multi_acquires", stats::MULTI_ACQUIRES.get()),
+                (c"multi_releases", stats::MULTI_RELEASES.get()),
                 (c"releases", stats::RELEASES.get()),
                 (c"force_releases", stats::FORCE_RELEASES.get()),
                 (c"handoffs", stats::HANDOFFS.get()),

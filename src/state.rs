@@ -23,6 +23,8 @@ use redis_module::Context;
 #[derive(Debug)]
 pub struct Undelivered {
     pub lock: LockId,
+    /// The other locks of a multi-key grant: the same field on each.
+    pub more_locks: Vec<LockId>,
     /// The hold's hash field (see `waiters::hold_field_of`).
     pub field: Vec<u8>,
     pub reply: i64,

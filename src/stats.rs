@@ -42,3 +42,7 @@ pub static FORCE_RELEASES: Counter = Counter::new();
 pub static READ_ACQUIRES: Counter = Counter::new();
 /// Write holds taken on read-write locks (re-entries included).
 pub static WRITE_ACQUIRES: Counter = Counter::new();
+/// `RLOCK.MACQUIRE` calls that took their locks at once (not counting blocked ones).
+pub static MULTI_ACQUIRES: Counter = Counter::new();
+/// `RLOCK.MRELEASE` calls that released their locks.
+pub static MULTI_RELEASES: Counter = Counter::new();

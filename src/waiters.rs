@@ -17,6 +17,8 @@ use crate::{deferred, guard, store, timers};
 
 /// What the hand-off needs to know of a waiter.
 pub struct WaiterView {
+    /// The other locks of a multi-key acquire.
+    pub more_locks: Vec<LockId>,
     pub owner: Vec<u8>,
     pub options: AcquireOptions,
     /// The connection that waits.
@@ -25,7 +27,8 @@ pub struct WaiterView {
     pub deadline: i64,
 }
 
-/// Blocks the calling client at the tail of `lock`'s line. The reply comes later.
+/// Blocks the calling client at the tail of `lock`'s line, and of each of `more_locks`'
+/// for a multi-key acquire. The reply comes later.
 ///
 /// The module alone ends a wait: a grant, its own BLOCK timer, or the client
 /// leaving. Redis gets no timeout to enforce, so no deadline it handles can race a
@@ -33,6 +36,7 @@ pub struct WaiterView {
 pub fn block(
     ctx: &Context,
     lock: LockId,
+    more_locks: Vec<LockId>,
     owner: &RedisString,
     options: AcquireOptions,
     wait: Wait,
@@ -47,6 +51,7 @@ pub fn block(
     };
     let waiter = Waiter {
         lock,
+        more_locks,
         owner: owner.as_slice().to_vec(),
         options,
         client: ffi::client_id(ctx),
@@ -115,6 +120,32 @@ pub fn hold_field_of(owner: &[u8], mode: Option<RwMode>) -> Vec<u8> {
     }
 }
 
+/// Whether waiter `id` waits for several locks at once (`RLOCK.MACQUIRE`).
+pub fn is_multi(id: WaiterId) -> bool {
+    state::with(|s| s.waiters.get(id).is_some_and(Waiter::is_multi))
+}
+
+/// Every lock waiter `id` waits for, in the order its call named them.
+pub fn locks_of(id: WaiterId) -> Vec<LockId> {
+    state::with(|s| {
+        s.waiters
+            .get(id)
+            .map(|w| w.locks().cloned().collect())
+            .unwrap_or_default()
+    })
+}
+
+/// Whether waiter `id` is the longest waiter on `lock`.
+pub fn is_head(lock: &LockId, id: WaiterId) -> bool {
+    state::with(|s| s.waiters.head(lock).is_some_and(|(head, _)| head == id))
+}
+
+/// Whether the longest waiter on `lock` waits for several locks at once: it is served
+/// when the last of them frees, not when this one does.
+pub fn head_is_multi(lock: &LockId) -> bool {
+    state::with(|s| s.waiters.head(lock).is_some_and(|(_, w)| w.is_multi()))
+}
+
 /// Whether waiter `id` asked for a side of a read-write lock.
 pub fn is_read_write(id: WaiterId) -> bool {
     state::with(|s| s.waiters.get(id).is_some_and(|w| w.options.mode.is_some()))
@@ -123,6 +154,7 @@ pub fn is_read_write(id: WaiterId) -> bool {
 pub fn view(id: WaiterId) -> Option<WaiterView> {
     state::with(|s| {
         s.waiters.get(id).map(|w| WaiterView {
+            more_locks: w.more_locks.clone(),
             owner: w.owner.clone(),
             options: w.options,
             client: w.client,
@@ -149,6 +181,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
             if same_request.is_empty() {
                 let undelivered = Undelivered {
                     lock: waiter.lock.clone(),
+                    more_locks: waiter.more_locks.clone(),
                     field: hold_field_of(&waiter.owner, waiter.options.mode),
                     reply: granted,
                     client: waiter.client,
@@ -209,6 +242,7 @@ fn stop_deadline(ctx: &Context, handle_id: usize) {
 fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Option<BlockedReply>) {
     stop_deadline(ctx, waiter.handle.id());
     let lock = waiter.lock.clone();
+    let locks: Vec<LockId> = waiter.locks().cloned().collect();
     if waiter.options.fair {
         deferred::push(
             ctx,
@@ -223,9 +257,15 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Opt
         // Dropping the handle unblocks it with no reply: Redis has answered the client.
         None => drop(waiter),
     }
+    // A multi-key waiter kept free locks for itself: the waiters behind it are served.
+    if locks.len() > 1 {
+        for lock in &locks {
+            deferred::push(ctx, Work::Serve { lock: lock.clone() });
+        }
+    }
     // Timers are only for waiters blocked here (see `handoff::watch`).
-    if !has_waiters(&lock) {
-        timers::cancel(ctx, &lock);
+    for lock in locks.iter().filter(|lock| !has_waiters(lock)) {
+        timers::cancel(ctx, lock);
     }
 }
 
@@ -311,14 +351,17 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
         let gone = state::with(|s| s.disconnecting == Some(grant.client));
         // A SESSION hold of a client that is gone went with its session's other holds.
         if !(gone && grant.session) {
-            deferred::push(
-                &ctx,
-                Work::Release {
-                    lock: grant.lock,
-                    field: grant.field,
-                    all: false,
-                },
-            );
+            for lock in std::iter::once(grant.lock).chain(grant.more_locks) {
+                let field = grant.field.clone();
+                deferred::push(
+                    &ctx,
+                    Work::Release {
+                        lock,
+                        field,
+                        all: false,
+                    },
+                );
+            }
         }
     });
 }

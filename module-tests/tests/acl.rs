@@ -63,6 +63,8 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             "rlock.release",
             "rlock.renew",
             "rlock.forcerelease",
+            "rlock.macquire",
+            "rlock.mrelease",
         ] {
             assert!(has(&write, cmd), "{flavor}: {cmd} in @write");
             assert!(!has(&read, cmd), "{flavor}: {cmd} not in @read");
@@ -84,6 +86,10 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             has(&blocking, "rlock.acquire"),
             "{flavor}: ACQUIRE @blocking"
         );
+        assert!(
+            has(&blocking, "rlock.macquire"),
+            "{flavor}: MACQUIRE @blocking"
+        );
 
         // A user without @write may look, not lock.
         assert_eq!(
@@ -96,6 +102,8 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             &["RLOCK.RELEASE", "orders", "admin"][..],
             &["RLOCK.RENEW", "orders", "admin"][..],
             &["RLOCK.FORCERELEASE", "orders"][..],
+            &["RLOCK.MACQUIRE", "reader", "1", "orders"][..],
+            &["RLOCK.MRELEASE", "admin", "1", "orders"][..],
         ] {
             assert_refused(
                 call(&mut reader, args),
@@ -130,7 +138,13 @@ fn fast_and_slow_follow_the_table() {
                 "{flavor}: {cmd} not @slow"
             );
         }
-        for cmd in ["rlock.acquire", "rlock.forcerelease"] {
+        // The multi-key commands cost one step per key.
+        for cmd in [
+            "rlock.acquire",
+            "rlock.forcerelease",
+            "rlock.macquire",
+            "rlock.mrelease",
+        ] {
             assert!(slow.contains(&cmd.to_string()), "{flavor}: {cmd} @slow");
             assert!(
                 !fast.contains(&cmd.to_string()),
@@ -141,7 +155,7 @@ fn fast_and_slow_follow_the_table() {
 }
 
 /// The module's own category, where the server takes one (Redis 7.4+, Valkey 8+):
-/// `+@rlock` grants the five commands and nothing else.
+/// `+@rlock` grants the seven commands and nothing else.
 #[test]
 fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
     for flavor in flavors() {
@@ -166,6 +180,8 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
                 "rlock.acquire",
                 "rlock.forcerelease",
                 "rlock.info",
+                "rlock.macquire",
+                "rlock.mrelease",
                 "rlock.release",
                 "rlock.renew"
             ],
@@ -286,6 +302,8 @@ fn key_patterns_and_read_only_access_apply() {
             &["RLOCK.ACQUIRE", "other:1", "t"][..],
             &["RLOCK.INFO", "other:1"][..],
             &["RLOCK.RELEASE", "other:1", "t"][..],
+            // Every key of a multi-key call is checked.
+            &["RLOCK.MACQUIRE", "t", "2", "app:2", "other:1"][..],
         ] {
             assert_refused(
                 call(&mut tenant, args),
@@ -293,6 +311,11 @@ fn key_patterns_and_read_only_access_apply() {
             );
         }
         assert!(!keyspace(&mut admin).contains_key(&b"other:1"[..]));
+        assert!(!keyspace(&mut admin).contains_key(&b"app:2"[..]));
+        let both = ["RLOCK.MACQUIRE", "t", "2", "app:2", "app:3"];
+        assert_eq!(call(&mut tenant, &both), Ok(Value::Int(2)), "{flavor}");
+        let both = ["RLOCK.MRELEASE", "t", "2", "app:2", "app:3"];
+        assert_eq!(call(&mut tenant, &both), Ok(Value::Int(2)), "{flavor}");
 
         let mut auditor = user(&server, &mut admin, "auditor", &["%R~*", "+@all"]);
         assert!(

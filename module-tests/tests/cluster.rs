@@ -56,6 +56,24 @@ fn locks_work_on_every_shard_and_replicate_to_its_replica() {
                 call(&mut con, &["RLOCK.RELEASE", &key, "me"]),
                 Ok(Value::Int(1))
             );
+            // Multi-key calls take keys of one slot (hash tags), and are refused across
+            // slots by the server, which finds the keys from the key spec.
+            let (a, b) = (format!("{{{key}}}:a"), format!("{{{key}}}:b"));
+            let both = ["RLOCK.MACQUIRE", "me", "2", &a, &b];
+            assert_eq!(call(&mut con, &both), Ok(Value::Int(2)), "{flavor}");
+            let elsewhere = cluster.key_on(other, "shard-lock:");
+            let across = call(&mut con, &["RLOCK.MACQUIRE", "me", "2", &a, &elsewhere]);
+            assert!(
+                matches!(&across, Err(e) if e.starts_with("CROSSSLOT")),
+                "{flavor}: {across:?}"
+            );
+            let moved = call(&mut other.conn(), &["RLOCK.MRELEASE", "me", "2", &a, &b]);
+            assert!(
+                matches!(&moved, Err(e) if e.starts_with("MOVED")),
+                "{flavor}: {moved:?}"
+            );
+            let release = ["RLOCK.MRELEASE", "me", "2", &a, &b];
+            assert_eq!(call(&mut con, &release), Ok(Value::Int(2)), "{flavor}");
         }
     }
 }

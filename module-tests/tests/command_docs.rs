@@ -378,6 +378,9 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
         server_flags.remove("module");
         let declared: &[&str] = match name.as_str() {
             "RLOCK.ACQUIRE" => &["write", "denyoom", "blocking"],
+            // Keys counted by `numkeys`: the server finds them from the key spec.
+            "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
+            "RLOCK.MRELEASE" => &["write", "movablekeys"],
             "RLOCK.INFO" => &["readonly"],
             _ => &["write"],
         };

@@ -46,7 +46,8 @@ pub fn block_or_null(
     match options.block {
         Some(wait) if ffi::may_block(ctx) => {
             let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-            let reply = waiters::block(ctx, lock.clone(), owner, *options, wait, deadline);
+            let more = Vec::new();
+            let reply = waiters::block(ctx, lock.clone(), more, owner, *options, wait, deadline);
             // The lease timer hands the lock over the moment the lease ends. The client
             // is blocked now: a panic past here must not add an error reply to it.
             guard::callback("RLOCK.ACQUIRE after blocking", || {

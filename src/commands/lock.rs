@@ -38,17 +38,19 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let watching = !state::all_idle();
     let lock = || store::lock_id(ctx, key);
     // A free lock with waiters goes to them first: the line is first come, first served.
-    let mut left_to_redisson = false;
+    let mut kept_for_waiters = false;
     if watching {
         let lock = lock();
         if waiters::has_waiters(&lock) {
             handoff::serve(ctx, &lock);
             // Left free a moment for Redisson clients: not for a newcomer here, who
-            // would overtake the clients blocked here as well.
-            left_to_redisson = handoff::left_to_redisson(&lock);
+            // would overtake the clients blocked here as well. Free while its longest
+            // waiter waits for other locks too (RLOCK.MACQUIRE): kept for that waiter.
+            kept_for_waiters = handoff::left_to_redisson(&lock)
+                || (waiters::head_is_multi(&lock) && !ffi::key_exists(ctx, key));
         }
     }
-    let taken = match left_to_redisson {
+    let taken = match kept_for_waiters {
         true => None,
         false => take(ctx, key, owner, &options, &record)?,
     };
@@ -129,7 +131,15 @@ fn acquire_fair(
             }
             state::with(|s| s.fair_queues.insert(lock.clone()));
             let reply = match blocking {
-                Some(wait) => waiters::block(ctx, lock.clone(), owner, *options, wait, deadline),
+                Some(wait) => waiters::block(
+                    ctx,
+                    lock.clone(),
+                    Vec::new(),
+                    owner,
+                    *options,
+                    wait,
+                    deadline,
+                ),
                 None => Ok(RedisValue::Null),
             };
             // A free lock whose head is waiting elsewhere gets its head woken. The

@@ -5,6 +5,7 @@
 mod holds;
 pub mod info;
 pub mod lock;
+mod multi;
 mod rwlock;
 pub mod table;
 

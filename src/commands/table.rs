@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, lock};
-use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, RawCtx};
+use super::{dispatch, info, lock, multi};
+use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
     pub name: &'static CStr,
@@ -20,7 +20,9 @@ pub struct CommandSpec {
     pub arity: i32,
     /// First key, last key, step, as `COMMAND INFO` gives them.
     pub keys: (c_int, c_int, c_int),
-    /// What the command does to its key: its key spec, which ACL key patterns check.
+    /// Where its keys are, and what it does to them: its key spec, which cluster
+    /// routing and ACL key patterns check.
+    pub positions: KeyPositions,
     pub access: KeyAccess,
     /// ACL categories, on servers that take them from modules (7.2+, Valkey); the
     /// module's own `rlock` category is added where the server has it (7.4+, Valkey 8+).
@@ -76,8 +78,11 @@ const SIDE: ArgDoc = ArgDoc {
     ]),
     token: None,
     optional: true,
+    multiple: false,
     summary: c"a side of a read-write lock (Redisson's RReadWriteLock layout)",
 };
+
+const NUMKEYS: ArgDoc = ArgDoc::required(c"numkeys", ArgKind::Integer, c"how many keys follow");
 
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -86,6 +91,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write deny-oom blocking",
         arity: -3,
         keys: (1, 1, 1),
+        positions: KeyPositions::First,
         access: KeyAccess::Update,
         acl_categories: c"write slow blocking",
         summary: c"Takes or re-enters a lock. Replies the hold count (or fencing token), or null if held by another owner.",
@@ -107,6 +113,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         arity: -3,
         keys: (1, 1, 1),
+        positions: KeyPositions::First,
         access: KeyAccess::Update,
         acl_categories: c"write fast",
         summary: c"Releases one hold. Replies 1 when the lock is freed, 0 when a re-entry was undone.",
@@ -123,6 +130,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         arity: -3,
         keys: (1, 1, 1),
+        positions: KeyPositions::First,
         access: KeyAccess::Update,
         acl_categories: c"write fast",
         summary: c"Resets the lease of a held lock. Replies 1 if renewed, 0 if not held by owner.",
@@ -135,11 +143,49 @@ pub const COMMANDS: &[CommandSpec] = &[
         ],
     },
     CommandSpec {
+        name: c"rlock.macquire",
+        handler: entry!("RLOCK.MACQUIRE", multi::acquire),
+        flags: c"write deny-oom blocking getkeys-api",
+        arity: -4,
+        // Keys counted by `numkeys`: the key spec describes them, and the command
+        // names them when asked (`getkeys-api`), which Redis 7.0's cluster routing needs.
+        keys: (0, 0, 0),
+        positions: KeyPositions::CountedFromSecond,
+        access: KeyAccess::Update,
+        acl_categories: c"write slow blocking",
+        summary: c"Takes every lock or none. Replies the number of locks taken, or null.",
+        args: &[
+            OWNER,
+            NUMKEYS,
+            ArgDoc::many(c"key", ArgKind::Key, c"a lock's name; all in one cluster slot"),
+            LEASE,
+            ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms until all can be taken; 0 waits forever"),
+            ArgDoc::option(c"session", ArgKind::Flag, c"SESSION", c"release the holds when this connection closes"),
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.mrelease",
+        handler: entry!("RLOCK.MRELEASE", multi::release),
+        flags: c"write getkeys-api",
+        arity: -4,
+        keys: (0, 0, 0),
+        positions: KeyPositions::CountedFromSecond,
+        access: KeyAccess::Update,
+        acl_categories: c"write slow",
+        summary: c"Releases one hold on every lock, or none. Replies how many of the locks are free now.",
+        args: &[
+            OWNER,
+            NUMKEYS,
+            ArgDoc::many(c"key", ArgKind::Key, c"a lock's name"),
+        ],
+    },
+    CommandSpec {
         name: c"rlock.forcerelease",
         handler: entry!("RLOCK.FORCERELEASE", lock::force_release),
         flags: c"write",
         arity: 2,
         keys: (1, 1, 1),
+        positions: KeyPositions::First,
         access: KeyAccess::Remove,
         acl_categories: c"write slow dangerous",
         summary: c"Deletes the lock whoever holds it. Replies 1 if a lock was deleted.",
@@ -151,6 +197,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"readonly",
         arity: 2,
         keys: (1, 1, 1),
+        positions: KeyPositions::First,
         access: KeyAccess::Read,
         acl_categories: c"read fast",
         summary: c"Shows holders, pttl, fair queue, blocked waiters and fencing token of a lock.",
@@ -229,9 +276,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         }
     }
     set_acl_categories(ctx)?;
-    let described = COMMANDS
-        .iter()
-        .all(|c| ffi::set_command_info(ctx, c.name, c.summary, c.arity, c.access, c.args));
+    let described = COMMANDS.iter().all(|c| {
+        let (positions, access) = (c.positions, c.access);
+        ffi::set_command_info(ctx, c.name, c.summary, c.arity, positions, access, c.args)
+    });
     if !described {
         ctx.log_notice("rlock: this server does not take command docs; COMMAND DOCS will be empty");
     }

@@ -34,6 +34,9 @@ pub type WaiterId = u64;
 #[derive(Debug)]
 pub struct Waiter<H> {
     pub lock: LockId,
+    /// The other locks of an all-or-nothing multi-key acquire (`RLOCK.MACQUIRE`), in the
+    /// same database: the waiter stands in every one of their lines. Empty otherwise.
+    pub more_locks: Vec<LockId>,
     pub owner: Vec<u8>,
     pub options: AcquireOptions,
     /// The connection that waits.
@@ -54,6 +57,18 @@ pub struct WaitList<H> {
     by_owner: HashMap<(LockId, Vec<u8>), BTreeSet<WaiterId>>,
 }
 
+impl<H> Waiter<H> {
+    /// Every lock this waiter waits for.
+    pub fn locks(&self) -> impl Iterator<Item = &LockId> {
+        std::iter::once(&self.lock).chain(&self.more_locks)
+    }
+
+    /// Whether it waits for several locks at once.
+    pub fn is_multi(&self) -> bool {
+        !self.more_locks.is_empty()
+    }
+}
+
 impl<H> Default for WaitList<H> {
     fn default() -> Self {
         WaitList {
@@ -67,24 +82,23 @@ impl<H> Default for WaitList<H> {
 }
 
 impl<H> WaitList<H> {
-    /// Queues a waiter at the tail of its lock's line.
+    /// Queues a waiter at the tail of its locks' lines.
     pub fn push(&mut self, waiter: Waiter<H>) -> WaiterId {
         let id = self.next_id;
         self.next_id += 1;
-        self.by_lock
-            .entry(waiter.lock.clone())
-            .or_default()
-            .insert(id);
-        if !waiter.options.fair {
-            self.plain_by_lock
-                .entry(waiter.lock.clone())
+        for lock in waiter.locks() {
+            self.by_lock.entry(lock.clone()).or_default().insert(id);
+            if !waiter.options.fair {
+                self.plain_by_lock
+                    .entry(lock.clone())
+                    .or_default()
+                    .insert(id);
+            }
+            self.by_owner
+                .entry((lock.clone(), waiter.owner.clone()))
                 .or_default()
                 .insert(id);
         }
-        self.by_owner
-            .entry((waiter.lock.clone(), waiter.owner.clone()))
-            .or_default()
-            .insert(id);
         self.waiters.insert(id, waiter);
         id
     }
@@ -92,19 +106,21 @@ impl<H> WaitList<H> {
     /// Takes a waiter out of line, wherever it stands.
     pub fn remove(&mut self, id: WaiterId) -> Option<Waiter<H>> {
         let waiter = self.waiters.remove(&id)?;
-        for lines in [&mut self.by_lock, &mut self.plain_by_lock] {
-            if let Some(line) = lines.get_mut(&waiter.lock) {
-                line.remove(&id);
-                if line.is_empty() {
-                    lines.remove(&waiter.lock);
+        for lock in waiter.locks() {
+            for lines in [&mut self.by_lock, &mut self.plain_by_lock] {
+                if let Some(line) = lines.get_mut(lock) {
+                    line.remove(&id);
+                    if line.is_empty() {
+                        lines.remove(lock);
+                    }
                 }
             }
-        }
-        let owner_key = (waiter.lock.clone(), waiter.owner.clone());
-        if let Some(same_owner) = self.by_owner.get_mut(&owner_key) {
-            same_owner.remove(&id);
-            if same_owner.is_empty() {
-                self.by_owner.remove(&owner_key);
+            let owner_key = (lock.clone(), waiter.owner.clone());
+            if let Some(same_owner) = self.by_owner.get_mut(&owner_key) {
+                same_owner.remove(&id);
+                if same_owner.is_empty() {
+                    self.by_owner.remove(&owner_key);
+                }
             }
         }
         shrink_map(&mut self.waiters);
@@ -231,6 +247,7 @@ mod tests {
     fn waiter(key: &str, owner: &str) -> Waiter<()> {
         Waiter {
             lock: lock(key),
+            more_locks: Vec::new(),
             owner: owner.as_bytes().to_vec(),
             options: AcquireOptions::default(),
             client: 1,
@@ -333,5 +350,25 @@ mod tests {
         assert_eq!(drained.len(), 2);
         assert_eq!(drained[0].owner, b"a");
         assert!(list.is_empty() && list.locks_in(None).is_empty());
+    }
+
+    #[test]
+    fn a_multi_key_waiter_stands_in_every_line_in_arrival_order() {
+        let mut list = WaitList::default();
+        let first = list.push(waiter("b", "s"));
+        let mut multi = waiter("a", "m");
+        multi.more_locks = vec![lock("b"), lock("c")];
+        let m = list.push(multi);
+        let later = list.push(waiter("a", "t"));
+        assert_eq!(list.head(&lock("a")).map(|(id, _)| id), Some(m));
+        assert_eq!(list.head(&lock("b")).map(|(id, _)| id), Some(first));
+        assert_eq!(list.head(&lock("c")).map(|(id, _)| id), Some(m));
+        assert!(list.get(m).is_some_and(Waiter::is_multi));
+        assert_eq!(list.find_owner(&lock("c"), b"m").map(|(id, _)| id), Some(m));
+        list.remove(m);
+        assert_eq!(list.head(&lock("a")).map(|(id, _)| id), Some(later));
+        assert!(!list.has_waiters(&lock("c")));
+        assert_eq!(list.waiting_on(&lock("b")), 1);
+        assert!(list.find_owner(&lock("b"), b"m").is_none());
     }
 }

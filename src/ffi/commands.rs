@@ -16,6 +16,8 @@ pub struct ArgDoc {
     /// The keyword before the value, e.g. `LEASE`.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// Given one or more times, as `key [key ...]`.
+    pub multiple: bool,
     pub summary: &'static CStr,
 }
 
@@ -26,7 +28,16 @@ impl ArgDoc {
             kind,
             token: None,
             optional: false,
+            multiple: false,
             summary,
+        }
+    }
+
+    /// A required argument given one or more times, as `key [key ...]`.
+    pub const fn many(name: &'static CStr, kind: ArgKind, summary: &'static CStr) -> ArgDoc {
+        ArgDoc {
+            multiple: true,
+            ..ArgDoc::required(name, kind, summary)
         }
     }
 
@@ -41,6 +52,7 @@ impl ArgDoc {
             kind: ArgKind::Flag,
             token: Some(token),
             optional: false,
+            multiple: false,
             summary,
         }
     }
@@ -57,6 +69,7 @@ impl ArgDoc {
             kind,
             token: Some(token),
             optional: true,
+            multiple: false,
             summary,
         }
     }
@@ -73,7 +86,16 @@ pub enum ArgKind {
     OneOf(&'static [ArgDoc]),
 }
 
-/// What a command does to its one key, for its key spec: ACL key patterns (`%R~`,
+/// Where a command's keys are, for its key spec.
+#[derive(Clone, Copy)]
+pub enum KeyPositions {
+    /// One key, the first argument.
+    First,
+    /// `numkeys key [key ...]` from the second argument on (`owner numkeys key ...`).
+    CountedFromSecond,
+}
+
+/// What a command does to its keys, for its key spec: ACL key patterns (`%R~`,
 /// `%W~`) and `COMMAND INFO` go by it.
 #[derive(Clone, Copy)]
 pub enum KeyAccess {
@@ -108,6 +130,7 @@ pub fn set_command_info(
     command: &CStr,
     summary: &'static CStr,
     arity: i32,
+    positions: KeyPositions,
     access: KeyAccess,
     args: &[ArgDoc],
 ) -> bool {
@@ -141,11 +164,24 @@ pub fn set_command_info(
         key_spec.flags = access.flags();
         key_spec.begin_search_type =
             raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        key_spec.bs.index.pos = 1;
-        key_spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        key_spec.fk.range.lastkey = 0;
-        key_spec.fk.range.keystep = 1;
-        key_spec.fk.range.limit = 0;
+        match positions {
+            KeyPositions::First => {
+                key_spec.bs.index.pos = 1;
+                key_spec.find_keys_type =
+                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                key_spec.fk.range.lastkey = 0;
+                key_spec.fk.range.keystep = 1;
+                key_spec.fk.range.limit = 0;
+            }
+            KeyPositions::CountedFromSecond => {
+                key_spec.bs.index.pos = 2;
+                key_spec.find_keys_type =
+                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+                key_spec.fk.keynum.keynumidx = 0;
+                key_spec.fk.keynum.firstkey = 1;
+                key_spec.fk.keynum.keystep = 1;
+            }
+        }
         // The array ends with a zeroed spec.
         let key_specs = vec![key_spec, std::mem::zeroed()];
         info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
@@ -188,6 +224,9 @@ unsafe fn command_args(args: &[ArgDoc]) -> *mut raw::RedisModuleCommandArg {
             } else {
                 raw::REDISMODULE_CMD_ARG_NONE as c_int
             };
+            if arg.multiple {
+                entry.flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int;
+            }
             entry
         })
         .collect();

@@ -10,6 +10,7 @@
 
 mod fence;
 mod lock;
+mod multi;
 mod queue;
 mod report;
 mod request;
@@ -21,6 +22,7 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
 
 pub use fence::Fence;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
+pub use multi::{release_all, take_all, TakeAll};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;

@@ -1,0 +1,372 @@
+//! All-or-nothing multi-key acquire: `RLOCK.MACQUIRE` and `RLOCK.MRELEASE` take every
+//! lock or none, wait in arrival order on every lock, never deadlock, and leave a
+//! module-less replica identical.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rlock_module_tests::redis::{Connection, Value};
+use rlock_module_tests::redisson::{TRY_LOCK, UNLOCK};
+use rlock_module_tests::*;
+
+fn run(c: &mut Connection, args: &[&str]) -> Value {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
+}
+
+fn exists(c: &mut Connection, key: &str) -> bool {
+    run(c, &["EXISTS", key]) == Value::Int(1)
+}
+
+fn redisson_lock(c: &mut Connection, key: &str, owner: &str) -> Value {
+    run(c, &["EVAL", TRY_LOCK, "1", key, "30000", owner])
+}
+
+fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
+    let channel = String::from_utf8(unlock_channel(key.as_bytes())).unwrap();
+    run(
+        c,
+        &["EVAL", UNLOCK, "2", key, &channel, "0", "30000", owner],
+    )
+}
+
+#[test]
+fn every_lock_or_none() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let taken = run(
+            &mut c,
+            &["RLOCK.MACQUIRE", "o", "3", "a", "b", "c", "LEASE", "10000"],
+        );
+        assert_eq!(taken, Value::Int(3), "{flavor}");
+        for key in ["a", "b", "c"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
+            let ttl = pttl(&mut c, key.as_bytes());
+            assert!((9_000..=10_000).contains(&ttl), "{flavor}: {key} {ttl}");
+        }
+        // One key held by someone else: nothing is taken.
+        let busy = run(&mut c, &["RLOCK.MACQUIRE", "p", "2", "d", "c"]);
+        assert_eq!(busy, Value::Nil, "{flavor}");
+        assert!(!exists(&mut c, "d"), "{flavor}: d must not be taken");
+        // Held by a Redisson client: the same.
+        assert_eq!(redisson_lock(&mut c, "r", "java:1"), Value::Nil);
+        assert_eq!(
+            run(&mut c, &["RLOCK.MACQUIRE", "p", "2", "e", "r"]),
+            Value::Nil
+        );
+        assert!(!exists(&mut c, "e"), "{flavor}");
+        // The owner re-enters, as it would one by one.
+        assert_eq!(
+            run(&mut c, &["RLOCK.MACQUIRE", "o", "2", "a", "b"]),
+            Value::Int(2)
+        );
+        assert_eq!(holders(&mut c, "a"), held_by("o", 2), "{flavor}");
+        assert_eq!(
+            run(&mut c, &["RLOCK.MRELEASE", "o", "2", "a", "b"]),
+            Value::Int(0)
+        );
+        assert_eq!(holders(&mut c, "a"), held_by("o", 1), "{flavor}");
+        assert_eq!(
+            run(&mut c, &["RLOCK.MRELEASE", "o", "3", "c", "b", "a"]),
+            Value::Int(3)
+        );
+        for key in ["a", "b", "c"] {
+            assert!(!exists(&mut c, key), "{flavor}: {key}");
+        }
+        assert!(rstat(&server, "multi_acquires") >= 2, "{flavor}");
+        assert!(rstat(&server, "multi_releases") >= 2, "{flavor}");
+    }
+}
+
+#[test]
+fn bad_calls_change_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "held", "o"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "rw", "o", "READ"]);
+        run(&mut c, &["SET", "str", "x"]);
+        let before = keyspace(&mut c);
+        let cases: &[(&[&str], &str)] = &[
+            (&["RLOCK.MACQUIRE", "o", "0", "a"], "ERR numkeys must be"),
+            (&["RLOCK.MACQUIRE", "o", "x", "a"], "ERR numkeys must be"),
+            (
+                &["RLOCK.MACQUIRE", "o", "3", "a", "b"],
+                "ERR fewer keys than numkeys",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "o", "2", "a", "a"],
+                "ERR a key is named more than once",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "o", "1", "a", "FAIR"],
+                "ERR option FAIR does not apply",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "o", "1", "a", "TOKEN"],
+                "ERR option TOKEN does not apply",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "o", "1", "a", "NX"],
+                "ERR unknown option",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "o", "1", "a", "LEASE", "0"],
+                "ERR LEASE must be",
+            ),
+            (
+                &["RLOCK.MACQUIRE", "", "1", "a"],
+                "ERR owner must not be empty",
+            ),
+            (&["RLOCK.MACQUIRE", "o", "2", "a", "rw"], "WRONGTYPE"),
+            (&["RLOCK.MACQUIRE", "o", "2", "a", "str"], "WRONGTYPE"),
+            (
+                &["RLOCK.MACQUIRE", "o", "1"],
+                "ERR wrong number of arguments",
+            ),
+            (&["RLOCK.MRELEASE", "o", "2", "held", "a"], "NOTHELD"),
+            (&["RLOCK.MRELEASE", "p", "1", "held"], "NOTHELD"),
+            (
+                &["RLOCK.MRELEASE", "o", "1", "held", "x"],
+                "ERR unknown option",
+            ),
+            (&["RLOCK.MRELEASE", "o", "2", "held", "str"], "WRONGTYPE"),
+        ];
+        for (args, expected) in cases {
+            let r = call(&mut c, args);
+            assert!(
+                matches!(&r, Err(e) if e.starts_with(expected)),
+                "{flavor}: {args:?} gave {r:?}, expected {expected}"
+            );
+            assert_eq!(keyspace(&mut c), before, "{flavor}: {args:?} changed keys");
+        }
+        server_alive(&server);
+    }
+}
+
+fn server_alive(server: &Server) {
+    let mut c = server.conn();
+    assert_eq!(run(&mut c, &["PING"]), Value::SimpleString("PONG".into()));
+}
+
+#[test]
+fn a_blocked_call_waits_until_every_lock_is_free() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
+        let mut m = Pending::new(&server);
+        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "a", 1);
+        wait_blocked(flavor, &mut c, "b", 1);
+        run(&mut c, &["RLOCK.RELEASE", "a", "h1"]);
+        // `a` is free but kept for the caller that waited first: a newcomer waits.
+        assert_eq!(
+            run(&mut c, &["RLOCK.ACQUIRE", "a", "late"]),
+            Value::Nil,
+            "{flavor}"
+        );
+        assert!(!exists(&mut c, "a"), "{flavor}: nothing taken early");
+        let started = Instant::now();
+        run(&mut c, &["RLOCK.RELEASE", "b", "h2"]);
+        assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{flavor}");
+        assert_eq!(holders(&mut c, "a"), held_by("m", 1), "{flavor}");
+        assert_eq!(holders(&mut c, "b"), held_by("m", 1), "{flavor}");
+        // A Redisson unlock (DEL and a message) wakes it too.
+        redisson_lock(&mut c, "r", "java:1");
+        let mut n = Pending::new(&server);
+        n.send(&["RLOCK.MACQUIRE", "n", "2", "s", "r", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "r", 1);
+        assert_eq!(redisson_unlock(&mut c, "r", "java:1"), Value::Int(1));
+        assert_eq!(n.reply(), Ok(Value::Int(2)), "{flavor}");
+        assert_eq!(holders(&mut c, "r"), held_by("n", 1), "{flavor}");
+        // BLOCK runs out: null, and nothing is kept for it any longer.
+        let r = run(
+            &mut c,
+            &["RLOCK.MACQUIRE", "x", "2", "a", "free", "BLOCK", "100"],
+        );
+        assert_eq!(r, Value::Nil, "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        assert!(!exists(&mut c, "free"), "{flavor}");
+    }
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order_without_deadlock() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.MACQUIRE", "h", "2", "a", "b"]);
+        // Two multi-key callers naming the keys in opposite orders, then single callers.
+        let mut m1 = Pending::new(&server);
+        m1.send(&["RLOCK.MACQUIRE", "m1", "2", "a", "b", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "a", 1);
+        let mut m2 = Pending::new(&server);
+        m2.send(&["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "a", 2);
+        let mut s = Pending::new(&server);
+        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "a", 3);
+        let mut t = Pending::new(&server);
+        t.send(&["RLOCK.ACQUIRE", "b", "t", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "b", 3);
+
+        assert_eq!(
+            run(&mut c, &["RLOCK.MRELEASE", "h", "2", "a", "b"]),
+            Value::Int(2)
+        );
+        assert_eq!(m1.reply(), Ok(Value::Int(2)), "{flavor}: first in line");
+        assert_eq!(holders(&mut c, "b"), held_by("m1", 1), "{flavor}");
+        run(&mut c, &["RLOCK.MRELEASE", "m1", "2", "b", "a"]);
+        assert_eq!(m2.reply(), Ok(Value::Int(2)), "{flavor}: second");
+        assert_eq!(holders(&mut c, "a"), held_by("m2", 1), "{flavor}");
+        run(&mut c, &["RLOCK.MRELEASE", "m2", "2", "a", "b"]);
+        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(t.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(holders(&mut c, "a"), held_by("s", 1), "{flavor}");
+        assert_eq!(holders(&mut c, "b"), held_by("t", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+#[test]
+fn a_waiter_that_leaves_lets_the_line_move() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
+        let mut m = Pending::new(&server);
+        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"]);
+        wait_blocked(flavor, &mut c, "a", 1);
+        let mut s = Pending::new(&server);
+        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
+        wait_blocked(flavor, &mut c, "a", 2);
+        run(&mut c, &["RLOCK.RELEASE", "a", "h"]);
+        assert!(!exists(&mut c, "a"), "{flavor}: kept for m");
+        // m's connection dies: s, behind it, gets `a` at once.
+        run(&mut c, &["CLIENT", "KILL", "ID", &m.id.to_string()]);
+        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(holders(&mut c, "a"), held_by("s", 1), "{flavor}");
+        assert_eq!(holders(&mut c, "b"), held_by("h", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+#[test]
+fn session_holds_end_with_the_connection() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut holder = server.conn();
+        let r = run(
+            &mut holder,
+            &["RLOCK.MACQUIRE", "o", "2", "a", "b", "SESSION"],
+        );
+        assert_eq!(r, Value::Int(2), "{flavor}");
+        // A blocked session grant too.
+        run(&mut c, &["RLOCK.ACQUIRE", "d", "h"]);
+        let mut w = Pending::new(&server);
+        w.send(&[
+            "RLOCK.MACQUIRE",
+            "w",
+            "2",
+            "c",
+            "d",
+            "SESSION",
+            "BLOCK",
+            "10000",
+        ]);
+        wait_blocked(flavor, &mut c, "d", 1);
+        run(&mut c, &["RLOCK.RELEASE", "d", "h"]);
+        assert_eq!(w.reply(), Ok(Value::Int(2)), "{flavor}");
+        drop(holder);
+        drop(w);
+        let gone = wait_until(Duration::from_secs(5), || {
+            ["a", "b", "c", "d"].iter().all(|key| !exists(&mut c, key))
+        });
+        assert!(gone, "{flavor}: session holds outlived their connections");
+        // Not in a script, whose client never closes.
+        let r = call(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('RLOCK.MACQUIRE', 'o', '1', 'k', 'SESSION')",
+                "0",
+            ],
+        );
+        assert!(
+            matches!(&r, Err(e) if e.contains("SESSION")),
+            "{flavor}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn scripts_and_transactions_never_block() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
+        let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'b', 'BLOCK', '0')";
+        assert_eq!(run(&mut c, &["EVAL", script, "0"]), Value::Nil, "{flavor}");
+        let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'c')";
+        assert_eq!(
+            run(&mut c, &["EVAL", script, "0"]),
+            Value::Int(2),
+            "{flavor}"
+        );
+        run(&mut c, &["MULTI"]);
+        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "a", "c"]);
+        run(&mut c, &["RLOCK.MACQUIRE", "p", "1", "b", "BLOCK", "0"]);
+        let replies = run(&mut c, &["EXEC"]);
+        assert_eq!(
+            replies,
+            Value::Array(vec![Value::Int(2), Value::Nil]),
+            "{flavor}"
+        );
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+#[test]
+fn a_replica_without_the_module_ends_identical() {
+    for flavor in flavors() {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let mut c = primary.conn();
+        run(
+            &mut c,
+            &["RLOCK.MACQUIRE", "o", "3", "x", "y", "z", "LEASE", "60000"],
+        );
+        run(
+            &mut c,
+            &["RLOCK.MACQUIRE", "o", "2", "x", "y", "LEASE", "50000"],
+        );
+        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
+        let mut m = Pending::new(&primary);
+        m.send(&[
+            "RLOCK.MACQUIRE",
+            "m",
+            "2",
+            "v",
+            "w",
+            "BLOCK",
+            "10000",
+            "LEASE",
+            "70000",
+        ]);
+        wait_blocked(flavor, &mut c, "w", 1);
+        run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
+        assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}");
+        sync_replica(&primary, &replica);
+        let mut r = replica.conn();
+        assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
+        assert_eq!(holders(&mut r, "x"), held_by("o", 2), "{flavor}");
+        assert_eq!(holders(&mut r, "v"), held_by("m", 1), "{flavor}");
+    }
+}

@@ -1,0 +1,144 @@
+//! All-or-nothing over several locks: RLOCK.MACQUIRE and RLOCK.MRELEASE.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::holds::forget_session_hold;
+use crate::core::args::{
+    check_no_options, check_owner, key_count, parse_multi_acquire_options, MAX_MULTI_KEYS,
+};
+use crate::core::cluster::key_slot;
+use crate::core::fair::queue_deadline;
+use crate::core::integer::parse_i64;
+use crate::core::waitlist::LockId;
+use crate::store::{self, TakeAll, Unlock};
+use crate::{errors, ffi, guard, handoff, state, stats, waiters};
+
+/// The server asks where the keys are (cluster routing, ACL key patterns): the
+/// `numkeys` arguments after `owner numkeys`. A bad count names none, and the call
+/// itself then fails on it. Nothing is replied.
+fn name_the_keys(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let count = args
+        .get(2)
+        .and_then(|numkeys| parse_i64(numkeys.as_slice()))
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (1..=MAX_MULTI_KEYS).contains(n) && 3 + n <= args.len())
+        .unwrap_or(0);
+    for position in 3..3 + count {
+        ctx.key_at_pos(position as i32);
+    }
+    Ok(RedisValue::NoReply)
+}
+
+/// A multi-key call's `owner numkeys key [key ...] rest...`, checked.
+struct MultiCall<'a> {
+    owner: &'a RedisString,
+    keys: &'a [RedisString],
+    /// What follows the keys: options.
+    rest: Vec<&'a [u8]>,
+}
+
+fn owner_keys_rest<'a>(
+    ctx: &Context,
+    args: &'a [RedisString],
+) -> Result<MultiCall<'a>, RedisError> {
+    if args.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let owner = &args[1];
+    check_owner(owner.as_slice()).map_err(errors::arg_error)?;
+    let words: Vec<&[u8]> = args[3..].iter().map(RedisString::as_slice).collect();
+    let count = key_count(args[2].as_slice(), &words).map_err(errors::arg_error)?;
+    let (keys, rest) = (&args[3..3 + count], words[count..].to_vec());
+    // Redis checks this itself in a cluster, from the key spec; this also covers servers
+    // that did not take it.
+    if ffi::in_cluster(ctx) {
+        let slot = key_slot(keys[0].as_slice());
+        if keys.iter().any(|key| key_slot(key.as_slice()) != slot) {
+            return Err(RedisError::Str(errors::CROSS_SLOT));
+        }
+    }
+    Ok(MultiCall { owner, keys, rest })
+}
+
+/// `RLOCK.MACQUIRE owner numkeys key [key ...] [LEASE ms] [BLOCK ms] [SESSION]`: every
+/// lock or none. Replies the number of locks taken, or null.
+///
+/// A lock the owner does not hold yet is not taken while clients wait for it: with
+/// `BLOCK` the caller joins the tail of every lock's line, and is served once it is
+/// first in each and all are free (see `handoff::grant_all`).
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        return name_the_keys(ctx, args);
+    }
+    let MultiCall { owner, keys, rest } = owner_keys_rest(ctx, args)?;
+    let options = parse_multi_acquire_options(rest).map_err(errors::arg_error)?;
+    if options.session && ffi::in_script(ctx) {
+        return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    let locks: Vec<LockId> = keys.iter().map(|key| store::lock_id(ctx, key)).collect();
+    let watching = !state::all_idle();
+    if watching {
+        for lock in locks.iter().filter(|lock| waiters::has_waiters(lock)) {
+            handoff::serve(ctx, lock);
+        }
+    }
+    let has_waiters = |i: usize| watching && waiters::has_waiters(&locks[i]);
+    match store::take_all(ctx, keys, owner, &options, |i| !has_waiters(i))? {
+        TakeAll::Taken => {
+            stats::MULTI_ACQUIRES.incr();
+            if options.session {
+                let client = ffi::client_id(ctx);
+                let field = owner.as_slice();
+                state::with(|s| {
+                    for lock in &locks {
+                        s.sessions.record(client, lock.clone(), field.to_vec());
+                    }
+                });
+            }
+            if watching {
+                for lock in &locks {
+                    handoff::watch(ctx, lock);
+                }
+            }
+            Ok(RedisValue::Integer(locks.len() as i64))
+        }
+        TakeAll::Busy => match options.block {
+            Some(wait) if ffi::may_block(ctx) => {
+                let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
+                let (first, more) = (locks[0].clone(), locks[1..].to_vec());
+                let reply = waiters::block(ctx, first, more, owner, options, wait, deadline);
+                // Blocked now: a panic past here must not add an error reply.
+                guard::callback("RLOCK.MACQUIRE after blocking", || {
+                    for lock in &locks {
+                        handoff::watch(ctx, lock);
+                    }
+                });
+                reply
+            }
+            _ => Ok(RedisValue::Null),
+        },
+    }
+}
+
+/// `RLOCK.MRELEASE owner numkeys key [key ...]`: one hold of the owner on every lock,
+/// or none (`NOTHELD` when it does not hold one of them). Replies how many of the
+/// locks are free now; the others are still held by the owner's re-entries.
+pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        return name_the_keys(ctx, args);
+    }
+    let MultiCall { owner, keys, rest } = owner_keys_rest(ctx, args)?;
+    check_no_options(rest).map_err(errors::arg_error)?;
+    let freed = store::release_all(ctx, keys, owner)?;
+    stats::MULTI_RELEASES.incr();
+    for (key, freed) in keys.iter().zip(&freed) {
+        if *freed {
+            stats::RELEASES.incr();
+            forget_session_hold(ctx, key, owner.as_slice());
+            handoff::freed_key(ctx, key, Unlock::Lock);
+        }
+    }
+    Ok(RedisValue::Integer(
+        freed.iter().filter(|f| **f).count() as i64
+    ))
+}
