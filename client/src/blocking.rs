@@ -187,6 +187,39 @@ impl Locks {
         }
     }
 
+    /// See [`crate::Locks::multi`]: several locks taken together, all or none.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// let order = locks.multi(["{order:7}:stock", "{order:7}:payment"]);
+    /// if let Some(both) = order.acquire()? {
+    ///     both.release()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn multi<I, S>(&self, names: I) -> MultiKeyLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiKeyLock {
+            inner: self.inner.multi(names),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::Locks::multi_as`].
+    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiKeyLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiKeyLock {
+            inner: self.inner.multi_as(names, owner),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// See [`crate::Locks::read_write`]: a read-write lock with a new owner id.
     ///
     /// ```no_run
@@ -231,6 +264,105 @@ impl Locks {
     /// See [`crate::Locks::info`].
     pub fn info(&self, name: &str) -> Result<LockInfo> {
         self.rt.block_on(self.inner.info(name))
+    }
+}
+
+/// Blocking twin of [`crate::MultiKeyLock`]: several locks, all or none.
+#[derive(Clone)]
+pub struct MultiKeyLock {
+    inner: crate::MultiKeyLock,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for MultiKeyLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl MultiKeyLock {
+    fn map(self, f: impl FnOnce(crate::MultiKeyLock) -> crate::MultiKeyLock) -> Self {
+        MultiKeyLock {
+            inner: f(self.inner),
+            rt: self.rt,
+        }
+    }
+
+    /// Every key.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.inner.keys()
+    }
+
+    /// The owner id of every lock of the set.
+    pub fn owner(&self) -> &str {
+        self.inner.owner()
+    }
+
+    /// See [`crate::MultiKeyLock::lease`].
+    pub fn lease(self, lease: Duration) -> Self {
+        self.map(|l| l.lease(lease))
+    }
+
+    /// See [`crate::MultiKeyLock::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        self.map(|l| l.wait(wait))
+    }
+
+    /// See [`crate::MultiKeyLock::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        self.map(|l| l.wait_forever())
+    }
+
+    /// See [`crate::MultiKeyLock::session`].
+    pub fn session(self) -> Self {
+        self.map(|l| l.session())
+    }
+
+    /// See [`crate::MultiKeyLock::acquire`].
+    pub fn acquire(&self) -> Result<Option<MultiKeyGuard>> {
+        let guard = self.rt.block_on(self.inner.acquire())?;
+        Ok(guard.map(|guard| MultiKeyGuard {
+            inner: Some(guard),
+            rt: self.rt.clone(),
+        }))
+    }
+}
+
+/// Blocking twin of [`crate::MultiKeyGuard`]. Dropping it releases the locks in the
+/// background.
+pub struct MultiKeyGuard {
+    inner: Option<crate::MultiKeyGuard>,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for MultiKeyGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl MultiKeyGuard {
+    /// True once any of the locks is lost.
+    pub fn is_lost(&self) -> bool {
+        self.inner.as_ref().is_some_and(|g| g.is_lost())
+    }
+
+    /// See [`crate::MultiKeyGuard::release`].
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(guard) => self.rt.block_on(guard.release()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for MultiKeyGuard {
+    fn drop(&mut self) {
+        // The async guard's drop spawns its release on the private runtime.
+        if let Some(guard) = self.inner.take() {
+            let _enter = self.rt.enter();
+            drop(guard);
+        }
     }
 }
 

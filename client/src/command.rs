@@ -135,6 +135,40 @@ pub(crate) fn renew(hold: &HoldName, lease: Duration) -> redis::Cmd {
     c
 }
 
+/// `RLOCK.MACQUIRE owner numkeys key... LEASE ms [BLOCK ms] [SESSION]`: every lock of one
+/// slot, or none. `FAIR` and `TOKEN` do not apply.
+pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.MACQUIRE");
+    c.arg(owner).arg(keys.len());
+    for key in keys {
+        c.arg(&**key);
+    }
+    c.arg("LEASE").arg(millis(o.lease));
+    match o.wait {
+        Wait::No => {}
+        Wait::For(d) => {
+            c.arg("BLOCK").arg(millis(d));
+        }
+        Wait::Forever => {
+            c.arg("BLOCK").arg(0);
+        }
+    }
+    if o.session {
+        c.arg("SESSION");
+    }
+    c
+}
+
+/// `RLOCK.MRELEASE owner numkeys key...`.
+pub(crate) fn mrelease(owner: &str, keys: &[Arc<str>]) -> redis::Cmd {
+    let mut c = redis::cmd("RLOCK.MRELEASE");
+    c.arg(owner).arg(keys.len());
+    for key in keys {
+        c.arg(&**key);
+    }
+    c
+}
+
 /// Whether a `CLIENT LIST` line shows a client blocked in a command (flag `b`).
 pub(crate) fn client_is_blocked(line: &str) -> bool {
     line.split_whitespace()
@@ -594,6 +628,35 @@ mod tests {
         assert_eq!(
             &args(&acquire(&name("k", "o", None), &forever))[5..7],
             ["BLOCK", "0"]
+        );
+    }
+
+    #[test]
+    fn multi_key_commands_count_their_keys() {
+        let keys: Vec<Arc<str>> = vec![Arc::from("{o}:a"), Arc::from("{o}:b")];
+        let waits = AcquireOptions {
+            wait: Wait::For(Duration::from_millis(250)),
+            session: true,
+            ..opts()
+        };
+        assert_eq!(
+            args(&macquire("u:1", &keys, &waits)),
+            [
+                "RLOCK.MACQUIRE",
+                "u:1",
+                "2",
+                "{o}:a",
+                "{o}:b",
+                "LEASE",
+                "30000",
+                "BLOCK",
+                "250",
+                "SESSION"
+            ]
+        );
+        assert_eq!(
+            args(&mrelease("u:1", &keys)),
+            ["RLOCK.MRELEASE", "u:1", "2", "{o}:a", "{o}:b"]
         );
     }
 

@@ -243,6 +243,21 @@ impl Conn {
         flatten(v, pipe.len())
     }
 
+    /// Sends `cmd`, whose keys are not where the cluster client looks for them (after
+    /// `owner numkeys`), to the primary that serves `key`; a redirection is followed.
+    pub(crate) async fn query_for_key(&self, key: &str, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Cluster(c) => {
+                let first = c.clone().route_command(cmd.clone(), route(key)).await;
+                match first {
+                    Err(e) if e.is_cluster_error() => self.query(cmd).await,
+                    r => r,
+                }
+            }
+            _ => self.query(cmd).await,
+        }
+    }
+
     /// Sends a keyless command to the primary that serves `key` (plain servers: the server).
     pub(crate) async fn query_on_node_of(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
         match self {
@@ -261,6 +276,47 @@ fn flatten(v: Value, n: usize) -> RedisResult<Vec<Value>> {
             format!("{other:?}"),
         ))),
     }
+}
+
+/// The caller gave up while a request on a dedicated connection (client `client_id` on
+/// the node of `key`) may be blocked in the server. If the server shows it blocked
+/// (`CLIENT LIST` flags `b`), `None`: the caller closes the connection, and the server
+/// forgets a closed connection's waiter and gives back a grant it never delivered.
+/// Otherwise the request has not reached the server yet, or its reply is on its way: the
+/// reply is awaited, and looked for again every 50 ms, up to 3 s.
+///
+/// `CLIENT UNBLOCK` is never sent. Before Redis 7.4 it does not unblock rlock waits, and
+/// Redis (7.0 to 7.4 at least) also "unblocks" a request that a `CLIENT PAUSE WRITE` or a
+/// `FAILOVER` holds back: `TIMEOUT` then kills the server, and `ERROR` replies
+/// `-UNBLOCKED` and runs the command anyway once the pause ends, a grant nobody awaits.
+pub(crate) async fn cancel_wait<F: std::future::Future>(
+    conn: Option<Conn>,
+    key: &str,
+    client_id: i64,
+    mut request: std::pin::Pin<&mut F>,
+) -> Option<F::Output> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < give_up {
+        if let Some(conn) = &conn {
+            let mut list = redis::cmd("CLIENT");
+            list.arg("LIST").arg("ID").arg(client_id);
+            let listed = conn.query_on_node_of(key, list).await;
+            let line = listed
+                .ok()
+                .and_then(|v| redis::from_redis_value::<String>(v).ok());
+            if line
+                .as_deref()
+                .is_some_and(crate::command::client_is_blocked)
+            {
+                return None;
+            }
+        }
+        tokio::select! {
+            r = request.as_mut() => return Some(r),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+    None
 }
 
 /// Groups keys by cluster slot, so a cluster pipeline stays single-slot.
@@ -340,6 +396,24 @@ impl Dedicated {
                 redis::ErrorKind::Client,
                 "a redirection from a server that is not in a cluster",
             ))),
+        }
+    }
+
+    /// `pipe` on the primary that serves `key`, for commands whose keys the cluster client
+    /// does not find by itself; on a plain server, `pipeline`.
+    pub(crate) async fn pipeline_for_key(
+        &mut self,
+        key: &str,
+        pipe: &mut Pipeline,
+    ) -> RedisResult<Vec<Value>> {
+        match &mut self.conn {
+            DedicatedConn::Cluster(c) => {
+                pipe.ignore_errors();
+                let node =
+                    SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                c.route_pipeline(pipe.clone(), 0, pipe.len(), node).await
+            }
+            DedicatedConn::Single(_) => self.pipeline(pipe).await,
         }
     }
 

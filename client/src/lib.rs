@@ -33,6 +33,7 @@
 //! | [`ReadWriteLock::read`]/[`write`](ReadWriteLock::write), then acquire | as [`Lock::acquire`] |
 //! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
 //! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
+//! | [`MultiKeyLock::acquire`] | 1 per cluster slot of its keys (+1 per slot taken to give back on failure) |
 //!
 //! The [`blocking`] module has the same API for code without an async runtime.
 //!
@@ -63,6 +64,7 @@ mod conn;
 mod error;
 mod lock;
 mod multi;
+mod multikey;
 mod rwlock;
 mod watchdog;
 
@@ -75,6 +77,7 @@ pub use conn::Endpoint;
 pub use error::{Error, Result};
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
+pub use multikey::{MultiKeyGuard, MultiKeyLock};
 pub use rwlock::ReadWriteLock;
 
 /// The examples in `README.md`, compiled by `cargo test --doc`.

@@ -36,13 +36,13 @@ impl Default for Config {
 }
 
 pub(crate) struct Inner {
-    endpoint: Endpoint,
+    pub(crate) endpoint: Endpoint,
     conn: OnceCell<Conn>,
-    pool: Pool,
+    pub(crate) pool: Pool,
     pub(crate) registry: Registry,
     client_id: String,
     next_owner: AtomicU64,
-    config: Config,
+    pub(crate) config: Config,
 }
 
 impl Inner {
@@ -54,7 +54,12 @@ impl Inner {
         Ok(c.clone())
     }
 
-    fn new_owner(&self) -> Arc<str> {
+    /// Whether the locks live in a cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.endpoint, Endpoint::Cluster(_))
+    }
+
+    pub(crate) fn new_owner(&self) -> Arc<str> {
         let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
         Arc::from(format!("{}:{n}", self.client_id))
     }
@@ -675,44 +680,17 @@ impl Lock {
         reply
     }
 
-    /// The caller gave up while the request may be blocked in the server. If the server shows
-    /// the request blocked (`CLIENT LIST` flags `b`), the connection is closed (`None`): the
-    /// server forgets a closed connection's waiter, and gives back a grant it never delivered.
-    /// Otherwise the request has not reached the server yet, or its reply is on its way: the
-    /// reply is awaited, and looked for again every 50 ms, up to 3 s.
-    ///
-    /// `CLIENT UNBLOCK` is never sent. Before Redis 7.4 it does not unblock rlock waits, and
-    /// Redis (7.0 to 7.4 at least) also "unblocks" a request that a `CLIENT PAUSE WRITE` or a
-    /// `FAILOVER` holds back: `TIMEOUT` then kills the server, and `ERROR` replies
-    /// `-UNBLOCKED` and runs the command anyway once the pause ends, a grant nobody awaits.
+    /// The caller gave up while the request may be blocked: see `conn::cancel_wait`.
     async fn cancel_wait<F>(
         &self,
         client_id: i64,
-        mut request: std::pin::Pin<&mut F>,
+        request: std::pin::Pin<&mut F>,
     ) -> Option<F::Output>
     where
         F: Future,
     {
-        let give_up = Instant::now() + Duration::from_secs(3);
         let conn = self.locks.inner.conn().await.ok();
-        while Instant::now() < give_up {
-            if let Some(conn) = &conn {
-                let mut list = redis::cmd("CLIENT");
-                list.arg("LIST").arg("ID").arg(client_id);
-                let listed = conn.query_on_node_of(&self.key, list).await;
-                let line = listed
-                    .ok()
-                    .and_then(|v| redis::from_redis_value::<String>(v).ok());
-                if line.as_deref().is_some_and(command::client_is_blocked) {
-                    return None;
-                }
-            }
-            tokio::select! {
-                r = request.as_mut() => return Some(r),
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-        }
-        None
+        crate::conn::cancel_wait(conn, &self.key, client_id, request).await
     }
 
     fn grant(

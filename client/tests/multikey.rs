@@ -1,0 +1,162 @@
+//! Several locks at once, all or none (`locks.multi`), on `RLOCK.MACQUIRE`: on a server
+//! and across the slots of a cluster, with waits, the watchdog and the blocking twin.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{holders, pttl, raw, servers};
+use rlock_client::{Endpoint, Locks};
+use rlock_module_tests::Cluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_none_with_waits() {
+    for server in servers() {
+        let flavor = server.flavor;
+        let locks = Locks::new(server.client());
+        let set = locks.multi(["{o}:b", "{o}:a", "{o}:a"]);
+        assert_eq!(set.keys().collect::<Vec<_>>(), ["{o}:a", "{o}:b"]);
+        let both = set.acquire().await.unwrap().expect("free");
+        assert_eq!(holders(&server, "{o}:a"), [(set.owner().to_string(), 1)]);
+        assert_eq!(holders(&server, "{o}:b"), [(set.owner().to_string(), 1)]);
+        // Overlapping: nothing is taken.
+        let other = locks.multi(["{o}:b", "{o}:c"]);
+        assert!(other.acquire().await.unwrap().is_none(), "{flavor}");
+        assert!(holders(&server, "{o}:c").is_empty(), "{flavor}");
+        // Waiting: served once both are free.
+        let waiting = other.clone().wait(Duration::from_secs(5));
+        let task = tokio::spawn(async move { waiting.acquire().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        both.release().await.unwrap();
+        let got = task.await.unwrap().unwrap().expect("served");
+        assert_eq!(holders(&server, "{o}:c"), [(other.owner().to_string(), 1)]);
+        // A wait that runs out takes nothing.
+        let late = locks
+            .multi(["{o}:a", "{o}:b"])
+            .wait(Duration::from_millis(150));
+        assert!(late.acquire().await.unwrap().is_none(), "{flavor}");
+        assert!(holders(&server, "{o}:a").is_empty(), "{flavor}");
+        // Dropping the guard releases in the background.
+        drop(got);
+        let freed = common::eventually(Duration::from_secs(2), || {
+            holders(&server, "{o}:b").is_empty() && holders(&server, "{o}:c").is_empty()
+        })
+        .await;
+        assert!(freed, "{flavor}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    for server in servers() {
+        let flavor = server.flavor;
+        let locks = Locks::new(server.client());
+        raw(&server, &["RLOCK.ACQUIRE", "{q}:b", "someone"]).unwrap();
+        let set = locks.multi(["{q}:a", "{q}:b"]).wait_forever();
+        let gave_up = tokio::time::timeout(Duration::from_millis(200), set.acquire()).await;
+        assert!(gave_up.is_err(), "{flavor}: still waiting");
+        let gone = common::eventually(Duration::from_secs(3), || {
+            matches!(
+                raw(&server, &["INFO", "rlock"]),
+                Ok(rlock_module_tests::redis::Value::BulkString(ref b))
+                    if String::from_utf8_lossy(b).contains("rlock_blocked:0")
+            )
+        })
+        .await;
+        assert!(gone, "{flavor}: the server forgot the waiter");
+        raw(&server, &["RLOCK.RELEASE", "{q}:b", "someone"]).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(holders(&server, "{q}:a").is_empty(), "{flavor}");
+        assert!(holders(&server, "{q}:b").is_empty(), "{flavor}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_every_lock() {
+    const LEASE: Duration = Duration::from_millis(600);
+    for server in servers() {
+        let flavor = server.flavor;
+        let locks = Locks::builder(server.client())
+            .watchdog_lease(LEASE)
+            .build();
+        let guard = locks
+            .multi(["{w}:1", "{w}:2", "{w}:3"])
+            .acquire()
+            .await
+            .unwrap()
+            .expect("free");
+        tokio::time::sleep(LEASE * 3).await;
+        assert!(!guard.is_lost(), "{flavor}");
+        for key in ["{w}:1", "{w}:2", "{w}:3"] {
+            assert!(pttl(&server, key) > 0, "{flavor}: {key}");
+        }
+        raw(&server, &["DEL", "{w}:2"]).unwrap();
+        let lost = tokio::time::timeout(LEASE * 2, guard.lost()).await;
+        assert!(lost.is_ok(), "{flavor}: a lost lock is reported");
+        assert!(guard.release().await.is_err(), "{flavor}");
+    }
+}
+
+#[test]
+fn the_blocking_twin() {
+    for server in servers() {
+        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+        let set = locks.multi(["{t}:a", "{t}:b"]);
+        let guard = set.acquire().unwrap().expect("free");
+        assert!(locks.multi(["{t}:b"]).acquire().unwrap().is_none());
+        guard.release().unwrap();
+        assert!(holders(&server, "{t}:a").is_empty(), "{}", server.flavor);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_the_slots_of_a_cluster_without_deadlock() {
+    for flavor in common::flavors() {
+        let nodes = Cluster::start(flavor, 3, 0);
+        let locks = Locks::new(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap());
+        let keys: Vec<String> = (0..9).map(|i| format!("m:{i}")).collect();
+        let set = locks.multi(keys.clone());
+        let guard = set.acquire().await.unwrap().expect("free");
+        for key in &keys {
+            let owner = common::holders(nodes.primary_for(key), key);
+            assert_eq!(owner, [(set.owner().to_string(), 1)], "{flavor}: {key}");
+        }
+        // Two contenders naming overlapping keys in opposite orders, both waiting.
+        let mut reversed = keys.clone();
+        reversed.reverse();
+        let first = locks
+            .multi(keys[..6].to_vec())
+            .wait(Duration::from_secs(10));
+        let second = locks
+            .multi(reversed[..6].to_vec())
+            .wait(Duration::from_secs(10));
+        let a = tokio::spawn(async move {
+            let g = first.acquire().await;
+            if let Ok(Some(g)) = g {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                g.release().await.map(|_| true)
+            } else {
+                g.map(|g| g.is_some())
+            }
+        });
+        let b = tokio::spawn(async move {
+            let g = second.acquire().await;
+            if let Ok(Some(g)) = g {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                g.release().await.map(|_| true)
+            } else {
+                g.map(|g| g.is_some())
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        guard.release().await.unwrap();
+        assert!(a.await.unwrap().unwrap(), "{flavor}: first served");
+        assert!(b.await.unwrap().unwrap(), "{flavor}: second served");
+        for key in &keys {
+            assert!(
+                common::holders(nodes.primary_for(key), key).is_empty(),
+                "{flavor}"
+            );
+        }
+    }
+}
