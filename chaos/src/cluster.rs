@@ -18,6 +18,7 @@ use rlock_module_tests::{Cluster, Flavor};
 use crate::history::{self, History};
 use crate::resp::{since_epoch, Conn, Frame};
 use crate::rng::Rng;
+use crate::rwload;
 use crate::workload::{self, Shared};
 
 /// One node's view: every primary's port and the slot ranges it serves.
@@ -222,17 +223,28 @@ pub fn run_phase(
     let mut shared = Shared::new(cluster.primaries[0].port, true);
     shared.cluster = true;
     shared.acknowledge = true;
-    for lock in locks {
+    let rw_locks = rwload::lock_names(2);
+    for lock in locks.iter().chain(&rw_locks) {
         let port = cluster.primary_for(lock).port;
         shared.routes.lock().unwrap().insert(lock.clone(), port);
     }
     let shared = Arc::new(shared);
-    let threads: Vec<_> = (0..clients)
+    let mut threads: Vec<_> = (0..clients)
         .map(|index| {
             let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
             thread::spawn(move || workload::client(shared, index, rng, locks))
         })
         .collect();
+    // Read-write clients: module ones, and one running Redisson's scripts.
+    let rw_clients = clients.div_ceil(4);
+    for index in 0..=rw_clients {
+        let (shared, rng, locks) = (shared.clone(), rng.fork(), rw_locks.clone());
+        let redisson = index == rw_clients;
+        threads.push(thread::spawn(move || {
+            rwload::client(shared, index, rng, locks, redisson)
+        }));
+    }
+    let moved_locks: Vec<String> = locks.iter().chain(&rw_locks).cloned().collect();
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
         thread::sleep(Duration::from_millis(
@@ -242,7 +254,7 @@ pub fn run_phase(
             continue;
         };
         if rng.chance(70) {
-            let lock = rng.pick(locks).clone();
+            let lock = rng.pick(&moved_locks).clone();
             let slot = untagged_key_slot(lock.as_bytes());
             let Some(from) = view.serving(slot) else {
                 continue;

@@ -22,17 +22,22 @@ pub struct Outcome {
     pub counts: BTreeMap<String, u64>,
 }
 
-const COMMANDS: [&str; 5] = [
+const COMMANDS: [&str; 7] = [
     "RLOCK.ACQUIRE",
     "RLOCK.RELEASE",
     "RLOCK.RENEW",
     "RLOCK.INFO",
     "RLOCK.FORCERELEASE",
+    "RLOCK.MACQUIRE",
+    "RLOCK.MRELEASE",
 ];
 
 const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
 
-const WORDS: [&[u8]; 30] = [
+const WORDS: [&[u8]; 33] = [
+    b"READ",
+    b"write",
+    b"k2",
     b"LEASE",
     b"BLOCK",
     b"FAIR",
@@ -97,9 +102,15 @@ fn random_bytes(rng: &mut Rng) -> Vec<u8> {
 
 /// A random argument vector for one module command. Whether it may block.
 fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
-    let mut args = vec![rng.pick(&COMMANDS).as_bytes().to_vec()];
+    let command = rng.pick(&COMMANDS);
+    // The multi-key commands take `owner numkeys key...`: the owner and a count first.
+    let multi = command.starts_with("RLOCK.M");
+    let mut args = vec![command.as_bytes().to_vec()];
     for i in 0..rng.below(9) {
         let arg = match (i, rng.below(10)) {
+            (0, 0..=6) if multi => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
+            (1, 0..=7) if multi => rng.pick(&[&b"1"[..], b"2", b"3", b"0", b"-1"]).to_vec(),
+            (2 | 3 | 4, 0..=6) if multi => rng.pick(&KEYS).to_vec(),
             (0, 0..=7) => rng.pick(&KEYS).to_vec(),
             (1, 0..=6) => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
             (_, 0) => random_bytes(rng),

@@ -24,6 +24,8 @@ pub struct Hold {
     pub end: Instant,
     /// The fencing token, when the grant replied one.
     pub token: Option<i64>,
+    /// A read hold of a read-write lock: other owners' read holds may overlap it.
+    pub shared: bool,
     /// The holder's commands and replies from its acquire to its last release, for reports.
     pub timeline: Vec<String>,
 }
@@ -93,8 +95,8 @@ pub fn end_at_force_releases(history: &mut History, forced: &[Force]) {
     history.holds.retain(|h| h.end > h.start);
 }
 
-/// Two owners held one lock at once. `faults` (when each was injected, and what) are
-/// shown around each finding.
+/// Two owners held one lock at once, and not both for reading. `faults` (when each was
+/// injected, and what) are shown around each finding.
 pub fn mutual_exclusion(history: &History, faults: &[(Instant, String)]) -> Vec<String> {
     let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for hold in &history.holds {
@@ -103,30 +105,30 @@ pub fn mutual_exclusion(history: &History, faults: &[(Instant, String)]) -> Vec<
     let mut found = Vec::new();
     for (lock, mut holds) in by_lock {
         holds.sort_by_key(|h| h.start);
-        // Sweep: the hold that reaches furthest so far, among those started before.
-        let mut reach: Option<&Hold> = None;
+        // Sweep: the holds still running when each one starts.
+        let mut running: Vec<&Hold> = Vec::new();
         for hold in holds {
-            if let Some(prev) = reach {
-                if prev.end > hold.start && prev.owner != hold.owner {
-                    let around = (prev.asked - Duration::from_secs(1))..prev.end;
-                    let nearby: String = faults
-                        .iter()
-                        .filter(|(at, _)| around.contains(at))
-                        .map(|(at, what)| format!("    {} {what}\n", since_epoch(*at)))
-                        .collect();
-                    found.push(format!(
-                        "mutual exclusion on {lock}: {} held it until {:?} after {} took it\n{}{}  faults:\n{nearby}",
-                        prev.owner,
-                        prev.end - hold.start,
-                        hold.owner,
-                        prev.report(),
-                        hold.report(),
-                    ));
-                }
+            running.retain(|prev| prev.end > hold.start);
+            let clash = running
+                .iter()
+                .find(|prev| prev.owner != hold.owner && !(prev.shared && hold.shared));
+            if let Some(prev) = clash {
+                let around = (prev.asked - Duration::from_secs(1))..prev.end;
+                let nearby: String = faults
+                    .iter()
+                    .filter(|(at, _)| around.contains(at))
+                    .map(|(at, what)| format!("    {} {what}\n", since_epoch(*at)))
+                    .collect();
+                found.push(format!(
+                    "mutual exclusion on {lock}: {} held it until {:?} after {} took it\n{}{}  faults:\n{nearby}",
+                    prev.owner,
+                    prev.end - hold.start,
+                    hold.owner,
+                    prev.report(),
+                    hold.report(),
+                ));
             }
-            if reach.map_or(true, |r| hold.end > r.end) {
-                reach = Some(hold);
-            }
+            running.push(hold);
         }
     }
     found
@@ -176,6 +178,7 @@ mod tests {
             start: t0 + Duration::from_millis(from),
             end: t0 + Duration::from_millis(to),
             token,
+            shared: false,
             timeline: Vec::new(),
         }
     }
@@ -205,6 +208,35 @@ mod tests {
             "{:?}",
             mutual_exclusion(&h, &[])
         );
+    }
+
+    #[test]
+    fn read_holds_share_and_nothing_else_does() {
+        let t0 = Instant::now();
+        let read = |owner: &str, from, to| Hold {
+            shared: true,
+            ..hold(t0, "rw", owner, from, to, None)
+        };
+        let mut h = History::default();
+        h.add(read("a", 0, 50));
+        h.add(read("b", 10, 60));
+        h.add(hold(t0, "rw", "w", 60, 70, None));
+        assert!(mutual_exclusion(&h, &[]).is_empty());
+        // A writer inside a long read: caught, even past a short read between.
+        h.add(read("c", 100, 300));
+        h.add(read("d", 110, 120));
+        h.add(hold(t0, "rw", "x", 200, 210, None));
+        assert_eq!(
+            mutual_exclusion(&h, &[]).len(),
+            1,
+            "{:?}",
+            mutual_exclusion(&h, &[])
+        );
+        // The writer's own read holds do not clash with its write.
+        let mut own = History::default();
+        own.add(hold(t0, "rw", "w", 0, 50, None));
+        own.add(read("w", 10, 80));
+        assert!(mutual_exclusion(&own, &[]).is_empty());
     }
 
     #[test]

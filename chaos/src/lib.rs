@@ -13,4 +13,5 @@ pub mod redisson;
 pub mod resp;
 pub mod rng;
 pub mod run;
+pub mod rwload;
 pub mod workload;

@@ -138,6 +138,7 @@ fn cycle(
         start,
         end: bound.min(released),
         token: None,
+        shared: false,
         timeline: c.take_timeline(),
     });
     match reply? {

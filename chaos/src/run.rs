@@ -18,6 +18,7 @@ use crate::history::{self, History};
 use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
+use crate::rwload;
 use crate::workload::{self, Shared};
 
 #[derive(Debug, Clone)]
@@ -199,6 +200,7 @@ fn warm_baseline(
             redisson::client(shared, index, rng, locks)
         }));
     }
+    threads.extend(spawn_read_write_clients(&shared, options, rng));
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -239,6 +241,24 @@ fn warm_baseline(
     checks::used_memory(topology.primary.port)
 }
 
+/// Read-write lock clients on locks of their own: one module client per 4 reentrant-lock
+/// clients, and one Redisson-style client running Redisson's read and write scripts.
+pub fn spawn_read_write_clients(
+    shared: &Arc<Shared>,
+    options: &Options,
+    rng: &mut Rng,
+) -> Vec<thread::JoinHandle<History>> {
+    let locks = rwload::lock_names(2);
+    let module_clients = options.clients.div_ceil(4);
+    (0..=module_clients)
+        .map(|index| {
+            let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
+            let redisson = index == module_clients;
+            thread::spawn(move || rwload::client(shared, index, rng, locks, redisson))
+        })
+        .collect()
+}
+
 /// Clients that act as Redisson does, beside the module's: one per 8 of those.
 fn redisson_clients(options: &Options) -> usize {
     options.clients.div_ceil(8)
@@ -274,6 +294,7 @@ fn run_phase(
             redisson::client(shared, index, rng, locks)
         }));
     }
+    threads.extend(spawn_read_write_clients(&shared, options, &mut rng));
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))

@@ -183,7 +183,19 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        let result = cycle(&shared, c, &call, &mut rng, &mut history);
+        // Now and then two locks at once, all or none (not in a cluster, where these
+        // locks are in different slots).
+        let result = if !shared.cluster && locks.len() > 1 && rng.chance(10) {
+            let other = loop {
+                let other = rng.pick(&locks);
+                if *other != call.lock {
+                    break other.clone();
+                }
+            };
+            multi_cycle(&shared, c, &call, &other, &mut history)
+        } else {
+            cycle(&shared, c, &call, &mut rng, &mut history)
+        };
         match result {
             Ok(()) => {}
             // The server turned replica (FAILOVER) or is loading (a restart): find the
@@ -353,16 +365,122 @@ fn cycle(
         start,
         end,
         token,
+        shared: false,
         timeline: conn.take_timeline(),
     });
     outcome?;
     conn.check_in_step()
 }
 
+/// `RLOCK.MACQUIRE` of `call.lock` and `other` (with the call's lease, wait and session),
+/// and if granted `RLOCK.MRELEASE` of both, naming them in the other order. Each lock's
+/// hold goes into the history.
+fn multi_cycle(
+    shared: &Shared,
+    conn: &mut Conn,
+    call: &Call,
+    other: &str,
+    history: &mut History,
+) -> Result<(), ConnError> {
+    let lease = call.lease_ms.map(|ms| ms.to_string());
+    let block = call.block_ms.map(|ms| ms.to_string());
+    let mut args: Vec<&[u8]> = vec![
+        b"RLOCK.MACQUIRE",
+        call.owner.as_bytes(),
+        b"2",
+        call.lock.as_bytes(),
+        other.as_bytes(),
+    ];
+    if let Some(lease) = &lease {
+        args.extend([&b"LEASE"[..], lease.as_bytes()]);
+    }
+    if let Some(block) = &block {
+        args.extend([&b"BLOCK"[..], block.as_bytes()]);
+    }
+    if call.session {
+        args.push(b"SESSION");
+    }
+    shared.count("multi acquire");
+    if call.block_ms.is_some() {
+        shared
+            .waiting
+            .lock()
+            .unwrap()
+            .insert(conn.id, call.lock.clone());
+    }
+    conn.start_timeline();
+    let sent = Instant::now();
+    let reply = conn.call(&args);
+    shared.waiting.lock().unwrap().remove(&conn.id);
+    match reply? {
+        Frame::Int(2) => {}
+        Frame::Bulk(None) => {
+            shared.count("multi acquire null");
+            conn.take_timeline();
+            return conn.check_in_step();
+        }
+        Frame::Error(e) => {
+            error_reply(shared, &call.lock, "multi acquire", &e);
+            conn.take_timeline();
+            conn.check_in_step()?;
+            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
+                Err(ConnError::Moved)
+            } else {
+                Ok(())
+            };
+        }
+        other => {
+            shared.violation(format!("{}: multi acquire replied {other:?}", call.owner));
+            conn.take_timeline();
+            return conn.check_in_step();
+        }
+    }
+    shared.count("multi grant");
+    let start = Instant::now();
+    let bound = sent + call.lease();
+    let granted_for_sure = acknowledged(shared, conn)?;
+    thread::sleep(Duration::from_millis(5));
+    let released = Instant::now();
+    let outcome = conn.call(&[
+        b"RLOCK.MRELEASE",
+        call.owner.as_bytes(),
+        b"2",
+        other.as_bytes(),
+        call.lock.as_bytes(),
+    ]);
+    let mut end = bound.min(released);
+    if outcome.is_err() && call.session {
+        if let Some(killed) = shared.killed_at(conn.id) {
+            end = end.min(killed);
+        }
+    }
+    let timeline = conn.take_timeline();
+    if granted_for_sure {
+        for lock in [&call.lock, other] {
+            history.add(Hold {
+                lock: lock.to_string(),
+                owner: call.owner.clone(),
+                asked: sent,
+                start,
+                end,
+                token: None,
+                shared: false,
+                timeline: timeline.clone(),
+            });
+        }
+    }
+    match outcome? {
+        Frame::Int(_) => {}
+        Frame::Error(e) => error_reply(shared, &call.lock, "multi release", &e),
+        other => shared.violation(format!("{}: multi release replied {other:?}", call.owner)),
+    }
+    conn.check_in_step()
+}
+
 /// Whether the write just made reached the replica (`WAIT 1`), when the run asks for
 /// acknowledgements; `true` when it does not. A write the replica never got is lost if
 /// the replica is promoted without a pause (see `Shared::acknowledge`).
-fn acknowledged(shared: &Shared, conn: &mut Conn) -> Result<bool, ConnError> {
+pub fn acknowledged(shared: &Shared, conn: &mut Conn) -> Result<bool, ConnError> {
     if !shared.acknowledge {
         return Ok(true);
     }
