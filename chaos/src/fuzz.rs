@@ -110,7 +110,7 @@ fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
         let arg = match (i, rng.below(10)) {
             (0, 0..=6) if multi => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
             (1, 0..=7) if multi => rng.pick(&[&b"1"[..], b"2", b"3", b"0", b"-1"]).to_vec(),
-            (2 | 3 | 4, 0..=6) if multi => rng.pick(&KEYS).to_vec(),
+            (2..=4, 0..=6) if multi => rng.pick(&KEYS).to_vec(),
             (0, 0..=7) => rng.pick(&KEYS).to_vec(),
             (1, 0..=6) => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
             (_, 0) => random_bytes(rng),
