@@ -15,6 +15,10 @@ pub const READ_WRITE_ADD_WRITE: &str =
     "WRONGTYPE the key holds a read-write lock (Redisson's RReadWriteLock): add WRITE, this owner holds the write lock";
 pub const REENTRANT_LOCK: &str =
     "WRONGTYPE the key holds a reentrant lock, not a read-write lock: call without READ or WRITE";
+pub const SEMAPHORE_NOT_INTEGER: &str =
+    "ERR the semaphore key holds a value that is not an integer number of permits";
+pub const LATCH_NOT_INTEGER: &str = "ERR the latch key holds a value that is not an integer count";
+pub const PERMITS_OVERFLOW: &str = "ERR the number of permits would overflow";
 pub const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 pub const NOTHELD: &str = "NOTHELD the lock is not held by this owner";
 pub const SESSION_IN_SCRIPT: &str =

@@ -18,13 +18,17 @@ use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::requests::RequestKind;
 use crate::core::sharing::Next;
 use crate::core::shrink_set;
-use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
+use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
 use crate::ffi;
 use crate::state;
 use crate::stats;
-use crate::store::{self, FairQueue, LockKey, RequestRecord, TakeAll, Unlock};
+use crate::store::{self, FairQueue, Latch, LockKey, RequestRecord, Semaphore, TakeAll, Unlock};
 use crate::waiters::WaiterView;
 use crate::{deferred, slots, timers, waiters};
+
+/// How often a semaphore with acquires blocked here is looked at, for permits given back
+/// by clients whose writes the module does not hear (Redisson's scripts).
+const PERMIT_POLL_MS: i64 = 10;
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
@@ -32,6 +36,12 @@ use crate::{deferred, slots, timers, waiters};
 pub fn serve(ctx: &Context, lock: &LockId) {
     if !ffi::is_primary(ctx) {
         return;
+    }
+    // A semaphore's or a latch's waiters: the key is one of those, not a lock.
+    match waiters::head_wants(lock) {
+        Some((_, Wants::Permits(_))) => return serve_permits(ctx, lock),
+        Some((_, Wants::LatchOpen)) => return open_latch(ctx, lock),
+        _ => {}
     }
     let key = ffi::string(ctx, &lock.key);
     let queue = if state::with(|s| s.fair_queues.contains(lock)) || waiters::has_fair(lock) {
@@ -95,6 +105,47 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         }
     }
     watch(ctx, lock);
+}
+
+/// Passes a semaphore's permits to its blocked acquires, oldest first, as long as the
+/// oldest one's count is there: a large request at the head is not overtaken.
+fn serve_permits(ctx: &Context, lock: &LockId) {
+    let key = ffi::string(ctx, &lock.key);
+    while let Some((id, Wants::Permits(n))) = waiters::head_wants(lock) {
+        let taken = Semaphore::open(ctx, &key).map(|mut semaphore| semaphore.take(n));
+        match taken {
+            Ok(true) => {
+                stats::PERMIT_HANDOFFS.incr();
+                waiters::answer(ctx, id, BlockedReply::Granted(1));
+            }
+            Ok(false) => break,
+            Err(error) => waiters::answer(ctx, id, BlockedReply::Failed(error.to_string())),
+        }
+    }
+    watch(ctx, lock);
+}
+
+/// A latch's waiters pass together once its count is gone.
+fn open_latch(ctx: &Context, lock: &LockId) {
+    let key = ffi::string(ctx, &lock.key);
+    let reply = match Latch::open(ctx, &key) {
+        Ok(latch) if latch.is_open() => BlockedReply::Granted(1),
+        Ok(_) => return watch(ctx, lock),
+        Err(error) => BlockedReply::Failed(error.to_string()),
+    };
+    while let Some((id, Wants::LatchOpen)) = waiters::head_wants(lock) {
+        waiters::answer(ctx, id, reply.clone());
+    }
+    watch(ctx, lock);
+}
+
+/// `n` permits granted to a client that left before hearing it go back to the semaphore.
+fn return_permits(ctx: &Context, lock: &LockId, n: i64) {
+    let key = ffi::string(ctx, &lock.key);
+    if let Ok(mut semaphore) = Semaphore::open(ctx, &key) {
+        semaphore.give(n);
+    }
+    serve(ctx, lock);
 }
 
 /// Serves `key` in the current database after a command freed it. Free when
@@ -335,6 +386,12 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     }
     slots::watch(ctx);
     let now = ffi::now_ms();
+    // Permits a Redisson client gives back (`INCRBY`, `SET`) raise no event the module
+    // hears: while acquires wait here, the semaphore is looked at every few ms.
+    if let Some((_, Wants::Permits(_))) = waiters::head_wants(lock) {
+        timers::arm(ctx, lock, now + PERMIT_POLL_MS);
+        return;
+    }
     let window = state::with(|s| s.sharing.window_until(lock, now));
     // Redis expires a key once the clock is past its deadline, hence the +1.
     let deadline = match store::pttl(ctx, lock) {
@@ -383,6 +440,7 @@ pub fn perform(ctx: &Context, work: Work) {
         Work::Leave { lock, .. }
         | Work::Requeue { lock }
         | Work::Release { lock, .. }
+        | Work::ReturnPermits { lock, .. }
         | Work::LeaseDeadline { lock }
         | Work::Serve { lock } => lock.clone(),
     };
@@ -396,6 +454,7 @@ pub fn perform(ctx: &Context, work: Work) {
         Work::Leave { owners, .. } => leave_queue(ctx, &lock, owners),
         Work::Requeue { .. } => requeue_missing(ctx, &lock),
         Work::Release { field, all, .. } => release_hold(ctx, &lock, &field, all),
+        Work::ReturnPermits { n, .. } => return_permits(ctx, &lock, n),
         Work::LeaseDeadline { .. } => {
             store::expire_if_due(ctx, &lock);
             serve(ctx, &lock);

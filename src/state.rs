@@ -14,7 +14,7 @@ use crate::core::fences::FenceGrants;
 use crate::core::sessions::SessionTable;
 use crate::core::sharing::Sharing;
 use crate::core::timer_table::TimerTable;
-use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId};
+use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, TimerId};
 
 use redis_module::Context;
@@ -25,6 +25,8 @@ pub struct Undelivered {
     pub lock: LockId,
     /// The other locks of a multi-key grant: the same field on each.
     pub more_locks: Vec<LockId>,
+    /// What was granted: a hold, or permits (given back to the semaphore).
+    pub wants: Wants,
     /// The hold's hash field (see `waiters::hold_field_of`).
     pub field: Vec<u8>,
     pub reply: i64,

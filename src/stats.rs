@@ -46,3 +46,11 @@ pub static WRITE_ACQUIRES: Counter = Counter::new();
 pub static MULTI_ACQUIRES: Counter = Counter::new();
 /// `RLOCK.MRELEASE` calls that released their locks.
 pub static MULTI_RELEASES: Counter = Counter::new();
+/// Semaphore permits taken by a call (`RSEM.ACQUIRE` that did not wait).
+pub static PERMIT_ACQUIRES: Counter = Counter::new();
+/// Semaphore permits passed to a blocked `RSEM.ACQUIRE`.
+pub static PERMIT_HANDOFFS: Counter = Counter::new();
+/// Permits given back (`RSEM.RELEASE`, `RSEM.ADDPERMITS` adding).
+pub static PERMIT_RELEASES: Counter = Counter::new();
+/// Count-downs of latches (`RLATCH.COUNTDOWN`).
+pub static LATCH_COUNTDOWNS: Counter = Counter::new();

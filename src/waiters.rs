@@ -10,7 +10,7 @@ use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
 use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::shrink_map;
-use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId};
+use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::state::{self, Undelivered};
 use crate::{deferred, guard, store, timers};
@@ -27,21 +27,61 @@ pub struct WaiterView {
     pub deadline: i64,
 }
 
-/// Blocks the calling client at the tail of `lock`'s line, and of each of `more_locks`'
-/// for a multi-key acquire. The reply comes later.
+/// What a client blocks for: the lines it joins, and what it waits to get there.
+pub struct WaitFor {
+    pub lock: LockId,
+    /// The other locks of a multi-key acquire: it stands in each of their lines too.
+    pub more_locks: Vec<LockId>,
+    pub wants: Wants,
+    pub owner: Vec<u8>,
+    pub options: AcquireOptions,
+}
+
+impl WaitFor {
+    /// A hold on `lock` for `owner`, as `options` ask.
+    pub fn hold(lock: LockId, owner: &[u8], options: AcquireOptions) -> WaitFor {
+        WaitFor {
+            lock,
+            more_locks: Vec::new(),
+            wants: Wants::Hold,
+            owner: owner.to_vec(),
+            options,
+        }
+    }
+
+    /// Holds on every one of `locks` (at least one) at once.
+    pub fn all(mut locks: Vec<LockId>, owner: &[u8], options: AcquireOptions) -> WaitFor {
+        let lock = locks.remove(0);
+        WaitFor {
+            more_locks: locks,
+            ..WaitFor::hold(lock, owner, options)
+        }
+    }
+
+    /// `n` permits of the semaphore `lock`.
+    pub fn permits(lock: LockId, n: i64) -> WaitFor {
+        WaitFor {
+            wants: Wants::Permits(n),
+            ..WaitFor::hold(lock, b"", AcquireOptions::default())
+        }
+    }
+
+    /// The latch `lock` at zero.
+    pub fn latch(lock: LockId) -> WaitFor {
+        WaitFor {
+            wants: Wants::LatchOpen,
+            ..WaitFor::hold(lock, b"", AcquireOptions::default())
+        }
+    }
+}
+
+/// Blocks the calling client at the tail of its lines (see `WaitFor`). The reply comes
+/// later.
 ///
 /// The module alone ends a wait: a grant, its own BLOCK timer, or the client
 /// leaving. Redis gets no timeout to enforce, so no deadline it handles can race a
 /// grant, and the disconnect callback never has to guess whether a client was told.
-pub fn block(
-    ctx: &Context,
-    lock: LockId,
-    more_locks: Vec<LockId>,
-    owner: &RedisString,
-    options: AcquireOptions,
-    wait: Wait,
-    deadline: i64,
-) -> RedisResult {
+pub fn block(ctx: &Context, what: WaitFor, wait: Wait, deadline: i64) -> RedisResult {
     let on_unblock = ffi::client_unblock_is_safe().then_some(on_unblock as ffi::CommandCallback);
     let handle = BlockedClient::block(ctx, on_reply, on_unblock, on_disconnect);
     let handle_id = handle.id();
@@ -49,10 +89,18 @@ pub fn block(
         Wait::Forever => None,
         Wait::For(ms) => Some(ffi::create_timer(ctx, ms, on_deadline, handle_id as u64)),
     };
+    let WaitFor {
+        lock,
+        more_locks,
+        wants,
+        owner,
+        options,
+    } = what;
     let waiter = Waiter {
         lock,
         more_locks,
-        owner: owner.as_slice().to_vec(),
+        wants,
+        owner,
         options,
         client: ffi::client_id(ctx),
         deadline,
@@ -120,6 +168,11 @@ pub fn hold_field_of(owner: &[u8], mode: Option<RwMode>) -> Vec<u8> {
     }
 }
 
+/// What the longest waiter on `lock` waits for, and its id.
+pub fn head_wants(lock: &LockId) -> Option<(WaiterId, Wants)> {
+    state::with(|s| s.waiters.head(lock).map(|(id, w)| (id, w.wants)))
+}
+
 /// Whether waiter `id` waits for several locks at once (`RLOCK.MACQUIRE`).
 pub fn is_multi(id: WaiterId) -> bool {
     state::with(|s| s.waiters.get(id).is_some_and(Waiter::is_multi))
@@ -174,7 +227,10 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
         let waiter = s.waiters.remove(id)?;
         s.waiter_by_handle.remove(&waiter.handle.id());
         shrink_map(&mut s.waiter_by_handle);
-        if let BlockedReply::Granted(granted) = reply {
+        // A latch's waiter holds nothing that could need giving back.
+        let gives_back = !matches!(waiter.wants, Wants::LatchOpen);
+        if let (BlockedReply::Granted(granted), true) = (&reply, gives_back) {
+            let granted = *granted;
             if let Some(req) = &waiter.options.req {
                 same_request = s.waiters.same_request(&waiter.lock, &waiter.owner, req);
             }
@@ -182,6 +238,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
                 let undelivered = Undelivered {
                     lock: waiter.lock.clone(),
                     more_locks: waiter.more_locks.clone(),
+                    wants: waiter.wants,
                     field: hold_field_of(&waiter.owner, waiter.options.mode),
                     reply: granted,
                     client: waiter.client,
@@ -350,7 +407,15 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
         };
         let gone = state::with(|s| s.disconnecting == Some(grant.client));
         // A SESSION hold of a client that is gone went with its session's other holds.
-        if !(gone && grant.session) {
+        if let Wants::Permits(n) = grant.wants {
+            deferred::push(
+                &ctx,
+                Work::ReturnPermits {
+                    lock: grant.lock,
+                    n,
+                },
+            );
+        } else if !(gone && grant.session) {
             for lock in std::iter::once(grant.lock).chain(grant.more_locks) {
                 let field = grant.field.clone();
                 deferred::push(

@@ -65,11 +65,21 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             "rlock.forcerelease",
             "rlock.macquire",
             "rlock.mrelease",
+            "rsem.trysetpermits",
+            "rsem.addpermits",
+            "rsem.acquire",
+            "rsem.release",
+            "rlatch.trysetcount",
+            "rlatch.countdown",
+            "rlatch.await",
         ] {
             assert!(has(&write, cmd), "{flavor}: {cmd} in @write");
             assert!(!has(&read, cmd), "{flavor}: {cmd} not in @read");
         }
-        assert!(has(&read, "rlock.info"), "{flavor}: rlock.info in @read");
+        for cmd in ["rlock.info", "rsem.available", "rlatch.count"] {
+            assert!(has(&read, cmd), "{flavor}: {cmd} in @read");
+            assert!(!has(&write, cmd), "{flavor}: {cmd} not in @write");
+        }
         assert!(
             !has(&write, "rlock.info"),
             "{flavor}: rlock.info not in @write"
@@ -86,10 +96,9 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             has(&blocking, "rlock.acquire"),
             "{flavor}: ACQUIRE @blocking"
         );
-        assert!(
-            has(&blocking, "rlock.macquire"),
-            "{flavor}: MACQUIRE @blocking"
-        );
+        for cmd in ["rlock.macquire", "rsem.acquire", "rlatch.await"] {
+            assert!(has(&blocking, cmd), "{flavor}: {cmd} @blocking");
+        }
 
         // A user without @write may look, not lock.
         assert_eq!(
@@ -131,7 +140,18 @@ fn fast_and_slow_follow_the_table() {
         let mut admin = server.conn();
         let fast = category(&mut admin, "fast");
         let slow = category(&mut admin, "slow");
-        for cmd in ["rlock.release", "rlock.renew", "rlock.info"] {
+        for cmd in [
+            "rlock.release",
+            "rlock.renew",
+            "rlock.info",
+            "rsem.trysetpermits",
+            "rsem.addpermits",
+            "rsem.release",
+            "rsem.available",
+            "rlatch.trysetcount",
+            "rlatch.countdown",
+            "rlatch.count",
+        ] {
             assert!(fast.contains(&cmd.to_string()), "{flavor}: {cmd} @fast");
             assert!(
                 !slow.contains(&cmd.to_string()),
@@ -144,6 +164,8 @@ fn fast_and_slow_follow_the_table() {
             "rlock.forcerelease",
             "rlock.macquire",
             "rlock.mrelease",
+            "rsem.acquire",
+            "rlatch.await",
         ] {
             assert!(slow.contains(&cmd.to_string()), "{flavor}: {cmd} @slow");
             assert!(
@@ -155,7 +177,7 @@ fn fast_and_slow_follow_the_table() {
 }
 
 /// The module's own category, where the server takes one (Redis 7.4+, Valkey 8+):
-/// `+@rlock` grants the seven commands and nothing else.
+/// `+@rlock` grants the module's commands and nothing else.
 #[test]
 fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
     for flavor in flavors() {
@@ -177,13 +199,22 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
         assert_eq!(
             listed,
             [
+                "rlatch.await",
+                "rlatch.count",
+                "rlatch.countdown",
+                "rlatch.trysetcount",
                 "rlock.acquire",
                 "rlock.forcerelease",
                 "rlock.info",
                 "rlock.macquire",
                 "rlock.mrelease",
                 "rlock.release",
-                "rlock.renew"
+                "rlock.renew",
+                "rsem.acquire",
+                "rsem.addpermits",
+                "rsem.available",
+                "rsem.release",
+                "rsem.trysetpermits"
             ],
             "{flavor}: ACL CAT rlock"
         );

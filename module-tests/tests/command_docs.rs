@@ -18,7 +18,7 @@ fn doc_text() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-/// One `### RLOCK.X …` section of the doc.
+/// One `### RLOCK.X …` (or `RSEM.`, `RLATCH.`) section of the doc.
 #[derive(Debug)]
 struct DocSection {
     /// The heading after `### `, spaces collapsed.
@@ -39,8 +39,13 @@ fn doc_sections(doc: &str) -> BTreeMap<String, DocSection> {
                     "docs/COMMANDS.md has two sections for {name}"
                 );
             }
-            if let Some(heading) = line.strip_prefix("### RLOCK.") {
-                let synopsis = collapse(&format!("RLOCK.{heading}"));
+            let heading = line.strip_prefix("### ").filter(|h| {
+                ["RLOCK.", "RSEM.", "RLATCH."]
+                    .iter()
+                    .any(|family| h.starts_with(family))
+            });
+            if let Some(heading) = heading {
+                let synopsis = collapse(heading);
                 let name = synopsis
                     .split(' ')
                     .next()
@@ -381,7 +386,12 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             // Keys counted by `numkeys`: the server finds them from the key spec.
             "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
-            "RLOCK.INFO" => &["readonly"],
+            "RLOCK.INFO" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
+            "RSEM.ACQUIRE" => &["write", "denyoom", "blocking"],
+            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {
+                &["write", "denyoom"]
+            }
+            "RLATCH.AWAIT" => &["write", "blocking"],
             _ => &["write"],
         };
         let declared: BTreeSet<String> = declared.iter().map(|f| f.to_string()).collect();

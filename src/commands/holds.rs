@@ -8,6 +8,7 @@ use crate::core::fair::queue_deadline;
 use crate::core::requests::{RequestId, RequestKind};
 use crate::core::waitlist::LockId;
 use crate::store::{self, AcquirePlan, LockKey, RequestRecord};
+use crate::waiters::WaitFor;
 use crate::{config, ffi, guard, handoff, state, waiters};
 
 /// Writes a checked acquire and records a SESSION hold and a `REQ` id. Returns the reply.
@@ -46,8 +47,8 @@ pub fn block_or_null(
     match options.block {
         Some(wait) if ffi::may_block(ctx) => {
             let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-            let more = Vec::new();
-            let reply = waiters::block(ctx, lock.clone(), more, owner, *options, wait, deadline);
+            let what = WaitFor::hold(lock.clone(), owner.as_slice(), *options);
+            let reply = waiters::block(ctx, what, wait, deadline);
             // The lease timer hands the lock over the moment the lease ends. The client
             // is blocked now: a panic past here must not add an error reply to it.
             guard::callback("RLOCK.ACQUIRE after blocking", || {

@@ -13,6 +13,7 @@ use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, Fair
 use crate::core::hold::Release;
 use crate::core::requests::RequestKind;
 use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
+use crate::waiters::WaitFor;
 use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`
@@ -131,15 +132,10 @@ fn acquire_fair(
             }
             state::with(|s| s.fair_queues.insert(lock.clone()));
             let reply = match blocking {
-                Some(wait) => waiters::block(
-                    ctx,
-                    lock.clone(),
-                    Vec::new(),
-                    owner,
-                    *options,
-                    wait,
-                    deadline,
-                ),
+                Some(wait) => {
+                    let what = WaitFor::hold(lock.clone(), owner.as_slice(), *options);
+                    waiters::block(ctx, what, wait, deadline)
+                }
                 None => Ok(RedisValue::Null),
             };
             // A free lock whose head is waiting elsewhere gets its head woken. The

@@ -4,9 +4,11 @@
 
 mod holds;
 pub mod info;
+mod latch;
 pub mod lock;
 mod multi;
 mod rwlock;
+mod semaphore;
 pub mod table;
 
 use std::os::raw::c_int;

@@ -11,6 +11,7 @@ use crate::core::fair::queue_deadline;
 use crate::core::integer::parse_i64;
 use crate::core::waitlist::LockId;
 use crate::store::{self, TakeAll, Unlock};
+use crate::waiters::WaitFor;
 use crate::{errors, ffi, guard, handoff, state, stats, waiters};
 
 /// The server asks where the keys are (cluster routing, ACL key patterns): the
@@ -105,8 +106,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         TakeAll::Busy => match options.block {
             Some(wait) if ffi::may_block(ctx) => {
                 let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-                let (first, more) = (locks[0].clone(), locks[1..].to_vec());
-                let reply = waiters::block(ctx, first, more, owner, options, wait, deadline);
+                let what = WaitFor::all(locks.clone(), owner.as_slice(), options);
+                let reply = waiters::block(ctx, what, wait, deadline);
                 // Blocked now: a panic past here must not add an error reply.
                 guard::callback("RLOCK.MACQUIRE after blocking", || {
                     for lock in &locks {

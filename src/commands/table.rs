@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, lock, multi};
+use super::{dispatch, info, latch, lock, multi, semaphore};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -81,6 +81,23 @@ const SIDE: ArgDoc = ArgDoc {
     multiple: false,
     summary: c"a side of a read-write lock (Redisson's RReadWriteLock layout)",
 };
+
+const SEMAPHORE: ArgDoc = ArgDoc::required(
+    c"key",
+    ArgKind::Key,
+    c"the semaphore's name, a Redis key holding its permits",
+);
+const PERMITS: ArgDoc = ArgDoc::option(
+    c"n",
+    ArgKind::Integer,
+    c"PERMITS",
+    c"how many permits (default 1)",
+);
+const LATCH: ArgDoc = ArgDoc::required(
+    c"key",
+    ArgKind::Key,
+    c"the latch's name, a Redis key holding its count",
+);
 
 const NUMKEYS: ArgDoc = ArgDoc::required(c"numkeys", ArgKind::Integer, c"how many keys follow");
 
@@ -202,6 +219,122 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl_categories: c"read fast",
         summary: c"Shows holders, pttl, fair queue, blocked waiters and fencing token of a lock.",
         args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
+    },
+    CommandSpec {
+        name: c"rsem.trysetpermits",
+        handler: entry!("RSEM.TRYSETPERMITS", semaphore::try_set_permits),
+        flags: c"write deny-oom",
+        arity: 3,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Sets a semaphore's permits if it does not exist. Replies 1 if set, 0 if it existed.",
+        args: &[SEMAPHORE, ArgDoc::required(c"permits", ArgKind::Integer, c"how many permits, 0 or more")],
+    },
+    CommandSpec {
+        name: c"rsem.addpermits",
+        handler: entry!("RSEM.ADDPERMITS", semaphore::add_permits),
+        flags: c"write deny-oom",
+        arity: 3,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Adds permits to a semaphore (negative takes them away). Replies the permits available.",
+        args: &[SEMAPHORE, ArgDoc::required(c"permits", ArgKind::Integer, c"how many to add; negative takes away")],
+    },
+    CommandSpec {
+        name: c"rsem.acquire",
+        handler: entry!("RSEM.ACQUIRE", semaphore::acquire),
+        flags: c"write deny-oom blocking",
+        arity: -2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write slow blocking",
+        summary: c"Takes permits of a semaphore. Replies 1, or null if not enough are available.",
+        args: &[
+            SEMAPHORE,
+            PERMITS,
+            ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms, in arrival order; 0 waits forever"),
+        ],
+    },
+    CommandSpec {
+        name: c"rsem.release",
+        handler: entry!("RSEM.RELEASE", semaphore::release),
+        flags: c"write deny-oom",
+        arity: -2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Gives permits back to a semaphore. Replies the permits available.",
+        args: &[SEMAPHORE, PERMITS],
+    },
+    CommandSpec {
+        name: c"rsem.available",
+        handler: entry!("RSEM.AVAILABLE", semaphore::available),
+        flags: c"readonly",
+        arity: 2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Read,
+        acl_categories: c"read fast",
+        summary: c"Replies the permits a semaphore has available.",
+        args: &[SEMAPHORE],
+    },
+    CommandSpec {
+        name: c"rlatch.trysetcount",
+        handler: entry!("RLATCH.TRYSETCOUNT", latch::try_set_count),
+        flags: c"write deny-oom",
+        arity: 3,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Sets a count-down latch's count if it has none. Replies 1 if set, 0 if not.",
+        args: &[LATCH, ArgDoc::required(c"count", ArgKind::Integer, c"the count, 1 or more")],
+    },
+    CommandSpec {
+        name: c"rlatch.countdown",
+        handler: entry!("RLATCH.COUNTDOWN", latch::count_down),
+        flags: c"write",
+        arity: 2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Counts a latch down by one; at zero its waiters pass. Replies the count.",
+        args: &[LATCH],
+    },
+    CommandSpec {
+        name: c"rlatch.await",
+        handler: entry!("RLATCH.AWAIT", latch::await_zero),
+        // A wait is served on the primary, where count-downs happen.
+        flags: c"write blocking",
+        arity: -2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Read,
+        acl_categories: c"write slow blocking",
+        summary: c"Waits until a latch's count is zero. Replies 1, or null if the wait runs out.",
+        args: &[
+            LATCH,
+            ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms; 0 waits forever"),
+        ],
+    },
+    CommandSpec {
+        name: c"rlatch.count",
+        handler: entry!("RLATCH.COUNT", latch::count),
+        flags: c"readonly",
+        arity: 2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Read,
+        acl_categories: c"read fast",
+        summary: c"Replies a latch's count (0 when it has none).",
+        args: &[LATCH],
     },
 ];
 

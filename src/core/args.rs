@@ -8,6 +8,7 @@ use super::integer::parse_i64;
 use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
 use super::requests::{RequestId, RequestIdError};
 use super::rwlock::RwMode;
+use super::semaphore::MAX_PERMITS;
 
 /// Owners are opaque and binary-safe, but bounded.
 pub const MAX_OWNER_LEN: usize = 1024;
@@ -71,12 +72,20 @@ pub enum ArgError {
     NotForReadWrite(&'static str),
     /// `numkeys` is not a count from 1 to `MAX_MULTI_KEYS`.
     BadKeyCount,
+    /// A count keyword given last, with no value.
+    MissingCount(&'static str),
     /// Fewer keys than `numkeys` said.
     MissingKeys,
     /// A key named twice in one multi-key call.
     RepeatedKey,
     /// An option a multi-key call does not take.
     NotForMultiKey(&'static str),
+    /// A count (permits, a latch's count) out of its range.
+    BadCount {
+        what: &'static str,
+        min: i64,
+        max: i64,
+    },
 }
 
 impl fmt::Display for ArgError {
@@ -109,12 +118,64 @@ impl fmt::Display for ArgError {
                 "ERR numkeys must be an integer from 1 to {MAX_MULTI_KEYS}"
             ),
             ArgError::MissingKeys => write!(f, "ERR fewer keys than numkeys"),
+            ArgError::MissingCount(option) => write!(f, "ERR option {option} needs a count"),
             ArgError::RepeatedKey => write!(f, "ERR a key is named more than once"),
+            ArgError::BadCount { what, min, max } => {
+                write!(f, "ERR {what} must be an integer from {min} to {max}")
+            }
             ArgError::NotForMultiKey(option) => write!(
                 f,
                 "ERR option {option} does not apply to a multi-key acquire"
             ),
         }
+    }
+}
+
+/// Options of `RSEM.ACQUIRE key [PERMITS n] [BLOCK ms]`, `RSEM.RELEASE key [PERMITS n]`
+/// and `RLATCH.AWAIT key [BLOCK ms]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PermitOptions {
+    pub permits: Option<i64>,
+    pub block: Option<Wait>,
+}
+
+/// Parses the options after `key` of the semaphore and latch commands; `PERMITS` and
+/// `BLOCK` only where the command takes them.
+pub fn parse_permit_options<'a>(
+    words: impl IntoIterator<Item = &'a [u8]>,
+    takes_permits: bool,
+    takes_block: bool,
+) -> Result<PermitOptions, ArgError> {
+    let mut parsed = PermitOptions::default();
+    let mut rest = words.into_iter();
+    while let Some(word) = rest.next() {
+        if takes_permits && word.eq_ignore_ascii_case(b"PERMITS") {
+            once(parsed.permits.is_some(), "PERMITS")?;
+            let value = rest.next().ok_or(ArgError::MissingCount("PERMITS"))?;
+            parsed.permits = Some(count_value(value, "PERMITS", 1, MAX_PERMITS)?);
+        } else if takes_block && word.eq_ignore_ascii_case(b"BLOCK") {
+            once(parsed.block.is_some(), "BLOCK")?;
+            let ms = rest.next().ok_or(ArgError::MissingValue("BLOCK"))?;
+            parsed.block = Some(block_value(ms)?);
+        } else {
+            return Err(ArgError::UnknownOption(printable(word)));
+        }
+    }
+    Ok(parsed)
+}
+
+/// A count argument (`n` of `RSEM.ADDPERMITS`, `PERMITS n`, ...) from `min` to `max`.
+pub fn count_value(word: &[u8], what: &'static str, min: i64, max: i64) -> Result<i64, ArgError> {
+    parse_i64(word)
+        .filter(|n| (min..=max).contains(n))
+        .ok_or(ArgError::BadCount { what, min, max })
+}
+
+fn block_value(ms: &[u8]) -> Result<Wait, ArgError> {
+    match parse_i64(ms) {
+        Some(0) => Ok(Wait::Forever),
+        Some(ms) if (1..=MAX_BLOCK_MS).contains(&ms) => Ok(Wait::For(ms)),
+        _ => Err(ArgError::BadBlock),
     }
 }
 
@@ -142,11 +203,7 @@ pub fn parse_acquire_options<'a>(
             Some(Keyword::Block) => {
                 once(parsed.block.is_some(), "BLOCK")?;
                 let ms = rest.next().ok_or(ArgError::MissingValue("BLOCK"))?;
-                parsed.block = Some(match parse_i64(ms) {
-                    Some(0) => Wait::Forever,
-                    Some(ms) if (1..=MAX_BLOCK_MS).contains(&ms) => Wait::For(ms),
-                    _ => return Err(ArgError::BadBlock),
-                });
+                parsed.block = Some(block_value(ms)?);
             }
             Some(Keyword::Fair) => {
                 once(parsed.fair, "FAIR")?;
@@ -492,5 +549,40 @@ mod tests {
         let session = parse_multi_acquire_options([&b"SESSION"[..], b"BLOCK", b"0"]).unwrap();
         assert!(session.session);
         assert_eq!(session.block, Some(Wait::Forever));
+    }
+
+    #[test]
+    fn permit_options_take_what_the_command_takes() {
+        let words = |w: &'static [&'static str]| w.iter().map(|w| w.as_bytes());
+        let parsed = parse_permit_options(words(&["permits", "3", "BLOCK", "0"]), true, true);
+        assert_eq!(
+            parsed,
+            Ok(PermitOptions {
+                permits: Some(3),
+                block: Some(Wait::Forever)
+            })
+        );
+        let bad_count = ArgError::BadCount {
+            what: "PERMITS",
+            min: 1,
+            max: MAX_PERMITS,
+        };
+        for bad in ["0", "-1", "x", "2147483648"] {
+            let got = parse_permit_options([&b"PERMITS"[..], bad.as_bytes()], true, false);
+            assert_eq!(got, Err(bad_count.clone()), "{bad}");
+        }
+        assert_eq!(
+            parse_permit_options(words(&["BLOCK", "5"]), true, false),
+            Err(ArgError::UnknownOption("BLOCK".into()))
+        );
+        assert_eq!(
+            parse_permit_options(words(&["PERMITS", "1", "PERMITS", "2"]), true, true),
+            Err(ArgError::RepeatedOption("PERMITS"))
+        );
+        assert_eq!(
+            parse_permit_options(words(&["PERMITS"]), true, true),
+            Err(ArgError::MissingCount("PERMITS"))
+        );
+        assert_eq!(count_value(b"-5", "n", -10, 10), Ok(-5));
     }
 }

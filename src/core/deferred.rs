@@ -19,6 +19,8 @@ pub enum Work {
         field: Vec<u8>,
         all: bool,
     },
+    /// A grant of `n` semaphore permits whose client left before hearing it: they go back.
+    ReturnPermits { lock: LockId, n: i64 },
     /// The lease deadline of a watched lock passed: expire it and pass it on.
     LeaseDeadline { lock: LockId },
     /// The lock may have freed or its lease moved: pass it on, re-arm its timer.
@@ -60,7 +62,7 @@ impl DeferredWork {
         work.sort_by_key(|w| match w {
             Work::Leave { .. } => 0,
             Work::Requeue { .. } => 1,
-            Work::Release { .. } => 2,
+            Work::Release { .. } | Work::ReturnPermits { .. } => 2,
             Work::LeaseDeadline { .. } | Work::Serve { .. } => 3,
         });
         work

@@ -9,6 +9,19 @@ pub const TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 /// Unlock channel, and the stem of the per-owner fair wake channel.
 pub const CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 
+/// A semaphore's channel (`RSemaphore`, `RPermitExpirableSemaphore`): the new total, or
+/// the permits added, when permits appear.
+pub const SEMAPHORE_CHANNEL_PREFIX: &[u8] = b"redisson_sc";
+
+/// A count-down latch's channel: `redisson_countdownlatch__channel__{K}`, with braces
+/// even when `K` has some (Redisson's rule for latches, unlike its prefix rule).
+pub fn latch_channel(latch_key: &[u8]) -> Vec<u8> {
+    let mut name = b"redisson_countdownlatch__channel__{".to_vec();
+    name.extend_from_slice(latch_key);
+    name.push(b'}');
+    name
+}
+
 /// A read-write lock's channel: `0` when a read unlock frees it, `1` for a write unlock.
 pub const RW_CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 

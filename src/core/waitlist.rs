@@ -28,6 +28,17 @@ pub enum BlockedReply {
     Repeated(i64),
 }
 
+/// What a blocked client waits for, beside its lock's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wants {
+    /// A hold on a lock (its `options` say which side, FAIR, ...).
+    Hold,
+    /// This many permits of a semaphore (`RSEM.ACQUIRE`).
+    Permits(i64),
+    /// A count-down latch at zero (`RLATCH.AWAIT`).
+    LatchOpen,
+}
+
 /// Waiter ids grow with arrival, so a lock's smallest id is its longest waiter.
 pub type WaiterId = u64;
 
@@ -37,6 +48,7 @@ pub struct Waiter<H> {
     /// The other locks of an all-or-nothing multi-key acquire (`RLOCK.MACQUIRE`), in the
     /// same database: the waiter stands in every one of their lines. Empty otherwise.
     pub more_locks: Vec<LockId>,
+    pub wants: Wants,
     pub owner: Vec<u8>,
     pub options: AcquireOptions,
     /// The connection that waits.
@@ -248,6 +260,7 @@ mod tests {
         Waiter {
             lock: lock(key),
             more_locks: Vec::new(),
+            wants: Wants::Hold,
             owner: owner.as_bytes().to_vec(),
             options: AcquireOptions::default(),
             client: 1,

@@ -9,24 +9,31 @@
 //! plain command would have raised.
 
 mod fence;
+mod latch;
 mod lock;
 mod multi;
 mod queue;
 mod report;
 mod request;
 mod rwlock;
+mod semaphore;
 
 use std::cell::RefCell;
 
-use redis_module::{Context, NotifyEvent, RedisError, RedisString, RedisValue};
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, NotifyEvent, RedisError,
+    RedisString, RedisValue,
+};
 
 pub use fence::Fence;
+pub use latch::Latch;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
 pub use multi::{release_all, take_all, TakeAll};
 pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
 pub use rwlock::{ReleasedHold, RwReleased, Unlock};
+pub use semaphore::Semaphore;
 
 use crate::config;
 use crate::core::cluster::{key_slot, route, SlotRoute};
@@ -90,6 +97,35 @@ fn announce(ctx: &Context, class: NotifyEvent, event: &str, key: &RedisString) {
     if redis_module::raw::get_keyspace_events().intersects(class) {
         let _own = state::own_write();
         ctx.notify_keyspace_event(class, event, key);
+    }
+}
+
+/// One write through `RedisModule_Call`, replicated as the plain command it is (so a
+/// replica or the AOF replays it without the module) and raising the keyspace event
+/// the command raises. The keys' types are checked before, so a write fails only if the
+/// server is out of memory or refuses writes: that is logged rather than half-reported.
+/// Returns an integer reply, or 0.
+fn replicated_write(ctx: &Context, command: &str, args: &[&[u8]]) -> i64 {
+    thread_local! {
+        static REPLICATED: CallOptions = CallOptionsBuilder::new().replicate().build();
+    }
+    let result: CallResult = {
+        let _own = state::own_write();
+        REPLICATED.with(|options| ctx.call_ext(command, options, args))
+    };
+    match result {
+        Ok(CallReply::I64(n)) => n.to_i64(),
+        Ok(_) => 0,
+        Err(error) => {
+            ffi::log_warning(
+                ctx.get_raw(),
+                &format!(
+                    "rlock: write {command} failed: {}",
+                    error.to_utf8_string().unwrap_or_default()
+                ),
+            );
+            0
+        }
     }
 }
 

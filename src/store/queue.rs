@@ -6,16 +6,13 @@
 use std::cell::Cell;
 use std::collections::HashSet;
 
-use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, RedisError, RedisValue,
-};
+use redis_module::{Context, RedisError, RedisValue};
 
-use super::reply_bytes;
+use super::{replicated_write, reply_bytes};
 use crate::config;
 use crate::core::keys::{helper_key, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
-use crate::state;
 
 /// The two queue keys of one lock, checked to be a list and a zset (or absent).
 pub struct FairQueue<'a> {
@@ -183,31 +180,9 @@ impl<'a> FairQueue<'a> {
         }
     }
 
-    /// One replicated write. The keys' types were checked at `open`, so a write
-    /// can fail only if the server is out of memory or refuses writes; that is
-    /// logged rather than half-reported.
+    /// One replicated write (see `store::replicated_write`).
     fn write(&self, command: &str, args: &[&[u8]]) -> i64 {
         self.known_empty.set(false);
-        thread_local! {
-            static REPLICATED: CallOptions = CallOptionsBuilder::new().replicate().build();
-        }
-        let result: CallResult = {
-            let _own = state::own_write();
-            REPLICATED.with(|options| self.ctx.call_ext(command, options, args))
-        };
-        match result {
-            Ok(CallReply::I64(n)) => n.to_i64(),
-            Ok(_) => 0,
-            Err(error) => {
-                ffi::log_warning(
-                    self.ctx.get_raw(),
-                    &format!(
-                        "rlock: fair queue write {command} failed: {}",
-                        error.to_utf8_string().unwrap_or_default()
-                    ),
-                );
-                0
-            }
-        }
+        replicated_write(self.ctx, command, args)
     }
 }

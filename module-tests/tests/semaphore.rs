@@ -1,0 +1,366 @@
+//! Redisson's semaphore and count-down latch, natively: `RSEM.*` and `RLATCH.*` on
+//! Redisson's keys and channels, against Redisson's own scripts both ways, with blocked
+//! callers served in arrival order, and a module-less replica ending identical.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rlock_module_tests::redis::{Connection, Value};
+use rlock_module_tests::redisson::{
+    LATCH_COUNT_DOWN, LATCH_TRY_SET_COUNT, SEMAPHORE_RELEASE, SEMAPHORE_TRY_ACQUIRE,
+};
+use rlock_module_tests::*;
+
+fn run(c: &mut Connection, args: &[&str]) -> Value {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
+}
+
+fn semaphore_channel(key: &str) -> Vec<u8> {
+    helper_key("redisson_sc", key.as_bytes())
+}
+
+fn latch_channel(key: &str) -> Vec<u8> {
+    format!("redisson_countdownlatch__channel__{{{key}}}").into_bytes()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn get(c: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(c).expect("GET")
+}
+
+#[test]
+fn permits_are_counted_as_redisson_counts_them() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut sub = Subscriber::new(&server, &[&semaphore_channel("s")]);
+        assert_eq!(run(&mut c, &["RSEM.AVAILABLE", "s"]), Value::Int(0));
+        assert_eq!(
+            run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]),
+            Value::Int(1)
+        );
+        assert_eq!(
+            run(&mut c, &["RSEM.TRYSETPERMITS", "s", "9"]),
+            Value::Int(0)
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2"];
+        assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &acquire), Value::Nil, "{flavor}: 1 left");
+        assert_eq!(run(&mut c, &["RSEM.ACQUIRE", "s"]), Value::Int(1));
+        assert_eq!(
+            run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]),
+            Value::Int(2)
+        );
+        assert_eq!(run(&mut c, &["RSEM.ADDPERMITS", "s", "-5"]), Value::Int(-3));
+        assert_eq!(run(&mut c, &["RSEM.ADDPERMITS", "s", "4"]), Value::Int(1));
+        assert_eq!(run(&mut c, &["RSEM.RELEASE", "s"]), Value::Int(2));
+        assert_eq!(get(&mut c, "s").as_deref(), Some("2"), "{flavor}");
+        // Redisson's messages: the permits set, then each new total.
+        let heard: Vec<String> = sub.drain().into_iter().map(|(_, m)| text(&m)).collect();
+        assert_eq!(heard, ["3", "2", "-3", "1", "2"], "{flavor}");
+        // Redisson's own scripts on the module's semaphore, and the other way round.
+        let channel = text(&semaphore_channel("s"));
+        let r = run(&mut c, &["EVAL", SEMAPHORE_TRY_ACQUIRE, "1", "s", "2"]);
+        assert_eq!(r, Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &["RSEM.AVAILABLE", "s"]), Value::Int(0));
+        run(
+            &mut c,
+            &[
+                "EVAL",
+                SEMAPHORE_RELEASE,
+                "2",
+                "s",
+                &channel,
+                "1",
+                "publish",
+            ],
+        );
+        assert_eq!(
+            run(&mut c, &["RSEM.ACQUIRE", "s"]),
+            Value::Int(1),
+            "{flavor}"
+        );
+        assert!(rstat(&server, "permit_acquires") >= 3, "{flavor}");
+        assert!(rstat(&server, "permit_releases") >= 3, "{flavor}");
+    }
+}
+
+#[test]
+fn bad_calls_change_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        run(&mut c, &["HSET", "h", "f", "1"]);
+        run(&mut c, &["SET", "text", "abc"]);
+        run(&mut c, &["SET", "big", "9223372036854775807"]);
+        let before = keyspace(&mut c);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["RSEM.TRYSETPERMITS", "x", "-1"],
+                "ERR permits must be an integer from 0",
+            ),
+            (
+                &["RSEM.ADDPERMITS", "s", "x"],
+                "ERR permits must be an integer",
+            ),
+            (
+                &["RSEM.ACQUIRE", "s", "PERMITS", "0"],
+                "ERR PERMITS must be an integer from 1",
+            ),
+            (
+                &["RSEM.ACQUIRE", "s", "PERMITS"],
+                "ERR option PERMITS needs a count",
+            ),
+            (&["RSEM.ACQUIRE", "s", "BLOCK", "-1"], "ERR BLOCK must be"),
+            (&["RSEM.ACQUIRE", "s", "NX"], "ERR unknown option"),
+            (&["RSEM.RELEASE", "s", "BLOCK", "1"], "ERR unknown option"),
+            (&["RSEM.ACQUIRE", "h"], "WRONGTYPE"),
+            (
+                &["RSEM.RELEASE", "text"],
+                "ERR the semaphore key holds a value",
+            ),
+            (
+                &["RSEM.RELEASE", "big"],
+                "ERR the number of permits would overflow",
+            ),
+            (
+                &["RSEM.AVAILABLE", "s", "x"],
+                "ERR wrong number of arguments",
+            ),
+            (
+                &["RLATCH.TRYSETCOUNT", "l", "0"],
+                "ERR count must be an integer from 1",
+            ),
+            (&["RLATCH.COUNTDOWN", "h"], "WRONGTYPE"),
+            (&["RLATCH.AWAIT", "text"], "ERR the latch key holds a value"),
+            (&["RLATCH.AWAIT", "l", "PERMITS", "1"], "ERR unknown option"),
+        ];
+        for (args, expected) in cases {
+            let r = call(&mut c, args);
+            assert!(
+                matches!(&r, Err(e) if e.starts_with(expected)),
+                "{flavor}: {args:?} gave {r:?}, expected {expected}"
+            );
+            assert_eq!(keyspace(&mut c), before, "{flavor}: {args:?} changed keys");
+        }
+    }
+}
+
+#[test]
+fn blocked_acquires_are_served_in_arrival_order() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+        let mut big = Pending::new(&server);
+        big.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "10000"]);
+        wait_total_blocked(&server, 1);
+        let mut small = Pending::new(&server);
+        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
+        wait_total_blocked(&server, 2);
+        // One permit: the head wants two, and the one behind does not overtake it.
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(
+            run(&mut c, &["RSEM.ACQUIRE", "s"]),
+            Value::Nil,
+            "{flavor}: newcomer"
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(big.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 1, "{flavor}");
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(small.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        // A wait that runs out: null, nothing taken.
+        let r = run(&mut c, &["RSEM.ACQUIRE", "s", "BLOCK", "50"]);
+        assert_eq!(r, Value::Nil, "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        // Scripts and transactions never block.
+        let script = "return redis.call('RSEM.ACQUIRE', 's', 'BLOCK', '0')";
+        assert_eq!(run(&mut c, &["EVAL", script, "0"]), Value::Nil, "{flavor}");
+    }
+}
+
+#[test]
+fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let channel = text(&semaphore_channel("s"));
+        let mut waiter = Pending::new(&server);
+        waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
+        wait_total_blocked(&server, 1);
+        let mut worst = Duration::ZERO;
+        for round in 0..5 {
+            let released = Instant::now();
+            run(
+                &mut c,
+                &[
+                    "EVAL",
+                    SEMAPHORE_RELEASE,
+                    "2",
+                    "s",
+                    &channel,
+                    "1",
+                    "publish",
+                ],
+            );
+            assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}: round {round}");
+            worst = worst.max(released.elapsed());
+            if round < 4 {
+                waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
+                wait_total_blocked(&server, 1);
+            }
+        }
+        assert!(
+            worst < Duration::from_millis(50),
+            "{flavor}: served {worst:?} after Redisson's release"
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+    }
+}
+
+#[test]
+fn a_grant_its_client_never_heard_goes_back() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+        let mut waiter = Pending::new(&server);
+        waiter.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "0"]);
+        wait_total_blocked(&server, 1);
+        // Its connection dies: the wait ends, and permits given later stay.
+        run(&mut c, &["CLIENT", "KILL", "ID", &waiter.id.to_string()]);
+        let gone = wait_until(Duration::from_secs(2), || rstat(&server, "blocked") == 0);
+        assert!(gone, "{flavor}");
+        assert_eq!(
+            run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]),
+            Value::Int(2)
+        );
+        assert_eq!(
+            run(&mut c, &["RSEM.AVAILABLE", "s"]),
+            Value::Int(2),
+            "{flavor}"
+        );
+    }
+}
+
+#[test]
+fn a_latch_opens_for_every_waiter_at_zero() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut sub = Subscriber::new(&server, &[&latch_channel("l")]);
+        assert_eq!(
+            run(&mut c, &["RLATCH.AWAIT", "l"]),
+            Value::Int(1),
+            "{flavor}: no latch"
+        );
+        assert_eq!(
+            run(&mut c, &["RLATCH.TRYSETCOUNT", "l", "2"]),
+            Value::Int(1)
+        );
+        assert_eq!(
+            run(&mut c, &["RLATCH.TRYSETCOUNT", "l", "5"]),
+            Value::Int(0)
+        );
+        assert_eq!(run(&mut c, &["RLATCH.COUNT", "l"]), Value::Int(2));
+        assert_eq!(run(&mut c, &["RLATCH.AWAIT", "l"]), Value::Nil, "{flavor}");
+        let mut first = Pending::new(&server);
+        first.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
+        let mut second = Pending::new(&server);
+        second.send(&["RLATCH.AWAIT", "l", "BLOCK", "0"]);
+        wait_total_blocked(&server, 2);
+        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(1));
+        assert_eq!(rstat(&server, "blocked"), 2, "{flavor}");
+        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(get(&mut c, "l"), None, "{flavor}: the key goes at zero");
+        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_eq!(get(&mut c, "l"), None, "{flavor}");
+        let heard: Vec<String> = sub.drain().into_iter().map(|(_, m)| text(&m)).collect();
+        assert_eq!(heard, ["1", "0"], "{flavor}: Redisson's messages");
+        let r = run(&mut c, &["RLATCH.AWAIT", "l", "BLOCK", "50"]);
+        assert_eq!(r, Value::Int(1), "{flavor}");
+    }
+}
+
+#[test]
+fn redisson_counting_down_to_zero_releases_waiters_within_50_ms() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let channel = text(&latch_channel("l"));
+        let set = [
+            "EVAL",
+            LATCH_TRY_SET_COUNT,
+            "2",
+            "l",
+            &channel,
+            "1",
+            "1",
+            "publish",
+        ];
+        assert_eq!(run(&mut c, &set), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &["RLATCH.COUNT", "l"]), Value::Int(1));
+        let mut waiter = Pending::new(&server);
+        waiter.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
+        wait_total_blocked(&server, 1);
+        let counted = Instant::now();
+        run(
+            &mut c,
+            &["EVAL", LATCH_COUNT_DOWN, "2", "l", &channel, "0", "publish"],
+        );
+        assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}");
+        let took = counted.elapsed();
+        assert!(took < Duration::from_millis(50), "{flavor}: {took:?}");
+        // And the module's count-down on Redisson's latch.
+        run(&mut c, &set);
+        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_eq!(get(&mut c, "l"), None, "{flavor}");
+    }
+}
+
+#[test]
+fn a_replica_without_the_module_ends_identical() {
+    for flavor in flavors() {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let mut c = primary.conn();
+        run(&mut c, &["SET", "ttl", "5"]);
+        run(&mut c, &["PEXPIRE", "ttl", "60000"]);
+        for step in [
+            &["RSEM.TRYSETPERMITS", "s", "4"][..],
+            &["RSEM.ACQUIRE", "s", "PERMITS", "3"],
+            &["RSEM.RELEASE", "s"],
+            &["RSEM.ADDPERMITS", "s", "-7"],
+            &["RSEM.ACQUIRE", "ttl", "PERMITS", "2"],
+            &["RSEM.RELEASE", "ttl"],
+            &["RLATCH.TRYSETCOUNT", "l", "3"],
+            &["RLATCH.COUNTDOWN", "l"],
+            &["RLATCH.TRYSETCOUNT", "m", "1"],
+            &["RLATCH.COUNTDOWN", "m"],
+        ] {
+            run(&mut c, step);
+        }
+        let mut waiter = Pending::new(&primary);
+        waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
+        wait_total_blocked(&primary, 1);
+        run(&mut c, &["RSEM.ADDPERMITS", "s", "6"]);
+        assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}");
+        sync_replica(&primary, &replica);
+        let mut r = replica.conn();
+        assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
+        assert_eq!(get(&mut r, "s").as_deref(), Some("0"), "{flavor}");
+        assert_eq!(get(&mut r, "ttl").as_deref(), Some("4"), "{flavor}");
+        assert!(pttl(&mut r, b"ttl") > 50_000, "{flavor}: the TTL stays");
+    }
+}
