@@ -111,6 +111,29 @@ pub fn replicate_key_field_value(
     }
 }
 
+/// Propagates `cmd key field value field2 n`: two fields in one command (`HSET`).
+pub fn replicate_key_two_fields(
+    ctx: &Context,
+    cmd: &CStr,
+    key: &RedisString,
+    (field, value): (&RedisString, &RedisString),
+    (field2, n): (&RedisString, i64),
+) {
+    // SAFETY: the format "ssssl" takes four RedisModuleStrings and a long long.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"ssssl".as_ptr(),
+            key.inner,
+            field.inner,
+            value.inner,
+            field2.inner,
+            n as c_longlong,
+        );
+    }
+}
+
 /// `PUBLISH channel message`, binary-safe; `SPUBLISH` in a cluster, where Redisson
 /// listens with `SSUBSCRIBE` (its channels carry the lock's hash tag, so their slot
 /// is this node's).

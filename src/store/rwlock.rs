@@ -146,11 +146,12 @@ impl<'a> LockKey<'a> {
     ) {
         let now = ffi::now_ms();
         let deadline = lease.deadline_from(now);
-        if first_hold {
-            self.set_mode(mode);
-        }
         let field = ffi::string(self.ctx, &hold_field(owner.as_slice(), mode));
-        self.set_count(&field, count);
+        if first_hold {
+            self.set_mode_and_count(mode, &field, count);
+        } else {
+            self.set_count(&field, count);
+        }
         if mode == RwMode::Read {
             set_read_timeout(
                 self.ctx,
@@ -306,6 +307,17 @@ impl<'a> LockKey<'a> {
         let value = ffi::string(self.ctx, mode.word());
         self.key.hash_set(&field, &value);
         ffi::replicate_key_field_value(self.ctx, c"HSET", self.name, &field, &value);
+        announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
+    }
+
+    /// A first hold: `mode` and the holder's count, in one `HSET` sent to replicas.
+    fn set_mode_and_count(&self, mode: RwMode, holder: &RedisString, count: i64) {
+        let field = ffi::string(self.ctx, READ_WRITE_MODE_FIELD.to_bytes());
+        let value = ffi::string(self.ctx, mode.word());
+        self.key.hash_set(&field, &value);
+        self.key.hash_set_int(self.ctx, holder, count);
+        let pair = (&field, &value);
+        ffi::replicate_key_two_fields(self.ctx, c"HSET", self.name, pair, (holder, count));
         announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
     }
 
