@@ -187,6 +187,22 @@ impl Locks {
         }
     }
 
+    /// See [`crate::Locks::semaphore`].
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            inner: self.inner.semaphore(name),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::Locks::latch`].
+    pub fn latch(&self, name: impl Into<String>) -> Latch {
+        Latch {
+            inner: self.inner.latch(name),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// See [`crate::Locks::multi`]: several locks taken together, all or none.
     ///
     /// ```no_run
@@ -264,6 +280,160 @@ impl Locks {
     /// See [`crate::Locks::info`].
     pub fn info(&self, name: &str) -> Result<LockInfo> {
         self.rt.block_on(self.inner.info(name))
+    }
+}
+
+/// Blocking twin of [`crate::Semaphore`].
+#[derive(Clone)]
+pub struct Semaphore {
+    inner: crate::Semaphore,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Semaphore {
+    /// See [`crate::Semaphore::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        Semaphore {
+            inner: self.inner.wait(wait),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Semaphore::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        Semaphore {
+            inner: self.inner.wait_forever(),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Semaphore::try_set_permits`].
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.rt.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// See [`crate::Semaphore::add_permits`].
+    pub fn add_permits(&self, permits: i32) -> Result<i64> {
+        self.rt.block_on(self.inner.add_permits(permits))
+    }
+
+    /// See [`crate::Semaphore::available`].
+    pub fn available(&self) -> Result<i64> {
+        self.rt.block_on(self.inner.available())
+    }
+
+    /// See [`crate::Semaphore::acquire`].
+    pub fn acquire(&self, permits: u32) -> Result<Option<Permits>> {
+        let permits = self.rt.block_on(self.inner.acquire(permits))?;
+        Ok(permits.map(|permits| Permits {
+            inner: Some(permits),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    /// See [`crate::Semaphore::release`].
+    pub fn release(&self, permits: u32) -> Result<i64> {
+        self.rt.block_on(self.inner.release(permits))
+    }
+}
+
+/// Blocking twin of [`crate::Permits`]. Dropping it gives the permits back in the background.
+pub struct Permits {
+    inner: Option<crate::Permits>,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Permits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Permits {
+    /// See [`crate::Permits::count`].
+    pub fn count(&self) -> u32 {
+        self.inner.as_ref().map_or(0, |p| p.count())
+    }
+
+    /// See [`crate::Permits::release`].
+    pub fn release(mut self) -> Result<i64> {
+        match self.inner.take() {
+            Some(permits) => self.rt.block_on(permits.release()),
+            None => Ok(0),
+        }
+    }
+
+    /// See [`crate::Permits::forget`].
+    pub fn forget(mut self) {
+        if let Some(permits) = self.inner.take() {
+            permits.forget();
+        }
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if let Some(permits) = self.inner.take() {
+            let _enter = self.rt.enter();
+            drop(permits);
+        }
+    }
+}
+
+/// Blocking twin of [`crate::Latch`].
+#[derive(Clone)]
+pub struct Latch {
+    inner: crate::Latch,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Latch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Latch {
+    /// See [`crate::Latch::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        Latch {
+            inner: self.inner.wait(wait),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Latch::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        Latch {
+            inner: self.inner.wait_forever(),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Latch::try_set_count`].
+    pub fn try_set_count(&self, count: u64) -> Result<bool> {
+        self.rt.block_on(self.inner.try_set_count(count))
+    }
+
+    /// See [`crate::Latch::count_down`].
+    pub fn count_down(&self) -> Result<i64> {
+        self.rt.block_on(self.inner.count_down())
+    }
+
+    /// See [`crate::Latch::count`].
+    pub fn count(&self) -> Result<i64> {
+        self.rt.block_on(self.inner.count())
+    }
+
+    /// See [`crate::Latch::await_zero`].
+    pub fn await_zero(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.await_zero())
     }
 }
 

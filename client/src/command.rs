@@ -169,6 +169,82 @@ pub(crate) fn mrelease(owner: &str, keys: &[Arc<str>]) -> redis::Cmd {
     c
 }
 
+fn block_args(c: &mut redis::Cmd, wait: Wait) {
+    match wait {
+        Wait::No => {}
+        Wait::For(d) => {
+            c.arg("BLOCK").arg(millis(d));
+        }
+        Wait::Forever => {
+            c.arg("BLOCK").arg(0);
+        }
+    }
+}
+
+pub(crate) fn try_set_permits(key: &str, permits: u32) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.TRYSETPERMITS");
+    c.arg(key).arg(permits);
+    c
+}
+
+pub(crate) fn add_permits(key: &str, permits: i32) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.ADDPERMITS");
+    c.arg(key).arg(permits);
+    c
+}
+
+pub(crate) fn available_permits(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.AVAILABLE");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn acquire_permits(key: &str, permits: u32, wait: Wait) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.ACQUIRE");
+    c.arg(key).arg("PERMITS").arg(permits);
+    block_args(&mut c, wait);
+    c
+}
+
+pub(crate) fn release_permits(key: &str, permits: u32) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.RELEASE");
+    c.arg(key).arg("PERMITS").arg(permits);
+    c
+}
+
+pub(crate) fn try_set_count(key: &str, count: u64) -> redis::Cmd {
+    let mut c = redis::cmd("RLATCH.TRYSETCOUNT");
+    c.arg(key).arg(count);
+    c
+}
+
+pub(crate) fn count_down(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RLATCH.COUNTDOWN");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn latch_count(key: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RLATCH.COUNT");
+    c.arg(key);
+    c
+}
+
+pub(crate) fn await_latch(key: &str, wait: Wait) -> redis::Cmd {
+    let mut c = redis::cmd("RLATCH.AWAIT");
+    c.arg(key);
+    block_args(&mut c, wait);
+    c
+}
+
+/// An integer reply (permits, a count).
+pub(crate) fn parse_integer(v: Value, what: &'static str) -> Result<i64> {
+    match as_int(&check(v.clone())?) {
+        Some(n) => Ok(n),
+        None => Err(Error::unexpected(what, &v)),
+    }
+}
+
 /// Whether a `CLIENT LIST` line shows a client blocked in a command (flag `b`).
 pub(crate) fn client_is_blocked(line: &str) -> bool {
     line.split_whitespace()

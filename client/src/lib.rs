@@ -58,14 +58,17 @@
 
 #![warn(missing_docs)]
 
+mod blocked;
 pub mod blocking;
 mod command;
 mod conn;
 mod error;
+mod latch;
 mod lock;
 mod multi;
 mod multikey;
 mod rwlock;
+mod semaphore;
 mod watchdog;
 
 /// The `redis` crate this crate is built with, so that callers build its types without
@@ -75,10 +78,12 @@ pub use redis;
 pub use command::{LockInfo, LockKind, Side};
 pub use conn::Endpoint;
 pub use error::{Error, Result};
+pub use latch::Latch;
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
 pub use multikey::{MultiKeyGuard, MultiKeyLock};
 pub use rwlock::ReadWriteLock;
+pub use semaphore::{Permits, Semaphore};
 
 /// The examples in `README.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]

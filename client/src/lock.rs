@@ -64,7 +64,7 @@ impl Inner {
         Arc::from(format!("{}:{n}", self.client_id))
     }
 
-    async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
+    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
         Ok(self.conn().await?.query(cmd).await?)
     }
 

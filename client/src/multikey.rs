@@ -9,8 +9,9 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::blocked::send_following_redirects;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
-use crate::conn::{slot_of, Dedicated, Redirect};
+use crate::conn::{slot_of, Dedicated};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
 use crate::watchdog::LostRx;
@@ -247,7 +248,7 @@ impl MultiKeyLock {
             .await?;
         let client_id = conn.client_id(&keys[0]).await?;
         let reply = {
-            let request = send_following_redirects(&mut conn, &keys[0], cmd, wait);
+            let request = send_following_redirects(&mut conn, &keys[0], &cmd, wait);
             tokio::pin!(request);
             tokio::select! {
                 biased;
@@ -313,35 +314,6 @@ impl MultiKeyLock {
             done: false,
         }
     }
-}
-
-/// Sends a blocking `RLOCK.MACQUIRE` on a dedicated connection to the node of `first`,
-/// following `-MOVED`/`-ASK`/`-TRYAGAIN` (the slot moved while it waited) with the time left.
-async fn send_following_redirects(
-    conn: &mut Dedicated,
-    first: &str,
-    cmd: redis::Cmd,
-    wait: Wait,
-) -> redis::RedisResult<redis::Value> {
-    let started = Instant::now();
-    let mut pipe = redis::pipe();
-    pipe.add_command(cmd.clone());
-    let mut reply = conn.pipeline_for_key(first, &mut pipe).await;
-    while let Some(redirect) = crate::conn::redirect_of(&reply) {
-        if let Wait::For(d) = wait {
-            if d <= started.elapsed() {
-                return Ok(redis::Value::Nil);
-            }
-        }
-        reply = match redirect {
-            Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,
-            Redirect::Later => {
-                tokio::time::sleep(crate::conn::TRY_AGAIN_AFTER).await;
-                conn.pipeline_for_key(first, &mut pipe).await
-            }
-        };
-    }
-    reply.map(|values| values.into_iter().next().unwrap_or_default())
 }
 
 /// Every lock of a [`MultiKeyLock`], held. Release it with [`release`](Self::release);

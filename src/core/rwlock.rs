@@ -47,7 +47,9 @@ pub const WRITE_FIELD_SUFFIX: &[u8] = b":write";
 
 /// The hash field that holds `owner`'s count on `mode`'s side.
 pub fn hold_field(owner: &[u8], mode: RwMode) -> Vec<u8> {
-    let mut field = owner.to_vec();
+    // Sized once: growing it would reallocate, on the hot path of every call.
+    let mut field = Vec::with_capacity(owner.len() + WRITE_FIELD_SUFFIX.len());
+    field.extend_from_slice(owner);
     if mode == RwMode::Write {
         field.extend_from_slice(WRITE_FIELD_SUFFIX);
     }

@@ -201,10 +201,8 @@ impl<'a> LockKey<'a> {
                 self.set_count(&field, remaining);
                 (remaining, released)
             }
-            RwRelease::Last { released } => {
-                self.remove_owner(&field);
-                (0, released)
-            }
+            // The field goes below, unless the whole key does.
+            RwRelease::Last { released } => (0, released),
         };
         if side == RwMode::Read {
             for n in remaining + 1..=(remaining + released).min(MAX_READ_HOLDS_SCANNED) {
@@ -212,7 +210,16 @@ impl<'a> LockKey<'a> {
             }
         }
         let writer_left = mode == RwMode::Write && !(side == RwMode::Write && remaining == 0);
-        let fields = self.key.value_length().saturating_sub(1);
+        // Holds' fields left beside `mode` once this one's is gone.
+        let last = matches!(release, RwRelease::Last { .. });
+        let fields = self
+            .key
+            .value_length()
+            .saturating_sub(1 + usize::from(last));
+        // Freed with nothing left: one DEL, not an HDEL before it.
+        if last && (writer_left || fields > 0) {
+            self.remove_owner(&field);
+        }
         let read_deadline = match writer_left || fields == 0 {
             true => None,
             false => self.latest_read_deadline()?,

@@ -1,0 +1,98 @@
+//! A command that may block in the server (`BLOCK`), sent so that the caller may give up:
+//! on a pooled connection, in a task of its own. Dropping the caller's future ends the
+//! wait (the connection closes if the server shows it blocked, and the server forgets the
+//! waiter and gives back a grant it never delivered); a reply that arrives anyway goes to
+//! `orphaned`, which gives back what was granted.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::command::Wait;
+use crate::conn::{cancel_wait, redirect_of, Dedicated, Redirect, TRY_AGAIN_AFTER};
+use crate::error::{Error, Result};
+use crate::lock::Inner;
+
+/// What to do with a reply nobody waits for any more.
+pub(crate) type Orphaned =
+    Box<dyn FnOnce(Arc<Inner>, redis::Value) -> BoxFuture<'static, ()> + Send>;
+
+/// Sends `cmd` (whose key is `key`, and which waits up to `wait` in the server) and
+/// returns its reply. See the module's doc for what happens when the caller gives up.
+pub(crate) async fn call(
+    inner: &Arc<Inner>,
+    key: Arc<str>,
+    cmd: redis::Cmd,
+    wait: Wait,
+    orphaned: Orphaned,
+) -> Result<redis::Value> {
+    let mut conn = inner
+        .pool
+        .take(&inner.endpoint, inner.config.response_timeout)
+        .await?;
+    let client_id = conn.client_id(&key).await?;
+    let (mut tx, rx) = oneshot::channel::<Result<redis::Value>>();
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let reply = {
+            let request = send_following_redirects(&mut conn, &key, &cmd, wait);
+            tokio::pin!(request);
+            tokio::select! {
+                biased;
+                r = &mut request => Some(r),
+                _ = tx.closed() => {
+                    let shared = inner.conn().await.ok();
+                    cancel_wait(shared, &key, client_id, request).await
+                }
+            }
+        };
+        // Still blocked when the caller left: the connection closes here.
+        let Some(reply) = reply else {
+            return;
+        };
+        let reply = reply.map_err(Error::from);
+        if reply.is_ok() {
+            inner.pool.give_back(conn);
+        }
+        if let Err(Ok(value)) = tx.send(reply) {
+            orphaned(inner, value).await;
+        }
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(Error::lost(
+            "",
+            "the waiting task stopped: is the runtime shutting down?",
+        ))
+    })
+}
+
+/// Sends `cmd` on `conn` to the node of `key`, following `-MOVED`/`-ASK`/`-TRYAGAIN` (the
+/// slot moved while it waited) until the wait is over; then the reply is null.
+pub(crate) async fn send_following_redirects(
+    conn: &mut Dedicated,
+    key: &str,
+    cmd: &redis::Cmd,
+    wait: Wait,
+) -> redis::RedisResult<redis::Value> {
+    let started = Instant::now();
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd.clone());
+    let mut reply = conn.pipeline_for_key(key, &mut pipe).await;
+    while let Some(redirect) = redirect_of(&reply) {
+        if let Wait::For(d) = wait {
+            if d <= started.elapsed() {
+                return Ok(redis::Value::Nil);
+            }
+        }
+        reply = match redirect {
+            Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,
+            Redirect::Later => {
+                tokio::time::sleep(TRY_AGAIN_AFTER).await;
+                conn.pipeline_for_key(key, &mut pipe).await
+            }
+        };
+    }
+    reply.map(|values| values.into_iter().next().unwrap_or_default())
+}

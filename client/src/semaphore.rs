@@ -1,0 +1,208 @@
+//! [`Semaphore`]: Redisson's `RSemaphore` on `RSEM.*`, and [`Permits`], the permits one
+//! acquire took.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+
+use crate::blocked;
+use crate::command::{self, Wait};
+use crate::error::Result;
+use crate::lock::{Inner, Locks};
+
+/// A semaphore on Redisson's layout (`redisson.getSemaphore(name)` shares it): a count of
+/// permits that any client takes and gives back. Made by [`Locks::semaphore`].
+///
+/// Waits run in the server, in arrival order: a large request at the head of the line is
+/// not overtaken by smaller ones. Permits have no owner: [`Permits`] gives back what one
+/// acquire took when released or dropped, and [`release`](Self::release) gives permits
+/// back from anywhere, as Redisson's `release` does.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+/// let pool = locks.semaphore("db-connections");
+/// pool.try_set_permits(10).await?;
+/// if let Some(permits) = pool.wait(Duration::from_secs(1)).acquire(2).await? {
+///     // ... use two connections ...
+///     permits.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    locks: Locks,
+    key: Arc<str>,
+    wait: Wait,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("key", &self.key)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl Locks {
+    /// The semaphore `name`. See [`Semaphore`].
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            locks: self.clone(),
+            key: Arc::from(name.into()),
+            wait: Wait::No,
+        }
+    }
+}
+
+impl Semaphore {
+    /// The semaphore's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Waits up to `wait` in the server for the permits (`BLOCK ms`). `Duration::ZERO`: try
+    /// once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        };
+        self
+    }
+
+    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = Wait::Forever;
+        self
+    }
+
+    /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        let v = self
+            .locks
+            .inner
+            .query(&command::try_set_permits(&self.key, permits))
+            .await?;
+        command::parse_flag(v, "RSEM.TRYSETPERMITS replied")
+    }
+
+    /// `RSEM.ADDPERMITS`: adds `permits` (negative takes them away). The permits available.
+    pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        let v = self
+            .locks
+            .inner
+            .query(&command::add_permits(&self.key, permits))
+            .await?;
+        command::parse_integer(v, "RSEM.ADDPERMITS replied")
+    }
+
+    /// `RSEM.AVAILABLE`: the permits available now.
+    pub async fn available(&self) -> Result<i64> {
+        let v = self
+            .locks
+            .inner
+            .query(&command::available_permits(&self.key))
+            .await?;
+        command::parse_integer(v, "RSEM.AVAILABLE replied")
+    }
+
+    /// `RSEM.ACQUIRE`: takes `permits` (at least 1), or `None` when not enough are
+    /// available (after the wait, if one was asked for). One round trip; with a wait, on a
+    /// pooled connection.
+    ///
+    /// Cancel-safe: dropped while the server holds it waiting, it ends the wait, and
+    /// permits granted in the meantime go back.
+    pub async fn acquire(&self, permits: u32) -> Result<Option<Permits>> {
+        let permits = permits.max(1);
+        let cmd = command::acquire_permits(&self.key, permits, self.wait);
+        let inner = &self.locks.inner;
+        let reply = match self.wait {
+            Wait::No => inner.query(&cmd).await?,
+            wait => {
+                let key = self.key.clone();
+                let orphaned: blocked::Orphaned = Box::new(move |inner, value| {
+                    Box::pin(async move {
+                        if matches!(command::parse_acquire(value), Ok(Some(_))) {
+                            let _ = inner.query(&command::release_permits(&key, permits)).await;
+                        }
+                    })
+                });
+                blocked::call(inner, self.key.clone(), cmd, wait, orphaned).await?
+            }
+        };
+        Ok(command::parse_acquire(reply)?.map(|_| Permits {
+            inner: inner.clone(),
+            key: self.key.clone(),
+            permits,
+            handle: Handle::current(),
+            done: false,
+        }))
+    }
+
+    /// `RSEM.RELEASE`: gives `permits` back, whoever took them. The permits available.
+    pub async fn release(&self, permits: u32) -> Result<i64> {
+        release(&self.locks.inner, &self.key, permits).await
+    }
+}
+
+async fn release(inner: &Inner, key: &str, permits: u32) -> Result<i64> {
+    let v = inner
+        .query(&command::release_permits(key, permits.max(1)))
+        .await?;
+    command::parse_integer(v, "RSEM.RELEASE replied")
+}
+
+/// Permits one [`Semaphore::acquire`] took. [`release`](Self::release) gives them back;
+/// dropping gives them back in the background; [`forget`](Self::forget) keeps them taken
+/// (someone else releases them, as with Redisson's semaphore).
+pub struct Permits {
+    inner: Arc<Inner>,
+    key: Arc<str>,
+    permits: u32,
+    handle: Handle,
+    done: bool,
+}
+
+impl std::fmt::Debug for Permits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permits")
+            .field("key", &self.key)
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+impl Permits {
+    /// How many permits were taken.
+    pub fn count(&self) -> u32 {
+        self.permits
+    }
+
+    /// Gives the permits back (`RSEM.RELEASE`). The permits available now.
+    pub async fn release(mut self) -> Result<i64> {
+        self.done = true;
+        release(&self.inner, &self.key, self.permits).await
+    }
+
+    /// Keeps the permits taken: nothing is given back when this is dropped.
+    pub fn forget(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (inner, key, permits) = (self.inner.clone(), self.key.clone(), self.permits);
+        // Never block here: the release runs as a task.
+        self.handle.spawn(async move {
+            let _ = release(&inner, &key, permits).await;
+        });
+    }
+}
