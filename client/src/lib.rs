@@ -33,6 +33,7 @@
 //! | [`ReadWriteLock::read`]/[`write`](ReadWriteLock::write), then acquire | as [`Lock::acquire`] |
 //! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
 //! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
+//! | [`Semaphore::acquire`], [`Latch::await_zero`] | 1 (with a wait, on a pooled connection) |
 //! | [`MultiKeyLock::acquire`] | 1 per cluster slot of its keys (+1 per slot taken to give back on failure) |
 //!
 //! The [`blocking`] module has the same API for code without an async runtime.

@@ -70,6 +70,26 @@ def main(url: str) -> None:
     assert not r.exists("orders"), "a dead waiter must not end up holding the lock"
     print("bob released; nobody holds orders")
 
+    semaphore_and_latch(r)
+
+
+def semaphore_and_latch(r: redis.Redis) -> None:
+    """Redisson's semaphore and count-down latch: a Java service on `getSemaphore("pool")` or
+    `getCountDownLatch("batch")` shares these keys."""
+    assert r.execute_command("RSEM.TRYSETPERMITS", "pool", 2) == 1
+    assert r.execute_command("RSEM.ACQUIRE", "pool", "PERMITS", 2) == 1
+    # No permit left: a second caller waits in the server, and gives up after 100 ms.
+    assert r.execute_command("RSEM.ACQUIRE", "pool", "BLOCK", 100) is None
+    assert r.execute_command("RSEM.RELEASE", "pool", "PERMITS", 2) == 2
+    print("semaphore pool: 2 permits taken, a waiter timed out, 2 given back")
+
+    assert r.execute_command("RLATCH.TRYSETCOUNT", "batch", 2) == 1
+    assert r.execute_command("RLATCH.AWAIT", "batch") is None  # not yet
+    assert r.execute_command("RLATCH.COUNTDOWN", "batch") == 1
+    assert r.execute_command("RLATCH.COUNTDOWN", "batch") == 0
+    assert r.execute_command("RLATCH.AWAIT", "batch", "BLOCK", 1_000) == 1
+    print("latch batch: counted down twice, its waiters pass")
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else "redis://127.0.0.1:6379/")
