@@ -116,6 +116,18 @@ fn serve_permits(ctx: &Context, lock: &LockId) {
         match taken {
             Ok(true) => {
                 stats::PERMIT_HANDOFFS.incr();
+                // A `REQ` acquire records its grant with it, as a direct one does.
+                let req = waiters::view(id).and_then(|waiter| waiter.options.req);
+                if let Some(req) = req {
+                    let ttl = config::default_lease().ms();
+                    RequestRecord::new(ctx, &key, &req).write(
+                        ctx,
+                        RequestKind::Acquire,
+                        b"",
+                        1,
+                        ttl,
+                    );
+                }
                 waiters::answer(ctx, id, BlockedReply::Granted(1));
             }
             Ok(false) => break,

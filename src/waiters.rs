@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
+use crate::core::requests::RequestId;
 use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
@@ -58,11 +59,15 @@ impl WaitFor {
         }
     }
 
-    /// `n` permits of the semaphore `lock`.
-    pub fn permits(lock: LockId, n: i64) -> WaitFor {
+    /// `n` permits of the semaphore `lock`, for the request `req` if one was named.
+    pub fn permits(lock: LockId, n: i64, req: Option<RequestId>) -> WaitFor {
+        let options = AcquireOptions {
+            req,
+            ..AcquireOptions::default()
+        };
         WaitFor {
             wants: Wants::Permits(n),
-            ..WaitFor::hold(lock, b"", AcquireOptions::default())
+            ..WaitFor::hold(lock, b"", options)
         }
     }
 

@@ -203,12 +203,14 @@ pub(crate) fn acquire_permits(key: &str, permits: u32, wait: Wait) -> redis::Cmd
     let mut c = redis::cmd("RSEM.ACQUIRE");
     c.arg(key).arg("PERMITS").arg(permits);
     block_args(&mut c, wait);
+    c.arg("REQ").arg(request_id());
     c
 }
 
 pub(crate) fn release_permits(key: &str, permits: u32) -> redis::Cmd {
     let mut c = redis::cmd("RSEM.RELEASE");
     c.arg(key).arg("PERMITS").arg(permits);
+    c.arg("REQ").arg(request_id());
     c
 }
 
@@ -705,6 +707,38 @@ mod tests {
             &args(&acquire(&name("k", "o", None), &forever))[5..7],
             ["BLOCK", "0"]
         );
+    }
+
+    #[test]
+    fn semaphore_and_latch_commands() {
+        let wait = Wait::For(Duration::from_millis(250));
+        let c = acquire_permits("s", 2, wait);
+        assert_eq!(
+            without_req(&c, &acquire_permits("s", 2, wait)),
+            ["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "250"]
+        );
+        assert_eq!(
+            without_req(&release_permits("s", 3), &release_permits("s", 3)),
+            ["RSEM.RELEASE", "s", "PERMITS", "3"]
+        );
+        assert_eq!(
+            args(&try_set_permits("s", 4)),
+            ["RSEM.TRYSETPERMITS", "s", "4"]
+        );
+        assert_eq!(args(&add_permits("s", -1)), ["RSEM.ADDPERMITS", "s", "-1"]);
+        assert_eq!(args(&available_permits("s")), ["RSEM.AVAILABLE", "s"]);
+        assert_eq!(
+            args(&try_set_count("l", 2)),
+            ["RLATCH.TRYSETCOUNT", "l", "2"]
+        );
+        assert_eq!(args(&count_down("l")), ["RLATCH.COUNTDOWN", "l"]);
+        assert_eq!(args(&latch_count("l")), ["RLATCH.COUNT", "l"]);
+        assert_eq!(
+            args(&await_latch("l", Wait::Forever)),
+            ["RLATCH.AWAIT", "l", "BLOCK", "0"]
+        );
+        assert_eq!(parse_integer(Value::Int(-3), "x").unwrap(), -3);
+        assert!(parse_integer(Value::Nil, "x").is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use tokio::runtime::Handle;
 
 use crate::blocked;
 use crate::command::{self, Wait};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
 
 /// A semaphore on Redisson's layout (`redisson.getSemaphore(name)` shares it): a count of
@@ -149,11 +149,16 @@ impl Semaphore {
     }
 }
 
+/// Sends `RSEM.RELEASE`, and once more with the same `REQ` id if the connection broke
+/// before the reply came: the server gives the permits back at most once.
 async fn release(inner: &Inner, key: &str, permits: u32) -> Result<i64> {
-    let v = inner
-        .query(&command::release_permits(key, permits.max(1)))
-        .await?;
-    command::parse_integer(v, "RSEM.RELEASE replied")
+    let cmd = command::release_permits(key, permits.max(1));
+    let mut reply = inner.query(&cmd).await;
+    if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reply = inner.query(&cmd).await;
+    }
+    command::parse_integer(reply?, "RSEM.RELEASE replied")
 }
 
 /// Permits one [`Semaphore::acquire`] took. [`release`](Self::release) gives them back;

@@ -364,3 +364,60 @@ fn a_replica_without_the_module_ends_identical() {
         assert!(pttl(&mut r, b"ttl") > 50_000, "{flavor}: the TTL stays");
     }
 }
+
+#[test]
+fn retried_calls_with_req_are_applied_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
+        let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2", "REQ", "a1"];
+        assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
+        let mut other = server.conn();
+        assert_eq!(
+            run(&mut other, &acquire),
+            Value::Int(1),
+            "{flavor}: retried"
+        );
+        assert_eq!(
+            get(&mut c, "s").as_deref(),
+            Some("1"),
+            "{flavor}: taken once"
+        );
+        let release = ["RSEM.RELEASE", "s", "PERMITS", "2", "REQ", "r1"];
+        assert_eq!(run(&mut c, &release), Value::Int(3), "{flavor}");
+        assert_eq!(run(&mut c, &release), Value::Int(3), "{flavor}: retried");
+        assert_eq!(
+            get(&mut c, "s").as_deref(),
+            Some("3"),
+            "{flavor}: given once"
+        );
+        // An id used for another call is refused, and changes nothing.
+        let r = call(&mut c, &["RSEM.RELEASE", "s", "REQ", "a1"]);
+        assert!(
+            matches!(&r, Err(e) if e.contains("REQ id already used")),
+            "{r:?}"
+        );
+        // A blocked call sent again on another connection is granted once.
+        run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "3"]);
+        let blocked = ["RSEM.ACQUIRE", "s", "BLOCK", "10000", "REQ", "b1"];
+        let mut first = Pending::new(&server);
+        first.send(&blocked);
+        wait_total_blocked(&server, 1);
+        let mut second = Pending::new(&server);
+        second.send(&blocked);
+        wait_total_blocked(&server, 2);
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(
+            get(&mut c, "s").as_deref(),
+            Some("0"),
+            "{flavor}: one permit taken"
+        );
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(run(&mut c, &blocked), Value::Int(1), "{flavor}: replayed");
+        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+    }
+}

@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use crate::core::args::{count_value, parse_permit_options};
+use crate::core::args::{count_value, parse_permit_options, PermitGrammar};
 use crate::core::fair::queue_deadline;
 use crate::store::{self, Latch};
 use crate::waiters::WaitFor;
@@ -41,7 +41,12 @@ pub fn await_zero(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     let key = &args[1];
     let words = args[2..].iter().map(RedisString::as_slice);
-    let options = parse_permit_options(words, false, true).map_err(errors::arg_error)?;
+    let grammar = PermitGrammar {
+        permits: false,
+        block: true,
+        req: false,
+    };
+    let options = parse_permit_options(words, grammar).map_err(errors::arg_error)?;
     if Latch::open(ctx, key)?.is_open() {
         return Ok(RedisValue::Integer(1));
     }

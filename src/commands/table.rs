@@ -258,6 +258,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             SEMAPHORE,
             PERMITS,
             ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms, in arrival order; 0 waits forever"),
+            REQ,
         ],
     },
     CommandSpec {
@@ -270,7 +271,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         access: KeyAccess::Update,
         acl_categories: c"write fast",
         summary: c"Gives permits back to a semaphore. Replies the permits available.",
-        args: &[SEMAPHORE, PERMITS],
+        args: &[SEMAPHORE, PERMITS, REQ],
     },
     CommandSpec {
         name: c"rsem.available",

@@ -131,21 +131,34 @@ impl fmt::Display for ArgError {
     }
 }
 
-/// Options of `RSEM.ACQUIRE key [PERMITS n] [BLOCK ms]`, `RSEM.RELEASE key [PERMITS n]`
-/// and `RLATCH.AWAIT key [BLOCK ms]`.
+/// Options of `RSEM.ACQUIRE key [PERMITS n] [BLOCK ms] [REQ id]`, `RSEM.RELEASE key
+/// [PERMITS n] [REQ id]` and `RLATCH.AWAIT key [BLOCK ms]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PermitOptions {
     pub permits: Option<i64>,
     pub block: Option<Wait>,
+    pub req: Option<RequestId>,
 }
 
-/// Parses the options after `key` of the semaphore and latch commands; `PERMITS` and
-/// `BLOCK` only where the command takes them.
+/// Which options a semaphore or latch command takes.
+#[derive(Debug, Clone, Copy)]
+pub struct PermitGrammar {
+    pub permits: bool,
+    pub block: bool,
+    pub req: bool,
+}
+
+/// Parses the options after `key` of the semaphore and latch commands, each only where
+/// the command takes it.
 pub fn parse_permit_options<'a>(
     words: impl IntoIterator<Item = &'a [u8]>,
-    takes_permits: bool,
-    takes_block: bool,
+    grammar: PermitGrammar,
 ) -> Result<PermitOptions, ArgError> {
+    let PermitGrammar {
+        permits: takes_permits,
+        block: takes_block,
+        req: takes_req,
+    } = grammar;
     let mut parsed = PermitOptions::default();
     let mut rest = words.into_iter();
     while let Some(word) = rest.next() {
@@ -157,6 +170,9 @@ pub fn parse_permit_options<'a>(
             once(parsed.block.is_some(), "BLOCK")?;
             let ms = rest.next().ok_or(ArgError::MissingValue("BLOCK"))?;
             parsed.block = Some(block_value(ms)?);
+        } else if takes_req && word.eq_ignore_ascii_case(b"REQ") {
+            once(parsed.req.is_some(), "REQ")?;
+            parsed.req = Some(request_id(rest.next())?);
         } else {
             return Err(ArgError::UnknownOption(printable(word)));
         }
@@ -554,12 +570,22 @@ mod tests {
     #[test]
     fn permit_options_take_what_the_command_takes() {
         let words = |w: &'static [&'static str]| w.iter().map(|w| w.as_bytes());
-        let parsed = parse_permit_options(words(&["permits", "3", "BLOCK", "0"]), true, true);
+        let all = PermitGrammar {
+            permits: true,
+            block: true,
+            req: true,
+        };
+        let no_block = PermitGrammar {
+            block: false,
+            ..all
+        };
+        let parsed = parse_permit_options(words(&["permits", "3", "BLOCK", "0"]), all);
         assert_eq!(
             parsed,
             Ok(PermitOptions {
                 permits: Some(3),
-                block: Some(Wait::Forever)
+                block: Some(Wait::Forever),
+                req: None,
             })
         );
         let bad_count = ArgError::BadCount {
@@ -568,21 +594,32 @@ mod tests {
             max: MAX_PERMITS,
         };
         for bad in ["0", "-1", "x", "2147483648"] {
-            let got = parse_permit_options([&b"PERMITS"[..], bad.as_bytes()], true, false);
+            let got = parse_permit_options([&b"PERMITS"[..], bad.as_bytes()], no_block);
             assert_eq!(got, Err(bad_count.clone()), "{bad}");
         }
         assert_eq!(
-            parse_permit_options(words(&["BLOCK", "5"]), true, false),
+            parse_permit_options(words(&["BLOCK", "5"]), no_block),
             Err(ArgError::UnknownOption("BLOCK".into()))
         );
         assert_eq!(
-            parse_permit_options(words(&["PERMITS", "1", "PERMITS", "2"]), true, true),
+            parse_permit_options(words(&["PERMITS", "1", "PERMITS", "2"]), all),
             Err(ArgError::RepeatedOption("PERMITS"))
         );
         assert_eq!(
-            parse_permit_options(words(&["PERMITS"]), true, true),
+            parse_permit_options(words(&["PERMITS"]), all),
             Err(ArgError::MissingCount("PERMITS"))
         );
         assert_eq!(count_value(b"-5", "n", -10, 10), Ok(-5));
+        let with_req = parse_permit_options(words(&["REQ", "r-1"]), all).unwrap();
+        assert!(with_req.req.is_some());
+        let latch = PermitGrammar {
+            permits: false,
+            block: true,
+            req: false,
+        };
+        assert_eq!(
+            parse_permit_options(words(&["REQ", "r-1"]), latch),
+            Err(ArgError::UnknownOption("REQ".into()))
+        );
     }
 }
