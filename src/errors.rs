@@ -18,6 +18,7 @@ pub const REENTRANT_LOCK: &str =
 pub const SEMAPHORE_NOT_INTEGER: &str =
     "ERR the semaphore key holds a value that is not an integer number of permits";
 pub const LATCH_NOT_INTEGER: &str = "ERR the latch key holds a value that is not an integer count";
+pub const BAD_PERMIT_ID: &str = "ERR permit id must be 32 hex characters";
 pub const PERMITS_OVERFLOW: &str = "ERR the number of permits would overflow";
 pub const CROSS_SLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 pub const NOTHELD: &str = "NOTHELD the lock is not held by this owner";

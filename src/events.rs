@@ -2,11 +2,13 @@
 //! module knows. A source only: callbacks update the state and queue work in
 //! `deferred`, since writing inside them can replicate out of order on Redis 7.0.
 
+use std::collections::BTreeMap;
 use std::os::raw::{c_char, c_int, c_void};
 
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
+use crate::core::semaphore::PermitId;
 use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
@@ -222,11 +224,14 @@ extern "C" fn on_swapdb(
             // Holds now sit in another database than the one they were taken in.
             s.sessions.forget_db(Some(first));
             s.sessions.forget_db(Some(second));
+            s.session_permits.forget_db(Some(first));
+            s.session_permits.forget_db(Some(second));
             let mut locks = s.waiters.locks_in(Some(first));
             locks.extend(s.waiters.locks_in(Some(second)));
             locks.extend(
                 s.sharing
                     .locks()
+                    .chain(s.leased_semaphores.iter())
                     .filter(|l| l.db == first || l.db == second)
                     .cloned(),
             );
@@ -243,11 +248,13 @@ fn serve_later(ctx: &Context, db: Option<i32>) {
     let locks = state::with(|s| {
         s.fences.flushed(db);
         s.sessions.forget_db(db);
+        s.session_permits.forget_db(db);
         let mut locks = s.waiters.locks_in(db);
         locks.extend(
             s.fair_queues
                 .iter()
                 .chain(s.sharing.locks())
+                .chain(s.leased_semaphores.iter())
                 .filter(|l| db.is_none_or(|db| l.db == db))
                 .cloned(),
         );
@@ -302,10 +309,22 @@ extern "C" fn on_client(
         }
         let ctx = Context::new(ctx);
         let client = ffi::event_client_id(data);
-        let holds = state::with(|s| {
+        let (holds, permits) = state::with(|s| {
             s.disconnecting = Some(client);
-            s.sessions.disconnected(client)
+            (
+                s.sessions.disconnected(client),
+                s.session_permits.disconnected(client),
+            )
         });
+        let mut leases: BTreeMap<LockId, Vec<PermitId>> = BTreeMap::new();
+        for (lock, id) in permits {
+            if let Some(id) = PermitId::from_raw(&id) {
+                leases.entry(lock).or_default().push(id);
+            }
+        }
+        for (lock, ids) in leases {
+            deferred::push(&ctx, Work::ReturnLeases { lock, ids });
+        }
         for (lock, field) in holds {
             deferred::push(
                 &ctx,

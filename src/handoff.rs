@@ -13,22 +13,22 @@
 use redis_module::{Context, RedisString};
 
 use crate::config;
+use crate::core::args::AcquireOptions;
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::requests::RequestKind;
+use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
 use crate::core::shrink_set;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
 use crate::ffi;
 use crate::state;
 use crate::stats;
-use crate::store::{self, FairQueue, Latch, LockKey, RequestRecord, Semaphore, TakeAll, Unlock};
+use crate::store::{
+    self, FairQueue, Latch, LockKey, PermitLeases, RequestRecord, Semaphore, TakeAll, Unlock,
+};
 use crate::waiters::WaiterView;
 use crate::{deferred, slots, timers, waiters};
-
-/// How often a semaphore with acquires blocked here is looked at, for permits given back
-/// by clients whose writes the module does not hear (Redisson's scripts).
-const PERMIT_POLL_MS: i64 = 10;
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
@@ -41,6 +41,9 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     match waiters::head_wants(lock) {
         Some((_, Wants::Permits(_))) => return serve_permits(ctx, lock),
         Some((_, Wants::LatchOpen)) => return open_latch(ctx, lock),
+        None if state::with(|s| s.leased_semaphores.contains(lock)) => {
+            return serve_permits(ctx, lock)
+        }
         _ => {}
     }
     let key = ffi::string(ctx, &lock.key);
@@ -107,18 +110,38 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     watch(ctx, lock);
 }
 
-/// Passes a semaphore's permits to its blocked acquires, oldest first, as long as the
-/// oldest one's count is there: a large request at the head is not overtaken.
+/// Passes a semaphore's permits to its blocked acquires and leases, oldest first, as
+/// long as the oldest one's count is there: a large request at the head is not
+/// overtaken. Leases that ended are taken back first.
 fn serve_permits(ctx: &Context, lock: &LockId) {
     let key = ffi::string(ctx, &lock.key);
+    let mut leases = match PermitLeases::open(ctx, &key) {
+        Ok(leases) => leases,
+        Err(error) => {
+            while let Some((id, Wants::Permits(_))) = waiters::head_wants(lock) {
+                waiters::answer(ctx, id, BlockedReply::Failed(error.to_string()));
+            }
+            return watch_permits(ctx, lock, None);
+        }
+    };
+    reclaim_ended(lock, &mut leases);
     while let Some((id, Wants::Permits(n))) = waiters::head_wants(lock) {
-        let taken = Semaphore::open(ctx, &key).map(|mut semaphore| semaphore.take(n));
-        match taken {
-            Ok(true) => {
-                stats::PERMIT_HANDOFFS.incr();
+        let Some(waiter) = waiters::view(id) else {
+            break;
+        };
+        let reply = match waiter.options.lease {
+            Some(_) => {
+                match lease_permits(ctx, &key, &mut leases, n, &waiter.options, waiter.client) {
+                    Some(ids) => BlockedReply::Leased {
+                        ids,
+                        repeated: false,
+                    },
+                    None => break,
+                }
+            }
+            None if leases.semaphore().take(n) => {
                 // A `REQ` acquire records its grant with it, as a direct one does.
-                let req = waiters::view(id).and_then(|waiter| waiter.options.req);
-                if let Some(req) = req {
+                if let Some(req) = waiter.options.req {
                     let ttl = config::default_lease().ms();
                     RequestRecord::new(ctx, &key, &req).write(
                         ctx,
@@ -128,13 +151,88 @@ fn serve_permits(ctx: &Context, lock: &LockId) {
                         ttl,
                     );
                 }
-                waiters::answer(ctx, id, BlockedReply::Granted(1));
+                BlockedReply::Granted(1)
             }
-            Ok(false) => break,
-            Err(error) => waiters::answer(ctx, id, BlockedReply::Failed(error.to_string())),
-        }
+            None => break,
+        };
+        stats::PERMIT_HANDOFFS.incr();
+        waiters::answer(ctx, id, reply);
     }
-    watch(ctx, lock);
+    watch_permits(ctx, lock, Some(&leases));
+}
+
+/// Leases `n` permits of semaphore `key` to connection `client`, as `options` ask (its
+/// lease, SESSION, REQ), if that many are available: the new permits' ids. The one
+/// way permits are leased, by a call or to a blocked waiter.
+pub fn lease_permits(
+    ctx: &Context,
+    key: &RedisString,
+    leases: &mut PermitLeases,
+    n: i64,
+    options: &AcquireOptions,
+    client: u64,
+) -> Option<Vec<PermitId>> {
+    let lease = options.lease?;
+    let ids: Vec<PermitId> = (0..n).map(|_| state::next_permit_id()).collect();
+    if !leases.lease(&ids, lease_deadline(ffi::now_ms(), lease.ms())) {
+        return None;
+    }
+    stats::PERMIT_LEASES.add(n);
+    let lock = store::lock_id(ctx, key);
+    if options.session {
+        state::with(|s| {
+            for id in &ids {
+                s.session_permits
+                    .record(client, lock.clone(), id.0.to_vec());
+            }
+        });
+    }
+    if let Some(req) = options.req {
+        let shown: String = ids.iter().map(PermitId::to_string).collect();
+        RequestRecord::new(ctx, key, &req).write(
+            ctx,
+            RequestKind::Lease,
+            shown.as_bytes(),
+            n,
+            lease.ms(),
+        );
+    }
+    state::with(|s| s.leased_semaphores.insert(lock));
+    Some(ids)
+}
+
+/// Takes back the leases of semaphore `lock` that ended, by the server's clock; how many.
+pub fn reclaim_ended(lock: &LockId, leases: &mut PermitLeases) -> usize {
+    let ended = leases.reclaim_ended(ffi::now_ms());
+    if ended.is_empty() {
+        return 0;
+    }
+    stats::PERMIT_RECLAIMS.add(ended.len() as i64);
+    state::with(|s| {
+        for id in &ended {
+            s.session_permits.forget_hold(lock, id);
+        }
+    });
+    ended.len()
+}
+
+/// Keeps semaphore `lock`'s timer at the end of its earliest lease, and every few ms
+/// while acquires wait here (see `core::semaphore::next_look`). `leases`: the semaphore
+/// as just served, if it could be read.
+pub fn watch_permits(ctx: &Context, lock: &LockId, leases: Option<&PermitLeases>) {
+    let earliest = leases.and_then(PermitLeases::earliest_end);
+    let has_waiters = waiters::has_waiters(lock);
+    state::with(|s| match earliest {
+        Some(_) => s.leased_semaphores.insert(lock.clone()),
+        None => s.leased_semaphores.remove(lock),
+    });
+    if has_waiters {
+        slots::watch(ctx);
+    }
+    match next_look(ffi::now_ms(), earliest, has_waiters) {
+        Some(at) => timers::arm(ctx, lock, at),
+        None => timers::cancel(ctx, lock),
+    }
 }
 
 /// A latch's waiters pass together once its count is gone.
@@ -158,6 +256,23 @@ fn return_permits(ctx: &Context, lock: &LockId, n: i64) {
         semaphore.give(n);
     }
     serve(ctx, lock);
+}
+
+/// Leased permits whose SESSION connection closed, or whose grant never reached its
+/// client, go back to semaphore `lock` if they are still leased.
+fn return_leases(ctx: &Context, lock: &LockId, ids: &[PermitId]) {
+    let key = ffi::string(ctx, &lock.key);
+    let Ok(mut leases) = PermitLeases::open(ctx, &key) else {
+        return;
+    };
+    let now = ffi::now_ms();
+    for id in ids {
+        if leases.give_back(id, now).is_some() {
+            stats::PERMIT_RETURNS.incr();
+        }
+        state::with(|s| s.session_permits.forget_hold(lock, &id.0));
+    }
+    serve_permits(ctx, lock);
 }
 
 /// Serves `key` in the current database after a command freed it. Free when
@@ -401,8 +516,9 @@ pub fn watch(ctx: &Context, lock: &LockId) {
     // Permits a Redisson client gives back (`INCRBY`, `SET`) raise no event the module
     // hears: while acquires wait here, the semaphore is looked at every few ms.
     if let Some((_, Wants::Permits(_))) = waiters::head_wants(lock) {
-        timers::arm(ctx, lock, now + PERMIT_POLL_MS);
-        return;
+        let key = ffi::string(ctx, &lock.key);
+        let leases = PermitLeases::open(ctx, &key).ok();
+        return watch_permits(ctx, lock, leases.as_ref());
     }
     let window = state::with(|s| s.sharing.window_until(lock, now));
     // Redis expires a key once the clock is past its deadline, hence the +1.
@@ -453,6 +569,7 @@ pub fn perform(ctx: &Context, work: Work) {
         | Work::Requeue { lock }
         | Work::Release { lock, .. }
         | Work::ReturnPermits { lock, .. }
+        | Work::ReturnLeases { lock, .. }
         | Work::LeaseDeadline { lock }
         | Work::Serve { lock } => lock.clone(),
     };
@@ -467,6 +584,7 @@ pub fn perform(ctx: &Context, work: Work) {
         Work::Requeue { .. } => requeue_missing(ctx, &lock),
         Work::Release { field, all, .. } => release_hold(ctx, &lock, &field, all),
         Work::ReturnPermits { n, .. } => return_permits(ctx, &lock, n),
+        Work::ReturnLeases { ids, .. } => return_leases(ctx, &lock, &ids),
         Work::LeaseDeadline { .. } => {
             store::expire_if_due(ctx, &lock);
             serve(ctx, &lock);

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::core::deferred::DeferredWork;
 use crate::core::fences::FenceGrants;
+use crate::core::semaphore::{PermitId, PermitIds};
 use crate::core::sessions::SessionTable;
 use crate::core::sharing::Sharing;
 use crate::core::timer_table::TimerTable;
@@ -30,6 +31,8 @@ pub struct Undelivered {
     /// The hold's hash field (see `waiters::hold_field_of`).
     pub field: Vec<u8>,
     pub reply: i64,
+    /// Leased permits granted (`RSEM.LEASE`): given back by id.
+    pub leased: Vec<PermitId>,
     /// The connection it goes to.
     pub client: u64,
     /// Taken with SESSION: the connection's close gives it back already.
@@ -48,6 +51,14 @@ pub struct State {
     pub wait_timers: HashMap<usize, TimerId>,
     /// SESSION holds by connection.
     pub sessions: SessionTable,
+    /// Permits leased with SESSION, by connection: the semaphore and the permit id's
+    /// 16 bytes, in place of a lock and an owner.
+    pub session_permits: SessionTable,
+    /// Semaphores with leases the module watches: its timer takes each lease back when
+    /// it ends.
+    pub leased_semaphores: HashSet<LockId>,
+    /// Where new permit ids come from; seeded on first use.
+    pub permit_ids: Option<PermitIds>,
     /// Turns between the clients blocked here and Redisson clients on each lock.
     pub sharing: Sharing,
     /// Locks with a fair queue that their releases must serve.
@@ -114,7 +125,25 @@ pub fn all_idle() -> bool {
             && s.fair_queues.is_empty()
             && s.lease_timers.is_empty()
             && s.sharing.is_empty()
+            && s.leased_semaphores.is_empty()
     })
+}
+
+/// A new permit id, never handed out before by this server.
+pub fn next_permit_id() -> PermitId {
+    with(|s| {
+        s.permit_ids
+            .get_or_insert_with(|| PermitIds::new(permit_id_seed()))
+            .next_id()
+    })
+}
+
+/// The clock's nanoseconds and the process id: two servers started at once differ.
+fn permit_id_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 /// Marks the module's own writes while alive; unmarks on drop, panics included.
@@ -145,6 +174,8 @@ pub fn tracked_locks() -> usize {
         locks.extend(s.sessions.locks());
         locks.extend(s.fair_queues.iter());
         locks.extend(s.sharing.locks());
+        locks.extend(s.session_permits.locks());
+        locks.extend(s.leased_semaphores.iter());
         locks.len()
     })
 }

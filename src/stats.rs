@@ -52,5 +52,12 @@ pub static PERMIT_ACQUIRES: Counter = Counter::new();
 pub static PERMIT_HANDOFFS: Counter = Counter::new();
 /// Permits given back (`RSEM.RELEASE`, `RSEM.ADDPERMITS` adding).
 pub static PERMIT_RELEASES: Counter = Counter::new();
+/// Permits leased (`RSEM.LEASE`, blocked or not).
+pub static PERMIT_LEASES: Counter = Counter::new();
+/// Leased permits given back (`RSEM.RETURN`, a SESSION connection closing).
+pub static PERMIT_RETURNS: Counter = Counter::new();
+/// Leased permits taken back at the end of their lease (by the module's timer, or on
+/// its next look at the semaphore).
+pub static PERMIT_RECLAIMS: Counter = Counter::new();
 /// Count-downs of latches (`RLATCH.COUNTDOWN`).
 pub static LATCH_COUNTDOWNS: Counter = Counter::new();

@@ -10,6 +10,7 @@ use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
 use crate::core::requests::RequestId;
 use crate::core::rwlock::{hold_field, RwMode};
+use crate::core::semaphore::PermitId;
 use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
@@ -65,6 +66,14 @@ impl WaitFor {
             req,
             ..AcquireOptions::default()
         };
+        WaitFor {
+            wants: Wants::Permits(n),
+            ..WaitFor::hold(lock, b"", options)
+        }
+    }
+
+    /// `n` leased permits of the semaphore `lock`, as `options` ask (lease, SESSION, REQ).
+    pub fn leases(lock: LockId, n: i64, options: AcquireOptions) -> WaitFor {
         WaitFor {
             wants: Wants::Permits(n),
             ..WaitFor::hold(lock, b"", options)
@@ -228,14 +237,22 @@ pub fn view(id: WaiterId) -> Option<WaiterView> {
 /// not given back if this client leaves.
 pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
     let mut same_request = Vec::new();
+    // What the waiter is given, if anything: a count or token, or leased permits.
+    let given = match &reply {
+        BlockedReply::Granted(granted) => Some((*granted, Vec::new())),
+        BlockedReply::Leased {
+            ids,
+            repeated: false,
+        } => Some((ids.len() as i64, ids.clone())),
+        _ => None,
+    };
     let waiter = state::with(|s| {
         let waiter = s.waiters.remove(id)?;
         s.waiter_by_handle.remove(&waiter.handle.id());
         shrink_map(&mut s.waiter_by_handle);
         // A latch's waiter holds nothing that could need giving back.
         let gives_back = !matches!(waiter.wants, Wants::LatchOpen);
-        if let (BlockedReply::Granted(granted), true) = (&reply, gives_back) {
-            let granted = *granted;
+        if let (Some((granted, leased)), true) = (given, gives_back) {
             if let Some(req) = &waiter.options.req {
                 same_request = s.waiters.same_request(&waiter.lock, &waiter.owner, req);
             }
@@ -246,6 +263,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
                     wants: waiter.wants,
                     field: hold_field_of(&waiter.owner, waiter.options.mode),
                     reply: granted,
+                    leased,
                     client: waiter.client,
                     session: waiter.options.session,
                 };
@@ -254,8 +272,12 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
         }
         Some(waiter)
     });
-    let repeated = match reply {
-        BlockedReply::Granted(granted) => Some(BlockedReply::Repeated(granted)),
+    let repeated = match &reply {
+        BlockedReply::Granted(granted) => Some(BlockedReply::Repeated(*granted)),
+        BlockedReply::Leased { ids, .. } => Some(BlockedReply::Leased {
+            ids: ids.clone(),
+            repeated: true,
+        }),
         _ => None,
     };
     if let Some(waiter) = waiter {
@@ -325,10 +347,24 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Opt
             deferred::push(ctx, Work::Serve { lock: lock.clone() });
         }
     }
-    // Timers are only for waiters blocked here (see `handoff::watch`).
+    // Timers are only for waiters blocked here (see `handoff::watch`), and for the
+    // leases of a semaphore: its timer is set again for them.
     for lock in locks.iter().filter(|lock| !has_waiters(lock)) {
-        timers::cancel(ctx, lock);
+        if state::with(|s| s.leased_semaphores.contains(lock)) {
+            deferred::push(ctx, Work::Serve { lock: lock.clone() });
+        } else {
+            timers::cancel(ctx, lock);
+        }
     }
+}
+
+/// Leased permits as `RSEM.LEASE` replies them: their ids, 32 hex characters each.
+pub fn permit_ids_reply(ids: &[PermitId]) -> RedisValue {
+    RedisValue::Array(
+        ids.iter()
+            .map(|id| RedisValue::BulkString(id.to_string()))
+            .collect(),
+    )
 }
 
 fn reply(ctx: &Context, reply: &BlockedReply) {
@@ -336,6 +372,7 @@ fn reply(ctx: &Context, reply: &BlockedReply) {
         BlockedReply::Granted(value) | BlockedReply::Repeated(value) => {
             ctx.reply(Ok(RedisValue::Integer(*value)))
         }
+        BlockedReply::Leased { ids, .. } => ctx.reply(Ok(permit_ids_reply(ids))),
         BlockedReply::Failed(error) => ctx.reply_error_string(error),
         BlockedReply::TimedOut => ctx.reply(Ok(RedisValue::Null)),
     };
@@ -412,7 +449,15 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
         };
         let gone = state::with(|s| s.disconnecting == Some(grant.client));
         // A SESSION hold of a client that is gone went with its session's other holds.
-        if let Wants::Permits(n) = grant.wants {
+        if !grant.leased.is_empty() {
+            deferred::push(
+                &ctx,
+                Work::ReturnLeases {
+                    lock: grant.lock,
+                    ids: grant.leased,
+                },
+            );
+        } else if let Wants::Permits(n) = grant.wants {
             deferred::push(
                 &ctx,
                 Work::ReturnPermits {

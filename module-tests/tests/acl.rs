@@ -69,6 +69,9 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             "rsem.addpermits",
             "rsem.acquire",
             "rsem.release",
+            "rsem.lease",
+            "rsem.return",
+            "rsem.renew",
             "rlatch.trysetcount",
             "rlatch.countdown",
             "rlatch.await",
@@ -96,7 +99,12 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             has(&blocking, "rlock.acquire"),
             "{flavor}: ACQUIRE @blocking"
         );
-        for cmd in ["rlock.macquire", "rsem.acquire", "rlatch.await"] {
+        for cmd in [
+            "rlock.macquire",
+            "rsem.acquire",
+            "rsem.lease",
+            "rlatch.await",
+        ] {
             assert!(has(&blocking, cmd), "{flavor}: {cmd} @blocking");
         }
 
@@ -148,6 +156,7 @@ fn fast_and_slow_follow_the_table() {
             "rsem.addpermits",
             "rsem.release",
             "rsem.available",
+            "rsem.return",
             "rlatch.trysetcount",
             "rlatch.countdown",
             "rlatch.count",
@@ -165,6 +174,8 @@ fn fast_and_slow_follow_the_table() {
             "rlock.macquire",
             "rlock.mrelease",
             "rsem.acquire",
+            "rsem.lease",
+            "rsem.renew",
             "rlatch.await",
         ] {
             assert!(slow.contains(&cmd.to_string()), "{flavor}: {cmd} @slow");
@@ -213,7 +224,10 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
                 "rsem.acquire",
                 "rsem.addpermits",
                 "rsem.available",
+                "rsem.lease",
                 "rsem.release",
+                "rsem.renew",
+                "rsem.return",
                 "rsem.trysetpermits"
             ],
             "{flavor}: ACL CAT rlock"

@@ -325,7 +325,20 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
         }
         // Arity and COMMAND DOCS agree: required arguments, and a negative
         // arity exactly when optional ones follow.
-        let required = server.args.iter().filter(|a| !a.optional).count() as i64 + 1;
+        // A required `TOKEN value` (`RSEM.LEASE key LEASE ms`) is two words.
+        let required = server
+            .args
+            .iter()
+            .filter(|a| !a.optional)
+            .map(|a| {
+                if a.token.is_some() && a.kind != "pure-token" {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum::<i64>()
+            + 1;
         let has_optional = server.args.iter().any(|a| a.optional || a.multiple);
         let want_arity = if has_optional { -required } else { required };
         if server.arity != want_arity {
@@ -387,10 +400,9 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
             "RLOCK.INFO" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
-            "RSEM.ACQUIRE" => &["write", "denyoom", "blocking"],
-            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {
-                &["write", "denyoom"]
-            }
+            "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
+            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RSEM.RETURN"
+            | "RSEM.RENEW" | "RLATCH.TRYSETCOUNT" => &["write", "denyoom"],
             "RLATCH.AWAIT" => &["write", "blocking"],
             _ => &["write"],
         };

@@ -41,11 +41,7 @@ pub fn await_zero(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     let key = &args[1];
     let words = args[2..].iter().map(RedisString::as_slice);
-    let grammar = PermitGrammar {
-        permits: false,
-        block: true,
-        req: false,
-    };
+    let grammar = PermitGrammar::AWAIT;
     let options = parse_permit_options(words, grammar).map_err(errors::arg_error)?;
     if Latch::open(ctx, key)?.is_open() {
         return Ok(RedisValue::Integer(1));

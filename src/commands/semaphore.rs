@@ -1,14 +1,17 @@
 //! Redisson's semaphore (`RSemaphore`): RSEM.TRYSETPERMITS, RSEM.ADDPERMITS,
-//! RSEM.ACQUIRE, RSEM.RELEASE, RSEM.AVAILABLE.
+//! RSEM.ACQUIRE, RSEM.RELEASE, RSEM.AVAILABLE; and its permit-expiring semaphore
+//! (`RPermitExpirableSemaphore`): RSEM.LEASE, RSEM.RETURN, RSEM.RENEW.
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::holds::{earlier_reply, request_record};
-use crate::core::args::{count_value, parse_permit_options, PermitGrammar};
+use crate::core::args::{
+    count_value, parse_permit_options, AcquireOptions, ArgError, PermitGrammar,
+};
 use crate::core::fair::queue_deadline;
 use crate::core::requests::RequestKind;
-use crate::core::semaphore::MAX_PERMITS;
-use crate::store::{self, Semaphore};
+use crate::core::semaphore::{lease_deadline, PermitId, MAX_PERMITS};
+use crate::store::{self, PermitLeases, Semaphore};
 use crate::waiters::WaitFor;
 use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
 
@@ -62,11 +65,7 @@ pub fn add_permits(ctx: &Context, args: &[RedisString]) -> RedisResult {
 /// same call sent again replies `1` without taking more (see `RLOCK.ACQUIRE`).
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, rest) = key_rest(args, 2)?;
-    let grammar = PermitGrammar {
-        permits: true,
-        block: true,
-        req: true,
-    };
+    let grammar = PermitGrammar::ACQUIRE;
     let options = parse_permit_options(rest, grammar).map_err(errors::arg_error)?;
     let n = options.permits.unwrap_or(1);
     let record = request_record(ctx, key, options.req);
@@ -105,11 +104,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 /// same call sent again replies the same and gives nothing more back.
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key, rest) = key_rest(args, 2)?;
-    let grammar = PermitGrammar {
-        permits: true,
-        block: false,
-        req: true,
-    };
+    let grammar = PermitGrammar::RELEASE;
     let options = parse_permit_options(rest, grammar).map_err(errors::arg_error)?;
     let n = options.permits.unwrap_or(1);
     let record = request_record(ctx, key, options.req);
@@ -128,12 +123,124 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     Ok(RedisValue::Integer(total))
 }
 
-/// `RSEM.AVAILABLE key`: the permits available now (0 when the semaphore does not exist).
+/// `RSEM.AVAILABLE key`: the permits available now (0 when the semaphore does not exist),
+/// counting leases that ended but were not taken back yet.
 pub fn available(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if args.len() != 2 {
         return Err(RedisError::WrongArity);
     }
     Ok(RedisValue::Integer(
-        Semaphore::open(ctx, &args[1])?.available(),
+        PermitLeases::open(ctx, &args[1])?.available(),
     ))
+}
+
+/// `RSEM.LEASE key LEASE ms [PERMITS n] [BLOCK ms] [SESSION] [REQ id]`: leases `n`
+/// permits (default 1) of a permit-expiring semaphore, each back by itself when its
+/// lease ends (or its connection closes, with `SESSION`). Replies their ids, or null
+/// when not enough are available (after the wait, with `BLOCK`). Leases that ended are
+/// taken back first. With `REQ`, the same call sent again replies the same ids.
+pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key, rest) = key_rest(args, 2)?;
+    let options = parse_permit_options(rest, PermitGrammar::LEASE).map_err(errors::arg_error)?;
+    if options.session && ffi::in_script(ctx) {
+        return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    let n = options.permits.unwrap_or(1);
+    let record = request_record(ctx, key, options.req);
+    if let Some(record) = &record {
+        if let Some(ids) = record.earlier_lease(ctx)? {
+            return Ok(waiters::permit_ids_reply(&ids));
+        }
+    }
+    let hold = AcquireOptions {
+        lease: options.lease,
+        session: options.session,
+        req: options.req,
+        ..AcquireOptions::default()
+    };
+    let lock = store::lock_id(ctx, key);
+    let waiting = waiters::has_waiters(&lock);
+    if waiting {
+        handoff::serve(ctx, &lock);
+    }
+    let mut leases = PermitLeases::open(ctx, key)?;
+    handoff::reclaim_ended(&lock, &mut leases);
+    let client = ffi::client_id(ctx);
+    let granted = match waiting && waiters::has_waiters(&lock) {
+        true => None,
+        false => handoff::lease_permits(ctx, key, &mut leases, n, &hold, client),
+    };
+    if let Some(ids) = granted {
+        handoff::watch_permits(ctx, &lock, Some(&leases));
+        return Ok(waiters::permit_ids_reply(&ids));
+    }
+    match options.block {
+        Some(wait) if ffi::may_block(ctx) => {
+            let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
+            let what = WaitFor::leases(lock.clone(), n, hold);
+            let reply = waiters::block(ctx, what, wait, deadline);
+            // Blocked now: a panic past here must not add an error reply.
+            guard::callback("RSEM.LEASE after blocking", || handoff::watch(ctx, &lock));
+            reply
+        }
+        _ => Ok(RedisValue::Null),
+    }
+}
+
+/// `RSEM.RETURN key id [REQ id]`: gives leased permit `id` back. `1`, or `0` when it is
+/// not leased: unknown, given back already, or its lease ended (a lease that ended but
+/// was not taken back yet is taken back now, as Redisson's release does).
+pub fn give_back(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key, rest) = key_rest(args, 3)?;
+    let id = permit_id(rest[0])?;
+    let options = parse_permit_options(rest[1..].iter().copied(), PermitGrammar::RETURN)
+        .map_err(errors::arg_error)?;
+    let record = request_record(ctx, key, options.req);
+    if let Some(reply) = earlier_reply(ctx, &record, b"", RequestKind::Return)? {
+        return Ok(RedisValue::Integer(reply));
+    }
+    let mut leases = PermitLeases::open(ctx, key)?;
+    let lock = store::lock_id(ctx, key);
+    let returned = leases.give_back(&id, ffi::now_ms());
+    state::with(|s| s.session_permits.forget_hold(&lock, &id.0));
+    let reply = i64::from(returned == Some(true));
+    if let Some(record) = &record {
+        let ttl = config::default_lease().ms();
+        record.write(ctx, RequestKind::Return, b"", reply, ttl);
+    }
+    if returned.is_some() {
+        stats::PERMIT_RETURNS.incr();
+        handoff::serve_key(ctx, key);
+    }
+    Ok(RedisValue::Integer(reply))
+}
+
+/// `RSEM.RENEW key id LEASE ms`: the lease of permit `id` now ends `ms` from now. `1`, or
+/// `0` when it is not leased (unknown, given back, or ended: ended leases are taken back
+/// first, as Redisson's `updateLeaseTime` does).
+pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key, rest) = key_rest(args, 3)?;
+    let id = permit_id(rest[0])?;
+    let options = parse_permit_options(rest[1..].iter().copied(), PermitGrammar::RENEW)
+        .map_err(errors::arg_error)?;
+    let Some(lease) = options.lease else {
+        return Err(errors::arg_error(ArgError::MissingLease));
+    };
+    let mut leases = PermitLeases::open(ctx, key)?;
+    let lock = store::lock_id(ctx, key);
+    let now = ffi::now_ms();
+    let ended = handoff::reclaim_ended(&lock, &mut leases);
+    let renewed = leases.renew(&id, lease_deadline(now, lease.ms()));
+    if ended > 0 {
+        handoff::serve_key(ctx, key);
+    }
+    if renewed || ended > 0 {
+        handoff::watch_permits(ctx, &lock, Some(&leases));
+    }
+    Ok(RedisValue::Integer(i64::from(renewed)))
+}
+
+/// A permit id as users see it: 32 hex characters.
+fn permit_id(text: &[u8]) -> Result<PermitId, RedisError> {
+    PermitId::parse_hex(text).ok_or(RedisError::Str(errors::BAD_PERMIT_ID))
 }

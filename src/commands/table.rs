@@ -93,6 +93,21 @@ const PERMITS: ArgDoc = ArgDoc::option(
     c"PERMITS",
     c"how many permits (default 1)",
 );
+/// `LEASE ms` where it is required: a leased permit's lease.
+const PERMIT_LEASE: ArgDoc = ArgDoc {
+    optional: false,
+    ..ArgDoc::option(
+        c"ms",
+        ArgKind::Integer,
+        c"LEASE",
+        c"lease in ms: the permit comes back by itself when it ends",
+    )
+};
+const PERMIT_ID: ArgDoc = ArgDoc::required(
+    c"id",
+    ArgKind::String,
+    c"a leased permit's id, 32 hex characters",
+);
 const LATCH: ArgDoc = ArgDoc::required(
     c"key",
     ArgKind::Key,
@@ -284,6 +299,49 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl_categories: c"read fast",
         summary: c"Replies the permits a semaphore has available.",
         args: &[SEMAPHORE],
+    },
+    CommandSpec {
+        name: c"rsem.lease",
+        handler: entry!("RSEM.LEASE", semaphore::lease),
+        flags: c"write deny-oom blocking",
+        arity: -4,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write slow blocking",
+        summary: c"Leases permits of a permit-expiring semaphore. Replies their ids, or null if not enough are available.",
+        args: &[
+            SEMAPHORE,
+            PERMIT_LEASE,
+            PERMITS,
+            ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms, in arrival order; 0 waits forever"),
+            ArgDoc::option(c"session", ArgKind::Flag, c"SESSION", c"give the permits back when this connection closes"),
+            REQ,
+        ],
+    },
+    CommandSpec {
+        name: c"rsem.return",
+        handler: entry!("RSEM.RETURN", semaphore::give_back),
+        flags: c"write deny-oom",
+        arity: -3,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write fast",
+        summary: c"Gives a leased permit back. Replies 1, or 0 if it is not leased (ended or unknown).",
+        args: &[SEMAPHORE, PERMIT_ID, REQ],
+    },
+    CommandSpec {
+        name: c"rsem.renew",
+        handler: entry!("RSEM.RENEW", semaphore::renew),
+        flags: c"write deny-oom",
+        arity: 5,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Update,
+        acl_categories: c"write slow",
+        summary: c"Extends a leased permit's lease from now. Replies 1, or 0 if it is not leased.",
+        args: &[SEMAPHORE, PERMIT_ID, PERMIT_LEASE],
     },
     CommandSpec {
         name: c"rlatch.trysetcount",

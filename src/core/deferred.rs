@@ -2,6 +2,7 @@
 //! events and disconnects ask for. Kept in arrival order; a lock asked to be
 //! served twice is served once, after every other piece of work on it.
 
+use super::semaphore::PermitId;
 use super::waitlist::LockId;
 
 /// One piece of self-started work.
@@ -21,6 +22,9 @@ pub enum Work {
     },
     /// A grant of `n` semaphore permits whose client left before hearing it: they go back.
     ReturnPermits { lock: LockId, n: i64 },
+    /// Leased permits to give back to semaphore `lock` if they are still leased: their
+    /// SESSION connection closed, or their grant never reached its client.
+    ReturnLeases { lock: LockId, ids: Vec<PermitId> },
     /// The lease deadline of a watched lock passed: expire it and pass it on.
     LeaseDeadline { lock: LockId },
     /// The lock may have freed or its lease moved: pass it on, re-arm its timer.
@@ -62,7 +66,7 @@ impl DeferredWork {
         work.sort_by_key(|w| match w {
             Work::Leave { .. } => 0,
             Work::Requeue { .. } => 1,
-            Work::Release { .. } | Work::ReturnPermits { .. } => 2,
+            Work::Release { .. } | Work::ReturnPermits { .. } | Work::ReturnLeases { .. } => 2,
             Work::LeaseDeadline { .. } | Work::Serve { .. } => 3,
         });
         work

@@ -93,6 +93,14 @@ fn write_suffixed(name: &mut Vec<u8>, lock_key: &[u8], suffix: &[u8]) {
     name.extend_from_slice(suffix);
 }
 
+/// A permit-expiring semaphore's zset of leased permits (`RPermitExpirableSemaphore`):
+/// `{K}:timeout`, Redisson's `suffixName`.
+pub fn permit_leases_key(semaphore_key: &[u8]) -> Vec<u8> {
+    let mut name = Vec::with_capacity(semaphore_key.len() + 10);
+    write_suffixed(&mut name, semaphore_key, b"timeout");
+    name
+}
+
 /// The key whose TTL is the lease of `owner`'s `n`th read hold on read-write lock
 /// `lock_key`: `suffix(K, owner):rwlock_timeout:n`.
 pub fn write_read_timeout_key(name: &mut Vec<u8>, lock_key: &[u8], owner: &[u8], n: i64) {
@@ -112,6 +120,12 @@ pub fn wake_channel(lock_key: &[u8], owner: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn permit_leases_sit_in_the_semaphores_slot() {
+        assert_eq!(permit_leases_key(b"pool"), b"{pool}:timeout");
+        assert_eq!(permit_leases_key(b"{app}:pool"), b"{app}:pool:timeout");
+    }
 
     #[test]
     fn plain_keys_get_a_hash_tag() {

@@ -76,6 +76,10 @@ pub enum RequestKind {
     Acquire,
     Release,
     Renew,
+    /// `RSEM.LEASE`: the record keeps the permit ids it granted where others keep an owner.
+    Lease,
+    /// `RSEM.RETURN`.
+    Return,
 }
 
 impl RequestKind {
@@ -84,6 +88,8 @@ impl RequestKind {
             RequestKind::Acquire => b'A',
             RequestKind::Release => b'R',
             RequestKind::Renew => b'N',
+            RequestKind::Lease => b'L',
+            RequestKind::Return => b'T',
         }
     }
 }
@@ -117,14 +123,7 @@ pub enum Replay {
 
 /// Reads a record against the call that presents its id.
 pub fn replay(record: &[u8], kind: RequestKind, owner: &[u8]) -> Replay {
-    let parsed = (|| {
-        let (&letter, rest) = record.split_first()?;
-        let rest = rest.strip_prefix(b":")?;
-        let colon = rest.iter().position(|b| *b == b':')?;
-        let reply = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
-        Some((letter, reply, &rest[colon + 1..]))
-    })();
-    match parsed {
+    match parse(record) {
         Some((letter, reply, recorded_owner))
             if letter == kind.letter() && recorded_owner == owner =>
         {
@@ -132,6 +131,24 @@ pub fn replay(record: &[u8], kind: RequestKind, owner: &[u8]) -> Replay {
         }
         _ => Replay::Conflict,
     }
+}
+
+/// The permit ids (their hex, one after the other) an `RSEM.LEASE` record granted;
+/// `None` when the record is another call's.
+pub fn leased_ids(record: &[u8]) -> Option<&[u8]> {
+    match parse(record)? {
+        (letter, _, ids) if letter == RequestKind::Lease.letter() => Some(ids),
+        _ => None,
+    }
+}
+
+/// `<kind>:<reply>:<owner>` taken apart.
+fn parse(record: &[u8]) -> Option<(u8, i64, &[u8])> {
+    let (&letter, rest) = record.split_first()?;
+    let rest = rest.strip_prefix(b":")?;
+    let colon = rest.iter().position(|b| *b == b':')?;
+    let reply = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+    Some((letter, reply, &rest[colon + 1..]))
 }
 
 #[cfg(test)]
@@ -178,6 +195,18 @@ mod tests {
         assert_eq!(
             replay(&negative, RequestKind::Renew, b"o"),
             Replay::Reply(-1)
+        );
+    }
+
+    #[test]
+    fn a_lease_record_gives_back_its_ids() {
+        let record = encode(RequestKind::Lease, 2, b"00ffaa11");
+        assert_eq!(leased_ids(&record), Some(&b"00ffaa11"[..]));
+        assert_eq!(leased_ids(b"A:1:00ff"), None);
+        assert_eq!(leased_ids(b"L"), None);
+        assert_eq!(
+            replay(&record, RequestKind::Acquire, b"00ffaa11"),
+            Replay::Conflict
         );
     }
 

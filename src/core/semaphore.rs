@@ -14,6 +14,35 @@ pub const MAX_PERMITS: i64 = i32::MAX as i64;
 /// The most permits one `RSEM.LEASE` takes: each gets an id in the reply.
 pub const MAX_LEASED_AT_ONCE: i64 = 1024;
 
+/// How often a semaphore with acquires blocked here is looked at, for permits given back
+/// by clients whose writes the module does not hear (Redisson's scripts write strings,
+/// which raise no event a module hears).
+pub const PERMIT_POLL_MS: i64 = 10;
+
+/// The deadline (unix ms, server clock) of a lease of `lease_ms` taken at `now`: below
+/// the no-lease score, so it always ends.
+pub fn lease_deadline(now: i64, lease_ms: i64) -> i64 {
+    now.saturating_add(lease_ms).min(NO_LEASE_SCORE - 1)
+}
+
+/// When the earliest lease of a semaphore ends, from the lowest score of its zset; `None`
+/// when there is none, or the lowest is a permit without lease (Redisson's no-lease
+/// score, or anything past it, never ends).
+pub fn earliest_lease_end(lowest_score: Option<f64>) -> Option<i64> {
+    let score = lowest_score?;
+    (score < NO_LEASE_SCORE as f64).then_some(score.max(0.0) as i64)
+}
+
+/// When a semaphore next needs a look: at its earliest lease's end, and every
+/// `PERMIT_POLL_MS` while acquires wait here. `None`: never.
+pub fn next_look(now: i64, earliest_lease_end: Option<i64>, has_waiters: bool) -> Option<i64> {
+    let poll = has_waiters.then_some(now + PERMIT_POLL_MS);
+    match (poll, earliest_lease_end) {
+        (Some(poll), Some(end)) => Some(poll.min(end)),
+        (poll, end) => poll.or(end),
+    }
+}
+
 /// What a semaphore's or a latch's string holds: a decimal integer, as Redisson writes it
 /// (`SET`, `INCRBY`, `DECRBY`, or a Lua number that prints as an integer). `None` for
 /// anything else.
@@ -135,6 +164,26 @@ mod tests {
         assert_eq!(PermitId::parse_hex(&[b'g'; 32]), None);
         assert_eq!(PermitId::from_raw(&a.0), Some(a));
         assert_eq!(PermitId::from_raw(b"short"), None);
+    }
+
+    #[test]
+    fn leases_end_where_their_score_says() {
+        assert_eq!(lease_deadline(1_000, 500), 1_500);
+        assert_eq!(lease_deadline(i64::MAX - 5, 500), NO_LEASE_SCORE - 1);
+        assert_eq!(earliest_lease_end(None), None);
+        assert_eq!(earliest_lease_end(Some(NO_LEASE_SCORE as f64)), None);
+        assert_eq!(earliest_lease_end(Some(1e300)), None);
+        assert_eq!(earliest_lease_end(Some(1_234.0)), Some(1_234));
+        assert_eq!(earliest_lease_end(Some(-3.0)), Some(0));
+    }
+
+    #[test]
+    fn a_semaphore_is_looked_at_by_its_next_lease_end_or_poll() {
+        assert_eq!(next_look(100, None, false), None);
+        assert_eq!(next_look(100, Some(500), false), Some(500));
+        assert_eq!(next_look(100, None, true), Some(100 + PERMIT_POLL_MS));
+        assert_eq!(next_look(100, Some(105), true), Some(105));
+        assert_eq!(next_look(100, Some(500), true), Some(100 + PERMIT_POLL_MS));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::args::AcquireOptions;
 use super::requests::RequestId;
+use super::semaphore::PermitId;
 use super::shrink_map;
 
 /// A lock is a key in a database.
@@ -26,6 +27,9 @@ pub enum BlockedReply {
     TimedOut,
     /// The reply of the same request (`REQ id`) granted before; no new hold.
     Repeated(i64),
+    /// Permits leased (`RSEM.LEASE`): their ids. `repeated` for a waiter on the same
+    /// request (`REQ id`) as the one granted: the same ids, nothing more leased.
+    Leased { ids: Vec<PermitId>, repeated: bool },
 }
 
 /// What a blocked client waits for, beside its lock's name.

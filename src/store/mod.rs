@@ -10,6 +10,7 @@
 
 mod fence;
 mod latch;
+mod leases;
 mod lock;
 mod multi;
 mod queue;
@@ -27,6 +28,7 @@ use redis_module::{
 
 pub use fence::Fence;
 pub use latch::Latch;
+pub use leases::PermitLeases;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
 pub use multi::{release_all, take_all, TakeAll};
 pub use queue::FairQueue;

@@ -5,8 +5,9 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::{announce, helper_string};
 use crate::core::requests::{
-    encode, record_key, replay, Replay, RequestId, RequestKind, REQUEST_PREFIX,
+    encode, leased_ids, record_key, replay, Replay, RequestId, RequestKind, REQUEST_PREFIX,
 };
+use crate::core::semaphore::PermitId;
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 
@@ -38,6 +39,23 @@ impl RequestRecord {
                 Replay::Reply(reply) => Ok(Some(reply)),
                 Replay::Conflict => Err(RedisError::Str(errors::REQUEST_CONFLICT)),
             },
+            _ => Err(errors::wrong_type()),
+        }
+    }
+
+    /// The permit ids an earlier `RSEM.LEASE` with this id granted, if it was made on
+    /// this semaphore within its lease. An id used by another command is an error.
+    pub fn earlier_lease(&self, ctx: &Context) -> Result<Option<Vec<PermitId>>, RedisError> {
+        let key = Key::open_readonly(ctx, &self.name);
+        match key.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::String => {
+                let record = key.string_value();
+                let ids = leased_ids(&record)
+                    .and_then(|shown| shown.chunks(32).map(PermitId::parse_hex).collect())
+                    .ok_or(RedisError::Str(errors::REQUEST_CONFLICT))?;
+                Ok(Some(ids))
+            }
             _ => Err(errors::wrong_type()),
         }
     }

@@ -70,6 +70,25 @@ impl<'a> Semaphore<'a> {
         Some(total)
     }
 
+    /// Adds `n` permits taken back from ended leases, publishing the new total only when
+    /// it is above zero, as Redisson's reclaim does.
+    pub fn add_reclaimed(&mut self, n: i64) -> Option<i64> {
+        let total = added(self.available(), n)?;
+        let text = n.to_string();
+        replicated_write(self.ctx, "INCRBY", &[self.name.as_slice(), text.as_bytes()]);
+        self.available = Some(total);
+        if total > 0 {
+            self.publish(total);
+        }
+        Some(total)
+    }
+
+    /// The semaphore's TTL in ms (Redisson's `trySetPermits(permits, ttl)`), if it has one.
+    pub fn pttl(&self) -> Option<i64> {
+        let ttl = Key::open_readonly(self.ctx, self.name).pttl();
+        (ttl > 0).then_some(ttl)
+    }
+
     /// Takes `n` permits if that many are available; publishes nothing.
     pub fn take(&mut self, n: i64) -> bool {
         if self.available() < n {

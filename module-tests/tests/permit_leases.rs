@@ -1,0 +1,563 @@
+//! Redisson's permit-expiring semaphore (`RPermitExpirableSemaphore`), natively:
+//! `RSEM.LEASE`, `RSEM.RETURN`, `RSEM.RENEW` on its keys (`K` and the zset `{K}:timeout`
+//! of 16-byte permit ids), against Redisson's own scripts both ways; leases taken back
+//! by the server's timer at their deadline, or when their SESSION connection closes,
+//! with blocked callers served at once; retried calls; a module-less replica.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rlock_module_tests::redis::{Connection, Value};
+use rlock_module_tests::redisson::{
+    PERMIT_AVAILABLE, PERMIT_RELEASE, PERMIT_TRY_ACQUIRE, PERMIT_UPDATE_LEASE,
+};
+use rlock_module_tests::*;
+
+const NO_LEASE: &str = "922337203685477";
+
+fn run(c: &mut Connection, args: &[&str]) -> Value {
+    call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
+}
+
+fn run_bytes(c: &mut Connection, args: &[&[u8]]) -> Value {
+    call_bytes(c, args).unwrap_or_else(|e| panic!("call failed: {e}"))
+}
+
+fn channel(key: &str) -> Vec<u8> {
+    helper_key("redisson_sc", key.as_bytes())
+}
+
+fn zset(key: &str) -> String {
+    format!("{{{key}}}:timeout")
+}
+
+fn get(c: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(c).expect("GET")
+}
+
+fn now_ms() -> i64 {
+    unix_ms_f64() as i64
+}
+
+/// The ids of an `RSEM.LEASE` reply.
+fn ids_of(reply: &Value) -> Vec<String> {
+    let Value::Array(ids) = reply else {
+        panic!("not an array of ids: {reply:?}")
+    };
+    ids.iter()
+        .map(|id| match id {
+            Value::BulkString(b) => String::from_utf8(b.clone()).expect("ascii id"),
+            other => panic!("not an id: {other:?}"),
+        })
+        .collect()
+}
+
+fn raw(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn hex(raw: &[u8]) -> String {
+    raw.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn score(c: &mut Connection, key: &str, raw_id: &[u8]) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(zset(key))
+        .arg(raw_id)
+        .query(c)
+        .expect("ZSCORE")
+}
+
+/// Redisson's `tryAcquire(leaseTime)` for one permit with the client-made id `raw_id`.
+fn redisson_lease(c: &mut Connection, key: &str, raw_id: &[u8], deadline: i64) -> Value {
+    let (z, ch) = (zset(key), channel(key));
+    let (deadline, now) = (deadline.to_string(), now_ms().to_string());
+    run_bytes(
+        c,
+        &[
+            b"EVAL",
+            PERMIT_TRY_ACQUIRE.as_bytes(),
+            b"3",
+            key.as_bytes(),
+            z.as_bytes(),
+            &ch,
+            b"1",
+            deadline.as_bytes(),
+            now.as_bytes(),
+            NO_LEASE.as_bytes(),
+            b"publish",
+            raw_id,
+        ],
+    )
+}
+
+/// Redisson's `tryRelease(permitId)`.
+fn redisson_release(c: &mut Connection, key: &str, raw_id: &[u8]) -> Value {
+    let (z, ch, now) = (zset(key), channel(key), now_ms().to_string());
+    run_bytes(
+        c,
+        &[
+            b"EVAL",
+            PERMIT_RELEASE.as_bytes(),
+            b"3",
+            key.as_bytes(),
+            &ch,
+            z.as_bytes(),
+            raw_id,
+            b"1",
+            now.as_bytes(),
+            b"publish",
+        ],
+    )
+}
+
+#[test]
+fn leases_share_redissons_layout_both_ways() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut sub = Subscriber::new(&server, &[&channel("s")]);
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "4"]);
+        let before = now_ms();
+        let leased = run(
+            &mut c,
+            &["RSEM.LEASE", "s", "LEASE", "60000", "PERMITS", "2"],
+        );
+        let ids = ids_of(&leased);
+        assert_eq!(ids.len(), 2, "{flavor}");
+        assert_ne!(ids[0], ids[1]);
+        for id in &ids {
+            assert_eq!(id.len(), 32, "{flavor}: {id}");
+            assert!(id
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            // 16 raw bytes in the zset, scored with the deadline.
+            let deadline = score(&mut c, "s", &raw(id)).expect("leased id in the zset") as i64;
+            assert!(
+                (before + 60_000..now_ms() + 60_001).contains(&deadline),
+                "{flavor}"
+            );
+        }
+        assert_eq!(get(&mut c, "s").as_deref(), Some("2"), "{flavor}");
+        // Redisson's availablePermits and release on the module's lease.
+        let z = zset("s");
+        let ch = String::from_utf8(channel("s")).unwrap();
+        let now = now_ms().to_string();
+        let available = ["EVAL", PERMIT_AVAILABLE, "3", "s", &z, &ch, &now, "publish"];
+        assert_eq!(run(&mut c, &available), Value::BulkString(b"2".to_vec()));
+        assert_eq!(redisson_release(&mut c, "s", &raw(&ids[0])), Value::Int(1));
+        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        assert_eq!(run(&mut c, &["RSEM.RETURN", "s", &ids[0]]), Value::Int(0));
+        // Redisson's lease, renewed and returned by the module.
+        let theirs = [7u8; 16];
+        let r = redisson_lease(&mut c, "s", &theirs, now_ms() + 60_000);
+        assert_eq!(r, Value::BulkString(b"OK".to_vec()), "{flavor}");
+        let renew = ["RSEM.RENEW", "s", &hex(&theirs), "LEASE", "120000"];
+        assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
+        let moved = score(&mut c, "s", &theirs).unwrap() as i64;
+        assert!(moved > now_ms() + 100_000, "{flavor}: renewed to {moved}");
+        assert_eq!(
+            run(&mut c, &["RSEM.RETURN", "s", &hex(&theirs)]),
+            Value::Int(1)
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        // Redisson renews a module lease.
+        let now = now_ms().to_string();
+        let later = (now_ms() + 90_000).to_string();
+        let r = run_bytes(
+            &mut c,
+            &[
+                b"EVAL",
+                PERMIT_UPDATE_LEASE.as_bytes(),
+                b"3",
+                b"s",
+                z.as_bytes(),
+                ch.as_bytes(),
+                &raw(&ids[1]),
+                later.as_bytes(),
+                now.as_bytes(),
+                b"publish",
+            ],
+        );
+        assert_eq!(r, Value::Int(1), "{flavor}");
+        assert_eq!(
+            run(&mut c, &["RSEM.RETURN", "s", &ids[1].to_uppercase()]),
+            Value::Int(1)
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("4"), "{flavor}");
+        assert_eq!(run(&mut c, &["EXISTS", &z]), Value::Int(0), "{flavor}");
+        // Each give-back published the new total, as Redisson's release does.
+        let heard: Vec<String> = sub
+            .drain()
+            .into_iter()
+            .map(|(_, m)| String::from_utf8_lossy(&m).into_owned())
+            .collect();
+        assert_eq!(heard, ["4", "3", "3", "4"], "{flavor}");
+        let stats = rstats(&server);
+        assert_eq!(stats["permit_leases"], 2, "{flavor}");
+        assert_eq!(stats["permit_returns"], 2, "{flavor}");
+    }
+}
+
+#[test]
+fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        let mut sub = Subscriber::new(&server, &[&channel("s")]);
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        assert_eq!(sub.drain().len(), 1, "{flavor}: the permits set");
+        // Nobody waits and nobody calls: the permit still comes back at its deadline.
+        let id = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "150"]))[0].clone();
+        let back = wait_until(Duration::from_secs(2), || {
+            get(&mut server.conn(), "s").as_deref() == Some("1")
+        });
+        assert!(back, "{flavor}: the permit came back");
+        assert_eq!(score(&mut c, "s", &raw(&id)), None, "{flavor}");
+        let heard: Vec<Vec<u8>> = sub.drain().into_iter().map(|(_, m)| m).collect();
+        assert_eq!(
+            heard,
+            [b"1".to_vec()],
+            "{flavor}: the new total, as Redisson's reclaim"
+        );
+        assert_eq!(
+            run(&mut c, &["RSEM.RETURN", "s", &id]),
+            Value::Int(0),
+            "{flavor}"
+        );
+        // A waiter is served the moment a lease ends: the module's, or Redisson's.
+        let mut worst = Duration::ZERO;
+        for round in 0..6 {
+            let lease_ms = 200;
+            let deadline = if round % 2 == 0 {
+                run(&mut c, &["RSEM.LEASE", "s", "LEASE", &lease_ms.to_string()]);
+                Instant::now() + Duration::from_millis(lease_ms)
+            } else {
+                let r = redisson_lease(&mut c, "s", &[round as u8; 16], now_ms() + lease_ms as i64);
+                assert_eq!(r, Value::BulkString(b"OK".to_vec()), "{flavor}");
+                Instant::now() + Duration::from_millis(lease_ms)
+            };
+            let mut waiter = Pending::new(&server);
+            waiter.send(&["RSEM.LEASE", "s", "LEASE", "30000", "BLOCK", "5000"]);
+            let reply = waiter.reply();
+            let late = Instant::now().saturating_duration_since(deadline);
+            assert_eq!(
+                ids_of(&reply.expect("reply")).len(),
+                1,
+                "{flavor}: round {round}"
+            );
+            worst = worst.max(late);
+            run(&mut c, &["DEL", "s", &zset("s")]);
+            run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        }
+        assert!(
+            worst < Duration::from_millis(50),
+            "{flavor}: a waiter served {worst:?} after the deadline"
+        );
+        assert!(rstat(&server, "permit_reclaims") >= 4, "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+    }
+}
+
+#[test]
+fn a_session_lease_comes_back_when_its_connection_closes() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
+        let mut holder = Pending::new(&server);
+        holder.send(&[
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "600000",
+            "PERMITS",
+            "2",
+            "SESSION",
+        ]);
+        let ids = ids_of(&holder.reply().expect("lease"));
+        // A plain lease on another connection does not go with it.
+        run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
+        let kept = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "600000"]));
+        let mut waiter = Pending::new(&server);
+        waiter.send(&[
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "600000",
+            "PERMITS",
+            "2",
+            "BLOCK",
+            "5000",
+        ]);
+        wait_total_blocked(&server, 1);
+        run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
+        let served = ids_of(&waiter.reply().expect("served"));
+        assert_eq!(served.len(), 2, "{flavor}");
+        for id in &ids {
+            assert_eq!(score(&mut c, "s", &raw(id)), None, "{flavor}: returned");
+        }
+        assert!(score(&mut c, "s", &raw(&kept[0])).is_some(), "{flavor}");
+        assert_eq!(rstat(&server, "permit_returns"), 2, "{flavor}");
+        // A SESSION lease returned by hand is not returned twice.
+        let mut other = Pending::new(&server);
+        run(&mut c, &["RSEM.RETURN", "s", &kept[0]]);
+        other.send(&["RSEM.LEASE", "s", "LEASE", "600000", "SESSION"]);
+        let id = ids_of(&other.reply().expect("lease"))[0].clone();
+        other.send(&["RSEM.RETURN", "s", &id]);
+        assert_eq!(other.reply(), Ok(Value::Int(1)));
+        run(&mut c, &["CLIENT", "KILL", "ID", &other.id.to_string()]);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        // SESSION would outlive a script's caller.
+        let r = call(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')",
+                "1",
+                "s",
+            ],
+        );
+        assert!(
+            matches!(&r, Err(e) if e.contains("SESSION cannot be used")),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn blocked_leases_are_served_in_arrival_order_with_acquires() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+        let mut big = Pending::new(&server);
+        big.send(&[
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "60000",
+            "PERMITS",
+            "3",
+            "BLOCK",
+            "5000",
+        ]);
+        wait_total_blocked(&server, 1);
+        let mut small = Pending::new(&server);
+        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000"]);
+        wait_total_blocked(&server, 2);
+        // Two permits: the head wants three, and the one behind it waits too.
+        run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(rstat(&server, "blocked"), 2, "{flavor}");
+        run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
+        assert_eq!(ids_of(&big.reply().expect("big")).len(), 3, "{flavor}");
+        assert_eq!(small.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        // Inside MULTI a lease cannot wait: null at once.
+        let r = redis::pipe()
+            .atomic()
+            .cmd("RSEM.LEASE")
+            .arg(&["s", "LEASE", "100", "BLOCK", "0"])
+            .query::<Vec<Value>>(&mut c)
+            .expect("MULTI");
+        assert_eq!(r, vec![Value::Nil], "{flavor}");
+        // In a script, a lease that is there is taken.
+        run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
+        let r = run(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '100')",
+                "1",
+                "s",
+            ],
+        );
+        assert_eq!(ids_of(&r).len(), 1, "{flavor}");
+    }
+}
+
+#[test]
+fn retried_leases_and_returns_with_req_are_applied_once() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
+        let lease = [
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "60000",
+            "PERMITS",
+            "2",
+            "REQ",
+            "l1",
+        ];
+        let first = ids_of(&run(&mut c, &lease));
+        let mut other = server.conn();
+        assert_eq!(
+            ids_of(&run(&mut other, &lease)),
+            first,
+            "{flavor}: same ids"
+        );
+        assert_eq!(
+            get(&mut c, "s").as_deref(),
+            Some("1"),
+            "{flavor}: taken once"
+        );
+        let give = ["RSEM.RETURN", "s", &first[0], "REQ", "t1"];
+        assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}");
+        assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}: replayed");
+        assert_eq!(
+            get(&mut c, "s").as_deref(),
+            Some("2"),
+            "{flavor}: given once"
+        );
+        let r = call(&mut c, &["RSEM.LEASE", "s", "LEASE", "10", "REQ", "t1"]);
+        assert!(
+            matches!(&r, Err(e) if e.contains("REQ id already used")),
+            "{r:?}"
+        );
+        // A blocked lease sent twice is granted once, with the same ids.
+        run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "2"]);
+        let blocked = [
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "60000",
+            "BLOCK",
+            "5000",
+            "REQ",
+            "b1",
+        ];
+        let mut one = Pending::new(&server);
+        one.send(&blocked);
+        wait_total_blocked(&server, 1);
+        let mut two = Pending::new(&server);
+        two.send(&blocked);
+        wait_total_blocked(&server, 2);
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        let (a, b) = (one.reply().expect("one"), two.reply().expect("two"));
+        assert_eq!(ids_of(&a), ids_of(&b), "{flavor}");
+        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        assert_eq!(
+            run(&mut c, &["ZCARD", &zset("s")]),
+            Value::Int(2),
+            "{flavor}"
+        );
+    }
+}
+
+#[test]
+fn bad_lease_calls_change_nothing() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
+        let id = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "60000"]))[0].clone();
+        run(&mut c, &["SET", "{w}:timeout", "not a zset"]);
+        run(&mut c, &["SET", "w", "3"]);
+        let before = keyspace(&mut c);
+        let cases: &[(&[&str], &str)] = &[
+            (&["RSEM.LEASE", "s"], "ERR wrong number of arguments"),
+            (
+                &["RSEM.LEASE", "s", "PERMITS", "1"],
+                "ERR LEASE ms is required",
+            ),
+            (&["RSEM.LEASE", "s", "LEASE", "0"], "ERR LEASE must be"),
+            (
+                &["RSEM.LEASE", "s", "LEASE", "10", "PERMITS", "1025"],
+                "ERR PERMITS must be an integer from 1 to 1024",
+            ),
+            (
+                &["RSEM.LEASE", "s", "LEASE", "10", "SESSION", "SESSION"],
+                "ERR option SESSION given more than once",
+            ),
+            (
+                &["RSEM.LEASE", "s", "LEASE", "10", "FAIR"],
+                "ERR unknown option",
+            ),
+            (&["RSEM.LEASE", "w", "LEASE", "10"], "WRONGTYPE"),
+            (
+                &["RSEM.RETURN", "s", "xyz"],
+                "ERR permit id must be 32 hex characters",
+            ),
+            (
+                &["RSEM.RETURN", "s", &id, "LEASE", "5"],
+                "ERR unknown option",
+            ),
+            (&["RSEM.RETURN", "w", &id], "WRONGTYPE"),
+            (
+                &["RSEM.RENEW", "s", &id, "LEASE", "-1"],
+                "ERR LEASE must be",
+            ),
+            (
+                &["RSEM.RENEW", "s", &id, "BLOCK", "5"],
+                "ERR unknown option",
+            ),
+            (
+                &[
+                    "RSEM.RENEW",
+                    "s",
+                    "gggggggggggggggggggggggggggggggg",
+                    "LEASE",
+                    "5",
+                ],
+                "ERR permit id must be",
+            ),
+            (&["RSEM.AVAILABLE", "w"], "WRONGTYPE"),
+        ];
+        for (args, expected) in cases {
+            let r = call(&mut c, args);
+            assert!(
+                matches!(&r, Err(e) if e.starts_with(expected)),
+                "{flavor}: {args:?} gave {r:?}, wanted {expected}"
+            );
+        }
+        assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
+        assert_eq!(
+            run(&mut c, &["RSEM.RENEW", "s", &"0".repeat(32), "LEASE", "5"]),
+            Value::Int(0)
+        );
+    }
+}
+
+#[test]
+fn a_replica_without_the_module_ends_identical_after_leases() {
+    for flavor in flavors() {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let mut c = primary.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "5"]);
+        run(&mut c, &["PEXPIRE", "s", "600000"]);
+        let ids = ids_of(&run(
+            &mut c,
+            &["RSEM.LEASE", "s", "LEASE", "60000", "PERMITS", "3"],
+        ));
+        run(&mut c, &["RSEM.RETURN", "s", &ids[0]]);
+        run(&mut c, &["RSEM.RENEW", "s", &ids[1], "LEASE", "90000"]);
+        run(&mut c, &["RSEM.LEASE", "s", "LEASE", "100"]);
+        let mut holder = Pending::new(&primary);
+        holder.send(&["RSEM.LEASE", "s", "LEASE", "600000", "SESSION"]);
+        holder.reply().expect("lease");
+        run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
+        // The 100 ms lease ends by timer, the session's comes back: both replicated.
+        let settled = wait_until(Duration::from_secs(3), || {
+            run(&mut primary.conn(), &["ZCARD", &zset("s")]) == Value::Int(2)
+        });
+        assert!(settled, "{flavor}");
+        sync_replica(&primary, &replica);
+        let mut r = replica.conn();
+        assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
+        assert_eq!(get(&mut r, "s").as_deref(), Some("3"), "{flavor}");
+        assert!(
+            pttl(&mut r, zset("s").as_bytes()) > 0,
+            "{flavor}: the zset has K's TTL"
+        );
+    }
+}
