@@ -195,6 +195,14 @@ impl Locks {
         }
     }
 
+    /// See [`crate::Locks::permit_semaphore`].
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        PermitSemaphore {
+            inner: self.inner.permit_semaphore(name),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// See [`crate::Locks::latch`].
     pub fn latch(&self, name: impl Into<String>) -> Latch {
         Latch {
@@ -382,6 +390,137 @@ impl Drop for Permits {
         if let Some(permits) = self.inner.take() {
             let _enter = self.rt.enter();
             drop(permits);
+        }
+    }
+}
+
+/// Blocking twin of [`crate::PermitSemaphore`].
+#[derive(Clone)]
+pub struct PermitSemaphore {
+    inner: crate::PermitSemaphore,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for PermitSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl PermitSemaphore {
+    fn with(self, inner: crate::PermitSemaphore) -> Self {
+        PermitSemaphore { inner, ..self }
+    }
+
+    /// See [`crate::PermitSemaphore::wait`].
+    pub fn wait(self, wait: Duration) -> Self {
+        let inner = self.inner.clone().wait(wait);
+        self.with(inner)
+    }
+
+    /// See [`crate::PermitSemaphore::wait_forever`].
+    pub fn wait_forever(self) -> Self {
+        let inner = self.inner.clone().wait_forever();
+        self.with(inner)
+    }
+
+    /// See [`crate::PermitSemaphore::lease`].
+    pub fn lease(self, lease: Duration) -> Self {
+        let inner = self.inner.clone().lease(lease);
+        self.with(inner)
+    }
+
+    /// See [`crate::PermitSemaphore::try_set_permits`].
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.rt.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// See [`crate::PermitSemaphore::add_permits`].
+    pub fn add_permits(&self, permits: i32) -> Result<i64> {
+        self.rt.block_on(self.inner.add_permits(permits))
+    }
+
+    /// See [`crate::PermitSemaphore::available`].
+    pub fn available(&self) -> Result<i64> {
+        self.rt.block_on(self.inner.available())
+    }
+
+    /// See [`crate::PermitSemaphore::acquire`].
+    pub fn acquire(&self) -> Result<Option<LeasedPermit>> {
+        let permit = self.rt.block_on(self.inner.acquire())?;
+        Ok(permit.map(|permit| self.guard(permit)))
+    }
+
+    /// See [`crate::PermitSemaphore::acquire_many`].
+    pub fn acquire_many(&self, permits: u32) -> Result<Option<Vec<LeasedPermit>>> {
+        let leased = self.rt.block_on(self.inner.acquire_many(permits))?;
+        Ok(leased.map(|leased| leased.into_iter().map(|p| self.guard(p)).collect()))
+    }
+
+    /// See [`crate::PermitSemaphore::release`].
+    pub fn release(&self, id: &str) -> Result<bool> {
+        self.rt.block_on(self.inner.release(id))
+    }
+
+    fn guard(&self, permit: crate::LeasedPermit) -> LeasedPermit {
+        LeasedPermit {
+            inner: Some(permit),
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+/// Blocking twin of [`crate::LeasedPermit`]. Dropping it gives the permit back in the
+/// background.
+pub struct LeasedPermit {
+    inner: Option<crate::LeasedPermit>,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for LeasedPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl LeasedPermit {
+    /// See [`crate::LeasedPermit::id`].
+    pub fn id(&self) -> &str {
+        self.inner.as_ref().map_or("", |p| p.id())
+    }
+
+    /// See [`crate::LeasedPermit::is_lost`].
+    pub fn is_lost(&self) -> bool {
+        self.inner.as_ref().is_none_or(|p| p.is_lost())
+    }
+
+    /// See [`crate::LeasedPermit::renew`].
+    pub fn renew(&self) -> Result<()> {
+        match &self.inner {
+            Some(permit) => self.rt.block_on(permit.renew()),
+            None => Ok(()),
+        }
+    }
+
+    /// See [`crate::LeasedPermit::release`].
+    pub fn release(mut self) -> Result<bool> {
+        match self.inner.take() {
+            Some(permit) => self.rt.block_on(permit.release()),
+            None => Ok(false),
+        }
+    }
+
+    /// See [`crate::LeasedPermit::forget`].
+    pub fn forget(mut self) -> String {
+        self.inner.take().map(|p| p.forget()).unwrap_or_default()
+    }
+}
+
+impl Drop for LeasedPermit {
+    fn drop(&mut self) {
+        if let Some(permit) = self.inner.take() {
+            let _enter = self.rt.enter();
+            drop(permit);
         }
     }
 }

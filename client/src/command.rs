@@ -42,8 +42,11 @@ impl Side {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HoldName {
     pub key: Arc<str>,
+    /// The owner; for a leased permit, its id.
     pub owner: Arc<str>,
     pub side: Option<Side>,
+    /// A leased permit of a permit-expiring semaphore (`RSEM.LEASE`), not a lock hold.
+    pub permit: bool,
 }
 
 impl HoldName {
@@ -126,6 +129,14 @@ pub(crate) fn release(hold: &HoldName) -> redis::Cmd {
 }
 
 pub(crate) fn renew(hold: &HoldName, lease: Duration) -> redis::Cmd {
+    if hold.permit {
+        let mut c = redis::cmd("RSEM.RENEW");
+        c.arg(&*hold.key)
+            .arg(&*hold.owner)
+            .arg("LEASE")
+            .arg(millis(lease));
+        return c;
+    }
     let mut c = redis::cmd("RLOCK.RENEW");
     hold.args(&mut c);
     c.arg("LEASE")
@@ -212,6 +223,44 @@ pub(crate) fn release_permits(key: &str, permits: u32) -> redis::Cmd {
     c.arg(key).arg("PERMITS").arg(permits);
     c.arg("REQ").arg(request_id());
     c
+}
+
+/// `RSEM.LEASE key LEASE ms PERMITS n [BLOCK ms] REQ id`.
+pub(crate) fn lease_permits(key: &str, permits: u32, lease: Duration, wait: Wait) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.LEASE");
+    c.arg(key)
+        .arg("LEASE")
+        .arg(millis(lease))
+        .arg("PERMITS")
+        .arg(permits);
+    block_args(&mut c, wait);
+    c.arg("REQ").arg(request_id());
+    c
+}
+
+/// `RSEM.RETURN key id REQ id`.
+pub(crate) fn return_permit(key: &str, id: &str) -> redis::Cmd {
+    let mut c = redis::cmd("RSEM.RETURN");
+    c.arg(key).arg(id).arg("REQ").arg(request_id());
+    c
+}
+
+/// `RSEM.LEASE` reply: null when not enough permits, else the leased permits' ids.
+pub(crate) fn parse_leased(v: Value) -> Result<Option<Vec<String>>> {
+    match check(v)? {
+        Value::Nil => Ok(None),
+        Value::Array(ids) => ids
+            .into_iter()
+            .map(|id| match id {
+                Value::BulkString(b) => String::from_utf8(b)
+                    .map_err(|_| Error::unexpected("RSEM.LEASE replied", &Value::Nil)),
+                Value::SimpleString(s) => Ok(s),
+                other => Err(Error::unexpected("RSEM.LEASE replied", &other)),
+            })
+            .collect::<Result<Vec<String>>>()
+            .map(Some),
+        other => Err(Error::unexpected("RSEM.LEASE replied", &other)),
+    }
 }
 
 pub(crate) fn try_set_count(key: &str, count: u64) -> redis::Cmd {
@@ -645,6 +694,7 @@ mod tests {
             key: Arc::from(key),
             owner: Arc::from(owner),
             side,
+            permit: false,
         }
     }
 

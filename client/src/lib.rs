@@ -68,6 +68,7 @@ mod latch;
 mod lock;
 mod multi;
 mod multikey;
+mod permits;
 mod rwlock;
 mod semaphore;
 mod watchdog;
@@ -83,6 +84,7 @@ pub use latch::Latch;
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
 pub use multikey::{MultiKeyGuard, MultiKeyLock};
+pub use permits::{LeasedPermit, PermitSemaphore};
 pub use rwlock::ReadWriteLock;
 pub use semaphore::{Permits, Semaphore};
 

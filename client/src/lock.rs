@@ -465,6 +465,7 @@ impl Lock {
             key: self.key.clone(),
             owner: self.owner.clone(),
             side: self.side,
+            permit: false,
         }
     }
 

@@ -67,6 +67,7 @@ fn reentrant(key: &Arc<str>, owner: &Arc<str>) -> HoldName {
         key: key.clone(),
         owner: owner.clone(),
         side: None,
+        permit: false,
     }
 }
 

@@ -294,6 +294,7 @@ impl MultiKeyLock {
                 key: key.clone(),
                 owner: self.owner.clone(),
                 side: None,
+                permit: false,
             };
             let (entry, lost) = inner.registry.register(&name, lease, renew, basis);
             holds.push((name, entry, lost));

@@ -194,6 +194,12 @@ impl Registry {
         for (d, r) in batch.into_iter().zip(results) {
             match r {
                 Ok(true) => self.renewed(&d.hold, d.id, sent),
+                Ok(false) if d.hold.permit => self.mark_lost(
+                    &d.hold,
+                    d.id,
+                    "the server refused the renewal: the lease ended, or the permit was given \
+                     back or deleted",
+                ),
                 Ok(false) => self.mark_lost(
                     &d.hold,
                     d.id,
@@ -311,6 +317,7 @@ mod tests {
             key: Arc::from("k"),
             owner: Arc::from(owner),
             side: None,
+            permit: false,
         };
         (hold("u:1"), hold("u:2"))
     }

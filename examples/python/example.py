@@ -90,6 +90,28 @@ def semaphore_and_latch(r: redis.Redis) -> None:
     assert r.execute_command("RLATCH.AWAIT", "batch", "BLOCK", 1_000) == 1
     print("latch batch: counted down twice, its waiters pass")
 
+    leased_permits(r)
+
+
+def leased_permits(r: redis.Redis) -> None:
+    """Redisson's permit-expiring semaphore (`getPermitExpirableSemaphore("slots")`): each permit
+    is leased under an id and comes back by itself when its lease ends."""
+    assert r.execute_command("RSEM.TRYSETPERMITS", "slots", 1) == 1
+    [first] = r.execute_command("RSEM.LEASE", "slots", "LEASE", 300)
+    print(f"slots: leased permit {first.decode()} for 300 ms")
+    # The only permit is leased: this call waits in the server and is served the moment the
+    # lease ends, by the server's timer; nobody gives the first permit back.
+    started = time.monotonic()
+    [second] = r.execute_command("RSEM.LEASE", "slots", "LEASE", 10_000, "BLOCK", 5_000)
+    waited_ms = (time.monotonic() - started) * 1000
+    assert 100 < waited_ms < 2_000, waited_ms
+    print(f"slots: a waiter got {second.decode()} {waited_ms:.0f} ms later, when the lease ended")
+    assert r.execute_command("RSEM.RETURN", "slots", first) == 0  # ended: back already
+    assert r.execute_command("RSEM.RENEW", "slots", second, "LEASE", 30_000) == 1
+    assert r.execute_command("RSEM.RETURN", "slots", second) == 1
+    assert r.execute_command("RSEM.AVAILABLE", "slots") == 1
+    print("slots: renewed, then given back")
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else "redis://127.0.0.1:6379/")
