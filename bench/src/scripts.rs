@@ -2,12 +2,15 @@
 //! `tryLockInnerAsync` and `unlockInnerAsync`) and its read-write lock's (kept in
 //! module-tests as Redisson's data), so both the uncontended and the Redisson-style
 //! waiter paths run what Redisson sends; and the classic fair-lock pair
-//! (`RedissonFairLock`) for the fair queue scenario.
+//! (`RedissonFairLock`) for the fair queue scenario; and Redisson's semaphore and
+//! permit-expirable semaphore scripts for the semaphore scenario.
 
 use redis::aio::MultiplexedConnection;
 
 use rlock_module_tests::redisson::{
-    READ_LOCK, READ_UNLOCK, TRY_LOCK, UNLOCK, WRITE_LOCK, WRITE_UNLOCK,
+    PERMIT_RELEASE, PERMIT_TRY_ACQUIRE, PERMIT_TRY_SET_PERMITS, READ_LOCK, READ_UNLOCK,
+    SEMAPHORE_RELEASE, SEMAPHORE_TRY_ACQUIRE, SEMAPHORE_TRY_SET_PERMITS, TRY_LOCK, UNLOCK,
+    WRITE_LOCK, WRITE_UNLOCK,
 };
 
 /// The SHA1s of Redisson's scripts, loaded on one server.
@@ -363,4 +366,146 @@ impl FairShas {
             .arg(now_ms);
         cmd
     }
+}
+
+/// Redisson's score for a permit without lease, and `ARGV[4]` of its permit tryAcquire.
+pub const NO_LEASE_SCORE: &str = "922337203685477";
+
+/// The SHA1s of Redisson's semaphore scripts (`RedissonSemaphore`) and permit-expirable
+/// semaphore scripts (`RedissonPermitExpirableSemaphore`), loaded on one server. Every
+/// publishing script is sent with `publish` (a standalone server, no sharded pub/sub).
+#[derive(Debug, Clone)]
+pub struct SemShas {
+    pub try_set_permits: String,
+    pub try_acquire: String,
+    pub release: String,
+    pub permit_try_set_permits: String,
+    pub permit_try_acquire: String,
+    pub permit_release: String,
+}
+
+impl SemShas {
+    pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<SemShas> {
+        let mut shas = Vec::new();
+        for script in [
+            SEMAPHORE_TRY_SET_PERMITS,
+            SEMAPHORE_TRY_ACQUIRE,
+            SEMAPHORE_RELEASE,
+            PERMIT_TRY_SET_PERMITS,
+            PERMIT_TRY_ACQUIRE,
+            PERMIT_RELEASE,
+        ] {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script)
+                .query_async(con)
+                .await?;
+            shas.push(sha);
+        }
+        let mut shas = shas.into_iter();
+        let mut next = || shas.next().expect("six scripts");
+        Ok(SemShas {
+            try_set_permits: next(),
+            try_acquire: next(),
+            release: next(),
+            permit_try_set_permits: next(),
+            permit_try_acquire: next(),
+            permit_release: next(),
+        })
+    }
+
+    /// `RSemaphore.trySetPermits(n)`: `EVALSHA trySetPermits 2 K redisson_sc:{K} n publish`.
+    pub fn try_set_permits_cmd(&self, key: &[u8], permits: u64) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.try_set_permits)
+            .arg(2)
+            .arg(key)
+            .arg(semaphore_channel(key))
+            .arg(permits)
+            .arg("publish");
+        cmd
+    }
+
+    /// `RSemaphore.tryAcquire()`: `EVALSHA tryAcquire 1 K 1`.
+    pub fn try_acquire_cmd(&self, key: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.try_acquire).arg(1).arg(key).arg(1);
+        cmd
+    }
+
+    /// `RSemaphore.release()`: `EVALSHA release 2 K redisson_sc:{K} 1 publish`.
+    pub fn release_cmd(&self, key: &[u8]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.release)
+            .arg(2)
+            .arg(key)
+            .arg(semaphore_channel(key))
+            .arg(1)
+            .arg("publish");
+        cmd
+    }
+
+    /// `RPermitExpirableSemaphore.trySetPermits(n)`:
+    /// `EVALSHA trySetPermits 2 K redisson_sc:{K} n publish`.
+    pub fn permit_try_set_permits_cmd(&self, key: &[u8], permits: u64) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.permit_try_set_permits)
+            .arg(2)
+            .arg(key)
+            .arg(semaphore_channel(key))
+            .arg(permits)
+            .arg("publish");
+        cmd
+    }
+
+    /// `RPermitExpirableSemaphore.tryAcquire(lease)` for one permit: `EVALSHA tryAcquire 3 K
+    /// {K}:timeout redisson_sc:{K} 1 now+lease now 922337203685477 publish id`, `now` the
+    /// client's unix ms and `id` the 16 raw bytes the client made.
+    pub fn permit_try_acquire_cmd(
+        &self,
+        key: &[u8],
+        id: &[u8; 16],
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.permit_try_acquire)
+            .arg(3)
+            .arg(key)
+            .arg(permit_timeout_key(key))
+            .arg(semaphore_channel(key))
+            .arg(1)
+            .arg(now_ms + lease_ms)
+            .arg(now_ms)
+            .arg(NO_LEASE_SCORE)
+            .arg("publish")
+            .arg(&id[..]);
+        cmd
+    }
+
+    /// `RPermitExpirableSemaphore.tryRelease(id)`: `EVALSHA release 3 K redisson_sc:{K}
+    /// {K}:timeout id 1 now publish`.
+    pub fn permit_release_cmd(&self, key: &[u8], id: &[u8], now_ms: u64) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.permit_release)
+            .arg(3)
+            .arg(key)
+            .arg(semaphore_channel(key))
+            .arg(permit_timeout_key(key))
+            .arg(id)
+            .arg(1)
+            .arg(now_ms)
+            .arg("publish");
+        cmd
+    }
+}
+
+/// `redisson_sc:{K}`, the channel Redisson's semaphore waiters listen on.
+pub fn semaphore_channel(key: &[u8]) -> Vec<u8> {
+    rlock_module_tests::helper_key("redisson_sc", key)
+}
+
+/// `{K}:timeout` (`K:timeout` when K has a hash tag): a permit-expirable semaphore's leases.
+pub fn permit_timeout_key(key: &[u8]) -> Vec<u8> {
+    suffixed(key, b"timeout")
 }

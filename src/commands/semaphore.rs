@@ -183,7 +183,11 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
             guard::callback("RSEM.LEASE after blocking", || handoff::watch(ctx, &lock));
             reply
         }
-        _ => Ok(RedisValue::Null),
+        _ => {
+            // Leases written elsewhere (Redisson's, or before a failover) get a timer too.
+            handoff::watch_permits(ctx, &lock, Some(&leases));
+            Ok(RedisValue::Null)
+        }
     }
 }
 
