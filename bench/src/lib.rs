@@ -12,6 +12,9 @@
 //! 9. a mixed fleet: a Redisson-style client beside clients blocked in the server.
 //! 10. the read-write lock: uncontended read and write pairs against Redisson's scripts,
 //!     and a contended lock with 90 % readers, BLOCK against a Redisson-style waiter.
+//! 11. the semaphore: uncontended acquire/release and lease/return pairs against Redisson's
+//!     scripts, a contended semaphore (32 clients, 4 permits), BLOCK against a Redisson-style
+//!     waiter, and how late after a lease's deadline a waiter gets the expired permit.
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
 
@@ -26,6 +29,7 @@ pub mod pin;
 pub mod report;
 pub mod rwlock;
 pub mod scripts;
+pub mod semaphore;
 pub mod stall;
 pub mod uncontended;
 pub mod waiters;
@@ -49,10 +53,11 @@ pub enum Scenario {
     Cluster,
     Mixed,
     ReadWrite,
+    Semaphore,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
@@ -63,6 +68,7 @@ impl Scenario {
         Scenario::Cluster,
         Scenario::Mixed,
         Scenario::ReadWrite,
+        Scenario::Semaphore,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -77,6 +83,7 @@ impl Scenario {
             "cluster" | "8" => Some(Scenario::Cluster),
             "mixed" | "mixed-fleet" | "9" => Some(Scenario::Mixed),
             "rwlock" | "read-write" | "10" => Some(Scenario::ReadWrite),
+            "semaphore" | "sem" | "11" => Some(Scenario::Semaphore),
             _ => None,
         }
     }
@@ -99,6 +106,8 @@ pub struct Plan {
     pub contended_run: Duration,
     pub expiry_samples: usize,
     pub expiry_lease_ms: u64,
+    /// Scenario 11: expired-permit reclaim samples per path and round (lease `expiry_lease_ms`).
+    pub sem_samples: usize,
     /// Fair scenario: queue lengths, and the measured run per cell.
     pub fair_queues: Vec<usize>,
     pub fair_run: Duration,
@@ -129,6 +138,7 @@ impl Plan {
             contended_run: Duration::from_secs(2),
             expiry_samples: 40,
             expiry_lease_ms: 200,
+            sem_samples: 20,
             fair_queues: vec![10, 1_000, 10_000],
             fair_run: Duration::from_secs(2),
             waiters: 10_000,
@@ -150,6 +160,7 @@ impl Plan {
             clients: vec![1, 8],
             contended_run: Duration::from_millis(300),
             expiry_samples: 3,
+            sem_samples: 3,
             fair_queues: vec![10, 1_000],
             fair_run: Duration::from_millis(300),
             waiters: 200,
@@ -181,6 +192,7 @@ pub struct FlavorReport {
     pub cluster: Option<cluster::ClusterScale>,
     pub mixed: Option<mixed::Mixed>,
     pub read_write: Option<rwlock::ReadWrite>,
+    pub semaphore: Option<semaphore::SemaphoreReport>,
     /// Whether and how the server and this process were pinned to CPUs.
     pub pinning: String,
     /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
@@ -254,6 +266,7 @@ async fn run_flavor(
         cluster: None,
         mixed: None,
         read_write: None,
+        semaphore: None,
         pinning,
         waiters_note,
     };
@@ -276,6 +289,7 @@ async fn run_flavor(
             }
             Scenario::Mixed => report.mixed = Some(mixed::run(&server, plan).await),
             Scenario::ReadWrite => report.read_write = Some(rwlock::run(&server, plan).await),
+            Scenario::Semaphore => report.semaphore = Some(semaphore::run(&server, plan).await),
         }
     }
     let mut server = server;

@@ -17,12 +17,13 @@ Usage: cargo run --release -p rlock-bench -- [options]
   --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
   --quick                      a smoke run of every path in a few seconds
   --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair,
-                               fair-uncontended,memory,stall,cluster,mixed,rwlock (or 1-10;
-                               default all)
+                               fair-uncontended,memory,stall,cluster,mixed,rwlock,semaphore
+                               (or 1-11; default all)
   --rounds N                   rounds per cell, paths interleaved (default 5)
   --secs S                     seconds per measured run, throughput and fair scenarios (default 2)
   --clients LIST               contended client counts (default 1,8,32,128)
-  --samples N                  lease-expiry samples per path (default 40)
+  --samples N                  lease-expiry samples per path (default 40); in the semaphore
+                               scenario, reclaim samples per path and round (default 20)
   --queues LIST                fair queue lengths (default 10,1000,10000)
   --waiters N                  blocked waiters in the memory and stall scenarios (default 10000)
   --waiter-rounds N            rounds of the memory and stall scenarios (default 3)
@@ -102,7 +103,11 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
                     .map(|s| number(s.trim()).map(|n| n.max(1)))
                     .collect::<Result<_, _>>()?
             }
-            "--samples" => plan.expiry_samples = number(&value()?)?.max(1),
+            "--samples" => {
+                let n = number(&value()?)?.max(1);
+                plan.expiry_samples = n;
+                plan.sem_samples = n;
+            }
             "--queues" => {
                 plan.fair_queues = value()?
                     .split(',')

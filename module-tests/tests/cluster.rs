@@ -74,6 +74,47 @@ fn locks_work_on_every_shard_and_replicate_to_its_replica() {
             );
             let release = ["RLOCK.MRELEASE", "me", "2", &a, &b];
             assert_eq!(call(&mut con, &release), Ok(Value::Int(2)), "{flavor}");
+            // A permit-expiring semaphore: its zset `{K}:timeout` sits in K's slot, leases
+            // reach the replica, and a waiter is served when a lease ends, by timer.
+            let sem = cluster.key_on(primary, "shard-sem:");
+            let leases = format!("{{{sem}}}:timeout");
+            call(&mut con, &["RSEM.TRYSETPERMITS", &sem, "1"]).unwrap();
+            let leased = call(&mut con, &["RSEM.LEASE", &sem, "LEASE", "300"]);
+            assert!(
+                matches!(&leased, Ok(Value::Array(ids)) if ids.len() == 1),
+                "{leased:?}"
+            );
+            assert_eq!(call(&mut con, &["WAIT", "1", "2000"]), Ok(Value::Int(1)));
+            assert_eq!(
+                call(&mut rcon, &["ZCARD", &leases]),
+                Ok(Value::Int(1)),
+                "{flavor}"
+            );
+            let elsewhere = call(&mut other.conn(), &["RSEM.LEASE", &sem, "LEASE", "10"]);
+            assert!(
+                matches!(&elsewhere, Err(e) if e.starts_with("MOVED")),
+                "{flavor}: {elsewhere:?}"
+            );
+            let started = std::time::Instant::now();
+            let waited = call(
+                &mut con,
+                &["RSEM.LEASE", &sem, "LEASE", "60000", "BLOCK", "5000"],
+            );
+            assert!(
+                matches!(&waited, Ok(Value::Array(ids)) if ids.len() == 1),
+                "{waited:?}"
+            );
+            assert!(started.elapsed().as_millis() < 1_000, "{flavor}");
+            assert_eq!(call(&mut con, &["WAIT", "1", "2000"]), Ok(Value::Int(1)));
+            assert_eq!(
+                call(&mut rcon, &["ZCARD", &leases]),
+                Ok(Value::Int(1)),
+                "{flavor}"
+            );
+            assert_eq!(
+                call(&mut rcon, &["GET", &sem]),
+                Ok(Value::BulkString(b"0".to_vec()))
+            );
         }
     }
 }
