@@ -283,6 +283,51 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
             decimals: 2,
         });
     }
+    if let Some(sem) = &r.semaphore {
+        use crate::semaphore::{SemPairPath, CLIENTS, PERMITS};
+        for (a, b, what) in [
+            (SemPairPath::R, SemPairPath::L, "semaphore acquire/release"),
+            (
+                SemPairPath::RX,
+                SemPairPath::LX,
+                "permit-expirable lease/return",
+            ),
+        ] {
+            out.push(Target {
+                what: format!(
+                    "uncontended {what} pairs/s {}/{}, pipeline 16",
+                    a.letter(),
+                    b.letter()
+                ),
+                value: sem.pairs.ratio(a, b, 16),
+                bar: 2.5,
+                at_least: Bound::AtLeast,
+                decimals: 2,
+            });
+        }
+        out.push(Target {
+            what: format!(
+                "semaphore hand-offs/s B/Q, {CLIENTS} clients, {PERMITS} permits, hold 0"
+            ),
+            value: sem.handoff_ratio(0),
+            bar: 3.0,
+            at_least: Bound::AtLeast,
+            decimals: 2,
+        });
+        let b = sem.reclaim.cell(crate::semaphore::ReclaimPath::B);
+        for (p, value) in [
+            ("p50", b.map_or(f64::NAN, |c| c.p50_ms())),
+            ("p99", b.map_or(f64::NAN, |c| c.p99_ms())),
+        ] {
+            out.push(Target {
+                what: format!("expired permit: B waiter served after the lease deadline, {p} (ms)"),
+                value,
+                bar: 10.0,
+                at_least: Bound::AtMost,
+                decimals: 2,
+            });
+        }
+    }
     if let Some(st) = &r.stall {
         out.push(Target {
             what: format!(
@@ -345,8 +390,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
          {} connections, {} keys, pipelines {:?}; contended {} s per run, clients {:?}, holds {:?} ms; \
          expiry {} samples, lease {} ms; fair {} s per run, queues {:?}; \
          FAIR vs plain pairs at pipeline {FAIR_PIPELINE}; memory and stall: {} waiters, {} rounds, \
-         settle ≥ {} ms. Client: one process, one tokio thread, redis-rs multiplexed connections \
-         (memory and stall: one plain connection per waiter, a probe thread).\n",
+         settle ≥ {} ms; semaphore reclaim {} samples per path and round. Client: one process, \
+         one tokio thread, redis-rs multiplexed connections (memory and stall: one plain \
+         connection per waiter, a probe thread).\n",
         plan.rounds,
         plan.warmup_ms,
         plan.uncontended_run.as_secs_f64(),
@@ -363,6 +409,7 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         plan.waiters,
         plan.waiter_rounds,
         plan.waiter_settle.as_millis(),
+        plan.sem_samples,
     );
     if how_to_read {
         let _ = writeln!(w, "{HOW_TO_READ}");
@@ -498,6 +545,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         }
         if let Some(rw) = &r.read_write {
             read_write_section(w, rw);
+        }
+        if let Some(sem) = &r.semaphore {
+            semaphore_section(w, sem);
         }
     }
     let _ = ExpiryPath::ALL;
@@ -698,6 +748,137 @@ fn read_write_section(w: &mut String, rw: &crate::rwlock::ReadWrite) {
     let _ = writeln!(w);
 }
 
+fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
+    use crate::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, CLIENTS, FALLBACK_MS, PERMITS};
+    let _ = writeln!(w, "### 11. Semaphore\n");
+    let _ = writeln!(
+        w,
+        "Uncontended pairs, the shape of scenario 1 (same connections and keys, each connection \
+         on its own keys), every key a semaphore of one permit, made beforehand by its side's \
+         trySetPermits. \
+         R and L: a pipeline of 16 is 8 acquires on 8 distinct keys, then their 8 releases. \
+         RX and LX: the return names the permit the lease gave (RX: the id in the reply; LX: \
+         the id the client made and sent, released only after the script said `OK`, as \
+         Redisson's caller holds an id only then), so a batch is two pipelines: 8 leases on \
+         8 keys, then, after their replies, the 8 returns; two round trips per batch on both \
+         sides. At pipeline 1 every path sends the acquire, then the release.\n"
+    );
+    for p in SemPairPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let u = &sem.pairs;
+    let _ = writeln!(
+        w,
+        "\n| pipeline | path | pairs/s | ÷ Redisson's scripts | server CPU µs/pair | server CPU % | client CPU % | errors |"
+    );
+    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for cell in &u.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.pipeline,
+            cell.path.letter(),
+            rate(cell.pairs_per_sec()),
+            cell.path.baseline().map_or(String::new(), |b| num(
+                u.ratio(cell.path, b, cell.pipeline),
+                2
+            )),
+            num(cell.server_us_per_pair(), 2),
+            num(cell.server_busy(), 0),
+            num(cell.client_busy(), 0),
+            cell.errors()
+        );
+    }
+    let _ = writeln!(
+        w,
+        "\nContended: {CLIENTS} clients on one semaphore of {PERMITS} permits, each looping \
+         acquire, hold, release. A **hand-off** is an acquisition by a client after another \
+         client acquired since its own last release; the rest are re-takes (a client taking \
+         back, before anyone else could, the permit it just gave). With {PERMITS} permits in \
+         play other clients almost always acquire in between, so the test is lenient and \
+         hand-offs come close to acquisitions: compare both columns. Q's clients each keep one \
+         subscription for the run (Redisson subscribes after a miss and unsubscribes once it \
+         holds: commands the bench spares the baseline); a wait with no message ends after \
+         {FALLBACK_MS} ms (fallbacks, a safety net). Holders are counted from the grant's \
+         arrival to just before the release is sent: max holders above {PERMITS} is a \
+         violation, counted in errors.\n"
+    );
+    for p in SemWaitPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\n| hold ms | path | hand-offs/s | B ÷ Q | acquisitions/s | B ÷ Q | tries/acquisition | min/max per client | max holders | fallbacks | server CPU µs/acquisition | server CPU % | errors |"
+    );
+    let _ = writeln!(
+        w,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for cell in &sem.contended {
+        let (h, a) = match cell.path {
+            SemWaitPath::B => (
+                num(sem.handoff_ratio(cell.hold_ms), 2),
+                num(sem.acquisition_ratio(cell.hold_ms), 2),
+            ),
+            SemWaitPath::Q => (String::new(), String::new()),
+        };
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {h} | {} | {a} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.hold_ms,
+            cell.path.letter(),
+            rate(cell.handoffs_per_sec()),
+            rate(cell.acquisitions_per_sec()),
+            num(cell.tries_per_acquisition(), 2),
+            num(cell.fairness(), 2),
+            cell.max_holders(),
+            cell.fallbacks(),
+            num(cell.server_us_per_acquisition(), 1),
+            num(cell.server_busy(), 0),
+            cell.problems()
+        );
+    }
+    let rc = &sem.reclaim;
+    let _ = writeln!(
+        w,
+        "\nExpired-permit reclaim: a semaphore of one permit; the holder leases it for {} ms and \
+         never returns it; the waiter asks right after. Lateness = the waiter's grant reply \
+         received (this machine's unix clock) − the holder's deadline (its permit's score in \
+         `{{K}}:timeout`, unix ms: the server's clock for RSEM.LEASE, the client's for \
+         Redisson's script; server and client run on this machine, one clock). p50 and p99 \
+         are medians over rounds of each round's. Q sleeps on a thread (as Java's timed \
+         wait), not tokio's millisecond timer.\n",
+        rc.lease_ms
+    );
+    for p in ReclaimPath::ALL {
+        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
+    }
+    let _ = writeln!(
+        w,
+        "\n| path | samples | late p50 ms | p99 ms | min ms | max ms | errors |"
+    );
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    for cell in &rc.cells {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            cell.path.letter(),
+            cell.samples(),
+            num(cell.p50_ms(), 2),
+            num(cell.p99_ms(), 2),
+            num(cell.min_ms(), 2),
+            num(cell.max_ms(), 2),
+            cell.errors
+        );
+    }
+    let _ = writeln!(
+        w,
+        "\nQ ÷ B lateness: p50 **{}**, p99 **{}**.\n",
+        num(rc.ratio(false), 2),
+        num(rc.ratio(true), 2)
+    );
+}
+
 fn cluster_section(w: &mut String, c: &crate::cluster::ClusterScale) {
     let _ = writeln!(
         w,
@@ -858,6 +1039,14 @@ const HOW_TO_READ: &str = "## How to read this
   each; the bench raises its open-file limit and starts the server with `maxclients` above N.
   Their figures are medians over fewer rounds (`--waiter-rounds`, default 3): each round opens
   N connections per path and, for scenario 6, waits for the server to settle.
+- Scenario 11: a semaphore **hand-off** is an acquisition by a client after another client
+  acquired since its own last release (not a client taking back the permit it just gave).
+  At hold 0 a client gives its permit back in the same turn of this single-threaded
+  process that its grant arrived in, so the holder checker sees one holder at a time; at
+  hold 1 it sees up to the permits. Reclaim lateness uses the holder's deadline as stored
+  in `{K}:timeout` (unix ms) and the unix clock at the waiter's grant, one clock on one
+  machine. Redisson's permit waiter is told the earliest deadline and sleeps until it, so
+  with one waiter it is late by about a round trip and its millisecond rounding too.
 - **Pinning** (default; `--no-pin` turns it off): every thread of the server on the first CPU
   this process may use, every thread of this process on the second, so client and server do
   not share a core. Skipped, and said so above, with fewer than 2 CPUs.

@@ -6,6 +6,7 @@ use rlock_bench::expiry::ExpiryPath;
 use rlock_bench::fair::{FairPath, MIN_CYCLES};
 use rlock_bench::memory::MemPath;
 use rlock_bench::report::{markdown, Meta};
+use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, PERMITS};
 use rlock_bench::stall::StallPath;
 use rlock_bench::uncontended::{PairPath, FAIR_PIPELINE};
 use rlock_bench::{run, Plan};
@@ -152,6 +153,44 @@ fn quick_run_makes_progress_on_every_path() {
             "stall {path:?}: no PING in the window"
         );
     }
+    let sem = r.semaphore.as_ref().expect("semaphore ran");
+    for &pipeline in &plan.pipelines {
+        for path in SemPairPath::ALL {
+            let cell = sem.pairs.cell(path, pipeline).expect("cell");
+            assert!(
+                cell.runs.iter().all(|run| run.pairs > 0),
+                "semaphore {path:?} p{pipeline}: no pairs"
+            );
+            assert_eq!(cell.errors(), 0, "semaphore {path:?} p{pipeline}: errors");
+        }
+    }
+    for &hold in &plan.holds_ms {
+        for path in SemWaitPath::ALL {
+            let cell = sem.contended_cell(path, hold).expect("cell");
+            assert!(
+                cell.runs.iter().all(|run| run.acquisitions > 0),
+                "semaphore {path:?} hold={hold}: never acquired"
+            );
+            assert_eq!(
+                cell.problems(),
+                0,
+                "semaphore {path:?} hold={hold}: problems"
+            );
+            assert!(cell.max_holders() <= PERMITS as i64);
+        }
+    }
+    for path in ReclaimPath::ALL {
+        let cell = sem.reclaim.cell(path).expect("cell");
+        assert_eq!(cell.errors, 0, "reclaim {path:?}: errors");
+        assert_eq!(cell.samples(), plan.rounds * plan.sem_samples);
+        // The permit never comes back before its deadline (ms-rounded scores: 1 ms slack).
+        assert!(
+            cell.min_ms() > -1.0,
+            "reclaim {path:?}: granted {} ms early",
+            -cell.min_ms()
+        );
+    }
+
     assert!(!r.pinning.is_empty());
 
     let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
@@ -164,6 +203,7 @@ fn quick_run_makes_progress_on_every_path() {
         "### 5.",
         "### 6.",
         "### 7.",
+        "### 11.",
         "CPU pinning",
         "## How to read this",
     ] {
