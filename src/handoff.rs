@@ -174,7 +174,8 @@ pub fn lease_permits(
 ) -> Option<Vec<PermitId>> {
     let lease = options.lease?;
     let ids: Vec<PermitId> = (0..n).map(|_| state::next_permit_id()).collect();
-    if !leases.lease(&ids, lease_deadline(ffi::now_ms(), lease.ms())) {
+    let deadline = lease_deadline(ffi::now_ms(), lease.ms());
+    if !leases.lease(&ids, deadline) {
         return None;
     }
     stats::PERMIT_LEASES.add(n);
@@ -188,17 +189,23 @@ pub fn lease_permits(
         });
     }
     if let Some(req) = options.req {
-        let shown: String = ids.iter().map(PermitId::to_string).collect();
-        RequestRecord::new(ctx, key, &req).write(
-            ctx,
-            RequestKind::Lease,
-            shown.as_bytes(),
-            n,
-            lease.ms(),
-        );
+        let shown: Vec<u8> = ids.iter().flat_map(PermitId::hex).collect();
+        RequestRecord::new(ctx, key, &req).write(ctx, RequestKind::Lease, &shown, n, lease.ms());
     }
-    state::with(|s| s.leased_semaphores.insert(lock));
+    lease_ends_at(ctx, &lock, deadline);
     Some(ids)
+}
+
+/// A lease of semaphore `lock` ends at `deadline`: its timer is set for then, unless it
+/// is set for sooner already (it then finds the next end itself, see `watch_permits`).
+pub fn lease_ends_at(ctx: &Context, lock: &LockId, deadline: i64) {
+    let armed = state::with(|s| {
+        s.leased_semaphores.insert(lock.clone());
+        s.lease_timers.deadline_of(lock)
+    });
+    if armed.is_none_or(|armed| armed > deadline) {
+        timers::arm(ctx, lock, deadline);
+    }
 }
 
 /// Takes back the leases of semaphore `lock` that ended, by the server's clock; how many.

@@ -362,7 +362,7 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Opt
 pub fn permit_ids_reply(ids: &[PermitId]) -> RedisValue {
     RedisValue::Array(
         ids.iter()
-            .map(|id| RedisValue::BulkString(id.to_string()))
+            .map(|id| RedisValue::StringBuffer(id.hex().to_vec()))
             .collect(),
     )
 }

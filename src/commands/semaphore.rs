@@ -130,7 +130,7 @@ pub fn available(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     Ok(RedisValue::Integer(
-        PermitLeases::open(ctx, &args[1])?.available(),
+        PermitLeases::read(ctx, &args[1])?.available(),
     ))
 }
 
@@ -171,7 +171,6 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
         false => handoff::lease_permits(ctx, key, &mut leases, n, &hold, client),
     };
     if let Some(ids) = granted {
-        handoff::watch_permits(ctx, &lock, Some(&leases));
         return Ok(waiters::permit_ids_reply(&ids));
     }
     match options.block {
@@ -212,9 +211,13 @@ pub fn give_back(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let ttl = config::default_lease().ms();
         record.write(ctx, RequestKind::Return, b"", reply, ttl);
     }
+    drop(leases);
     if returned.is_some() {
         stats::PERMIT_RETURNS.incr();
-        handoff::serve_key(ctx, key);
+        // The timer finds the next lease end by itself: only waiters need serving now.
+        if waiters::has_waiters(&lock) {
+            handoff::serve(ctx, &lock);
+        }
     }
     Ok(RedisValue::Integer(reply))
 }
@@ -234,12 +237,14 @@ pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let lock = store::lock_id(ctx, key);
     let now = ffi::now_ms();
     let ended = handoff::reclaim_ended(&lock, &mut leases);
-    let renewed = leases.renew(&id, lease_deadline(now, lease.ms()));
-    if ended > 0 {
-        handoff::serve_key(ctx, key);
+    let deadline = lease_deadline(now, lease.ms());
+    let renewed = leases.renew(&id, deadline);
+    drop(leases);
+    if ended > 0 && waiters::has_waiters(&lock) {
+        handoff::serve(ctx, &lock);
     }
-    if renewed || ended > 0 {
-        handoff::watch_permits(ctx, &lock, Some(&leases));
+    if renewed {
+        handoff::lease_ends_at(ctx, &lock, deadline);
     }
     Ok(RedisValue::Integer(i64::from(renewed)))
 }

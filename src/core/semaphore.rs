@@ -95,12 +95,23 @@ impl PermitId {
     }
 }
 
+impl PermitId {
+    /// The 32 lower-case hex characters users see.
+    pub fn hex(&self) -> [u8; 32] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut shown = [0u8; 32];
+        for (i, byte) in self.0.iter().enumerate() {
+            shown[2 * i] = DIGITS[usize::from(byte >> 4)];
+            shown[2 * i + 1] = DIGITS[usize::from(byte & 0x0f)];
+        }
+        shown
+    }
+}
+
 impl fmt::Display for PermitId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
+        // Hex digits are ASCII.
+        f.write_str(std::str::from_utf8(&self.hex()).unwrap_or_default())
     }
 }
 

@@ -141,6 +141,24 @@ impl Key {
         }
     }
 
+    /// What `read` makes of the key's content, for a string key, without copying it.
+    pub fn with_string<T>(&self, read: impl FnOnce(&[u8]) -> Option<T>) -> Option<T> {
+        let mut len = 0usize;
+        // SAFETY: DMA in read mode on a string key; the bytes are only borrowed for `read`,
+        // which cannot reach the key.
+        unsafe {
+            let data = raw::RedisModule_StringDMA.unwrap()(
+                self.ptr,
+                &mut len,
+                raw::REDISMODULE_READ as c_int,
+            );
+            if data.is_null() {
+                return None;
+            }
+            read(std::slice::from_raw_parts(data as *const u8, len))
+        }
+    }
+
     /// The key's content as bytes, for a string key.
     pub fn string_value(&self) -> Vec<u8> {
         let mut len = 0usize;
@@ -157,6 +175,105 @@ impl Key {
             }
             std::slice::from_raw_parts(data as *const u8, len).to_vec()
         }
+    }
+
+    /// Makes `bytes` the string's whole content, in place, as `INCRBY` does: the key
+    /// keeps its TTL, and is created when missing. Call on a writable key holding a
+    /// string or nothing. False if the server refused.
+    pub fn string_write(&self, bytes: &[u8]) -> bool {
+        // SAFETY: ptr is an open, writable key; after the truncate the DMA pointer has
+        // room for exactly `bytes.len()` bytes, written before anything else runs.
+        unsafe {
+            if raw::RedisModule_StringTruncate.unwrap()(self.ptr, bytes.len())
+                != raw::REDISMODULE_OK as c_int
+            {
+                return false;
+            }
+            let mut len = 0usize;
+            let data = raw::RedisModule_StringDMA.unwrap()(
+                self.ptr,
+                &mut len,
+                raw::REDISMODULE_WRITE as c_int,
+            );
+            if data.is_null() || len != bytes.len() {
+                return false;
+            }
+            ptr::copy_nonoverlapping(bytes.as_ptr(), data as *mut u8, len);
+        }
+        true
+    }
+
+    /// `ZADD key score member`, or with `only_existing` `ZADD key XX score member`. Call
+    /// on a writable key holding a zset or nothing. True if the member is there now.
+    pub fn zset_add(&self, score: f64, member: &RedisString, only_existing: bool) -> bool {
+        let mut flags: c_int = if only_existing {
+            raw::REDISMODULE_ZADD_XX as c_int
+        } else {
+            0
+        };
+        // SAFETY: ptr is an open, writable key; member is a valid string.
+        let added =
+            unsafe { raw::RedisModule_ZsetAdd.unwrap()(self.ptr, score, member.inner, &mut flags) };
+        added == raw::REDISMODULE_OK as c_int && flags & raw::REDISMODULE_ZADD_NOP as c_int == 0
+    }
+
+    /// `ZREM key member`; the key goes with its last member. True if it was there.
+    pub fn zset_remove(&self, member: &RedisString) -> bool {
+        let mut deleted: c_int = 0;
+        // SAFETY: ptr is an open, writable key; member is a valid string.
+        let ok = unsafe { raw::RedisModule_ZsetRem.unwrap()(self.ptr, member.inner, &mut deleted) };
+        ok == raw::REDISMODULE_OK as c_int && deleted != 0
+    }
+
+    /// `ZSCORE key member`, for a key holding a zset or nothing.
+    pub fn zset_score(&self, member: &RedisString) -> Option<f64> {
+        if self.ptr.is_null() {
+            return None;
+        }
+        let mut score = 0f64;
+        // SAFETY: ptr is an open key; member is a valid string.
+        let ok = unsafe { raw::RedisModule_ZsetScore.unwrap()(self.ptr, member.inner, &mut score) };
+        (ok == raw::REDISMODULE_OK as c_int).then_some(score)
+    }
+
+    /// The members scored from `min` to `max` (both included), lowest first, with their
+    /// scores; at most `limit` of them. For a key holding a zset or nothing.
+    pub fn zset_range_by_score(&self, min: f64, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut found = Vec::new();
+        if self.ptr.is_null() || limit == 0 {
+            return found;
+        }
+        // SAFETY: ptr is an open zset key; each element string is copied, then freed (it
+        // was made for us, outside any context's automatic memory); the range is stopped.
+        unsafe {
+            if raw::RedisModule_ZsetFirstInScoreRange.unwrap()(self.ptr, min, max, 0, 0)
+                != raw::REDISMODULE_OK as c_int
+            {
+                return found;
+            }
+            while found.len() < limit
+                && raw::RedisModule_ZsetRangeEndReached.unwrap()(self.ptr) == 0
+            {
+                let mut score = 0f64;
+                let element =
+                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.ptr, &mut score);
+                if element.is_null() {
+                    break;
+                }
+                let mut len = 0usize;
+                let bytes = raw::RedisModule_StringPtrLen.unwrap()(element, &mut len);
+                found.push((
+                    std::slice::from_raw_parts(bytes as *const u8, len).to_vec(),
+                    score,
+                ));
+                raw::RedisModule_FreeString.unwrap()(ptr::null_mut(), element);
+                if raw::RedisModule_ZsetRangeNext.unwrap()(self.ptr) == 0 {
+                    break;
+                }
+            }
+            raw::RedisModule_ZsetRangeStop.unwrap()(self.ptr);
+        }
+        found
     }
 
     /// Replaces the key with a string holding `value`.

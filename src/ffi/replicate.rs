@@ -39,6 +39,23 @@ pub fn replicate_key_int(ctx: &Context, cmd: &CStr, key: &RedisString, n: i64) {
     }
 }
 
+/// Propagates `cmd key arg...`.
+pub fn replicate_key_args(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[RedisString]) {
+    let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+    // SAFETY: the format "sv" takes a RedisModuleString, then an array of them and its
+    // length; the array outlives the call.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.get_raw(),
+            cmd.as_ptr(),
+            c"sv".as_ptr(),
+            key.inner,
+            argv.as_mut_ptr(),
+            argv.len(),
+        );
+    }
+}
+
 /// Propagates `SET key value PXAT at_ms`.
 pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &RedisString, at_ms: i64) {
     // SAFETY: the format "sscl" takes two RedisModuleStrings, a C string and a long long.

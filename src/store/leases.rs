@@ -3,41 +3,57 @@
 //! leased permits, permit id (16 raw bytes) -> deadline in unix ms, or 922337203685477
 //! for a permit without lease. A lease that has ended is taken back (its permit added
 //! to `K`) by whoever looks first: Redisson's scripts with their caller's clock, the
-//! module with the server's.
+//! module with the server's. Written through the key API, replicated as `ZADD`, `ZREM`
+//! and `INCRBY`/`DECRBY`.
 
-use redis_module::{Context, RedisError, RedisString, RedisValue};
+use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
-use super::{replicated_write, reply_bytes, Semaphore};
+use super::{announce, replicated_write, Semaphore};
 use crate::core::keys::permit_leases_key;
 use crate::core::semaphore::{earliest_lease_end, PermitId};
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 
-/// A permit-expiring semaphore: its permits string and its leases zset, read once.
+/// A permit-expiring semaphore: its permits string and its leases zset, opened once.
 pub struct PermitLeases<'a> {
     ctx: &'a Context,
     semaphore: Semaphore<'a>,
-    zset: Vec<u8>,
-    /// The zset existed when opened, or leases were written since.
-    has_leases: bool,
+    zset_name: RedisString,
+    zset: Key,
 }
 
 impl<'a> PermitLeases<'a> {
-    /// Opens the semaphore `name` and its leases: `WRONGTYPE` unless `K` is a string or
-    /// missing and `{K}:timeout` a zset or missing.
+    /// Opens the semaphore `name` and its leases to read and change them: `WRONGTYPE`
+    /// unless `K` is a string or missing and `{K}:timeout` a zset or missing.
     pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, RedisError> {
         let semaphore = Semaphore::open(ctx, name)?;
-        let zset = permit_leases_key(name.as_slice());
-        let has_leases = match Key::open_readonly(ctx, &ffi::string(ctx, &zset)).kind() {
-            KeyKind::Empty => false,
-            KeyKind::Zset => true,
-            _ => return Err(errors::wrong_type()),
-        };
+        let zset_name = ffi::string(ctx, &permit_leases_key(name.as_slice()));
+        let zset = Key::open_writable(ctx, &zset_name);
+        Self::checked(ctx, semaphore, zset_name, zset)
+    }
+
+    /// Opens them only to read (a read-only command).
+    pub fn read(ctx: &'a Context, name: &'a RedisString) -> Result<Self, RedisError> {
+        let semaphore = Semaphore::read(ctx, name)?;
+        let zset_name = ffi::string(ctx, &permit_leases_key(name.as_slice()));
+        let zset = Key::open_readonly(ctx, &zset_name);
+        Self::checked(ctx, semaphore, zset_name, zset)
+    }
+
+    fn checked(
+        ctx: &'a Context,
+        semaphore: Semaphore<'a>,
+        zset_name: RedisString,
+        zset: Key,
+    ) -> Result<Self, RedisError> {
+        if !matches!(zset.kind(), KeyKind::Empty | KeyKind::Zset) {
+            return Err(errors::wrong_type());
+        }
         Ok(PermitLeases {
             ctx,
             semaphore,
+            zset_name,
             zset,
-            has_leases,
         })
     }
 
@@ -47,33 +63,23 @@ impl<'a> PermitLeases<'a> {
 
     /// Permits available now, counting leases that ended but were not taken back yet.
     pub fn available(&self) -> i64 {
-        let ended = match self.has_leases {
-            true => self.count_ended(ffi::now_ms()),
-            false => 0,
-        };
+        let ended = self.ended(ffi::now_ms(), usize::MAX).len() as i64;
         self.semaphore.available().saturating_add(ended)
     }
 
     /// Takes back every lease that ended at or before `now`, as Redisson's scripts do
     /// (the new total published when above zero). The permit ids taken back.
     pub fn reclaim_ended(&mut self, now: i64) -> Vec<Vec<u8>> {
-        if !self.has_leases {
-            return Vec::new();
-        }
-        let until = now.to_string();
-        let ended = match self
-            .ctx
-            .call("ZRANGEBYSCORE", &[&self.zset[..], b"0", until.as_bytes()])
-        {
-            Ok(RedisValue::Array(ids)) => ids.into_iter().filter_map(reply_bytes).collect(),
-            _ => Vec::new(),
-        };
+        let ended = self.ended(now, usize::MAX);
         if ended.is_empty() {
             return ended;
         }
-        let mut args: Vec<&[u8]> = vec![&self.zset];
-        args.extend(ended.iter().map(Vec::as_slice));
-        replicated_write(self.ctx, "ZREM", &args);
+        let members: Vec<RedisString> = ended.iter().map(|id| ffi::string(self.ctx, id)).collect();
+        for member in &members {
+            self.zset.zset_remove(member);
+        }
+        ffi::replicate_key_args(self.ctx, c"ZREM", &self.zset_name, &members);
+        announce(self.ctx, NotifyEvent::ZSET, "zrem", &self.zset_name);
         self.semaphore.add_reclaimed(ended.len() as i64);
         ended
     }
@@ -85,17 +91,23 @@ impl<'a> PermitLeases<'a> {
         if !self.semaphore.take(ids.len() as i64) {
             return false;
         }
-        let score = deadline.to_string();
-        let mut args: Vec<&[u8]> = vec![&self.zset];
+        let score = ffi::string(self.ctx, deadline.to_string().as_bytes());
+        let mut args = Vec::with_capacity(ids.len() * 2);
         for id in ids {
-            args.push(score.as_bytes());
-            args.push(&id.0);
+            let member = ffi::string(self.ctx, &id.0);
+            self.zset.zset_add(deadline as f64, &member, false);
+            args.push(score.clone());
+            args.push(member);
         }
-        replicated_write(self.ctx, "ZADD", &args);
-        self.has_leases = true;
+        ffi::replicate_key_args(self.ctx, c"ZADD", &self.zset_name, &args);
+        announce(self.ctx, NotifyEvent::ZSET, "zadd", &self.zset_name);
         if let Some(ttl) = self.semaphore.pttl() {
             let ttl = ttl.to_string();
-            replicated_write(self.ctx, "PEXPIRE", &[&self.zset, ttl.as_bytes()]);
+            replicated_write(
+                self.ctx,
+                "PEXPIRE",
+                &[self.zset_name.as_slice(), ttl.as_bytes()],
+            );
         }
         true
     }
@@ -104,62 +116,42 @@ impl<'a> PermitLeases<'a> {
     /// publishing the new total. `None` when it is not leased; else whether its lease
     /// was still running at `now`.
     pub fn give_back(&mut self, id: &PermitId, now: i64) -> Option<bool> {
-        let deadline = self.deadline_of(id)?;
-        replicated_write(self.ctx, "ZREM", &[&self.zset, &id.0]);
+        let member = ffi::string(self.ctx, &id.0);
+        let deadline = self.zset.zset_score(&member)?;
+        self.zset.zset_remove(&member);
+        ffi::replicate_key_args(self.ctx, c"ZREM", &self.zset_name, &[member]);
+        announce(self.ctx, NotifyEvent::ZSET, "zrem", &self.zset_name);
         self.semaphore.give(1);
-        Some(deadline > now)
+        Some(deadline > now as f64)
     }
 
     /// Moves the end of permit `id`'s lease to `deadline`, if it is leased. Ended leases
     /// are taken back first (see `reclaim_ended`), so an ended one is not renewed.
     pub fn renew(&mut self, id: &PermitId, deadline: i64) -> bool {
-        if self.deadline_of(id).is_none() {
+        let member = ffi::string(self.ctx, &id.0);
+        if !self.zset.zset_add(deadline as f64, &member, true) {
             return false;
         }
-        let score = deadline.to_string();
-        replicated_write(
-            self.ctx,
-            "ZADD",
-            &[&self.zset, b"XX", score.as_bytes(), &id.0],
-        );
+        let score = ffi::string(self.ctx, deadline.to_string().as_bytes());
+        ffi::replicate_key_args(self.ctx, c"ZADD", &self.zset_name, &[score, member]);
+        announce(self.ctx, NotifyEvent::ZSET, "zadd", &self.zset_name);
         true
     }
 
     /// When the earliest lease ends (unix ms), if any lease can end.
     pub fn earliest_end(&self) -> Option<i64> {
-        if !self.has_leases {
-            return None;
-        }
-        let reply = self
-            .ctx
-            .call("ZRANGE", &[&self.zset[..], b"0", b"0", b"WITHSCORES"]);
-        let lowest = match reply {
-            Ok(RedisValue::Array(pair)) => pair.into_iter().nth(1).and_then(reply_bytes),
-            _ => None,
-        };
-        earliest_lease_end(lowest.and_then(|score| parse_score(&score)))
+        let lowest = self
+            .zset
+            .zset_range_by_score(f64::NEG_INFINITY, f64::INFINITY, 1);
+        earliest_lease_end(lowest.first().map(|(_, score)| *score))
     }
 
-    fn deadline_of(&self, id: &PermitId) -> Option<i64> {
-        if !self.has_leases {
-            return None;
-        }
-        let reply = self.ctx.call("ZSCORE", &[&self.zset[..], &id.0]).ok()?;
-        parse_score(&reply_bytes(reply)?).map(|score| score as i64)
+    /// The ids whose lease ended at or before `now` (Redisson's range: scores 0 to now).
+    fn ended(&self, now: i64, limit: usize) -> Vec<Vec<u8>> {
+        self.zset
+            .zset_range_by_score(0.0, now as f64, limit)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
     }
-
-    fn count_ended(&self, now: i64) -> i64 {
-        let until = now.to_string();
-        match self
-            .ctx
-            .call("ZCOUNT", &[&self.zset[..], b"0", until.as_bytes()])
-        {
-            Ok(RedisValue::Integer(n)) => n,
-            _ => 0,
-        }
-    }
-}
-
-fn parse_score(text: &[u8]) -> Option<f64> {
-    std::str::from_utf8(text).ok()?.parse().ok()
 }
