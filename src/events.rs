@@ -231,10 +231,27 @@ extern "C" fn on_swapdb(
             locks.extend(
                 s.sharing
                     .locks()
-                    .chain(s.leased_semaphores.iter())
                     .filter(|l| l.db == first || l.db == second)
                     .cloned(),
             );
+            // Leases moved with their database: watched under its new number too.
+            let swapped: Vec<LockId> = s
+                .leased_semaphores
+                .iter()
+                .filter(|l| l.db == first || l.db == second)
+                .map(|l| LockId {
+                    db: if l.db == first { second } else { first },
+                    key: l.key.clone(),
+                })
+                .collect();
+            locks.extend(
+                s.leased_semaphores
+                    .iter()
+                    .filter(|l| l.db == first || l.db == second)
+                    .cloned(),
+            );
+            s.leased_semaphores.extend(swapped.iter().cloned());
+            locks.extend(swapped);
             locks
         });
         for lock in locks {

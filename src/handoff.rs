@@ -10,7 +10,7 @@
 //! `perform` runs the work the module starts by itself (see `deferred`), so every
 //! self-started write comes through this file too.
 
-use redis_module::{Context, RedisString};
+use redis_module::{Context, RedisError, RedisString};
 
 use crate::config;
 use crate::core::args::AcquireOptions;
@@ -130,13 +130,14 @@ fn serve_permits(ctx: &Context, lock: &LockId) {
             break;
         };
         let reply = match waiter.options.lease {
+            // Not granted: too few permits, or the slot is migrating (it waits on).
             Some(_) => {
                 match lease_permits(ctx, &key, &mut leases, n, &waiter.options, waiter.client) {
-                    Some(ids) => BlockedReply::Leased {
+                    Ok(Some(ids)) => BlockedReply::Leased {
                         ids,
                         repeated: false,
                     },
-                    None => break,
+                    Ok(None) | Err(_) => break,
                 }
             }
             None if leases.semaphore().take(n) => {
@@ -171,29 +172,42 @@ pub fn lease_permits(
     n: i64,
     options: &AcquireOptions,
     client: u64,
-) -> Option<Vec<PermitId>> {
-    let lease = options.lease?;
+) -> Result<Option<Vec<PermitId>>, RedisError> {
+    let Some(lease) = options.lease else {
+        return Ok(None);
+    };
+    if leases.semaphore().available() < n {
+        return Ok(None);
+    }
+    // In a cluster, not while the zset may be on its way to another node.
+    leases.check_may_grow()?;
     let ids: Vec<PermitId> = (0..n).map(|_| state::next_permit_id()).collect();
     let deadline = lease_deadline(ffi::now_ms(), lease.ms());
     if !leases.lease(&ids, deadline) {
-        return None;
+        return Ok(None);
     }
     stats::PERMIT_LEASES.add(n);
     let lock = store::lock_id(ctx, key);
     if options.session {
-        state::with(|s| {
-            for id in &ids {
-                s.session_permits
-                    .record(client, lock.clone(), id.0.to_vec());
-            }
-        });
+        tie_leases_to(&lock, &ids, client);
     }
     if let Some(req) = options.req {
         let shown: Vec<u8> = ids.iter().flat_map(PermitId::hex).collect();
         RequestRecord::new(ctx, key, &req).write(ctx, RequestKind::Lease, &shown, n, lease.ms());
     }
     lease_ends_at(ctx, &lock, deadline);
-    Some(ids)
+    Ok(Some(ids))
+}
+
+/// Leased permits `ids` of semaphore `lock` come back when connection `client` closes
+/// (`SESSION`), and no longer with the connection that had them before.
+pub fn tie_leases_to(lock: &LockId, ids: &[PermitId], client: u64) {
+    state::with(|s| {
+        for id in ids {
+            s.session_permits
+                .record(client, lock.clone(), id.0.to_vec());
+        }
+    });
 }
 
 /// A lease of semaphore `lock` ends at `deadline`: its timer is set for then, unless it
@@ -584,6 +598,7 @@ pub fn perform(ctx: &Context, work: Work) {
         return;
     }
     if slots::left_this_node(ctx, &lock) {
+        state::with(|s| s.leased_semaphores.remove(&lock));
         return;
     }
     match work {

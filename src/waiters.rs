@@ -254,7 +254,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
         let gives_back = !matches!(waiter.wants, Wants::LatchOpen);
         if let (Some((granted, leased)), true) = (given, gives_back) {
             if let Some(req) = &waiter.options.req {
-                same_request = s.waiters.same_request(&waiter.lock, &waiter.owner, req);
+                same_request = s.waiters.same_request(&waiter, req);
             }
             if same_request.is_empty() {
                 let undelivered = Undelivered {

@@ -401,8 +401,9 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
             "RLOCK.INFO" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
             "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
-            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RSEM.RETURN"
-            | "RSEM.RENEW" | "RLATCH.TRYSETCOUNT" => &["write", "denyoom"],
+            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {
+                &["write", "denyoom"]
+            }
             "RLATCH.AWAIT" => &["write", "blocking"],
             _ => &["write"],
         };

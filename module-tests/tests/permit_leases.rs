@@ -561,3 +561,112 @@ fn a_replica_without_the_module_ends_identical_after_leases() {
         );
     }
 }
+
+#[test]
+fn a_replayed_lease_must_still_be_leased() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        let lease = ["RSEM.LEASE", "s", "LEASE", "60000", "SESSION", "REQ", "r1"];
+        let mut first = Pending::new(&server);
+        first.send(&lease);
+        let x = ids_of(&first.reply().expect("lease"));
+        // Its connection closes: the permit comes back, and someone else takes it.
+        run(&mut c, &["CLIENT", "KILL", "ID", &first.id.to_string()]);
+        let back = wait_until(Duration::from_secs(2), || {
+            get(&mut server.conn(), "s").as_deref() == Some("1")
+        });
+        assert!(back, "{flavor}");
+        let y = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "60000"]));
+        assert_ne!(x, y);
+        // The retry is a new call now: no permit left, and never the old id.
+        assert_eq!(run(&mut server.conn(), &lease), Value::Nil, "{flavor}");
+        // Still leased: replayed, and a SESSION replay ties it to the new connection.
+        run(&mut c, &["RSEM.RETURN", "s", &y[0]]);
+        let mut second = Pending::new(&server);
+        second.send(&["RSEM.LEASE", "s", "LEASE", "60000", "SESSION", "REQ", "r2"]);
+        let z = ids_of(&second.reply().expect("lease"));
+        let mut third = Pending::new(&server);
+        third.send(&["RSEM.LEASE", "s", "LEASE", "60000", "SESSION", "REQ", "r2"]);
+        assert_eq!(ids_of(&third.reply().expect("replay")), z, "{flavor}");
+        run(&mut c, &["CLIENT", "KILL", "ID", &second.id.to_string()]);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            score(&mut c, "s", &raw(&z[0])).is_some(),
+            "{flavor}: kept by the retry"
+        );
+        run(&mut c, &["CLIENT", "KILL", "ID", &third.id.to_string()]);
+        let back = wait_until(Duration::from_secs(2), || {
+            get(&mut server.conn(), "s").as_deref() == Some("1")
+        });
+        assert!(back, "{flavor}: back with the retry's connection");
+    }
+}
+
+#[test]
+fn a_request_granted_while_it_waited_is_not_granted_again() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+        let mut blocked = Pending::new(&server);
+        blocked.send(&[
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "60000",
+            "BLOCK",
+            "0",
+            "REQ",
+            "r2",
+        ]);
+        wait_total_blocked(&server, 1);
+        // Permits appear and the same request arrives before the module's poll: one grant.
+        let replies = redis::pipe()
+            .atomic()
+            .cmd("INCRBY")
+            .arg(&["s", "2"])
+            .cmd("RSEM.LEASE")
+            .arg(&["s", "LEASE", "60000", "REQ", "r2"])
+            .query::<Vec<Value>>(&mut c)
+            .expect("MULTI");
+        let waited = ids_of(&blocked.reply().expect("served"));
+        assert_eq!(ids_of(&replies[1]), waited, "{flavor}");
+        assert_eq!(
+            run(&mut c, &["ZCARD", &zset("s")]),
+            Value::Int(1),
+            "{flavor}"
+        );
+        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+    }
+}
+
+#[test]
+fn a_score_below_zero_is_nobodys_deadline() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
+        run(&mut c, &["ZADD", &zset("s"), "-5", "aaaaaaaaaaaaaaaa"]);
+        run(&mut c, &["RSEM.LEASE", "s", "LEASE", "60000"]);
+        let cpu = |server: &Server| -> f64 {
+            let info = server.info("cpu");
+            info["used_cpu_user"].parse::<f64>().unwrap()
+                + info["used_cpu_sys"].parse::<f64>().unwrap()
+        };
+        let before = cpu(&server);
+        std::thread::sleep(Duration::from_millis(1000));
+        let spent = cpu(&server) - before;
+        assert!(
+            spent < 0.3,
+            "{flavor}: the idle server spent {spent} s of CPU in 1 s"
+        );
+        // As Redisson does, nobody takes it back.
+        assert_eq!(
+            run(&mut c, &["ZCARD", &zset("s")]),
+            Value::Int(2),
+            "{flavor}"
+        );
+    }
+}

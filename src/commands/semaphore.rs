@@ -68,14 +68,16 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let grammar = PermitGrammar::ACQUIRE;
     let options = parse_permit_options(rest, grammar).map_err(errors::arg_error)?;
     let n = options.permits.unwrap_or(1);
-    let record = request_record(ctx, key, options.req);
-    if let Some(reply) = earlier_reply(ctx, &record, b"", RequestKind::Acquire)? {
-        return Ok(RedisValue::Integer(reply));
-    }
     let lock = store::lock_id(ctx, key);
     let waiting = !state::all_idle() && waiters::has_waiters(&lock);
     if waiting {
         handoff::serve(ctx, &lock);
+    }
+    // Looked up after serving: the same request, blocked on another connection, may have
+    // just been granted.
+    let record = request_record(ctx, key, options.req);
+    if let Some(reply) = earlier_reply(ctx, &record, b"", RequestKind::Acquire)? {
+        return Ok(RedisValue::Integer(reply));
     }
     let mut semaphore = Semaphore::open(ctx, key)?;
     if !(waiting && waiters::has_waiters(&lock)) && semaphore.take(n) {
@@ -146,13 +148,7 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
     }
     let n = options.permits.unwrap_or(1);
-    let record = request_record(ctx, key, options.req);
-    if let Some(record) = &record {
-        if let Some(ids) = record.earlier_lease(ctx)? {
-            return Ok(waiters::permit_ids_reply(&ids));
-        }
-    }
-    let hold = AcquireOptions {
+    let lease_options = AcquireOptions {
         lease: options.lease,
         session: options.session,
         req: options.req,
@@ -166,9 +162,24 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let mut leases = PermitLeases::open(ctx, key)?;
     handoff::reclaim_ended(&lock, &mut leases);
     let client = ffi::client_id(ctx);
+    // Looked up after serving (the same request, blocked elsewhere, may have just been
+    // granted). Replayed only while every permit it got is still leased; with SESSION,
+    // they are tied to this connection now. Otherwise the call is new again.
+    let record = request_record(ctx, key, options.req);
+    if let Some(record) = &record {
+        if let Some(ids) = record.earlier_lease(ctx)? {
+            let now = ffi::now_ms();
+            if ids.iter().all(|id| leases.is_leased(id, now)) {
+                if options.session {
+                    handoff::tie_leases_to(&lock, &ids, client);
+                }
+                return Ok(waiters::permit_ids_reply(&ids));
+            }
+        }
+    }
     let granted = match waiting && waiters::has_waiters(&lock) {
         true => None,
-        false => handoff::lease_permits(ctx, key, &mut leases, n, &hold, client),
+        false => handoff::lease_permits(ctx, key, &mut leases, n, &lease_options, client)?,
     };
     if let Some(ids) = granted {
         return Ok(waiters::permit_ids_reply(&ids));
@@ -176,7 +187,7 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
     match options.block {
         Some(wait) if ffi::may_block(ctx) => {
             let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
-            let what = WaitFor::leases(lock.clone(), n, hold);
+            let what = WaitFor::leases(lock.clone(), n, lease_options);
             let reply = waiters::block(ctx, what, wait, deadline);
             // Blocked now: a panic past here must not add an error reply.
             guard::callback("RSEM.LEASE after blocking", || handoff::watch(ctx, &lock));
@@ -206,6 +217,12 @@ pub fn give_back(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let lock = store::lock_id(ctx, key);
     let returned = leases.give_back(&id, ffi::now_ms());
     state::with(|s| s.session_permits.forget_hold(&lock, &id.0));
+    // Leases written elsewhere (Redisson's, or before a failover) get a timer too.
+    if !state::with(|s| s.leased_semaphores.contains(&lock)) {
+        if let Some(end) = leases.earliest_end() {
+            handoff::lease_ends_at(ctx, &lock, end);
+        }
+    }
     let reply = i64::from(returned == Some(true));
     if let Some(record) = &record {
         let ttl = config::default_lease().ms();

@@ -322,7 +322,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsem.return",
         handler: entry!("RSEM.RETURN", semaphore::give_back),
-        flags: c"write deny-oom",
+        flags: c"write",
         arity: -3,
         keys: (1, 1, 1),
         positions: KeyPositions::First,
@@ -334,7 +334,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsem.renew",
         handler: entry!("RSEM.RENEW", semaphore::renew),
-        flags: c"write deny-oom",
+        flags: c"write",
         arity: 5,
         keys: (1, 1, 1),
         positions: KeyPositions::First,

@@ -25,12 +25,15 @@ pub fn lease_deadline(now: i64, lease_ms: i64) -> i64 {
     now.saturating_add(lease_ms).min(NO_LEASE_SCORE - 1)
 }
 
-/// When the earliest lease of a semaphore ends, from the lowest score of its zset; `None`
-/// when there is none, or the lowest is a permit without lease (Redisson's no-lease
-/// score, or anything past it, never ends).
+/// When the earliest lease of a semaphore ends, from the lowest score of its zset at or
+/// above 0; `None` when there is none, or it is a permit without lease (Redisson's
+/// no-lease score, or anything past it, never ends). A score below 0 is nobody's deadline
+/// (Redisson's reclaim starts at 0): `None`.
 pub fn earliest_lease_end(lowest_score: Option<f64>) -> Option<i64> {
     let score = lowest_score?;
-    (score < NO_LEASE_SCORE as f64).then_some(score.max(0.0) as i64)
+    (0.0..NO_LEASE_SCORE as f64)
+        .contains(&score)
+        .then_some(score as i64)
 }
 
 /// When a semaphore next needs a look: at its earliest lease's end, and every
@@ -185,7 +188,7 @@ mod tests {
         assert_eq!(earliest_lease_end(Some(NO_LEASE_SCORE as f64)), None);
         assert_eq!(earliest_lease_end(Some(1e300)), None);
         assert_eq!(earliest_lease_end(Some(1_234.0)), Some(1_234));
-        assert_eq!(earliest_lease_end(Some(-3.0)), Some(0));
+        assert_eq!(earliest_lease_end(Some(-3.0)), None);
     }
 
     #[test]

@@ -168,17 +168,21 @@ impl<H> WaitList<H> {
             .find(|id| self.waiters.get(id).is_some_and(|w| w.options.fair))
     }
 
-    /// Other waiters of `owner` on `lock` blocked on the same request (`REQ id`).
-    pub fn same_request(&self, lock: &LockId, owner: &[u8], req: &RequestId) -> Vec<WaiterId> {
+    /// Other waiters blocked on the same request (`REQ id`) as `like`: the same lock,
+    /// owner and call (an `RSEM.ACQUIRE` and an `RSEM.LEASE` never answer each other).
+    pub fn same_request(&self, like: &Waiter<H>, req: &RequestId) -> Vec<WaiterId> {
+        let (lock, owner) = (&like.lock, &like.owner);
         self.by_owner
             .get(&(lock.clone(), owner.to_vec()))
             .into_iter()
             .flatten()
             .copied()
             .filter(|id| {
-                self.waiters
-                    .get(id)
-                    .is_some_and(|w| w.options.req.as_ref() == Some(req))
+                self.waiters.get(id).is_some_and(|w| {
+                    w.options.req.as_ref() == Some(req)
+                        && w.wants == like.wants
+                        && w.options.lease.is_some() == like.options.lease.is_some()
+                })
             })
             .collect()
     }
@@ -338,10 +342,10 @@ mod tests {
         let f2 = list.push(again);
         list.push(waiter("k", "f"));
         assert_eq!(list.first_fair(&lock("k")), Some(f1));
-        assert_eq!(list.same_request(&lock("k"), b"f", &req), vec![f1, f2]);
+        assert_eq!(list.same_request(&waiter("k", "f"), &req), vec![f1, f2]);
         list.remove(f1);
         assert_eq!(list.first_fair(&lock("k")), None);
-        assert_eq!(list.same_request(&lock("k"), b"f", &req), vec![f2]);
+        assert_eq!(list.same_request(&waiter("k", "f"), &req), vec![f2]);
         assert_eq!(list.first_plain(&lock("k")), Some(p));
     }
 

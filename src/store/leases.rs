@@ -138,11 +138,28 @@ impl<'a> PermitLeases<'a> {
         true
     }
 
-    /// When the earliest lease ends (unix ms), if any lease can end.
+    /// Whether permit `id` is leased and its lease runs past `now`.
+    pub fn is_leased(&self, id: &PermitId, now: i64) -> bool {
+        let member = ffi::string(self.ctx, &id.0);
+        self.zset
+            .zset_score(&member)
+            .is_some_and(|deadline| deadline > now as f64)
+    }
+
+    /// Whether leases may be written: in a cluster, a missing zset is created only where
+    /// the slot allows it (see `store::check_slot_may_grow`): `-TRYAGAIN` while it may be
+    /// on its way to another node.
+    pub fn check_may_grow(&self) -> Result<(), RedisError> {
+        if self.zset.kind() == KeyKind::Empty {
+            super::check_slot_may_grow(self.ctx, self.semaphore.name())?;
+        }
+        Ok(())
+    }
+
+    /// When the earliest lease ends (unix ms), if any lease can end. Scores below 0 are
+    /// nobody's deadline: Redisson's reclaim, and the module's, start at 0.
     pub fn earliest_end(&self) -> Option<i64> {
-        let lowest = self
-            .zset
-            .zset_range_by_score(f64::NEG_INFINITY, f64::INFINITY, 1);
+        let lowest = self.zset.zset_range_by_score(0.0, f64::INFINITY, 1);
         earliest_lease_end(lowest.first().map(|(_, score)| *score))
     }
 

@@ -46,6 +46,11 @@ impl<'a> Semaphore<'a> {
         })
     }
 
+    /// The semaphore's key name.
+    pub fn name(&self) -> &[u8] {
+        self.name.as_slice()
+    }
+
     pub fn exists(&self) -> bool {
         self.available.is_some()
     }
