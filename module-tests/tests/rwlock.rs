@@ -170,7 +170,8 @@ fn readers_share_a_writer_excludes_and_the_layout_is_redissons() {
         assert!((4000..=5000).contains(&ttl_a1), "{flavor}: {ttl_a1}");
         assert!((1..=1000).contains(&ttl_a2), "{flavor}: {ttl_a2}");
         assert!((19000..=20000).contains(&ttl_b1), "{flavor}: {ttl_b1}");
-        assert!(pttl(&mut con, "doc") >= ttl_b1, "{flavor}");
+        // Read after the timeout key's: the milliseconds between the two reads are allowed.
+        assert!(pttl(&mut con, "doc") + 20 >= ttl_b1, "{flavor}");
         assert_eq!(
             call(&mut con, &["GET", &read_timeout("doc", "b:1", 1)]),
             Ok(Value::BulkString(b"1".to_vec()))
