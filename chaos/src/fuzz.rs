@@ -22,7 +22,7 @@ pub struct Outcome {
     pub counts: BTreeMap<String, u64>,
 }
 
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 19] = [
     "RLOCK.ACQUIRE",
     "RLOCK.RELEASE",
     "RLOCK.RENEW",
@@ -30,6 +30,33 @@ const COMMANDS: [&str; 7] = [
     "RLOCK.FORCERELEASE",
     "RLOCK.MACQUIRE",
     "RLOCK.MRELEASE",
+    "RSEM.TRYSETPERMITS",
+    "RSEM.ADDPERMITS",
+    "RSEM.ACQUIRE",
+    "RSEM.RELEASE",
+    "RSEM.AVAILABLE",
+    "RSEM.LEASE",
+    "RSEM.RETURN",
+    "RSEM.RENEW",
+    "RLATCH.TRYSETCOUNT",
+    "RLATCH.COUNTDOWN",
+    "RLATCH.AWAIT",
+    "RLATCH.COUNT",
+];
+
+/// Arguments a semaphore or latch command takes after its key: counts, options, a permit
+/// id (one the module made: the fuzzer reads them back from the leases zset).
+const PERMIT_WORDS: [&[u8]; 10] = [
+    b"PERMITS",
+    b"permits",
+    b"2",
+    b"1024",
+    b"1025",
+    b"2147483647",
+    b"-2147483647",
+    b"00000000000000000000000000000000",
+    b"0123456789ABCDEF0123456789abcdef",
+    b"SESSION",
 ];
 
 const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
@@ -72,7 +99,18 @@ const WORDS: [&[u8]; 33] = [
 
 /// Writes that set the stage (wrong types, odd counters, foreign queues): their own
 /// effects are not checked.
-const STAGE: [&[&[u8]]; 9] = [
+const STAGE: [&[&[u8]]; 13] = [
+    &[b"SET", b"k2", b"3"],
+    &[b"SET", b"{k2}:timeout", b"x"],
+    &[
+        b"ZADD",
+        b"{k}:timeout",
+        b"-5",
+        b"aaaaaaaaaaaaaaaa",
+        b"922337203685477",
+        b"bbbbbbbbbbbbbbbb",
+    ],
+    &[b"DEL", b"{k}:timeout", b"{k2}:timeout"],
     &[b"SET", b"str", b"x"],
     &[b"HSET", b"k", b"o", b"notanumber"],
     &[b"HSET", b"k2", b"o", b"-3"],
@@ -105,9 +143,11 @@ fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
     let command = rng.pick(&COMMANDS);
     // The multi-key commands take `owner numkeys key...`: the owner and a count first.
     let multi = command.starts_with("RLOCK.M");
+    let counted = command.starts_with("RSEM.") || command.starts_with("RLATCH.");
     let mut args = vec![command.as_bytes().to_vec()];
     for i in 0..rng.below(9) {
         let arg = match (i, rng.below(10)) {
+            (1..=8, 0..=3) if counted => rng.pick(&PERMIT_WORDS).to_vec(),
             (0, 0..=6) if multi => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
             (1, 0..=7) if multi => rng.pick(&[&b"1"[..], b"2", b"3", b"0", b"-1"]).to_vec(),
             (2..=4, 0..=6) if multi => rng.pick(&KEYS).to_vec(),

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod faults;
 pub mod fuzz;
 pub mod history;
+pub mod permits;
 pub mod redisson;
 pub mod resp;
 pub mod rng;

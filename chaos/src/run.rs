@@ -15,6 +15,7 @@ use crate::checks;
 use crate::faults::{inject, Fault, Topology};
 use crate::fuzz;
 use crate::history::{self, History};
+use crate::permits;
 use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
@@ -250,13 +251,19 @@ pub fn spawn_read_write_clients(
 ) -> Vec<thread::JoinHandle<History>> {
     let locks = rwload::lock_names(2);
     let module_clients = options.clients.div_ceil(4);
-    (0..=module_clients)
+    let mut threads: Vec<thread::JoinHandle<History>> = (0..=module_clients)
         .map(|index| {
             let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
             let redisson = index == module_clients;
             thread::spawn(move || rwload::client(shared, index, rng, locks, redisson))
         })
-        .collect()
+        .collect();
+    // Semaphores of one permit, plain and leased: three module clients, one Redisson's.
+    threads.extend((0..4).map(|index| {
+        let (shared, rng) = (shared.clone(), rng.fork());
+        thread::spawn(move || permits::client(shared, index, rng, index == 3))
+    }));
+    threads
 }
 
 /// Clients that act as Redisson does, beside the module's: one per 8 of those.
