@@ -20,7 +20,8 @@ Usage: rlock-chaos [options]
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
                        debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
                        the cluster phase reshards and fails over whatever the list)
-  --fault-every MS     at most this long between faults (default 400)";
+  --fault-every MS     at most this long between faults (default 400)
+  --fuzz-seed N        only the fuzzer, with the seed a run printed for it (fuzz: seed N)";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -36,6 +37,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
         phases: vec!["restarts".into(), "failovers".into(), "cluster".into()],
+        fuzz_seed: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -51,6 +53,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--clients" => options.clients = number(value()?)? as usize,
             "--locks" => options.locks = number(value()?)?.max(1) as usize,
             "--fuzz-calls" => options.fuzz_calls = number(value()?)?,
+            "--fuzz-seed" => options.fuzz_seed = Some(number(value()?)?),
             "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
             "--flavor" => {
                 options.flavors = match value()?.as_str() {
@@ -95,6 +98,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(seed) = options.fuzz_seed {
+        let mut failed = false;
+        for flavor in &options.flavors {
+            let outcome = rlock_chaos::fuzz::run(*flavor, seed, options.fuzz_calls);
+            println!("{flavor} fuzz, seed {seed}: {:?}", outcome.counts);
+            for v in &outcome.violations {
+                println!("VIOLATION: {flavor} fuzz (seed {seed}): {v}");
+                failed = true;
+            }
+        }
+        return if failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
     let faults: Vec<&str> = options.faults.iter().map(|f| f.name()).collect();
     println!(
         "rlock chaos: seed {} · {} s per server · {} clients on {} locks · faults {} · fuzz {} calls per server",

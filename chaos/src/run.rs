@@ -31,6 +31,8 @@ pub struct Options {
     pub clients: usize,
     pub locks: usize,
     pub fuzz_calls: u64,
+    /// Only the fuzzer, with this seed.
+    pub fuzz_seed: Option<u64>,
     pub faults: Vec<Fault>,
     /// Milliseconds between faults, at most (uniform from a fifth of it).
     pub fault_every_ms: u64,

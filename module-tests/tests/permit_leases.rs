@@ -525,6 +525,15 @@ fn bad_lease_calls_change_nothing() {
             run(&mut c, &["RSEM.RENEW", "s", &"0".repeat(32), "LEASE", "5"]),
             Value::Int(0)
         );
+        // Renewing on a semaphore without leases leaves no empty zset behind (one broke
+        // DEBUG DIGEST on Redis 7.0: found by the fuzzer).
+        let renew = ["RSEM.RENEW", "none", &"0".repeat(32), "LEASE", "5"];
+        assert_eq!(run(&mut c, &renew), Value::Int(0), "{flavor}");
+        assert_eq!(
+            run(&mut c, &["EXISTS", &zset("none")]),
+            Value::Int(0),
+            "{flavor}"
+        );
     }
 }
 

@@ -206,6 +206,11 @@ impl Key {
     /// `ZADD key score member`, or with `only_existing` `ZADD key XX score member`. Call
     /// on a writable key holding a zset or nothing. True if the member is there now.
     pub fn zset_add(&self, score: f64, member: &RedisString, only_existing: bool) -> bool {
+        // The server creates an empty zset before it looks at XX: one left behind breaks
+        // DEBUG DIGEST on Redis 7.0, and is not a key Redis itself would ever keep.
+        if only_existing && self.kind() == KeyKind::Empty {
+            return false;
+        }
         let mut flags: c_int = if only_existing {
             raw::REDISMODULE_ZADD_XX as c_int
         } else {
