@@ -679,3 +679,60 @@ fn a_score_below_zero_is_nobodys_deadline() {
         );
     }
 }
+
+#[test]
+fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+        let mut acquire = Pending::new(&server);
+        acquire.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"]);
+        wait_total_blocked(&server, 1);
+        let mut lease = Pending::new(&server);
+        lease.send(&[
+            "RSEM.LEASE",
+            "s",
+            "LEASE",
+            "60000",
+            "BLOCK",
+            "5000",
+            "REQ",
+            "same",
+        ]);
+        wait_total_blocked(&server, 2);
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(acquire.reply(), Ok(Value::Int(1)), "{flavor}");
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            rstat(&server, "blocked"),
+            1,
+            "{flavor}: the lease still waits"
+        );
+        run(&mut c, &["RSEM.RELEASE", "s"]);
+        assert_eq!(ids_of(&lease.reply().expect("lease")).len(), 1, "{flavor}");
+    }
+}
+
+#[test]
+fn leases_moved_by_swapdb_still_end_by_timer() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        run(&mut c, &["RSEM.LEASE", "s", "LEASE", "300"]);
+        run(&mut c, &["SWAPDB", "0", "1"]);
+        run(&mut c, &["SELECT", "1"]);
+        let back = wait_until(Duration::from_secs(2), || {
+            let mut probe = server.conn();
+            run(&mut probe, &["SELECT", "1"]);
+            get(&mut probe, "s").as_deref() == Some("1")
+        });
+        assert!(back, "{flavor}: the lease in database 1 came back");
+        assert_eq!(
+            run(&mut c, &["EXISTS", &zset("s")]),
+            Value::Int(0),
+            "{flavor}"
+        );
+    }
+}
