@@ -26,7 +26,7 @@ run:
 
 test:
 	scripts/test-deps.sh
-	scripts/deps.sh build redis valkey python
+	scripts/deps.sh build redis redis8 valkey python
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src
 	$(CARGO) fmt --all -- --check
@@ -45,7 +45,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 bench:
-	scripts/deps.sh build redis valkey
+	scripts/deps.sh build redis redis8 valkey
 	$(CARGO) build --release -p rlock
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
@@ -57,12 +57,12 @@ bench:
 CHAOS_ARGS ?=
 CHAOS_SLICE_ARGS ?= --seconds 20 --fuzz-calls 20000 --seed 20261123
 chaos:
-	scripts/deps.sh build redis valkey
+	scripts/deps.sh build redis redis8 valkey
 	$(CARGO) build --release -p rlock -p rlock-chaos
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
 deps:
-	scripts/deps.sh build redis valkey python
+	scripts/deps.sh build redis redis8 valkey python
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

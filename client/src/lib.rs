@@ -73,6 +73,10 @@ mod rwlock;
 mod semaphore;
 mod watchdog;
 
+/// This crate's version, which is also the version of the module it is made for
+/// (`INFO rlock` says `rlock_version`; CHANGELOG.md says what each added).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The `redis` crate this crate is built with, so that callers build its types without
 /// depending on the same version themselves.
 pub use redis;

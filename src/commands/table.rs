@@ -28,8 +28,15 @@ pub struct CommandSpec {
     /// module's own `rlock` category is added where the server has it (7.4+, Valkey 8+).
     pub acl_categories: &'static CStr,
     pub summary: &'static CStr,
+    /// The module version that added it (CHANGELOG.md).
+    pub since: &'static CStr,
     pub args: &'static [ArgDoc],
 }
+
+/// Versions that added commands: v1, the reentrant lock; v2, the rest of Redisson's
+/// synchronizers and the multi-key commands.
+const V1: &CStr = c"1.0.0";
+const V2: &CStr = c"2.0.0";
 
 /// An `extern "C"` entry point for `handler`, for the table below.
 macro_rules! entry {
@@ -119,6 +126,7 @@ const NUMKEYS: ArgDoc = ArgDoc::required(c"numkeys", ArgKind::Integer, c"how man
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rlock.acquire",
+        since: V1,
         handler: entry!("RLOCK.ACQUIRE", lock::acquire),
         flags: c"write deny-oom blocking",
         arity: -3,
@@ -141,6 +149,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.release",
+        since: V1,
         handler: entry!("RLOCK.RELEASE", lock::release),
         flags: c"write",
         arity: -3,
@@ -158,6 +167,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.renew",
+        since: V1,
         handler: entry!("RLOCK.RENEW", lock::renew),
         flags: c"write",
         arity: -3,
@@ -176,6 +186,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.macquire",
+        since: V2,
         handler: entry!("RLOCK.MACQUIRE", multi::acquire),
         flags: c"write deny-oom blocking getkeys-api",
         arity: -4,
@@ -197,6 +208,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.mrelease",
+        since: V2,
         handler: entry!("RLOCK.MRELEASE", multi::release),
         flags: c"write getkeys-api",
         arity: -4,
@@ -213,6 +225,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.forcerelease",
+        since: V1,
         handler: entry!("RLOCK.FORCERELEASE", lock::force_release),
         flags: c"write",
         arity: 2,
@@ -225,6 +238,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.info",
+        since: V1,
         handler: entry!("RLOCK.INFO", info::command),
         flags: c"readonly",
         arity: 2,
@@ -237,6 +251,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.trysetpermits",
+        since: V2,
         handler: entry!("RSEM.TRYSETPERMITS", semaphore::try_set_permits),
         flags: c"write deny-oom",
         arity: 3,
@@ -249,6 +264,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.addpermits",
+        since: V2,
         handler: entry!("RSEM.ADDPERMITS", semaphore::add_permits),
         flags: c"write deny-oom",
         arity: 3,
@@ -261,6 +277,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.acquire",
+        since: V2,
         handler: entry!("RSEM.ACQUIRE", semaphore::acquire),
         flags: c"write deny-oom blocking",
         arity: -2,
@@ -278,6 +295,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.release",
+        since: V2,
         handler: entry!("RSEM.RELEASE", semaphore::release),
         flags: c"write deny-oom",
         arity: -2,
@@ -290,6 +308,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.available",
+        since: V2,
         handler: entry!("RSEM.AVAILABLE", semaphore::available),
         flags: c"readonly",
         arity: 2,
@@ -302,6 +321,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.lease",
+        since: V2,
         handler: entry!("RSEM.LEASE", semaphore::lease),
         flags: c"write deny-oom blocking",
         arity: -4,
@@ -321,6 +341,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.return",
+        since: V2,
         handler: entry!("RSEM.RETURN", semaphore::give_back),
         flags: c"write",
         arity: -3,
@@ -333,6 +354,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsem.renew",
+        since: V2,
         handler: entry!("RSEM.RENEW", semaphore::renew),
         flags: c"write",
         arity: 5,
@@ -345,6 +367,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlatch.trysetcount",
+        since: V2,
         handler: entry!("RLATCH.TRYSETCOUNT", latch::try_set_count),
         flags: c"write deny-oom",
         arity: 3,
@@ -357,6 +380,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlatch.countdown",
+        since: V2,
         handler: entry!("RLATCH.COUNTDOWN", latch::count_down),
         flags: c"write",
         arity: 2,
@@ -369,6 +393,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlatch.await",
+        since: V2,
         handler: entry!("RLATCH.AWAIT", latch::await_zero),
         // A wait is served on the primary, where count-downs happen.
         flags: c"write blocking",
@@ -385,6 +410,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlatch.count",
+        since: V2,
         handler: entry!("RLATCH.COUNT", latch::count),
         flags: c"readonly",
         arity: 2,
@@ -470,7 +496,15 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     set_acl_categories(ctx)?;
     let described = COMMANDS.iter().all(|c| {
         let (positions, access) = (c.positions, c.access);
-        ffi::set_command_info(ctx, c.name, c.summary, c.arity, positions, access, c.args)
+        let doc = ffi::CommandDoc {
+            summary: c.summary,
+            since: c.since,
+            arity: c.arity,
+            positions,
+            access,
+            args: c.args,
+        };
+        ffi::set_command_info(ctx, c.name, &doc)
     });
     if !described {
         ctx.log_notice("rlock: this server does not take command docs; COMMAND DOCS will be empty");

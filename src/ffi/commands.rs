@@ -125,15 +125,26 @@ impl KeyAccess {
 /// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+),
 /// with one key spec: the key at argument 1, accessed as `access` says.
 /// Returns false where the server lacks the API or refuses the description.
-pub fn set_command_info(
-    ctx: &Context,
-    command: &CStr,
-    summary: &'static CStr,
-    arity: i32,
-    positions: KeyPositions,
-    access: KeyAccess,
-    args: &[ArgDoc],
-) -> bool {
+/// What `COMMAND DOCS` and `COMMAND INFO` say of a command.
+pub struct CommandDoc<'a> {
+    pub summary: &'static CStr,
+    /// The module version that added the command, `x.y.z`.
+    pub since: &'static CStr,
+    pub arity: i32,
+    pub positions: KeyPositions,
+    pub access: KeyAccess,
+    pub args: &'a [ArgDoc],
+}
+
+pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool {
+    let CommandDoc {
+        summary,
+        since,
+        arity,
+        positions,
+        access,
+        args,
+    } = *doc;
     // SAFETY: checks the function pointers before use; every pointer handed to
     // Redis points into memory leaked for the life of the process, which is what
     // SetCommandInfo expects (it copies, but we stay conservative).
@@ -157,7 +168,7 @@ pub fn set_command_info(
         let mut info: raw::RedisModuleCommandInfo = std::mem::zeroed();
         info.version = version;
         info.summary = summary.as_ptr();
-        info.since = c"0.1.0".as_ptr();
+        info.since = since.as_ptr();
         info.arity = arity;
         info.args = raw_args;
         let mut key_spec: raw::RedisModuleCommandKeySpec = std::mem::zeroed();

@@ -25,12 +25,23 @@ pub fn register_info(ctx: &Context, callback: extern "C" fn(*mut raw::RedisModul
     }
 }
 
-/// Writes one section of integer fields to an INFO reply.
-pub fn info_section(info: *mut raw::RedisModuleInfoCtx, fields: &[(&CStr, i64)]) {
+/// Writes the module's own section to an INFO reply: text fields, then integer fields.
+pub fn info_section(
+    info: *mut raw::RedisModuleInfoCtx,
+    text: &[(&CStr, &CStr)],
+    fields: &[(&CStr, i64)],
+) {
     // SAFETY: info is the live info context handed to the callback; an empty
-    // section name means the module's own name.
+    // section name means the module's own name. Every string is NUL-terminated.
     unsafe {
         raw::RedisModule_InfoAddSection.unwrap()(info, c"".as_ptr());
+        for (name, value) in text {
+            raw::RedisModule_InfoAddFieldCString.unwrap()(
+                info,
+                name.as_ptr(),
+                value.as_ptr() as *mut _,
+            );
+        }
         for (name, value) in fields {
             raw::RedisModule_InfoAddFieldLongLong.unwrap()(info, name.as_ptr(), *value);
         }
