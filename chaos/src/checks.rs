@@ -83,6 +83,21 @@ pub fn after_load(
             "orphan hold after every client left and every lease ran out: {e}"
         ));
     }
+    // Nothing left tracked once every client has gone and every deadline (a lease, a
+    // polling FAIR caller's place: 3 s at most here) has passed, before any flush.
+    if let Err(e) = eventually(Duration::from_secs(6), || {
+        match info_field(&mut c, b"rlock", "rlock_tracked_locks")? {
+            0 => Ok(()),
+            n => {
+                let queues = call(&mut c, &[b"KEYS", b"redisson_lock_queue:*"])?;
+                Err(format!("{n} locks tracked; fair queues: {queues:?}"))
+            }
+        }
+    }) {
+        found.push(format!(
+            "locks still tracked after every client left and every deadline passed: {e}"
+        ));
+    }
     // SESSION holds go with their connection, at once.
     let mut sessions = Vec::new();
     for i in 0..8 {

@@ -59,7 +59,7 @@ const PERMIT_WORDS: [&[u8]; 10] = [
     b"SESSION",
 ];
 
-const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
+pub(crate) const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
 
 const WORDS: [&[u8]; 33] = [
     b"READ",
@@ -139,7 +139,7 @@ fn random_bytes(rng: &mut Rng) -> Vec<u8> {
 }
 
 /// A random argument vector for one module command. Whether it may block.
-fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
+pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
     let command = rng.pick(&COMMANDS);
     // The multi-key commands take `owner numkeys key...`: the owner and a count first.
     let multi = command.starts_with("RLOCK.M");

@@ -12,12 +12,15 @@ Usage: rlock-chaos [options]
   --seed N             reproduce a run (default: from the clock; printed either way)
   --seconds S          seconds of load per server over the restarts and failovers phases
                        (default 600); the cluster phase adds a quarter of it
-  --phases LIST        comma-separated, from: restarts,failovers,cluster (default all)
+  --phases LIST        comma-separated, from: restarts,failovers,cluster (default all;
+                       an empty list for none: the fuzzer and the churn alone)
   --flavor LIST        comma-separated, from: redis (7.0), redis8 (8.2), valkey; or all
                        (default all, or what RLOCK_FLAVORS names)
   --clients N          concurrent clients (default 24)
   --locks N            locks they share (default 4)
   --fuzz-calls N       fuzzer calls per server (default 1000000; 0 skips it)
+  --churn-calls N      keyspace churn calls per server, from 8 connections on a polluted
+                       keyspace, then FLUSHALL and nothing may stay tracked (default 160000)
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
                        debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
                        the cluster phase reshards and fails over whatever the list)
@@ -35,6 +38,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         clients: 24,
         locks: 4,
         fuzz_calls: 1_000_000,
+        churn_calls: 160_000,
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
         phases: vec!["restarts".into(), "failovers".into(), "cluster".into()],
@@ -54,6 +58,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--clients" => options.clients = number(value()?)? as usize,
             "--locks" => options.locks = number(value()?)?.max(1) as usize,
             "--fuzz-calls" => options.fuzz_calls = number(value()?)?,
+            "--churn-calls" => options.churn_calls = number(value()?)?,
             "--fuzz-seed" => options.fuzz_seed = Some(number(value()?)?),
             "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
             "--flavor" => {
@@ -61,7 +66,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             "--phases" => {
                 let list = value()?;
-                let phases: Vec<String> = list.split(',').map(str::to_string).collect();
+                let phases: Vec<String> = list
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect();
                 if let Some(bad) = phases
                     .iter()
                     .find(|p| !["restarts", "failovers", "cluster"].contains(&p.as_str()))

@@ -83,11 +83,30 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, String> {
                 after + n + 2,
             )))
         }
-        Some(b'*') => {
+        // RESP3 (after `HELLO 3`), shown in RESP2's shapes: null as a null bulk, a
+        // boolean as 1/0, a double or big number as a simple string, a verbatim string as
+        // a bulk, a set or push as an array, a map as an array of its keys and values.
+        Some(b'_') => Ok(Some((Frame::Bulk(None), after))),
+        Some(b'#') => Ok(Some((Frame::Int((line == b"t") as i64), after))),
+        Some(b',') | Some(b'(') => Ok(Some((Frame::Simple(text()), after))),
+        Some(b'!') | Some(b'=') => {
+            let mut as_bulk = buf.to_vec();
+            as_bulk[0] = b'$';
+            let parsed = parse(&as_bulk)?;
+            Ok(parsed.map(|(frame, used)| match frame {
+                Frame::Bulk(b) if buf[0] == b'!' => (
+                    Frame::Error(String::from_utf8_lossy(&b.unwrap_or_default()).into_owned()),
+                    used,
+                ),
+                other => (other, used),
+            }))
+        }
+        Some(b'*') | Some(b'~') | Some(b'>') | Some(b'%') => {
             let n = number()?;
             if n < 0 {
                 return Ok(Some((Frame::Array(None), after)));
             }
+            let n = if buf[0] == b'%' { n * 2 } else { n };
             let mut used = after;
             let mut items = Vec::with_capacity(n as usize);
             for _ in 0..n {
@@ -300,6 +319,29 @@ mod tests {
             assert!(at <= cut);
         }
         assert!(parse(b"?x\r\n").is_err());
+    }
+
+    #[test]
+    fn resp3_frames_read_in_resp2_shapes() {
+        let all =
+            b"_\r\n#t\r\n,1.5\r\n=7\r\ntxt:abc\r\n%1\r\n+k\r\n:2\r\n~1\r\n:3\r\n!3\r\nERR\r\n";
+        let mut at = 0;
+        let mut frames = Vec::new();
+        while let Some((f, used)) = parse(&all[at..]).unwrap() {
+            frames.push(f);
+            at += used;
+        }
+        assert_eq!(at, all.len());
+        assert!(frames[0].is_null());
+        assert_eq!(frames[1], Frame::Int(1));
+        assert_eq!(frames[2], Frame::Simple("1.5".into()));
+        assert_eq!(frames[3], Frame::Bulk(Some(b"txt:abc".to_vec())));
+        assert_eq!(
+            frames[4],
+            Frame::Array(Some(vec![Frame::Simple("k".into()), Frame::Int(2)]))
+        );
+        assert_eq!(frames[5], Frame::Array(Some(vec![Frame::Int(3)])));
+        assert_eq!(frames[6], Frame::Error("ERR".into()));
     }
 
     #[test]

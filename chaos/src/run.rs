@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rlock_module_tests::{Flavor, Server};
 
 use crate::checks;
+use crate::churn;
 use crate::faults::{inject, Fault, Topology};
 use crate::fuzz;
 use crate::history::{self, History};
@@ -31,6 +32,8 @@ pub struct Options {
     pub clients: usize,
     pub locks: usize,
     pub fuzz_calls: u64,
+    /// Calls of the keyspace churn per server (`churn`), 0 for none.
+    pub churn_calls: u64,
     /// Only the fuzzer, with this seed.
     pub fuzz_seed: Option<u64>,
     pub faults: Vec<Fault>,
@@ -121,6 +124,19 @@ pub fn run(options: &Options) -> Report {
                 .counts
                 .push((format!("{flavor} fuzz"), outcome.counts));
         }
+        if options.churn_calls > 0 {
+            let seed = rng.next_u64();
+            println!("{flavor} churn: seed {seed}, {} calls", options.churn_calls);
+            let outcome = churn::run(flavor, seed, options.churn_calls);
+            for v in outcome.violations {
+                report
+                    .violations
+                    .push(format!("{flavor} churn (seed {seed}): {v}"));
+            }
+            report
+                .counts
+                .push((format!("{flavor} churn"), outcome.counts));
+        }
     }
     report
 }
@@ -151,15 +167,20 @@ impl Phase {
     }
 }
 
+/// Leases of 2 s by default, and a polling FAIR caller's place kept 3 s (the `config-set`
+/// fault picks 0.3 to 3 s too): once the load stops, every deadline passes within seconds,
+/// and the checks after it expect nothing left tracked (`checks::after_load`).
+const MODULE_ARGS: &[&str] = &["lease-ms", "2000", "fair-wait-ms", "3000"];
+
 fn start(flavor: Flavor, phase: Phase) -> Topology {
     let primary = Server::builder(flavor)
         .config("appendonly", "yes")
         .config("appendfsync", "always")
-        .module_args(&["lease-ms", "2000"])
+        .module_args(MODULE_ARGS)
         .start();
     let standby = (phase == Phase::Failovers).then(|| {
         Server::builder(flavor)
-            .module_args(&["lease-ms", "2000"])
+            .module_args(MODULE_ARGS)
             .replica_of(primary.port)
             .start()
     });
