@@ -13,7 +13,7 @@ use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
-use crate::{config, deferred, errors, guard, slots, state, stats};
+use crate::{config, deferred, errors, guard, slots, state, stats, timers};
 
 pub fn subscribe(ctx: &Context) -> bool {
     // No string class: it would cost every SET and INCR in the server a module
@@ -35,6 +35,7 @@ pub fn subscribe(ctx: &Context) -> bool {
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)
         && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CONFIG, on_config)
+        && ffi::subscribe_server_event(ctx, raw::REDISMODULE_EVENT_CRON_LOOP, on_cron)
         && subscribe_slot_migration(ctx)
 }
 
@@ -138,6 +139,11 @@ extern "C" fn on_keyspace(
             // Someone else changed the lease (a Redisson watchdog, a PEXPIRE): the
             // timer moves on the next turn, where reading the key is safe.
             b"expire" | b"persist" if watched => deferred::push(&ctx, Work::Serve { lock }),
+            // Another key took the lock's name (its hold, if any, is gone with the old
+            // one): looked at again, as a new lock.
+            b"rename_to" | b"move_to" | b"copy_to" | b"restore" if watched => {
+                deferred::push(&ctx, Work::Serve { lock })
+            }
             _ => {}
         }
     });
@@ -183,12 +189,11 @@ fn fair_queue_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
         let lock = LockId { db, key };
         let waiting = state::with(|s| s.waiters.has_waiters(&lock));
         if gone && !waiting {
-            state::with(|s| {
-                s.fair_queues.remove(&lock);
-                shrink_set(&mut s.fair_queues);
-            });
+            state::with(|s| s.fair_queues.remove(&lock));
         } else if !removed && !gone {
-            state::with(|s| s.fair_queues.insert(lock));
+            // Its entries' deadlines are read at the next look, on the next cron tick.
+            let now = ffi::now_ms();
+            state::with(|s| s.fair_queues.look_by(&lock, now));
         } else if waiting {
             deferred::push(ctx, Work::Requeue { lock });
         }
@@ -228,12 +233,17 @@ extern "C" fn on_swapdb(
             s.session_permits.forget_db(Some(second));
             let mut locks = s.waiters.locks_in(Some(first));
             locks.extend(s.waiters.locks_in(Some(second)));
-            locks.extend(
-                s.sharing
-                    .locks()
-                    .filter(|l| l.db == first || l.db == second)
-                    .cloned(),
-            );
+            // Rounds of locks nobody waits for here: the keys under those names are
+            // other locks now.
+            let rounds: Vec<LockId> = s
+                .sharing
+                .locks()
+                .filter(|l| (l.db == first || l.db == second) && !locks.contains(l))
+                .cloned()
+                .collect();
+            for lock in &rounds {
+                s.sharing.forget(lock);
+            }
             // Leases moved with their database: watched under its new number too.
             let swapped: Vec<LockId> = s
                 .leased_semaphores
@@ -252,6 +262,23 @@ extern "C" fn on_swapdb(
             );
             s.leased_semaphores.extend(swapped.iter().cloned());
             locks.extend(swapped);
+            // Fair queues too: each is looked at under both numbers now, and tracked
+            // on where it is found.
+            let queues: Vec<LockId> = s
+                .fair_queues
+                .iter()
+                .filter(|l| l.db == first || l.db == second)
+                .cloned()
+                .collect();
+            let now = ffi::now_ms();
+            for lock in queues {
+                let moved = LockId {
+                    db: if lock.db == first { second } else { first },
+                    key: lock.key.clone(),
+                };
+                s.fair_queues.look_by(&moved, now);
+                s.fair_queues.look_by(&lock, now);
+            }
             locks
         });
         for lock in locks {
@@ -260,26 +287,62 @@ extern "C" fn on_swapdb(
     });
 }
 
-/// After a flush, every lock in `db` (or everywhere) is gone.
+/// After a flush, every lock in `db` (or everywhere) is gone, and with it every fair
+/// queue, lease zset and hold there: what the module knew of them is forgotten now,
+/// not left to a later serve (which a lock's other roles could send elsewhere). Only
+/// clients blocked here remain, to be served.
 fn serve_later(ctx: &Context, db: Option<i32>) {
-    let locks = state::with(|s| {
+    let flushed = |lock: &LockId| db.is_none_or(|db| lock.db == db);
+    let (locks, forgotten) = state::with(|s| {
         s.fences.flushed(db);
         s.sessions.forget_db(db);
         s.session_permits.forget_db(db);
-        let mut locks = s.waiters.locks_in(db);
-        locks.extend(
-            s.fair_queues
-                .iter()
-                .chain(s.sharing.locks())
-                .chain(s.leased_semaphores.iter())
-                .filter(|l| db.is_none_or(|db| l.db == db))
-                .cloned(),
-        );
-        locks
+        s.fair_queues.remove_where(flushed);
+        let mut forgotten: Vec<LockId> =
+            s.sharing.locks().filter(|l| flushed(l)).cloned().collect();
+        forgotten.extend(s.leased_semaphores.iter().filter(|l| flushed(l)).cloned());
+        for lock in &forgotten {
+            s.sharing.forget(lock);
+            s.leased_semaphores.remove(lock);
+        }
+        shrink_set(&mut s.leased_semaphores);
+        let waiting = s.waiters.locks_in(db);
+        forgotten.retain(|lock| !waiting.contains(lock));
+        (waiting, forgotten)
     });
+    // Their timers watched keys that are gone; locks with waiters re-arm theirs when served.
+    for lock in &forgotten {
+        timers::cancel(ctx, lock);
+    }
     for lock in locks {
         deferred::push(ctx, Work::Serve { lock });
     }
+}
+
+/// The server's cron (`hz` times a second): tracked fair queues whose earliest deadline
+/// came are looked at (see `handoff::look_at_queue`). A cron tick rather than a timer:
+/// a timer kept for callers that poll would hold up `MODULE UNLOAD` for as long as
+/// `rlock.fair-wait-ms`, and their entries need not go to the millisecond.
+extern "C" fn on_cron(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::callback("cron event", || {
+        if state::with(|s| s.fair_queues.is_empty()) {
+            return;
+        }
+        let now = ffi::now_ms();
+        let due = state::with(|s| s.fair_queues.due(now));
+        if due.is_empty() {
+            return;
+        }
+        let ctx = Context::new(ctx);
+        for lock in due {
+            deferred::push(&ctx, Work::LookAtQueue { lock });
+        }
+    });
 }
 
 extern "C" fn on_role(

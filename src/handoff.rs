@@ -19,7 +19,6 @@ use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::requests::RequestKind;
 use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
-use crate::core::shrink_set;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
 use crate::ffi;
 use crate::state;
@@ -106,6 +105,9 @@ pub fn serve(ctx: &Context, lock: &LockId) {
         if granted == Grant::Busy {
             break;
         }
+    }
+    if let Some(queue) = &queue {
+        review_queue(lock, queue);
     }
     watch(ctx, lock);
 }
@@ -486,10 +488,7 @@ fn fair_head(
         _ => return None,
     }
     let Some(head) = queue.head() else {
-        state::with(|s| {
-            s.fair_queues.remove(lock);
-            shrink_set(&mut s.fair_queues);
-        });
+        state::with(|s| s.fair_queues.remove(lock));
         return Some(FairHead::Nobody);
     };
     Some(match waiters::find_owner(lock, &head) {
@@ -499,11 +498,11 @@ fn fair_head(
 }
 
 /// Drops queue entries whose deadline has passed, except those of waiters still
-/// blocked here, whose real deadline is put back.
-pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) {
+/// blocked here, whose real deadline is put back. True if any was dropped.
+pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) -> bool {
     let expired = queue.expired(now_ms);
     if expired.is_empty() {
-        return;
+        return false;
     }
     let mut purged = Vec::new();
     for owner in expired {
@@ -513,7 +512,39 @@ pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) {
             Expired::Purge => purged.push(owner),
         }
     }
-    queue.dequeue_all(&purged);
+    queue.dequeue_all(&purged)
+}
+
+/// After the module read or wrote `lock`'s fair queue: it is tracked until its earliest
+/// deadline, when `look_at_queue` looks at it again; empty, it is tracked no more, and
+/// what is left of its list goes (see `FairQueue::drop_if_no_deadlines`).
+pub fn review_queue(lock: &LockId, queue: &FairQueue) {
+    match queue.earliest_deadline() {
+        Some(at) => state::with(|s| s.fair_queues.look_at(lock, at)),
+        None => {
+            queue.drop_if_no_deadlines();
+            state::with(|s| s.fair_queues.remove(lock));
+        }
+    }
+}
+
+/// The earliest deadline in `lock`'s tracked fair queue came (see `events::on_cron`):
+/// entries past their deadline go, a caller that polled and stopped as a blocked
+/// waiter that left; a new head is served (woken, or granted); the queue's keys go
+/// once it is empty, and the lock is tracked no more. Whether the lock is held or free.
+fn look_at_queue(ctx: &Context, lock: &LockId) {
+    let queue = match FairQueue::open(ctx, &lock.key) {
+        Ok(queue) => queue,
+        // No longer a list and a zset: nothing here to purge or serve.
+        Err(_) => return state::with(|s| s.fair_queues.remove(lock)),
+    };
+    if !queue_whole_here(ctx, lock, &queue) {
+        return; // Looked at again a moment later (`KnownQueues::due`).
+    }
+    if purge_expired(&queue, lock, ffi::now_ms()) {
+        serve(ctx, lock);
+    }
+    review_queue(lock, &queue);
 }
 
 /// Keeps `lock`'s timer at the moment it next needs attention: its lease deadline
@@ -524,10 +555,20 @@ pub fn purge_expired(queue: &FairQueue, lock: &LockId, now_ms: i64) {
 pub fn watch(ctx: &Context, lock: &LockId) {
     let (has_waiters, fair) =
         state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
+    // A semaphore's timer also takes its leases back: kept at their end, not stopped.
+    if !has_waiters && ffi::is_primary(ctx) && state::with(|s| s.leased_semaphores.contains(lock)) {
+        let key = ffi::string(ctx, &lock.key);
+        let leases = PermitLeases::open(ctx, &key).ok();
+        return watch_permits(ctx, lock, leases.as_ref());
+    }
     if !has_waiters || !ffi::is_primary(ctx) {
         timers::cancel(ctx, lock);
-        // Held, the round goes on with the clients that come back; free, it is over.
-        if !ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) || !ffi::is_primary(ctx) {
+        // Held, the round goes on with the clients that come back; free, it is over. A
+        // hold without a lease (not one rlock or Redisson made) ends only by a delete the
+        // module hears, or never: the round is over too, rather than kept for good.
+        if !ffi::is_primary(ctx)
+            || state::with(|s| s.sharing.contains(lock)) && store::pttl(ctx, lock) < 0
+        {
             state::with(|s| s.sharing.forget(lock));
         }
         return;
@@ -554,10 +595,7 @@ pub fn watch(ctx: &Context, lock: &LockId) {
             match head_deadline {
                 Some(head_deadline) => Some(head_deadline.max(now) + 1),
                 None => {
-                    state::with(|s| {
-                        s.fair_queues.remove(lock);
-                        shrink_set(&mut s.fair_queues);
-                    });
+                    state::with(|s| s.fair_queues.remove(lock));
                     if has_waiters {
                         deferred::push(ctx, Work::Serve { lock: lock.clone() });
                     }
@@ -592,13 +630,17 @@ pub fn perform(ctx: &Context, work: Work) {
         | Work::ReturnPermits { lock, .. }
         | Work::ReturnLeases { lock, .. }
         | Work::LeaseDeadline { lock }
-        | Work::Serve { lock } => lock.clone(),
+        | Work::Serve { lock }
+        | Work::LookAtQueue { lock } => lock.clone(),
     };
     if !ffi::select_db(ctx, lock.db) {
         return;
     }
     if slots::left_this_node(ctx, &lock) {
-        state::with(|s| s.leased_semaphores.remove(&lock));
+        state::with(|s| {
+            s.leased_semaphores.remove(&lock);
+            s.fair_queues.remove(&lock);
+        });
         return;
     }
     match work {
@@ -612,6 +654,7 @@ pub fn perform(ctx: &Context, work: Work) {
             serve(ctx, &lock);
         }
         Work::Serve { .. } => serve(ctx, &lock),
+        Work::LookAtQueue { .. } => look_at_queue(ctx, &lock),
     }
 }
 
@@ -699,7 +742,7 @@ fn restore_fair_entries(lock: &LockId, queue: &FairQueue) {
         if queue.deadline_of(&owner).is_none() {
             let score = crate::core::fair::blocked_score(now, deadline, config::fair_wait_ms());
             queue.enqueue(&owner, score);
-            state::with(|s| s.fair_queues.insert(lock.clone()));
+            state::with(|s| s.fair_queues.look_by(lock, score));
         }
     }
 }

@@ -10,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 use crate::core::deferred::DeferredWork;
+use crate::core::fair::KnownQueues;
 use crate::core::fences::FenceGrants;
 use crate::core::semaphore::{PermitId, PermitIds};
 use crate::core::sessions::SessionTable;
@@ -61,8 +62,9 @@ pub struct State {
     pub permit_ids: Option<PermitIds>,
     /// Turns between the clients blocked here and Redisson clients on each lock.
     pub sharing: Sharing,
-    /// Locks with a fair queue that their releases must serve.
-    pub fair_queues: HashSet<LockId>,
+    /// Locks with a fair queue that their releases must serve, each looked at again by
+    /// its earliest deadline.
+    pub fair_queues: KnownQueues,
     /// The token the module last handed out on each fenced lock, and to whom.
     pub fences: FenceGrants,
     /// One lease timer per watched lock.

@@ -114,6 +114,7 @@ fn acquire_fair(
             drop(lock_key);
             if let FairAcquire::Take { from_head: true } = decision {
                 queue.dequeue(owner.as_slice(), true);
+                handoff::review_queue(&lock, &queue);
             }
             handoff::watch(ctx, &lock);
             Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
@@ -130,7 +131,12 @@ fn acquire_fair(
             } else {
                 queue.enqueue(owner.as_slice(), score);
             }
-            state::with(|s| s.fair_queues.insert(lock.clone()));
+            // Looked at again by the earliest deadline, this one's or an older entry's.
+            let look_at = match state::with(|s| s.fair_queues.contains(&lock)) {
+                true => score,
+                false => queue.earliest_deadline().map_or(score, |at| at.min(score)),
+            };
+            state::with(|s| s.fair_queues.look_by(&lock, look_at));
             let reply = match blocking {
                 Some(wait) => {
                     let what = WaitFor::hold(lock.clone(), owner.as_slice(), *options);

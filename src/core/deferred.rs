@@ -29,6 +29,9 @@ pub enum Work {
     LeaseDeadline { lock: LockId },
     /// The lock may have freed or its lease moved: pass it on, re-arm its timer.
     Serve { lock: LockId },
+    /// A tracked fair queue's next look is due: entries past their deadline go, and
+    /// the queue, once empty, is no longer tracked.
+    LookAtQueue { lock: LockId },
 }
 
 /// Work waiting for the next safe moment to write.
@@ -53,7 +56,8 @@ impl DeferredWork {
                 }
             }
             // Asking twice to serve or requeue a lock is asking once.
-            Work::Serve { .. } | Work::Requeue { .. } if self.work.contains(&work) => {}
+            Work::Serve { .. } | Work::Requeue { .. } | Work::LookAtQueue { .. }
+                if self.work.contains(&work) => {}
             work => self.work.push(work),
         }
     }
@@ -67,7 +71,7 @@ impl DeferredWork {
             Work::Leave { .. } => 0,
             Work::Requeue { .. } => 1,
             Work::Release { .. } | Work::ReturnPermits { .. } | Work::ReturnLeases { .. } => 2,
-            Work::LeaseDeadline { .. } | Work::Serve { .. } => 3,
+            Work::LeaseDeadline { .. } | Work::Serve { .. } | Work::LookAtQueue { .. } => 3,
         });
         work
     }

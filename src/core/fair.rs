@@ -1,10 +1,13 @@
 //! The fair lock's decisions, free of Redis. The queue is the Redisson pair of
 //! keys: a list of owners in arrival order and a zset of their deadlines.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::args::Wait;
 use super::hold::{decide_acquire, Acquire, HoldError, LockState};
 use super::lease::MAX_BLOCK_MS;
-use super::waitlist::WaiterId;
+use super::shrink_map;
+use super::waitlist::{LockId, WaiterId};
 
 /// What a fair acquire does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +117,128 @@ pub fn next_turn(head: FairHead, first_plain: Option<WaiterId>) -> Turn {
     }
 }
 
+/// The fair queues the module tracks, each with the moment it is to be looked at
+/// again: its earliest entry's deadline, when that entry goes if its caller stopped
+/// calling (see `handoff::look_at_queue`). Every tracked queue has such a moment, so
+/// none is tracked, nor left in the keyspace, past its last deadline.
+#[derive(Debug, Default)]
+pub struct KnownQueues {
+    look_at: HashMap<LockId, i64>,
+    by_time: BTreeSet<(i64, LockId)>,
+}
+
+/// How long after a look was due it is due again if nothing answered it (the work
+/// could not run: writes paused, the queue half migrated).
+pub const LOOK_AGAIN_MS: i64 = 1000;
+
+impl KnownQueues {
+    pub fn contains(&self, lock: &LockId) -> bool {
+        self.look_at.contains_key(lock)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.look_at.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.look_at.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &LockId> {
+        self.look_at.keys()
+    }
+
+    /// When `lock`'s queue is next looked at, if it is tracked.
+    pub fn next_look(&self, lock: &LockId) -> Option<i64> {
+        self.look_at.get(lock).copied()
+    }
+
+    /// Tracks `lock`'s queue, looked at again by `at` (unix ms) at the latest: an
+    /// earlier look already set stays.
+    pub fn look_by(&mut self, lock: &LockId, at: i64) {
+        match self.look_at.get(lock) {
+            Some(&set) if set <= at => {}
+            _ => self.look_at(lock, at),
+        }
+    }
+
+    /// Tracks `lock`'s queue, looked at again at `at` (after a look: its earliest deadline).
+    pub fn look_at(&mut self, lock: &LockId, at: i64) {
+        if let Some(before) = self.look_at.insert(lock.clone(), at) {
+            self.by_time.remove(&(before, lock.clone()));
+        }
+        self.by_time.insert((at, lock.clone()));
+    }
+
+    /// Stops tracking `lock`'s queue.
+    pub fn remove(&mut self, lock: &LockId) {
+        if let Some(at) = self.look_at.remove(lock) {
+            self.by_time.remove(&(at, lock.clone()));
+            shrink_map(&mut self.look_at);
+        }
+    }
+
+    /// Stops tracking every queue `gone` says is gone.
+    pub fn remove_where(&mut self, gone: impl Fn(&LockId) -> bool) {
+        let locks: Vec<LockId> = self.look_at.keys().filter(|l| gone(l)).cloned().collect();
+        for lock in &locks {
+            self.remove(lock);
+        }
+    }
+
+    /// The queues due to be looked at by `now_ms`. They stay tracked, due again
+    /// `LOOK_AGAIN_MS` later unless the look sets their next moment or ends them.
+    pub fn due(&mut self, now_ms: i64) -> Vec<LockId> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.by_time.first() {
+            if *at > now_ms {
+                break;
+            }
+            let (_, lock) = self.by_time.pop_first().expect("first");
+            due.push(lock);
+        }
+        for lock in &due {
+            let again = now_ms.saturating_add(LOOK_AGAIN_MS);
+            self.look_at.insert(lock.clone(), again);
+            self.by_time.insert((again, lock.clone()));
+        }
+        due
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lock(key: &str) -> LockId {
+        LockId {
+            db: 0,
+            key: key.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn known_queues_are_due_at_their_next_look() {
+        let mut queues = KnownQueues::default();
+        queues.look_by(&lock("a"), 500);
+        queues.look_by(&lock("b"), 300);
+        queues.look_by(&lock("a"), 900); // Later: the earlier look stays.
+        assert_eq!(queues.next_look(&lock("a")), Some(500));
+        assert!(queues.due(299).is_empty());
+        assert_eq!(queues.due(300), vec![lock("b")]);
+        // Still tracked, due again unless the look answered.
+        assert!(queues.contains(&lock("b")));
+        assert_eq!(queues.next_look(&lock("b")), Some(300 + LOOK_AGAIN_MS));
+        queues.look_at(&lock("b"), 2000); // The look set its next deadline.
+        assert_eq!(queues.due(600), vec![lock("a")]);
+        queues.remove(&lock("a"));
+        assert_eq!(queues.len(), 1);
+        assert!(queues.due(1999).is_empty());
+        assert_eq!(queues.due(2000), vec![lock("b")]);
+        queues.remove_where(|l| l.key == b"b");
+        assert!(queues.is_empty());
+        assert!(queues.due(i64::MAX).is_empty());
+    }
 
     #[test]
     fn plain_and_fair_waiters_are_served_in_arrival_order() {

@@ -91,6 +91,38 @@ impl<'a> FairQueue<'a> {
             .map(|s| s as i64)
     }
 
+    /// The earliest deadline of any entry (unix ms); `None` when the zset is empty.
+    pub fn earliest_deadline(&self) -> Option<i64> {
+        if self.known_empty.get() {
+            return None;
+        }
+        match self
+            .ctx
+            .call("ZRANGE", &[&self.zset[..], b"0", b"0", b"WITHSCORES"])
+        {
+            Ok(RedisValue::Array(pair)) => {
+                let score = pair.into_iter().nth(1).and_then(reply_bytes)?;
+                let score = std::str::from_utf8(&score).ok()?.parse::<f64>().ok()?;
+                Some(score as i64)
+            }
+            _ => None,
+        }
+    }
+
+    /// With no deadline left, what remains of the list goes too: an entry without a
+    /// deadline is no one's place (Redisson's scripts fail on it), and would stand at
+    /// the head forever. True if the list was there.
+    pub fn drop_if_no_deadlines(&self) -> bool {
+        if self.known_empty.get() || self.earliest_deadline().is_some() {
+            return false;
+        }
+        let list = ffi::string(self.ctx, &self.list);
+        if Key::open_readonly(self.ctx, &list).kind() != KeyKind::List {
+            return false;
+        }
+        self.write("DEL", &[&self.list[..]]) > 0
+    }
+
     /// Entries whose deadline is at or before `now_ms`.
     pub fn expired(&self, now_ms: i64) -> Vec<Vec<u8>> {
         if self.known_empty.get() {
