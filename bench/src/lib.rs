@@ -20,6 +20,7 @@
 
 pub mod cluster;
 pub mod contended;
+pub mod cost;
 pub mod expiry;
 pub mod fair;
 pub mod measure;

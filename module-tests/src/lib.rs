@@ -246,6 +246,7 @@ pub struct ServerBuilder {
     module_args: Vec<String>,
     config: Vec<(String, String)>,
     replica_of: Option<u16>,
+    wrapper: Vec<String>,
 }
 
 impl ServerBuilder {
@@ -264,6 +265,13 @@ impl ServerBuilder {
     /// Any `--name value`; overrides the harness default of the same name.
     pub fn config(mut self, name: &str, value: &str) -> Self {
         self.config.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Run the server binary under another program, e.g. `&["valgrind", "--tool=callgrind"]`:
+    /// the process started is `wrapper[0] wrapper[1..] <server binary> <args>`.
+    pub fn wrapper(mut self, command: &[&str]) -> Self {
+        self.wrapper = command.iter().map(|s| s.to_string()).collect();
         self
     }
 
@@ -292,6 +300,7 @@ impl ServerBuilder {
                 child: None,
                 dir: dir.take(),
                 replica_of: self.replica_of,
+                wrapper: self.wrapper.clone(),
             };
             match server.spawn_and_wait() {
                 Ok(()) => return server,
@@ -366,6 +375,7 @@ pub struct Server {
     child: Option<Child>,
     dir: Option<tempfile::TempDir>,
     replica_of: Option<u16>,
+    wrapper: Vec<String>,
 }
 
 impl fmt::Debug for Server {
@@ -389,6 +399,7 @@ impl Server {
             module_args: Vec::new(),
             config: Vec::new(),
             replica_of: None,
+            wrapper: Vec::new(),
         }
     }
 
@@ -543,7 +554,15 @@ impl Server {
             .open(dir.join("stdout.log"))
             .expect("open stdout.log");
         let err = out.try_clone().expect("clone stdout.log");
-        let child = Command::new(self.flavor.binary())
+        let mut command = match self.wrapper.split_first() {
+            None => Command::new(self.flavor.binary()),
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(self.flavor.binary());
+                c
+            }
+        };
+        let child = command
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(out)
