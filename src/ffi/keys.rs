@@ -104,7 +104,7 @@ impl Key {
     pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
         if value == 1 {
             // The common case, a first hold: a shared "1", since HashSet copies.
-            ONE.with(|one| self.hash_set(field, one));
+            super::with_constant(b"1", |one| self.hash_set(field, one));
             return;
         }
         let value = RedisString::create_from_slice(ctx.get_raw(), value.to_string().as_bytes());
@@ -346,10 +346,4 @@ pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
         Some(exists) => unsafe { exists(ctx.get_raw(), name.inner) != 0 },
         None => Key::open_readonly(ctx, name).kind() != KeyKind::Empty,
     }
-}
-
-thread_local! {
-    /// The hold count of a first hold, shared since HashSet copies. Made without a
-    /// context, so it lives as long as the thread.
-    static ONE: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"1");
 }
