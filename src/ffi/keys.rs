@@ -347,3 +347,27 @@ pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
         None => Key::open_readonly(ctx, name).kind() != KeyKind::Empty,
     }
 }
+
+/// Whether the server itself would let a client of this context use `keys` here now:
+/// an `EXISTS` of them through `RedisModule_Call`, which in a cluster fails (errno
+/// `EPERM`) when the server would redirect a client instead (`-MOVED`, `-ASK`,
+/// `-TRYAGAIN`, `-CLUSTERDOWN`). A per-key check, no `CLUSTER NODES`.
+pub fn keys_routed_here(ctx: &Context, keys: &[&RedisString]) -> bool {
+    let mut argv: Vec<*mut raw::RedisModuleString> = keys.iter().map(|k| k.inner).collect();
+    // SAFETY: the format "v" takes an array of RedisModuleStrings and its length, valid
+    // for the call; the reply, when there is one, is freed here.
+    unsafe {
+        let reply = raw::RedisModule_Call.unwrap()(
+            ctx.get_raw(),
+            c"EXISTS".as_ptr(),
+            c"v".as_ptr(),
+            argv.as_mut_ptr(),
+            argv.len(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        raw::RedisModule_FreeCallReply.unwrap()(reply);
+        true
+    }
+}

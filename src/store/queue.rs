@@ -52,7 +52,11 @@ impl<'a> FairQueue<'a> {
     /// slot allows it (see `store::check_slot_may_grow`).
     pub fn check_may_grow(&self) -> Result<(), RedisError> {
         if self.partly_missing {
-            super::check_slot_may_grow(self.ctx, &self.lock_key)?;
+            let (list, zset) = (
+                ffi::string(self.ctx, &self.list),
+                ffi::string(self.ctx, &self.zset),
+            );
+            super::check_slot_may_grow(self.ctx, &self.lock_key, &[&list, &zset])?;
         }
         Ok(())
     }
