@@ -40,7 +40,7 @@ pub use semaphore::Semaphore;
 use crate::config;
 use crate::core::cluster::{key_slot, route, SlotRoute};
 use crate::core::keys::{
-    lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
+    helper_key, lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
 };
 use crate::core::waitlist::LockId;
 use crate::errors;
@@ -177,7 +177,7 @@ pub fn unlock_listeners(ctx: &Context, lock_name: &[u8]) -> i64 {
 pub fn check_slot_may_grow(
     ctx: &Context,
     lock_key: &[u8],
-    helpers: &[&RedisString],
+    helpers: &[&[u8]],
 ) -> Result<(), RedisError> {
     if !ffi::in_cluster(ctx) {
         return Ok(());
@@ -206,18 +206,18 @@ pub fn check_slot_may_grow(
 /// `-TRYAGAIN` after `ASKING` (two keys, one missing). `others` are other keys of the
 /// lock's slot (its helper keys), and one of them, or `lock_key`, is missing. False says
 /// nothing: the caller reads `CLUSTER NODES` for the way the slot went.
-pub fn slot_stable_here(ctx: &Context, lock_key: &[u8], others: &[&RedisString]) -> bool {
-    let lock = ffi::string(ctx, lock_key);
-    let mut keys = Vec::with_capacity(others.len() + 1);
-    keys.push(&lock);
-    keys.extend_from_slice(others);
-    ffi::keys_routed_here(ctx, &keys)
+pub fn slot_stable_here(ctx: &Context, lock_key: &[u8], others: &[&[u8]]) -> bool {
+    let keys: Vec<RedisString> = std::iter::once(lock_key)
+        .chain(others.iter().copied())
+        .map(|key| ffi::string(ctx, key))
+        .collect();
+    ffi::keys_routed_here(ctx, &keys.iter().collect::<Vec<_>>())
 }
 
 /// `slot_stable_here` for lock `lock_key`, which is missing here: with its fencing
 /// counter's name as the second key.
 pub fn lock_slot_stable_here(ctx: &Context, lock_key: &[u8]) -> bool {
-    let counter = helper_string(ctx, TOKEN_PREFIX, lock_key);
+    let counter = helper_key(TOKEN_PREFIX, lock_key);
     slot_stable_here(ctx, lock_key, &[&counter])
 }
 
