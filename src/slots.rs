@@ -14,7 +14,7 @@ use std::os::raw::c_void;
 
 use redis_module::Context;
 
-use crate::core::cluster::{key_slot, route, SlotRoute};
+use crate::core::cluster::{key_slot, route, ClusterView, SlotRoute};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::{guard, state, store, waiters};
@@ -27,6 +27,11 @@ const SWEEP_MS: i64 = 250;
 /// be written for it here. A lock whose key is still here is this node's to serve.
 pub fn left_this_node(ctx: &Context, lock: &LockId) -> bool {
     if !ffi::in_cluster(ctx) || ffi::key_exists(ctx, &ffi::string(ctx, &lock.key)) {
+        return false;
+    }
+    // The key is missing: the server routes it here only while the slot is this node's,
+    // stable (no `CLUSTER NODES` in the common case).
+    if store::lock_slot_stable_here(ctx, &lock.key) {
         return false;
     }
     let Some(nodes) = store::cluster_nodes(ctx) else {
@@ -82,9 +87,11 @@ fn sweep(ctx: &Context) {
     let Some(nodes) = store::cluster_nodes(ctx) else {
         return;
     };
+    // Read once for every lock.
+    let view = ClusterView::parse(&nodes);
     for lock in locks {
         let slot = key_slot(&lock.key);
-        let route = route(&nodes, slot);
+        let route = view.route(slot);
         let gone = match route {
             SlotRoute::Served => false,
             SlotRoute::Migrating { .. } => {

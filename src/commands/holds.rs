@@ -23,6 +23,9 @@ pub fn commit(
 ) -> i64 {
     let lease = options.lease.unwrap_or_else(config::default_lease);
     let reply = lock_key.commit_acquire(owner, plan, lease);
+    if record.is_none() && !options.session {
+        return reply;
+    }
     // Records and sessions name the hold by its field: a read-write lock's side counts.
     let field = waiters::hold_field_of(owner.as_slice(), options.mode);
     if let Some(record) = record {
@@ -105,6 +108,9 @@ pub fn replayed_acquire(
     options: &AcquireOptions,
     record: &Option<RequestRecord>,
 ) -> Result<Option<i64>, RedisError> {
+    if record.is_none() {
+        return Ok(None);
+    }
     let field = waiters::hold_field_of(owner.as_slice(), options.mode);
     let Some(reply) = earlier_reply(ctx, record, &field, RequestKind::Acquire)? else {
         return Ok(None);

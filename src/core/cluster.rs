@@ -60,54 +60,73 @@ impl SlotRoute {
 
 /// Reads `slot` in `CLUSTER NODES` output, as seen by the node marked `myself`.
 pub fn route(cluster_nodes: &str, slot: u16) -> SlotRoute {
-    let nodes: Vec<Vec<&str>> = cluster_nodes
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() >= 8)
-        .collect();
-    let addr_of = |fields: &[&str]| -> String {
-        // ip:port@cport[,hostname]
-        fields[1].split('@').next().unwrap_or("").to_string()
-    };
-    let Some(me) = nodes
-        .iter()
-        .find(|f| f[2].split(',').any(|flag| flag == "myself"))
-    else {
-        return SlotRoute::Unknown;
-    };
-    let my_slots = &me[8..];
-    // `[slot->-target]`: migrating away.
-    let migrating_to = my_slots.iter().find_map(|s| {
-        let inner = s.strip_prefix('[')?.strip_suffix(']')?;
-        let (n, target) = inner.split_once("->-")?;
-        (n.parse::<u16>().ok()? == slot).then_some(target)
-    });
-    let serves = |fields: &[&str]| {
-        fields[8..].iter().any(|range| {
-            if range.starts_with('[') {
-                return false;
-            }
-            let (from, to) = range.split_once('-').unwrap_or((range, range));
-            matches!((from.parse::<u16>(), to.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
-        })
-    };
-    if serves(me) {
-        return match migrating_to {
-            Some(target) => match nodes.iter().find(|f| f[0] == target) {
-                Some(t) => SlotRoute::Migrating { addr: addr_of(t) },
-                None => SlotRoute::Unknown,
-            },
-            None => SlotRoute::Served,
-        };
+    ClusterView::parse(cluster_nodes).route(slot)
+}
+
+/// `CLUSTER NODES` output split once, to route many slots (the sweep of waited locks).
+pub struct ClusterView<'a> {
+    nodes: Vec<Vec<&'a str>>,
+    /// The node marked `myself`, by its place in `nodes`.
+    me: Option<usize>,
+}
+
+impl<'a> ClusterView<'a> {
+    pub fn parse(cluster_nodes: &'a str) -> Self {
+        let nodes: Vec<Vec<&str>> = cluster_nodes
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() >= 8)
+            .collect();
+        let me = nodes
+            .iter()
+            .position(|f| f[2].split(',').any(|flag| flag == "myself"));
+        ClusterView { nodes, me }
     }
-    match nodes
-        .iter()
-        .find(|f| f[2].split(',').any(|flag| flag == "master") && serves(f))
-    {
-        Some(owner) => SlotRoute::Moved {
-            addr: addr_of(owner),
-        },
-        None => SlotRoute::Unknown,
+
+    /// What this node may do with keys of `slot`.
+    pub fn route(&self, slot: u16) -> SlotRoute {
+        let addr_of = |fields: &[&str]| -> String {
+            // ip:port@cport[,hostname]
+            fields[1].split('@').next().unwrap_or("").to_string()
+        };
+        let Some(me) = self.me.map(|i| &self.nodes[i]) else {
+            return SlotRoute::Unknown;
+        };
+        let my_slots = &me[8..];
+        // `[slot->-target]`: migrating away.
+        let migrating_to = my_slots.iter().find_map(|s| {
+            let inner = s.strip_prefix('[')?.strip_suffix(']')?;
+            let (n, target) = inner.split_once("->-")?;
+            (n.parse::<u16>().ok()? == slot).then_some(target)
+        });
+        let serves = |fields: &[&str]| {
+            fields[8..].iter().any(|range| {
+                if range.starts_with('[') {
+                    return false;
+                }
+                let (from, to) = range.split_once('-').unwrap_or((range, range));
+                matches!((from.parse::<u16>(), to.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
+            })
+        };
+        if serves(me) {
+            return match migrating_to {
+                Some(target) => match self.nodes.iter().find(|f| f[0] == target) {
+                    Some(t) => SlotRoute::Migrating { addr: addr_of(t) },
+                    None => SlotRoute::Unknown,
+                },
+                None => SlotRoute::Served,
+            };
+        }
+        match self
+            .nodes
+            .iter()
+            .find(|f| f[2].split(',').any(|flag| flag == "master") && serves(f))
+        {
+            Some(owner) => SlotRoute::Moved {
+                addr: addr_of(owner),
+            },
+            None => SlotRoute::Unknown,
+        }
     }
 }
 
@@ -165,6 +184,11 @@ d4 127.0.0.1:7004@17004 slave a1 0 1 1 connected
         // An importing slot (`[n-<-source]`) is not served until the migration ends.
         let importing = NODES.replace("5461-10922", "5461-10922 [42-<-a1]");
         assert_eq!(route(&importing, 42), route(NODES, 42));
+        // One view routes every slot as a fresh read would.
+        let view = ClusterView::parse(NODES);
+        for slot in [0, 42, 5460, 6000, 16383] {
+            assert_eq!(view.route(slot), route(NODES, slot));
+        }
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl Key {
     pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
         if value == 1 {
             // The common case, a first hold: a shared "1", since HashSet copies.
-            ONE.with(|one| self.hash_set(field, one));
+            super::with_constant(b"1", |one| self.hash_set(field, one));
             return;
         }
         let value = RedisString::create_from_slice(ctx.get_raw(), value.to_string().as_bytes());
@@ -348,8 +348,26 @@ pub fn key_exists(ctx: &Context, name: &RedisString) -> bool {
     }
 }
 
-thread_local! {
-    /// The hold count of a first hold, shared since HashSet copies. Made without a
-    /// context, so it lives as long as the thread.
-    static ONE: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"1");
+/// Whether the server itself would let a client of this context use `keys` here now:
+/// an `EXISTS` of them through `RedisModule_Call`, which in a cluster fails (errno
+/// `EPERM`) when the server would redirect a client instead (`-MOVED`, `-ASK`,
+/// `-TRYAGAIN`, `-CLUSTERDOWN`). A per-key check, no `CLUSTER NODES`.
+pub fn keys_routed_here(ctx: &Context, keys: &[&RedisString]) -> bool {
+    let mut argv: Vec<*mut raw::RedisModuleString> = keys.iter().map(|k| k.inner).collect();
+    // SAFETY: the format "v" takes an array of RedisModuleStrings and its length, valid
+    // for the call; the reply, when there is one, is freed here.
+    unsafe {
+        let reply = raw::RedisModule_Call.unwrap()(
+            ctx.get_raw(),
+            c"EXISTS".as_ptr(),
+            c"v".as_ptr(),
+            argv.as_mut_ptr(),
+            argv.len(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        raw::RedisModule_FreeCallReply.unwrap()(reply);
+        true
+    }
 }

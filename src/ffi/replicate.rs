@@ -2,19 +2,12 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_longlong;
-use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
-thread_local! {
-    /// The message of every Redisson unlock and wake. Made without a context, so it
-    /// lives as long as the thread.
-    static ZERO: RedisString = RedisString::create_from_slice(ptr::null_mut(), b"0");
-}
-
 /// `PUBLISH channel 0`, the message of every Redisson unlock and wake.
 pub fn publish_zero(ctx: &Context, channel: &RedisString) {
-    ZERO.with(|zero| publish(ctx, channel, zero));
+    super::with_constant(b"0", |zero| publish(ctx, channel, zero));
 }
 
 /// Propagates `cmd key` to replicas and the AOF.
@@ -58,18 +51,20 @@ pub fn replicate_key_args(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[
 
 /// Propagates `SET key value PXAT at_ms`.
 pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &RedisString, at_ms: i64) {
-    // SAFETY: the format "sscl" takes two RedisModuleStrings, a C string and a long long.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            c"SET".as_ptr(),
-            c"sscl".as_ptr(),
-            key.inner,
-            value.inner,
-            c"PXAT".as_ptr(),
-            at_ms as c_longlong,
-        );
-    }
+    super::with_constant(b"PXAT", |pxat| {
+        // SAFETY: the format "sssl" takes three RedisModuleStrings and a long long.
+        unsafe {
+            raw::RedisModule_Replicate.unwrap()(
+                ctx.get_raw(),
+                c"SET".as_ptr(),
+                c"sssl".as_ptr(),
+                key.inner,
+                value.inner,
+                pxat.inner,
+                at_ms as c_longlong,
+            );
+        }
+    })
 }
 
 /// Propagates `cmd key field`.

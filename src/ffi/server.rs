@@ -148,11 +148,19 @@ pub fn is_valkey(ctx: &Context) -> bool {
 /// loaded. (Redis gives this bit another meaning: set it on Valkey only.)
 const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
-/// Declares that the module handles Valkey's atomic slot migration (see `slots`).
-/// Sets every module option the module uses, as the call replaces them all.
+/// Valkey's `VALKEYMODULE_OPTIONS_SKIP_COMMAND_VALIDATION` (8.1+; older Valkey ignores
+/// it): `RedisModule_Replicate` then skips looking the command name up (an sds built,
+/// split on `|`, a dict lookup, freed: about 1,400 instructions a call). Every name
+/// the module replicates is a constant of a plain command. (Redis gives this bit
+/// another meaning: set it on Valkey only.)
+const VALKEY_OPTIONS_SKIP_COMMAND_VALIDATION: c_int = 1 << 4;
+
+/// On Valkey: declares that the module handles atomic slot migration (see `slots`),
+/// and that the commands it replicates need no validation. Sets every module option
+/// the module uses in one call, as the call replaces them all.
 pub fn declare_module_options(ctx: &Context, valkey: bool) {
     let options = if valkey {
-        VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION
+        VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION | VALKEY_OPTIONS_SKIP_COMMAND_VALIDATION
     } else {
         0
     };

@@ -41,7 +41,7 @@ impl<'a> Fence<'a> {
             _ => return Err(errors::wrong_type()),
         };
         if value.is_none() {
-            super::check_slot_may_grow(ctx, lock_name.as_slice())?;
+            super::check_slot_may_grow(ctx, lock_name.as_slice(), &[name.as_slice()])?;
         }
         let lock = lock_id(ctx, lock_name);
         if value.is_none() {

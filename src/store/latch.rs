@@ -85,6 +85,6 @@ impl<'a> Latch<'a> {
             return;
         }
         let channel = ffi::string(self.ctx, &latch_channel(self.name.as_slice()));
-        ffi::publish(self.ctx, &channel, &ffi::string(self.ctx, message));
+        ffi::with_constant(message, |message| ffi::publish(self.ctx, &channel, message));
     }
 }

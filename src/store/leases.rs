@@ -151,7 +151,11 @@ impl<'a> PermitLeases<'a> {
     /// on its way to another node.
     pub fn check_may_grow(&self) -> Result<(), RedisError> {
         if self.zset.kind() == KeyKind::Empty {
-            super::check_slot_may_grow(self.ctx, self.semaphore.name())?;
+            super::check_slot_may_grow(
+                self.ctx,
+                self.semaphore.name(),
+                &[self.zset_name.as_slice()],
+            )?;
         }
         Ok(())
     }

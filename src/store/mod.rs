@@ -40,7 +40,7 @@ pub use semaphore::Semaphore;
 use crate::config;
 use crate::core::cluster::{key_slot, route, SlotRoute};
 use crate::core::keys::{
-    lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
+    helper_key, lock_keys_of, write_helper_key, CHANNEL_PREFIX, TIMEOUT_PREFIX, TOKEN_PREFIX,
 };
 use crate::core::waitlist::LockId;
 use crate::errors;
@@ -168,14 +168,21 @@ pub fn unlock_listeners(ctx: &Context, lock_name: &[u8]) -> i64 {
     ffi::channel_subscribers(ctx, &channel)
 }
 
-/// Whether the module may create a helper key of lock `lock_key` (its fencing counter,
-/// its fair queue) that is missing here. In a cluster, not while the lock's slot is
-/// being migrated away: the key may be missing because `MIGRATE` already moved it, and
-/// one created here would exist twice (the migration then stops at `BUSYKEY`, and a
-/// counter would start again from 1). The caller gets `-TRYAGAIN`, as for a command
-/// whose keys are split by a resharding, and nothing is written.
-pub fn check_slot_may_grow(ctx: &Context, lock_key: &[u8]) -> Result<(), RedisError> {
+/// Whether the module may create `helper`, a helper key of lock `lock_key` (its fencing
+/// counter, its fair queue, its leases) that is missing here. In a cluster, not while
+/// the lock's slot is being migrated away: the key may be missing because `MIGRATE`
+/// already moved it, and one created here would exist twice (the migration then stops
+/// at `BUSYKEY`, and a counter would start again from 1). The caller gets `-TRYAGAIN`,
+/// as for a command whose keys are split by a resharding, and nothing is written.
+pub fn check_slot_may_grow(
+    ctx: &Context,
+    lock_key: &[u8],
+    helpers: &[&[u8]],
+) -> Result<(), RedisError> {
     if !ffi::in_cluster(ctx) {
+        return Ok(());
+    }
+    if slot_stable_here(ctx, lock_key, helpers) {
         return Ok(());
     }
     let Some(nodes) = cluster_nodes(ctx) else {
@@ -189,6 +196,29 @@ pub fn check_slot_may_grow(ctx: &Context, lock_key: &[u8]) -> Result<(), RedisEr
             other.redirect_error(slot).unwrap_or_default(),
         )),
     }
+}
+
+/// In a cluster: whether this node serves the slot of `lock_key` and is not moving it,
+/// told by the server's own routing rather than `CLUSTER NODES`. `EXISTS lock_key
+/// others...` is routed here (see `ffi::keys_routed_here`) exactly when the slot is served
+/// here and stable, as long as one of the keys is missing: a slot migrating away
+/// answers `-ASK` or `-TRYAGAIN` for a missing key, one being imported `-MOVED`, or
+/// `-TRYAGAIN` after `ASKING` (two keys, one missing). `others` are other keys of the
+/// lock's slot (its helper keys), and one of them, or `lock_key`, is missing. False says
+/// nothing: the caller reads `CLUSTER NODES` for the way the slot went.
+pub fn slot_stable_here(ctx: &Context, lock_key: &[u8], others: &[&[u8]]) -> bool {
+    let keys: Vec<RedisString> = std::iter::once(lock_key)
+        .chain(others.iter().copied())
+        .map(|key| ffi::string(ctx, key))
+        .collect();
+    ffi::keys_routed_here(ctx, &keys.iter().collect::<Vec<_>>())
+}
+
+/// `slot_stable_here` for lock `lock_key`, which is missing here: with its fencing
+/// counter's name as the second key.
+pub fn lock_slot_stable_here(ctx: &Context, lock_key: &[u8]) -> bool {
+    let counter = helper_key(TOKEN_PREFIX, lock_key);
+    slot_stable_here(ctx, lock_key, &[&counter])
 }
 
 /// `CLUSTER NODES`, as this node sees the cluster; `None` outside a cluster.

@@ -52,7 +52,7 @@ impl<'a> FairQueue<'a> {
     /// slot allows it (see `store::check_slot_may_grow`).
     pub fn check_may_grow(&self) -> Result<(), RedisError> {
         if self.partly_missing {
-            super::check_slot_may_grow(self.ctx, &self.lock_key)?;
+            super::check_slot_may_grow(self.ctx, &self.lock_key, &[&self.list, &self.zset])?;
         }
         Ok(())
     }

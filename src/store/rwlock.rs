@@ -310,21 +310,25 @@ impl<'a> LockKey<'a> {
     }
 
     fn set_mode(&self, mode: RwMode) {
-        let field = ffi::string(self.ctx, READ_WRITE_MODE_FIELD.to_bytes());
-        let value = ffi::string(self.ctx, mode.word());
-        self.key.hash_set(&field, &value);
-        ffi::replicate_key_field_value(self.ctx, c"HSET", self.name, &field, &value);
+        ffi::with_constant(READ_WRITE_MODE_FIELD.to_bytes(), |field| {
+            ffi::with_constant(mode.word(), |value| {
+                self.key.hash_set(field, value);
+                ffi::replicate_key_field_value(self.ctx, c"HSET", self.name, field, value);
+            })
+        });
         announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
     }
 
     /// A first hold: `mode` and the holder's count, in one `HSET` sent to replicas.
     fn set_mode_and_count(&self, mode: RwMode, holder: &RedisString, count: i64) {
-        let field = ffi::string(self.ctx, READ_WRITE_MODE_FIELD.to_bytes());
-        let value = ffi::string(self.ctx, mode.word());
-        self.key.hash_set(&field, &value);
-        self.key.hash_set_int(self.ctx, holder, count);
-        let pair = (&field, &value);
-        ffi::replicate_key_two_fields(self.ctx, c"HSET", self.name, pair, (holder, count));
+        ffi::with_constant(READ_WRITE_MODE_FIELD.to_bytes(), |field| {
+            ffi::with_constant(mode.word(), |value| {
+                self.key.hash_set(field, value);
+                self.key.hash_set_int(self.ctx, holder, count);
+                let pair = (field, value);
+                ffi::replicate_key_two_fields(self.ctx, c"HSET", self.name, pair, (holder, count));
+            })
+        });
         announce(self.ctx, NotifyEvent::HASH, "hset", self.name);
     }
 
@@ -392,8 +396,9 @@ pub(super) fn publish_rw_unlock(ctx: &Context, lock_name: &[u8], freed_by: RwMod
         return;
     }
     let channel = helper_string(ctx, RW_CHANNEL_PREFIX, lock_name);
-    let message = ffi::string(ctx, freed_by.unlock_message());
-    ffi::publish(ctx, &channel, &message);
+    ffi::with_constant(freed_by.unlock_message(), |message| {
+        ffi::publish(ctx, &channel, message)
+    });
 }
 
 fn read_timeout_name(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64) -> RedisString {
@@ -410,12 +415,13 @@ fn read_timeout_name(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64) -> R
 /// `SET suffix(K, owner):rwlock_timeout:n 1 PXAT deadline`.
 fn set_read_timeout(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64, deadline: i64) {
     let name = read_timeout_name(ctx, lock_name, owner, n);
-    let one = ffi::string(ctx, b"1");
     let key = Key::open_writable(ctx, &name);
-    key.string_set(&one);
-    key.set_abs_expire(deadline);
-    drop(key);
-    ffi::replicate_set_pxat(ctx, &name, &one, deadline);
+    ffi::with_constant(b"1", |one| {
+        key.string_set(one);
+        key.set_abs_expire(deadline);
+        drop(key);
+        ffi::replicate_set_pxat(ctx, &name, one, deadline);
+    });
     announce(ctx, NotifyEvent::STRING, "set", &name);
 }
 
