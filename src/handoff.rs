@@ -36,12 +36,21 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     if !ffi::is_primary(ctx) {
         return;
     }
-    // A semaphore's or a latch's waiters: the key is one of those, not a lock.
+    // A semaphore's or a latch's waiters: the key is one of those, not a lock. A round
+    // of hand-offs kept for the lock once under this name (deleted, expired, renamed
+    // away before this serve ran) is over: nothing here would end it later.
     match waiters::head_wants(lock) {
-        Some((_, Wants::Permits(_))) => return serve_permits(ctx, lock),
-        Some((_, Wants::LatchOpen)) => return open_latch(ctx, lock),
+        Some((_, Wants::Permits(_))) => {
+            end_round(lock);
+            return serve_permits(ctx, lock);
+        }
+        Some((_, Wants::LatchOpen)) => {
+            end_round(lock);
+            return open_latch(ctx, lock);
+        }
         None if state::with(|s| s.leased_semaphores.contains(lock)) => {
-            return serve_permits(ctx, lock)
+            end_round(lock);
+            return serve_permits(ctx, lock);
         }
         _ => {}
     }
@@ -327,6 +336,11 @@ fn freed(ctx: &Context, lock: &LockId, unlock: Unlock) {
     }
 }
 
+/// `lock`'s round of hand-offs with Redisson clients, if one is kept, is over.
+fn end_round(lock: &LockId) {
+    state::with(|s| s.sharing.forget(lock));
+}
+
 /// Whether `lock` is being left free for Redisson clients now (see `core::sharing`).
 pub fn left_to_redisson(lock: &LockId) -> bool {
     let now = ffi::now_ms();
@@ -569,7 +583,7 @@ pub fn watch(ctx: &Context, lock: &LockId) {
         if !ffi::is_primary(ctx)
             || state::with(|s| s.sharing.contains(lock)) && store::pttl(ctx, lock) < 0
         {
-            state::with(|s| s.sharing.forget(lock));
+            end_round(lock);
         }
         return;
     }

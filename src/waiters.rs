@@ -348,9 +348,11 @@ fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Opt
         }
     }
     // Timers are only for waiters blocked here (see `handoff::watch`), and for the
-    // leases of a semaphore: its timer is set again for them.
+    // leases of a semaphore: its timer is set again for them. A lock with a round of
+    // hand-offs is looked at again too: left free (for Redisson clients, or under a
+    // name now another kind's), no event will come to end its round, `watch` does.
     for lock in locks.iter().filter(|lock| !has_waiters(lock)) {
-        if state::with(|s| s.leased_semaphores.contains(lock)) {
+        if state::with(|s| s.leased_semaphores.contains(lock) || s.sharing.contains(lock)) {
             deferred::push(ctx, Work::Serve { lock: lock.clone() });
         } else {
             timers::cancel(ctx, lock);
