@@ -10,15 +10,19 @@
 //! ran out during the pause is re-created, or a propagation asserts) or silently
 //! diverge from the replicas. The work waits, checked every `PAUSED_RETRY_MS`,
 //! and runs as soon as the pause ends.
+//!
+//! Each run (the queued batch, or one piece performed at once) is a sample of
+//! `rlock-deferred` for the latency monitor, when it takes long enough (`latency`).
 
 use std::cell::Cell;
 use std::os::raw::c_void;
+use std::time::Instant;
 
 use redis_module::Context;
 
 use crate::core::deferred::Work;
 use crate::ffi::{self, RawCtx};
-use crate::{guard, state};
+use crate::{guard, latency, state};
 
 /// What performs a piece of work: `handoff::perform`, installed at load. Held as a
 /// function so that the sources below the hand-off need not import it.
@@ -55,7 +59,9 @@ pub fn perform(ctx: &Context, work: Work) {
         return;
     }
     if let Some(runner) = RUNNER.with(Cell::get) {
+        let started = Instant::now();
         runner(ctx, work);
+        latency::sample(latency::DEFERRED, started);
     }
 }
 
@@ -72,10 +78,12 @@ extern "C" fn on_deferred(ctx: RawCtx, _data: *mut c_void) {
             s.deferred.take()
         });
         let runner = RUNNER.with(Cell::get);
+        let started = Instant::now();
         for work in work {
             if let Some(runner) = runner {
                 runner(&ctx, work);
             }
         }
+        latency::sample(latency::DEFERRED, started);
     });
 }

@@ -5,6 +5,7 @@ use redis_module::RedisError;
 
 use crate::core::args::ArgError;
 use crate::core::hold::HoldError;
+use crate::core::scan::ScanArgError;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const READ_WRITE_LOCK: &str =
@@ -46,6 +47,11 @@ pub fn not_held() -> RedisError {
 }
 
 pub fn arg_error(error: ArgError) -> RedisError {
+    RedisError::String(error.to_string())
+}
+
+/// A bad `RLOCK.SCAN` call, in the words `SCAN` uses for the same mistake.
+pub fn scan_arg_error(error: ScanArgError) -> RedisError {
     RedisError::String(error.to_string())
 }
 

@@ -13,7 +13,7 @@ use crate::core::shrink_set;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
-use crate::{config, deferred, errors, guard, slots, state, stats, timers};
+use crate::{config, deferred, errors, guard, latency, slots, state, stats, timers};
 
 pub fn subscribe(ctx: &Context) -> bool {
     // No string class: it would cost every SET and INCR in the server a module
@@ -425,12 +425,16 @@ extern "C" fn on_config(
     data: *mut c_void,
 ) {
     guard::callback("config event", || {
-        if subevent == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE
-            && ffi::event_config_names(data)
-                .iter()
-                .any(|name| name.eq_ignore_ascii_case(b"maxmemory-policy"))
-        {
+        if subevent != raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE {
+            return;
+        }
+        let names = ffi::event_config_names(data);
+        let changed = |config: &[u8]| names.iter().any(|name| name.eq_ignore_ascii_case(config));
+        if changed(b"maxmemory-policy") {
             config::check_eviction_policy(&Context::new(ctx));
+        }
+        if changed(latency::THRESHOLD_CONFIG) {
+            latency::read_threshold(&Context::new(ctx));
         }
     });
 }

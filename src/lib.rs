@@ -12,6 +12,7 @@ pub mod events;
 pub mod ffi;
 pub mod guard;
 pub mod handoff;
+pub mod latency;
 pub mod slots;
 pub mod state;
 pub mod stats;
@@ -50,6 +51,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     ffi::register_info(ctx, info);
     ffi::declare_module_options(ctx, ffi::is_valkey(ctx));
     config::check_eviction_policy(ctx);
+    latency::read_threshold(ctx);
     deferred::set_runner(handoff::perform);
     if !events::subscribe(ctx) {
         ffi::log_warning(

@@ -11,13 +11,14 @@
 //! timer looks every `SWEEP_MS` at each waited lock's slot (`watch`).
 
 use std::os::raw::c_void;
+use std::time::Instant;
 
 use redis_module::Context;
 
 use crate::core::cluster::{key_slot, route, ClusterView, SlotRoute};
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
-use crate::{guard, state, store, waiters};
+use crate::{guard, latency, state, store, waiters};
 
 /// How often waited locks' slots are checked, while clients wait in a cluster.
 const SWEEP_MS: i64 = 250;
@@ -60,7 +61,9 @@ extern "C" fn on_sweep(ctx: RawCtx, _data: *mut c_void) {
     guard::callback("slot sweep", || {
         let ctx = Context::new(ctx);
         state::with(|s| s.slot_sweep = None);
+        let started = Instant::now();
         sweep(&ctx);
+        latency::sample(latency::DEFERRED, started);
         if state::with(|s| !s.waiters.is_empty()) {
             watch(&ctx);
         }

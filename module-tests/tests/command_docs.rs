@@ -399,7 +399,7 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             // Keys counted by `numkeys`: the server finds them from the key spec.
             "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
-            "RLOCK.INFO" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
+            "RLOCK.INFO" | "RLOCK.SCAN" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
             "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
             "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {
                 &["write", "denyoom"]

@@ -8,6 +8,7 @@ mod latch;
 pub mod lock;
 mod multi;
 mod rwlock;
+mod scan;
 mod semaphore;
 pub mod table;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, latch, lock, multi, semaphore};
+use super::{dispatch, info, latch, lock, multi, scan, semaphore};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -34,9 +34,10 @@ pub struct CommandSpec {
 }
 
 /// Versions that added commands: v1, the reentrant lock; v2, the rest of Redisson's
-/// synchronizers and the multi-key commands.
+/// synchronizers and the multi-key commands; v3, seeing every lock.
 const V1: &CStr = c"1.0.0";
 const V2: &CStr = c"2.0.0";
+const V3: &CStr = c"3.0.0";
 
 /// An `extern "C"` entry point for `handler`, for the table below.
 macro_rules! entry {
@@ -248,6 +249,35 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl_categories: c"read fast",
         summary: c"Shows holders, pttl, fair queue, blocked waiters and fencing token of a lock.",
         args: &[ArgDoc::required(c"key", ArgKind::Key, c"the lock's name")],
+    },
+    CommandSpec {
+        name: c"rlock.scan",
+        since: V3,
+        handler: entry!("RLOCK.SCAN", scan::command),
+        flags: c"readonly",
+        arity: -2,
+        // Keyless: the cursor is not a key. In a cluster, ask every primary.
+        keys: (0, 0, 0),
+        positions: KeyPositions::None,
+        access: KeyAccess::Read,
+        acl_categories: c"keyspace read slow",
+        summary: c"Iterates the database like SCAN, showing only locks and read-write locks: holders, pttl, blocked waiters.",
+        args: &[
+            ArgDoc::required(c"cursor", ArgKind::Integer, c"0 to start; then the cursor the last call replied"),
+            ArgDoc::option(c"pattern", ArgKind::String, c"MATCH", c"only keys matching this glob-style pattern"),
+            ArgDoc::option(c"n", ArgKind::Integer, c"COUNT", c"the work of one call, as SCAN's COUNT (default 10)"),
+            ArgDoc {
+                name: c"type",
+                kind: ArgKind::OneOf(&[
+                    ArgDoc::choice(c"lock", c"LOCK", c"reentrant locks only"),
+                    ArgDoc::choice(c"rwlock", c"RWLOCK", c"read-write locks only"),
+                ]),
+                token: Some(c"TYPE"),
+                optional: true,
+                multiple: false,
+                summary: c"only locks of this kind",
+            },
+        ],
     },
     CommandSpec {
         name: c"rsem.trysetpermits",

@@ -13,6 +13,7 @@ pub mod latch;
 pub mod lease;
 pub mod requests;
 pub mod rwlock;
+pub mod scan;
 pub mod semaphore;
 pub mod sessions;
 pub mod sharing;

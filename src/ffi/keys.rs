@@ -100,6 +100,47 @@ impl Key {
         (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
     }
 
+    /// Every field of a hash and its value, read through `RedisModule_ScanKey` (no
+    /// `RedisModule_Call`, nothing written). Call only on a hash.
+    pub fn hash_fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(self.value_length());
+        if self.ptr.is_null() {
+            return fields;
+        }
+        extern "C" fn collect(
+            _key: *mut raw::RedisModuleKey,
+            field: *mut raw::RedisModuleString,
+            value: *mut raw::RedisModuleString,
+            privdata: *mut c_void,
+        ) {
+            // SAFETY: privdata is the Vec handed to ScanKey below, alive for the scan;
+            // field and value are valid for this callback, and copied here.
+            unsafe {
+                let fields = &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>);
+                let bytes = |s: *mut raw::RedisModuleString| {
+                    if s.is_null() {
+                        return Vec::new();
+                    }
+                    let mut len = 0usize;
+                    let ptr = raw::RedisModule_StringPtrLen.unwrap()(s, &mut len);
+                    std::slice::from_raw_parts(ptr as *const u8, len).to_vec()
+                };
+                fields.push((bytes(field), bytes(value)));
+            }
+        }
+        // SAFETY: ptr is an open hash key; the cursor is created, run to its end (each
+        // ScanKey call a step, 0 when done) and destroyed; privdata outlives the scan.
+        unsafe {
+            let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
+            let privdata = &mut fields as *mut Vec<(Vec<u8>, Vec<u8>)> as *mut c_void;
+            while raw::RedisModule_ScanKey.unwrap()(self.ptr, cursor, Some(collect), privdata) != 0
+            {
+            }
+            raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+        }
+        fields
+    }
+
     /// Sets a hash field to an integer, creating the hash if the key is empty.
     pub fn hash_set_int(&self, ctx: &Context, field: &RedisString, value: i64) {
         if value == 1 {

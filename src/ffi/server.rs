@@ -48,6 +48,18 @@ pub fn info_section(
     }
 }
 
+/// Adds a sample to the server's latency monitor (`LATENCY LATEST`, `LATENCY HISTORY`).
+/// The server records it whenever `ms` is at least `latency-monitor-threshold`, 0
+/// included: the caller checks the threshold.
+pub fn latency_add_sample(event: &CStr, ms: i64) {
+    // SAFETY: event is NUL-terminated and static for the caller; the pointer is checked.
+    unsafe {
+        if let Some(add) = raw::RedisModule_LatencyAddSample {
+            add(event.as_ptr(), ms);
+        }
+    }
+}
+
 /// Logs a line to the server log, at warning level. Binary-safe: the message is
 /// cut at the first NUL.
 pub fn log_warning(ctx: *mut raw::RedisModuleCtx, message: &str) {

@@ -17,6 +17,7 @@ mod queue;
 mod report;
 mod request;
 mod rwlock;
+mod scan;
 mod semaphore;
 
 use std::cell::RefCell;
@@ -35,6 +36,7 @@ pub use queue::FairQueue;
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
 pub use rwlock::{ReleasedHold, RwReleased, Unlock};
+pub use scan::{scan_locks, ScannedLock};
 pub use semaphore::Semaphore;
 
 use crate::config;
