@@ -214,7 +214,9 @@ fn swapdb_bringing_a_held_lock_keeps_waiters_waiting() {
 static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn expiry_latency(flavor: Flavor, active_expire: bool) {
-    let _alone = TIMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _alone = TIMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     const SAMPLES: usize = 60;
     let server = Server::start(flavor);
     let mut c = server.conn();

@@ -9,6 +9,7 @@ pub mod lock;
 mod multi;
 mod rwlock;
 mod semaphore;
+mod stats;
 pub mod table;
 
 use std::os::raw::c_int;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, latch, lock, multi, semaphore};
+use super::{dispatch, info, latch, lock, multi, semaphore, stats};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -34,9 +34,10 @@ pub struct CommandSpec {
 }
 
 /// Versions that added commands: v1, the reentrant lock; v2, the rest of Redisson's
-/// synchronizers and the multi-key commands.
+/// synchronizers and the multi-key commands; v3, seeing every lock.
 const V1: &CStr = c"1.0.0";
 const V2: &CStr = c"2.0.0";
+const V3: &CStr = c"3.0.0";
 
 /// An `extern "C"` entry point for `handler`, for the table below.
 macro_rules! entry {
@@ -420,6 +421,38 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl_categories: c"read fast",
         summary: c"Replies a latch's count (0 when it has none).",
         args: &[LATCH],
+    },
+    CommandSpec {
+        name: c"rlock.top",
+        since: V3,
+        handler: entry!("RLOCK.TOP", stats::top),
+        flags: c"readonly",
+        arity: -1,
+        keys: (0, 0, 0),
+        positions: KeyPositions::Keyless,
+        access: KeyAccess::Read,
+        // It names keys, as SCAN does.
+        acl_categories: c"keyspace read slow",
+        summary: c"Shows the most contended keys on this server: calls blocked now, and waits in the stats window.",
+        args: &[ArgDoc::option(
+            c"n",
+            ArgKind::Integer,
+            c"COUNT",
+            c"how many keys, 1 to 1000 (default 10)",
+        )],
+    },
+    CommandSpec {
+        name: c"rlock.resetstat",
+        since: V3,
+        handler: entry!("RLOCK.RESETSTAT", stats::reset_stat),
+        flags: c"admin",
+        arity: 1,
+        keys: (0, 0, 0),
+        positions: KeyPositions::Keyless,
+        access: KeyAccess::Read,
+        acl_categories: c"admin slow dangerous",
+        summary: c"Zeroes the INFO rlock counters, the wait histograms and the contention history of RLOCK.TOP.",
+        args: &[],
     },
 ];
 
