@@ -1,4 +1,5 @@
-//! Module configs: `rlock.lease-ms`, `rlock.fair-wait-ms`, `rlock.publish`.
+//! Module configs: `rlock.lease-ms`, `rlock.fair-wait-ms`, `rlock.publish`,
+//! `rlock.stats-window-ms`.
 //! Set at load (`MODULE LOAD path lease-ms 5000`) or with `CONFIG SET rlock.<name>`.
 //! And the one server config that makes locks unsafe: `maxmemory-policy allkeys-*`.
 
@@ -13,10 +14,15 @@ use crate::ffi;
 pub const DEFAULT_LEASE_MS: i64 = 30_000;
 pub const DEFAULT_FAIR_WAIT_MS: i64 = 300_000;
 pub const MAX_MS: i64 = MAX_LEASE_MS;
+/// The window of `INFO rlock`'s percentiles and `RLOCK.TOP`: 1 s to 1 hour.
+pub const DEFAULT_STATS_WINDOW_MS: i64 = 60_000;
+pub const MIN_STATS_WINDOW_MS: i64 = 1_000;
+pub const MAX_STATS_WINDOW_MS: i64 = 3_600_000;
 
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
 pub static FAIR_WAIT_MS: AtomicI64 = AtomicI64::new(DEFAULT_FAIR_WAIT_MS);
 pub static PUBLISH: AtomicBool = AtomicBool::new(true);
+pub static STATS_WINDOW_MS: AtomicI64 = AtomicI64::new(DEFAULT_STATS_WINDOW_MS);
 /// The server may evict any key, locks and fencing counters included.
 pub static EVICTION_UNSAFE: AtomicBool = AtomicBool::new(false);
 
@@ -32,6 +38,12 @@ pub fn fair_wait_ms() -> i64 {
 
 pub fn publish() -> bool {
     PUBLISH.load(Ordering::Relaxed)
+}
+
+pub fn stats_window_ms() -> u64 {
+    STATS_WINDOW_MS
+        .load(Ordering::Relaxed)
+        .clamp(MIN_STATS_WINDOW_MS, MAX_STATS_WINDOW_MS) as u64
 }
 
 /// Whether `maxmemory-policy` lets the server evict keys without a TTL: the
@@ -86,15 +98,20 @@ pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
                 matches!(parse_i64(value), Some(ms) if (1..=MAX_MS).contains(&ms))
             }
             b"publish" => matches!(value, b"yes" | b"no"),
+            b"stats-window-ms" => matches!(
+                parse_i64(value),
+                Some(ms) if (MIN_STATS_WINDOW_MS..=MAX_STATS_WINDOW_MS).contains(&ms)
+            ),
             _ => {
                 return Err(format!(
-                    "unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish)"
+                    "unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish, stats-window-ms)"
                 ))
             }
         };
         if !ok {
             return Err(format!(
-                "bad value for config '{shown}': lease-ms and fair-wait-ms take 1 to {MAX_MS}, publish takes yes or no"
+                "bad value for config '{shown}': lease-ms and fair-wait-ms take 1 to {MAX_MS}, \
+                 publish takes yes or no, stats-window-ms takes {MIN_STATS_WINDOW_MS} to {MAX_STATS_WINDOW_MS}"
             ));
         }
     }
@@ -130,5 +147,8 @@ mod tests {
         assert!(check_load_args(&[b"lease-ms", b"0"]).is_err());
         assert!(check_load_args(&[b"publish", b"maybe"]).is_err());
         assert!(check_load_args(&[b"lease", b"10"]).is_err());
+        assert!(check_load_args(&[b"stats-window-ms", b"1000"]).is_ok());
+        assert!(check_load_args(&[b"stats-window-ms", b"999"]).is_err());
+        assert!(check_load_args(&[b"stats-window-ms", b"3600001"]).is_err());
     }
 }

@@ -133,6 +133,7 @@ extern "C" fn on_keyspace(
                 }
                 state::with(|s| s.sessions.forget_lock(&lock));
                 if watched {
+                    state::mark_freed(&lock, stats::now_us());
                     deferred::push(&ctx, Work::Serve { lock });
                 }
             }
@@ -403,9 +404,11 @@ extern "C" fn on_client(
             }
         }
         for (lock, ids) in leases {
+            state::mark_freed(&lock, stats::now_us());
             deferred::push(&ctx, Work::ReturnLeases { lock, ids });
         }
         for (lock, field) in holds {
+            state::mark_freed(&lock, stats::now_us());
             deferred::push(
                 &ctx,
                 Work::Release {

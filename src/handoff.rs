@@ -19,6 +19,7 @@ use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::requests::RequestKind;
 use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
+use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
 use crate::ffi;
 use crate::state;
@@ -36,6 +37,7 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     if !ffi::is_primary(ctx) {
         return;
     }
+    let _serving = Serving::begin(lock);
     // A semaphore's or a latch's waiters: the key is one of those, not a lock. A round
     // of hand-offs kept for the lock once under this name (deleted, expired, renamed
     // away before this serve ran) is over: nothing here would end it later.
@@ -121,10 +123,45 @@ pub fn serve(ctx: &Context, lock: &LockId) {
     watch(ctx, lock);
 }
 
+/// While alive, the grants made are hand-offs of a lock that became free when its
+/// source noted (`state::mark_freed`), or now: `INFO rlock`'s `handoff_usec`. Inside
+/// another's, the outer moment stands. Costs nothing on a lock nobody waits for.
+struct Serving {
+    before: Option<Option<u64>>,
+}
+
+impl Serving {
+    fn begin(lock: &LockId) -> Serving {
+        if !waiters::has_waiters(lock) {
+            return Serving { before: None };
+        }
+        let now = stats::now_us();
+        let before = state::with(|s| {
+            let freed = s.freed_at.remove(lock);
+            shrink_map(&mut s.freed_at);
+            let before = s.serving_since;
+            s.serving_since = Some(before.unwrap_or(freed.unwrap_or(now)));
+            before
+        });
+        Serving {
+            before: Some(before),
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(before) = self.before {
+            state::with(|s| s.serving_since = before);
+        }
+    }
+}
+
 /// Passes a semaphore's permits to its blocked acquires and leases, oldest first, as
 /// long as the oldest one's count is there: a large request at the head is not
 /// overtaken. Leases that ended are taken back first.
 fn serve_permits(ctx: &Context, lock: &LockId) {
+    let _serving = Serving::begin(lock);
     let key = ffi::string(ctx, &lock.key);
     let mut leases = match PermitLeases::open(ctx, &key) {
         Ok(leases) => leases,

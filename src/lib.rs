@@ -21,10 +21,13 @@ pub mod timers;
 pub mod version;
 pub mod waiters;
 
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+use crate::core::wait_stats::{usec_text, Family};
 
 // Redis's allocator inside the server; the system one for `cargo test`, where
 // there is no server to allocate from. Either way counted, for `INFO rlock`.
@@ -84,7 +87,7 @@ fn install_panic_log() {
     }));
 }
 
-extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     guard::callback("INFO", || {
         ffi::info_section(
             info,
@@ -110,6 +113,10 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                 (c"session_releases", stats::SESSION_RELEASES.get()),
                 (c"slot_exports", stats::SLOT_EXPORTS.get()),
                 (c"blocked", waiters::blocked_total() as i64),
+                (c"waiting_longest_ms", waiters::longest_wait_ms()),
+                (c"wait_timeouts", stats::WAIT_TIMEOUTS.get()),
+                (c"wait_cancels", stats::WAIT_CANCELS.get()),
+                (c"deadlocks", stats::DEADLOCKS.get()),
                 (c"tracked_locks", state::tracked_locks() as i64),
                 (c"allocated_bytes", ffi::allocated_bytes()),
                 (c"eviction_unsafe", config::eviction_unsafe() as i64),
@@ -122,8 +129,56 @@ extern "C" fn info(info: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int)
                     commands::table::acl_category_rlock() as i64,
                 ),
             ],
-        )
+        );
+        // A crash report may come while the state is borrowed: the counters only.
+        if for_crash_report == 0 {
+            ffi::info_dict_section(info, c"latency", &latency_fields());
+        }
     });
+}
+
+/// `# rlock_latency`: per family with samples, `wait_usec_<family>` (percentiles in the
+/// window) and `waitstat_<family>` (outcomes since load or RLOCK.RESETSTAT); then
+/// `handoff_usec`. In the grammar of the server's `latency_percentiles_usec_<cmd>`.
+fn latency_fields() -> Vec<(CString, Vec<(&'static CStr, ffi::InfoValue)>)> {
+    let percentiles = |p: [u64; 3]| {
+        let text = |usec| ffi::InfoValue::Text(CString::new(usec_text(usec)).unwrap_or_default());
+        vec![
+            (c"p50", text(p[0])),
+            (c"p99", text(p[1])),
+            (c"p99.9", text(p[2])),
+        ]
+    };
+    let (now_ms, window_ms) = (stats::now_us() / 1000, config::stats_window_ms());
+    state::with(|s| {
+        let stats = &s.wait_stats;
+        let mut fields = Vec::new();
+        for family in Family::ALL {
+            if let Some(p) = stats.wait_percentiles(family, now_ms, window_ms) {
+                let name = format!("wait_usec_{}", family.name());
+                fields.push((CString::new(name).unwrap_or_default(), percentiles(p)));
+            }
+        }
+        for family in Family::ALL {
+            let totals = stats.totals(family);
+            if totals.is_empty() {
+                continue;
+            }
+            let n = |n: u64| ffi::InfoValue::Integer(n.min(i64::MAX as u64) as i64);
+            let name = format!("waitstat_{}", family.name());
+            let values = vec![
+                (c"granted", n(totals.granted)),
+                (c"timeouts", n(totals.timeouts)),
+                (c"cancels", n(totals.cancels)),
+                (c"usec", n(totals.usec)),
+            ];
+            fields.push((CString::new(name).unwrap_or_default(), values));
+        }
+        if let Some(p) = stats.handoff_percentiles(now_ms, window_ms) {
+            fields.push((c"handoff_usec".to_owned(), percentiles(p)));
+        }
+        fields
+    })
 }
 
 redis_module! {
@@ -137,6 +192,7 @@ redis_module! {
         i64: [
             ["lease-ms", &config::LEASE_MS, config::DEFAULT_LEASE_MS, 1, config::MAX_MS, ConfigurationFlags::DEFAULT, None],
             ["fair-wait-ms", &config::FAIR_WAIT_MS, config::DEFAULT_FAIR_WAIT_MS, 1, config::MAX_MS, ConfigurationFlags::DEFAULT, None],
+            ["stats-window-ms", &config::STATS_WINDOW_MS, config::DEFAULT_STATS_WINDOW_MS, config::MIN_STATS_WINDOW_MS, config::MAX_STATS_WINDOW_MS, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [

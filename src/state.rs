@@ -16,6 +16,7 @@ use crate::core::semaphore::{PermitId, PermitIds};
 use crate::core::sessions::SessionTable;
 use crate::core::sharing::Sharing;
 use crate::core::timer_table::TimerTable;
+use crate::core::wait_stats::WaitStats;
 use crate::core::waitlist::{BlockedReply, LockId, WaitList, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, TimerId};
 
@@ -80,6 +81,14 @@ pub struct State {
     /// callbacks of its blocked commands, so those callbacks can tell a client
     /// that is gone from one that is merely unblocked.
     pub disconnecting: Option<u64>,
+    /// How long blocked calls waited, how their waits ended, the most contended keys.
+    /// Kept when the server becomes a replica; gone with the module.
+    pub wait_stats: WaitStats,
+    /// Locks with blocked waiters that became free before the turn that serves them
+    /// (a lease deadline, a delete, a closed connection): when, on `stats::now_us`.
+    pub freed_at: HashMap<LockId, u64>,
+    /// While the hand-off serves a lock: when it became free. Its grants are hand-offs.
+    pub serving_since: Option<u64>,
 }
 
 thread_local! {
@@ -98,6 +107,10 @@ pub fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
 /// when none can be blocked). Fencing counters are looked up from then on.
 pub fn reset(ctx: &Context, reason: Option<&str>) {
     let mut old = with(std::mem::take);
+    if reason.is_some() {
+        // A demotion: what the waits cost so far stays for INFO; unloading drops it.
+        with(|s| s.wait_stats = std::mem::take(&mut old.wait_stats));
+    }
     for timer in old
         .lease_timers
         .drain()
@@ -179,5 +192,16 @@ pub fn tracked_locks() -> usize {
         locks.extend(s.session_permits.locks());
         locks.extend(s.leased_semaphores.iter());
         locks.len()
+    })
+}
+
+/// `lock` became free at `at_us` (`stats::now_us`), and will be served on a later turn:
+/// noted if clients wait on it, so the hand-off can say how long the lock stayed free.
+pub fn mark_freed(lock: &LockId, at_us: u64) {
+    with(|s| {
+        if s.waiters.has_waiters(lock) {
+            let at = s.freed_at.entry(lock.clone()).or_insert(at_us);
+            *at = (*at).min(at_us);
+        }
     })
 }

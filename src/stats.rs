@@ -1,6 +1,8 @@
-//! Counters shown by `INFO rlock`.
+//! Counters shown by `INFO rlock`, and the clock its wait statistics go by.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 pub struct Counter(AtomicI64);
 
@@ -19,6 +21,10 @@ impl Counter {
 
     pub fn get(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
+    }
+
+    fn zero(&self) {
+        self.0.store(0, Ordering::Relaxed);
     }
 }
 
@@ -61,3 +67,49 @@ pub static PERMIT_RETURNS: Counter = Counter::new();
 pub static PERMIT_RECLAIMS: Counter = Counter::new();
 /// Count-downs of latches (`RLATCH.COUNTDOWN`).
 pub static LATCH_COUNTDOWNS: Counter = Counter::new();
+/// Blocked calls whose `BLOCK` ran out, every family.
+pub static WAIT_TIMEOUTS: Counter = Counter::new();
+/// Blocked calls that ended because their client left or was unblocked.
+pub static WAIT_CANCELS: Counter = Counter::new();
+/// Calls refused with `DEADLOCK` (none yet: deadlock detection comes later).
+pub static DEADLOCKS: Counter = Counter::new();
+
+/// Every counter above: `RLOCK.RESETSTAT` zeroes them.
+const ALL: &[&Counter] = &[
+    &ACQUIRES,
+    &REENTRIES,
+    &RELEASES,
+    &HANDOFFS,
+    &SLOT_EXPORTS,
+    &EXPIRIES,
+    &SESSION_RELEASES,
+    &FORCE_RELEASES,
+    &READ_ACQUIRES,
+    &WRITE_ACQUIRES,
+    &MULTI_ACQUIRES,
+    &MULTI_RELEASES,
+    &PERMIT_ACQUIRES,
+    &PERMIT_HANDOFFS,
+    &PERMIT_RELEASES,
+    &PERMIT_LEASES,
+    &PERMIT_RETURNS,
+    &PERMIT_RECLAIMS,
+    &LATCH_COUNTDOWNS,
+    &WAIT_TIMEOUTS,
+    &WAIT_CANCELS,
+    &DEADLOCKS,
+];
+
+/// Zeroes every counter (`RLOCK.RESETSTAT`).
+pub fn zero_counters() {
+    for counter in ALL.iter() {
+        counter.zero();
+    }
+}
+
+/// Microseconds of a monotonic clock (from the first call): when a wait began, how
+/// long it lasted. Read only where a call blocks or a blocked call ends.
+pub fn now_us() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_micros() as u64
+}

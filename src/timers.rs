@@ -9,7 +9,7 @@ use redis_module::Context;
 use crate::core::deferred::Work;
 use crate::core::waitlist::LockId;
 use crate::ffi::{self, RawCtx};
-use crate::{deferred, guard, state};
+use crate::{deferred, guard, state, stats};
 
 /// Arms `lock`'s timer for `deadline` (unix ms), replacing one set for another time.
 pub fn arm(ctx: &Context, lock: &LockId, deadline: i64) {
@@ -34,7 +34,10 @@ extern "C" fn on_lease_deadline(ctx: RawCtx, data: *mut c_void) {
     guard::callback("lease timer", || {
         let ctx = Context::new(ctx);
         let tag = ffi::timer_tag(data);
-        if let Some(lock) = state::with(|s| s.lease_timers.fired(tag)) {
+        if let Some((lock, deadline)) = state::with(|s| s.lease_timers.fired(tag)) {
+            // A lease that ran out freed its lock at its deadline, not when the timer ran.
+            let late_ms = (ffi::now_ms() - deadline).max(0) as u64;
+            state::mark_freed(&lock, stats::now_us().saturating_sub(late_ms * 1000));
             deferred::perform(&ctx, Work::LeaseDeadline { lock });
         }
     });

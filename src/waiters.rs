@@ -12,10 +12,11 @@ use crate::core::requests::RequestId;
 use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::semaphore::PermitId;
 use crate::core::shrink_map;
+use crate::core::wait_stats::{LiveKey, Outcome};
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
-use crate::state::{self, Undelivered};
-use crate::{deferred, guard, store, timers};
+use crate::state::{self, State, Undelivered};
+use crate::{config, deferred, guard, stats, store, timers};
 
 /// What the hand-off needs to know of a waiter.
 pub struct WaiterView {
@@ -118,6 +119,7 @@ pub fn block(ctx: &Context, what: WaitFor, wait: Wait, deadline: i64) -> RedisRe
         options,
         client: ffi::client_id(ctx),
         deadline,
+        since_us: stats::now_us(),
         handle,
     };
     state::with(|s| {
@@ -142,6 +144,64 @@ pub fn blocked_on(ctx: &Context, key: &RedisString) -> usize {
 
 pub fn blocked_total() -> usize {
     state::with(|s| s.waiters.len())
+}
+
+/// How long the longest-waiting blocked call has waited so far, in ms (0 when none).
+pub fn longest_wait_ms() -> i64 {
+    let now = stats::now_us();
+    state::with(|s| {
+        s.waiters
+            .oldest()
+            .map_or(0, |w| now.saturating_sub(w.since_us) / 1000)
+    }) as i64
+}
+
+/// Every lock with calls blocked on it now: how many, and how long they have waited.
+pub fn live_keys() -> Vec<LiveKey> {
+    let now = stats::now_us();
+    state::with(|s| {
+        s.waiters
+            .lock_ids()
+            .filter_map(|lock| {
+                let mut line = s.waiters.line(lock).peekable();
+                let kind = line.peek()?.family().kind();
+                let (mut waiters, mut longest_usec, mut blocked_usec) = (0, 0, 0u64);
+                for waiter in line {
+                    let waited = now.saturating_sub(waiter.since_us);
+                    waiters += 1;
+                    longest_usec = longest_usec.max(waited);
+                    blocked_usec = blocked_usec.saturating_add(waited);
+                }
+                Some(LiveKey {
+                    lock: lock.clone(),
+                    kind,
+                    waiters,
+                    longest_usec,
+                    blocked_usec,
+                })
+            })
+            .collect()
+    })
+}
+
+/// A blocked call's wait ended as `outcome` at `now_us`: counted, and its time recorded.
+/// A grant made while the hand-off serves a freed lock is a hand-off too.
+fn record_end<H>(s: &mut State, waiter: &Waiter<H>, outcome: Outcome, now_us: u64) {
+    let (now_ms, window_ms) = (now_us / 1000, config::stats_window_ms());
+    let waited = now_us.saturating_sub(waiter.since_us);
+    let family = waiter.family();
+    s.wait_stats
+        .record_wait(now_ms, window_ms, family, waiter.locks(), outcome, waited);
+    match outcome {
+        Outcome::Granted => {
+            if let Some(freed) = s.serving_since {
+                let handoff = now_us.saturating_sub(freed);
+                s.wait_stats.record_handoff(now_ms, window_ms, handoff);
+            }
+        }
+        Outcome::TimedOut => stats::WAIT_TIMEOUTS.incr(),
+        Outcome::Cancelled => stats::WAIT_CANCELS.incr(),
+    }
 }
 
 /// The longest waiter on `lock` that did not ask for FAIR.
@@ -246,8 +306,20 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
         } => Some((ids.len() as i64, ids.clone())),
         _ => None,
     };
+    let outcome = match &reply {
+        BlockedReply::Granted(_) | BlockedReply::Leased { .. } | BlockedReply::Repeated(_) => {
+            Some(Outcome::Granted)
+        }
+        BlockedReply::TimedOut => Some(Outcome::TimedOut),
+        // An error (a redirection, a grant that failed): no outcome of a wait.
+        BlockedReply::Failed(_) => None,
+    };
+    let now_us = stats::now_us();
     let waiter = state::with(|s| {
         let waiter = s.waiters.remove(id)?;
+        if let Some(outcome) = outcome {
+            record_end(s, &waiter, outcome, now_us);
+        }
         s.waiter_by_handle.remove(&waiter.handle.id());
         shrink_map(&mut s.waiter_by_handle);
         // A latch's waiter holds nothing that could need giving back.
@@ -324,6 +396,19 @@ fn stop_deadline(ctx: &Context, handle_id: usize) {
 /// (`reply` null). A fair one also leaves the queue, on the next turn. The lock's
 /// timer goes with its last waiter.
 fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Option<BlockedReply>) {
+    let outcome = match reply {
+        Some(_) => Outcome::TimedOut,
+        None => Outcome::Cancelled,
+    };
+    let now_us = stats::now_us();
+    state::with(|s| {
+        record_end(s, &waiter, outcome, now_us);
+        for lock in waiter.locks() {
+            if !s.waiters.has_waiters(lock) {
+                s.freed_at.remove(lock);
+            }
+        }
+    });
     stop_deadline(ctx, waiter.handle.id());
     let lock = waiter.lock.clone();
     let locks: Vec<LockId> = waiter.locks().cloned().collect();

@@ -804,7 +804,7 @@ pub struct LockInfo {
     pub mode: Option<String>,
 }
 
-fn text_of(v: &Value) -> Option<Vec<u8>> {
+pub fn text_of(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b.clone()),
         Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
@@ -814,7 +814,7 @@ fn text_of(v: &Value) -> Option<Vec<u8>> {
 }
 
 /// Pairs of a RESP3 map, or of a RESP2 flat array when `resp3` is false. Strict about which.
-fn pairs_of(v: &Value, resp3: bool) -> Result<Vec<(Value, Value)>, String> {
+pub fn pairs_of(v: &Value, resp3: bool) -> Result<Vec<(Value, Value)>, String> {
     match (v, resp3) {
         (Value::Map(m), true) => Ok(m.clone()),
         (Value::Array(a), false) if a.len() % 2 == 0 => {

@@ -106,6 +106,13 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             has(&blocking, "rlock.acquire"),
             "{flavor}: ACQUIRE @blocking"
         );
+        // RLOCK.TOP names keys, as SCAN does; RLOCK.RESETSTAT is an operator's tool.
+        let keyspace = category(&mut admin, "keyspace");
+        let admin_cat = category(&mut admin, "admin");
+        assert!(has(&read, "rlock.top") && has(&keyspace, "rlock.top"));
+        assert!(!has(&write, "rlock.top") && !has(&dangerous, "rlock.top"));
+        assert!(has(&admin_cat, "rlock.resetstat") && has(&dangerous, "rlock.resetstat"));
+        assert!(!has(&read, "rlock.resetstat") && !has(&write, "rlock.resetstat"));
         for cmd in [
             "rlock.macquire",
             "rsem.acquire",
@@ -197,6 +204,8 @@ fn fast_and_slow_follow_the_table() {
             "rsem.lease",
             "rsem.renew",
             "rlatch.await",
+            "rlock.top",
+            "rlock.resetstat",
         ] {
             assert!(slow.contains(&cmd.to_string()), "{flavor}: {cmd} @slow");
             assert!(
@@ -246,7 +255,9 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
                 "rlock.mrelease",
                 "rlock.release",
                 "rlock.renew",
+                "rlock.resetstat",
                 "rlock.scan",
+                "rlock.top",
                 "rsem.acquire",
                 "rsem.addpermits",
                 "rsem.available",

@@ -10,6 +10,7 @@ mod multi;
 mod rwlock;
 mod scan;
 mod semaphore;
+mod stats;
 pub mod table;
 
 use std::os::raw::c_int;

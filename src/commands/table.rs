@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, latch, lock, multi, scan, semaphore};
+use super::{dispatch, info, latch, lock, multi, scan, semaphore, stats};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -258,7 +258,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -2,
         // Keyless: the cursor is not a key. In a cluster, ask every primary.
         keys: (0, 0, 0),
-        positions: KeyPositions::None,
+        positions: KeyPositions::Keyless,
         access: KeyAccess::Read,
         acl_categories: c"keyspace read slow",
         summary: c"Iterates the database like SCAN, showing only locks and read-write locks: holders, pttl, blocked waiters.",
@@ -450,6 +450,38 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl_categories: c"read fast",
         summary: c"Replies a latch's count (0 when it has none).",
         args: &[LATCH],
+    },
+    CommandSpec {
+        name: c"rlock.top",
+        since: V3,
+        handler: entry!("RLOCK.TOP", stats::top),
+        flags: c"readonly",
+        arity: -1,
+        keys: (0, 0, 0),
+        positions: KeyPositions::Keyless,
+        access: KeyAccess::Read,
+        // It names keys, as SCAN does.
+        acl_categories: c"keyspace read slow",
+        summary: c"Shows the most contended keys on this server: calls blocked now, and waits in the stats window.",
+        args: &[ArgDoc::option(
+            c"n",
+            ArgKind::Integer,
+            c"COUNT",
+            c"how many keys, 1 to 1000 (default 10)",
+        )],
+    },
+    CommandSpec {
+        name: c"rlock.resetstat",
+        since: V3,
+        handler: entry!("RLOCK.RESETSTAT", stats::reset_stat),
+        flags: c"admin",
+        arity: 1,
+        keys: (0, 0, 0),
+        positions: KeyPositions::Keyless,
+        access: KeyAccess::Read,
+        acl_categories: c"admin slow dangerous",
+        summary: c"Zeroes the INFO rlock counters, the wait histograms and the contention history of RLOCK.TOP.",
+        args: &[],
     },
 ];
 

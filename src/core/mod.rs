@@ -18,6 +18,7 @@ pub mod semaphore;
 pub mod sessions;
 pub mod sharing;
 pub mod timer_table;
+pub mod wait_stats;
 pub mod waitlist;
 
 use std::collections::{HashMap, HashSet};

@@ -38,12 +38,15 @@ impl TimerTable {
         Some(timer)
     }
 
-    /// The timer tagged `tag` fired: forgets it and returns its lock.
-    pub fn fired(&mut self, tag: u64) -> Option<LockId> {
+    /// The timer tagged `tag` fired: forgets it and returns its lock and deadline.
+    pub fn fired(&mut self, tag: u64) -> Option<(LockId, i64)> {
         let lock = self.by_tag.remove(&tag)?;
-        self.by_lock.remove(&lock);
+        let deadline = self
+            .by_lock
+            .remove(&lock)
+            .map_or(0, |(_, deadline, _)| deadline);
         self.shrink();
-        Some(lock)
+        Some((lock, deadline))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -79,7 +82,7 @@ mod tests {
         let tag = table.next_tag();
         table.insert(lock.clone(), 7, 1000, tag);
         assert_eq!(table.deadline_of(&lock), Some(1000));
-        assert_eq!(table.fired(tag), Some(lock.clone()));
+        assert_eq!(table.fired(tag).map(|(lock, _)| lock), Some(lock.clone()));
         assert!(table.is_empty());
         assert_eq!(table.fired(tag), None);
         let tag = table.next_tag();

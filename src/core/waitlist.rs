@@ -59,6 +59,8 @@ pub struct Waiter<H> {
     pub client: u64,
     /// When the wait runs out (unix ms); far away for `BLOCK 0`.
     pub deadline: i64,
+    /// When it began to wait, in microseconds of a monotonic clock.
+    pub since_us: u64,
     pub handle: H,
 }
 
@@ -228,6 +230,21 @@ impl<H> WaitList<H> {
         self.waiters.is_empty()
     }
 
+    /// The waiter that has waited longest, on any lock.
+    pub fn oldest(&self) -> Option<&Waiter<H>> {
+        let id = self.by_lock.values().filter_map(BTreeSet::first).min()?;
+        self.waiters.get(id)
+    }
+
+    /// The waiters on `lock`, oldest first.
+    pub fn line(&self, lock: &LockId) -> impl Iterator<Item = &Waiter<H>> {
+        self.by_lock
+            .get(lock)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.waiters.get(id))
+    }
+
     /// Every lock that has waiters.
     pub fn lock_ids(&self) -> impl Iterator<Item = &LockId> {
         self.by_lock.keys()
@@ -273,6 +290,7 @@ mod tests {
             options: AcquireOptions::default(),
             client: 1,
             deadline: 0,
+            since_us: 0,
             handle: (),
         }
     }
@@ -290,6 +308,8 @@ mod tests {
             Some((b, b"b".to_vec()))
         );
         assert_eq!(list.head(&lock("j")).map(|(id, _)| id), Some(other));
+        assert_eq!(list.oldest().map(|w| w.owner.clone()), Some(b"x".to_vec()));
+        assert_eq!(list.line(&lock("k")).count(), 1);
         assert_eq!(list.waiting_on(&lock("k")), 1);
         assert_eq!(list.find_owner(&lock("k"), b"b").map(|(id, _)| id), Some(b));
         assert!(list.find_owner(&lock("k"), b"a").is_none());

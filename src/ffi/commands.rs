@@ -93,8 +93,8 @@ pub enum KeyPositions {
     First,
     /// `numkeys key [key ...]` from the second argument on (`owner numkeys key ...`).
     CountedFromSecond,
-    /// No key: a keyless command (`RLOCK.SCAN`, whose cursor is not a key).
-    None,
+    /// No key at all (`RLOCK.TOP`): no key spec.
+    Keyless,
 }
 
 /// What a command does to its keys, for its key spec: ACL key patterns (`%R~`,
@@ -194,14 +194,13 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
                 key_spec.fk.keynum.firstkey = 1;
                 key_spec.fk.keynum.keystep = 1;
             }
-            KeyPositions::None => {}
+            KeyPositions::Keyless => {}
         }
-        // The array ends with a zeroed spec; a keyless command has only that.
-        let key_specs = match positions {
-            KeyPositions::None => vec![std::mem::zeroed()],
-            _ => vec![key_spec, std::mem::zeroed()],
-        };
-        info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
+        if !matches!(positions, KeyPositions::Keyless) {
+            // The array ends with a zeroed spec.
+            let key_specs = vec![key_spec, std::mem::zeroed()];
+            info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
+        }
         set_info(handle, &info) == raw::REDISMODULE_OK as c_int
     }
 }
@@ -212,6 +211,9 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
 /// # Safety
 /// Only builds plain C structs from static strings.
 unsafe fn command_args(args: &[ArgDoc]) -> *mut raw::RedisModuleCommandArg {
+    if args.is_empty() {
+        return ptr::null_mut();
+    }
     let mut raw_args: Vec<raw::RedisModuleCommandArg> = args
         .iter()
         .map(|arg| {

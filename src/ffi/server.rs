@@ -60,6 +60,42 @@ pub fn latency_add_sample(event: &CStr, ms: i64) {
     }
 }
 
+/// A value in an INFO dict field (`name:k=v,k=v`).
+pub enum InfoValue {
+    Text(std::ffi::CString),
+    Integer(i64),
+}
+
+/// Writes the module's section `section` (the server names it `rlock_<section>`) of
+/// dict fields, each `name:k=v,k=v`.
+pub fn info_dict_section(
+    info: *mut raw::RedisModuleInfoCtx,
+    section: &CStr,
+    fields: &[(std::ffi::CString, Vec<(&CStr, InfoValue)>)],
+) {
+    // SAFETY: info is the live info context handed to the callback; every string is
+    // NUL-terminated and lives across the calls that read it.
+    unsafe {
+        raw::RedisModule_InfoAddSection.unwrap()(info, section.as_ptr());
+        for (name, values) in fields {
+            raw::RedisModule_InfoBeginDictField.unwrap()(info, name.as_ptr());
+            for (key, value) in values {
+                match value {
+                    InfoValue::Text(text) => raw::RedisModule_InfoAddFieldCString.unwrap()(
+                        info,
+                        key.as_ptr(),
+                        text.as_ptr() as *mut _,
+                    ),
+                    InfoValue::Integer(n) => {
+                        raw::RedisModule_InfoAddFieldLongLong.unwrap()(info, key.as_ptr(), *n)
+                    }
+                };
+            }
+            raw::RedisModule_InfoEndDictField.unwrap()(info);
+        }
+    }
+}
+
 /// Logs a line to the server log, at warning level. Binary-safe: the message is
 /// cut at the first NUL.
 pub fn log_warning(ctx: *mut raw::RedisModuleCtx, message: &str) {
