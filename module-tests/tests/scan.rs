@@ -453,3 +453,26 @@ fn a_reader_may_scan() {
         }
     }
 }
+
+/// `SCAN` shows any key's name, but a lock's holders and lease are its value: a user
+/// sees only the locks its key patterns let it read.
+#[test]
+fn a_user_sees_only_the_locks_it_may_read() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut admin = server.conn();
+        ok(&mut admin, &["RLOCK.ACQUIRE", "app:orders", "w1"]);
+        ok(&mut admin, &["RLOCK.ACQUIRE", "billing:ledger", "w2"]);
+        ok(&mut admin, &["RLOCK.ACQUIRE", "app:cart", "w3", "WRITE"]);
+        let mut app = user(&server, &mut admin, "app", &["~app:*", "+rlock.scan"]);
+        let (found, _) = scan_all(&mut app, &[], false);
+        let keys: Vec<&str> = found.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["app:cart", "app:orders"], "{flavor}");
+        // Write-only patterns (7.0+: %W~) give no read.
+        let mut writer = user(&server, &mut admin, "w", &["%W~*", "+rlock.scan"]);
+        let (found, _) = scan_all(&mut writer, &[], false);
+        assert!(found.is_empty(), "{flavor}: {found:?}");
+        let (found, _) = scan_all(&mut admin, &[], false);
+        assert_eq!(found.len(), 3, "{flavor}");
+    }
+}

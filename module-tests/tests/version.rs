@@ -163,11 +163,6 @@ fn command_docs_since_matches_the_changelog() {
             let section = log
                 .get(&since)
                 .unwrap_or_else(|| panic!("{flavor}: {name} since {since}: not in CHANGELOG.md"));
-            // A version still being made may be ahead of the crate's.
-            assert!(
-                parts(&since) <= current || unreleased.contains(&since),
-                "{flavor}: {name} since {since}, newer than {current:?} and not (unreleased)"
-            );
             assert!(
                 section.to_ascii_lowercase().contains(&format!("`{name}")),
                 "{flavor}: CHANGELOG.md's {since} section does not name `{name}`"

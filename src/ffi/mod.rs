@@ -9,6 +9,7 @@
 //! callback, valid for that callback's duration.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod acl;
 mod alloc;
 mod blocking;
 mod commands;
@@ -19,6 +20,7 @@ mod server;
 mod strings;
 mod timers;
 
+pub use acl::*;
 pub use alloc::*;
 pub use blocking::*;
 pub use commands::*;

@@ -56,9 +56,18 @@ pub fn scan_locks(
         .pop()
         .and_then(reply_bytes)
         .ok_or(RedisError::Str(errors::UNEXPECTED_REPLY))?;
+    // A lock the user may not read is passed over, as if it were not one: `SCAN` shows
+    // names to anyone, but holders and leases are the key's value.
+    let user = ffi::CallingUser::of(ctx);
     let mut found = Vec::new();
     for key in keys {
         let name = reply_bytes(key).ok_or(RedisError::Str(errors::UNEXPECTED_REPLY))?;
+        if user
+            .as_ref()
+            .is_some_and(|u| !u.may_read(&ffi::string(ctx, &name)))
+        {
+            continue;
+        }
         if let Some(lock) = look_at(ctx, name) {
             if args.kind.is_none_or(|kind| kind == lock.kind) {
                 found.push(lock);
