@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
+use crate::core::keyevents::KeyEvent;
 use crate::core::requests::RequestId;
 use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::semaphore::PermitId;
@@ -15,7 +16,7 @@ use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::state::{self, Undelivered};
-use crate::{deferred, guard, store, timers};
+use crate::{deferred, guard, keyevents, store, timers};
 
 /// What the hand-off needs to know of a waiter.
 pub struct WaiterView {
@@ -115,9 +116,13 @@ pub fn block(ctx: &Context, what: WaitFor, wait: Wait, deadline: i64) -> RedisRe
         more_locks,
         wants,
         owner,
-        options,
+        options: AcquireOptions {
+            block: Some(wait),
+            ..options
+        },
         client: ffi::client_id(ctx),
         deadline,
+        since: ffi::now_ms(),
         handle,
     };
     state::with(|s| {
@@ -429,6 +434,9 @@ extern "C" fn on_deadline(ctx: RawCtx, data: *mut c_void) {
         // The timer has fired: forget it before `forget` would stop it.
         state::with(|s| s.wait_timers.remove(&handle_id));
         if let Some(waiter) = leave(handle_id) {
+            for lock in waiter.locks().filter(|_| keyevents::on()) {
+                keyevents::lock(&ctx, KeyEvent::Timeout, lock);
+            }
             forget(&ctx, waiter, Some(BlockedReply::TimedOut));
         }
     });

@@ -394,19 +394,20 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
         }
         // What lib.rs declares, whatever the doc says.
         server_flags.remove("module");
-        let declared: &[&str] = match name.as_str() {
-            "RLOCK.ACQUIRE" => &["write", "denyoom", "blocking"],
-            // Keys counted by `numkeys`: the server finds them from the key spec.
-            "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
-            "RLOCK.MRELEASE" => &["write", "movablekeys"],
-            "RLOCK.INFO" | "RLOCK.SCAN" | "RSEM.AVAILABLE" | "RLATCH.COUNT" => &["readonly"],
-            "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
-            "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {
-                &["write", "denyoom"]
-            }
-            "RLATCH.AWAIT" => &["write", "blocking"],
-            _ => &["write"],
-        };
+        let declared: &[&str] =
+            match name.as_str() {
+                "RLOCK.ACQUIRE" => &["write", "denyoom", "blocking"],
+                // Keys counted by `numkeys`: the server finds them from the key spec.
+                "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
+                "RLOCK.MRELEASE" => &["write", "movablekeys"],
+                "RLOCK.INFO" | "RLOCK.SCAN" | "RLOCK.WAITERS" | "RSEM.AVAILABLE"
+                | "RLATCH.COUNT" => &["readonly"],
+                "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
+                "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE"
+                | "RLATCH.TRYSETCOUNT" => &["write", "denyoom"],
+                "RLATCH.AWAIT" => &["write", "blocking"],
+                _ => &["write"],
+            };
         let declared: BTreeSet<String> = declared.iter().map(|f| f.to_string()).collect();
         if server_flags != declared {
             found.push(format!(

@@ -11,6 +11,7 @@ mod rwlock;
 mod scan;
 mod semaphore;
 pub mod table;
+mod waiters;
 
 use std::os::raw::c_int;
 
