@@ -18,7 +18,8 @@ use crate::{config, deferred, errors, guard, keyevents, latency, slots, state, s
 
 pub fn subscribe(ctx: &Context) -> bool {
     // No string class: it would cost every SET and INCR in the server a module
-    // callback. Fencing counters are looked up instead (see `core::fences`).
+    // callback. Fencing counters are looked up instead (see `core::fences`). No module
+    // class either: the module's own events (`keyevents`) must not come back here.
     let classes = (NotifyEvent::GENERIC
         | NotifyEvent::EXPIRED
         | NotifyEvent::EVICTED
