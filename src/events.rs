@@ -8,16 +8,18 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::core::deferred::Work;
+use crate::core::keyevents::KeyEvent;
 use crate::core::semaphore::PermitId;
 use crate::core::shrink_set;
-use crate::core::waitlist::LockId;
+use crate::core::waitlist::{LockId, Wants};
 use crate::ffi::{self, RawCtx};
 use crate::store::{self, KeyRole};
-use crate::{config, deferred, errors, guard, latency, slots, state, stats, timers};
+use crate::{config, deferred, errors, guard, keyevents, latency, slots, state, stats, timers};
 
 pub fn subscribe(ctx: &Context) -> bool {
     // No string class: it would cost every SET and INCR in the server a module
-    // callback. Fencing counters are looked up instead (see `core::fences`).
+    // callback. Fencing counters are looked up instead (see `core::fences`). No module
+    // class either: the module's own events (`keyevents`) must not come back here.
     let classes = (NotifyEvent::GENERIC
         | NotifyEvent::EXPIRED
         | NotifyEvent::EVICTED
@@ -130,6 +132,9 @@ extern "C" fn on_keyspace(
             b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => {
                 if ffi::c_str_bytes(event) == b"expired" {
                     stats::EXPIRIES.incr();
+                    if session || holds_lock_waiters(&lock) {
+                        keyevents::lock(&ctx, KeyEvent::Expire, &lock);
+                    }
                 }
                 state::with(|s| s.sessions.forget_lock(&lock));
                 if watched {
@@ -149,6 +154,18 @@ extern "C" fn on_keyspace(
         }
     });
     raw::REDISMODULE_OK as c_int
+}
+
+/// Whether what waits on `lock` here waits for a lock (rather than permits or a latch),
+/// or a round of hand-offs or a fair queue is kept for it: its expiry ends a lock's hold.
+fn holds_lock_waiters(lock: &LockId) -> bool {
+    state::with(|s| {
+        s.sharing.contains(lock)
+            || s.fair_queues.contains(lock)
+            || s.waiters
+                .head(lock)
+                .is_some_and(|(_, w)| w.wants == Wants::Hold)
+    })
 }
 
 /// A fencing counter appeared (loaded, restored, renamed or copied in) or went: its

@@ -16,6 +16,7 @@ use crate::config;
 use crate::core::args::AcquireOptions;
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
+use crate::core::keyevents::KeyEvent;
 use crate::core::requests::RequestKind;
 use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
@@ -28,7 +29,7 @@ use crate::store::{
     self, FairQueue, Latch, LockKey, PermitLeases, RequestRecord, Semaphore, TakeAll, Unlock,
 };
 use crate::waiters::WaiterView;
-use crate::{deferred, slots, timers, waiters};
+use crate::{deferred, keyevents, slots, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
@@ -172,7 +173,7 @@ fn serve_permits(ctx: &Context, lock: &LockId) {
             return watch_permits(ctx, lock, None);
         }
     };
-    reclaim_ended(lock, &mut leases);
+    reclaim_ended(ctx, &key, lock, &mut leases);
     while let Some((id, Wants::Permits(n))) = waiters::head_wants(lock) {
         let Some(waiter) = waiters::view(id) else {
             break;
@@ -200,6 +201,7 @@ fn serve_permits(ctx: &Context, lock: &LockId) {
                         ttl,
                     );
                 }
+                keyevents::key(ctx, KeyEvent::PermitAcquire, &key);
                 BlockedReply::Granted(1)
             }
             None => break,
@@ -235,6 +237,7 @@ pub fn lease_permits(
         return Ok(None);
     }
     stats::PERMIT_LEASES.add(n);
+    keyevents::key(ctx, KeyEvent::PermitLease, key);
     let lock = store::lock_id(ctx, key);
     if options.session {
         tie_leases_to(&lock, &ids, client);
@@ -270,13 +273,20 @@ pub fn lease_ends_at(ctx: &Context, lock: &LockId, deadline: i64) {
     }
 }
 
-/// Takes back the leases of semaphore `lock` that ended, by the server's clock; how many.
-pub fn reclaim_ended(lock: &LockId, leases: &mut PermitLeases) -> usize {
+/// Takes back the leases of semaphore `lock` (named `key`, in the database selected) that
+/// ended, by the server's clock; how many.
+pub fn reclaim_ended(
+    ctx: &Context,
+    key: &RedisString,
+    lock: &LockId,
+    leases: &mut PermitLeases,
+) -> usize {
     let ended = leases.reclaim_ended(ffi::now_ms());
     if ended.is_empty() {
         return 0;
     }
     stats::PERMIT_RECLAIMS.add(ended.len() as i64);
+    keyevents::key(ctx, KeyEvent::PermitReclaim, key);
     state::with(|s| {
         for id in &ended {
             s.session_permits.forget_hold(lock, id);
@@ -335,11 +345,16 @@ fn return_leases(ctx: &Context, lock: &LockId, ids: &[PermitId]) {
         return;
     };
     let now = ffi::now_ms();
+    let mut returned = false;
     for id in ids {
         if leases.give_back(id, now).is_some() {
             stats::PERMIT_RETURNS.incr();
+            returned = true;
         }
         state::with(|s| s.session_permits.forget_hold(lock, &id.0));
+    }
+    if returned {
+        keyevents::key(ctx, KeyEvent::PermitReturn, &key);
     }
     serve_permits(ctx, lock);
 }
@@ -483,6 +498,7 @@ fn grant(
         queue.dequeue(&waiter.owner, true);
     }
     stats::HANDOFFS.incr();
+    keyevents::key(ctx, KeyEvent::Acquire, key);
     if waiter.options.session {
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
@@ -508,6 +524,9 @@ fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView) -> Grant {
         }
     }
     stats::HANDOFFS.incr();
+    for key in &keys {
+        keyevents::key(ctx, KeyEvent::Acquire, key);
+    }
     if waiter.options.session {
         state::with(|s| {
             for lock in &locks {
@@ -724,6 +743,7 @@ fn release_hold(ctx: &Context, lock: &LockId, field: &[u8], all: bool) {
     }
     if all {
         stats::SESSION_RELEASES.incr();
+        keyevents::key(ctx, KeyEvent::SessionEnd, &key);
     } else if released.freed_by.is_some() {
         stats::RELEASES.incr();
     }

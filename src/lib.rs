@@ -12,6 +12,7 @@ pub mod events;
 pub mod ffi;
 pub mod guard;
 pub mod handoff;
+pub mod keyevents;
 pub mod latency;
 pub mod slots;
 pub mod state;

@@ -8,6 +8,7 @@ use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{AcquireOptions, Wait};
 use crate::core::deferred::Work;
+use crate::core::keyevents::KeyEvent;
 use crate::core::requests::RequestId;
 use crate::core::rwlock::{hold_field, RwMode};
 use crate::core::semaphore::PermitId;
@@ -16,7 +17,7 @@ use crate::core::wait_stats::{LiveKey, Outcome};
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::state::{self, State, Undelivered};
-use crate::{config, deferred, guard, stats, store, timers};
+use crate::{config, deferred, guard, keyevents, stats, store, timers};
 
 /// What the hand-off needs to know of a waiter.
 pub struct WaiterView {
@@ -116,10 +117,14 @@ pub fn block(ctx: &Context, what: WaitFor, wait: Wait, deadline: i64) -> RedisRe
         more_locks,
         wants,
         owner,
-        options,
+        options: AcquireOptions {
+            block: Some(wait),
+            ..options
+        },
         client: ffi::client_id(ctx),
         deadline,
         since_us: stats::now_us(),
+        since: ffi::now_ms(),
         handle,
     };
     state::with(|s| {
@@ -514,6 +519,9 @@ extern "C" fn on_deadline(ctx: RawCtx, data: *mut c_void) {
         // The timer has fired: forget it before `forget` would stop it.
         state::with(|s| s.wait_timers.remove(&handle_id));
         if let Some(waiter) = leave(handle_id) {
+            for lock in waiter.locks().filter(|_| keyevents::on()) {
+                keyevents::lock(&ctx, KeyEvent::Timeout, lock);
+            }
             forget(&ctx, waiter, Some(BlockedReply::TimedOut));
         }
     });

@@ -86,7 +86,12 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             assert!(has(&write, cmd), "{flavor}: {cmd} in @write");
             assert!(!has(&read, cmd), "{flavor}: {cmd} not in @read");
         }
-        for cmd in ["rlock.info", "rsem.available", "rlatch.count"] {
+        for cmd in [
+            "rlock.info",
+            "rlock.waiters",
+            "rsem.available",
+            "rlatch.count",
+        ] {
             assert!(has(&read, cmd), "{flavor}: {cmd} in @read");
             assert!(!has(&write, cmd), "{flavor}: {cmd} not in @write");
         }
@@ -200,6 +205,7 @@ fn fast_and_slow_follow_the_table() {
             "rlock.macquire",
             "rlock.mrelease",
             "rlock.scan",
+            "rlock.waiters",
             "rsem.acquire",
             "rsem.lease",
             "rsem.renew",
@@ -258,6 +264,7 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
                 "rlock.resetstat",
                 "rlock.scan",
                 "rlock.top",
+                "rlock.waiters",
                 "rsem.acquire",
                 "rsem.addpermits",
                 "rsem.available",

@@ -400,9 +400,8 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             // Keys counted by `numkeys`: the server finds them from the key spec.
             "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
-            "RLOCK.INFO" | "RLOCK.SCAN" | "RSEM.AVAILABLE" | "RLATCH.COUNT" | "RLOCK.TOP" => {
-                &["readonly"]
-            }
+            "RLOCK.INFO" | "RLOCK.SCAN" | "RLOCK.WAITERS" | "RSEM.AVAILABLE" | "RLATCH.COUNT"
+            | "RLOCK.TOP" => &["readonly"],
             "RLOCK.RESETSTAT" => &["admin"],
             "RSEM.ACQUIRE" | "RSEM.LEASE" => &["write", "denyoom", "blocking"],
             "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RSEM.RELEASE" | "RLATCH.TRYSETCOUNT" => {

@@ -5,9 +5,10 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::{count_value, parse_permit_options, PermitGrammar};
 use crate::core::fair::queue_deadline;
+use crate::core::keyevents::KeyEvent;
 use crate::store::{self, Latch};
 use crate::waiters::WaitFor;
-use crate::{errors, ffi, guard, handoff, stats, waiters};
+use crate::{errors, ffi, guard, handoff, keyevents, stats, waiters};
 
 /// `RLATCH.TRYSETCOUNT key n`: `1` when the latch had no count and now has `n`, `0`
 /// otherwise (nothing changes).
@@ -25,8 +26,16 @@ pub fn count_down(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let [_, key] = args else {
         return Err(RedisError::WrongArity);
     };
-    let count = Latch::open(ctx, key)?.count_down();
+    let mut latch = Latch::open(ctx, key)?;
+    let counting = !latch.is_open();
+    let count = latch.count_down();
     stats::LATCH_COUNTDOWNS.incr();
+    if counting {
+        keyevents::key(ctx, KeyEvent::LatchCountdown, key);
+        if count == 0 {
+            keyevents::key(ctx, KeyEvent::LatchOpen, key);
+        }
+    }
     if count == 0 {
         handoff::serve_key(ctx, key);
     }

@@ -11,10 +11,11 @@ use crate::core::args::{
 };
 use crate::core::fair::{blocked_score, decide_fair_acquire, queue_deadline, FairAcquire};
 use crate::core::hold::Release;
+use crate::core::keyevents::KeyEvent;
 use crate::core::requests::RequestKind;
 use crate::store::{self, FairQueue, LockKey, RequestRecord, Unlock};
 use crate::waiters::WaitFor;
-use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
+use crate::{config, errors, ffi, guard, handoff, keyevents, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner [LEASE ms] [BLOCK ms] [FAIR] [TOKEN] [SESSION] [REQ id]`
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -57,6 +58,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     };
     match taken {
         Some(reply) => {
+            keyevents::key(ctx, KeyEvent::Acquire, key);
             if watching {
                 handoff::watch(ctx, &lock());
             }
@@ -112,6 +114,9 @@ fn acquire_fair(
         FairAcquire::Take { .. } | FairAcquire::Reenter { .. } => {
             let reply = plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan));
             drop(lock_key);
+            if reply.is_some() {
+                keyevents::key(ctx, KeyEvent::Acquire, key);
+            }
             if let FairAcquire::Take { from_head: true } = decision {
                 queue.dequeue(owner.as_slice(), true);
                 handoff::review_queue(&lock, &queue);
@@ -177,6 +182,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         Release::Undo { .. } => 0,
         Release::Last { lock_freed } => {
             stats::RELEASES.incr();
+            keyevents::key(ctx, KeyEvent::Release, key);
             forget_session_hold(ctx, key, owner.as_slice());
             if lock_freed {
                 handoff::freed_key(ctx, key, Unlock::Lock);
@@ -234,6 +240,7 @@ pub fn force_release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Ok(RedisValue::Integer(0));
     }
     drop(lock_key);
+    keyevents::key(ctx, KeyEvent::ForceRelease, key);
     let lock = store::lock_id(ctx, key);
     state::with(|s| s.sessions.forget_lock(&lock));
     handoff::freed_key(ctx, key, unlock);

@@ -12,6 +12,7 @@ mod scan;
 mod semaphore;
 mod stats;
 pub mod table;
+mod waiters;
 
 use std::os::raw::c_int;
 

@@ -9,10 +9,11 @@ use crate::core::args::{
 use crate::core::cluster::key_slot;
 use crate::core::fair::queue_deadline;
 use crate::core::integer::parse_i64;
+use crate::core::keyevents::KeyEvent;
 use crate::core::waitlist::LockId;
 use crate::store::{self, TakeAll, Unlock};
 use crate::waiters::WaitFor;
-use crate::{errors, ffi, guard, handoff, state, stats, waiters};
+use crate::{errors, ffi, guard, handoff, keyevents, state, stats, waiters};
 
 /// The server asks where the keys are (cluster routing, ACL key patterns): the
 /// `numkeys` arguments after `owner numkeys`. A bad count names none, and the call
@@ -87,6 +88,9 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     match store::take_all(ctx, keys, owner, &options, |i| !has_waiters(i))? {
         TakeAll::Taken => {
             stats::MULTI_ACQUIRES.incr();
+            for key in keys {
+                keyevents::key(ctx, KeyEvent::Acquire, key);
+            }
             if options.session {
                 let client = ffi::client_id(ctx);
                 let field = owner.as_slice();
@@ -135,6 +139,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     for (key, freed) in keys.iter().zip(&freed) {
         if *freed {
             stats::RELEASES.incr();
+            keyevents::key(ctx, KeyEvent::Release, key);
             forget_session_hold(ctx, key, owner.as_slice());
             handoff::freed_key(ctx, key, Unlock::Lock);
         }

@@ -5,11 +5,12 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::holds::{block_or_null, commit, earlier_reply, forget_session_hold, replayed_acquire};
 use crate::core::args::AcquireOptions;
+use crate::core::keyevents::KeyEvent;
 use crate::core::lease::Lease;
 use crate::core::requests::RequestKind;
 use crate::core::rwlock::{check_rw_owner, hold_field, RwMode, RwRelease, RwState};
 use crate::store::{self, LockKey, RequestRecord, RwPlanned, Unlock};
-use crate::{config, errors, handoff, state, stats, waiters};
+use crate::{config, errors, handoff, keyevents, state, stats, waiters};
 
 /// `RLOCK.ACQUIRE key owner READ|WRITE [LEASE ms] [BLOCK ms] [SESSION] [TOKEN] [REQ id]`
 ///
@@ -45,6 +46,7 @@ pub fn acquire(
     drop(lock_key);
     match reply {
         Some(reply) => {
+            keyevents::key(ctx, KeyEvent::Acquire, key);
             if !state::all_idle() {
                 handoff::watch(ctx, &lock);
             }
@@ -73,6 +75,7 @@ pub fn release(
         RwRelease::Undo { .. } => 0,
         RwRelease::Last { .. } => {
             stats::RELEASES.incr();
+            keyevents::key(ctx, KeyEvent::Release, key);
             forget_session_hold(ctx, key, &field);
             1
         }

@@ -9,11 +9,12 @@ use crate::core::args::{
     count_value, parse_permit_options, AcquireOptions, ArgError, PermitGrammar,
 };
 use crate::core::fair::queue_deadline;
+use crate::core::keyevents::KeyEvent;
 use crate::core::requests::RequestKind;
 use crate::core::semaphore::{lease_deadline, PermitId, MAX_PERMITS};
 use crate::store::{self, PermitLeases, Semaphore};
 use crate::waiters::WaitFor;
-use crate::{config, errors, ffi, guard, handoff, state, stats, waiters};
+use crate::{config, errors, ffi, guard, handoff, keyevents, state, stats, waiters};
 
 /// `key rest...`: the key, and the rest as byte slices.
 fn key_rest(args: &[RedisString], min: usize) -> Result<(&RedisString, Vec<&[u8]>), RedisError> {
@@ -82,6 +83,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let mut semaphore = Semaphore::open(ctx, key)?;
     if !(waiting && waiters::has_waiters(&lock)) && semaphore.take(n) {
         stats::PERMIT_ACQUIRES.incr();
+        keyevents::key(ctx, KeyEvent::PermitAcquire, key);
         if let Some(record) = &record {
             let ttl = config::default_lease().ms();
             record.write(ctx, RequestKind::Acquire, b"", 1, ttl);
@@ -121,6 +123,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
         record.write(ctx, RequestKind::Release, b"", total, ttl);
     }
     stats::PERMIT_RELEASES.incr();
+    keyevents::key(ctx, KeyEvent::PermitRelease, key);
     handoff::serve_key(ctx, key);
     Ok(RedisValue::Integer(total))
 }
@@ -160,7 +163,7 @@ pub fn lease(ctx: &Context, args: &[RedisString]) -> RedisResult {
         handoff::serve(ctx, &lock);
     }
     let mut leases = PermitLeases::open(ctx, key)?;
-    handoff::reclaim_ended(&lock, &mut leases);
+    handoff::reclaim_ended(ctx, key, &lock, &mut leases);
     let client = ffi::client_id(ctx);
     // Looked up after serving (the same request, blocked elsewhere, may have just been
     // granted). Replayed only while every permit it got is still leased; with SESSION,
@@ -229,6 +232,12 @@ pub fn give_back(ctx: &Context, args: &[RedisString]) -> RedisResult {
         record.write(ctx, RequestKind::Return, b"", reply, ttl);
     }
     drop(leases);
+    match returned {
+        Some(true) => keyevents::key(ctx, KeyEvent::PermitReturn, key),
+        // Its lease had ended: taken back, as at the end of a lease.
+        Some(false) => keyevents::key(ctx, KeyEvent::PermitReclaim, key),
+        None => {}
+    }
     if returned.is_some() {
         stats::PERMIT_RETURNS.incr();
         // The timer finds the next lease end by itself: only waiters need serving now.
@@ -253,7 +262,7 @@ pub fn renew(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let mut leases = PermitLeases::open(ctx, key)?;
     let lock = store::lock_id(ctx, key);
     let now = ffi::now_ms();
-    let ended = handoff::reclaim_ended(&lock, &mut leases);
+    let ended = handoff::reclaim_ended(ctx, key, &lock, &mut leases);
     let deadline = lease_deadline(now, lease.ms());
     let renewed = leases.renew(&id, deadline);
     drop(leases);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, latch, lock, multi, scan, semaphore, stats};
+use super::{dispatch, info, latch, lock, multi, scan, semaphore, stats, waiters};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -278,6 +278,19 @@ pub const COMMANDS: &[CommandSpec] = &[
                 summary: c"only locks of this kind",
             },
         ],
+    },
+    CommandSpec {
+        name: c"rlock.waiters",
+        since: V3,
+        handler: entry!("RLOCK.WAITERS", waiters::command),
+        flags: c"readonly",
+        arity: 2,
+        keys: (1, 1, 1),
+        positions: KeyPositions::First,
+        access: KeyAccess::Read,
+        acl_categories: c"read slow",
+        summary: c"Lists the calls blocked on a key on this server, in the order they will be served.",
+        args: &[ArgDoc::required(c"key", ArgKind::Key, c"a lock's, semaphore's or latch's name")],
     },
     CommandSpec {
         name: c"rsem.trysetpermits",

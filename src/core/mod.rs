@@ -8,6 +8,7 @@ pub mod fair;
 pub mod fences;
 pub mod hold;
 pub mod integer;
+pub mod keyevents;
 pub mod keys;
 pub mod latch;
 pub mod lease;

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::args::AcquireOptions;
 use super::requests::RequestId;
+use super::rwlock::RwMode;
 use super::semaphore::PermitId;
 use super::shrink_map;
 
@@ -61,6 +62,8 @@ pub struct Waiter<H> {
     pub deadline: i64,
     /// When it began to wait, in microseconds of a monotonic clock.
     pub since_us: u64,
+    /// When the wait began (unix ms).
+    pub since: i64,
     pub handle: H,
 }
 
@@ -84,6 +87,22 @@ impl<H> Waiter<H> {
     /// Whether it waits for several locks at once.
     pub fn is_multi(&self) -> bool {
         !self.more_locks.is_empty()
+    }
+
+    /// What it waits for, as `RLOCK.WAITERS` names it.
+    pub fn kind(&self) -> &'static str {
+        match self.wants {
+            Wants::Permits(_) if self.options.lease.is_some() => "lease",
+            Wants::Permits(_) => "permits",
+            Wants::LatchOpen => "latch",
+            Wants::Hold if self.is_multi() => "multi",
+            Wants::Hold => match self.options.mode {
+                Some(RwMode::Read) => "read",
+                Some(RwMode::Write) => "write",
+                None if self.options.fair => "fair",
+                None => "lock",
+            },
+        }
     }
 }
 
@@ -214,6 +233,15 @@ impl<H> WaitList<H> {
             .collect()
     }
 
+    /// The waiters on `lock`, in arrival order: the order they are served in.
+    pub fn line(&self, lock: &LockId) -> impl Iterator<Item = &Waiter<H>> {
+        self.by_lock
+            .get(lock)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.waiters.get(id))
+    }
+
     pub fn waiting_on(&self, lock: &LockId) -> usize {
         self.by_lock.get(lock).map_or(0, BTreeSet::len)
     }
@@ -234,15 +262,6 @@ impl<H> WaitList<H> {
     pub fn oldest(&self) -> Option<&Waiter<H>> {
         let id = self.by_lock.values().filter_map(BTreeSet::first).min()?;
         self.waiters.get(id)
-    }
-
-    /// The waiters on `lock`, oldest first.
-    pub fn line(&self, lock: &LockId) -> impl Iterator<Item = &Waiter<H>> {
-        self.by_lock
-            .get(lock)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.waiters.get(id))
     }
 
     /// Every lock that has waiters.
@@ -291,6 +310,7 @@ mod tests {
             client: 1,
             deadline: 0,
             since_us: 0,
+            since: 0,
             handle: (),
         }
     }
@@ -367,6 +387,46 @@ mod tests {
         assert_eq!(list.first_fair(&lock("k")), None);
         assert_eq!(list.same_request(&waiter("k", "f"), &req), vec![f2]);
         assert_eq!(list.first_plain(&lock("k")), Some(p));
+    }
+
+    #[test]
+    fn the_line_and_each_kind() {
+        let mut list = WaitList::default();
+        let mut fair = waiter("k", "f");
+        fair.options.fair = true;
+        let mut read = waiter("k", "r");
+        read.options.mode = Some(RwMode::Read);
+        let mut write = waiter("k", "w");
+        write.options.mode = Some(RwMode::Write);
+        let mut multi = waiter("k", "m");
+        multi.more_locks = vec![lock("j")];
+        let mut permits = waiter("k", "");
+        permits.wants = Wants::Permits(2);
+        let mut lease = waiter("k", "");
+        lease.wants = Wants::Permits(1);
+        lease.options.lease = crate::core::lease::Lease::from_ms(1000);
+        let mut latch = waiter("k", "");
+        latch.wants = Wants::LatchOpen;
+        list.push(waiter("other", "o"));
+        for w in [
+            waiter("k", "l"),
+            fair,
+            read,
+            write,
+            multi,
+            permits,
+            lease,
+            latch,
+        ] {
+            list.push(w);
+        }
+        let kinds: Vec<&str> = list.line(&lock("k")).map(Waiter::kind).collect();
+        assert_eq!(
+            kinds,
+            ["lock", "fair", "read", "write", "multi", "permits", "lease", "latch"]
+        );
+        assert_eq!(list.line(&lock("j")).count(), 1);
+        assert_eq!(list.line(&lock("none")).count(), 0);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Keyspace and server event subscriptions, and what the events carry.
 
+use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, RedisString};
 
 use super::{KeyspaceCallback, RawKeyspaceFn, RawServerEventFn, ServerEventCallback};
 
@@ -67,5 +68,27 @@ pub fn event_config_names(data: *mut c_void) -> Vec<Vec<u8>> {
                     .to_vec()
             })
             .collect()
+    }
+}
+
+/// The server's `notify-keyspace-events` flags (`RedisModule_GetNotifyKeyspaceEvents`,
+/// 6.0+): a read of one field. 0 where the call is missing.
+pub fn keyspace_event_flags() -> c_int {
+    // SAFETY: no arguments; the pointer is checked.
+    unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.map_or(0, |flags| flags()) }
+}
+
+/// Publishes the keyspace event `event` of class module (`d`) on `key`, in the database
+/// `ctx` has selected. The server calls every module's subscribers to that class too.
+pub fn notify_module_event(ctx: &Context, event: &CStr, key: &RedisString) {
+    // SAFETY: ctx is live and has a client (commands, timers, event callbacks); event is
+    // NUL-terminated; key is a live RedisModuleString the server only reads.
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+            ctx.get_raw(),
+            raw::REDISMODULE_NOTIFY_MODULE as c_int,
+            event.as_ptr(),
+            key.inner,
+        );
     }
 }

@@ -118,6 +118,25 @@ pub fn client_id(ctx: &Context) -> u64 {
     unsafe { raw::RedisModule_GetClientId.unwrap()(ctx.get_raw()) }
 }
 
+/// The name of connection `id` (`CLIENT SETNAME`); empty when it has none, is gone, or
+/// the server lacks `RedisModule_GetClientNameById` (before Redis 7.0.3).
+pub fn client_name(ctx: &Context, id: u64) -> Vec<u8> {
+    // SAFETY: ctx is live; the name the server returns carries a reference for the
+    // caller, copied out and then given back with FreeString. The pointers are checked.
+    unsafe {
+        let Some(get) = raw::RedisModule_GetClientNameById else {
+            return Vec::new();
+        };
+        let name = get(ctx.get_raw(), id);
+        if name.is_null() {
+            return Vec::new();
+        }
+        let bytes = super::string_bytes(name).to_vec();
+        raw::RedisModule_FreeString.unwrap()(ctx.get_raw(), name);
+        bytes
+    }
+}
+
 pub fn selected_db(ctx: &Context) -> i32 {
     // SAFETY: ctx is live.
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.get_raw()) }
