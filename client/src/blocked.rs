@@ -1,8 +1,8 @@
 //! A command that may block in the server (`BLOCK`), sent so that the caller may give up:
 //! on a pooled connection, in a task of its own. Dropping the caller's future ends the
-//! wait (the connection closes if the server shows it blocked, and the server forgets the
-//! waiter and gives back a grant it never delivered); a reply that arrives anyway goes to
-//! `orphaned`, which gives back what was granted.
+//! wait (if the server shows it blocked, the server closes the connection at the client's
+//! word, forgets the waiter and gives back a grant it never sent; see `conn::cancel_wait`);
+//! a reply that arrives anyway goes to `orphaned`, which gives back what was granted.
 
 use std::sync::Arc;
 
@@ -10,8 +10,8 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::command::Wait;
-use crate::conn::{cancel_wait, redirect_of, Dedicated, Redirect, TRY_AGAIN_AFTER};
+use crate::command::{self, Wait};
+use crate::conn::{cancel_wait, redirect_of, Cancelled, Dedicated, Redirect, TRY_AGAIN_AFTER};
 use crate::error::{Error, Result};
 use crate::lock::Inner;
 
@@ -35,25 +35,27 @@ pub(crate) async fn call(
     let client_id = conn.client_id(&key).await?;
     let (mut tx, rx) = oneshot::channel::<Result<redis::Value>>();
     let inner = inner.clone();
+    let name = command::name_of(&cmd);
     tokio::spawn(async move {
-        let reply = {
+        let (reply, usable) = {
             let request = send_following_redirects(&mut conn, &key, &cmd, wait);
             tokio::pin!(request);
             tokio::select! {
                 biased;
-                r = &mut request => Some(r),
+                r = &mut request => (r, true),
                 _ = tx.closed() => {
                     let shared = inner.conn().await.ok();
-                    cancel_wait(shared, &key, client_id, request).await
+                    match cancel_wait(shared, &key, client_id, &name, true, request).await {
+                        // Still blocked when the caller left: the connection closes here.
+                        Cancelled::Close => return,
+                        Cancelled::Replied(r) => (r, true),
+                        Cancelled::Killed(r) => (r, false),
+                    }
                 }
             }
         };
-        // Still blocked when the caller left: the connection closes here.
-        let Some(reply) = reply else {
-            return;
-        };
         let reply = reply.map_err(Error::from);
-        if reply.is_ok() {
+        if reply.is_ok() && usable {
             inner.pool.give_back(conn);
         }
         if let Err(Ok(value)) = tx.send(reply) {

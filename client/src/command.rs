@@ -303,6 +303,26 @@ pub(crate) fn client_is_blocked(line: &str) -> bool {
         .is_some_and(|flags| flags.contains('b'))
 }
 
+/// Whether a `CLIENT LIST` line shows a client blocked in `command` itself (flag `b`, and
+/// `cmd=` the command, case aside), rather than in a later command of its pipeline (a
+/// `WAIT` after a grant) or held back before it: then the reply of `command` has been
+/// sent already.
+pub(crate) fn client_is_blocked_in(line: &str, command: &str) -> bool {
+    client_is_blocked(line)
+        && line
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("cmd="))
+            .is_some_and(|cmd| cmd.eq_ignore_ascii_case(command))
+}
+
+/// The name of `cmd` (its first argument), as `CLIENT LIST` shows it: lower case.
+pub(crate) fn name_of(cmd: &redis::Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).to_lowercase(),
+        _ => String::new(),
+    }
+}
+
 /// Whether a request may have been lost on the way (to or from the server), so that
 /// sending it again, with its `REQ` id, is the way to learn its outcome.
 pub(crate) fn worth_resending(e: &redis::RedisError) -> bool {
@@ -848,6 +868,22 @@ mod tests {
         assert!(client_is_blocked(line));
         assert!(!client_is_blocked(&line.replace("flags=b", "flags=N")));
         assert!(!client_is_blocked(""));
+        let waiting = format!("{line} cmd=rlock.acquire user=default");
+        assert!(client_is_blocked_in(&waiting, "rlock.acquire"));
+        assert!(client_is_blocked_in(&waiting, "RLOCK.ACQUIRE"));
+        // Blocked in the WAIT pipelined after a grant: the grant's reply went out.
+        assert!(!client_is_blocked_in(
+            &waiting.replace("cmd=rlock.acquire", "cmd=wait"),
+            "rlock.acquire"
+        ));
+        assert!(!client_is_blocked_in(
+            &waiting.replace("flags=b", "flags=N"),
+            "rlock.acquire"
+        ));
+        assert_eq!(
+            name_of(&redis::cmd("RSEM.ACQUIRE").arg("k").clone()),
+            "rsem.acquire"
+        );
     }
 
     #[test]

@@ -278,23 +278,53 @@ fn flatten(v: Value, n: usize) -> RedisResult<Vec<Value>> {
     }
 }
 
+/// How a wait the caller gave up on ended (see `cancel_wait`).
+pub(crate) enum Cancelled<T> {
+    /// Still blocked, and nothing read from it is needed: the caller closes the connection,
+    /// and the server forgets a closed connection's waiter and gives back a grant it never
+    /// delivered.
+    Close,
+    /// Its reply came; the connection is as good as before.
+    Replied(T),
+    /// The server closed the connection at the caller's word (`CLIENT KILL`): the reply it
+    /// had sent before, or the error of the closed connection. The connection is dead.
+    Killed(T),
+}
+
 /// The caller gave up while a request on a dedicated connection (client `client_id` on
-/// the node of `key`) may be blocked in the server. If the server shows it blocked
-/// (`CLIENT LIST` flags `b`), `None`: the caller closes the connection, and the server
-/// forgets a closed connection's waiter and gives back a grant it never delivered.
-/// Otherwise the request has not reached the server yet, or its reply is on its way: the
-/// reply is awaited, and looked for again every 50 ms, up to 3 s.
+/// the node of `key`) may be blocked in the server, in `command` (its name).
+///
+/// If the server shows it blocked in `command` (`CLIENT LIST` flag `b`, `cmd=command`),
+/// the server ends it: `CLIENT KILL ID` on the shared connection, while this connection
+/// still reads. A grant the server wrote before the kill is read (and the caller gives it
+/// back); one made in the kill's turn, not yet written, the server gives back itself when
+/// the connection goes. Closing the connection from this side instead would lose the first
+/// kind: the server can grant, and write the reply, between its `CLIENT LIST` answer and
+/// the moment it reads the close (even in the very turn of `CLIENT LIST`, whose flag `b`
+/// stays set until the server runs the module's reply callback, before it sleeps), and a
+/// reply written to a socket nobody reads leaves the hold orphaned for its lease.
+///
+/// With `keep_reading` false (a `SESSION` wait: its holds end with its connection, a
+/// delivered grant too) the connection is closed at once instead: `Close`. So it is too
+/// when `CLIENT KILL` is refused (an ACL user allowed `CLIENT LIST` only).
+///
+/// Otherwise the request has not reached the server yet, or its reply is on its way, or it
+/// is blocked after that reply (a `WAIT` pipelined after a grant): the reply is awaited,
+/// and looked for again every 50 ms, up to 3 s.
 ///
 /// `CLIENT UNBLOCK` is never sent. Before Redis 7.4 it does not unblock rlock waits, and
 /// Redis (7.0 to 7.4 at least) also "unblocks" a request that a `CLIENT PAUSE WRITE` or a
 /// `FAILOVER` holds back: `TIMEOUT` then kills the server, and `ERROR` replies
 /// `-UNBLOCKED` and runs the command anyway once the pause ends, a grant nobody awaits.
+/// `CLIENT KILL` is safe there: a request held back goes with its connection.
 pub(crate) async fn cancel_wait<F: std::future::Future>(
     conn: Option<Conn>,
     key: &str,
     client_id: i64,
+    command: &str,
+    keep_reading: bool,
     mut request: std::pin::Pin<&mut F>,
-) -> Option<F::Output> {
+) -> Cancelled<F::Output> {
     let give_up = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < give_up {
         if let Some(conn) = &conn {
@@ -304,20 +334,34 @@ pub(crate) async fn cancel_wait<F: std::future::Future>(
             let line = listed
                 .ok()
                 .and_then(|v| redis::from_redis_value::<String>(v).ok());
-            if line
-                .as_deref()
-                .is_some_and(crate::command::client_is_blocked)
-            {
-                return None;
+            let line = line.as_deref().unwrap_or_default();
+            if crate::command::client_is_blocked_in(line, command) {
+                if !keep_reading {
+                    return Cancelled::Close;
+                }
+                let mut kill = redis::cmd("CLIENT");
+                kill.arg("KILL").arg("ID").arg(client_id);
+                return match conn.query_on_node_of(key, kill).await {
+                    Err(e) if e.code() == Some("NOPERM") => Cancelled::Close,
+                    // Killed, or gone already ("No such client"): either way the
+                    // connection ends now, after what the server wrote to it.
+                    _ => match tokio::time::timeout(KILLED_WITHIN, request.as_mut()).await {
+                        Ok(r) => Cancelled::Killed(r),
+                        Err(_) => Cancelled::Close,
+                    },
+                };
             }
         }
         tokio::select! {
-            r = request.as_mut() => return Some(r),
+            r = request.as_mut() => return Cancelled::Replied(r),
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
     }
-    None
+    Cancelled::Close
 }
+
+/// How long a connection the server was told to close may take to end, reply included.
+const KILLED_WITHIN: Duration = Duration::from_secs(3);
 
 /// Groups keys by cluster slot, so a cluster pipeline stays single-slot.
 pub(crate) fn slot_of(key: &str) -> Slot {

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
-use crate::conn::{Conn, Dedicated, Endpoint, Pool, Redirect};
+use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::watchdog::{LostRx, Registry, Watched};
 
@@ -611,29 +611,33 @@ impl Lock {
         // drop releases it.
         tokio::spawn(async move {
             let sent = Instant::now();
-            let reply = {
+            let (reply, usable) = {
                 let request = lock.send_following_redirects(&mut conn, opts);
                 tokio::pin!(request);
                 tokio::select! {
                     biased;
-                    r = &mut request => Some(r),
+                    r = &mut request => (r, true),
                     _ = tx.closed(), if client_id.is_some() => {
-                        lock.cancel_wait(client_id.unwrap_or_default(), request).await
+                        match lock.cancel_wait(client_id.unwrap_or_default(), request).await {
+                            // Still blocked: `conn` closes here, and the server forgets it.
+                            Cancelled::Close => return,
+                            Cancelled::Replied(r) => (r, true),
+                            Cancelled::Killed(r) => (r, false),
+                        }
                     }
                 }
-            };
-            let Some(reply) = reply else {
-                return; // still blocked: `conn` closes here, and the server forgets it
             };
             let result = lock.grant(reply, sent, blocks, &mut conn);
             let pin = lock.session && matches!(result, Ok(Some(_)));
             let result = match result {
-                Ok(Some(mut g)) if pin => {
+                Ok(Some(mut g)) if pin && usable => {
                     g.pinned = Some(conn);
                     Ok(Some(g))
                 }
                 Ok(r) => {
-                    lock.locks.inner.pool.give_back(conn);
+                    if usable {
+                        lock.locks.inner.pool.give_back(conn);
+                    }
                     Ok(r)
                 }
                 Err(e) => Err(e), // the connection may be broken: close it
@@ -686,12 +690,21 @@ impl Lock {
         &self,
         client_id: i64,
         request: std::pin::Pin<&mut F>,
-    ) -> Option<F::Output>
+    ) -> Cancelled<F::Output>
     where
         F: Future,
     {
         let conn = self.locks.inner.conn().await.ok();
-        crate::conn::cancel_wait(conn, &self.key, client_id, request).await
+        let keep_reading = !self.session;
+        crate::conn::cancel_wait(
+            conn,
+            &self.key,
+            client_id,
+            "rlock.acquire",
+            keep_reading,
+            request,
+        )
+        .await
     }
 
     fn grant(

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::blocked::send_following_redirects;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
-use crate::conn::{slot_of, Dedicated};
+use crate::conn::{cancel_wait, slot_of, Cancelled, Dedicated};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
 use crate::watchdog::LostRx;
@@ -247,32 +247,40 @@ impl MultiKeyLock {
             .take(&inner.endpoint, inner.config.response_timeout)
             .await?;
         let client_id = conn.client_id(&keys[0]).await?;
-        let reply = {
+        let (reply, usable) = {
             let request = send_following_redirects(&mut conn, &keys[0], &cmd, wait);
             tokio::pin!(request);
             tokio::select! {
                 biased;
-                r = &mut request => Some(r),
+                r = &mut request => (r, true),
                 _ = caller.closed() => {
                     let shared = inner.conn().await.ok();
-                    crate::conn::cancel_wait(shared, &keys[0], client_id, request).await
+                    let (key, session) = (&keys[0], self.session);
+                    match cancel_wait(shared, key, client_id, "rlock.macquire", !session, request)
+                        .await
+                    {
+                        // Still blocked when the caller left: the connection closes here,
+                        // and the server forgets the waiter.
+                        Cancelled::Close => return Ok(None),
+                        Cancelled::Replied(r) => (r, true),
+                        Cancelled::Killed(r) => (r, false),
+                    }
                 }
             }
         };
-        // Still blocked when the caller left: the connection closes here, and the server
-        // forgets the waiter.
-        let Some(reply) = reply else {
-            return Ok(None);
-        };
         let granted = command::parse_acquire(reply?)?;
         match granted {
-            Some(_) if self.session => Ok(Some(Some(conn))),
+            Some(_) if self.session && usable => Ok(Some(Some(conn))),
             Some(_) => {
-                inner.pool.give_back(conn);
+                if usable {
+                    inner.pool.give_back(conn);
+                }
                 Ok(Some(None))
             }
             None => {
-                inner.pool.give_back(conn);
+                if usable {
+                    inner.pool.give_back(conn);
+                }
                 Ok(None)
             }
         }
