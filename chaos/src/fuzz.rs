@@ -22,7 +22,7 @@ pub struct Outcome {
     pub counts: BTreeMap<String, u64>,
 }
 
-const COMMANDS: [&str; 19] = [
+const COMMANDS: [&str; 23] = [
     "RLOCK.ACQUIRE",
     "RLOCK.RELEASE",
     "RLOCK.RENEW",
@@ -42,6 +42,10 @@ const COMMANDS: [&str; 19] = [
     "RLATCH.COUNTDOWN",
     "RLATCH.AWAIT",
     "RLATCH.COUNT",
+    "RLOCK.WAITERS",
+    "RLOCK.TOP",
+    "RLOCK.SCAN",
+    "RLOCK.RESETSTAT",
 ];
 
 /// Arguments a semaphore or latch command takes after its key: counts, options, a permit
@@ -138,9 +142,98 @@ fn random_bytes(rng: &mut Rng) -> Vec<u8> {
     (0..rng.below(12)).map(|_| rng.below(256) as u8).collect()
 }
 
-/// A random argument vector for one module command. Whether it may block.
-pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
-    let command = rng.pick(&COMMANDS);
+/// `RLOCK.SCAN` cursors: `SCAN`'s own, the bounds of an unsigned 64-bit cursor and past
+/// them, and words that are not cursors.
+const CURSORS: [&[u8]; 14] = [
+    b"0",
+    b"1",
+    b"7",
+    b"1024",
+    b"18446744073709551615",
+    b"18446744073709551616",
+    b"9223372036854775807",
+    b"99999999999999999999999",
+    b"-1",
+    b"abc",
+    b"",
+    b" 0",
+    b"+1",
+    b"1.5",
+];
+
+/// `MATCH` patterns: every key, a hash tag, unclosed and escaped brackets, empty.
+const PATTERNS: [&[u8]; 10] = [
+    b"*", b"k*", b"{k}*", b"k?", b"[", b"[a-", b"\\", b"*\\*", b"", b"[^k]*",
+];
+
+/// `COUNT` values of `RLOCK.SCAN` and `RLOCK.TOP`: 0, negatives, at and past the limits.
+const OBSERVE_COUNTS: [&[u8]; 12] = [
+    b"0",
+    b"-1",
+    b"1",
+    b"10",
+    b"1000",
+    b"1001",
+    b"2147483648",
+    b"9223372036854775807",
+    b"99999999999999999999",
+    b"abc",
+    b"01",
+    b"",
+];
+
+/// `TYPE` values of `RLOCK.SCAN`: its two, in any case, and others.
+const SCAN_TYPES: [&[u8]; 8] = [
+    b"lock", b"rwlock", b"LOCK", b"RwLock", b"hash", b"string", b"bad", b"",
+];
+
+/// Arguments for the keyless observation commands (`RLOCK.TOP`, `RLOCK.SCAN`,
+/// `RLOCK.RESETSTAT`) and `RLOCK.WAITERS`: mostly their shape, sometimes not.
+fn observe_args(rng: &mut Rng, command: &str) -> Vec<Vec<u8>> {
+    let mut args = vec![command.as_bytes().to_vec()];
+    // A key for WAITERS, a cursor for SCAN: now and then left out.
+    if command == "RLOCK.WAITERS" && !rng.chance(10) {
+        args.push(rng.pick(&KEYS).to_vec());
+    }
+    if command == "RLOCK.SCAN" && !rng.chance(5) {
+        args.push(if rng.chance(10) {
+            random_bytes(rng)
+        } else {
+            rng.pick(&CURSORS).to_vec()
+        });
+    }
+    let options = match command {
+        "RLOCK.SCAN" => rng.below(5),
+        "RLOCK.TOP" => rng.below(3),
+        _ => u64::from(rng.chance(10)),
+    };
+    for _ in 0..options {
+        let (word, values): (&[u8], &[&[u8]]) = match rng.below(10) {
+            0..=2 => (b"MATCH", &PATTERNS),
+            3..=5 => (b"COUNT", &OBSERVE_COUNTS),
+            6..=7 => (b"TYPE", &SCAN_TYPES),
+            _ => (*rng.pick(&WORDS), &WORDS),
+        };
+        let word = if rng.chance(20) {
+            word.to_ascii_lowercase()
+        } else {
+            word.to_vec()
+        };
+        args.push(word);
+        // Now and then an option without its value.
+        if !rng.chance(10) {
+            args.push(if rng.chance(5) {
+                random_bytes(rng)
+            } else {
+                rng.pick(values).to_vec()
+            });
+        }
+    }
+    args
+}
+
+/// Arguments for the other commands: keys, owners, counts and option words.
+fn other_args(rng: &mut Rng, command: &str) -> Vec<Vec<u8>> {
     // The multi-key commands take `owner numkeys key...`: the owner and a count first.
     let multi = command.starts_with("RLOCK.M");
     let counted = command.starts_with("RSEM.") || command.starts_with("RLATCH.");
@@ -158,6 +251,20 @@ pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
         };
         args.push(arg);
     }
+    args
+}
+
+/// A random argument vector for one module command. Whether it may block.
+pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
+    let command = rng.pick(&COMMANDS);
+    let mut args = if matches!(
+        *command,
+        "RLOCK.WAITERS" | "RLOCK.TOP" | "RLOCK.SCAN" | "RLOCK.RESETSTAT"
+    ) {
+        observe_args(rng, command)
+    } else {
+        other_args(rng, command)
+    };
     // No key may expire during the run: valid leases become an hour.
     let mut may_block = false;
     for i in 1..args.len() {
@@ -367,6 +474,62 @@ fn send_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn observation_commands_get_good_and_bad_arguments() {
+        let mut rng = Rng::new(3);
+        let mut seen: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut saw = |what: &[u8]| *seen.entry(what.to_vec()).or_default() += 1;
+        for _ in 0..20_000 {
+            let (args, _) = call(&mut rng);
+            if !matches!(
+                args[0].as_slice(),
+                b"RLOCK.WAITERS" | b"RLOCK.TOP" | b"RLOCK.SCAN" | b"RLOCK.RESETSTAT"
+            ) {
+                continue;
+            }
+            saw(&args[0]);
+            if args[0] == b"RLOCK.SCAN" && args.len() > 1 {
+                for cursor in [&b"abc"[..], b"18446744073709551616", b"0"] {
+                    if args[1] == cursor {
+                        saw(&[b"cursor ", cursor].concat());
+                    }
+                }
+            }
+            for pair in args.windows(2) {
+                match (pair[0].to_ascii_uppercase().as_slice(), pair[1].as_slice()) {
+                    (b"COUNT", n @ (b"0" | b"-1" | b"9223372036854775807")) => {
+                        saw(&[b"COUNT ", n].concat())
+                    }
+                    (b"TYPE", t @ (b"lock" | b"rwlock" | b"bad")) => saw(&[b"TYPE ", t].concat()),
+                    (b"MATCH", _) => saw(b"MATCH"),
+                    _ => {}
+                }
+            }
+        }
+        for what in [
+            &b"RLOCK.WAITERS"[..],
+            b"RLOCK.TOP",
+            b"RLOCK.SCAN",
+            b"RLOCK.RESETSTAT",
+            b"cursor abc",
+            b"cursor 18446744073709551616",
+            b"cursor 0",
+            b"COUNT 0",
+            b"COUNT -1",
+            b"COUNT 9223372036854775807",
+            b"TYPE lock",
+            b"TYPE rwlock",
+            b"TYPE bad",
+            b"MATCH",
+        ] {
+            assert!(
+                seen.get(what).copied().unwrap_or(0) > 0,
+                "never sent: {}",
+                String::from_utf8_lossy(what)
+            );
+        }
+    }
 
     #[test]
     fn calls_never_wait_long_nor_expire_soon() {
