@@ -33,11 +33,11 @@ pub struct CommandSpec {
     pub args: &'static [ArgDoc],
 }
 
-/// Versions that added commands: v1, the reentrant lock; v2, the rest of Redisson's
-/// synchronizers and the multi-key commands; v3, seeing every lock.
+/// Versions that added commands (CHANGELOG.md): 1.0.0, the reentrant lock; 2.0.0, the rest of
+/// Redisson's synchronizers and the multi-key commands; 2.2.0, seeing every lock.
 const V1: &CStr = c"1.0.0";
 const V2: &CStr = c"2.0.0";
-const V3: &CStr = c"3.0.0";
+const V2_2: &CStr = c"2.2.0";
 
 /// An `extern "C"` entry point for `handler`, for the table below.
 macro_rules! entry {
@@ -252,7 +252,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.scan",
-        since: V3,
+        since: V2_2,
         handler: entry!("RLOCK.SCAN", scan::command),
         flags: c"readonly",
         arity: -2,
@@ -281,7 +281,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.waiters",
-        since: V3,
+        since: V2_2,
         handler: entry!("RLOCK.WAITERS", waiters::command),
         flags: c"readonly",
         arity: 2,
@@ -466,7 +466,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.top",
-        since: V3,
+        since: V2_2,
         handler: entry!("RLOCK.TOP", stats::top),
         flags: c"readonly",
         arity: -1,
@@ -485,7 +485,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rlock.resetstat",
-        since: V3,
+        since: V2_2,
         handler: entry!("RLOCK.RESETSTAT", stats::reset_stat),
         flags: c"admin",
         arity: 1,
