@@ -52,10 +52,12 @@ pub enum CostPath {
     Write,
     Sem,
     SemLease,
+    /// One blocked hand-off: a holder releases a lock another connection waits for.
+    Handoff,
 }
 
 impl CostPath {
-    pub const ALL: [CostPath; 8] = [
+    pub const ALL: [CostPath; 9] = [
         CostPath::Plain,
         CostPath::Fair,
         CostPath::Token,
@@ -64,6 +66,7 @@ impl CostPath {
         CostPath::Write,
         CostPath::Sem,
         CostPath::SemLease,
+        CostPath::Handoff,
     ];
 
     /// The name in the baseline file and the report.
@@ -77,6 +80,7 @@ impl CostPath {
             CostPath::Write => "write",
             CostPath::Sem => "rsem",
             CostPath::SemLease => "rsem-lease",
+            CostPath::Handoff => "handoff",
         }
     }
 
@@ -90,7 +94,35 @@ impl CostPath {
             CostPath::Write => "RLOCK.ACQUIRE k o WRITE LEASE 30000 + RLOCK.RELEASE k o WRITE",
             CostPath::Sem => "RSEM.ACQUIRE k + RSEM.RELEASE k (RSEM.TRYSETPERMITS k 1 first)",
             CostPath::SemLease => "RSEM.LEASE k LEASE 30000 + RSEM.RETURN k <id replied>",
+            CostPath::Handoff => {
+                "a: RLOCK.ACQUIRE k a LEASE 30000; b: RLOCK.ACQUIRE k b LEASE 30000 BLOCK 5000 \
+                 (blocks); a: PING; a: RLOCK.RELEASE k a (k passes to b); b: RLOCK.RELEASE k b"
+            }
         }
+    }
+
+    /// The path named `name` (as in the baseline file).
+    pub fn from_name(name: &str) -> Option<CostPath> {
+        CostPath::ALL.into_iter().find(|p| p.name() == name.trim())
+    }
+
+    /// `plain,handoff`: the paths of a comma-separated list, in `ALL`'s order, each once.
+    pub fn parse_list(list: &str) -> Result<Vec<CostPath>, String> {
+        let mut named = Vec::new();
+        for name in list.split(',').filter(|n| !n.trim().is_empty()) {
+            let path = CostPath::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = CostPath::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown path {name:?} (known: {})", known.join(", "))
+            })?;
+            named.push(path);
+        }
+        if named.is_empty() {
+            return Err("no path named".into());
+        }
+        Ok(CostPath::ALL
+            .into_iter()
+            .filter(|p| named.contains(p))
+            .collect())
     }
 }
 
@@ -114,9 +146,10 @@ pub struct Baseline {
 }
 
 pub const BASELINE_HEADER: &str = "\
-# Server instructions per uncontended pair, per server and path: the cost check's baseline
-# (bench/src/cost.rs; `make cost-check`, run by `make test`, fails on a path more than 5 %
-# above its number here). Written by `make cost-baseline`; see docs/PROFILE.md, \"Cost check\".
+# Server instructions per uncontended pair (handoff: per blocked hand-off), per server and
+# path: the cost check's baseline (bench/src/cost.rs; `make cost-check`, run by `make test`,
+# fails on a path more than 5 % above its number here). Written by `make cost-baseline`; see
+# docs/PROFILE.md, \"Cost check\".
 #
 # Update it deliberately: run `make cost-baseline` and commit this file in the same commit as
 # the change that moved the numbers, saying in the message why they moved. A new server version
@@ -182,6 +215,15 @@ impl Baseline {
             }
         }
         s
+    }
+
+    /// Puts `costs` in `server`'s section (made if new). The section's other paths keep
+    /// their numbers: a run of some paths only (`--paths`) updates those.
+    pub fn update(&mut self, server: &str, costs: &[(&str, u64)]) {
+        let paths = self.servers.entry(server.to_string()).or_default();
+        for (path, cost) in costs {
+            paths.insert(path.to_string(), *cost);
+        }
     }
 
     pub fn load(path: &Path) -> Result<Baseline, String> {
@@ -404,6 +446,10 @@ fn build_fixed_seed(dir: &Path) -> Result<PathBuf, String> {
 struct Counted {
     server: Server,
     con: redis::Connection,
+    /// The `handoff` path's second connection (the one that blocks), made when first needed.
+    waiter: Option<redis::Connection>,
+    /// The server's `/proc/<pid>/io` (Linux), whose `syscr` tells when it has read a call.
+    proc_io: Option<PathBuf>,
     out_dir: tempfile::TempDir,
     dumps: u32,
 }
@@ -443,6 +489,8 @@ impl Counted {
         Ok(Counted {
             server,
             con,
+            waiter: None,
+            proc_io: None,
             out_dir,
             dumps: 0,
         })
@@ -486,7 +534,121 @@ impl Counted {
         pipe.query::<Vec<Value>>(&mut self.con)
             .map_err(|e| format!("pipeline: {e}"))
     }
+
+    fn call(&mut self, cmd: &redis::Cmd) -> Result<Value, String> {
+        cmd.query::<Value>(&mut self.con).map_err(|e| e.to_string())
+    }
+
+    /// `INFO rlock`'s `rlock_handoffs`: locks passed to a blocked call since load.
+    fn handoffs(&mut self) -> Result<i64, String> {
+        let text: String = redis::cmd("INFO")
+            .arg("rlock")
+            .query(&mut self.con)
+            .map_err(|e| format!("INFO rlock: {e}"))?;
+        info_field(&text, "rlock_handoffs")
+            .ok_or_else(|| format!("INFO rlock has no rlock_handoffs: {text}"))
+    }
+
+    /// Read system calls the server has made (`syscr` of `/proc/<pid>/io`), if known.
+    fn reads(&self) -> Option<u64> {
+        let text = fs::read_to_string(self.proc_io.as_ref()?).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("syscr:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Waits until the server has made a read system call since `before` (its count of
+    /// them): it has read the call just written, and is running it.
+    fn await_read(&self, before: Option<u64>) -> Result<(), String> {
+        let Some(before) = before else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        while self.reads().is_some_and(|n| n <= before) {
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err("the server did not read the blocking call in 60 s".into());
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
+    }
+
+    /// One blocked hand-off of `key` from `holder` to `waiter` (`CostPath::Handoff`).
+    ///
+    /// The waiter's call must be blocked before the holder releases: it is written first,
+    /// then the holder makes a round trip (`PING`). Sent after the waiter's call was in the
+    /// server's socket, the `PING` is read in the same turn of the event loop or a later
+    /// one, and its reply written at the end of that turn: so when it arrives the waiter's
+    /// call has run. (`window` also checks that every iteration was a hand-off.)
+    ///
+    /// Which turn reads the `PING` would be a race, and each turn of the event loop costs
+    /// the server about 1,000 instructions (`beforeSleep` and the rest): the counts moved
+    /// by 1.7 % between runs. So the `PING` is written only once the server has read the
+    /// waiter's call (its count of read system calls, `/proc/<pid>/io`, has moved): always
+    /// in a turn of its own.
+    fn handoff(&mut self, key: &str, holder: &str, waiter: &str) -> Result<(), String> {
+        if self.waiter.is_none() {
+            let w = self.server.conn();
+            w.set_read_timeout(Some(Duration::from_secs(120)))
+                .map_err(|e| e.to_string())?;
+            self.waiter = Some(w);
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query(&mut self.con)
+                .map_err(|e| format!("INFO server: {e}"))?;
+            self.proc_io = info_field(&info, "process_id")
+                .map(|pid| PathBuf::from(format!("/proc/{pid}/io")))
+                .filter(|p| fs::read_to_string(p).is_ok());
+        }
+        let expect_one = |what: &str, v: Value| match v {
+            Value::Int(1) => Ok(()),
+            other => Err(format!("{what} replied {other:?}")),
+        };
+        let acquire = |owner: &str| {
+            let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+            cmd.arg(key).arg(owner).arg("LEASE").arg(LEASE_MS);
+            cmd
+        };
+        let release = |owner: &str| {
+            let mut cmd = redis::cmd("RLOCK.RELEASE");
+            cmd.arg(key).arg(owner);
+            cmd
+        };
+        expect_one("the holder's RLOCK.ACQUIRE", self.call(&acquire(holder))?)?;
+        let mut blocking = acquire(waiter);
+        blocking.arg("BLOCK").arg(HANDOFF_BLOCK_MS);
+        let reads = self.reads();
+        let w = self.waiter.as_mut().expect("made above");
+        w.send_packed_command(&blocking.get_packed_command())
+            .map_err(|e| format!("send the blocking RLOCK.ACQUIRE: {e}"))?;
+        self.await_read(reads)?;
+        match self.call(&redis::cmd("PING"))? {
+            Value::SimpleString(s) if s == "PONG" => {}
+            other => return Err(format!("PING replied {other:?}")),
+        }
+        expect_one("the holder's RLOCK.RELEASE", self.call(&release(holder))?)?;
+        let w = self.waiter.as_mut().expect("made above");
+        let granted = w
+            .recv_response()
+            .map_err(|e| format!("the blocked RLOCK.ACQUIRE: {e}"))?;
+        expect_one("the blocked RLOCK.ACQUIRE", granted)?;
+        let released = release(waiter)
+            .query::<Value>(w)
+            .map_err(|e| format!("the waiter's RLOCK.RELEASE: {e}"))?;
+        expect_one("the waiter's RLOCK.RELEASE", released)
+    }
 }
+
+/// The integer `field` of an `INFO` reply.
+pub fn info_field(info: &str, field: &str) -> Option<i64> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The `BLOCK` of the `handoff` path's waiter, ms: far longer than a hand-off takes under
+/// callgrind.
+const HANDOFF_BLOCK_MS: u64 = 5_000;
 
 /// Drives one path: set-up, then batches of `BATCH` pairs, every reply checked.
 ///
@@ -596,6 +758,7 @@ impl Driver {
             CostPath::SemLease => {
                 pipe.cmd("RSEM.LEASE").arg(key).arg("LEASE").arg(LEASE_MS);
             }
+            CostPath::Handoff => unreachable!("hand-offs go one by one (Counted::handoff)"),
         }
     }
 
@@ -628,12 +791,20 @@ impl Driver {
                 pipe.cmd("RSEM.RELEASE").arg(key);
             }
             CostPath::SemLease => unreachable!("returns name the ids leased"),
+            CostPath::Handoff => unreachable!("hand-offs go one by one (Counted::handoff)"),
         }
     }
 
     /// One batch of `BATCH` pairs; every reply must say the pair did what it should.
     fn batch(&mut self, c: &mut Counted) -> Result<(), String> {
         let keys = self.next_keys();
+        if self.path == CostPath::Handoff {
+            let waiter = format!("{OWNER_PREFIX}:2");
+            for k in &keys {
+                c.handoff(k, &self.owner, &waiter)?;
+            }
+            return Ok(());
+        }
         let mut pipe = redis::pipe();
         for k in &keys {
             self.acquire(&mut pipe, k);
@@ -680,6 +851,14 @@ impl Driver {
     /// Instructions of one window of `pairs` pairs (a multiple of `BATCH`).
     fn window(&mut self, c: &mut Counted, pairs: usize) -> Result<u64, String> {
         self.setup(c)?;
+        let handoffs_before = if self.path == CostPath::Handoff {
+            // An empty contention history at each window (see `handoff_window`). A module
+            // without wait statistics (before 2.1) refuses the command: nothing to empty.
+            let _ = c.call(&redis::cmd("RLOCK.RESETSTAT"));
+            Some(c.handoffs()?)
+        } else {
+            None
+        };
         // Warm up on keys of their own (locks), or on every semaphore once, so that every
         // pair measured is on a semaphore used before (a semaphore's first lease costs more).
         self.prefix = "warm";
@@ -698,11 +877,38 @@ impl Driver {
         for _ in 0..pairs / BATCH {
             self.batch(c)?;
         }
-        c.mark()
+        let counted = c.mark()?;
+        if let Some(before) = handoffs_before {
+            let expected = ((warmup * BATCH + pairs) as i64, c.handoffs()? - before);
+            if expected.0 != expected.1 {
+                return Err(format!(
+                    "{} hand-offs made, but INFO rlock counted {}: a waiter was not blocked \
+                     when its lock was released",
+                    expected.0, expected.1
+                ));
+            }
+        }
+        Ok(counted)
     }
 }
 
 const WARMUP_BATCHES: usize = 2;
+
+/// Keys the module's contention history (`RLOCK.TOP`) remembers at most
+/// (`core::wait_stats::MAX_KEYS`).
+pub const HISTORY_KEYS: usize = 1000;
+
+/// The `handoff` path's windows: hand-offs in the small one, for `pairs` asked (the large
+/// one has twice as many). Every hand-off is on a key of its own, which the contention
+/// history remembers; the history is emptied (`RLOCK.RESETSTAT`) before each window and must
+/// not fill up within it: a full history looks through every key it holds to choose one to
+/// forget, for every new key (about 165,000 instructions a wait on Redis 8.2), so windows
+/// that filled it part way would mix the two costs. So at most 480 (and 2 x 480 + the
+/// warm-up's 32 keys stay under `HISTORY_KEYS`).
+pub fn handoff_window(pairs: usize) -> usize {
+    let most = (HISTORY_KEYS - WARMUP_BATCHES * BATCH) / 2 / BATCH * BATCH;
+    pairs.div_ceil(BATCH).max(1).min(most / BATCH) * BATCH
+}
 
 /// Semaphores per window (a whole number of batches). Well below a power of two, even with the
 /// 16 lease zsets of a batch: with as many keys as buckets, the server's cron (on its own clock)
@@ -712,11 +918,16 @@ const SEM_POOL: usize = 50 * BATCH;
 
 /// Every path on one server: windows of `pairs` and `2 * pairs` pairs (`pairs` is rounded up to
 /// a multiple of `BATCH`).
-pub fn measure(flavor: Flavor, pairs: usize) -> Result<Vec<Measured>, String> {
+pub fn measure(flavor: Flavor, pairs: usize, paths: &[CostPath]) -> Result<Vec<Measured>, String> {
     let pairs = pairs.div_ceil(BATCH).max(1) * BATCH;
     let mut c = Counted::start(flavor)?;
     let mut out = Vec::new();
-    for path in CostPath::ALL {
+    for &path in paths {
+        let pairs = if path == CostPath::Handoff {
+            handoff_window(pairs)
+        } else {
+            pairs
+        };
         let mut d = Driver::new(path);
         let small = d
             .window(&mut c, pairs)
@@ -821,6 +1032,68 @@ mod tests {
         assert_eq!(thousands(36_855), "36,855");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000_000), "1,000,000");
+    }
+
+    #[test]
+    fn handoff_windows_keep_the_contention_history_from_filling() {
+        assert_eq!(handoff_window(1024), 480);
+        assert_eq!(handoff_window(100), 112);
+        assert_eq!(handoff_window(1), BATCH);
+        for pairs in [1, 16, 448, 480, 481, 1024, 1 << 20] {
+            let n = handoff_window(pairs);
+            assert_eq!(n % BATCH, 0);
+            assert!(
+                WARMUP_BATCHES * BATCH + 2 * n < HISTORY_KEYS,
+                "{pairs}: {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn path_lists_name_known_paths_in_report_order() {
+        assert_eq!(
+            CostPath::parse_list("handoff, plain").expect("known"),
+            vec![CostPath::Plain, CostPath::Handoff]
+        );
+        assert_eq!(
+            CostPath::parse_list("rsem-lease,rsem-lease").expect("known"),
+            vec![CostPath::SemLease]
+        );
+        let err = CostPath::parse_list("plain,hand-off").unwrap_err();
+        assert!(err.contains("hand-off") && err.contains("handoff"), "{err}");
+        assert!(CostPath::parse_list(" , ").is_err());
+        for path in CostPath::ALL {
+            assert_eq!(CostPath::from_name(path.name()), Some(path));
+        }
+    }
+
+    #[test]
+    fn updating_some_paths_keeps_the_others() {
+        let mut b = baseline();
+        b.update("redis 7.0.15", &[("handoff", 101_000), ("plain", 30_100)]);
+        b.update("redis 8.2.3", &[("handoff", 99_000)]);
+        assert_eq!(b.servers["redis 7.0.15"]["plain"], 30_100);
+        assert_eq!(
+            b.servers["redis 7.0.15"]["fair"], 40_000,
+            "not measured: kept"
+        );
+        assert_eq!(b.servers["redis 7.0.15"]["handoff"], 101_000);
+        assert_eq!(b.servers["redis 8.2.3"].len(), 1);
+        assert_eq!(b.servers["valkey 9.1.2"]["plain"], 20_000);
+        let text = b.to_text();
+        assert!(
+            text.find("fair = ").expect("fair") < text.find("handoff = ").expect("handoff"),
+            "handoff written after the uncontended paths:\n{text}"
+        );
+        assert_eq!(Baseline::parse(&text).expect("reparse"), b);
+    }
+
+    #[test]
+    fn info_fields_are_read_by_their_whole_name() {
+        let info = "# rlock\r\nrlock_permit_handoffs:7\r\nrlock_handoffs:42\r\n";
+        assert_eq!(info_field(info, "rlock_handoffs"), Some(42));
+        assert_eq!(info_field(info, "rlock_permit_handoffs"), Some(7));
+        assert_eq!(info_field(info, "rlock_hand"), None);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! than 5 % above its baseline, or the baseline has no numbers for a server found.
 //!
 //! `make cost-baseline` (`--update`) measures and rewrites the baseline's sections for the
-//! servers found. Options: `--pairs N` (default 1024; windows of N and 2N pairs),
-//! `--baseline PATH`. Servers: `rlock_module_tests::flavors()` (`RLOCK_FLAVORS`,
+//! servers found (with `--paths`, only those paths' numbers). Options: `--pairs N` (default
+//! 1024; windows of N and 2N pairs, or hand-offs), `--baseline PATH`, `--paths a,b` (some paths
+//! only, e.g. `--paths handoff`). Servers: `rlock_module_tests::flavors()` (`RLOCK_FLAVORS`,
 //! `REDIS_SERVER`, `VALKEY_SERVER`); module: `RLOCK_MODULE` (the release build).
 //! `RLOCK_COST_KEEP_DUMPS=DIR` keeps callgrind's dumps (`dN`, one per `ECHO` mark) for
 //! `callgrind_annotate`.
@@ -14,14 +15,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rlock_bench::cost::{
-    check_valgrind, compare, flavor_key, measure, table, thousands, Baseline, Row, Verdict, BATCH,
-    MAX_RATIO,
+    check_valgrind, compare, flavor_key, handoff_window, measure, table, thousands, Baseline,
+    CostPath, Row, Verdict, BATCH, MAX_RATIO,
 };
 
 struct Args {
     update: bool,
     pairs: usize,
     baseline: PathBuf,
+    paths: Vec<CostPath>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -29,6 +31,7 @@ fn parse_args() -> Result<Args, String> {
         update: false,
         pairs: 1024,
         baseline: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/cost-baseline.toml")),
+        paths: CostPath::ALL.to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -47,9 +50,14 @@ fn parse_args() -> Result<Args, String> {
                     .map(PathBuf::from)
                     .ok_or("--baseline takes a path")?
             }
+            "--paths" => {
+                args.paths = CostPath::parse_list(&it.next().ok_or("--paths takes a list")?)
+                    .map_err(|e| format!("--paths: {e}"))?
+            }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?} (use --update, --pairs N, --baseline PATH)"
+                    "unknown argument {other:?} (use --update, --pairs N, --baseline PATH, \
+                     --paths a,b)"
                 ))
             }
         }
@@ -76,7 +84,8 @@ fn run() -> Result<bool, String> {
     let flavors = rlock_module_tests::flavors();
     let module = rlock_module_tests::module_path();
     println!(
-        "cost check: server instructions per uncontended pair (callgrind), module {}",
+        "cost check: server instructions per uncontended pair, or per blocked hand-off \
+         (callgrind), module {}",
         module.display()
     );
     println!(
@@ -86,11 +95,18 @@ fn run() -> Result<bool, String> {
         args.pairs.div_ceil(BATCH) * BATCH,
         MAX_RATIO * 100.0
     );
+    if args.paths.contains(&CostPath::Handoff) {
+        let n = handoff_window(args.pairs);
+        println!(
+            "  handoff: per blocked hand-off = (instructions of {} hand-offs - of {n}) / {n}",
+            2 * n
+        );
+    }
     let (mut passed, mut failed) = (0usize, 0usize);
     for flavor in flavors {
         let key = flavor_key(flavor);
         let started = Instant::now();
-        let measured = measure(flavor, args.pairs)?;
+        let measured = measure(flavor, args.pairs, &args.paths)?;
         println!(
             "\n{key} ({}), {:.1} s:",
             flavor.binary().display(),
@@ -107,10 +123,7 @@ fn run() -> Result<bool, String> {
                 let was = old.get(*path).map(|v| thousands(*v)).unwrap_or("-".into());
                 println!("  {path:<11} {was:>10} {:>10}", thousands(*cost));
             }
-            baseline.servers.insert(
-                key,
-                costs.iter().map(|(p, c)| (p.to_string(), *c)).collect(),
-            );
+            baseline.update(&key, &costs);
             continue;
         }
         match compare(&baseline, &key, &costs) {
