@@ -14,8 +14,8 @@
 //! histograms of 3,840 `u32` counts (1 us to 2^36 us, two significant digits: 15 KiB
 //! each), allocated when a slot first gets a sample and reused after: 8 families and
 //! the hand-offs, at most 830 KiB. The contention history keeps at most `MAX_KEYS` keys
-//! (space-saving: when full, the key with the least blocked time in the window, plus
-//! what the key it replaced had, goes), each with `SLOTS` slots of four counters and
+//! (space-saving: when full, the tenth with the least blocked time in the window, plus
+//! what they inherited, goes at once, and newcomers inherit the most any of them had), each with `SLOTS` slots of four counters and
 //! a histogram of 544 `u16` counts (one significant digit: 1.1 KiB) made when the slot
 //! first gets a sample: at most about 7 MiB with 1,000 keys contended in every slot.
 
@@ -31,6 +31,8 @@ use super::waitlist::{LockId, Waiter, Wants};
 pub const SLOTS: usize = 6;
 /// Keys the contention history remembers at most.
 pub const MAX_KEYS: usize = MAX_TOP_COUNT as usize;
+/// Keys forgotten at once when the history is full (a tenth of it).
+const FORGET_BATCH: usize = MAX_KEYS / 10;
 /// Waits longer than this (about 19 hours) count as this long.
 const HIGHEST_USEC: u64 = 1 << 36;
 /// Significant digits of the family and hand-off histograms (1% steps).
@@ -360,6 +362,8 @@ pub struct WaitStats {
     granted: Vec<Ring<Samples<u32>>>,
     handoffs: Ring<Samples<u32>>,
     keys: HashMap<LockId, KeyHistory>,
+    /// The most blocked time a key forgotten last had: what newcomers inherit.
+    forgotten_usec: u64,
 }
 
 impl Default for WaitStats {
@@ -373,6 +377,7 @@ impl Default for WaitStats {
                 .collect(),
             handoffs: Ring::new(window_ms, || Samples::new(FAMILY_DIGITS)),
             keys: HashMap::new(),
+            forgotten_usec: 0,
         }
     }
 }
@@ -425,8 +430,9 @@ impl WaitStats {
             .record(usec);
     }
 
-    /// `lock`'s history, made if new; when `MAX_KEYS` are remembered, keys gone from
-    /// the window go first, then the one with the least blocked time.
+    /// `lock`'s history, made if new. When `MAX_KEYS` are remembered, room is made for
+    /// `FORGET_BATCH` newcomers at once (`forget_least`), so a wait on a new key costs a
+    /// pass over the history only once in `FORGET_BATCH` new keys, not every time.
     fn remember(
         &mut self,
         lock: &LockId,
@@ -435,30 +441,14 @@ impl WaitStats {
         window_ms: u64,
     ) -> &mut KeyHistory {
         if !self.keys.contains_key(lock) {
-            let mut inherited_usec = 0;
             if self.keys.len() >= MAX_KEYS {
-                self.keys.retain(|_, key| !key.is_stale(now_ms, window_ms));
-            }
-            if self.keys.len() >= MAX_KEYS {
-                let least = self
-                    .keys
-                    .iter()
-                    .map(|(lock, key)| {
-                        let score = key.blocked_usec(now_ms, window_ms) + key.inherited_usec;
-                        (score, lock)
-                    })
-                    .min()
-                    .map(|(score, lock)| (score, lock.clone()));
-                if let Some((score, least)) = least {
-                    self.keys.remove(&least);
-                    inherited_usec = score;
-                }
+                self.forget_least(now_ms, window_ms);
             }
             self.keys.insert(
                 lock.clone(),
                 KeyHistory {
                     kind,
-                    inherited_usec,
+                    inherited_usec: self.forgotten_usec,
                     ring: Ring::new(window_ms, KeySlot::new),
                 },
             );
@@ -466,6 +456,38 @@ impl WaitStats {
         let key = self.keys.get_mut(lock).expect("inserted above");
         key.kind = kind;
         key
+    }
+
+    /// Makes room for `FORGET_BATCH` keys: keys gone from the window go first, then the
+    /// least contended (blocked time in the window, plus what they inherited). Newcomers
+    /// inherit the most any key of this batch had (space-saving's overestimate, used only to
+    /// choose whom to forget), so one-off keys cannot push out a hot one.
+    fn forget_least(&mut self, now_ms: u64, window_ms: u64) {
+        self.keys.retain(|_, key| !key.is_stale(now_ms, window_ms));
+        let excess = (self.keys.len() + FORGET_BATCH).saturating_sub(MAX_KEYS);
+        if excess == 0 {
+            return;
+        }
+        let mut scored: Vec<(u64, &LockId)> = self
+            .keys
+            .iter()
+            .map(|(lock, key)| {
+                (
+                    key.blocked_usec(now_ms, window_ms) + key.inherited_usec,
+                    lock,
+                )
+            })
+            .collect();
+        scored.select_nth_unstable_by_key(excess - 1, |(score, _)| *score);
+        let forgotten = scored[..excess].iter().map(|(score, _)| *score).max();
+        let doomed: Vec<LockId> = scored[..excess]
+            .iter()
+            .map(|(_, lock)| (*lock).clone())
+            .collect();
+        for lock in &doomed {
+            self.keys.remove(lock);
+        }
+        self.forgotten_usec = forgotten.unwrap_or(0);
     }
 
     /// Since load or the last reset.
@@ -745,24 +767,56 @@ mod tests {
             Family::Lock,
             [lock("new")].iter(),
             Outcome::Granted,
-            1,
+            1_000,
         );
-        assert_eq!(stats.remembered(), MAX_KEYS);
+        // The tenth with the least blocked time went at once, to make room.
+        assert_eq!(stats.remembered(), MAX_KEYS - FORGET_BATCH + 1);
         let top = stats.top(Vec::new(), MAX_KEYS, 0, W);
-        assert!(top.iter().all(|e| e.lock.key != b"k0"), "k0 had the least");
-        assert!(top.iter().any(|e| e.lock.key == b"new"));
-        // The newcomer inherited k0's time: the next to go is k1, not it.
+        let has = |key: &str| top.iter().any(|e| e.lock.key == key.as_bytes());
+        assert!(
+            (0..FORGET_BATCH).all(|i| !has(&format!("k{i}"))),
+            "the least went"
+        );
+        assert!(has(&format!("k{FORGET_BATCH}")) && has("new"));
+        // Newcomers inherit what the most contended of the forgotten had (199 here), so
+        // filling the history again forgets the old keys with less before them.
+        for i in 1..FORGET_BATCH {
+            let key = lock(&format!("new{i}"));
+            stats.record_wait(0, W, Family::Lock, [key].iter(), Outcome::Granted, 1_000);
+        }
+        assert_eq!(stats.remembered(), MAX_KEYS);
         stats.record_wait(
             0,
             W,
             Family::Lock,
-            [lock("newer")].iter(),
+            [lock("last")].iter(),
             Outcome::Granted,
             1,
         );
         let top = stats.top(Vec::new(), MAX_KEYS, 0, W);
-        assert!(top.iter().any(|e| e.lock.key == b"new"));
-        assert!(top.iter().all(|e| e.lock.key != b"k1"));
+        let has = |key: &str| top.iter().any(|e| e.lock.key == key.as_bytes());
+        assert!(has("new") && has("new1") && has("last"));
+        assert!(
+            !has(&format!("k{FORGET_BATCH}")),
+            "an old key with less went"
+        );
+    }
+
+    #[test]
+    fn a_full_history_costs_one_pass_per_batch_of_new_keys() {
+        let mut stats = WaitStats::default();
+        for i in 0..(MAX_KEYS * 5) as u64 {
+            let key = lock(&format!("k{i}"));
+            stats.record_wait(
+                0,
+                W,
+                Family::Lock,
+                [key].iter(),
+                Outcome::Granted,
+                100 + i % 7,
+            );
+            assert!(stats.remembered() <= MAX_KEYS);
+        }
     }
 
     #[test]
