@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rlock_module_tests::{Flavor, Server};
+use rlock_module_tests::Server;
 
 use crate::history::Force;
 use crate::resp::{encode, Conn, Frame};
@@ -94,7 +94,7 @@ impl Topology {
     /// (valkey-io/valkey#2111, #2117) and refuses with 0. So on Redis no unblock is aimed
     /// while a pause may last.
     fn unblock_hits_server_bug(&self) -> bool {
-        self.primary.flavor == Flavor::Redis
+        self.primary.flavor.is_redis()
             && self
                 .writes_paused_until
                 .is_some_and(|until| Instant::now() < until)
@@ -150,11 +150,23 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         }
         Fault::PauseWrites => {
             let ms = rng.range(50, 400);
+            // Clients that unblock others look before the pause may start.
+            let in_flight = Instant::now() + Duration::from_secs(20);
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                *paused = (*paused).max(Some(in_flight));
+            }
             let reply = c.call(&[b"CLIENT", b"PAUSE", ms.to_string().as_bytes(), b"WRITE"]);
             shared.log_fault(format!("pause {ms} ms replied"));
             // It ran before its reply came; a pause already on ends at the later end.
             let until = Instant::now() + Duration::from_millis(ms + 100);
             topology.writes_paused_until = topology.writes_paused_until.max(Some(until));
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                // Back from the in-flight guess to the known end, unless another pause
+                // is in flight (the fault thread sends one at a time: none is).
+                *paused = topology.writes_paused_until;
+            }
             reply
         }
         Fault::DebugSleep => {
@@ -272,6 +284,18 @@ fn failover(topology: &mut Topology, shared: &Shared, c: &mut Conn) {
         return;
     };
     let port = standby.port.to_string();
+    // `FAILOVER` pauses writes as `CLIENT PAUSE WRITE` does, until the switch (or its
+    // timeout): clients that unblock others hold off until it is over.
+    *shared.writes_paused_until.lock().unwrap() = Some(Instant::now() + Duration::from_secs(30));
+    failover_to(topology, shared, c, &port);
+    let after = Instant::now() + Duration::from_millis(200);
+    *shared.writes_paused_until.lock().unwrap() = topology.writes_paused_until.max(Some(after));
+}
+
+fn failover_to(topology: &mut Topology, shared: &Shared, c: &mut Conn, port: &str) {
+    let Some(standby) = topology.standby.as_ref() else {
+        return;
+    };
     match c.call(&[
         b"FAILOVER",
         b"TO",

@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::Duration;
 
+use rlock_module_tests::redisson::{
+    LATCH_COUNT_DOWN, LATCH_TRY_SET_COUNT, PERMIT_RELEASE, PERMIT_TRY_ACQUIRE, PERMIT_UPDATE_LEASE,
+    SEMAPHORE_RELEASE, SEMAPHORE_TRY_ACQUIRE, SEMAPHORE_TRY_SET_PERMITS,
+};
 use rlock_module_tests::{Flavor, Server};
 
 use crate::resp::{encode, Conn, Frame};
@@ -44,9 +48,10 @@ const COMMANDS: [&str; 19] = [
     "RLATCH.COUNT",
 ];
 
-/// Arguments a semaphore or latch command takes after its key: counts, options, a permit
-/// id (one the module made: the fuzzer reads them back from the leases zset).
-const PERMIT_WORDS: [&[u8]; 10] = [
+/// Arguments a semaphore or latch command takes after its key: counts, options, permit ids
+/// (the two Redisson's scripts among the stage writes lease, and, picked apart from these,
+/// ids `RSEM.LEASE` replied).
+const PERMIT_WORDS: [&[u8]; 12] = [
     b"PERMITS",
     b"permits",
     b"2",
@@ -57,7 +62,12 @@ const PERMIT_WORDS: [&[u8]; 10] = [
     b"00000000000000000000000000000000",
     b"0123456789ABCDEF0123456789abcdef",
     b"SESSION",
+    b"61616161616161616161616161616161",
+    b"63636363636363636363636363636363",
 ];
+
+/// Module-made permit ids kept to send back (`RSEM.RETURN`, `RSEM.RENEW`), at most this many.
+const LEARNED_IDS: usize = 16;
 
 const KEYS: [&[u8]; 6] = [b"k", b"k2", b"{k}x", b"", b"str", b"k\x00\xff"];
 
@@ -97,9 +107,11 @@ const WORDS: [&[u8]; 33] = [
     b"a}b",
 ];
 
-/// Writes that set the stage (wrong types, odd counters, foreign queues): their own
-/// effects are not checked.
-const STAGE: [&[&[u8]]; 13] = [
+/// Writes that set the stage (wrong types, odd counters, foreign queues, and Redisson's
+/// semaphore, permit-expirable semaphore and latch scripts on the keys the module's
+/// commands use): their own effects are not checked. Redisson's leases end in 2100 or
+/// never, so nothing expires during the run.
+const STAGE: [&[&[u8]]; 24] = [
     &[b"SET", b"k2", b"3"],
     &[b"SET", b"{k2}:timeout", b"x"],
     &[
@@ -132,21 +144,126 @@ const STAGE: [&[&[u8]]; 13] = [
         b"redisson_lock_timeout:{k}",
         b"redisson_lock_timeout:{k2}",
     ],
+    &[
+        b"EVAL",
+        SEMAPHORE_TRY_SET_PERMITS.as_bytes(),
+        b"2",
+        b"k2",
+        b"redisson_sc:{k2}",
+        b"3",
+        b"publish",
+    ],
+    &[
+        b"EVAL",
+        SEMAPHORE_TRY_SET_PERMITS.as_bytes(),
+        b"2",
+        b"{k}x",
+        b"redisson_sc:{k}x",
+        b"1",
+        b"publish",
+    ],
+    &[b"EVAL", SEMAPHORE_TRY_ACQUIRE.as_bytes(), b"1", b"k2", b"2"],
+    &[
+        b"EVAL",
+        SEMAPHORE_RELEASE.as_bytes(),
+        b"2",
+        b"k2",
+        b"redisson_sc:{k2}",
+        b"1",
+        b"publish",
+    ],
+    &[
+        b"EVAL",
+        PERMIT_TRY_ACQUIRE.as_bytes(),
+        b"3",
+        b"k2",
+        b"{k2}:timeout",
+        b"redisson_sc:{k2}",
+        b"1",
+        b"4102444800000",
+        b"0",
+        b"922337203685477",
+        b"publish",
+        b"aaaaaaaaaaaaaaaa",
+    ],
+    &[
+        b"EVAL",
+        PERMIT_TRY_ACQUIRE.as_bytes(),
+        b"3",
+        b"{k}x",
+        b"{k}x:timeout",
+        b"redisson_sc:{k}x",
+        b"1",
+        b"922337203685477",
+        b"0",
+        b"922337203685477",
+        b"publish",
+        b"cccccccccccccccc",
+    ],
+    &[
+        b"EVAL",
+        PERMIT_RELEASE.as_bytes(),
+        b"3",
+        b"k2",
+        b"redisson_sc:{k2}",
+        b"{k2}:timeout",
+        b"aaaaaaaaaaaaaaaa",
+        b"1",
+        b"0",
+        b"publish",
+    ],
+    &[
+        b"EVAL",
+        PERMIT_UPDATE_LEASE.as_bytes(),
+        b"3",
+        b"{k}x",
+        b"{k}x:timeout",
+        b"redisson_sc:{k}x",
+        b"cccccccccccccccc",
+        b"4102444800000",
+        b"0",
+        b"publish",
+    ],
+    &[
+        b"EVAL",
+        LATCH_TRY_SET_COUNT.as_bytes(),
+        b"2",
+        b"k2",
+        b"redisson_countdownlatch__channel__{k2}",
+        b"1",
+        b"2",
+        b"publish",
+    ],
+    &[
+        b"EVAL",
+        LATCH_COUNT_DOWN.as_bytes(),
+        b"2",
+        b"k2",
+        b"redisson_countdownlatch__channel__{k2}",
+        b"0",
+        b"publish",
+    ],
+    &[b"DEL", b"{k}x", b"{k}x:timeout", b"{k2}:timeout"],
 ];
 
 fn random_bytes(rng: &mut Rng) -> Vec<u8> {
     (0..rng.below(12)).map(|_| rng.below(256) as u8).collect()
 }
 
-/// A random argument vector for one module command. Whether it may block.
-fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
+/// A random argument vector for one module command. Whether it may block. `learned`:
+/// permit ids the module replied, to send back now and then.
+fn call(rng: &mut Rng, learned: &[Vec<u8>]) -> (Vec<Vec<u8>>, bool) {
     let command = rng.pick(&COMMANDS);
     // The multi-key commands take `owner numkeys key...`: the owner and a count first.
     let multi = command.starts_with("RLOCK.M");
     let counted = command.starts_with("RSEM.") || command.starts_with("RLATCH.");
     let mut args = vec![command.as_bytes().to_vec()];
-    for i in 0..rng.below(9) {
+    if counted && rng.chance(40) {
+        args = shaped(rng, command, learned);
+    }
+    for i in 0..rng.below(9) * u64::from(args.len() == 1) {
         let arg = match (i, rng.below(10)) {
+            (1..=8, 0) if counted && !learned.is_empty() => rng.pick(learned).clone(),
             (1..=8, 0..=3) if counted => rng.pick(&PERMIT_WORDS).to_vec(),
             (0, 0..=6) if multi => rng.pick(&[&b"o"[..], b"o2", b"p"]).to_vec(),
             (1, 0..=7) if multi => rng.pick(&[&b"1"[..], b"2", b"3", b"0", b"-1"]).to_vec(),
@@ -179,6 +296,82 @@ fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
     (args, may_block)
 }
 
+/// A well-formed semaphore or latch call: its options in random number and order, `REQ`
+/// ids from a small set (so that calls are replayed), permit ids the module replied or
+/// Redisson's scripts leased. One call in four then has one argument replaced, dropped
+/// or doubled.
+fn shaped(rng: &mut Rng, command: &str, learned: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let word = |rng: &mut Rng, words: &[&[u8]]| rng.pick(words).to_vec();
+    let count: &[&[u8]] = &[b"1", b"2", b"3", b"0", b"1024", b"-1"];
+    let mut args = vec![command.as_bytes().to_vec(), rng.pick(&KEYS).to_vec()];
+    let mut options: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut option = |rng: &mut Rng, percent: u64, name: &[u8], values: &[&[u8]]| {
+        if rng.chance(percent) {
+            let mut parts = vec![name.to_vec()];
+            if !values.is_empty() {
+                parts.push(word(rng, values));
+            }
+            options.push(parts);
+        }
+    };
+    let permit_id = |rng: &mut Rng| match learned.is_empty() || rng.chance(40) {
+        true => word(rng, &PERMIT_WORDS[7..]),
+        false => rng.pick(learned).clone(),
+    };
+    let (block, lease, req): (&[&[u8]], &[&[u8]], &[&[u8]]) = (
+        &[b"0", b"5", b"100"],
+        &[b"100", b"60000", b"0", b"-5"],
+        &[b"r1", b"r2", b"r3"],
+    );
+    match command {
+        "RSEM.TRYSETPERMITS" | "RSEM.ADDPERMITS" | "RLATCH.TRYSETCOUNT" => {
+            args.push(word(rng, count))
+        }
+        "RSEM.ACQUIRE" => {
+            option(rng, 50, b"PERMITS", count);
+            option(rng, 30, b"BLOCK", block);
+            option(rng, 50, b"REQ", req);
+        }
+        "RSEM.RELEASE" => {
+            option(rng, 50, b"PERMITS", count);
+            option(rng, 50, b"REQ", req);
+        }
+        "RSEM.LEASE" => {
+            option(rng, 95, b"LEASE", lease);
+            option(rng, 50, b"PERMITS", count);
+            option(rng, 30, b"BLOCK", block);
+            option(rng, 30, b"SESSION", &[]);
+            option(rng, 50, b"REQ", req);
+        }
+        "RSEM.RETURN" => {
+            args.push(permit_id(rng));
+            option(rng, 50, b"REQ", req);
+        }
+        "RSEM.RENEW" => {
+            args.push(permit_id(rng));
+            option(rng, 95, b"LEASE", lease);
+        }
+        "RLATCH.AWAIT" => option(rng, 60, b"BLOCK", block),
+        _ => {}
+    }
+    for i in (1..options.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        options.swap(i, j);
+    }
+    args.extend(options.into_iter().flatten());
+    if rng.chance(25) && args.len() > 1 {
+        let at = 1 + rng.below(args.len() as u64 - 1) as usize;
+        match rng.below(3) {
+            0 => args[at] = rng.pick(&WORDS).to_vec(),
+            1 => {
+                args.remove(at);
+            }
+            _ => args.insert(at, args[at].clone()),
+        }
+    }
+    args
+}
+
 fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
     args.iter().map(Vec::as_slice).collect()
 }
@@ -207,6 +400,7 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     };
     let mut done = 0u64;
+    let mut learned: Vec<Vec<u8>> = Vec::new();
     const BATCH: usize = 200;
     const FLUSH_EVERY: u64 = 20_000;
     let mut flushed_at = 0u64;
@@ -242,11 +436,19 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
                 stages += 1;
                 continue;
             }
-            let (args, may_block) = call(&mut rng);
+            let (args, may_block) = call(&mut rng, &learned);
             done += 1;
             if may_block {
                 // Alone, after the batch so far.
-                if let Err(v) = send_batch(&mut c, &stage, stages, &packet, &batch, &mut counts) {
+                if let Err(v) = send_batch(
+                    &mut c,
+                    &stage,
+                    stages,
+                    &packet,
+                    &batch,
+                    &mut counts,
+                    &mut learned,
+                ) {
                     violations.push(v);
                     break 'outer;
                 }
@@ -256,7 +458,7 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
                     Ok(Frame::Error(e)) if e.contains("internal error") => {
                         violations.push(format!("a caught panic: `{}` → {e}", show(&args)))
                     }
-                    Ok(_) => {}
+                    Ok(reply) => learn(&args, &reply, &mut learned),
                     Err(e) => {
                         violations.push(format!("`{}`: {e}", show(&args)));
                         break 'outer;
@@ -274,7 +476,15 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
             packet.extend(encode(&[b"DEBUG", b"DIGEST"]));
             batch.push(args);
         }
-        if let Err(v) = send_batch(&mut c, &stage, stages, &packet, &batch, &mut counts) {
+        if let Err(v) = send_batch(
+            &mut c,
+            &stage,
+            stages,
+            &packet,
+            &batch,
+            &mut counts,
+            &mut learned,
+        ) {
             violations.push(v);
             break;
         }
@@ -315,6 +525,23 @@ fn settle(c: &mut Conn) -> Result<(), String> {
     Err("the data kept changing for a second after a blocking call".into())
 }
 
+/// Keeps the permit ids an `RSEM.LEASE` replied, to send back in later calls.
+fn learn(args: &[Vec<u8>], reply: &Frame, learned: &mut Vec<Vec<u8>>) {
+    if !args[0].eq_ignore_ascii_case(b"RSEM.LEASE") {
+        return;
+    }
+    if let Frame::Array(Some(ids)) = reply {
+        for id in ids {
+            if let Frame::Bulk(Some(id)) = id {
+                if learned.len() == LEARNED_IDS {
+                    learned.remove(0);
+                }
+                learned.push(id.clone());
+            }
+        }
+    }
+}
+
 /// Sends the stage writes (`stages` of them, one reply each) and waits for their
 /// follow-up work, then the triples, and checks each call's reply and digests.
 fn send_batch(
@@ -324,6 +551,7 @@ fn send_batch(
     packet: &[u8],
     batch: &[Vec<Vec<u8>>],
     counts: &mut BTreeMap<String, u64>,
+    learned: &mut Vec<Vec<u8>>,
 ) -> Result<(), String> {
     if stages > 0 {
         c.send_raw(stage).map_err(|e| format!("send: {e}"))?;
@@ -355,7 +583,19 @@ fn send_batch(
                     ));
                 }
             }
-            _ => *counts.entry("succeeded".into()).or_default() += 1,
+            _ => {
+                *counts.entry("succeeded".into()).or_default() += 1;
+                // Per semaphore and latch command: how much of them the fuzzer reached.
+                let command = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+                if command.starts_with("RSEM.") || command.starts_with("RLATCH.") {
+                    *counts.entry(format!("succeeded {command}")).or_default() += 1;
+                }
+                let before = learned.len();
+                learn(args, &reply, learned);
+                if learned.len() > before {
+                    *counts.entry("permit ids learned".into()).or_default() += 1;
+                }
+            }
         }
     }
     match problems.into_iter().next() {
@@ -371,8 +611,9 @@ mod tests {
     #[test]
     fn calls_never_wait_long_nor_expire_soon() {
         let mut rng = Rng::new(1);
-        for _ in 0..10_000 {
-            let (args, may_block) = call(&mut rng);
+        let learned = vec![b"0123456789abcdef0123456789abcdef".to_vec()];
+        for i in 0..10_000 {
+            let (args, may_block) = call(&mut rng, &learned[..i % 2]);
             for pair in args.windows(2) {
                 let after = pair[0].to_ascii_uppercase();
                 let value = std::str::from_utf8(&pair[1])

@@ -4,15 +4,18 @@
 //! agreement and memory; and a fuzzer of random argument vectors. docs/RELIABILITY.md
 //! says what is run and what is checked.
 
+pub mod capacity;
 pub mod checks;
 pub mod cluster;
 pub mod faults;
 pub mod fuzz;
 pub mod history;
+pub mod latches;
 pub mod permits;
 pub mod redisson;
 pub mod resp;
 pub mod rng;
 pub mod run;
 pub mod rwload;
+pub mod scripts;
 pub mod workload;

@@ -5,7 +5,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rlock_chaos::faults::Fault;
 use rlock_chaos::run::{run, Options};
-use rlock_module_tests::{flavors, Flavor};
+use rlock_module_tests::{flavors, parse_flavors};
 
 const USAGE: &str = "\
 Usage: rlock-chaos [options]
@@ -13,7 +13,8 @@ Usage: rlock-chaos [options]
   --seconds S          seconds of load per server over the restarts and failovers phases
                        (default 600); the cluster phase adds a quarter of it
   --phases LIST        comma-separated, from: restarts,failovers,cluster (default all)
-  --flavor F           redis | valkey | both (default both)
+  --flavor LIST        comma-separated, from: redis (7.0), redis8 (8.2), valkey; or all
+                       (default all, or what RLOCK_FLAVORS names)
   --clients N          concurrent clients (default 24)
   --locks N            locks they share (default 4)
   --fuzz-calls N       fuzzer calls per server (default 1000000; 0 skips it)
@@ -30,7 +31,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1),
         seconds: 600,
-        flavors: flavors(),
+        flavors: Vec::new(),
         clients: 24,
         locks: 4,
         fuzz_calls: 1_000_000,
@@ -56,12 +57,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--fuzz-seed" => options.fuzz_seed = Some(number(value()?)?),
             "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
             "--flavor" => {
-                options.flavors = match value()?.as_str() {
-                    "redis" => vec![Flavor::Redis],
-                    "valkey" => vec![Flavor::Valkey],
-                    "both" => vec![Flavor::Redis, Flavor::Valkey],
-                    other => return Err(format!("--flavor: redis, valkey or both, not {other}")),
-                }
+                options.flavors = parse_flavors(&value()?).map_err(|e| format!("--flavor: {e}"))?
             }
             "--phases" => {
                 let list = value()?;
@@ -85,6 +81,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
+    }
+    if options.flavors.is_empty() {
+        options.flavors = flavors();
     }
     Ok(options)
 }
@@ -133,8 +132,12 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\n{} holds checked · {} violations · {:.0} s · reproduce with --seed {}",
+        "\n{} holds checked · {} semaphore holds checked · {} latch rounds ({} opens checked) · \
+         {} violations · {:.0} s · reproduce with --seed {}",
         report.holds_checked,
+        report.semaphore_holds,
+        report.latch_rounds,
+        report.latch_opens,
         report.violations.len(),
         started.elapsed().as_secs_f64(),
         options.seed
