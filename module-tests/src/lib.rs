@@ -831,6 +831,26 @@ pub fn pairs_of(v: &Value, resp3: bool) -> Result<Vec<(Value, Value)>, String> {
     }
 }
 
+/// A reply that must be text (or an integer), as a string; panics otherwise.
+pub fn reply_text(v: &Value) -> String {
+    match v {
+        Value::Int(n) => n.to_string(),
+        other => text_of(other)
+            .map(|t| String::from_utf8_lossy(&t).into_owned())
+            .unwrap_or_else(|| panic!("not text: {other:?}")),
+    }
+}
+
+/// The fields of a map reply (RESP3) or flat pairs (RESP2), checked to be the one the protocol
+/// gives, with their names as strings; panics otherwise.
+pub fn reply_fields(v: &Value, resp3: bool) -> Vec<(String, Value)> {
+    pairs_of(v, resp3)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|(k, v)| (reply_text(&k), v))
+        .collect()
+}
+
 /// Parses `RLOCK.INFO`: a map in RESP3, a flat array in RESP2 (nested `holders` likewise).
 pub fn parse_lock_info(v: &Value, resp3: bool) -> Result<LockInfo, String> {
     let mut fields: HashMap<String, Value> = HashMap::new();

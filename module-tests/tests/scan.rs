@@ -21,34 +21,8 @@ struct Entry {
     waiters: i64,
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        other => panic!("not text: {other:?}"),
-    }
-}
-
-/// A map (RESP3) or flat pairs (RESP2), checked to be the one the protocol gives.
-fn pairs(v: &Value, resp3: bool) -> Vec<(String, Value)> {
-    match (v, resp3) {
-        (Value::Map(kv), true) => kv.iter().map(|(k, v)| (text(k), v.clone())).collect(),
-        (Value::Array(flat), false) => {
-            assert!(flat.len() % 2 == 0, "odd pairs: {v:?}");
-            flat.chunks(2)
-                .map(|kv| (text(&kv[0]), kv[1].clone()))
-                .collect()
-        }
-        other => panic!(
-            "not a {} map: {other:?}",
-            if resp3 { "RESP3" } else { "RESP2" }
-        ),
-    }
-}
-
 fn entry(v: &Value, resp3: bool) -> Entry {
-    let fields: BTreeMap<String, Value> = pairs(v, resp3).into_iter().collect();
+    let fields: BTreeMap<String, Value> = reply_fields(v, resp3).into_iter().collect();
     let names: Vec<&str> = fields.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -60,13 +34,13 @@ fn entry(v: &Value, resp3: bool) -> Entry {
         other => panic!("{name}: {other:?}"),
     };
     Entry {
-        key: text(&fields["key"]),
-        kind: text(&fields["type"]),
+        key: reply_text(&fields["key"]),
+        kind: reply_text(&fields["type"]),
         mode: match &fields["mode"] {
             Value::Nil => None,
-            other => Some(text(other)),
+            other => Some(reply_text(other)),
         },
-        holders: pairs(&fields["holders"], resp3)
+        holders: reply_fields(&fields["holders"], resp3)
             .into_iter()
             .map(|(owner, count)| {
                 let count = match count {
@@ -91,7 +65,7 @@ fn scan_once(con: &mut redis::Connection, args: &[&str], resp3: bool) -> (String
         panic!("{call_args:?}: {reply:?}");
     };
     assert_eq!(parts.len(), 2, "{parts:?}");
-    let cursor = text(&parts[0]);
+    let cursor = reply_text(&parts[0]);
     let Value::Array(entries) = &parts[1] else {
         panic!("entries: {parts:?}");
     };
@@ -370,7 +344,7 @@ fn the_table_declares_a_keyless_read_only_command() {
         };
         assert_eq!(info[1], Value::Int(-2), "{flavor}: arity");
         let flags: BTreeSet<String> = match &info[2] {
-            Value::Array(f) | Value::Set(f) => f.iter().map(text).collect(),
+            Value::Array(f) | Value::Set(f) => f.iter().map(reply_text).collect(),
             other => panic!("{other:?}"),
         };
         assert!(flags.contains("readonly"), "{flavor}: {flags:?}");

@@ -23,34 +23,8 @@ struct Entry {
     waited_ms: i64,
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        other => panic!("not text: {other:?}"),
-    }
-}
-
-/// A map (RESP3) or flat pairs (RESP2), checked to be the one the protocol gives.
-fn pairs(v: &Value, resp3: bool) -> Vec<(String, Value)> {
-    match (v, resp3) {
-        (Value::Map(kv), true) => kv.iter().map(|(k, v)| (text(k), v.clone())).collect(),
-        (Value::Array(flat), false) => {
-            assert!(flat.len() % 2 == 0, "odd pairs: {v:?}");
-            flat.chunks(2)
-                .map(|kv| (text(&kv[0]), kv[1].clone()))
-                .collect()
-        }
-        other => panic!(
-            "not a {} map: {other:?}",
-            if resp3 { "RESP3" } else { "RESP2" }
-        ),
-    }
-}
-
 fn entry(v: &Value, resp3: bool) -> Entry {
-    let fields: BTreeMap<String, Value> = pairs(v, resp3).into_iter().collect();
+    let fields: BTreeMap<String, Value> = reply_fields(v, resp3).into_iter().collect();
     let names: Vec<&str> = fields.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -72,11 +46,11 @@ fn entry(v: &Value, resp3: bool) -> Entry {
     };
     Entry {
         client_id: int("client-id"),
-        client_name: text(&fields["client-name"]),
-        kind: text(&fields["kind"]),
+        client_name: reply_text(&fields["client-name"]),
+        kind: reply_text(&fields["kind"]),
         owner: match &fields["owner"] {
             Value::Nil => None,
-            other => Some(text(other)),
+            other => Some(reply_text(other)),
         },
         permits: match &fields["permits"] {
             Value::Nil => None,
