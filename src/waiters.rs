@@ -124,7 +124,6 @@ pub fn block(ctx: &Context, what: WaitFor, wait: Wait, deadline: i64) -> RedisRe
         client: ffi::client_id(ctx),
         deadline,
         since_us: stats::now_us(),
-        since: ffi::now_ms(),
         handle,
     };
     state::with(|s| {

@@ -8,7 +8,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::core::args::Wait;
 use crate::core::waitlist::{Waiter, Wants};
-use crate::{ffi, state, store};
+use crate::{ffi, state, stats, store};
 
 /// One blocked call, read out of the wait list.
 struct Row {
@@ -17,7 +17,8 @@ struct Row {
     owner: Option<Vec<u8>>,
     kind: &'static str,
     permits: Option<i64>,
-    since: i64,
+    /// When it began to wait, on `stats::now_us`'s clock.
+    since_us: u64,
     /// `None` for `BLOCK 0`.
     deadline: Option<i64>,
     session: bool,
@@ -35,7 +36,7 @@ impl Row {
             owner,
             kind: waiter.kind(),
             permits,
-            since: waiter.since,
+            since_us: waiter.since_us,
             deadline: match waiter.options.block {
                 Some(Wait::Forever) => None,
                 _ => Some(waiter.deadline),
@@ -52,6 +53,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let lock = store::lock_id(ctx, &args[1]);
     let rows: Vec<Row> = state::with(|s| s.waiters.line(&lock).map(Row::of).collect());
     let now = ffi::now_ms();
+    let now_us = stats::now_us();
     let entries = rows
         .into_iter()
         .map(|row| {
@@ -66,7 +68,10 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
             entry.insert(field("owner"), row.owner.map_or(RedisValue::Null, bytes));
             entry.insert(field("kind"), bytes(row.kind.as_bytes().to_vec()));
             entry.insert(field("permits"), row.permits.map_or(RedisValue::Null, int));
-            entry.insert(field("waited-ms"), int((now - row.since).max(0)));
+            entry.insert(
+                field("waited-ms"),
+                int((now_us.saturating_sub(row.since_us) / 1000) as i64),
+            );
             let left = row.deadline.map_or(-1, |deadline| (deadline - now).max(0));
             entry.insert(field("timeout-ms"), int(left));
             entry.insert(field("session"), int(i64::from(row.session)));

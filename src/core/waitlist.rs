@@ -62,8 +62,6 @@ pub struct Waiter<H> {
     pub deadline: i64,
     /// When it began to wait, in microseconds of a monotonic clock.
     pub since_us: u64,
-    /// When the wait began (unix ms).
-    pub since: i64,
     pub handle: H,
 }
 
@@ -310,7 +308,6 @@ mod tests {
             client: 1,
             deadline: 0,
             since_us: 0,
-            since: 0,
             handle: (),
         }
     }
