@@ -17,7 +17,7 @@ use crate::core::args::AcquireOptions;
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::keyevents::KeyEvent;
-use crate::core::requests::RequestKind;
+use crate::core::requests::{RequestId, RequestKind};
 use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
 use crate::core::shrink_map;
@@ -329,10 +329,14 @@ fn open_latch(ctx: &Context, lock: &LockId) {
 }
 
 /// `n` permits granted to a client that left before hearing it go back to the semaphore.
-fn return_permits(ctx: &Context, lock: &LockId, n: i64) {
+fn return_permits(ctx: &Context, lock: &LockId, n: i64, req: Option<RequestId>) {
     let key = ffi::string(ctx, &lock.key);
     if let Ok(mut semaphore) = Semaphore::open(ctx, &key) {
         semaphore.give(n);
+    }
+    // The grant is undone: a retry with its id must not be told it holds the permits.
+    if let Some(id) = req {
+        RequestRecord::new(ctx, &key, &id).forget(ctx);
     }
     serve(ctx, lock);
 }
@@ -717,7 +721,7 @@ pub fn perform(ctx: &Context, work: Work) {
         Work::Leave { owners, .. } => leave_queue(ctx, &lock, owners),
         Work::Requeue { .. } => requeue_missing(ctx, &lock),
         Work::Release { field, all, .. } => release_hold(ctx, &lock, &field, all),
-        Work::ReturnPermits { n, .. } => return_permits(ctx, &lock, n),
+        Work::ReturnPermits { n, req, .. } => return_permits(ctx, &lock, n, req),
         Work::ReturnLeases { ids, .. } => return_leases(ctx, &lock, &ids),
         Work::LeaseDeadline { .. } => {
             store::expire_if_due(ctx, &lock);

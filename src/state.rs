@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use crate::core::deferred::DeferredWork;
 use crate::core::fair::KnownQueues;
 use crate::core::fences::FenceGrants;
+use crate::core::requests::RequestId;
 use crate::core::semaphore::{PermitId, PermitIds};
 use crate::core::sessions::SessionTable;
 use crate::core::sharing::Sharing;
@@ -39,6 +40,8 @@ pub struct Undelivered {
     pub client: u64,
     /// Taken with SESSION: the connection's close gives it back already.
     pub session: bool,
+    /// The call's `REQ` id: its record goes when permits go back.
+    pub req: Option<RequestId>,
 }
 
 #[derive(Default)]

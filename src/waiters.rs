@@ -342,6 +342,7 @@ pub fn answer(ctx: &Context, id: WaiterId, reply: BlockedReply) {
                     leased,
                     client: waiter.client,
                     session: waiter.options.session,
+                    req: waiter.options.req,
                 };
                 s.undelivered.insert(waiter.handle.id(), undelivered);
             }
@@ -557,6 +558,7 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
                 Work::ReturnPermits {
                     lock: grant.lock,
                     n,
+                    req: grant.req,
                 },
             );
         } else if !(gone && grant.session) {

@@ -300,3 +300,72 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
         server.assert_alive("MODULE UNLOAD");
     }
 }
+
+/// A blocked `RSEM.ACQUIRE ... REQ id` granted in the turn its client is killed: the
+/// permits go back, and so does the record of its id, so the same call sent again is a new
+/// call that must find permits; sent again before the give-back has run, it keeps the grant
+/// instead. Either way the semaphore never holds more permits than it has.
+#[test]
+fn a_permit_grant_lost_with_its_client_is_not_replayed_by_its_request_id() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        for retry_in_same_turn in [false, true] {
+            let case = format!("{flavor} retry_in_same_turn={retry_in_same_turn}");
+            let key = format!("sem-{retry_in_same_turn}");
+            let key = key.as_str();
+            run(&mut c, &["RSEM.TRYSETPERMITS", key, "3"]);
+            run(&mut c, &["RSEM.ACQUIRE", key, "PERMITS", "3"]);
+            let mut w = Raw::new(&server);
+            w.send(&[&[
+                "RSEM.ACQUIRE",
+                key,
+                "PERMITS",
+                "2",
+                "BLOCK",
+                "5000",
+                "REQ",
+                "x",
+            ]]);
+            wait_total_blocked(&server, 1);
+            let mut holder = Raw::new(&server);
+            let id = w.id.to_string();
+            let release: &[&str] = &["RSEM.RELEASE", key, "PERMITS", "2"];
+            let kill: &[&str] = &["CLIENT", "KILL", "ID", &id];
+            let retry: &[&str] = &["RSEM.ACQUIRE", key, "PERMITS", "2", "REQ", "x"];
+            if retry_in_same_turn {
+                holder.send(&[release, kill, retry]);
+            } else {
+                holder.send(&[release, kill]);
+            }
+            let released = holder.frame();
+            assert!(
+                released.starts_with(':'),
+                "{case}: RELEASE replied {released}"
+            );
+            assert_eq!(holder.frame(), ":1", "{case}: CLIENT KILL");
+            if retry_in_same_turn {
+                // The grant still waiting to be given back stands, for this call.
+                assert_eq!(holder.frame(), ":1", "{case}: the retry");
+            } else {
+                // The give-back has run: 2 of 3 available (1 still held), no record left.
+                assert!(
+                    wait_until(Duration::from_secs(5), || {
+                        run(&mut c, &["RSEM.AVAILABLE", key]) == Value::Int(2)
+                    }),
+                    "{case}: the lost grant went back"
+                );
+                holder.send(&[retry]);
+                assert_eq!(holder.frame(), ":1", "{case}: the retry takes permits anew");
+            }
+            // 1 held from the start, 2 by the retried call: none left, whatever runs later.
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(
+                run(&mut c, &["RSEM.AVAILABLE", key]),
+                Value::Int(0),
+                "{case}: permits held 3 of 3"
+            );
+            holder.assert_no_extra_reply(&case);
+        }
+    }
+}

@@ -74,6 +74,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if waiting {
         handoff::serve(ctx, &lock);
     }
+    // A grant to this same call whose reply was lost with its connection, still waiting to
+    // be given back: it stands, for this call (its record too).
+    if let Some(id) = &options.req {
+        if state::with(|s| s.deferred.take_permit_return(&lock, id)).is_some() {
+            return Ok(RedisValue::Integer(1));
+        }
+    }
     // Looked up after serving: the same request, blocked on another connection, may have
     // just been granted.
     let record = request_record(ctx, key, options.req);

@@ -2,6 +2,7 @@
 //! events and disconnects ask for. Kept in arrival order; a lock asked to be
 //! served twice is served once, after every other piece of work on it.
 
+use super::requests::RequestId;
 use super::semaphore::PermitId;
 use super::waitlist::LockId;
 
@@ -20,8 +21,13 @@ pub enum Work {
         field: Vec<u8>,
         all: bool,
     },
-    /// A grant of `n` semaphore permits whose client left before hearing it: they go back.
-    ReturnPermits { lock: LockId, n: i64 },
+    /// A grant of `n` semaphore permits whose client left before hearing it: they go back,
+    /// and the record of its `REQ` id goes with them (a retry is a new call).
+    ReturnPermits {
+        lock: LockId,
+        n: i64,
+        req: Option<RequestId>,
+    },
     /// Leased permits to give back to semaphore `lock` if they are still leased: their
     /// SESSION connection closed, or their grant never reached its client.
     ReturnLeases { lock: LockId, ids: Vec<PermitId> },
@@ -78,6 +84,18 @@ impl DeferredWork {
 
     pub fn is_empty(&self) -> bool {
         self.work.is_empty()
+    }
+
+    /// Takes back the queued give-back of permits granted to the call `req` on `lock`: the
+    /// same call sent again keeps them. Their count, if one was queued.
+    pub fn take_permit_return(&mut self, lock: &LockId, req: &RequestId) -> Option<i64> {
+        let at = self.work.iter().position(|w| {
+            matches!(w, Work::ReturnPermits { lock: l, req: Some(r), .. } if l == lock && r == req)
+        })?;
+        match self.work.remove(at) {
+            Work::ReturnPermits { n, .. } => Some(n),
+            _ => None,
+        }
     }
 
     pub fn len(&self) -> usize {

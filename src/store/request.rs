@@ -60,6 +60,16 @@ impl RequestRecord {
         }
     }
 
+    /// Deletes the record (its call was undone): the same call sent again is a new call.
+    pub fn forget(&self, ctx: &Context) {
+        let key = Key::open_writable(ctx, &self.name);
+        if key.kind() != KeyKind::Empty {
+            key.delete();
+            ffi::replicate_key(ctx, c"DEL", &self.name);
+            announce(ctx, NotifyEvent::GENERIC, "del", &self.name);
+        }
+    }
+
     /// Records that `owner`'s call `kind` with this id replied `reply`, for `ttl_ms`.
     /// Called only after `earlier_reply` found none, so it cannot fail.
     pub fn write(&self, ctx: &Context, kind: RequestKind, owner: &[u8], reply: i64, ttl_ms: i64) {
