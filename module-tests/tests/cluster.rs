@@ -733,3 +733,53 @@ fn a_helper_key_that_moved_ahead_of_its_lock_is_not_recreated() {
         }
     }
 }
+
+/// Classic resharding moves a read-write lock's keys one by one: a read hold's timeout key
+/// gone with a migrating slot is not a hold that lapsed. Another reader's release on the
+/// source keeps the lock (before, it freed it there, and a blocked writer on the source was
+/// granted while the first reader's hold lived on: the chaos suite saw it once).
+#[test]
+fn a_read_timeout_key_moved_by_a_migration_is_not_a_lapsed_hold() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 3, 0);
+        let source = &cluster.primaries[0];
+        let target = cluster.other_primary(source);
+        let key = cluster.key_on(source, "rwmig:");
+        let slot = cluster.slot(&key);
+        let mut c = source.conn();
+        for reader in ["r1", "r2"] {
+            assert_eq!(
+                call(
+                    &mut c,
+                    &["RLOCK.ACQUIRE", &key, reader, "READ", "LEASE", "60000"]
+                ),
+                Ok(Value::Int(1)),
+                "{flavor}: {reader} reads"
+            );
+        }
+        cluster.begin_migration(slot, source, target);
+        let r1_timeout = format!("{{{key}}}:r1:rwlock_timeout:1");
+        let moved: Result<Value, String> = call(
+            &mut c,
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &target.port.to_string(),
+                &r1_timeout,
+                "0",
+                "5000",
+            ],
+        );
+        assert_eq!(moved, Ok(Value::Okay), "{flavor}: MIGRATE {r1_timeout}");
+        assert_eq!(
+            call(&mut c, &["RLOCK.RELEASE", &key, "r2", "READ"]),
+            Ok(Value::Int(1)),
+            "{flavor}: r2 releases on the source"
+        );
+        assert_eq!(
+            call(&mut c, &["HGET", &key, "r1"]),
+            Ok(Value::BulkString(b"1".to_vec())),
+            "{flavor}: r1 still reads: the lock was not freed on the source"
+        );
+    }
+}

@@ -365,9 +365,19 @@ impl<'a> LockKey<'a> {
                 continue;
             }
             for n in 1..=count {
-                let ttl = read_timeout_pttl(self.ctx, self.name.as_slice(), owner, n);
+                let name = read_timeout_name(self.ctx, self.name.as_slice(), owner, n);
+                let timeout = Key::open_readonly(self.ctx, &name);
+                let ttl = timeout.pttl();
                 if ttl > 0 {
                     latest = latest.max(Some(now + ttl));
+                } else if timeout.kind() == KeyKind::Empty
+                    && ffi::in_cluster(self.ctx)
+                    && !super::slot_stable_here(self.ctx, self.name.as_slice(), &[name.as_slice()])
+                {
+                    // Not lapsed: moved away with a slot being migrated (classic `MIGRATE`
+                    // moves a lock's keys one by one). The hold lives on; nothing frees the
+                    // lock here for it.
+                    latest = latest.max(self.abs_deadline());
                 }
             }
         }
@@ -448,9 +458,4 @@ fn renew_read_timeout(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64, dea
     drop(key);
     ffi::replicate_key_int(ctx, c"PEXPIREAT", &name, deadline);
     announce(ctx, NotifyEvent::GENERIC, "expire", &name);
-}
-
-fn read_timeout_pttl(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64) -> i64 {
-    let name = read_timeout_name(ctx, lock_name, owner, n);
-    Key::open_readonly(ctx, &name).pttl()
 }
