@@ -13,16 +13,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let report = store::read_report(ctx, args[1].as_slice())?;
-    let holders = report
-        .holders
-        .into_iter()
-        .map(|(owner, count)| {
-            (
-                RedisValueKey::BulkString(owner),
-                count.map_or(RedisValue::Null, RedisValue::Integer),
-            )
-        })
-        .collect();
+    let holders = holders_reply(report.holders);
     let token = match report.token {
         None => RedisValue::Null,
         Some(Ok(token)) => RedisValue::Integer(token),
@@ -34,7 +25,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         .map(RedisValue::StringBuffer)
         .collect();
     let mut reply = BTreeMap::new();
-    reply.insert(field("holders"), RedisValue::OrderedMap(holders));
+    reply.insert(field("holders"), holders);
     reply.insert(field("pttl"), report.pttl);
     reply.insert(field("queue"), RedisValue::Array(queue));
     reply.insert(
@@ -51,4 +42,20 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 
 fn field(name: &str) -> RedisValueKey {
     RedisValueKey::String(name.to_string())
+}
+
+/// Owner -> hold count as a map reply; a count that is not an integer shows as null.
+/// `RLOCK.INFO` and `RLOCK.SCAN` show holders alike.
+pub(super) fn holders_reply(holders: Vec<(Vec<u8>, Option<i64>)>) -> RedisValue {
+    RedisValue::OrderedMap(
+        holders
+            .into_iter()
+            .map(|(owner, count)| {
+                (
+                    RedisValueKey::BulkString(owner),
+                    count.map_or(RedisValue::Null, RedisValue::Integer),
+                )
+            })
+            .collect(),
+    )
 }

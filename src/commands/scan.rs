@@ -8,6 +8,7 @@ use std::time::Instant;
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
+use super::info;
 use crate::core::scan::parse_scan_args;
 use crate::{errors, ffi, latency, store, waiters};
 
@@ -23,16 +24,6 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         .into_iter()
         .map(|lock| {
             let waiting = waiters::blocked_on(ctx, &ffi::string(ctx, &lock.key));
-            let holders = lock
-                .holders
-                .into_iter()
-                .map(|(owner, count)| {
-                    (
-                        RedisValueKey::BulkString(owner),
-                        count.map_or(RedisValue::Null, RedisValue::Integer),
-                    )
-                })
-                .collect();
             let mut entry = BTreeMap::new();
             entry.insert(field("key"), RedisValue::StringBuffer(lock.key));
             entry.insert(
@@ -46,7 +37,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     RedisValue::StringBuffer(mode.to_vec())
                 }),
             );
-            entry.insert(field("holders"), RedisValue::OrderedMap(holders));
+            entry.insert(field("holders"), info::holders_reply(lock.holders));
             entry.insert(field("pttl"), RedisValue::Integer(lock.pttl));
             entry.insert(field("waiters"), RedisValue::Integer(waiting as i64));
             RedisValue::OrderedMap(entry)
