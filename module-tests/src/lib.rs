@@ -418,6 +418,22 @@ impl Server {
     }
 
     /// A connection speaking RESP3 (`HELLO 3` at connect).
+    /// A connection authenticated as a new user `name` (no password) with ACL `rules`,
+    /// made through `admin`.
+    pub fn conn_as_user(
+        &self,
+        admin: &mut redis::Connection,
+        name: &str,
+        rules: &[&str],
+    ) -> redis::Connection {
+        let mut args = vec!["ACL", "SETUSER", name, "on", "nopass"];
+        args.extend(rules);
+        assert_eq!(call(admin, &args), Ok(Value::Okay), "{args:?}");
+        let mut con = self.conn();
+        assert_eq!(call(&mut con, &["AUTH", name, "x"]), Ok(Value::Okay));
+        con
+    }
+
     pub fn conn_resp3(&self) -> redis::Connection {
         redis::Client::open(format!("{}?protocol=resp3", self.url()))
             .expect("client")

@@ -13,12 +13,7 @@ fn user(
     name: &str,
     rules: &[&str],
 ) -> redis::Connection {
-    let mut args = vec!["ACL", "SETUSER", name, "on", "nopass"];
-    args.extend(rules);
-    assert_eq!(call(admin, &args), Ok(Value::Okay), "{args:?}");
-    let mut con = server.conn();
-    assert_eq!(call(&mut con, &["AUTH", name, "x"]), Ok(Value::Okay));
-    con
+    server.conn_as_user(admin, name, rules)
 }
 
 /// The call was refused by the ACL.
