@@ -23,6 +23,9 @@ use crate::rng::Rng;
 use crate::rwload;
 use crate::workload::{self, Shared};
 
+/// A run on one server of its own: the fuzzer's or the churn's (flavor, seed, calls).
+type SingleServerRun = fn(Flavor, u64, u64) -> fuzz::Outcome;
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub seed: u64,
@@ -111,31 +114,26 @@ pub fn run(options: &Options) -> Report {
             }
             report.counts.push((format!("{flavor} cluster"), counts));
         }
-        if options.fuzz_calls > 0 {
+        // The fuzzer, then the churn: single-server runs with a seed each.
+        let single: [(&str, u64, SingleServerRun); 2] = [
+            ("fuzz", options.fuzz_calls, fuzz::run),
+            ("churn", options.churn_calls, churn::run),
+        ];
+        for (name, calls, run_one) in single {
+            if calls == 0 {
+                continue;
+            }
             let seed = rng.next_u64();
-            println!("{flavor} fuzz: seed {seed}, {} calls", options.fuzz_calls);
-            let outcome = fuzz::run(flavor, seed, options.fuzz_calls);
+            println!("{flavor} {name}: seed {seed}, {calls} calls");
+            let outcome = run_one(flavor, seed, calls);
             for v in outcome.violations {
                 report
                     .violations
-                    .push(format!("{flavor} fuzz (seed {seed}): {v}"));
+                    .push(format!("{flavor} {name} (seed {seed}): {v}"));
             }
             report
                 .counts
-                .push((format!("{flavor} fuzz"), outcome.counts));
-        }
-        if options.churn_calls > 0 {
-            let seed = rng.next_u64();
-            println!("{flavor} churn: seed {seed}, {} calls", options.churn_calls);
-            let outcome = churn::run(flavor, seed, options.churn_calls);
-            for v in outcome.violations {
-                report
-                    .violations
-                    .push(format!("{flavor} churn (seed {seed}): {v}"));
-            }
-            report
-                .counts
-                .push((format!("{flavor} churn"), outcome.counts));
+                .push((format!("{flavor} {name}"), outcome.counts));
         }
     }
     report
