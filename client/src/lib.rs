@@ -83,7 +83,7 @@ pub use redis;
 
 pub use command::{LockInfo, LockKind, Side};
 pub use conn::Endpoint;
-pub use error::{Error, Result};
+pub use error::{Error, Result, Wait};
 pub use latch::Latch;
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
 pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
