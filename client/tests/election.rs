@@ -674,3 +674,53 @@ fn the_blocking_twins() {
         assert_eq!(changes.next().unwrap().unwrap(), None, "{flavor}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_in_a_cluster_is_observed_by_polling() {
+    for flavor in common::flavors() {
+        let nodes = rlock_module_tests::Cluster::start(flavor, 3, 0);
+        let endpoint = || rlock_client::Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap();
+        let candidates = || {
+            Locks::builder(endpoint())
+                .watchdog_lease(LEASE)
+                .build()
+                .election("{cluster}:leader")
+        };
+        let changes = candidates().observe().await.unwrap();
+        assert_eq!(changes.mode(), ObserveMode::Polling, "{flavor}");
+        let (seen, task) = record(changes);
+        let items = seen_at_least(&seen, 1, "the first item").await;
+        assert_eq!(items[0].1, None, "{flavor}");
+
+        let campaigned = Instant::now();
+        let a = candidates().campaign("a").await.unwrap();
+        let election = candidates();
+        let next = tokio::spawn(async move { election.campaign("b").await.unwrap() });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(
+            candidates().leader().await.unwrap(),
+            leader("a", a.term()),
+            "{flavor}"
+        );
+        let (a_term, resigned) = (a.term(), Instant::now());
+        a.resign().await.unwrap();
+        let b = next.await.unwrap();
+        let b_term = b.term();
+        assert_eq!(b_term, a_term + 1, "{flavor}");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let stepped_down = Instant::now();
+        b.resign().await.unwrap();
+        let items = seen_at_least(&seen, 4, "a, b and free").await;
+        task.abort();
+        assert_ordered(&items, flavor.name());
+        let values: Vec<_> = items.iter().map(|(_, l)| l.clone()).collect();
+        assert_eq!(
+            values,
+            [None, leader("a", a_term), leader("b", b_term), None],
+            "{flavor}"
+        );
+        for ((at, _), since) in items[1..].iter().zip([campaigned, resigned, stepped_down]) {
+            assert!(at.saturating_duration_since(since) < WITHIN, "{flavor}");
+        }
+    }
+}
