@@ -37,6 +37,33 @@ pub enum Error {
         /// The waits of the cycle, this call's own first.
         cycle: Vec<Wait>,
     },
+    /// A campaign's value is not 1 to 1024 bytes (the server's limit on an owner).
+    InvalidValue {
+        /// The election's key.
+        key: String,
+        /// The value's length in bytes.
+        len: usize,
+    },
+    /// A campaign found its value already the leader's: another candidate, in this process or
+    /// another, campaigns with the same value and is the leader. The lock is reentrant per
+    /// owner, so this candidate would have "won" alongside it; its re-entry was given back
+    /// and the other's leadership is untouched. Give every candidate a value of its own.
+    DuplicateValue {
+        /// The election's key.
+        key: String,
+        /// The value both candidates use.
+        value: String,
+    },
+    /// Fewer replicas than asked with `sync_replicas` acknowledged the grant in time, so it
+    /// was given back (released) instead of believed: a failover could lose it.
+    NotAcknowledged {
+        /// The lock's key.
+        key: String,
+        /// Replicas that acknowledged.
+        acked: u64,
+        /// Replicas asked for.
+        wanted: usize,
+    },
     /// The server or the connection failed, or the server rejected the command
     /// (for example `ERR` for an option the loaded module does not support).
     Redis(redis::RedisError),
@@ -119,6 +146,20 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::InvalidValue { key, len } => write!(
+                f,
+                "election {key:?}: a candidate's value must be 1 to 1024 bytes, this one has {len}"
+            ),
+            Error::DuplicateValue { key, value } => write!(
+                f,
+                "election {key:?}: another candidate with the value {value:?} is the leader; \
+                 give each candidate a value of its own"
+            ),
+            Error::NotAcknowledged { key, acked, wanted } => write!(
+                f,
+                "lock {key:?} was granted but only {acked} of {wanted} replicas acknowledged it \
+                 in time, so it was released rather than trusted across a failover"
+            ),
             Error::Redis(e) => write!(f, "redis: {e}"),
         }
     }
