@@ -20,16 +20,24 @@ use crate::{config, keyevents, stats, store, waiters};
 pub enum Verdict {
     /// No cycle (or none found within the search's bound).
     Clear,
-    /// A cycle through a free lock kept for a multi-key call: give `lock` to the plain
-    /// call `call`, waiting behind it, instead.
-    Yield { lock: LockId, call: WaiterId },
-    /// A cycle of holds: refuse `call` (`None`: the call being made) with `error`; the
-    /// refusal is notified on `lock`, the key it asked for.
-    Refuse {
-        call: Option<WaiterId>,
-        error: String,
-        lock: LockId,
+    /// A cycle through free locks kept for multi-key calls: give one of them to a call
+    /// waiting behind (the first of `to`, lock and call, that can take it), instead; when
+    /// none can, `otherwise`.
+    Yield {
+        to: Vec<(LockId, WaiterId)>,
+        otherwise: Refusal,
     },
+    /// A cycle of holds.
+    Refuse(Refusal),
+}
+
+/// A call to refuse: `call` (`None`: the call being made) with `error`, notified on `lock`,
+/// the key it asked for.
+#[derive(Debug)]
+pub struct Refusal {
+    pub call: Option<WaiterId>,
+    pub error: String,
+    pub lock: LockId,
 }
 
 /// The wait-for graph as this server has it.
@@ -99,17 +107,9 @@ pub fn judge_owner(ctx: &Context, owner: &[u8]) -> Verdict {
     }
 }
 
-/// A cycle's verdict: yield a soft hold to the plain call waiting on it, else refuse
-/// `refused` (`None`: the call being made, whose wait comes first in the cycle).
+/// A cycle's verdict: yield a soft hold to a call waiting on it that may take it, else
+/// refuse `refused` (`None`: the call being made, whose wait comes first in the cycle).
 fn verdict(cycle: Vec<WaitEdge>, refused: Option<WaiterId>) -> Verdict {
-    let yieldable = soft_waits(&cycle)
-        .find_map(|edge| Some((edge, edge.call.filter(|id| waiters::is_plain_hold(*id))?)));
-    if let Some((edge, call)) = yieldable {
-        return Verdict::Yield {
-            lock: edge.lock.clone(),
-            call,
-        };
-    }
     // The refused call's own wait first, so the message reads from it.
     let at = cycle
         .iter()
@@ -117,10 +117,25 @@ fn verdict(cycle: Vec<WaitEdge>, refused: Option<WaiterId>) -> Verdict {
         .unwrap_or(0);
     let mut from_refused = cycle[at..].to_vec();
     from_refused.extend_from_slice(&cycle[..at]);
-    Verdict::Refuse {
+    let refusal = Refusal {
         call: refused,
         error: describe(&from_refused),
         lock: from_refused[0].lock.clone(),
+    };
+    // Calls for one lock first: a multi-key call takes a kept lock only with all its others.
+    let mut to: Vec<(LockId, WaiterId)> = soft_waits(&cycle)
+        .filter_map(|edge| {
+            let call = edge.call.filter(|id| waiters::may_take_kept_lock(*id))?;
+            Some((edge.lock.clone(), call))
+        })
+        .collect();
+    to.sort_by_key(|(_, call)| waiters::is_multi(*call));
+    match to.is_empty() {
+        false => Verdict::Yield {
+            to,
+            otherwise: refusal,
+        },
+        true => Verdict::Refuse(refusal),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
 use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
-use crate::deadlock::Verdict;
+use crate::deadlock::{Refusal, Verdict};
 use crate::ffi;
 use crate::state;
 use crate::stats;
@@ -455,7 +455,7 @@ fn grant(
         return Grant::Busy;
     };
     if !waiter.more_locks.is_empty() {
-        return grant_all(ctx, id, waiter);
+        return grant_all(ctx, id, waiter, None);
     }
     // The same request, retried on another connection while this one still waits:
     // it was granted once, and is answered the same without a second hold.
@@ -531,6 +531,15 @@ pub fn kept_for_multi(ctx: &Context, lock: &LockId, key: &RedisString, owner: &[
         && !deadlock::wait_closes_a_cycle(ctx, owner, lock)
 }
 
+/// Whether `lock`, free and kept for the multi-key call at the head of its line, goes to
+/// `owner` all the same: it waiting for that call would close a cycle of waits (see
+/// `kept_for_multi`).
+pub fn kept_lock_goes_to(ctx: &Context, lock: &LockId, key: &RedisString, owner: &[u8]) -> bool {
+    waiters::head_is_multi(lock)
+        && !ffi::key_exists(ctx, key)
+        && deadlock::wait_closes_a_cycle(ctx, owner, lock)
+}
+
 /// How many cycles one settling breaks at most before it stops looking.
 const MAX_SETTLED: usize = 16;
 
@@ -541,14 +550,15 @@ pub fn settle_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Result<
     for _ in 0..MAX_SETTLED {
         match deadlock::judge_new_wait(ctx, owner, locks) {
             Verdict::Clear => return Ok(()),
-            Verdict::Yield { lock, call } => {
-                if give_kept_lock(ctx, &lock, call) != Grant::Granted {
-                    return Ok(());
+            Verdict::Yield { to, otherwise } => {
+                if !give_kept_lock_to_one(ctx, &to) {
+                    deadlock::count_refusal(ctx, &otherwise.lock);
+                    return Err(RedisError::String(otherwise.error));
                 }
             }
-            Verdict::Refuse { error, lock, .. } => {
-                deadlock::count_refusal(ctx, &lock);
-                return Err(RedisError::String(error));
+            Verdict::Refuse(refusal) => {
+                deadlock::count_refusal(ctx, &refusal.lock);
+                return Err(RedisError::String(refusal.error));
             }
         }
     }
@@ -571,35 +581,59 @@ fn settle_owner(ctx: &Context, owner: &[u8]) -> bool {
     for _ in 0..MAX_SETTLED {
         match deadlock::judge_owner(ctx, owner) {
             Verdict::Clear => break,
-            Verdict::Yield { lock, call } => {
-                if give_kept_lock(ctx, &lock, call) != Grant::Granted {
+            Verdict::Yield { to, otherwise } => {
+                if give_kept_lock_to_one(ctx, &to) {
+                    gave = true;
+                } else if !refuse(ctx, otherwise) {
                     break;
                 }
-                gave = true;
             }
-            Verdict::Refuse {
-                call: Some(call),
-                error,
-                lock,
-            } => {
-                deadlock::count_refusal(ctx, &lock);
-                waiters::refuse(ctx, call, error);
+            Verdict::Refuse(refusal) => {
+                if !refuse(ctx, refusal) {
+                    break;
+                }
             }
-            Verdict::Refuse { call: None, .. } => break,
         }
     }
     gave
 }
 
-/// Gives `lock`, free and kept for the multi-key call at the head of its line, to the
-/// plain call `call` waiting behind it (see `deadlock::Verdict::Yield`).
+/// Refuses a blocked call of a cycle; false for the call being made (`call` none), which
+/// its caller refuses.
+fn refuse(ctx: &Context, refusal: Refusal) -> bool {
+    let Some(call) = refusal.call else {
+        return false;
+    };
+    deadlock::count_refusal(ctx, &refusal.lock);
+    waiters::refuse(ctx, call, refusal.error);
+    true
+}
+
+/// Gives a kept lock to the first of `to` (lock, call) that can take it now (see
+/// `give_kept_lock`). Whether one did.
+fn give_kept_lock_to_one(ctx: &Context, to: &[(LockId, WaiterId)]) -> bool {
+    to.iter()
+        .any(|(lock, call)| give_kept_lock(ctx, lock, *call) == Grant::Granted)
+}
+
+/// Gives `lock`, free and kept for the multi-key call at the head of its line, to the call
+/// `call` waiting behind it (see `deadlock::Verdict::Yield`): a plain or `FAIR` one takes
+/// it (off the fair queue), a multi-key one takes it with its other locks, or nothing.
 fn give_kept_lock(ctx: &Context, lock: &LockId, call: WaiterId) -> Grant {
     let selected = ffi::selected_db(ctx);
     if selected != lock.db && !ffi::select_db(ctx, lock.db) {
         return Grant::Busy;
     }
     let key = ffi::string(ctx, &lock.key);
-    let granted = grant(ctx, lock, &key, call, None);
+    let granted = match waiters::view(call) {
+        Some(waiter) if !waiter.more_locks.is_empty() => grant_all(ctx, call, waiter, Some(lock)),
+        Some(waiter) if waiter.options.fair => {
+            let queue = FairQueue::open(ctx, &lock.key).ok();
+            grant(ctx, lock, &key, call, queue.as_ref())
+        }
+        Some(_) => grant(ctx, lock, &key, call, None),
+        None => Grant::Busy,
+    };
     if selected != lock.db {
         ffi::select_db(ctx, selected);
     }
@@ -610,11 +644,13 @@ fn give_kept_lock(ctx: &Context, lock: &LockId, call: WaiterId) -> Grant {
 /// A lock it does not hold yet is taken only if it is that lock's longest waiter, so
 /// waiters are served in arrival order on every lock, and the oldest waiter of all,
 /// first in every line it stands in, is never held back: no deadlock.
-fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView) -> Grant {
+/// `past`: a lock kept for the multi-key call ahead of `id`, given to `id` all the same
+/// (see `give_kept_lock`).
+fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView, past: Option<&LockId>) -> Grant {
     let locks = waiters::locks_of(id);
     let keys: Vec<RedisString> = locks.iter().map(|l| ffi::string(ctx, &l.key)).collect();
     let owner = ffi::string(ctx, &waiter.owner);
-    let may_take_new = |i: usize| waiters::is_head(&locks[i], id);
+    let may_take_new = |i: usize| waiters::is_head(&locks[i], id) || Some(&locks[i]) == past;
     match store::take_all(ctx, &keys, &owner, &waiter.options, may_take_new) {
         Ok(TakeAll::Busy) => return Grant::Busy,
         Ok(TakeAll::Taken) => {}

@@ -223,12 +223,13 @@ pub fn multi_head_owner(lock: &LockId) -> Option<Vec<u8>> {
     })
 }
 
-/// Whether waiter `id` waits for a plain hold: one lock, no FAIR, no side.
-pub fn is_plain_hold(id: WaiterId) -> bool {
+/// Whether waiter `id` may be given a lock kept for a multi-key call ahead of it: it
+/// waits for a hold of a reentrant lock (plain, `FAIR` or multi-key).
+pub fn may_take_kept_lock(id: WaiterId) -> bool {
     state::with(|s| {
-        s.waiters.get(id).is_some_and(|w| {
-            w.wants == Wants::Hold && !w.options.fair && w.options.mode.is_none() && !w.is_multi()
-        })
+        s.waiters
+            .get(id)
+            .is_some_and(|w| w.wants == Wants::Hold && w.options.mode.is_none())
     })
 }
 

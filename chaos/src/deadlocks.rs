@@ -113,7 +113,6 @@ struct Call {
     keys: Vec<String>,
     release: bool,
     multi: bool,
-    fair: bool,
     text: String,
     sent: Instant,
     replied: Option<Instant>,
@@ -274,7 +273,6 @@ fn timed(conn: &mut Conn, owner: &str, step: &Step, release: bool, args: &[Vec<u
         keys: step.keys.clone(),
         release,
         multi: step.keys.len() > 1,
-        fair: step.mode == Mode::Fair,
         text,
         sent,
         replied: (reply != Reply::Lost).then_some(replied),
@@ -463,36 +461,6 @@ fn check_cycle(
     wrong
 }
 
-/// A known module bug (module-tests/tests/deadlock.rs,
-/// `a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too`, ignored): a
-/// free lock kept for a multi-key call goes to a plain caller that call waits for, but a
-/// `FAIR` or multi-key caller in its place is refused, whatever the order it takes its
-/// locks in. While it stands, such a refusal of an ordered client is counted, not a
-/// violation (it is checked against the history all the same). Set to `false` once the
-/// module is fixed.
-const KNOWN_KEPT_LOCK_REFUSALS: bool = true;
-
-/// Whether the cycle waits on a lock kept for a multi-key call with a `FAIR` or
-/// multi-key call (the known bug's shape).
-fn kept_for_fair_or_multi(
-    refused: &Call,
-    edges: &[Edge],
-    by_owner: &HashMap<&str, Vec<&Call>>,
-) -> bool {
-    let (from, to) = (refused.sent, refused.replied.unwrap_or(refused.sent));
-    edges.iter().filter(|e| e.kept).any(|edge| {
-        let (owner, key) = (
-            String::from_utf8_lossy(&edge.owner),
-            String::from_utf8_lossy(&edge.key),
-        );
-        by_owner.get(owner.as_ref()).is_some_and(|calls| {
-            calls
-                .iter()
-                .any(|c| c.acquires(&key) && c.may_run_within(from, to) && (c.fair || c.multi))
-        })
-    })
-}
-
 /// Every `DEADLOCK` reply checked against the history: the violations, and counts.
 fn check_refusals(calls: &[Call], counts: &mut BTreeMap<String, u64>) -> Vec<String> {
     let mut by_owner: HashMap<&str, Vec<&Call>> = HashMap::new();
@@ -519,16 +487,9 @@ fn check_refusals(calls: &[Call], counts: &mut BTreeMap<String, u64>) -> Vec<Str
             .entry("waits on a lock kept for a multi-key call".into())
             .or_default() += kept;
         let mut wrong = check_cycle(call, &edges, &by_owner);
-        // Only random-order clients (`r...`) can close a cycle: but see
-        // `KNOWN_KEPT_LOCK_REFUSALS`.
+        // Only random-order clients (`r...`) can close a cycle.
         if call.owner.starts_with('o') {
-            if KNOWN_KEPT_LOCK_REFUSALS && kept_for_fair_or_multi(call, &edges, &by_owner) {
-                *counts
-                    .entry("ordered refused by the known kept-lock bug".into())
-                    .or_default() += 1;
-            } else {
-                wrong.push(format!("{} takes its locks in one order", call.owner));
-            }
+            wrong.push(format!("{} takes its locks in one order", call.owner));
         }
         if wrong.is_empty() {
             continue;
@@ -686,7 +647,6 @@ mod tests {
             keys: keys.iter().map(|k| k.to_string()).collect(),
             release,
             multi: keys.len() > 1,
-            fair: false,
             text: String::new(),
             sent: t0 + Duration::from_millis(at.0),
             replied: at.1.map(|ms| t0 + Duration::from_millis(ms)),

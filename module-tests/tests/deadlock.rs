@@ -544,13 +544,11 @@ fn x_holds_k1_m_waits_for_k1_and_k3(
 }
 
 /// Found by the chaos deadlock workload (clients taking their locks in one order, run
-/// seed 20261123): a lock kept for a multi-key call is given only to a plain caller that
-/// call waits for. A `FAIR` or multi-key caller in the same place is refused with
+/// seed 20261123): a lock kept for a multi-key call was given only to a plain caller that
+/// call waits for; a `FAIR` or multi-key caller in the same place was refused with
 /// `DEADLOCK`, although every owner takes its locks in one order (x: k1 then k3; m: k1
-/// and k3 at once). Fails until the module gives the kept lock to those callers too:
-/// `cargo test -p rlock-module-tests --test deadlock -- --ignored`.
+/// and k3 at once). Failed before the fix, on all three servers.
 #[test]
-#[ignore = "module bug: a lock kept for a multi-key call goes to a plain caller it waits for, not to a FAIR or multi-key one"]
 fn a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too() {
     for flavor in flavors() {
         let mut failures = Vec::new();

@@ -84,8 +84,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             handoff::serve(ctx, lock);
         }
     }
-    let has_waiters = |i: usize| watching && waiters::has_waiters(&locks[i]);
-    match store::take_all(ctx, keys, owner, &options, |i| !has_waiters(i))? {
+    // A lock others wait for is not taken, unless it is kept for a multi-key call that
+    // waits for this owner (see `handoff::kept_lock_goes_to`).
+    let may_take = |i: usize| {
+        !(watching && waiters::has_waiters(&locks[i]))
+            || handoff::kept_lock_goes_to(ctx, &locks[i], &keys[i], owner.as_slice())
+    };
+    match store::take_all(ctx, keys, owner, &options, may_take)? {
         TakeAll::Taken => {
             stats::MULTI_ACQUIRES.incr();
             for key in keys {
