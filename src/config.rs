@@ -1,5 +1,5 @@
 //! Module configs: `rlock.lease-ms`, `rlock.fair-wait-ms`, `rlock.publish`,
-//! `rlock.stats-window-ms`.
+//! `rlock.stats-window-ms`, `rlock.deadlock-detection`.
 //! Set at load (`MODULE LOAD path lease-ms 5000`) or with `CONFIG SET rlock.<name>`.
 //! And the one server config that makes locks unsafe: `maxmemory-policy allkeys-*`.
 
@@ -22,6 +22,8 @@ pub const MAX_STATS_WINDOW_MS: i64 = 3_600_000;
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
 pub static FAIR_WAIT_MS: AtomicI64 = AtomicI64::new(DEFAULT_FAIR_WAIT_MS);
 pub static PUBLISH: AtomicBool = AtomicBool::new(true);
+/// Whether a wait that would close a cycle of waits is refused with `DEADLOCK`.
+pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
 pub static STATS_WINDOW_MS: AtomicI64 = AtomicI64::new(DEFAULT_STATS_WINDOW_MS);
 /// The server may evict any key, locks and fencing counters included.
 pub static EVICTION_UNSAFE: AtomicBool = AtomicBool::new(false);
@@ -38,6 +40,10 @@ pub fn fair_wait_ms() -> i64 {
 
 pub fn publish() -> bool {
     PUBLISH.load(Ordering::Relaxed)
+}
+
+pub fn deadlock_detection() -> bool {
+    DEADLOCK_DETECTION.load(Ordering::Relaxed)
 }
 
 pub fn stats_window_ms() -> u64 {
@@ -97,21 +103,21 @@ pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
             b"lease-ms" | b"fair-wait-ms" => {
                 matches!(parse_i64(value), Some(ms) if (1..=MAX_MS).contains(&ms))
             }
-            b"publish" => matches!(value, b"yes" | b"no"),
+            b"publish" | b"deadlock-detection" => matches!(value, b"yes" | b"no"),
             b"stats-window-ms" => matches!(
                 parse_i64(value),
                 Some(ms) if (MIN_STATS_WINDOW_MS..=MAX_STATS_WINDOW_MS).contains(&ms)
             ),
             _ => {
                 return Err(format!(
-                    "unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish, stats-window-ms)"
+                    "unknown config '{shown}' (known: lease-ms, fair-wait-ms, publish, stats-window-ms, deadlock-detection)"
                 ))
             }
         };
         if !ok {
             return Err(format!(
                 "bad value for config '{shown}': lease-ms and fair-wait-ms take 1 to {MAX_MS}, \
-                 publish takes yes or no, stats-window-ms takes {MIN_STATS_WINDOW_MS} to {MAX_STATS_WINDOW_MS}"
+                 publish and deadlock-detection take yes or no, stats-window-ms takes {MIN_STATS_WINDOW_MS} to {MAX_STATS_WINDOW_MS}"
             ));
         }
     }
@@ -146,6 +152,8 @@ mod tests {
         assert!(check_load_args(&[b"lease-ms"]).is_err());
         assert!(check_load_args(&[b"lease-ms", b"0"]).is_err());
         assert!(check_load_args(&[b"publish", b"maybe"]).is_err());
+        assert!(check_load_args(&[b"deadlock-detection", b"no"]).is_ok());
+        assert!(check_load_args(&[b"deadlock-detection", b"off"]).is_err());
         assert!(check_load_args(&[b"lease", b"10"]).is_err());
         assert!(check_load_args(&[b"stats-window-ms", b"1000"]).is_ok());
         assert!(check_load_args(&[b"stats-window-ms", b"999"]).is_err());

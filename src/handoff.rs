@@ -22,6 +22,7 @@ use crate::core::semaphore::{lease_deadline, next_look, PermitId};
 use crate::core::sharing::Next;
 use crate::core::shrink_map;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
+use crate::deadlock::Verdict;
 use crate::ffi;
 use crate::state;
 use crate::stats;
@@ -29,7 +30,7 @@ use crate::store::{
     self, FairQueue, Latch, LockKey, PermitLeases, RequestRecord, Semaphore, TakeAll, Unlock,
 };
 use crate::waiters::WaiterView;
-use crate::{deferred, keyevents, slots, timers, waiters};
+use crate::{deadlock, deferred, keyevents, slots, timers, waiters};
 
 /// Passes `lock`, if free, to whoever is next (see `core::fair::next_turn` for the
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
@@ -92,9 +93,18 @@ pub fn serve(ctx: &Context, lock: &LockId) {
             Turn::Fair(id) => grant(ctx, lock, &key, id, queue.as_ref()),
             // Read-write waiters: served in arrival order, readers together. Multi-key
             // waiters: when every lock they wait for can be taken.
-            Turn::Plain(id) if waiters::is_read_write(id) || waiters::is_multi(id) => {
-                grant(ctx, lock, &key, id, None)
-            }
+            Turn::Plain(id) if waiters::is_read_write(id) => grant(ctx, lock, &key, id, None),
+            // Kept free for it meanwhile, unless that closes a cycle of waits.
+            Turn::Plain(id) if waiters::is_multi(id) => match grant(ctx, lock, &key, id, None) {
+                Grant::Busy if !ffi::key_exists(ctx, &key) => {
+                    let owner = waiters::view(id).map(|w| w.owner).unwrap_or_default();
+                    match settle_owner(ctx, &owner) {
+                        true => Grant::Granted,
+                        false => Grant::Busy,
+                    }
+                }
+                granted => granted,
+            },
             Turn::Plain(id) => match share_turn(ctx, lock, &key) {
                 Next::Grant => {
                     let granted = grant(ctx, lock, &key, id, None);
@@ -507,7 +517,93 @@ fn grant(
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
     waiters::answer(ctx, id, BlockedReply::Granted(reply));
+    settle_new_hold(ctx, &waiter.owner, lock);
     Grant::Granted
+}
+
+/// Whether free `lock` is kept for its longest waiter, a multi-key call that waits for
+/// other locks too, rather than taken by `owner`: not when `owner` waiting for that call
+/// would close a cycle of waits (it holds, or waits for who holds, one of the call's
+/// other locks), which keeping the lock would make a deadlock.
+pub fn kept_for_multi(ctx: &Context, lock: &LockId, key: &RedisString, owner: &[u8]) -> bool {
+    waiters::head_is_multi(lock)
+        && !ffi::key_exists(ctx, key)
+        && !deadlock::wait_closes_a_cycle(ctx, owner, lock)
+}
+
+/// How many cycles one settling breaks at most before it stops looking.
+const MAX_SETTLED: usize = 16;
+
+/// `owner` is about to block on `locks`: `DEADLOCK` if that would close a cycle of
+/// holds, before anything is written or queued. A cycle through a lock kept free for a
+/// multi-key call is broken by giving that lock to the call waiting behind it.
+pub fn settle_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Result<(), RedisError> {
+    for _ in 0..MAX_SETTLED {
+        match deadlock::judge_new_wait(ctx, owner, locks) {
+            Verdict::Clear => return Ok(()),
+            Verdict::Yield { lock, call } => {
+                if give_kept_lock(ctx, &lock, call) != Grant::Granted {
+                    return Ok(());
+                }
+            }
+            Verdict::Refuse { error, lock, .. } => {
+                deadlock::count_refusal(ctx, &lock);
+                return Err(RedisError::String(error));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `owner` was given a hold on `lock`: when it also waits here and others wait for
+/// `lock`, the hold may close a cycle (see `settle_owner`).
+pub fn settle_new_hold(ctx: &Context, owner: &[u8], lock: &LockId) {
+    if waiters::owner_waits(owner) && waiters::has_waiters(lock) {
+        settle_owner(ctx, owner);
+    }
+}
+
+/// Breaks the cycles of waits through `owner`: one through a lock kept for a multi-key
+/// call by giving it to the call behind, one of holds by refusing its youngest blocked
+/// call. Returns whether a kept lock was given.
+fn settle_owner(ctx: &Context, owner: &[u8]) -> bool {
+    let mut gave = false;
+    for _ in 0..MAX_SETTLED {
+        match deadlock::judge_owner(ctx, owner) {
+            Verdict::Clear => break,
+            Verdict::Yield { lock, call } => {
+                if give_kept_lock(ctx, &lock, call) != Grant::Granted {
+                    break;
+                }
+                gave = true;
+            }
+            Verdict::Refuse {
+                call: Some(call),
+                error,
+                lock,
+            } => {
+                deadlock::count_refusal(ctx, &lock);
+                waiters::refuse(ctx, call, error);
+            }
+            Verdict::Refuse { call: None, .. } => break,
+        }
+    }
+    gave
+}
+
+/// Gives `lock`, free and kept for the multi-key call at the head of its line, to the
+/// plain call `call` waiting behind it (see `deadlock::Verdict::Yield`).
+fn give_kept_lock(ctx: &Context, lock: &LockId, call: WaiterId) -> Grant {
+    let selected = ffi::selected_db(ctx);
+    if selected != lock.db && !ffi::select_db(ctx, lock.db) {
+        return Grant::Busy;
+    }
+    let key = ffi::string(ctx, &lock.key);
+    let granted = grant(ctx, lock, &key, call, None);
+    if selected != lock.db {
+        ffi::select_db(ctx, selected);
+    }
+    granted
 }
 
 /// Gives multi-key waiter `id` every lock it waits for, or none (see `store::take_all`).
@@ -545,6 +641,9 @@ fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView) -> Grant {
         watch(ctx, lock);
     }
     watch(ctx, &locks[0]);
+    for lock in &locks {
+        settle_new_hold(ctx, &waiter.owner, lock);
+    }
     Grant::Granted
 }
 

@@ -32,3 +32,19 @@ pub fn lock(ctx: &Context, event: KeyEvent, lock: &LockId) {
     }
     ffi::notify_module_event(ctx, event.name(), &ffi::string(ctx, &lock.key));
 }
+
+/// `event` on `lock`, from any context: its database is selected for the event and the
+/// one selected before is selected again after.
+pub fn lock_in_its_db(ctx: &Context, event: KeyEvent, lock: &LockId) {
+    if !on() {
+        return;
+    }
+    let selected = ffi::selected_db(ctx);
+    if selected != lock.db && !ffi::select_db(ctx, lock.db) {
+        return;
+    }
+    ffi::notify_module_event(ctx, event.name(), &ffi::string(ctx, &lock.key));
+    if selected != lock.db {
+        ffi::select_db(ctx, selected);
+    }
+}

@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod deadlock;
 pub mod deferred;
 pub mod errors;
 pub mod events;
@@ -198,6 +199,7 @@ redis_module! {
         string: [],
         bool: [
             ["publish", &config::PUBLISH, true, ConfigurationFlags::DEFAULT, None],
+            ["deadlock-detection", &config::DEADLOCK_DETECTION, true, ConfigurationFlags::DEFAULT, None],
         ],
         enum: [],
         module_args_as_configuration: true,

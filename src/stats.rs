@@ -71,7 +71,8 @@ pub static LATCH_COUNTDOWNS: Counter = Counter::new();
 pub static WAIT_TIMEOUTS: Counter = Counter::new();
 /// Blocked calls that ended because their client left or was unblocked.
 pub static WAIT_CANCELS: Counter = Counter::new();
-/// Calls refused with `DEADLOCK` (none yet: deadlock detection comes later).
+/// Calls refused with `DEADLOCK`: at once, or blocked and refused when a grant closed a
+/// cycle.
 pub static DEADLOCKS: Counter = Counter::new();
 
 /// Every counter above: `RLOCK.RESETSTAT` zeroes them.

@@ -213,6 +213,25 @@ pub fn first_plain(lock: &LockId) -> Option<WaiterId> {
     state::with(|s| s.waiters.first_plain(lock))
 }
 
+/// The owner of the longest waiter on `lock`, when that waiter is a multi-key call.
+pub fn multi_head_owner(lock: &LockId) -> Option<Vec<u8>> {
+    state::with(|s| {
+        s.waiters
+            .head(lock)
+            .filter(|(_, w)| w.is_multi())
+            .map(|(_, w)| w.owner.clone())
+    })
+}
+
+/// Whether waiter `id` waits for a plain hold: one lock, no FAIR, no side.
+pub fn is_plain_hold(id: WaiterId) -> bool {
+    state::with(|s| {
+        s.waiters.get(id).is_some_and(|w| {
+            w.wants == Wants::Hold && !w.options.fair && w.options.mode.is_none() && !w.is_multi()
+        })
+    })
+}
+
 /// The longest waiter on `lock` that asked for FAIR.
 pub fn first_fair(lock: &LockId) -> Option<WaiterId> {
     state::with(|s| s.waiters.first_fair(lock))
@@ -376,6 +395,30 @@ pub fn redirect_all(ctx: &Context, lock: &LockId, error: &str) {
     }
 }
 
+/// Refuses waiter `id` with `error` (a deadlock): it leaves its lines, and a fair
+/// queue on the next turn, with nothing granted.
+pub fn refuse(ctx: &Context, id: WaiterId, error: String) {
+    let waiter = state::with(|s| {
+        let waiter = s.waiters.remove(id)?;
+        s.waiter_by_handle.remove(&waiter.handle.id());
+        shrink_map(&mut s.waiter_by_handle);
+        Some(waiter)
+    });
+    if let Some(waiter) = waiter {
+        forget(ctx, waiter, Ending::Refused(error));
+    }
+}
+
+/// Whether `owner` has a call blocked here for a hold, on any lock.
+pub fn owner_waits(owner: &[u8]) -> bool {
+    state::with(|s| s.waiters.owner_waits(owner))
+}
+
+/// The calls of `owner` blocked here for holds: each call's id and its locks.
+pub fn hold_calls_of(owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)> {
+    state::with(|s| s.waiters.hold_calls_of(owner))
+}
+
 /// Takes a waiter out of line by its handle, if it is still waiting.
 fn leave(handle_id: usize) -> Option<Waiter<BlockedClient<BlockedReply>>> {
     state::with(|s| {
@@ -397,17 +440,30 @@ fn stop_deadline(ctx: &Context, handle_id: usize) {
     }
 }
 
-/// A waiter that left without an answer from the module, or whose BLOCK ran out
-/// (`reply` null). A fair one also leaves the queue, on the next turn. The lock's
-/// timer goes with its last waiter.
-fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, reply: Option<BlockedReply>) {
-    let outcome = match reply {
-        Some(_) => Outcome::TimedOut,
-        None => Outcome::Cancelled,
+/// How a wait ended without a grant.
+enum Ending {
+    /// The client left, or was unblocked: the server has answered it.
+    Left,
+    /// Its BLOCK ran out: a null reply.
+    TimedOut,
+    /// Refused with this error (a deadlock a grant closed).
+    Refused(String),
+}
+
+/// A waiter that left without an answer from the module, whose BLOCK ran out, or that
+/// is refused. A fair one also leaves the queue, on the next turn. The lock's timer
+/// goes with its last waiter.
+fn forget(ctx: &Context, waiter: Waiter<BlockedClient<BlockedReply>>, ending: Ending) {
+    let (outcome, reply) = match ending {
+        Ending::Left => (Some(Outcome::Cancelled), None),
+        Ending::TimedOut => (Some(Outcome::TimedOut), Some(BlockedReply::TimedOut)),
+        Ending::Refused(error) => (None, Some(BlockedReply::Failed(error))),
     };
     let now_us = stats::now_us();
     state::with(|s| {
-        record_end(s, &waiter, outcome, now_us);
+        if let Some(outcome) = outcome {
+            record_end(s, &waiter, outcome, now_us);
+        }
         for lock in waiter.locks() {
             if !s.waiters.has_waiters(lock) {
                 s.freed_at.remove(lock);
@@ -504,7 +560,7 @@ extern "C" fn on_unblock(
         let ctx = Context::new(ctx);
         let handle_id = ffi::handle_id_of(&ctx);
         if let Some(waiter) = leave(handle_id) {
-            forget(&ctx, waiter, None);
+            forget(&ctx, waiter, Ending::Left);
         }
         ctx.reply(Ok(RedisValue::Null));
     });
@@ -522,7 +578,7 @@ extern "C" fn on_deadline(ctx: RawCtx, data: *mut c_void) {
             for lock in waiter.locks().filter(|_| keyevents::on()) {
                 keyevents::lock(&ctx, KeyEvent::Timeout, lock);
             }
-            forget(&ctx, waiter, Some(BlockedReply::TimedOut));
+            forget(&ctx, waiter, Ending::TimedOut);
         }
     });
 }
@@ -536,7 +592,7 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
         let handle_id = handle as usize;
         let ctx = Context::new(ctx);
         if let Some(waiter) = leave(handle_id) {
-            forget(&ctx, waiter, None);
+            forget(&ctx, waiter, Ending::Left);
             return;
         }
         let Some(grant) = state::with(|s| s.undelivered.remove(&handle_id)) else {

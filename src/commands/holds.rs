@@ -49,6 +49,7 @@ pub fn block_or_null(
 ) -> RedisResult {
     match options.block {
         Some(wait) if ffi::may_block(ctx) => {
+            handoff::settle_new_wait(ctx, owner.as_slice(), std::slice::from_ref(&lock))?;
             let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
             let what = WaitFor::hold(lock.clone(), owner.as_slice(), *options);
             let reply = waiters::block(ctx, what, wait, deadline);

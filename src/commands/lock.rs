@@ -49,7 +49,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             // would overtake the clients blocked here as well. Free while its longest
             // waiter waits for other locks too (RLOCK.MACQUIRE): kept for that waiter.
             kept_for_waiters = handoff::left_to_redisson(&lock)
-                || (waiters::head_is_multi(&lock) && !ffi::key_exists(ctx, key));
+                || handoff::kept_for_multi(ctx, &lock, key, owner.as_slice());
         }
     }
     let taken = match kept_for_waiters {
@@ -60,7 +60,9 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         Some(reply) => {
             keyevents::key(ctx, KeyEvent::Acquire, key);
             if watching {
-                handoff::watch(ctx, &lock());
+                let lock = lock();
+                handoff::watch(ctx, &lock);
+                handoff::settle_new_hold(ctx, owner.as_slice(), &lock);
             }
             Ok(RedisValue::Integer(reply))
         }
@@ -122,6 +124,9 @@ fn acquire_fair(
                 handoff::review_queue(&lock, &queue);
             }
             handoff::watch(ctx, &lock);
+            if reply.is_some() {
+                handoff::settle_new_hold(ctx, owner.as_slice(), &lock);
+            }
             Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
         }
         FairAcquire::Queue => {
@@ -129,6 +134,9 @@ fn acquire_fair(
             let free = !lock_key.is_held();
             drop(lock_key);
             let blocking = options.block.filter(|_| ffi::may_block(ctx));
+            if blocking.is_some() {
+                handoff::settle_new_wait(ctx, owner.as_slice(), std::slice::from_ref(&lock))?;
+            }
             let deadline = queue_deadline(now, blocking, config::fair_wait_ms());
             let score = blocked_score(now, deadline, config::fair_wait_ms());
             if queue.deadline_of(owner.as_slice()).is_some() {

@@ -103,12 +103,14 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
             if watching {
                 for lock in &locks {
                     handoff::watch(ctx, lock);
+                    handoff::settle_new_hold(ctx, owner.as_slice(), lock);
                 }
             }
             Ok(RedisValue::Integer(locks.len() as i64))
         }
         TakeAll::Busy => match options.block {
             Some(wait) if ffi::may_block(ctx) => {
+                handoff::settle_new_wait(ctx, owner.as_slice(), &locks)?;
                 let deadline = queue_deadline(ffi::now_ms(), Some(wait), 0);
                 let what = WaitFor::all(locks.clone(), owner.as_slice(), options);
                 let reply = waiters::block(ctx, what, wait, deadline);

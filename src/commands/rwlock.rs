@@ -49,6 +49,7 @@ pub fn acquire(
             keyevents::key(ctx, KeyEvent::Acquire, key);
             if !state::all_idle() {
                 handoff::watch(ctx, &lock);
+                handoff::settle_new_hold(ctx, owner.as_slice(), &lock);
             }
             Ok(RedisValue::Integer(reply))
         }

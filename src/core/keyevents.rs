@@ -44,6 +44,8 @@ pub enum KeyEvent {
     LatchCountdown,
     /// A latch reached zero.
     LatchOpen,
+    /// A call refused with `DEADLOCK`, on the key it asked for.
+    Deadlock,
 }
 
 impl KeyEvent {
@@ -63,6 +65,7 @@ impl KeyEvent {
             KeyEvent::PermitReclaim => c"rsem.reclaim",
             KeyEvent::LatchCountdown => c"rlatch.countdown",
             KeyEvent::LatchOpen => c"rlatch.open",
+            KeyEvent::Deadlock => c"rlock.deadlock",
         }
     }
 }
@@ -88,5 +91,6 @@ mod tests {
         assert_eq!(KeyEvent::ForceRelease.name(), c"rlock.forcerelease");
         assert_eq!(KeyEvent::PermitReclaim.name(), c"rsem.reclaim");
         assert_eq!(KeyEvent::LatchOpen.name(), c"rlatch.open");
+        assert_eq!(KeyEvent::Deadlock.name(), c"rlock.deadlock");
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod cluster;
+pub mod deadlock;
 pub mod deferred;
 pub mod fair;
 pub mod fences;

@@ -74,6 +74,9 @@ pub struct WaitList<H> {
     plain_by_lock: HashMap<LockId, BTreeSet<WaiterId>>,
     /// The same ids by (lock, owner), so a queue entry finds its waiter in O(log n).
     by_owner: HashMap<(LockId, Vec<u8>), BTreeSet<WaiterId>>,
+    /// The ids of waiters for holds by owner alone, whatever the lock: the edges out of
+    /// an owner in deadlock detection's wait-for graph.
+    holds_by_owner: HashMap<Vec<u8>, BTreeSet<WaiterId>>,
 }
 
 impl<H> Waiter<H> {
@@ -112,6 +115,7 @@ impl<H> Default for WaitList<H> {
             by_lock: HashMap::new(),
             plain_by_lock: HashMap::new(),
             by_owner: HashMap::new(),
+            holds_by_owner: HashMap::new(),
         }
     }
 }
@@ -131,6 +135,12 @@ impl<H> WaitList<H> {
             }
             self.by_owner
                 .entry((lock.clone(), waiter.owner.clone()))
+                .or_default()
+                .insert(id);
+        }
+        if waiter.wants == Wants::Hold {
+            self.holds_by_owner
+                .entry(waiter.owner.clone())
                 .or_default()
                 .insert(id);
         }
@@ -158,8 +168,17 @@ impl<H> WaitList<H> {
                 }
             }
         }
+        if waiter.wants == Wants::Hold {
+            if let Some(calls) = self.holds_by_owner.get_mut(&waiter.owner) {
+                calls.remove(&id);
+                if calls.is_empty() {
+                    self.holds_by_owner.remove(&waiter.owner);
+                }
+            }
+        }
         shrink_map(&mut self.waiters);
         shrink_map(&mut self.by_lock);
+        shrink_map(&mut self.holds_by_owner);
         shrink_map(&mut self.plain_by_lock);
         shrink_map(&mut self.by_owner);
         Some(waiter)
@@ -202,6 +221,25 @@ impl<H> WaitList<H> {
                         && w.wants == like.wants
                         && w.options.lease.is_some() == like.options.lease.is_some()
                 })
+            })
+            .collect()
+    }
+
+    /// Whether `owner` has a call blocked here for a hold, on any lock.
+    pub fn owner_waits(&self, owner: &[u8]) -> bool {
+        self.holds_by_owner.contains_key(owner)
+    }
+
+    /// The calls of `owner` blocked here for holds, oldest first: each call's id and
+    /// every lock it waits for.
+    pub fn hold_calls_of(&self, owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)> {
+        self.holds_by_owner
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| {
+                let waiter = self.waiters.get(id)?;
+                Some((*id, waiter.locks().cloned().collect()))
             })
             .collect()
     }
@@ -281,6 +319,7 @@ impl<H> WaitList<H> {
         self.by_lock.clear();
         self.plain_by_lock.clear();
         self.by_owner.clear();
+        self.holds_by_owner.clear();
         let mut all: Vec<(WaiterId, Waiter<H>)> = self.waiters.drain().collect();
         all.sort_by_key(|(id, _)| *id);
         all.into_iter().map(|(_, waiter)| waiter).collect()
@@ -424,6 +463,27 @@ mod tests {
         );
         assert_eq!(list.line(&lock("j")).count(), 1);
         assert_eq!(list.line(&lock("none")).count(), 0);
+    }
+
+    #[test]
+    fn calls_for_holds_are_found_by_owner_alone() {
+        let mut list = WaitList::default();
+        let a1 = list.push(waiter("k", "a"));
+        let mut multi = waiter("j", "a");
+        multi.more_locks = vec![lock("m")];
+        let a2 = list.push(multi);
+        let mut permits = waiter("s", "a");
+        permits.wants = Wants::Permits(1);
+        list.push(permits);
+        assert!(list.owner_waits(b"a") && !list.owner_waits(b"b"));
+        assert_eq!(
+            list.hold_calls_of(b"a"),
+            vec![(a1, vec![lock("k")]), (a2, vec![lock("j"), lock("m")])]
+        );
+        list.remove(a1);
+        list.remove(a2);
+        assert!(!list.owner_waits(b"a"));
+        assert!(list.hold_calls_of(b"a").is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! plain command would have raised.
 
 mod fence;
+mod holders;
 mod latch;
 mod leases;
 mod lock;
@@ -28,6 +29,7 @@ use redis_module::{
 };
 
 pub use fence::Fence;
+pub use holders::holding_owners;
 pub use latch::Latch;
 pub use leases::PermitLeases;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
