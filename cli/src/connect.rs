@@ -9,6 +9,7 @@ use rlock_client::{Endpoint, Locks};
 
 /// The connection options every subcommand takes.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct ConnectArgs {
     /// The server: redis://[user[:password]@]host[:port][/db] or unix:///path/to.sock.
     /// rediss:// (TLS) is not supported by this build (the client crate is built without TLS).

@@ -25,14 +25,24 @@ fn lock_ls_and_top_span_every_primary() {
                 LIMIT,
                 "cluster lock",
             );
-            assert_eq!(out.status.code(), Some(0), "{flavor}: {}", text(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{flavor}: {}",
+                text(&out.stderr)
+            );
         }
         for (p, key) in primaries.iter().zip(&keys) {
             let mut c = p.conn();
             call(&mut c, &["RLOCK.ACQUIRE", key, "holder", "LEASE", "30000"]).unwrap();
         }
         let out = run(rlock(seed, &["--cluster", "ls", "--json"]), LIMIT, "ls");
-        assert_eq!(out.status.code(), Some(0), "{flavor}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{flavor}: {}",
+            text(&out.stderr)
+        );
         let listed: Json = serde_json::from_slice(&out.stdout).unwrap();
         let mut found: Vec<String> = listed
             .as_array()
@@ -57,7 +67,9 @@ fn lock_ls_and_top_span_every_primary() {
             })
             .collect();
         let blocked = wait_until(Duration::from_secs(5), || {
-            primaries[..2].iter().all(|p| p.info("rlock").get("rlock_blocked").map(String::as_str) == Some("1"))
+            primaries[..2]
+                .iter()
+                .all(|p| p.info("rlock").get("rlock_blocked").map(String::as_str) == Some("1"))
         });
         assert!(blocked, "{flavor}");
         let mut top = rlock(seed, &["--cluster", "top", "--stat", "-i", "0.3"])

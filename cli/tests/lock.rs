@@ -400,3 +400,55 @@ fn read_sides_share_and_a_writer_waits() {
         assert_eq!(usage.status.code(), Some(64), "{flavor}");
     }
 }
+
+#[test]
+fn a_server_that_stalls_within_the_lease_loses_nothing_one_gone_past_it_loses_the_lock() {
+    for flavor in flavors() {
+        let mut server = Server::start(flavor);
+        // Stalled (CLIENT PAUSE) for 1.6 s of a 3 s lease: the renewal due at 1 s times out
+        // (a third of the lease), the retry gets through when the pause ends.
+        let mut holder = rlock(
+            &server,
+            &["lock", "--lease", "3s", "steady", "--", "sleep", "3"],
+        )
+        .spawn()
+        .unwrap();
+        assert!(wait_until(Duration::from_secs(5), || exists(
+            &server, "steady"
+        )));
+        std::thread::sleep(Duration::from_millis(700));
+        let mut c = server.conn();
+        call(&mut c, &["CLIENT", "PAUSE", "1600", "ALL"]).unwrap();
+        let status = wait_for(&mut holder, LIMIT, "steady");
+        let mut err = String::new();
+        std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{flavor}: a stall within the lease: {err}"
+        );
+
+        // Gone for good: lost when the 1 s lease runs out, not before, not much after.
+        let mut holder = rlock(
+            &server,
+            &["lock", "--lease", "1s", "orphan", "--", "sleep", "30"],
+        )
+        .spawn()
+        .unwrap();
+        assert!(wait_until(Duration::from_secs(5), || exists(
+            &server, "orphan"
+        )));
+        let t = Instant::now();
+        server.stop();
+        let status = wait_for(&mut holder, LIMIT, "orphan");
+        let took = t.elapsed();
+        let mut err = String::new();
+        std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(70), "{flavor}: {err}");
+        assert!(
+            took < Duration::from_millis(2500),
+            "{flavor}: lost after {took:?}"
+        );
+        assert!(err.contains("lease ran out"), "{flavor}: says why: {err}");
+    }
+}
