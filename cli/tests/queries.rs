@@ -207,3 +207,57 @@ fn a_server_that_is_not_there_is_exit_69_with_a_message() {
     assert_eq!(tls.status.code(), Some(69));
     assert!(text(&tls.stderr).contains("TLS"), "{}", text(&tls.stderr));
 }
+
+#[test]
+fn release_force_asks_on_a_terminal() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        call(
+            &mut c,
+            &["RLOCK.ACQUIRE", "stuck", "gone-host", "LEASE", "60000"],
+        )
+        .unwrap();
+        let tmux = Tmux::new();
+        for (answer, code, held) in [("n", 1, true), ("y", 0, false)] {
+            let command = format!(
+                "{} -u {} release --force stuck; echo \"rc=$?\"; sleep 30",
+                bin(),
+                server.url()
+            );
+            let started = tmux.cmd(&[
+                "new-session",
+                "-d",
+                "-s",
+                answer,
+                "-x",
+                "100",
+                "-y",
+                "10",
+                &command,
+            ]);
+            assert!(started.status.success(), "{}", text(&started.stderr));
+            let mut screen = String::new();
+            let asked = wait_until(Duration::from_secs(10), || {
+                screen = tmux.screen(answer);
+                screen.contains("[y/N]")
+            });
+            assert!(asked, "{flavor}: asks first:\n{screen}");
+            assert!(
+                screen.contains("gone-host"),
+                "{flavor}: names the holder:\n{screen}"
+            );
+            tmux.cmd(&["send-keys", "-t", answer, answer, "Enter"]);
+            let done = wait_until(Duration::from_secs(10), || {
+                screen = tmux.screen(answer);
+                screen.contains("rc=")
+            });
+            assert!(done, "{flavor}:\n{screen}");
+            assert!(
+                screen.contains(&format!("rc={code}")),
+                "{flavor} {answer}:\n{screen}"
+            );
+            assert_eq!(exists(&server, "stuck"), held, "{flavor} {answer}");
+        }
+    }
+}

@@ -78,48 +78,6 @@ fn stat_says_plainly_when_the_server_is_not_there() {
     );
 }
 
-/// A tmux server of this test's own (its own socket), killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new() -> Tmux {
-        let found = Command::new("tmux").arg("-V").output();
-        assert!(
-            matches!(&found, Ok(o) if o.status.success()),
-            "tmux is needed for the full-screen test of `rlock top` and was not found: install \
-             it (scripts/deps.sh tmux, or apt-get install tmux)"
-        );
-        Tmux {
-            socket: format!("rlock-cli-test-{}", std::process::id()),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux")
-    }
-
-    fn screen(&self) -> String {
-        text(&self.cmd(&["capture-pane", "-p", "-t", "top"]).stdout)
-    }
-
-    fn alive(&self) -> bool {
-        self.cmd(&["has-session", "-t", "top"]).status.success()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
 #[test]
 fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
     for flavor in flavors() {
@@ -153,7 +111,7 @@ fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
         assert!(started.status.success(), "{}", text(&started.stderr));
         let mut screen = String::new();
         let shown = wait_until(Duration::from_secs(10), || {
-            screen = tmux.screen();
+            screen = tmux.screen("top");
             screen.contains("contended:key") && screen.contains("blocked now 1")
         });
         assert!(shown, "{flavor}: the screen:\n{screen}");
@@ -178,7 +136,7 @@ fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
         assert_eq!(width, 120, "{flavor}: uses the full width:\n{screen}");
         tmux.cmd(&["send-keys", "-t", "top", "q"]);
         assert!(
-            wait_until(Duration::from_secs(5), || !tmux.alive()),
+            wait_until(Duration::from_secs(5), || !tmux.alive("top")),
             "{flavor}: q ends it"
         );
         call(&mut c, &["RLOCK.RELEASE", "contended:key", "holder"]).unwrap();

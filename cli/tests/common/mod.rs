@@ -140,3 +140,53 @@ impl Drop for Load {
         }
     }
 }
+
+/// A tmux server of this test's own (its own socket), killed on drop: a real terminal for
+/// what needs one. Fails, never skips, without tmux.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    pub fn new() -> Tmux {
+        let found = Command::new("tmux").arg("-V").output();
+        assert!(
+            matches!(&found, Ok(o) if o.status.success()),
+            "tmux is needed for the tests that run rlock in a terminal (`rlock top`'s full \
+             screen, `release --force`'s question) and was not found: install it \
+             (scripts/deps.sh tmux, or apt-get install tmux)"
+        );
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        Tmux {
+            socket: format!(
+                "rlock-cli-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+
+    /// What session `name` shows now.
+    pub fn screen(&self, name: &str) -> String {
+        text(&self.cmd(&["capture-pane", "-p", "-t", name]).stdout)
+    }
+
+    pub fn alive(&self, name: &str) -> bool {
+        self.cmd(&["has-session", "-t", name]).status.success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
