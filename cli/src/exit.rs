@@ -8,8 +8,8 @@
 pub const OK: u8 = 0;
 /// The answer is no: `release --force` declined at the prompt.
 pub const NO: u8 = 1;
-/// Bad arguments, or `release --force` without `--yes` when stdin is not a terminal
-/// (`EX_USAGE`).
+/// Bad arguments, `release --force` without `--yes` when stdin is not a terminal, or the full
+/// screen of `top` without a terminal (`EX_USAGE`).
 pub const USAGE: u8 = 64;
 /// The server could not be reached, or refused a command (`EX_UNAVAILABLE`).
 pub const UNAVAILABLE: u8 = 69;
@@ -30,7 +30,8 @@ Exit status:
   CMD's own     lock/semaphore/elect: CMD ran and exited; 128+N if CMD was killed by signal N
   0             a query answered
   1             release --force: declined at the prompt
-  64            bad arguments; release --force without --yes when stdin is not a terminal
+  64            bad arguments; release --force without --yes when stdin is not a terminal;
+                top without --stat when stdout is not a terminal
   69            the server could not be reached or refused a command
   70            the lock (permit, leadership) was lost while CMD ran: CMD was sent SIGTERM,
                 SIGKILL after --kill-after

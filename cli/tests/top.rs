@@ -143,3 +143,19 @@ fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
         let _ = waiter.join();
     }
 }
+
+#[test]
+fn the_full_screen_needs_a_terminal() {
+    let server = Server::start(flavors()[0]);
+    let out = run(
+        rlock(&server, &["top"]),
+        Duration::from_secs(20),
+        "top in a pipe",
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        text(&out.stderr).contains("--stat"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,6 +1,6 @@
 //! `rlock top`: a live view of contention, full-screen or one line per interval (`--stat`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use clap::Args;
@@ -48,6 +48,12 @@ const HEADER_EVERY: usize = 20;
 pub async fn run(conn: &ConnectArgs, args: TopArgs) -> u8 {
     if !(args.interval >= 0.05 && args.interval <= 3600.0) {
         eprintln!("rlock: --interval must be between 0.05 and 3600 seconds");
+        return exit::USAGE;
+    }
+    if !args.stat && !std::io::stdout().is_terminal() {
+        eprintln!(
+            "rlock: top: stdout is not a terminal; use `rlock top --stat` for logs and pipes"
+        );
         return exit::USAGE;
     }
     let locks = match conn.locks(None) {
