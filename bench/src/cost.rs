@@ -443,9 +443,9 @@ fn build_fixed_seed(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// A server under callgrind, dumping its counts at every `ECHO`.
-struct Counted {
-    server: Server,
-    con: redis::Connection,
+pub(crate) struct Counted {
+    pub(crate) server: Server,
+    pub(crate) con: redis::Connection,
     /// The `handoff` path's second connection (the one that blocks), made when first needed.
     waiter: Option<redis::Connection>,
     /// The server's `/proc/<pid>/io` (Linux), whose `syscr` tells when it has read a call.
@@ -455,7 +455,12 @@ struct Counted {
 }
 
 impl Counted {
-    fn start(flavor: Flavor) -> Result<Counted, String> {
+    pub(crate) fn start(flavor: Flavor) -> Result<Counted, String> {
+        Self::start_with(flavor, &[])
+    }
+
+    /// `start`, with more server configs (name, value).
+    pub(crate) fn start_with(flavor: Flavor, configs: &[(&str, &str)]) -> Result<Counted, String> {
         let out_dir = tempfile::Builder::new()
             .prefix("rlock-cost-")
             .tempdir()
@@ -465,7 +470,11 @@ impl Counted {
             out_dir.path().join("callgrind.out").display()
         );
         let preload = format!("LD_PRELOAD={}", build_fixed_seed(out_dir.path())?.display());
-        let server = Server::builder(flavor)
+        let mut builder = Server::builder(flavor);
+        for (name, value) in configs {
+            builder = builder.config(name, value);
+        }
+        let server = builder
             .wrapper(&[
                 "env",
                 &preload,
@@ -497,7 +506,7 @@ impl Counted {
     }
 
     /// `ECHO`: callgrind dumps what was counted since the last dump. Returns that count.
-    fn mark(&mut self) -> Result<u64, String> {
+    pub(crate) fn mark(&mut self) -> Result<u64, String> {
         let _: Value = redis::cmd("ECHO")
             .arg("rlock-cost-mark")
             .query(&mut self.con)
@@ -535,7 +544,7 @@ impl Counted {
             .map_err(|e| format!("pipeline: {e}"))
     }
 
-    fn call(&mut self, cmd: &redis::Cmd) -> Result<Value, String> {
+    pub(crate) fn call(&mut self, cmd: &redis::Cmd) -> Result<Value, String> {
         cmd.query::<Value>(&mut self.con).map_err(|e| e.to_string())
     }
 
@@ -586,7 +595,7 @@ impl Counted {
     /// by 1.7 % between runs. So the `PING` is written only once the server has read the
     /// waiter's call (its count of read system calls, `/proc/<pid>/io`, has moved): always
     /// in a turn of its own.
-    fn handoff(&mut self, key: &str, holder: &str, waiter: &str) -> Result<(), String> {
+    pub(crate) fn handoff(&mut self, key: &str, holder: &str, waiter: &str) -> Result<(), String> {
         if self.waiter.is_none() {
             let w = self.server.conn();
             w.set_read_timeout(Some(Duration::from_secs(120)))

@@ -21,6 +21,7 @@
 pub mod cluster;
 pub mod contended;
 pub mod cost;
+pub mod deadlock_cost;
 pub mod expiry;
 pub mod fair;
 pub mod measure;

@@ -26,6 +26,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 use crate::command::{LockInfo, Side};
 use crate::conn::Endpoint;
+use crate::election::{Leader, ObserveMode};
 use crate::error::{Error, Result};
 use crate::lock::Hold;
 
@@ -183,6 +184,14 @@ impl Locks {
     pub fn lock_as(&self, name: impl Into<String>, owner: impl Into<String>) -> Lock {
         Lock {
             inner: self.inner.lock_as(name, owner),
+            rt: self.rt.clone(),
+        }
+    }
+
+    /// See [`crate::Locks::election`].
+    pub fn election(&self, name: impl Into<String>) -> Election {
+        Election {
+            inner: self.inner.election(name),
             rt: self.rt.clone(),
         }
     }
@@ -938,6 +947,190 @@ impl Drop for Guard {
         // work even when this thread has no runtime of its own.
         let _enter = self.rt.enter();
         self.inner.take();
+    }
+}
+
+/// Blocking twin of [`crate::Election`]: a leader election.
+///
+/// ```no_run
+/// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+/// let election = locks.election("scheduler");
+/// let leadership = election.campaign("node-a:8080")?; // blocks until elected
+/// while leadership.wait_lost(std::time::Duration::from_secs(1)).is_none() {
+///     // ... one step of the leader's work, fenced with leadership.term() ...
+/// #   break;
+/// }
+/// leadership.resign()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Election {
+    inner: crate::Election,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Election {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Election {
+    /// See [`crate::Election::name`].
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// See [`crate::Election::sync_replicas`].
+    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
+        Election {
+            inner: self.inner.sync_replicas(n, timeout),
+            rt: self.rt,
+        }
+    }
+
+    /// See [`crate::Election::campaign`]; blocks the calling thread until elected.
+    pub fn campaign(&self, value: impl Into<String>) -> Result<Leadership> {
+        let value: String = value.into();
+        let l = self.rt.block_on(self.inner.campaign(value))?;
+        Ok(Leadership {
+            inner: Some(l),
+            rt: self.rt.clone(),
+        })
+    }
+
+    /// See [`crate::Election::campaign_for`]; blocks the calling thread up to `wait`.
+    pub fn campaign_for(
+        &self,
+        value: impl Into<String>,
+        wait: Duration,
+    ) -> Result<Option<Leadership>> {
+        let value: String = value.into();
+        let l = self.rt.block_on(self.inner.campaign_for(value, wait))?;
+        Ok(l.map(|l| Leadership {
+            inner: Some(l),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    /// See [`crate::Election::leader`].
+    pub fn leader(&self) -> Result<Option<Leader>> {
+        self.rt.block_on(self.inner.leader())
+    }
+
+    /// See [`crate::Election::observe`]. The observer runs on this [`Locks`]'s runtime; the
+    /// returned [`LeaderChanges`] is also an [`Iterator`] that blocks for each item.
+    pub fn observe(&self) -> Result<LeaderChanges> {
+        let inner = self.rt.block_on(self.inner.observe())?;
+        Ok(LeaderChanges {
+            inner,
+            rt: self.rt.clone(),
+        })
+    }
+}
+
+/// Blocking twin of [`crate::Leadership`]. Dropping it steps down in the background.
+pub struct Leadership {
+    inner: Option<crate::Leadership>,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Leadership {
+    fn leadership(&self) -> &crate::Leadership {
+        self.inner.as_ref().expect("present until resign")
+    }
+
+    /// See [`crate::Leadership::name`].
+    pub fn name(&self) -> &str {
+        self.leadership().name()
+    }
+
+    /// See [`crate::Leadership::value`].
+    pub fn value(&self) -> &str {
+        self.leadership().value()
+    }
+
+    /// See [`crate::Leadership::term`].
+    pub fn term(&self) -> u64 {
+        self.leadership().term()
+    }
+
+    /// See [`crate::Leadership::replicas_acked`].
+    pub fn replicas_acked(&self) -> Option<u64> {
+        self.leadership().replicas_acked()
+    }
+
+    /// See [`crate::Leadership::hold`].
+    pub fn hold(&self) -> Hold {
+        self.leadership().hold()
+    }
+
+    /// See [`crate::Leadership::is_lost`].
+    pub fn is_lost(&self) -> bool {
+        self.leadership().is_lost()
+    }
+
+    /// Blocks up to `timeout` for the post to be lost; `Some(Error::Lost)` if it was (the
+    /// blocking [`crate::Leadership::lost`]). `wait_lost(Duration::ZERO)` just checks.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
+        let hold = self.hold();
+        self.rt
+            .block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
+    }
+
+    /// See [`crate::Leadership::resign`].
+    pub fn resign(mut self) -> Result<()> {
+        let l = self.inner.take().expect("present until resign");
+        self.rt.block_on(l.resign())
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        let _enter = self.rt.enter();
+        self.inner.take();
+    }
+}
+
+/// Blocking twin of [`crate::LeaderChanges`]; an [`Iterator`] whose `next` blocks for the next
+/// item (it never returns `None` while the [`Locks`] lives).
+pub struct LeaderChanges {
+    inner: crate::LeaderChanges,
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for LeaderChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl LeaderChanges {
+    /// Blocks up to `timeout` for the next item; `None` if none came.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Option<Result<Option<Leader>>> {
+        let inner = &mut self.inner;
+        self.rt
+            .block_on(async { tokio::time::timeout(timeout, inner.next()).await.ok() })
+    }
+
+    /// See [`crate::LeaderChanges::mode`].
+    pub fn mode(&self) -> ObserveMode {
+        self.inner.mode()
+    }
+}
+
+impl Iterator for LeaderChanges {
+    type Item = Result<Option<Leader>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let inner = &mut self.inner;
+        Some(self.rt.block_on(inner.next()))
     }
 }
 

@@ -350,7 +350,7 @@ pub(crate) fn wait_replicas(n: usize, timeout: Duration) -> redis::Cmd {
 /// Turns a server error that came back as a value (pipelines with `ignore_errors`) into `Err`.
 pub(crate) fn check(v: Value) -> Result<Value> {
     match v {
-        Value::ServerError(e) => Err(Error::Redis(e.into())),
+        Value::ServerError(e) => Err(Error::from(redis::RedisError::from(e))),
         v => Ok(v),
     }
 }

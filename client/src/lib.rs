@@ -4,8 +4,8 @@
 //! The server does the locking, waiting and queueing; this crate gives it a Rust shape:
 //! guards that release on drop without blocking, re-entry through a cloneable handle, a
 //! watchdog that renews leases in batches and says so when a lock is lost, cancel-safe
-//! blocking waits, fencing tokens, replica acknowledgement, multi-primary quorum locks and
-//! Redis Cluster.
+//! blocking waits, fencing tokens, replica acknowledgement, multi-primary quorum locks, leader
+//! election ([`Locks::election`]) and Redis Cluster.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -35,6 +35,9 @@
 //! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
 //! | [`Semaphore::acquire`], [`Latch::await_zero`] | 1 (with a wait, on a pooled connection) |
 //! | [`MultiKeyLock::acquire`] | 1 per cluster slot of its keys (+1 per slot taken to give back on failure) |
+//! | [`Election::campaign`] | as a fenced [`Lock::acquire`] with a wait (+1 to give back a grant it cannot believe) |
+//! | [`Election::leader`] | 1 |
+//! | [`Election::observe`] | a pub/sub connection, then 1 read per change (events) or every 50 ms (polling) |
 //!
 //! The [`blocking`] module has the same API for code without an async runtime.
 //!
@@ -63,6 +66,7 @@ mod blocked;
 pub mod blocking;
 mod command;
 mod conn;
+mod election;
 mod error;
 mod inspect;
 mod latch;
@@ -84,7 +88,8 @@ pub use redis;
 
 pub use command::{LockInfo, LockKind, Side};
 pub use conn::Endpoint;
-pub use error::{Error, Result};
+pub use election::{Election, Leader, LeaderChanges, Leadership, ObserveMode};
+pub use error::{Error, Result, Wait};
 pub use inspect::{ContendedKey, ScannedLock, ServerStats, Waiter};
 pub use latch::Latch;
 pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};

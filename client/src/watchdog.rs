@@ -146,14 +146,10 @@ impl Registry {
     /// Also returns when the watchdog must look again.
     fn collect(&self, now: Instant) -> (Vec<Due>, Option<Instant>) {
         let mut entries = self.entries();
-        let mut expired = Vec::new();
+        Self::expire(&mut entries, now);
         let mut batch = Vec::new();
         let mut next: Option<Instant> = None;
         for (hold, e) in entries.iter() {
-            if e.valid_until <= now {
-                expired.push(hold.clone());
-                continue;
-            }
             // Renewals due within a sixth of a lease ride along with one that is due now,
             // so ticks coalesce.
             if e.renew && e.due <= now + e.lease / 6 {
@@ -173,6 +169,24 @@ impl Registry {
         if !batch.iter().any(|d| d.due <= now) {
             batch.clear();
         }
+        (batch, next)
+    }
+
+    /// Declares lost the holds whose lease has run out by `now`, and returns the earliest
+    /// end of a lease left: what the watchdog must not sleep past, even while a renewal is
+    /// on its way (a server that stopped answering holds it up to a third of a lease).
+    fn expire_due(&self, now: Instant) -> Option<Instant> {
+        let mut entries = self.entries();
+        Self::expire(&mut entries, now);
+        entries.values().map(|e| e.valid_until).min()
+    }
+
+    fn expire(entries: &mut HashMap<HoldName, Entry>, now: Instant) {
+        let expired: Vec<HoldName> = entries
+            .iter()
+            .filter(|(_, e)| e.valid_until <= now)
+            .map(|(hold, _)| hold.clone())
+            .collect();
         for k in expired {
             let e = entries.remove(&k).expect("collected above");
             let reason = match (&e.last_error, e.renew) {
@@ -186,7 +200,6 @@ impl Registry {
             };
             e.lost.send_replace(Some(Error::lost(&k.key, reason)));
         }
-        (batch, next)
     }
 
     fn apply(&self, batch: Vec<Due>, results: Vec<Result<bool, String>>, sent: Instant) {
@@ -277,6 +290,13 @@ async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
     out
 }
 
+async fn sleep_until_some(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
     loop {
         let notified = wake.notified();
@@ -288,9 +308,23 @@ async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
         let (batch, next) = strong.registry().collect(Instant::now());
         if !batch.is_empty() {
             let sent = Instant::now();
-            let results = match strong.conn().await {
-                Ok(conn) => renew_batch(&conn, &batch).await,
-                Err(e) => vec![Err(e.to_string()); batch.len()],
+            // A lease that ends while the renewals are on their way is lost at its end, not
+            // when the reply (or the pipeline's timeout) comes.
+            let results = {
+                let send = async {
+                    match strong.conn().await {
+                        Ok(conn) => renew_batch(&conn, &batch).await,
+                        Err(e) => vec![Err(e.to_string()); batch.len()],
+                    }
+                };
+                tokio::pin!(send);
+                loop {
+                    let end = strong.registry().expire_due(Instant::now());
+                    tokio::select! {
+                        results = &mut send => break results,
+                        _ = sleep_until_some(end) => {}
+                    }
+                }
             };
             strong.registry().apply(batch, results, sent);
             continue;
@@ -407,6 +441,40 @@ mod tests {
             .unwrap()
             .to_string()
             .contains(".lease("));
+    }
+
+    /// A server that never answers: the connection never comes.
+    struct Hung(Registry);
+
+    impl Watched for Hung {
+        fn registry(&self) -> &Registry {
+            &self.0
+        }
+
+        fn conn(&self) -> BoxFuture<'_, Result<Conn, Error>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_that_ends_while_a_renewal_hangs_is_lost_at_its_end() {
+        let hung = Arc::new(Hung(Registry::new()));
+        let (o, _) = names();
+        let lease = Duration::from_millis(900);
+        let start = Instant::now();
+        let (_, mut rx) = hung.0.register(&o, lease, true, start);
+        hung.0.ensure_running(
+            &tokio::runtime::Handle::current(),
+            Arc::downgrade(&hung) as _,
+        );
+        tokio::time::timeout(lease * 3, rx.wait_for(Option::is_some))
+            .await
+            .expect("lost within three leases")
+            .expect("lost");
+        // The renewal went out at a third of the lease and never came back; the hold is lost
+        // when its lease ends, not later.
+        assert_eq!(Instant::now(), valid_until(start, lease));
+        assert_eq!(hung.0.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

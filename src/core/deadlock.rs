@@ -19,7 +19,7 @@ use super::waitlist::{LockId, WaiterId};
 
 /// How many locks one search reads at most. A search that would read more gives up
 /// and refuses nothing: one check is bounded, whatever the number of blocked calls.
-pub const MAX_LOCKS_READ: usize = 1_000;
+pub const MAX_LOCKS_READ: usize = 100;
 
 /// What the search needs of the server: who holds a lock, and what an owner waits for.
 pub trait WaitGraph {

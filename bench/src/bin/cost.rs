@@ -18,12 +18,15 @@ use rlock_bench::cost::{
     check_valgrind, compare, flavor_key, handoff_window, measure, table, thousands, Baseline,
     CostPath, Row, Verdict, BATCH, MAX_RATIO,
 };
+use rlock_bench::deadlock_cost::measure_checks;
 
 struct Args {
     update: bool,
     pairs: usize,
     baseline: PathBuf,
     paths: Vec<CostPath>,
+    /// Measure deadlock detection's cost instead (`--deadlock`).
+    deadlock: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -32,11 +35,13 @@ fn parse_args() -> Result<Args, String> {
         pairs: 1024,
         baseline: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/cost-baseline.toml")),
         paths: CostPath::ALL.to_vec(),
+        deadlock: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--update" => args.update = true,
+            "--deadlock" => args.deadlock = true,
             "--pairs" => {
                 args.pairs = it
                     .next()
@@ -57,7 +62,7 @@ fn parse_args() -> Result<Args, String> {
             other => {
                 return Err(format!(
                     "unknown argument {other:?} (use --update, --pairs N, --baseline PATH, \
-                     --paths a,b)"
+                     --paths a,b, --deadlock)"
                 ))
             }
         }
@@ -80,6 +85,9 @@ fn main() -> ExitCode {
 fn run() -> Result<bool, String> {
     let args = parse_args()?;
     check_valgrind()?;
+    if args.deadlock {
+        return deadlock_costs();
+    }
     let mut baseline = Baseline::load(&args.baseline)?;
     let flavors = rlock_module_tests::flavors();
     let module = rlock_module_tests::module_path();
@@ -164,4 +172,42 @@ fn report_failures(rows: &[Row]) {
              else profile it (docs/PROFILE.md)."
         );
     }
+}
+
+/// `--deadlock`: what the cycle check adds to a blocked hand-off, with 10, 1,000 and 10,000
+/// other calls blocked (see `rlock_bench::deadlock_cost`). A report, not a check.
+fn deadlock_costs() -> Result<bool, String> {
+    const HANDOFFS: usize = 64;
+    println!(
+        "deadlock detection: server instructions per blocked hand-off (callgrind), check off \
+         and on, per hand-off = (instructions of {} - of {HANDOFFS}) / {HANDOFFS}",
+        2 * HANDOFFS
+    );
+    for flavor in rlock_module_tests::flavors() {
+        let started = Instant::now();
+        let costs = measure_checks(flavor, HANDOFFS, &[10, 1_000, 10_000])?;
+        println!(
+            "\n{} ({:.0} s):\n  {:<6} {:>8} {:>10} {:>10} {:>10} {:>7}",
+            flavor_key(flavor),
+            started.elapsed().as_secs_f64(),
+            "shape",
+            "blocked",
+            "off",
+            "on",
+            "added",
+            "on/off"
+        );
+        for c in &costs {
+            println!(
+                "  {:<6} {:>8} {:>10} {:>10} {:>10} {:>7.3}",
+                c.shape.name(),
+                c.blocked,
+                thousands(c.off),
+                thousands(c.on),
+                c.added(),
+                c.on as f64 / c.off.max(1) as f64
+            );
+        }
+    }
+    Ok(true)
 }
