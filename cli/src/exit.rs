@@ -15,7 +15,8 @@ pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
 /// The lock (or permit, or leadership) was lost while CMD ran; CMD was stopped (`EX_SOFTWARE`).
 pub const LOST: u8 = 70;
-/// Not acquired within `--wait`; CMD did not run (`EX_TEMPFAIL`). `-E CODE` replaces it.
+/// Not acquired (not elected, or the election value already leads) within `--wait`; CMD did
+/// not run (`EX_TEMPFAIL`). `-E CODE` replaces it.
 pub const NOT_ACQUIRED: u8 = 75;
 /// CMD was found but could not be run (as shells say it).
 pub const CANNOT_RUN: u8 = 126;
@@ -30,11 +31,12 @@ Exit status:
   CMD's own     lock/semaphore/elect: CMD ran and exited; 128+N if CMD was killed by signal N
   0             a query answered
   1             release --force: declined at the prompt
-  64            bad arguments; release --force without --yes when stdin is not a terminal;
+  64            bad arguments, an empty or too long election value; release --force without
+                --yes when stdin is not a terminal;
                 top without --stat when stdout is not a terminal
   69            the server could not be reached or refused a command
   70            the lock (permit, leadership) was lost while CMD ran: CMD was sent SIGTERM,
                 SIGKILL after --kill-after
-  75            not acquired within --wait (CMD did not run); -E CODE changes it
+  75            not acquired (not elected) within --wait, CMD did not run; -E CODE changes it
   126, 127      CMD could not be run, CMD not found
   128+N         rlock got signal N while it waited for the lock";

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use commands::{info, lock, ls, release, semaphore, top as top_cmd, waiters};
+use commands::{elect, info, lock, ls, release, semaphore, top as top_cmd, waiters};
 use connect::ConnectArgs;
 
 const ABOUT: &str = "Distributed locks from a shell, on an rlock server (Redis or Valkey with the \
@@ -27,6 +27,8 @@ Examples:
   rlock lock -w 10s nightly-report -- /usr/local/bin/report.sh
   # at most 4 renders at a time
   rlock semaphore render-slots --permits 4 -- ./render.sh scene.blend
+  # one scheduler at a time among the hosts; the others take over when it stops
+  rlock elect scheduler \"$(hostname)\" -- /opt/scheduler/run
   # who holds it, who waits
   rlock info nightly-report; rlock waiters nightly-report --json
   # every lock under app:, then a live view of contention
@@ -51,6 +53,7 @@ struct Cli {
 enum Command {
     Lock(lock::LockArgs),
     Semaphore(semaphore::SemaphoreArgs),
+    Elect(elect::ElectArgs),
     Info(info::InfoArgs),
     Waiters(waiters::WaitersArgs),
     Ls(ls::LsArgs),
@@ -92,6 +95,7 @@ async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Lock(args) => lock::run(conn, args).await,
         Command::Semaphore(args) => semaphore::run(conn, args).await,
+        Command::Elect(args) => elect::run(conn, args).await,
         Command::Info(args) => info::run(conn, args).await,
         Command::Waiters(args) => waiters::run(conn, args).await,
         Command::Ls(args) => ls::run(conn, args).await,

@@ -76,6 +76,36 @@ pub fn holders(list: &[(String, u64)]) -> String {
         .join(", ")
 }
 
+/// The time now, UTC, to the millisecond: `2026-11-25T16:40:00.123Z`.
+pub fn utc_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    utc(now.as_millis() as u64)
+}
+
+/// Milliseconds since the epoch as an RFC 3339 UTC time.
+fn utc(ms: u64) -> String {
+    let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600_000,
+        (rest / 60_000) % 60,
+        (rest / 1000) % 60,
+        rest % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +121,8 @@ mod tests {
         assert_eq!(micros(25_690_111.0), "25.7s");
         assert_eq!(lease_left(-1), "no lease (held until released)");
         assert_eq!(holders(&[("a".into(), 1), ("b".into(), 2)]), "a, b x2");
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(1_795_615_815_123), "2026-11-25T14:10:15.123Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -1,5 +1,6 @@
 //! One file per subcommand: its arguments beside the code that uses them.
 
+pub mod elect;
 pub mod info;
 pub mod lock;
 pub mod ls;
