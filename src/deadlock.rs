@@ -53,6 +53,10 @@ impl WaitGraph for ServerGraph<'_> {
     fn blocked_calls(&self, owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)> {
         waiters::hold_calls_of(owner)
     }
+
+    fn others_wait(&self, owner: &[u8]) -> bool {
+        waiters::others_wait(owner)
+    }
 }
 
 /// `owner` is about to block on `locks`.

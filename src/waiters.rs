@@ -414,6 +414,11 @@ pub fn owner_waits(owner: &[u8]) -> bool {
     state::with(|s| s.waiters.owner_waits(owner))
 }
 
+/// Whether an owner other than `owner` has a call blocked here for a hold.
+pub fn others_wait(owner: &[u8]) -> bool {
+    state::with(|s| s.waiters.others_wait(owner))
+}
+
 /// The calls of `owner` blocked here for holds: each call's id and its locks.
 pub fn hold_calls_of(owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)> {
     state::with(|s| s.waiters.hold_calls_of(owner))

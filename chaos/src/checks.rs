@@ -16,7 +16,7 @@ fn call(c: &mut Conn, args: &[&[u8]]) -> Result<Frame, String> {
         .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(args[0])))
 }
 
-fn info_field(c: &mut Conn, section: &[u8], name: &str) -> Result<i64, String> {
+pub(crate) fn info_field(c: &mut Conn, section: &[u8], name: &str) -> Result<i64, String> {
     let text = call(c, &[b"INFO", section])?.text().unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name}:")))
@@ -25,7 +25,7 @@ fn info_field(c: &mut Conn, section: &[u8], name: &str) -> Result<i64, String> {
 }
 
 /// Polls `check` until it holds or `timeout` passes; the last failure otherwise.
-fn eventually(
+pub(crate) fn eventually(
     timeout: Duration,
     mut check: impl FnMut() -> Result<(), String>,
 ) -> Result<(), String> {

@@ -21,6 +21,9 @@ Usage: rlock-chaos [options]
   --fuzz-calls N       fuzzer calls per server (default 1000000; 0 skips it)
   --churn-calls N      keyspace churn calls per server, from 8 connections on a polluted
                        keyspace, then FLUSHALL and nothing may stay tracked (default 160000)
+  --deadlock-seconds S seconds per server of the deadlock workload: clients taking locks in
+                       random orders and in one order, every DEADLOCK checked against their
+                       history, on a server of its own without faults (default 120; 0 skips it)
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
                        debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
                        the cluster phase reshards and fails over whatever the list)
@@ -39,6 +42,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         locks: 4,
         fuzz_calls: 1_000_000,
         churn_calls: 160_000,
+        deadlock_seconds: 120,
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
         phases: vec!["restarts".into(), "failovers".into(), "cluster".into()],
@@ -59,6 +63,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--locks" => options.locks = number(value()?)?.max(1) as usize,
             "--fuzz-calls" => options.fuzz_calls = number(value()?)?,
             "--churn-calls" => options.churn_calls = number(value()?)?,
+            "--deadlock-seconds" => options.deadlock_seconds = number(value()?)?,
             "--fuzz-seed" => options.fuzz_seed = Some(number(value()?)?),
             "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
             "--flavor" => {

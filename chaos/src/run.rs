@@ -13,6 +13,7 @@ use rlock_module_tests::{Flavor, Server};
 
 use crate::checks;
 use crate::churn;
+use crate::deadlocks;
 use crate::faults::{inject, Fault, Topology};
 use crate::fuzz;
 use crate::history::{self, History};
@@ -37,6 +38,8 @@ pub struct Options {
     pub fuzz_calls: u64,
     /// Calls of the keyspace churn per server (`churn`), 0 for none.
     pub churn_calls: u64,
+    /// Seconds of the deadlock workload per server (`deadlocks`), 0 for none.
+    pub deadlock_seconds: u64,
     /// Only the fuzzer, with this seed.
     pub fuzz_seed: Option<u64>,
     pub faults: Vec<Fault>,
@@ -52,6 +55,22 @@ pub struct Report {
     /// Per flavor and phase: what was counted.
     pub counts: Vec<(String, BTreeMap<String, u64>)>,
     pub holds_checked: usize,
+}
+
+impl Report {
+    /// What one part of the run (`what`: flavor and phase) found and counted.
+    fn add(
+        &mut self,
+        what: String,
+        seed: u64,
+        violations: Vec<String>,
+        counts: BTreeMap<String, u64>,
+    ) {
+        for v in violations {
+            self.violations.push(format!("{what} (seed {seed}): {v}"));
+        }
+        self.counts.push((what, counts));
+    }
 }
 
 /// Whether the server takes `REQ id`.
@@ -84,14 +103,12 @@ pub fn run(options: &Options) -> Report {
             let secs = (options.seconds / 2).max(1);
             let (violations, counts, holds) = run_phase(flavor, phase, seed, secs, options);
             report.holds_checked += holds;
-            for v in violations {
-                report
-                    .violations
-                    .push(format!("{flavor} {} (seed {seed}): {v}", phase.name()));
-            }
-            report
-                .counts
-                .push((format!("{flavor} {}", phase.name()), counts));
+            report.add(
+                format!("{flavor} {}", phase.name()),
+                seed,
+                violations,
+                counts,
+            );
         }
         if options.phases.iter().any(|p| p == "cluster") {
             let seed = rng.next_u64();
@@ -107,12 +124,7 @@ pub fn run(options: &Options) -> Report {
                 options.fault_every_ms.max(300),
             );
             report.holds_checked += holds;
-            for v in violations {
-                report
-                    .violations
-                    .push(format!("{flavor} cluster (seed {seed}): {v}"));
-            }
-            report.counts.push((format!("{flavor} cluster"), counts));
+            report.add(format!("{flavor} cluster"), seed, violations, counts);
         }
         // The fuzzer, then the churn: single-server runs with a seed each.
         let single: [(&str, u64, SingleServerRun); 2] = [
@@ -126,14 +138,21 @@ pub fn run(options: &Options) -> Report {
             let seed = rng.next_u64();
             println!("{flavor} {name}: seed {seed}, {calls} calls");
             let outcome = run_one(flavor, seed, calls);
-            for v in outcome.violations {
-                report
-                    .violations
-                    .push(format!("{flavor} {name} (seed {seed}): {v}"));
-            }
-            report
-                .counts
-                .push((format!("{flavor} {name}"), outcome.counts));
+            report.add(
+                format!("{flavor} {name}"),
+                seed,
+                outcome.violations,
+                outcome.counts,
+            );
+        }
+        // Its seed comes from the run's without a draw: the other seeds stay as they were.
+        if options.deadlock_seconds > 0 {
+            let seed = deadlocks::seed(options.seed, flavor);
+            let secs = options.deadlock_seconds;
+            println!("{flavor} deadlocks: seed {seed}, {secs} s");
+            let (violations, counts, holds) = deadlocks::run(flavor, seed, secs);
+            report.holds_checked += holds;
+            report.add(format!("{flavor} deadlocks"), seed, violations, counts);
         }
     }
     report

@@ -29,6 +29,9 @@ pub trait WaitGraph {
     fn holders(&mut self, lock: &LockId) -> (Vec<Vec<u8>>, bool);
     /// The calls of `owner` blocked here: each call's id and the locks it waits for.
     fn blocked_calls(&self, owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)>;
+    /// Whether an owner other than `owner` has a call blocked here. Without one, no cycle
+    /// can pass through `owner` (its holders would have to wait): nothing is read.
+    fn others_wait(&self, owner: &[u8]) -> bool;
 }
 
 /// One wait of a cycle: `owner`'s call (`None` for the call being made) waits for
@@ -91,6 +94,9 @@ fn find_cycle(
     first_calls: Vec<(Option<WaiterId>, Vec<LockId>)>,
     budget: usize,
 ) -> Search {
+    if !graph.others_wait(start) {
+        return Search::NoCycle;
+    }
     let mut read: HashMap<LockId, (Vec<Vec<u8>>, bool)> = HashMap::new();
     let mut visited: HashSet<Vec<u8>> = HashSet::new();
     visited.insert(start.to_vec());
@@ -268,6 +274,9 @@ mod tests {
                 .map(|(id, _, locks)| (*id, locks.clone()))
                 .collect()
         }
+        fn others_wait(&self, owner: &[u8]) -> bool {
+            self.calls.iter().any(|(_, o, _)| o != owner)
+        }
     }
 
     fn owners(cycle: &[WaitEdge]) -> Vec<String> {
@@ -400,6 +409,24 @@ mod tests {
             cycle_of_new_wait(&mut g, b"o0", &[lock("k49")], 10),
             Search::GaveUp
         );
+    }
+
+    #[test]
+    fn nothing_is_read_while_nobody_else_waits() {
+        let mut g = Graph::default();
+        g.hold("k1", "a").hold("k2", "b");
+        g.wait("b", &["k3"]);
+        assert_eq!(
+            cycle_of_new_wait(&mut g, b"b", &[lock("k1")], 100),
+            Search::NoCycle
+        );
+        assert_eq!(cycle_through_owner(&mut g, b"b", 100), Search::NoCycle);
+        assert_eq!(g.reads, 0);
+        assert_eq!(
+            cycle_of_new_wait(&mut g, b"a", &[lock("k2")], 100),
+            Search::NoCycle
+        );
+        assert_eq!(g.reads, 2);
     }
 
     #[test]

@@ -230,6 +230,15 @@ impl<H> WaitList<H> {
         self.holds_by_owner.contains_key(owner)
     }
 
+    /// Whether an owner other than `owner` has a call blocked here for a hold.
+    pub fn others_wait(&self, owner: &[u8]) -> bool {
+        match self.holds_by_owner.len() {
+            0 => false,
+            1 => !self.holds_by_owner.contains_key(owner),
+            _ => true,
+        }
+    }
+
     /// The calls of `owner` blocked here for holds, oldest first: each call's id and
     /// every lock it waits for.
     pub fn hold_calls_of(&self, owner: &[u8]) -> Vec<(WaiterId, Vec<LockId>)> {
