@@ -13,15 +13,11 @@ use crate::output;
 
 /// Counters summed over the primaries, by the name the rates use.
 const COUNTERS: &[(&str, &[&str])] = &[
+    // `acquires` counts every lock taken from free, read and write sides and multi-key sets
+    // included, by a call or a hand-off; permits are counted apart, at once or handed off.
     (
         "acquires",
-        &[
-            "acquires",
-            "read_acquires",
-            "write_acquires",
-            "multi_acquires",
-            "permit_acquires",
-        ],
+        &["acquires", "permit_acquires", "permit_handoffs"],
     ),
     ("handoffs", &["handoffs", "permit_handoffs"]),
     ("timeouts", &["wait_timeouts"]),
@@ -36,6 +32,8 @@ const COUNTERS: &[(&str, &[&str])] = &[
 /// Per second, over the last interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Rates {
+    /// The seconds between the two looks.
+    pub over_secs: f64,
     pub acquires: f64,
     pub handoffs: f64,
     pub timeouts: f64,
@@ -198,6 +196,7 @@ impl Sampler {
         if let Some((at, before)) = &self.last {
             let secs = now.duration_since(*at).as_secs_f64().max(0.001);
             self.state.rates = Some(Rates {
+                over_secs: secs,
                 acquires: rate(&counters, before, "acquires", secs),
                 handoffs: rate(&counters, before, "handoffs", secs),
                 timeouts: rate(&counters, before, "timeouts", secs),
@@ -359,14 +358,21 @@ mod tests {
             // Some turnover between the looks: a waited-for grant and plain acquires.
             for i in 0..5 {
                 let owner = format!("o{i}");
-                call(&mut c, &["RLOCK.ACQUIRE", "cold", &owner]).unwrap();
-                call(&mut c, &["RLOCK.RELEASE", "cold", &owner]).unwrap();
+                let side: &[&str] = if i % 2 == 0 { &["READ"] } else { &[] };
+                let mut take = vec!["RLOCK.ACQUIRE", "cold", &owner];
+                take.extend(side);
+                call(&mut c, &take).unwrap();
+                let mut give = vec!["RLOCK.RELEASE", "cold", &owner];
+                give.extend(side);
+                call(&mut c, &give).unwrap();
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
             sampler.look().await;
             let s = &sampler.state;
             assert!(s.error.is_none(), "{flavor}: {:?}", s.error);
-            assert!(s.rates.unwrap().acquires > 0.0, "{flavor}: {s:?}");
+            let r = s.rates.unwrap();
+            let taken = (r.acquires * r.over_secs).round();
+            assert_eq!(taken, 5.0, "{flavor}: 5 acquires, each counted once: {r:?}");
             assert_eq!(s.blocked, 1, "{flavor}");
             assert!(s.longest_wait_ms >= 200, "{flavor}: {s:?}");
             assert_eq!(s.keys[0].key, "hot:key", "{flavor}");

@@ -197,6 +197,7 @@ mod tests {
             nodes: 1,
             interval: Duration::from_secs(1),
             rates: Some(Rates {
+                over_secs: 1.0,
                 acquires: 120.5,
                 handoffs: 42.0,
                 timeouts: 3.0,
