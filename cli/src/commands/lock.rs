@@ -1,0 +1,173 @@
+//! `rlock lock NAME -- CMD`: run CMD while holding a lock.
+
+use std::time::Duration;
+
+use clap::Args;
+use rlock_client::Error;
+
+use super::{acquire_or_signal, unavailable};
+use crate::child::{self, Ended, Signals};
+use crate::connect::ConnectArgs;
+use crate::duration;
+use crate::exit;
+
+const AFTER: &str = "\
+CMD runs in a process group of its own with RLOCK_KEY (the lock's name), RLOCK_OWNER (this run's
+owner id) and RLOCK_TOKEN (the fencing token: it grows each time the lock changes hands; pass it
+to what CMD writes, so a stale holder's writes can be refused) in its environment.
+
+The lease (30 s unless --lease) is renewed every third of it while CMD runs. The lock counts as
+lost when the server refuses a renewal (force-released, deleted, expired) or when renewals fail
+until the lease runs out (server unreachable that long). A server that goes away and comes back,
+or fails over, within the lease loses nothing. Once lost: SIGTERM to CMD's process group, SIGKILL
+after --kill-after, a message on stderr, exit 70.
+
+SIGINT, SIGTERM and SIGHUP sent to rlock go to CMD's process group; the lock is released when
+CMD exits, and rlock exits with CMD's status. CMD is not in the terminal's foreground group: it
+cannot read from the terminal (give it input by redirection).
+
+Examples:
+  # crontab: the nightly report runs on one host at a time; others give up at once
+  0 2 * * *  rlock -u redis://locks.internal:6379 lock -w 0 nightly-report -- /opt/report.sh
+  # wait up to 5 minutes for the migration lock; exit 3 if not taken in time
+  rlock lock --wait 5m -E 3 db-migrate -- ./migrate.sh
+  # readers share, a writer is alone
+  rlock lock --read catalog -- ./export-catalog.sh
+  rlock lock --write catalog -- ./rebuild-catalog.sh";
+
+/// Run CMD while holding a lock (released when CMD exits).
+#[derive(Debug, Args)]
+#[command(after_help = AFTER)]
+pub struct LockArgs {
+    /// The lock's name (its key; Redisson's RLock name).
+    pub name: String,
+
+    /// How long to wait for the lock, in the server (arrival order). Default: forever;
+    /// 0: try once.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+
+    /// The lease, renewed every third of it while CMD runs: how long the lock outlives a
+    /// crashed rlock. Default 30s.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub lease: Option<Duration>,
+
+    /// A fair lock: waiters (Redisson's too) are served strictly in arrival order.
+    #[arg(long, conflicts_with_all = ["read", "write"])]
+    pub fair: bool,
+
+    /// Take the read side of a read-write lock (Redisson's RReadWriteLock): readers share.
+    #[arg(long, conflicts_with = "write")]
+    pub read: bool,
+
+    /// Take the write side of a read-write lock: alone.
+    #[arg(long)]
+    pub write: bool,
+
+    /// Exit with CODE instead of 75 when the lock was not acquired within --wait.
+    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
+    pub conflict_exit_code: u8,
+
+    /// After the lock is lost and CMD got SIGTERM, SIGKILL it after this long.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
+    pub kill_after: Duration,
+
+    /// The command to run, and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// A lease too short to renew in time is refused before anything is sent.
+pub fn check_lease(lease: Option<Duration>) -> Result<(), u8> {
+    match lease {
+        Some(l) if l < Duration::from_millis(100) => {
+            eprintln!("rlock: --lease must be at least 100ms");
+            Err(exit::USAGE)
+        }
+        _ => Ok(()),
+    }
+}
+
+pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
+    if let Err(code) = check_lease(args.lease) {
+        return code;
+    }
+    let locks = match conn.locks(args.lease) {
+        Ok(l) => l,
+        Err(e) => return unavailable(e),
+    };
+    let mut lock = if args.read || args.write {
+        let rw = locks.read_write(args.name.as_str());
+        if args.read {
+            rw.read()
+        } else {
+            rw.write()
+        }
+    } else {
+        locks.lock(args.name.as_str())
+    };
+    lock = lock.fenced();
+    if args.fair {
+        lock = lock.fair();
+    }
+    lock = match args.wait {
+        None => lock.wait_forever(),
+        Some(d) if d.is_zero() => lock,
+        Some(d) => lock.wait(d),
+    };
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
+    };
+    let what = format!("lock {:?}", args.name);
+    let guard = match acquire_or_signal(&mut signals, &what, lock.acquire()).await {
+        Err(code) => return code,
+        Ok(Ok(Some(g))) => g,
+        Ok(Ok(None)) => {
+            let within = args
+                .wait
+                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
+            eprintln!("rlock: {what} not acquired{within}: held by someone else; CMD not run");
+            return args.conflict_exit_code;
+        }
+        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+    };
+    let mut env = vec![
+        ("RLOCK_KEY".to_owned(), args.name.clone()),
+        ("RLOCK_OWNER".to_owned(), lock.owner().to_owned()),
+    ];
+    if let Some(token) = guard.token() {
+        env.push(("RLOCK_TOKEN".to_owned(), token.to_string()));
+    }
+    let ended = child::run(
+        &args.command,
+        &env,
+        &mut signals,
+        guard.lost(),
+        args.kill_after,
+    )
+    .await;
+    match ended {
+        Ended::Lost(why) => {
+            eprintln!("rlock: {what} was lost while CMD ran: {why}");
+            drop(guard);
+            exit::LOST
+        }
+        Ended::NotStarted(code, msg) => {
+            eprintln!("rlock: {msg}");
+            let _ = guard.release().await;
+            code
+        }
+        Ended::Exited(code) => match guard.release().await {
+            Ok(_) => code,
+            Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
+                eprintln!("rlock: {what} was no longer held when CMD exited: {e}");
+                exit::LOST
+            }
+            Err(e) => {
+                eprintln!("rlock: {what}: the release failed ({e}); the lock ends with its lease");
+                code
+            }
+        },
+    }
+}

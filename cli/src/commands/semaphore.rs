@@ -1,0 +1,143 @@
+//! `rlock semaphore NAME --permits N -- CMD`: run CMD while holding one permit of N.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::lock::check_lease;
+use super::{acquire_or_signal, unavailable};
+use crate::child::{self, Ended, Signals};
+use crate::connect::ConnectArgs;
+use crate::duration;
+use crate::exit;
+
+const AFTER: &str = "\
+One leased permit of Redisson's permit-expiring semaphore (RPermitExpirableSemaphore) NAME is
+held while CMD runs, its lease renewed every third of it; the semaphore is given N permits if it
+has none yet (an existing count is kept: change it with RSEM.ADDPERMITS). CMD gets RLOCK_KEY and
+RLOCK_PERMIT (the permit's id) in its environment. Signals, a lost permit (lease ran out,
+permit given back by someone else, semaphore deleted) and the exit status are as for `rlock lock`.
+
+Examples:
+  # at most 4 renders at once across the farm
+  rlock semaphore render-slots --permits 4 -- ./render.sh scene.blend
+  # at most 2 backups at once; give up after a minute
+  rlock semaphore backups --permits 2 --wait 1m -- ./backup.sh";
+
+/// Run CMD while holding one permit of a semaphore of N permits.
+#[derive(Debug, Args)]
+#[command(after_help = AFTER)]
+pub struct SemaphoreArgs {
+    /// The semaphore's name (its key).
+    pub name: String,
+
+    /// The number of permits, set if the semaphore has none yet.
+    #[arg(short, long, value_name = "N")]
+    pub permits: u32,
+
+    /// How long to wait for a permit, in the server (arrival order). Default: forever;
+    /// 0: try once.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+
+    /// The permit's lease, renewed every third of it while CMD runs. Default 30s.
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
+    pub lease: Option<Duration>,
+
+    /// Exit with CODE instead of 75 when no permit came within --wait.
+    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
+    pub conflict_exit_code: u8,
+
+    /// After the permit is lost and CMD got SIGTERM, SIGKILL it after this long.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
+    pub kill_after: Duration,
+
+    /// The command to run, and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
+    if let Err(code) = check_lease(args.lease) {
+        return code;
+    }
+    if args.permits == 0 {
+        eprintln!("rlock: --permits must be at least 1");
+        return exit::USAGE;
+    }
+    let locks = match conn.locks(args.lease) {
+        Ok(l) => l,
+        Err(e) => return unavailable(e),
+    };
+    let what = format!("a permit of semaphore {:?}", args.name);
+    let mut sem = locks.permit_semaphore(args.name.as_str());
+    if let Err(e) = sem.try_set_permits(args.permits).await {
+        return unavailable(format!("semaphore {:?}: {e}", args.name));
+    }
+    sem = match args.wait {
+        None => sem.wait_forever(),
+        Some(d) if d.is_zero() => sem,
+        Some(d) => sem.wait(d),
+    };
+    let mut signals = match Signals::catch() {
+        Ok(s) => s,
+        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
+    };
+    let permit = match acquire_or_signal(&mut signals, &what, sem.acquire()).await {
+        Err(code) => return code,
+        Ok(Ok(Some(p))) => p,
+        Ok(Ok(None)) => {
+            let within = args
+                .wait
+                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
+            eprintln!(
+                "rlock: no permit of semaphore {:?}{within}: all taken; CMD not run",
+                args.name
+            );
+            return args.conflict_exit_code;
+        }
+        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+    };
+    let env = vec![
+        ("RLOCK_KEY".to_owned(), args.name.clone()),
+        ("RLOCK_PERMIT".to_owned(), permit.id().to_owned()),
+    ];
+    let ended = child::run(
+        &args.command,
+        &env,
+        &mut signals,
+        permit.lost(),
+        args.kill_after,
+    )
+    .await;
+    match ended {
+        Ended::Lost(why) => {
+            eprintln!("rlock: {what} was lost while CMD ran: {why}");
+            drop(permit);
+            exit::LOST
+        }
+        Ended::NotStarted(code, msg) => {
+            eprintln!("rlock: {msg}");
+            let _ = permit.release().await;
+            code
+        }
+        Ended::Exited(code) => match permit.release().await {
+            Ok(true) => code,
+            Ok(false) => {
+                eprintln!(
+                    "rlock: {what} was no longer held when CMD exited (its lease ended or \
+                     someone gave it back)"
+                );
+                exit::LOST
+            }
+            Err(e) if e.is_lost() => {
+                eprintln!("rlock: {what} was lost: {e}");
+                exit::LOST
+            }
+            Err(e) => {
+                eprintln!("rlock: {what}: giving it back failed ({e}); it returns with its lease");
+                code
+            }
+        },
+    }
+}

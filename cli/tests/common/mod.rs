@@ -1,0 +1,192 @@
+//! What the `rlock` binary's tests share: running it against a test server, with a bound on
+//! how long anything may take, and a little load.
+
+#![allow(dead_code, unused_imports)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use rlock_module_tests::{call, flavors, wait_until, Server};
+
+/// The `rlock` binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rlock")
+}
+
+/// `rlock ARGS` against `server`, its output captured, stdin closed.
+pub fn rlock(server: &Server, args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.env("RLOCK_URL", server.url())
+        .env_remove("RLOCK_USER")
+        .env_remove("RLOCK_PASSWORD")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for `child` up to `limit`; kills it and panics past that.
+pub fn wait_for(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `cmd` to its end (at most `limit`): status, stdout, stderr.
+pub fn run(mut cmd: Command, limit: Duration, what: &str) -> Output {
+    let mut child = cmd.spawn().expect("spawn rlock");
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = out.read_to_end(&mut text);
+        text
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = err.read_to_end(&mut text);
+        text
+    });
+    let status = wait_for(&mut child, limit, what);
+    Output {
+        status,
+        stdout: reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A fresh scratch directory under the server's own (removed with it).
+pub fn scratch(server: &Server, name: &str) -> PathBuf {
+    let d = server.dir().join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn exists(server: &Server, key: &str) -> bool {
+    let mut c = server.conn();
+    matches!(call(&mut c, &["EXISTS", key]), Ok(redis::Value::Int(1)))
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Sends `signal` (`INT`, `TERM`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{signal} {pid}");
+}
+
+/// Contention on `key` until dropped: `threads` clients take it in turn (`BLOCK`), hold it
+/// a few ms and release it.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    pub fn start(server: &Server, key: &str, threads: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|i| {
+                let (stop, key) = (stop.clone(), key.to_owned());
+                let mut c = server.conn();
+                std::thread::spawn(move || {
+                    let owner = format!("load-{i}");
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        let got = call(&mut c, &["RLOCK.ACQUIRE", &key, &owner, "BLOCK", "2000"]);
+                        if matches!(got, Ok(redis::Value::Int(_))) {
+                            std::thread::sleep(Duration::from_millis(5));
+                            let _ = call(&mut c, &["RLOCK.RELEASE", &key, &owner]);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load { stop, threads }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A tmux server of this test's own (its own socket), killed on drop: a real terminal for
+/// what needs one. Fails, never skips, without tmux.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    pub fn new() -> Tmux {
+        let found = Command::new("tmux").arg("-V").output();
+        assert!(
+            matches!(&found, Ok(o) if o.status.success()),
+            "tmux is needed for the tests that run rlock in a terminal (`rlock top`'s full \
+             screen, `release --force`'s question) and was not found: install it \
+             (scripts/deps.sh tmux, or apt-get install tmux)"
+        );
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        Tmux {
+            socket: format!(
+                "rlock-cli-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+
+    /// What session `name` shows now.
+    pub fn screen(&self, name: &str) -> String {
+        text(&self.cmd(&["capture-pane", "-p", "-t", name]).stdout)
+    }
+
+    pub fn alive(&self, name: &str) -> bool {
+        self.cmd(&["has-session", "-t", name]).status.success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
