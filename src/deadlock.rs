@@ -1,7 +1,7 @@
 //! Deadlock detection on this server: the wait-for graph as the keys and the blocked
 //! calls have it, searched (see `core::deadlock`) when a call is about to block, when
-//! an owner that waits here is given a hold, and when a free lock starts being kept
-//! for a multi-key call. The verdicts are acted on by the hand-off, the one path by
+//! an owner that waits here is given a hold, and when a free lock is served and kept
+//! for the multi-key call at the head of its line. The verdicts are acted on by the hand-off, the one path by
 //! which locks pass. Costs nothing while no call waits: a call granted at once, with
 //! nobody blocked on its lock, looks at nothing.
 

@@ -36,6 +36,15 @@ use crate::{deadlock, deferred, keyevents, slots, timers, waiters};
 /// order between plain and fair waiters), then re-arms its timer. `ctx` must have
 /// `lock.db` selected. Writes made here replicate with the caller's.
 pub fn serve(ctx: &Context, lock: &LockId) {
+    {
+        let _turn = ServeTurn::begin();
+        serve_turn(ctx, lock);
+    }
+    settle_granted(ctx);
+}
+
+/// `serve`, before the holds it granted are settled.
+fn serve_turn(ctx: &Context, lock: &LockId) {
     if !ffi::is_primary(ctx) {
         return;
     }
@@ -517,7 +526,7 @@ fn grant(
         state::with(|s| s.sessions.record(waiter.client, lock.clone(), field));
     }
     waiters::answer(ctx, id, BlockedReply::Granted(reply));
-    settle_new_hold(ctx, &waiter.owner, lock);
+    settle_later(&waiter.owner, lock);
     Grant::Granted
 }
 
@@ -561,6 +570,8 @@ pub fn settle_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Result<
                 return Err(RedisError::String(refusal.error));
             }
         }
+        // The lock just given away may close cycles of its own.
+        settle_granted(ctx);
     }
     Ok(())
 }
@@ -568,8 +579,65 @@ pub fn settle_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Result<
 /// `owner` was given a hold on `lock`: when it also waits here and others wait for
 /// `lock`, the hold may close a cycle (see `settle_owner`).
 pub fn settle_new_hold(ctx: &Context, owner: &[u8], lock: &LockId) {
+    settle_later(owner, lock);
+    settle_granted(ctx);
+}
+
+/// Notes a hold granted to `owner` on `lock`, for `settle_granted`. Only when the hold
+/// could close a cycle: its owner waits here, and others wait for `lock`.
+fn settle_later(owner: &[u8], lock: &LockId) {
     if waiters::owner_waits(owner) && waiters::has_waiters(lock) {
-        settle_owner(ctx, owner);
+        state::with(|s| s.granted_to_settle.push((owner.to_vec(), lock.clone())));
+    }
+}
+
+/// Settles the holds noted by `settle_later`, once no serve is under way: readers granted
+/// together in one turn are all holders before any of them is judged (judged one by one,
+/// the first would seem to wait for the others still in line). Runs one at a time, and
+/// holds its own settling grants make are noted and settled by the same loop, not by
+/// nested calls.
+fn settle_granted(ctx: &Context) {
+    let start = state::with(|s| {
+        let start = !s.settling && s.serve_depth == 0 && !s.granted_to_settle.is_empty();
+        s.settling |= start;
+        start
+    });
+    if !start {
+        return;
+    }
+    let _settling = Settling;
+    while let Some((owner, lock)) = state::with(|s| s.granted_to_settle.pop()) {
+        if waiters::owner_waits(&owner) && waiters::has_waiters(&lock) {
+            settle_owner(ctx, &owner);
+        }
+    }
+}
+
+/// `settle_granted` is running while alive; done on drop, a panic included.
+struct Settling;
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        state::with(|s| {
+            s.settling = false;
+            s.granted_to_settle.clear();
+        });
+    }
+}
+
+/// A serve under way while alive (see `settle_granted`).
+struct ServeTurn;
+
+impl ServeTurn {
+    fn begin() -> ServeTurn {
+        state::with(|s| s.serve_depth += 1);
+        ServeTurn
+    }
+}
+
+impl Drop for ServeTurn {
+    fn drop(&mut self) {
+        state::with(|s| s.serve_depth = s.serve_depth.saturating_sub(1));
     }
 }
 
@@ -620,10 +688,9 @@ fn give_kept_lock_to_one(ctx: &Context, to: &[(LockId, WaiterId)]) -> bool {
 /// `call` waiting behind it (see `deadlock::Verdict::Yield`): a plain or `FAIR` one takes
 /// it (off the fair queue), a multi-key one takes it with its other locks, or nothing.
 fn give_kept_lock(ctx: &Context, lock: &LockId, call: WaiterId) -> Grant {
-    let selected = ffi::selected_db(ctx);
-    if selected != lock.db && !ffi::select_db(ctx, lock.db) {
+    let Some(_selected) = ffi::DbSelected::new(ctx, lock.db) else {
         return Grant::Busy;
-    }
+    };
     let key = ffi::string(ctx, &lock.key);
     let granted = match waiters::view(call) {
         Some(waiter) if !waiter.more_locks.is_empty() => grant_all(ctx, call, waiter, Some(lock)),
@@ -634,8 +701,9 @@ fn give_kept_lock(ctx: &Context, lock: &LockId, call: WaiterId) -> Grant {
         Some(_) => grant(ctx, lock, &key, call, None),
         None => Grant::Busy,
     };
-    if selected != lock.db {
-        ffi::select_db(ctx, selected);
+    // Its timer was off while the lock was kept: it follows the new lease now.
+    if granted == Grant::Granted {
+        watch(ctx, lock);
     }
     granted
 }
@@ -678,7 +746,7 @@ fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView, past: Option<&Lock
     }
     watch(ctx, &locks[0]);
     for lock in &locks {
-        settle_new_hold(ctx, &waiter.owner, lock);
+        settle_later(&waiter.owner, lock);
     }
     Grant::Granted
 }

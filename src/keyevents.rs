@@ -39,12 +39,7 @@ pub fn lock_in_its_db(ctx: &Context, event: KeyEvent, lock: &LockId) {
     if !on() {
         return;
     }
-    let selected = ffi::selected_db(ctx);
-    if selected != lock.db && !ffi::select_db(ctx, lock.db) {
-        return;
-    }
-    ffi::notify_module_event(ctx, event.name(), &ffi::string(ctx, &lock.key));
-    if selected != lock.db {
-        ffi::select_db(ctx, selected);
+    if let Some(_selected) = ffi::DbSelected::new(ctx, lock.db) {
+        ffi::notify_module_event(ctx, event.name(), &ffi::string(ctx, &lock.key));
     }
 }

@@ -224,13 +224,9 @@ pub fn multi_head_owner(lock: &LockId) -> Option<Vec<u8>> {
 }
 
 /// Whether waiter `id` may be given a lock kept for a multi-key call ahead of it: it
-/// waits for a hold of a reentrant lock (plain, `FAIR` or multi-key).
+/// waits for a hold (plain, `FAIR`, a side of a read-write lock, or multi-key).
 pub fn may_take_kept_lock(id: WaiterId) -> bool {
-    state::with(|s| {
-        s.waiters
-            .get(id)
-            .is_some_and(|w| w.wants == Wants::Hold && w.options.mode.is_none())
-    })
+    state::with(|s| s.waiters.get(id).is_some_and(|w| w.wants == Wants::Hold))
 }
 
 /// The longest waiter on `lock` that asked for FAIR.

@@ -578,3 +578,92 @@ fn a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too() {
         assert!(failures.is_empty(), "{flavor}: {failures:#?}");
     }
 }
+
+/// Found in review: readers granted together in one turn were judged one by one, so the
+/// first seemed to wait for the second, still in line: a false DEADLOCK.
+#[test]
+fn readers_granted_together_are_not_a_cycle() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        ok(&mut c, &["RLOCK.ACQUIRE", "k", "b", "LEASE", "60000"]);
+        ok(
+            &mut c,
+            &["RLOCK.ACQUIRE", "rw", "w", "WRITE", "LEASE", "60000"],
+        );
+        let mut a_rw = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "rw", "a", "READ", "BLOCK", "0"],
+            "rw",
+        );
+        let mut b_rw = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "rw", "b", "READ", "BLOCK", "0"],
+            "rw",
+        );
+        // a waits for k, held by b, who waits to read rw, which the writer w holds.
+        let mut a_k = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "k", "a", "BLOCK", "0"],
+            "k",
+        );
+        ok(&mut c, &["RLOCK.RELEASE", "rw", "w", "WRITE"]);
+        assert_eq!(a_rw.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(b_rw.reply(), Ok(Value::Int(1)), "{flavor}");
+        assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}: a false DEADLOCK");
+        assert_eq!(lock_info(&mut c, "k").blocked, 1, "{flavor}: a waits on");
+        ok(&mut c, &["RLOCK.RELEASE", "k", "b"]);
+        assert_eq!(a_k.reply(), Ok(Value::Int(1)), "{flavor}");
+    }
+}
+
+/// Found in review: a lock given to the waiter behind a multi-key call had no lease timer
+/// (it was off while the lock was kept), so its lease ran out unseen by the hand-off.
+#[test]
+fn a_kept_lock_given_away_is_handed_on_at_its_lease_end() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        // Only the module's timer may end the lease: the server's own expiry cycle is off.
+        assert_eq!(
+            call(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+            Ok(Value::Okay)
+        );
+        ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
+        let mut m = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
+            "k3",
+        );
+        ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);
+        let mut y = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "k3", "y", "LEASE", "500", "BLOCK", "0"],
+            "k3",
+        );
+        let mut x = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "k2", "x", "BLOCK", "0"],
+            "k2",
+        );
+        assert_eq!(y.reply(), Ok(Value::Int(1)), "{flavor}: k3 given to y");
+        ok(&mut c, &["RLOCK.RELEASE", "k2", "y"]);
+        assert_eq!(x.reply(), Ok(Value::Int(1)), "{flavor}");
+        ok(&mut c, &["RLOCK.RELEASE", "k2", "x"]);
+        ok(&mut c, &["RLOCK.RELEASE", "k1", "x"]);
+        // y never releases k3: m gets both at the end of y's 500 ms lease.
+        let started = Instant::now();
+        assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "{flavor}: m served {:?} after",
+            started.elapsed()
+        );
+    }
+}

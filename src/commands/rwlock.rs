@@ -37,7 +37,14 @@ pub fn acquire(
     let reply = match lock_key.plan_rw_acquire(owner, mode, options)? {
         // Waiting would be waiting on its own read holds.
         RwPlanned::OwnReadsBlockWrite => return Ok(RedisValue::Null),
-        RwPlanned::Plan(plan) if plan.is_newcomer() && waiting && waiters::has_waiters(&lock) => {
+        // A newcomer queues behind those blocked here, unless the lock is kept for a
+        // multi-key call that waits for it (see `handoff::kept_lock_goes_to`).
+        RwPlanned::Plan(plan)
+            if plan.is_newcomer()
+                && waiting
+                && waiters::has_waiters(&lock)
+                && !handoff::kept_lock_goes_to(ctx, &lock, key, owner.as_slice()) =>
+        {
             None
         }
         RwPlanned::Plan(plan) => Some(commit(ctx, &lock_key, key, owner, options, record, plan)),

@@ -148,6 +148,31 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
     unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.get_raw(), db) == raw::REDISMODULE_OK as c_int }
 }
 
+/// `db` selected on `ctx` until the guard drops, when the database selected before is
+/// selected again (also when a panic unwinds). `None` when `db` does not exist.
+pub struct DbSelected<'a> {
+    ctx: &'a Context,
+    previous: i32,
+}
+
+impl<'a> DbSelected<'a> {
+    pub fn new(ctx: &'a Context, db: i32) -> Option<DbSelected<'a>> {
+        let previous = selected_db(ctx);
+        if previous != db && !select_db(ctx, db) {
+            return None;
+        }
+        Some(DbSelected { ctx, previous })
+    }
+}
+
+impl Drop for DbSelected<'_> {
+    fn drop(&mut self) {
+        if selected_db(self.ctx) != self.previous {
+            select_db(self.ctx, self.previous);
+        }
+    }
+}
+
 /// Whether this server is a primary, where the module's timers and waiters live.
 pub fn is_primary(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MASTER != 0

@@ -9,24 +9,18 @@ use crate::ffi::{self, Key, KeyKind};
 
 /// The owners holding `lock` now, in whichever database it is: a reentrant lock's
 /// fields, a read-write lock's readers and its writer (`<owner>:write` read as
-/// `<owner>`). Empty when the key is free or no lock. Nothing is written; the
-/// selected database is the caller's again on return.
+/// `<owner>`). Empty when the key is free or no lock. Reading a lock whose lease has
+/// run out expires it, as any read does on a primary. The selected database is the
+/// caller's again on return.
 pub fn holding_owners(ctx: &Context, lock: &LockId) -> Vec<Vec<u8>> {
-    let selected = ffi::selected_db(ctx);
-    if selected != lock.db && !ffi::select_db(ctx, lock.db) {
+    let Some(_selected) = ffi::DbSelected::new(ctx, lock.db) else {
         return Vec::new();
-    }
-    let owners = {
-        let key = Key::open_readonly(ctx, &ffi::string(ctx, &lock.key));
-        match key.kind() {
-            KeyKind::Hash => owners_of(key.hash_fields()),
-            _ => Vec::new(),
-        }
     };
-    if selected != lock.db {
-        ffi::select_db(ctx, selected);
+    let key = Key::open_readonly(ctx, &ffi::string(ctx, &lock.key));
+    match key.kind() {
+        KeyKind::Hash => owners_of(key.hash_fields()),
+        _ => Vec::new(),
     }
-    owners
 }
 
 fn owners_of(fields: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<Vec<u8>> {
