@@ -22,10 +22,12 @@ pub enum Verdict {
     Clear,
     /// A cycle through free locks kept for multi-key calls: give one of them to a call
     /// waiting behind (the first of `to`, lock and call, that can take it), instead; when
-    /// none can, `otherwise`.
+    /// none can, `otherwise`. `None` when a multi-key call of the cycle waits on a kept
+    /// lock: it takes that lock with its others once they are free (see
+    /// `handoff::grant_all`), so the cycle ends by itself and nobody is refused.
     Yield {
         to: Vec<(LockId, WaiterId)>,
-        otherwise: Refusal,
+        otherwise: Option<Refusal>,
     },
     /// A cycle of holds.
     Refuse(Refusal),
@@ -74,7 +76,7 @@ pub fn judge_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Verdict 
     }
     let mut graph = ServerGraph { ctx };
     match cycle_of_new_wait(&mut graph, owner, locks, MAX_LOCKS_READ) {
-        Search::Cycle(cycle) => verdict(cycle, None),
+        Search::Cycle(cycle) => verdict(cycle, None, locks.len() > 1),
         Search::NoCycle | Search::GaveUp => Verdict::Clear,
     }
 }
@@ -100,7 +102,7 @@ pub fn judge_owner(ctx: &Context, owner: &[u8]) -> Verdict {
     let mut graph = ServerGraph { ctx };
     match cycle_through_owner(&mut graph, owner, MAX_LOCKS_READ) {
         Search::Cycle(cycle) => match youngest_call(&cycle) {
-            Some(youngest) => verdict(cycle, Some(youngest)),
+            Some(youngest) => verdict(cycle, Some(youngest), false),
             None => Verdict::Clear,
         },
         Search::NoCycle | Search::GaveUp => Verdict::Clear,
@@ -108,8 +110,9 @@ pub fn judge_owner(ctx: &Context, owner: &[u8]) -> Verdict {
 }
 
 /// A cycle's verdict: yield a soft hold to a call waiting on it that may take it, else
-/// refuse `refused` (`None`: the call being made, whose wait comes first in the cycle).
-fn verdict(cycle: Vec<WaitEdge>, refused: Option<WaiterId>) -> Verdict {
+/// refuse `refused` (`None`: the call being made, whose wait comes first in the cycle;
+/// `new_is_multi`: that call is a multi-key one).
+fn verdict(cycle: Vec<WaitEdge>, refused: Option<WaiterId>, new_is_multi: bool) -> Verdict {
     // The refused call's own wait first, so the message reads from it.
     let at = cycle
         .iter()
@@ -130,12 +133,20 @@ fn verdict(cycle: Vec<WaitEdge>, refused: Option<WaiterId>) -> Verdict {
         })
         .collect();
     to.sort_by_key(|(_, call)| waiters::is_multi(*call));
-    match to.is_empty() {
-        false => Verdict::Yield {
+    let multi_waits_on_kept = soft_waits(&cycle).any(|edge| match edge.call {
+        Some(call) => waiters::is_multi(call),
+        None => new_is_multi,
+    });
+    match (to.is_empty(), multi_waits_on_kept) {
+        (_, true) => Verdict::Yield {
             to,
-            otherwise: refusal,
+            otherwise: None,
         },
-        true => Verdict::Refuse(refusal),
+        (false, false) => Verdict::Yield {
+            to,
+            otherwise: Some(refusal),
+        },
+        (true, false) => Verdict::Refuse(refusal),
     }
 }
 

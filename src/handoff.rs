@@ -561,6 +561,9 @@ pub fn settle_new_wait(ctx: &Context, owner: &[u8], locks: &[LockId]) -> Result<
             Verdict::Clear => return Ok(()),
             Verdict::Yield { to, otherwise } => {
                 if !give_kept_lock_to_one(ctx, &to) {
+                    let Some(otherwise) = otherwise else {
+                        return Ok(());
+                    };
                     deadlock::count_refusal(ctx, &otherwise.lock);
                     return Err(RedisError::String(otherwise.error));
                 }
@@ -652,7 +655,7 @@ fn settle_owner(ctx: &Context, owner: &[u8]) -> bool {
             Verdict::Yield { to, otherwise } => {
                 if give_kept_lock_to_one(ctx, &to) {
                     gave = true;
-                } else if !refuse(ctx, otherwise) {
+                } else if !otherwise.is_some_and(|refusal| refuse(ctx, refusal)) {
                     break;
                 }
             }
@@ -718,7 +721,13 @@ fn grant_all(ctx: &Context, id: WaiterId, waiter: WaiterView, past: Option<&Lock
     let locks = waiters::locks_of(id);
     let keys: Vec<RedisString> = locks.iter().map(|l| ffi::string(ctx, &l.key)).collect();
     let owner = ffi::string(ctx, &waiter.owner);
-    let may_take_new = |i: usize| waiters::is_head(&locks[i], id) || Some(&locks[i]) == past;
+    // A lock it does not hold yet: when first in its line, or when kept for a multi-key
+    // call ahead that waits for this one (it would wait for that call forever).
+    let may_take_new = |i: usize| {
+        waiters::is_head(&locks[i], id)
+            || Some(&locks[i]) == past
+            || kept_lock_goes_to(ctx, &locks[i], &keys[i], &waiter.owner)
+    };
     match store::take_all(ctx, &keys, &owner, &waiter.options, may_take_new) {
         Ok(TakeAll::Busy) => return Grant::Busy,
         Ok(TakeAll::Taken) => {}

@@ -667,3 +667,35 @@ fn a_kept_lock_given_away_is_handed_on_at_its_lease_end() {
         );
     }
 }
+
+/// Found by the chaos deadlock workload in a `make test` run (Valkey, seed 20261123): a
+/// multi-key call from an owner holding k1 (taking its locks in one order), for k2 (held)
+/// and k3 (kept for a multi-key call that waits for k1), was refused. It now waits, and
+/// takes k3 with k2 once k2 is free.
+#[test]
+fn a_multi_key_call_waits_and_takes_a_kept_lock_with_its_others() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
+        ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);
+        let mut m = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
+            "k3",
+        );
+        let mut x = blocked(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "x", "2", "k2", "k3", "BLOCK", "0"],
+            "k2",
+        );
+        assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}: x refused");
+        ok(&mut c, &["RLOCK.RELEASE", "k2", "y"]);
+        assert_eq!(x.reply(), Ok(Value::Int(2)), "{flavor}: x takes k2 and k3");
+        ok(&mut c, &["RLOCK.MRELEASE", "x", "3", "k1", "k2", "k3"]);
+        assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}: then m");
+        assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}");
+    }
+}
