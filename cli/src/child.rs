@@ -25,6 +25,53 @@ pub enum Ended {
     NotStarted(u8, String),
 }
 
+/// How giving the hold back went once CMD exited.
+pub enum GivenBack {
+    Done,
+    /// The hold had ended already: this message, and `rlock` exits 70.
+    NotHeld(String),
+    /// The give-back itself failed (the hold ends with its lease): this message, and CMD's
+    /// status stands.
+    Failed(String),
+}
+
+/// `rlock`'s exit status once CMD's run `ended` under `hold` (named `held` in messages, e.g.
+/// `lock "x"`): 70 when the hold was lost while CMD ran (the hold is dropped), else CMD's
+/// status, or 70 when `give_back` finds the hold ended before CMD did.
+pub async fn exit_status<H, Back>(
+    ended: Ended,
+    held: &str,
+    hold: H,
+    give_back: impl FnOnce(H) -> Back,
+) -> u8
+where
+    Back: Future<Output = GivenBack>,
+{
+    match ended {
+        Ended::Lost(why) => {
+            eprintln!("rlock: {held} was lost while CMD ran: {why}");
+            drop(hold);
+            exit::LOST
+        }
+        Ended::NotStarted(code, msg) => {
+            eprintln!("rlock: {msg}");
+            let _ = give_back(hold).await;
+            code
+        }
+        Ended::Exited(code) => match give_back(hold).await {
+            GivenBack::Done => code,
+            GivenBack::NotHeld(msg) => {
+                eprintln!("rlock: {msg}");
+                exit::LOST
+            }
+            GivenBack::Failed(msg) => {
+                eprintln!("rlock: {msg}");
+                code
+            }
+        },
+    }
+}
+
 /// SIGINT, SIGTERM and SIGHUP, caught from the moment `rlock` starts to wait, so that none of
 /// them ends `rlock` while it holds a lock it must release.
 pub struct Signals {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::lock::check_lease;
 use super::{acquire_or_signal, unavailable};
-use crate::child::{self, Ended, Signals};
+use crate::child::{self, GivenBack, Signals};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -148,29 +148,19 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         args.kill_after,
     )
     .await;
-    match ended {
-        Ended::Lost(why) => {
-            eprintln!("rlock: leadership of {what} was lost while CMD ran: {why}");
-            drop(leadership);
-            exit::LOST
-        }
-        Ended::NotStarted(code, msg) => {
-            eprintln!("rlock: {msg}");
-            let _ = leadership.resign().await;
-            code
-        }
-        Ended::Exited(code) => match leadership.resign().await {
-            Ok(()) => code,
+    let held = format!("leadership of {what}");
+    child::exit_status(ended, &held, leadership, |leadership| async {
+        match leadership.resign().await {
+            Ok(()) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
-                eprintln!("rlock: leadership of {what} was no longer held when CMD exited: {e}");
-                exit::LOST
+                GivenBack::NotHeld(format!("{held} was no longer held when CMD exited: {e}"))
             }
-            Err(e) => {
-                eprintln!("rlock: {what}: resigning failed ({e}); the post ends with its lease");
-                code
-            }
-        },
-    }
+            Err(e) => GivenBack::Failed(format!(
+                "{what}: resigning failed ({e}); the post ends with its lease"
+            )),
+        }
+    })
+    .await
 }
 
 fn line(leader: &Option<Leader>, json: bool) -> String {

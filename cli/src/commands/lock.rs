@@ -6,7 +6,7 @@ use clap::Args;
 use rlock_client::Error;
 
 use super::{acquire_or_signal, unavailable};
-use crate::child::{self, Ended, Signals};
+use crate::child::{self, GivenBack, Signals};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -147,27 +147,16 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
         args.kill_after,
     )
     .await;
-    match ended {
-        Ended::Lost(why) => {
-            eprintln!("rlock: {what} was lost while CMD ran: {why}");
-            drop(guard);
-            exit::LOST
-        }
-        Ended::NotStarted(code, msg) => {
-            eprintln!("rlock: {msg}");
-            let _ = guard.release().await;
-            code
-        }
-        Ended::Exited(code) => match guard.release().await {
-            Ok(_) => code,
+    child::exit_status(ended, &what, guard, |guard| async {
+        match guard.release().await {
+            Ok(_) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
-                eprintln!("rlock: {what} was no longer held when CMD exited: {e}");
-                exit::LOST
+                GivenBack::NotHeld(format!("{what} was no longer held when CMD exited: {e}"))
             }
-            Err(e) => {
-                eprintln!("rlock: {what}: the release failed ({e}); the lock ends with its lease");
-                code
-            }
-        },
-    }
+            Err(e) => GivenBack::Failed(format!(
+                "{what}: the release failed ({e}); the lock ends with its lease"
+            )),
+        }
+    })
+    .await
 }

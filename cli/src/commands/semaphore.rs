@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::lock::check_lease;
 use super::{acquire_or_signal, unavailable};
-use crate::child::{self, Ended, Signals};
+use crate::child::{self, GivenBack, Signals};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -110,34 +110,18 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
         args.kill_after,
     )
     .await;
-    match ended {
-        Ended::Lost(why) => {
-            eprintln!("rlock: {what} was lost while CMD ran: {why}");
-            drop(permit);
-            exit::LOST
+    child::exit_status(ended, &what, permit, |permit| async {
+        match permit.release().await {
+            Ok(true) => GivenBack::Done,
+            Ok(false) => GivenBack::NotHeld(format!(
+                "{what} was no longer held when CMD exited (its lease ended or someone gave it \
+                 back)"
+            )),
+            Err(e) if e.is_lost() => GivenBack::NotHeld(format!("{what} was lost: {e}")),
+            Err(e) => GivenBack::Failed(format!(
+                "{what}: giving it back failed ({e}); it returns with its lease"
+            )),
         }
-        Ended::NotStarted(code, msg) => {
-            eprintln!("rlock: {msg}");
-            let _ = permit.release().await;
-            code
-        }
-        Ended::Exited(code) => match permit.release().await {
-            Ok(true) => code,
-            Ok(false) => {
-                eprintln!(
-                    "rlock: {what} was no longer held when CMD exited (its lease ended or \
-                     someone gave it back)"
-                );
-                exit::LOST
-            }
-            Err(e) if e.is_lost() => {
-                eprintln!("rlock: {what} was lost: {e}");
-                exit::LOST
-            }
-            Err(e) => {
-                eprintln!("rlock: {what}: giving it back failed ({e}); it returns with its lease");
-                code
-            }
-        },
-    }
+    })
+    .await
 }
