@@ -22,40 +22,29 @@ fn one_leader_at_a_time_and_each_term_greater() {
             "echo start $RLOCK_VALUE $RLOCK_TERM >> {0}; sleep 0.1; echo end $RLOCK_VALUE $RLOCK_TERM >> {0}",
             log.display()
         );
-        let mut runs: Vec<_> = (0..4)
+        let candidates: Vec<Vec<String>> = (0..4)
             .map(|i| {
-                rlock(
-                    &server,
-                    &[
-                        "elect",
-                        "sched",
-                        &format!("node-{i}"),
-                        "--",
-                        "sh",
-                        "-c",
-                        &script,
-                    ],
-                )
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+                [
+                    "elect",
+                    "sched",
+                    &format!("node-{i}"),
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ]
+                .map(str::to_owned)
+                .to_vec()
             })
             .collect();
-        for r in &mut runs {
-            assert_eq!(wait_for(r, LIMIT, "candidate").code(), Some(0), "{flavor}");
-        }
-        let lines: Vec<String> = read(&log).lines().map(str::to_owned).collect();
-        assert_eq!(lines.len(), 8, "{flavor}: {lines:?}");
+        run_together(&server, &candidates, LIMIT, "candidate");
+        let runs = one_at_a_time(&log, 4, &format!("{flavor}: two leaders"));
         let mut last_term = 0u64;
         let mut values = Vec::new();
-        for pair in lines.chunks(2) {
-            let start = pair[0].strip_prefix("start ").expect("a start first");
-            let end = pair[1].strip_prefix("end ").expect("then its end");
-            assert_eq!(start, end, "{flavor}: two leaders at once: {lines:?}");
-            let (value, term) = start.split_once(' ').unwrap();
+        for run in &runs {
+            let (value, term) = run.split_once(' ').unwrap();
             let term: u64 = term.parse().unwrap();
-            assert!(term > last_term, "{flavor}: terms grow: {lines:?}");
+            assert!(term > last_term, "{flavor}: terms grow: {runs:?}");
             last_term = term;
             values.push(value.to_owned());
         }

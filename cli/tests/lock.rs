@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -100,28 +99,11 @@ fn six_concurrent_runs_never_overlap() {
             "echo start $$ >> {0}; sleep 0.05; echo end $$ >> {0}",
             log.display()
         );
-        let mut runs: Vec<_> = (0..6)
-            .map(|_| {
-                rlock(
-                    &server,
-                    &["lock", "-w", "20s", "shared", "--", "sh", "-c", &script],
-                )
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-            })
-            .collect();
-        for r in &mut runs {
-            assert_eq!(wait_for(r, LIMIT, "six").code(), Some(0), "{flavor}");
-        }
-        let lines: Vec<String> = read(&log).lines().map(str::to_owned).collect();
-        assert_eq!(lines.len(), 12, "{flavor}: {lines:?}");
-        for pair in lines.chunks(2) {
-            let start = pair[0].strip_prefix("start ").expect("a start first");
-            let end = pair[1].strip_prefix("end ").expect("then its end");
-            assert_eq!(start, end, "{flavor}: runs overlapped: {lines:?}");
-        }
+        let args: Vec<String> = ["lock", "-w", "20s", "shared", "--", "sh", "-c", &script]
+            .map(str::to_owned)
+            .to_vec();
+        run_together(&server, &vec![args; 6], LIMIT, "six");
+        one_at_a_time(&log, 6, &format!("{flavor}: runs overlapped"));
     }
 }
 

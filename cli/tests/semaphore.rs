@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -19,30 +18,19 @@ fn never_more_than_n_at_once() {
             "test -n \"$RLOCK_PERMIT\" || exit 99; echo + >> {0}; sleep 0.3; echo - >> {0}",
             log.display()
         );
-        let mut runs: Vec<_> = (0..6)
-            .map(|_| {
-                rlock(
-                    &server,
-                    &[
-                        "semaphore",
-                        "slots",
-                        "--permits",
-                        "2",
-                        "--",
-                        "sh",
-                        "-c",
-                        &script,
-                    ],
-                )
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-            })
-            .collect();
-        for r in &mut runs {
-            assert_eq!(wait_for(r, LIMIT, "semaphore").code(), Some(0), "{flavor}");
-        }
+        let args: Vec<String> = [
+            "semaphore",
+            "slots",
+            "--permits",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        run_together(&server, &vec![args; 6], LIMIT, "semaphore");
         let (mut now, mut most) = (0i32, 0i32);
         let log = read(&log);
         for line in log.lines() {

@@ -70,6 +70,42 @@ pub fn run(mut cmd: Command, limit: Duration, what: &str) -> Output {
     }
 }
 
+/// Starts `rlock ARGS` once for each argument list, all at once (output discarded), and
+/// waits (each up to `limit`) until every one exited 0.
+pub fn run_together(server: &Server, runs: &[Vec<String>], limit: Duration, what: &str) {
+    let mut children: Vec<Child> = runs
+        .iter()
+        .map(|args| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            rlock(server, &args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn rlock")
+        })
+        .collect();
+    for child in &mut children {
+        let status = wait_for(child, limit, what);
+        assert_eq!(status.code(), Some(0), "{}: {what}", server.flavor);
+    }
+}
+
+/// The `runs` runs logged in `log` as `start X` / `end X` lines: each run's X, in order.
+/// Fails unless every start is followed by its own end (no two runs at once).
+pub fn one_at_a_time(log: &Path, runs: usize, what: &str) -> Vec<String> {
+    let lines: Vec<String> = read(log).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 2 * runs, "{what}: {lines:?}");
+    lines
+        .chunks(2)
+        .map(|pair| {
+            let start = pair[0].strip_prefix("start ").expect("a start first");
+            let end = pair[1].strip_prefix("end ").expect("then its end");
+            assert_eq!(start, end, "{what}: two at once: {lines:?}");
+            start.to_owned()
+        })
+        .collect()
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
