@@ -535,18 +535,19 @@ fn grant(
 /// would close a cycle of waits (it holds, or waits for who holds, one of the call's
 /// other locks), which keeping the lock would make a deadlock.
 pub fn kept_for_multi(ctx: &Context, lock: &LockId, key: &RedisString, owner: &[u8]) -> bool {
-    waiters::head_is_multi(lock)
-        && !ffi::key_exists(ctx, key)
-        && !deadlock::wait_closes_a_cycle(ctx, owner, lock)
+    kept_lock(ctx, lock, key) && !deadlock::wait_closes_a_cycle(ctx, owner, lock)
 }
 
 /// Whether `lock`, free and kept for the multi-key call at the head of its line, goes to
 /// `owner` all the same: it waiting for that call would close a cycle of waits (see
 /// `kept_for_multi`).
 pub fn kept_lock_goes_to(ctx: &Context, lock: &LockId, key: &RedisString, owner: &[u8]) -> bool {
-    waiters::head_is_multi(lock)
-        && !ffi::key_exists(ctx, key)
-        && deadlock::wait_closes_a_cycle(ctx, owner, lock)
+    kept_lock(ctx, lock, key) && deadlock::wait_closes_a_cycle(ctx, owner, lock)
+}
+
+/// Whether `lock` is free with a multi-key call first in its line: kept for that call.
+fn kept_lock(ctx: &Context, lock: &LockId, key: &RedisString) -> bool {
+    waiters::head_is_multi(lock) && !ffi::key_exists(ctx, key)
 }
 
 /// How many cycles one settling breaks at most before it stops looking.
