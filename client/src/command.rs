@@ -472,7 +472,8 @@ pub struct LockInfo {
     pub other_fields: Vec<(String, String)>,
 }
 
-fn text(v: &Value) -> Option<String> {
+/// A string-like reply as text.
+pub(crate) fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Value};
 
+use crate::command::text;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::lock::Locks;
@@ -112,16 +113,6 @@ pub struct ContendedKey {
     pub timeouts: u64,
     /// p99 of the granted waits of the window, in µs; `None` without any.
     pub wait_p99_usec: Option<u64>,
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        Value::Int(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 fn int(v: &Value) -> Option<i64> {
