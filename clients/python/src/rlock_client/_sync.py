@@ -366,19 +366,21 @@ class Locks:
             self._replicas[id(server)] = seen
         return 1 if seen[1] > 0 else 0
 
-    def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False) -> tuple[list, Any]:
+    def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False,
+                  state: Optional[dict] = None) -> tuple[list, Any]:
         """Sends ``cmds`` (the first may block in the server up to ``block`` ms; 0 forever)
         on a wait connection and returns (replies, the connection if ``pin``). A broken link
-        sends them again (REQ ids) with the wait that is left; an interrupt (an exception
-        raised in this thread, KeyboardInterrupt) ends the wait in the server and gives back a
-        grant that raced it (``orphan(first reply)``)."""
+        sends them again (REQ ids) with the wait that is left, unless the caller left
+        (``state["abandoned"]``). Runs in a helper thread (``_run_wait``), never interrupted."""
         self._check_pid()
+        state = state if state is not None else {}
         server = self._router.server_for(key)
         started = time.monotonic()
         deadline = None if block == 0 or block is None else started + block / 1000
         tries = 0
         while True:
             conn = server._take(waits=True)
+            state["conn"], state["server"], state["command"] = conn, server, cmds[0][0]
             replies: list = []
             try:
                 conn.send_packed_command(conn.pack_commands(cmds))
@@ -398,7 +400,7 @@ class Locks:
                     raise
                 tries += 1
                 left = None if deadline is None else deadline - time.monotonic()
-                if tries > 3 or (left is not None and left <= 0):
+                if state.get("abandoned") or tries > 3 or (left is not None and left <= 0):
                     raise
                 if isinstance(e, RedisTimeoutError):
                     raise
@@ -407,7 +409,7 @@ class Locks:
                     cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
                 continue
             except BaseException:
-                self._abandon(server, conn, cmds[0][0], replies, orphan)
+                conn.disconnect()
                 raise
             moved = replies[0] if isinstance(replies[0], MovedError) else None
             if moved is not None and self._router.cluster is not None:
@@ -419,32 +421,64 @@ class Locks:
             server._give(conn, waits=True)
             return replies, None
 
-    def _abandon(self, server: _Server, conn: Any, command: str, replies: list, orphan: Any) -> None:
-        """The caller left a wait: close it in the server and read what it sent first."""
+    def _run_wait(self, fn: Any, give_back: Any) -> Any:
+        """Runs ``fn(state)`` (a wait and what it makes: a Hold, Permits...) in a helper
+        thread while this thread waits for it. If this thread is interrupted (KeyboardInterrupt,
+        an exception raised in it), the wait is ended in the server by another thread, and
+        whatever it was granted meanwhile is given back (``give_back(result)``): nothing is
+        left held by nobody."""
+        state: dict = {"abandoned": False}
+        box: dict = {}
+        done = threading.Event()
+        mutex = threading.Lock()
+        state["done"] = done
+
+        def run() -> None:
+            try:
+                box["ok"] = fn(state)
+            except BaseException as e:  # handed to the caller
+                box["err"] = e
+            with mutex:
+                done.set()
+                late = state["abandoned"]
+            if late and "ok" in box:
+                _safe(give_back, box.pop("ok"))
+
+        threading.Thread(target=run, name="rlock-wait", daemon=True).start()
         try:
-            if not replies:
+            while not done.wait(0.05):
+                pass
+        except BaseException:
+            with mutex:
+                if not done.is_set():
+                    state["abandoned"] = True
+                    threading.Thread(target=self._end_wait, args=(state,), daemon=True).start()
+                    raise
+            if "ok" in box:
+                threading.Thread(target=_safe, args=(give_back, box.pop("ok")), daemon=True).start()
+            raise
+        if "err" in box:
+            raise box.pop("err")
+        return box.pop("ok")
+
+    def _end_wait(self, state: dict) -> None:
+        """The caller left a wait: once the server shows the request blocked, have it close
+        the connection (``CLIENT KILL ID``); the helper thread reads what was sent before."""
+        done: threading.Event = state["done"]
+        end = time.monotonic() + 3
+        while not done.is_set() and time.monotonic() < end:
+            conn, server = state.get("conn"), state.get("server")
+            if conn is not None and server is not None:
                 cid = getattr(conn, "rlock_id", None)
                 try:
                     line = text(server.call("CLIENT", "LIST", "ID", cid))
-                    blocked = client_is_blocked_in(line, command)
+                    blocked = client_is_blocked_in(line, state.get("command", ""))
                 except Exception:
-                    blocked = True
+                    blocked = False
                 if blocked:
-                    try:
-                        server.call("CLIENT", "KILL", "ID", cid)
-                    except Exception:
-                        pass
-                end = time.monotonic() + 3
-                while time.monotonic() < end:
-                    if conn.can_read(timeout=0.1):
-                        replies.append(conn.read_response())
-                        break
-            if replies and not isinstance(replies[0], BaseException):
-                _safe(orphan, replies[0])
-        except BaseException:
-            pass
-        finally:
-            conn.disconnect()
+                    _safe(server.call, "CLIENT", "KILL", "ID", cid)
+                    return
+            done.wait(0.05)
 
 
 def _safe(f: Any, *args: Any) -> None:
@@ -727,13 +761,19 @@ class Hold:
         after fork(), releases nothing of the parent's and returns False."""
         if self._pid != os.getpid() or self._released:
             return False
-        self._released = True
-        self._finalizer.detach()
-        self._locks._watchdog.remove(self._entry)
+        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
         try:
-            v = _raise_if_error(
-                self._locks._pipeline(self._key, [release_cmd(self._key, self._owner, self.side, new_req_id())], resend=True)[0]
-            )
+            self._released = True
+            self._finalizer.detach()
+            self._locks._watchdog.remove(self._entry)
+            v = _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt...): the watchdog's thread sends it, with the
+            # same REQ id, so it is applied once whether or not it reached the server.
+            self._locks._watchdog.release_later(self._key, cmd)
+            raise
         finally:
             if self._conn is not None:
                 self._conn.disconnect()
@@ -807,15 +847,22 @@ class Lock:
         if replicas:
             cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
         sent = time.monotonic()
-        conn = None
         if block is None and not spec.session:
-            replies = locks._pipeline(key, cmds, resend=True)
-        else:
-            def orphan(v: Any) -> None:
-                if v is not None and not isinstance(v, BaseException):
-                    locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+            return self._grant(locks._pipeline(key, cmds, resend=True), None, owner, sent, block, replicas)
 
-            replies, conn = locks._blocking(key, cmds, block, orphan, pin=spec.session)
+        def orphan(v: Any) -> None:
+            if v is not None and not isinstance(v, BaseException):
+                locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+
+        def wait(state: dict) -> Optional[Hold]:
+            replies, conn = locks._blocking(key, cmds, block, orphan, pin=spec.session, state=state)
+            return self._grant(replies, conn, owner, sent, block, replicas)
+
+        return locks._run_wait(wait, lambda h: h is not None and h.release())
+
+    def _grant(self, replies: list, conn: Any, owner: bytes, sent: float, block: Optional[int],
+               replicas: int) -> Optional[Hold]:
+        spec, locks, key = self._spec, self._locks, self._spec.key
         try:
             granted = _raise_if_error(replies[0])
         except BaseException:
@@ -1000,12 +1047,25 @@ class MultiLock:
                 if v is not None:
                     locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
 
-            replies, conn = locks._blocking(keys[0], [cmd], block, orphan, pin=self._session)
-        if _raise_if_error(replies[0]) is None:
+            def wait(state: dict) -> Optional[MultiHold]:
+                replies, conn = locks._blocking(keys[0], [cmd], block, orphan, pin=self._session, state=state)
+                return self._grant(replies, conn, owner, time.monotonic())
+
+            return locks._run_wait(wait, lambda h: h is not None and h.release())
+        return self._grant(replies, conn, owner, sent)
+
+    def _grant(self, replies: list, conn: Any, owner: bytes, basis: float) -> Optional[MultiHold]:
+        try:
+            granted = _raise_if_error(replies[0])
+        except BaseException:
+            if conn is not None:
+                conn.disconnect()
+            raise
+        if granted is None:
             if conn is not None:
                 conn.disconnect()
             return None
-        return MultiHold(locks, keys, owner, self._lease, self._renew, sent if block is None else time.monotonic(), conn)
+        return MultiHold(self._locks, self._keys, owner, self._lease, self._renew, basis, conn)
 
     def __enter__(self) -> MultiHold:
         h = self.acquire()
@@ -1073,7 +1133,12 @@ class Semaphore:
         if block is None:
             v = self._locks._pipeline(self._key, [cmd], resend=True)[0]
         else:
-            v = self._locks._blocking(self._key, [cmd], block, lambda r: r is not None and self.release(permits))[0][0]
+            def wait(state: dict) -> Optional[Permits]:
+                v = self._locks._blocking(self._key, [cmd], block, lambda r: r is not None and self.release(permits),
+                                          state=state)[0][0]
+                return None if _raise_if_error(v) is None else Permits(self, permits)
+
+            return self._locks._run_wait(wait, lambda p: p is not None and p.release())
         return None if _raise_if_error(v) is None else Permits(self, permits)
 
     def release(self, permits: int = 1) -> int:
@@ -1146,15 +1211,20 @@ class PermitSemaphore:
             for i in v or []:
                 self._locks._call(self._key, "RSEM.RETURN", self._key, i)
 
+        def made(v: Any, basis: float) -> Optional[list[LeasedPermit]]:
+            ids = _raise_if_error(v)
+            if ids is None:
+                return None
+            return [LeasedPermit(self, text(i), lms, lease is None, basis) for i in ids]
+
         if block is None:
-            v = self._locks._pipeline(self._key, [cmd], resend=True)[0]
-        else:
-            v = self._locks._blocking(self._key, [cmd], block, orphan)[0][0]
-            sent = time.monotonic()
-        ids = _raise_if_error(v)
-        if ids is None:
-            return None
-        return [LeasedPermit(self, text(i), lms, lease is None, sent) for i in ids]
+            return made(self._locks._pipeline(self._key, [cmd], resend=True)[0], sent)
+
+        def wait(state: dict) -> Optional[list[LeasedPermit]]:
+            v = self._locks._blocking(self._key, [cmd], block, orphan, state=state)[0][0]
+            return made(v, time.monotonic())
+
+        return self._locks._run_wait(wait, lambda ps: [p.release() for p in ps or []])
 
     def release(self, permit_id: str) -> bool:
         cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
@@ -1185,7 +1255,10 @@ class Latch:
         if block is None:
             return _raise_if_error(self._locks._pipeline(self._key, [cmd])[0]) == 1
         cmd += ["BLOCK", block]
-        return _raise_if_error(self._locks._blocking(self._key, [cmd], block, lambda v: None)[0][0]) == 1
+        return self._locks._run_wait(
+            lambda state: _raise_if_error(
+                self._locks._blocking(self._key, [cmd], block, lambda v: None, state=state)[0][0]) == 1,
+            lambda v: None)
 
 
 # ---------------------------------------------------------------- election
