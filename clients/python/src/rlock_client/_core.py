@@ -440,8 +440,14 @@ class Renewal:
     next_due: float = field(default=0.0)
 
     def due_at(self) -> float:
-        lease = self.lease_ms / 1000
-        return self.basis + lease / 3 if self.renew else self.basis + lease
+        return self.next_due if self.renew else self.basis + self.lease_ms / 1000
+
+    def schedule(self, anchor: float, now: float) -> None:
+        """The next renewal: the first point after ``now`` on a grid of a third of the lease
+        from ``anchor`` (the watchdog's start), so that holds with one lease fall due
+        together and are renewed in one pipeline, once a third of a lease each."""
+        period = self.lease_ms / 3000
+        self.next_due = anchor + (math.floor((now - anchor) / period) + 1) * period
 
     def expires_at(self) -> float:
         return self.basis + self.lease_ms / 1000

@@ -524,8 +524,10 @@ class _Watchdog:
         self.rounds = 0
         self.renewals = 0
         self._pid = os.getpid()
+        self._anchor = time.monotonic()
 
     def add(self, r: Renewal, lost: threading.Event) -> int:
+        r.schedule(self._anchor, time.monotonic())
         with self._mutex:
             self._seq += 1
             self._entries[self._seq] = (r, lost)
@@ -631,10 +633,13 @@ class _Watchdog:
                 self.renewals += 1
                 if v == 1:
                     r.basis = now
+                    r.schedule(self._anchor, time.monotonic())
                 elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
                     self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
                 elif time.monotonic() >= r.expires_at():
                     self._lose(n, r, ev, "the lease ran out while renewals failed")
+                else:
+                    r.schedule(self._anchor, time.monotonic())
 
 
 class _Subscriber:

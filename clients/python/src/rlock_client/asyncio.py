@@ -502,6 +502,7 @@ class _Watchdog:
         self.rounds = 0
         self.renewals = 0
         self._pid = os.getpid()
+        self._anchor = time.monotonic()
         self._sub: Any = None
         self._sub_task: Optional[asyncio.Task] = None
         self._channels: set = set()
@@ -509,6 +510,7 @@ class _Watchdog:
         self._events = False
 
     def add(self, r: Renewal, lost: asyncio.Event) -> int:
+        r.schedule(self._anchor, time.monotonic())
         self._seq += 1
         self._entries[self._seq] = (r, lost)
         self._ensure_task()
@@ -658,10 +660,13 @@ class _Watchdog:
                     continue
                 if v == 1:
                     r.basis = now
+                    r.schedule(self._anchor, time.monotonic())
                 elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
                     self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
                 elif time.monotonic() >= r.expires_at():
                     self._lose(n, r, ev, "the lease ran out while renewals failed")
+                else:
+                    r.schedule(self._anchor, time.monotonic())
 
 
 # ---------------------------------------------------------------- locks
