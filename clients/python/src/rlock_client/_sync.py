@@ -1324,10 +1324,11 @@ class Election:
     def leader(self) -> Optional[Leader]:
         return leader_of(self._locks.info(self._key))
 
-    def observe(self, poll: float = 0.05) -> Iterator[Optional[Leader]]:
-        """The leader now, then each change (None: no leader), read every ``poll`` seconds."""
+    def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
+        """The leader now, then each change (None: no leader), read every ``poll`` seconds,
+        until ``stop`` is set."""
         last: Any = _UNSET
-        while True:
+        while stop is None or not stop.is_set():
             now = self.leader()
             if now != last:
                 last = now
