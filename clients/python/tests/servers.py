@@ -208,11 +208,8 @@ class Cluster:
             first.execute_command("CLUSTER", "MEET", "127.0.0.1", s.port)
         end = time.time() + 30
         while time.time() < end:
-            ok = all(
-                b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO")
-                and s.client().execute_command("CLUSTER", "INFO").count(b"cluster_known_nodes:3")
-                for s in self.nodes
-            )
+            infos = [s.client().cluster("INFO") for s in self.nodes]
+            ok = all(i.get("cluster_state") == "ok" and int(i.get("cluster_known_nodes", 0)) == 3 for i in infos)
             if ok:
                 return self
             time.sleep(0.1)
