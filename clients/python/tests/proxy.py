@@ -84,3 +84,63 @@ class CuttingProxy:
     def close(self) -> None:
         self._closed = True
         self.listener.close()
+
+
+class TlsFront:
+    """TLS in front of a plaintext server, for servers built without TLS (the PyPI Redis 8.2
+    and Valkey 9): the client's handshake, certificate check and client certificate are
+    checked here, as the server would, and the bytes pass through unchanged."""
+
+    def __init__(self, target_port: int, certfile: str, keyfile: str, cafile: str):
+        import ssl
+
+        self.target = target_port
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certfile, keyfile)
+        ctx.load_verify_locations(cafile)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        self.ctx = ctx
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        try:
+            client = self.ctx.wrap_socket(raw, server_side=True)
+        except OSError:
+            raw.close()
+            return
+        server = socket.create_connection(("127.0.0.1", self.target))
+
+        def pump(a: socket.socket, b: socket.socket) -> None:
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pump, args=(server, client), daemon=True).start()
+        pump(client, server)
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
