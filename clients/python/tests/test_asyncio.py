@@ -114,19 +114,20 @@ async def test_c06_cancelled_tasks_leave_nothing(server, r, key):
             await asyncio.sleep(0.003)
 
     async def waiter():
-        h = await locks.lock(key, wait=2).acquire()
-        if h:
-            await asyncio.sleep(0.005)
-            await h.release()
+        try:
+            async with locks.lock(key, wait=2):
+                await asyncio.sleep(0.005)
+        except rl.NotAcquired:
+            pass
 
     churner = asyncio.create_task(churn())
     tasks = []
+    loop = asyncio.get_running_loop()
     for _ in range(40):
         t = asyncio.create_task(waiter())
         tasks.append(t)
-        await asyncio.sleep(rng.uniform(0, 0.02))
-        victim = rng.choice(tasks)
-        victim.cancel()
+        loop.call_later(rng.uniform(0, 0.03), t.cancel)  # at a random moment of its wait
+        await asyncio.sleep(rng.uniform(0, 0.01))
     results = await asyncio.gather(*tasks, return_exceptions=True)
     stop.set()
     await churner
