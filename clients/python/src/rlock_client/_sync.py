@@ -444,7 +444,7 @@ class Locks:
             if late and "ok" in box:
                 _safe(give_back, box.pop("ok"))
 
-        threading.Thread(target=run, name="rlock-wait", daemon=True).start()
+        _HELPERS.submit(run)
         try:
             while not done.wait(0.05):
                 pass
@@ -481,6 +481,58 @@ class Locks:
             done.wait(0.05)
 
 
+class _Helpers:
+    """Threads that run waits for callers (``Locks._run_wait``), kept for reuse: starting a
+    thread per wait cost more than the wait's round trip under contention."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.idle: list = []
+
+    def submit(self, job: Any) -> None:
+        with self.mutex:
+            helper = self.idle.pop() if self.idle else None
+        if helper is None:
+            helper = _Helper(self)
+        helper.give(job)
+
+
+class _Helper:
+    def __init__(self, pool: _Helpers):
+        self.pool = pool
+        self.job: Any = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rlock-wait", daemon=True)
+        self.started = False
+
+    def give(self, job: Any) -> None:
+        self.job = job
+        self.ready.set()
+        if not self.started:
+            self.started = True
+            self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            if not self.ready.wait(30):
+                with self.pool.mutex:
+                    if self.job is None and self in self.pool.idle:
+                        self.pool.idle.remove(self)
+                        return
+                continue
+            self.ready.clear()
+            job, self.job = self.job, None
+            try:
+                job()
+            except BaseException:
+                pass
+            with self.pool.mutex:
+                self.pool.idle.append(self)
+
+
+_HELPERS = _Helpers()
+
+
 def _safe(f: Any, *args: Any) -> None:
     try:
         f(*args)
@@ -497,6 +549,8 @@ def _with_block(cmd: Sequence[Any], block: int) -> list:
 
 
 def _after_fork_in_child() -> None:
+    global _HELPERS
+    _HELPERS = _Helpers()
     for locks in list(_ALL_LOCKS):
         locks._after_fork()
 
@@ -521,6 +575,7 @@ class _Watchdog:
         self._seq = 0
         self._thread: Optional[threading.Thread] = None
         self._wake = threading.Event()
+        self._sleep_until = 0.0
         self.rounds = 0
         self.renewals = 0
         self._pid = os.getpid()
@@ -533,7 +588,11 @@ class _Watchdog:
             self._entries[self._seq] = (r, lost)
             self._ensure_thread()
             n = self._seq
-        self._wake.set()
+            # Woken only when this hold falls due before the thread would look again: a
+            # thread switch per acquire would cost more than the acquire.
+            early = r.due_at() < self._sleep_until
+        if early:
+            self._wake.set()
         return n
 
     def remove(self, n: int) -> None:
@@ -572,11 +631,14 @@ class _Watchdog:
                         with self._mutex:
                             if not self._entries and not self._releases:
                                 self._thread = None
+                                self._sleep_until = 0.0
                                 return
                 else:
                     idle_since = None
                 due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
                 if due:
+                    with self._mutex:
+                        self._sleep_until = 0.0
                     self._renew(locks, due)
                     continue
                 nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
@@ -584,6 +646,8 @@ class _Watchdog:
                 sub.sync(entries)
                 self._wake.clear()
                 timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                with self._mutex:
+                    self._sleep_until = time.monotonic() + (min(timeout, 0.05) if sub.active else timeout)
                 if sub.active:
                     sub.wait(min(timeout, 0.05))
                 else:

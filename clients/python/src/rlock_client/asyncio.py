@@ -508,12 +508,14 @@ class _Watchdog:
         self._channels: set = set()
         self._checked = 0.0
         self._events = False
+        self._sleep_until = 0.0
 
     def add(self, r: Renewal, lost: asyncio.Event) -> int:
         r.schedule(self._anchor, time.monotonic())
         self._seq += 1
         self._entries[self._seq] = (r, lost)
-        self._ensure_task()
+        # Woken only when this hold falls due before the task would look again.
+        self._ensure_task(wake=r.due_at() < self._sleep_until)
         return self._seq
 
     def remove(self, n: int) -> None:
@@ -524,13 +526,13 @@ class _Watchdog:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._ensure_task)
 
-    def _ensure_task(self) -> None:
+    def _ensure_task(self, wake: bool = True) -> None:
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop = loop
             self._wake = asyncio.Event()
             self._task = loop.create_task(self._run())
-        if self._wake is not None:
+        if wake and self._wake is not None:
             self._wake.set()
 
     async def _run(self) -> None:
@@ -548,6 +550,7 @@ class _Watchdog:
                 if not entries:
                     idle_since = idle_since or now
                     if now - idle_since > 5 and not self._releases:
+                        self._sleep_until = 0.0
                         return
                 else:
                     idle_since = None
@@ -560,10 +563,13 @@ class _Watchdog:
                 del locks
                 assert self._wake is not None
                 self._wake.clear()
+                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                self._sleep_until = time.monotonic() + timeout
                 try:
-                    await asyncio.wait_for(self._wake.wait(), max(0.0, min(nxt - time.monotonic(), 1.0)))
+                    await asyncio.wait_for(self._wake.wait(), timeout)
                 except asyncio.TimeoutError:
                     pass
+                self._sleep_until = 0.0
         finally:
             await self._close_events()
 
