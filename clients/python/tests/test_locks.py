@@ -258,3 +258,25 @@ def test_wait_forever_is_math_inf(locks, key):
     h = locks.lock(key, wait=math.inf).acquire()
     assert h is not None
     h.release()
+
+
+def test_accepts_valkey_py_and_asyncio_clients(server, r, key):
+    valkey = pytest.importorskip("valkey")
+    locks = Locks(valkey.Valkey(port=server.port, socket_timeout=1))
+    with locks.lock(key, wait=1) as hold:
+        assert holders(r, key) == {hold.owner: 1}
+    assert not r.exists(key)
+    with pytest.raises(TypeError):
+        Locks(object())
+
+
+def test_exit_after_a_loss_raises_lost(server, r, key):
+    locks = Locks.from_url(server.url, watchdog_lease=0.6)
+    with pytest.raises(rlock_client.Lost):
+        with locks.lock(key) as hold:
+            r.execute_command("RLOCK.FORCERELEASE", key)
+            assert hold.lost.wait(1)
+    with pytest.raises(ZeroDivisionError):  # the body's own error is not masked
+        with locks.lock(key) as hold:
+            r.execute_command("RLOCK.FORCERELEASE", key)
+            1 / 0

@@ -859,6 +859,16 @@ class Hold:
         return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
 
 
+def _release_at_exit(hold: Hold, exc_type: Any) -> None:
+    """A ``with`` block ends: a hold lost meanwhile is told as Lost, unless the body raised."""
+    try:
+        hold.release()
+    except NotHeld as e:
+        if exc_type is None:
+            raise Lost(f"lock {hold.key!r} was lost before the block ended: "
+                       f"{hold._renewal.lost_reason or 'not held at release'}") from e
+
+
 def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int) -> None:
     if pid != os.getpid():
         return
@@ -971,8 +981,8 @@ class Lock:
         stack.append(hold)
         return hold
 
-    def __exit__(self, *exc: Any) -> None:
-        self._stack.holds.pop().release()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _release_at_exit(self._stack.holds.pop(), exc_type)
 
     # queries, no hold needed
     def info(self) -> LockInfo:

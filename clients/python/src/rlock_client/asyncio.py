@@ -837,8 +837,14 @@ class Lock:
         self._stacks.setdefault(task, []).append(hold)  # type: ignore[arg-type]
         return hold
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._stacks[asyncio.current_task()].pop().release()  # type: ignore[index]
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        hold = self._stacks[asyncio.current_task()].pop()  # type: ignore[index]
+        try:
+            await hold.release()
+        except NotHeld as e:
+            if exc_type is None:
+                raise Lost(f"lock {hold.key!r} was lost before the block ended: "
+                           f"{hold._renewal.lost_reason or 'not held at release'}") from e
 
     async def info(self) -> LockInfo:
         return await self._locks.info(self._spec.key)
