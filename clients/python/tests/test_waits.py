@@ -51,33 +51,45 @@ def test_c06_interrupted_thread_waits_leave_nothing(server, r, key):
     churner.start()
 
     def waiter():
+        kind = "interrupted"
         try:
-            h = locks.lock(key, wait=2).acquire()
-            if h is not None:
-                time.sleep(0.005)
-                h.release()
-                kind = "granted"
-            else:
-                kind = "none"
-        except GaveUp:
+            try:
+                h = locks.lock(key, wait=2).acquire()
+                if h is not None:
+                    time.sleep(0.005)
+                    h.release()
+                    kind = "granted"
+                else:
+                    kind = "none"
+            except GaveUp:
+                pass
+            with mutex:
+                finished.add(threading.get_ident())
+        except GaveUp:  # arrived while finishing
             kind = "interrupted"
         with mutex:
             outcomes[kind] += 1
+
+    finished: set = set()
+
+    def interrupt_if_waiting(t):
+        with mutex:
+            if t.is_alive() and t.ident not in finished:
+                interrupt(t)
 
     threads = []
     for _ in range(40):
         t = threading.Thread(target=waiter)
         t.start()
         threads.append(t)
-        time.sleep(rng.uniform(0.0, 0.02))
-        victim = rng.choice(threads)
-        if victim.is_alive():
-            interrupt(victim)
+        threading.Timer(rng.uniform(0.0, 0.03), interrupt_if_waiting, (t,)).start()  # a random moment of its wait
+        time.sleep(rng.uniform(0.0, 0.01))
     for t in threads:
         t.join(10)
     stop.set()
     churner.join(10)
     assert sum(outcomes.values()) == 40, outcomes
+    print("c06 outcomes", outcomes)
     assert outcomes["interrupted"] >= 5, outcomes
     assert wait_free(r, key), (r.hgetall(key), r.execute_command("RLOCK.WAITERS", key))
 
