@@ -523,7 +523,13 @@ class _Watchdog:
 
     def release_later(self, key: bytes, cmd: list) -> None:
         self._releases.append((key, cmd))
-        if self._loop is not None and not self._loop.is_closed():
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            self._ensure_task()
+        elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._ensure_task)
 
     def _ensure_task(self, wake: bool = True) -> None:
@@ -726,17 +732,14 @@ class Hold:
         self._released = True
         self._finalizer.detach()
         self._locks._watchdog.remove(self._entry)
-        # A release must reach the server even if the caller is cancelled meanwhile.
-        task = _spawn(self._send_release())
+        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
         try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            raise
-
-    async def _send_release(self) -> bool:
-        try:
-            cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
             v = _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
+        except asyncio.CancelledError:
+            # The caller was cancelled meanwhile: the watchdog sends it again, with the same
+            # REQ id, so it is applied once whether or not it reached the server.
+            self._locks._watchdog.release_later(self._key, cmd)
+            raise
         finally:
             if self._conn is not None:
                 await _quietly(self._conn.disconnect(nowait=True))
