@@ -1,5 +1,6 @@
 """Clusters, replicas, TLS: C14, C15, C19."""
 
+import asyncio
 import os
 import signal
 import threading
@@ -213,3 +214,29 @@ def test_c19_wrong_ca_is_refused(tls_server):
     with pytest.raises(redis.ConnectionError):
         locks.lock("c19-wrong").acquire()
     assert not s.client().exists("c19-wrong")
+
+
+async def test_c14_cluster_asyncio(cluster):
+    from redis.asyncio.cluster import RedisCluster as AsyncCluster
+
+    from rlock_client import asyncio as rl
+
+    locks = rl.Locks(AsyncCluster(host="127.0.0.1", port=cluster.nodes[0].port))
+    rc = raw(cluster)
+    for name in ("c14a-1", "c14a-2", "c14a-3", "c14a-4"):
+        h = await locks.lock(name).acquire()
+        assert await locks.lock(name, owner="other").acquire() is None
+        assert await h.release() is True
+        assert rc.exists(name) == 0
+    holder = await locks.lock("c14a-wait", owner="holder").acquire()
+
+    async def later():
+        await asyncio.sleep(0.2)
+        await holder.release()
+
+    asyncio.ensure_future(later())
+    got = await locks.lock("c14a-wait", wait=5).acquire()
+    assert got is not None
+    await got.release()
+    with pytest.raises(ValueError):
+        locks.multi(["c14a-x", "c14a-y", "c14a-z"])
