@@ -8,7 +8,11 @@ import redis
 sys.path.insert(0, os.path.dirname(__file__))
 from servers import Server, flavors  # noqa: E402
 
-import rlock_client  # noqa: E402
+try:
+    import rlock_client  # noqa: E402
+except ImportError:  # run from a checkout without installing: the tree's own package
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+    import rlock_client  # noqa: E402
 
 
 @pytest.fixture(scope="session", params=flavors())

@@ -83,13 +83,13 @@ def test_c12_semaphore_never_above_n(locks, key):
 def test_c12_permit_lease_expires(locks, key):
     slots = locks.permit_semaphore(key)
     slots.try_set_permits(1)
-    (permit,) = slots.acquire(lease=0.3)
+    t0 = time.monotonic()
+    (permit,) = slots.acquire(lease=1.0)
     assert slots.available() == 0
     assert slots.acquire() is None
-    t0 = time.monotonic()
-    again = slots.acquire(wait=3)  # served when the lease ends
+    again = slots.acquire(wait=5)  # served when the lease ends
     assert again is not None
-    assert 0.15 < time.monotonic() - t0 < 1.5
+    assert 0.9 < time.monotonic() - t0 < 3
     assert permit.lost.wait(1)
     assert again[0].release() is True
     assert slots.available() == 1

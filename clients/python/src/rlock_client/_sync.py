@@ -569,7 +569,9 @@ class _Watchdog:
 
     def __init__(self, locks: Locks):
         self._locks = weakref.ref(locks)
-        self._mutex = threading.Lock()
+        # Reentrant: a Hold's finalizer (release_later) may run from a garbage collection
+        # that starts while this thread holds it.
+        self._mutex = threading.RLock()
         self._entries: dict = {}  # id -> (Renewal, threading.Event)
         self._releases: list = []
         self._seq = 0
