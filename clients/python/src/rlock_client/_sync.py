@@ -376,7 +376,8 @@ class Locks:
         state = state if state is not None else {}
         server = self._router.server_for(key)
         started = time.monotonic()
-        deadline = None if block == 0 or block is None else started + block / 1000
+        # A call without BLOCK (a SESSION acquire) replies at once: WAIT_MARGIN bounds it too.
+        deadline = None if block == 0 else started + (block or 0) / 1000
         tries = 0
         while True:
             conn = server._take(waits=True)
@@ -399,7 +400,7 @@ class Locks:
                     _safe(orphan, replies[0])
                     raise
                 tries += 1
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None or not block else deadline - time.monotonic()
                 if state.get("abandoned") or tries > 3 or (left is not None and left <= 0):
                     raise
                 if isinstance(e, RedisTimeoutError):

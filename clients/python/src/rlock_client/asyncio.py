@@ -401,7 +401,7 @@ class Locks:
         return replies, None
 
     async def _wait(self, state: dict, key: bytes, cmds: list, block: Optional[int], orphan: Any) -> list:
-        deadline = None if not block else time.monotonic() + block / 1000
+        deadline = None if block == 0 else time.monotonic() + (block or 0) / 1000
         tries = 0
         while True:
             conn = state["conn"]
@@ -424,7 +424,7 @@ class Locks:
                     await _quietly(orphan(replies[0]))
                     raise
                 tries += 1
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None or not block else deadline - time.monotonic()
                 if tries > 3 or isinstance(e, RedisTimeoutError) or (left is not None and left <= 0):
                     raise
                 await asyncio.sleep(RESEND_AFTER)
