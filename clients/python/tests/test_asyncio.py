@@ -240,3 +240,24 @@ async def test_c18_async_tasks_are_owners(server, r, key):
     hold = await lock.acquire()
     assert await asyncio.create_task(hold.release()) is True  # released from another task
     assert not r.exists(key)
+
+
+async def test_c05_async_loss_told_while_the_server_hangs(flavor):
+    import os
+    import signal
+
+    from servers import Server
+
+    s = Server(flavor).start()
+    try:
+        locks = rl.Locks.from_url(s.url, watchdog_lease=0.9)
+        hold = await locks.lock("hung").acquire()
+        acquired = time.monotonic()
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        try:
+            await asyncio.wait_for(hold.lost.wait(), 3)
+            assert time.monotonic() - acquired < 0.9 + 0.35
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+    finally:
+        s.close()

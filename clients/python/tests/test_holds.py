@@ -138,3 +138,19 @@ def test_c16_after_fork_the_child_renews_and_releases_nothing(server, r, key):
     assert stats.get("cmdstat_rlock.renew", {}).get("calls", 0) == 0, stats.get("cmdstat_rlock.renew")
     assert stats["cmdstat_rlock.release"]["calls"] == 1
     assert not r.exists(key)
+
+
+def test_c05_loss_told_at_the_lease_end_while_the_server_hangs(flavor):
+    s = Server(flavor).start()
+    try:
+        locks = Locks.from_url(s.url, watchdog_lease=0.9)
+        hold = locks.lock("hung").acquire()
+        acquired = time.monotonic()
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        try:
+            assert hold.lost.wait(3)
+            assert time.monotonic() - acquired < 0.9 + 0.35, time.monotonic() - acquired
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+    finally:
+        s.close()

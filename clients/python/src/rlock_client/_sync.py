@@ -77,6 +77,7 @@ class _Server:
         self.settings = settings
         self._idle: list = []
         self._idle_waits: list = []
+        self._idle_timed: list = []
         self._mutex = threading.Lock()
         self.pid = os.getpid()
 
@@ -99,9 +100,30 @@ class _Server:
         with self._mutex:
             (self._idle_waits if waits else self._idle).append(conn)
 
-    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
+    def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
         """Sends ``cmds`` in one write and reads every reply; server errors come back as
-        values. A broken link raises (the connection is dropped)."""
+        values. A broken link raises (the connection is dropped). ``timeout``: on a connection
+        of the watchdog's, whose socket timeout it is (renewals must not outwait a lease)."""
+        if timeout is not None:
+            with self._mutex:
+                conn = self._idle_timed.pop() if self._idle_timed else None
+            if conn is None:
+                conn = self.settings.sync_connection(timeout)
+            try:
+                conn.send_packed_command(conn.pack_commands(cmds))
+                out = []
+                for _ in cmds:
+                    try:
+                        out.append(conn.read_response())
+                    except ResponseError as e:
+                        out.append(e)
+            except BaseException:
+                conn.disconnect()
+                raise
+            if self.pid == os.getpid():
+                with self._mutex:
+                    self._idle_timed.append(conn)
+            return out
         conn = self._take()
         try:
             conn.send_packed_command(conn.pack_commands(cmds))
@@ -125,6 +147,7 @@ class _Server:
         with self._mutex:
             self._idle = []
             self._idle_waits = []
+            self._idle_timed = []
         self._mutex = threading.Lock()
         self.pid = os.getpid()
 
@@ -332,14 +355,15 @@ class Locks:
     def _call(self, key: bytes, *args: Any) -> Any:
         return _raise_if_error(self._pipeline(key, [args])[0])
 
-    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
+    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
+                  timeout: Optional[float] = None) -> list:
         """``cmds`` on the server of ``key``. ``resend``: a broken link sends them once more
         (they carry REQ ids, so the server applies them at most once)."""
         self._check_pid()
         server = self._router.server_for(key)
         for attempt in range(3):
             try:
-                out = server.pipeline(cmds)
+                out = server.pipeline(cmds, timeout)
             except _LINK_ERRORS:
                 if not resend or attempt == 2:
                     raise
@@ -693,7 +717,9 @@ class _Watchdog:
         for group in by_server.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
-                replies = locks._pipeline(group[0][1].key, cmds, resend=True)
+                # A hung server must not hold the watchdog past a lease: lost is told at its end.
+                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                replies = locks._pipeline(group[0][1].key, cmds, timeout=timeout)
             except Exception:
                 replies = [None] * len(group)
             for (n, r, ev), v in zip(group, replies):
@@ -735,7 +761,8 @@ class _Subscriber:
         if now - self.checked > 1.0:
             self.checked = now
             try:
-                flags = locks._router.single.call("CONFIG", "GET", "notify-keyspace-events")
+                flags = _raise_if_error(
+                    locks._router.single.pipeline([("CONFIG", "GET", "notify-keyspace-events")], timeout=0.5)[0])
                 self.on = events_on(text(flags[1]) if flags else "")
             except Exception:
                 self.on = False

@@ -589,7 +589,8 @@ class _Watchdog:
         if now - self._checked > 1.0:
             self._checked = now
             try:
-                flags = await locks._router.single.call("CONFIG", "GET", "notify-keyspace-events")
+                flags = await asyncio.wait_for(
+                    locks._router.single.call("CONFIG", "GET", "notify-keyspace-events"), 0.5)
                 self._events = events_on(text(flags[1]) if flags else "")
             except Exception:
                 self._events = False
@@ -663,7 +664,8 @@ class _Watchdog:
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
-                replies = await locks._pipeline(group[0][1].key, cmds, resend=True)
+                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
             except Exception:
                 replies = [None] * len(group)
             for (n, r, ev), v in zip(group, replies):
