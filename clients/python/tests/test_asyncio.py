@@ -85,8 +85,9 @@ async def test_c05_async_loss_told(server, r, key):
         h.check()
 
 
-async def test_c05_async_loss_within_100ms_with_events(server, r, key):
-    r.config_set("notify-keyspace-events", "Kd")
+@pytest.mark.parametrize("events", ["Kd", "Ed"])
+async def test_c05_async_loss_within_100ms_with_events(server, r, key, events):
+    r.config_set("notify-keyspace-events", events)
     try:
         locks = alocks(server)
         h = await locks.lock(key).acquire()

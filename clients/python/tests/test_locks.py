@@ -133,8 +133,9 @@ def test_c05_loss_told_within_a_third_of_the_lease(server, r, key):
         hold.check()
 
 
-def test_c05_loss_told_within_100ms_with_keyspace_events(server, r, key):
-    r.config_set("notify-keyspace-events", "Kd")
+@pytest.mark.parametrize("events", ["Kd", "Ed"])
+def test_c05_loss_told_within_100ms_with_keyspace_events(server, r, key, events):
+    r.config_set("notify-keyspace-events", events)
     try:
         locks = Locks.from_url(server.url, watchdog_lease=30)
         hold = locks.lock(key).acquire()

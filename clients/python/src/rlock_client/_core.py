@@ -270,9 +270,31 @@ def keyspace_channel(db: int, key: bytes) -> bytes:
     return b"__keyspace@" + str(db).encode() + b"__:" + key
 
 
-def events_on(flags: str) -> bool:
-    """``notify-keyspace-events`` publishes the module's events on key channels."""
-    return "K" in flags and ("d" in flags or "A" in flags)
+def events_on(flags: str) -> Optional[str]:
+    """How ``notify-keyspace-events`` publishes the module's events: ``"K"`` on each key's
+    channel, ``"E"`` on each event's channel only, None not at all."""
+    if "d" not in flags and "A" not in flags:
+        return None
+    return "K" if "K" in flags else "E" if "E" in flags else None
+
+
+def event_channels(mode: str, db: int, keys: set) -> set:
+    """The channels to hear held keys' losses on: each key's (K), or each loss event's (E)."""
+    if mode == "K":
+        return {keyspace_channel(db, k) for k in keys}
+    return {b"__keyevent@" + str(db).encode() + b"__:" + e for e in LOSS_EVENTS}
+
+
+def lost_key(msg: Any) -> Optional[bytes]:
+    """The key a pub/sub message says may have been lost, or None."""
+    if not (isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message"):
+        return None
+    channel, data = msg[1], msg[2]
+    if channel.startswith(b"__keyspace@"):
+        return channel.split(b"__:", 1)[1] if data in LOSS_EVENTS else None
+    if channel.startswith(b"__keyevent@"):
+        return data if channel.split(b"__:", 1)[1] in LOSS_EVENTS else None
+    return None
 
 
 LOSS_EVENTS = {

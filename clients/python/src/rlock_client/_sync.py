@@ -16,7 +16,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
-    LOSS_EVENTS,
     READ,
     RESEND_AFTER,
     WAIT_MARGIN,
@@ -36,9 +35,10 @@ from ._core import (
     check_replicas,
     check_same_slot,
     client_is_blocked_in,
+    event_channels,
     events_on,
     field_of,
-    keyspace_channel,
+    lost_key,
     lease_ms,
     leader_of,
     new_client_id,
@@ -744,7 +744,7 @@ class _Subscriber:
         self.conn: Any = None
         self.channels: set = set()
         self.checked = 0.0
-        self.on = False
+        self.on: Optional[str] = None
 
     @property
     def active(self) -> bool:
@@ -765,12 +765,12 @@ class _Subscriber:
                     locks._router.single.pipeline([("CONFIG", "GET", "notify-keyspace-events")], timeout=0.5)[0])
                 self.on = events_on(text(flags[1]) if flags else "")
             except Exception:
-                self.on = False
+                self.on = None
         if not self.on:
             self.close()
             return
         db = locks._router.db
-        want = {keyspace_channel(db, r.key) for _, (r, _) in entries}
+        want = event_channels(self.on, db, {r.key for _, (r, _) in entries})
         try:
             if self.conn is None:
                 self.conn = locks._router.single.settings.sync_connection(None)
@@ -790,9 +790,9 @@ class _Subscriber:
         try:
             end = time.monotonic() + timeout
             while self.conn.can_read(timeout=max(0.0, end - time.monotonic())):
-                msg = self.conn.read_response()
-                if isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message" and msg[2] in LOSS_EVENTS:
-                    hit.add(msg[1].split(b"__:", 1)[1])
+                key = lost_key(self.conn.read_response())
+                if key is not None:
+                    hit.add(key)
                 if time.monotonic() >= end:
                     break
         except Exception:

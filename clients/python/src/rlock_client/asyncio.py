@@ -19,7 +19,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
-    LOSS_EVENTS,
     READ,
     RESEND_AFTER,
     WAIT_MARGIN,
@@ -39,9 +38,10 @@ from ._core import (
     check_replicas,
     check_same_slot,
     client_is_blocked_in,
+    event_channels,
     events_on,
     field_of,
-    keyspace_channel,
+    lost_key,
     lease_ms,
     leader_of,
     new_client_id,
@@ -507,7 +507,7 @@ class _Watchdog:
         self._sub_task: Optional[asyncio.Task] = None
         self._channels: set = set()
         self._checked = 0.0
-        self._events = False
+        self._events: Optional[str] = None
         self._sleep_until = 0.0
 
     def add(self, r: Renewal, lost: asyncio.Event) -> int:
@@ -593,11 +593,11 @@ class _Watchdog:
                     locks._router.single.call("CONFIG", "GET", "notify-keyspace-events"), 0.5)
                 self._events = events_on(text(flags[1]) if flags else "")
             except Exception:
-                self._events = False
+                self._events = None
         if not self._events:
             await self._close_events()
             return
-        want = {keyspace_channel(locks._router.db, r.key) for _, (r, _) in entries}
+        want = event_channels(self._events, locks._router.db, {r.key for _, (r, _) in entries})
         try:
             if self._sub is None:
                 self._sub = locks._router.single.settings.async_connection(None)
@@ -616,9 +616,9 @@ class _Watchdog:
     async def _listen(self, conn: Any) -> None:
         try:
             while True:
-                msg = await conn.read_response(timeout=math.inf)
-                if isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message" and msg[2] in LOSS_EVENTS:
-                    await self.check_now({msg[1].split(b"__:", 1)[1]})
+                key = lost_key(await conn.read_response(timeout=math.inf))
+                if key is not None:
+                    await self.check_now({key})
         except BaseException:
             return
 
