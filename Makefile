@@ -39,10 +39,11 @@ test:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
 	$(MAKE) --no-print-directory cost-check
 
-# The Python client (clients/python): its own venv (git-ignored) with the package installed
-# from the tree as `pip install ./clients/python` would, and its suite on the three servers
-# (RLOCK_FLAVORS narrows them). PYTEST_ARGS passes more, e.g. PYTEST_ARGS="-k c06 -x".
-PY_VENV := clients/python/.venv
+# The Python client (clients/python): a venv in .venv (git-ignored; scripts/conformance's
+# default) with the package installed from the tree as `pip install ./clients/python` would,
+# and its suite on the three servers (RLOCK_FLAVORS narrows them). PYTEST_ARGS passes more,
+# e.g. PYTEST_ARGS="-k c06 -x".
+PY_VENV := .venv
 PYTEST_ARGS ?=
 $(PY_VENV)/.ready: clients/python/pyproject.toml
 	scripts/deps.sh pyvenv
