@@ -639,6 +639,14 @@ class _Watchdog:
             self._thread.start()
 
     def _run(self) -> None:
+        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
+        while True:
+            try:
+                return self._loop()
+            except Exception:
+                time.sleep(0.1)
+
+    def _loop(self) -> None:
         sub = _Subscriber(self)
         idle_since = None
         try:

@@ -542,6 +542,14 @@ class _Watchdog:
             self._wake.set()
 
     async def _run(self) -> None:
+        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
+        while True:
+            try:
+                return await self._loop()
+            except Exception:
+                await asyncio.sleep(0.1)
+
+    async def _loop(self) -> None:
         idle_since = None
         try:
             while True:
@@ -953,6 +961,7 @@ class MultiLock:
         self._wait = wait_ms(wait)
         self._session = check_flag(session, "session")
         self._owner = None if owner is None else check_owner(owner)
+        self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
 
     async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
         block = self._wait if wait is _UNSET else wait_ms(wait)
@@ -985,11 +994,11 @@ class MultiLock:
         h = await self.acquire()
         if h is None:
             raise NotAcquired("the locks were not all acquired within the wait")
-        self._last = h
+        self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
         return h
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self._last.release()
+        await self._stacks[asyncio.current_task()].pop().release()  # type: ignore[index]
 
 
 class Permits:
