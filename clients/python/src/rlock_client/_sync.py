@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -642,11 +643,12 @@ class _Watchdog:
         # An unexpected error (a cluster's node map failing, say) must not end the renewals.
         while True:
             try:
-                return self._loop()
+                return self._cycle()
             except Exception:
+                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
                 time.sleep(0.1)
 
-    def _loop(self) -> None:
+    def _cycle(self) -> None:
         sub = _Subscriber(self)
         idle_since = None
         try:

@@ -6,6 +6,7 @@ cancel is read and given back."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import time
@@ -385,20 +386,37 @@ class Locks:
         server = await self._router.server_for(key)
         conn = await server.take(waits=True)
         state: dict = {"conn": conn, "server": server}
-        inner = _spawn(self._wait(state, key, cmds, block, orphan))
+        # The wait's task hands its replies over through ``fut``, a future of the caller's:
+        # cancelling the caller cancels ``fut`` (never the wait), and the wait's task, finding
+        # it cancelled, returns its replies to ``_abandon`` instead (Rust: a oneshot channel).
+        fut = asyncio.get_running_loop().create_future()
+        inner = _spawn(self._wait_into(fut, state, key, cmds, block, orphan))
         try:
-            replies = await asyncio.shield(inner)
+            replies = await fut
         except asyncio.CancelledError:
-            if not inner.done():
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                _spawn(_give_back(orphan, fut.result()[0], state))  # granted as we were cancelled
+            else:
                 await _shielded(_spawn(self._abandon(state, inner, cmds[0][0], orphan)))
-            elif not inner.cancelled() and inner.exception() is None:
-                _spawn(_give_back(orphan, inner.result()[0], state))
             raise
         conn = state["conn"]
         if pin:
             return replies, conn
         state["server"].give(conn, waits=True)
         return replies, None
+
+    async def _wait_into(self, fut: asyncio.Future, state: dict, key: bytes, cmds: list, block: Optional[int],
+                         orphan: Any) -> Optional[list]:
+        try:
+            replies = await self._wait(state, key, cmds, block, orphan)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            return None
+        if fut.done():  # the caller left: _abandon gives back what this was granted
+            return replies
+        fut.set_result(replies)
+        return None
 
     async def _wait(self, state: dict, key: bytes, cmds: list, block: Optional[int], orphan: Any) -> list:
         deadline = None if block == 0 else time.monotonic() + (block or 0) / 1000
@@ -441,17 +459,22 @@ class Locks:
             return replies
 
     async def _abandon(self, state: dict, inner: asyncio.Task, command: str, orphan: Any) -> None:
-        conn, server = state["conn"], state["server"]
         try:
-            if not state.get("replies"):
+            # Until the wait's task ends, or the server shows the request blocked and is told to
+            # close its connection (it may not have arrived yet: look again every 50 ms).
+            end = time.monotonic() + 3
+            while not inner.done() and not state.get("replies") and time.monotonic() < end:
+                conn, server = state["conn"], state["server"]
                 cid = getattr(conn, "rlock_id", None)
                 try:
                     line = text(await server.call("CLIENT", "LIST", "ID", cid))
                     blocked = client_is_blocked_in(line, command)
                 except Exception:
-                    blocked = True
+                    blocked = False
                 if blocked:
                     await _quietly(server.call("CLIENT", "KILL", "ID", cid))
+                    break
+                await asyncio.wait({inner}, timeout=0.05)
             try:
                 replies = await asyncio.wait_for(asyncio.shield(inner), 3)
             except BaseException:
@@ -545,11 +568,12 @@ class _Watchdog:
         # An unexpected error (a cluster's node map failing, say) must not end the renewals.
         while True:
             try:
-                return await self._loop()
+                return await self._cycle()
             except Exception:
+                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
                 await asyncio.sleep(0.1)
 
-    async def _loop(self) -> None:
+    async def _cycle(self) -> None:
         idle_since = None
         try:
             while True:
