@@ -803,6 +803,8 @@ class _Subscriber:
                 key = lost_key(self.conn.read_response())
                 if key is not None:
                     hit.add(key)
+                    if not self.conn.can_read(timeout=0):
+                        break  # tell it now; later messages are read on the next turn
                 if time.monotonic() >= end:
                     break
         except Exception:
