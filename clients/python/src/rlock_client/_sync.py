@@ -975,11 +975,11 @@ class Lock:
             if v is not None and not isinstance(v, BaseException):
                 locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
 
-        def wait(state: dict) -> Optional[Hold]:
+        def waiting(state: dict) -> Optional[Hold]:
             replies, conn = locks._blocking(key, cmds, block, orphan, pin=spec.session, state=state)
             return self._grant(replies, conn, owner, sent, block, replicas)
 
-        return locks._run_wait(wait, lambda h: h is not None and h.release())
+        return locks._run_wait(waiting, lambda h: h is not None and h.release())
 
     def _grant(self, replies: list, conn: Any, owner: bytes, sent: float, block: Optional[int],
                replicas: int) -> Optional[Hold]:
@@ -1168,11 +1168,11 @@ class MultiLock:
                 if v is not None:
                     locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
 
-            def wait(state: dict) -> Optional[MultiHold]:
+            def waiting(state: dict) -> Optional[MultiHold]:
                 replies, conn = locks._blocking(keys[0], [cmd], block, orphan, pin=self._session, state=state)
                 return self._grant(replies, conn, owner, time.monotonic())
 
-            return locks._run_wait(wait, lambda h: h is not None and h.release())
+            return locks._run_wait(waiting, lambda h: h is not None and h.release())
         return self._grant(replies, conn, owner, sent)
 
     def _grant(self, replies: list, conn: Any, owner: bytes, basis: float) -> Optional[MultiHold]:
@@ -1254,12 +1254,12 @@ class Semaphore:
         if block is None:
             v = self._locks._pipeline(self._key, [cmd], resend=True)[0]
         else:
-            def wait(state: dict) -> Optional[Permits]:
+            def waiting(state: dict) -> Optional[Permits]:
                 v = self._locks._blocking(self._key, [cmd], block, lambda r: r is not None and self.release(permits),
                                           state=state)[0][0]
                 return None if _raise_if_error(v) is None else Permits(self, permits)
 
-            return self._locks._run_wait(wait, lambda p: p is not None and p.release())
+            return self._locks._run_wait(waiting, lambda p: p is not None and p.release())
         return None if _raise_if_error(v) is None else Permits(self, permits)
 
     def release(self, permits: int = 1) -> int:
@@ -1341,11 +1341,11 @@ class PermitSemaphore:
         if block is None:
             return made(self._locks._pipeline(self._key, [cmd], resend=True)[0], sent)
 
-        def wait(state: dict) -> Optional[list[LeasedPermit]]:
+        def waiting(state: dict) -> Optional[list[LeasedPermit]]:
             v = self._locks._blocking(self._key, [cmd], block, orphan, state=state)[0][0]
             return made(v, time.monotonic())
 
-        return self._locks._run_wait(wait, lambda ps: [p.release() for p in ps or []])
+        return self._locks._run_wait(waiting, lambda ps: [p.release() for p in ps or []])
 
     def release(self, permit_id: str) -> bool:
         cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
