@@ -56,6 +56,7 @@ test-python: $(PY_VENV)/.ready
 	scripts/deps.sh build redis redis8 valkey
 	$(CARGO) build -p rlock
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
 	RLOCK_MODULE=$(DEBUG_MODULE) $(PY_VENV)/bin/pytest clients/python/tests -q $(PYTEST_ARGS)
 
 # The Python client against what Python users run instead (redis-py's Lock, python-redis-lock)
