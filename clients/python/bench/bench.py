@@ -1,0 +1,311 @@
+"""The Python client against what Python users run instead, every figure a ratio against a
+baseline measured in the same run, on the same server, with the server pinned to core 0 and
+this process to core 1; medians over rounds that alternate the contenders.
+
+    make bench-python                      # Redis 7.0, 5 rounds
+    make bench-python BENCH_ARGS="--flavor valkey --rounds 3"
+
+Uncontended: acquire+release pairs per second from one thread.
+Contended: N threads (or asyncio tasks) on one lock, hold 0, each looping acquire/release:
+hand-offs per second, the hand-off p50 (from a release sent to the next grant seen), fairness
+(min/max acquisitions per thread) and the server's CPU per hand-off (INFO cpu)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+
+import redis
+import redis.asyncio as aredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import redis_lock
+import rlock_client
+from rlock_client import asyncio as rl_async
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from servers import Server  # noqa: E402
+
+
+def pin(core: int) -> None:
+    try:
+        os.sched_setaffinity(0, {core})
+    except (AttributeError, OSError):
+        pass
+
+
+def server_cpu(r: redis.Redis) -> float:
+    info = r.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+# ------------------------------------------------------------------ uncontended
+
+
+def uncontended(name: str, port: int, seconds: float) -> float:
+    """Pairs per second of one contender."""
+    key = f"u:{name}:{uuid.uuid4().hex[:6]}"
+    if name == "raw":
+        r = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+        owner = "raw-owner"
+
+        def pair() -> None:
+            r.execute_command("RLOCK.ACQUIRE", key, owner, "LEASE", 30000)
+            r.execute_command("RLOCK.RELEASE", key, owner)
+    elif name == "rlock_client":
+        lock = rlock_client.Locks(redis.Redis(port=port)).lock(key)
+
+        def pair() -> None:
+            lock.acquire().release()
+    elif name == "redis-py Lock":
+        lk = redis.Redis(port=port).lock(key, timeout=30)
+
+        def pair() -> None:
+            lk.acquire(blocking=False)
+            lk.release()
+    elif name == "python-redis-lock":
+        conn = redis.Redis(port=port)
+
+        def pair() -> None:
+            lk = redis_lock.Lock(conn, key, expire=30)
+            lk.acquire(blocking=False)
+            lk.release()
+    else:
+        raise ValueError(name)
+    for _ in range(200):
+        pair()
+    n = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while True:
+        for _ in range(50):
+            pair()
+        n += 50
+        if time.perf_counter() >= end:
+            break
+    return n / (time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ contended, threads
+
+
+class Tally:
+    def __init__(self, workers: int):
+        self.counts = [0] * workers
+        self.gaps: list[float] = []
+        self.last_release = 0.0
+        self.mutex = threading.Lock()
+
+    def granted(self, i: int) -> None:
+        now = time.perf_counter()
+        self.counts[i] += 1
+        if self.last_release:
+            self.gaps.append(now - self.last_release)
+
+    def releasing(self) -> None:
+        self.last_release = time.perf_counter()
+
+
+def contended_threads(name: str, port: int, workers: int, seconds: float, r: redis.Redis) -> dict:
+    key = f"c:{name}:{uuid.uuid4().hex[:6]}"
+    stop = threading.Event()
+    tally = Tally(workers)
+    locks = rlock_client.Locks(redis.Redis(port=port)) if name == "rlock_client" else None
+    shared = redis.Redis(port=port, max_connections=workers * 2)
+
+    def worker(i: int) -> None:
+        if name == "raw":
+            c = redis.Redis(port=port, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+            owner = f"raw-{i}"
+            while not stop.is_set():
+                if c.execute_command("RLOCK.ACQUIRE", key, owner, "LEASE", 30000, "BLOCK", 1000) is None:
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                c.execute_command("RLOCK.RELEASE", key, owner)
+        elif name == "rlock_client":
+            lock = locks.lock(key, wait=1)
+            while not stop.is_set():
+                h = lock.acquire()
+                if h is None:
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                h.release()
+        elif name == "redis-py Lock":
+            lk = shared.lock(key, timeout=30, blocking_timeout=1)  # default sleep=0.1
+            while not stop.is_set():
+                if not lk.acquire():
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                lk.release()
+        elif name == "python-redis-lock":
+            while not stop.is_set():
+                lk = redis_lock.Lock(shared, key, expire=30)
+                if not lk.acquire(timeout=1):
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                lk.release()
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # warm up
+    with tally.mutex:
+        tally.counts = [0] * workers
+        tally.gaps = []
+    cpu0 = server_cpu(r)
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    counts = list(tally.counts)
+    gaps = list(tally.gaps)
+    elapsed = time.perf_counter() - t0
+    cpu1 = server_cpu(r)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    total = sum(counts)
+    return {
+        "handoffs": total / elapsed,
+        "p50_ms": statistics.median(gaps) * 1000 if gaps else float("nan"),
+        "fairness": (min(counts) / max(counts)) if max(counts) else 0.0,
+        "cpu_us": (cpu1 - cpu0) / total * 1e6 if total else float("nan"),
+    }
+
+
+# ------------------------------------------------------------------ contended, asyncio
+
+
+async def contended_tasks_async(name: str, port: int, workers: int, seconds: float, r: redis.Redis) -> dict:
+    key = f"a:{name}:{uuid.uuid4().hex[:6]}"
+    stop = asyncio.Event()
+    tally = Tally(workers)
+    if name == "rlock_client":
+        locks = rl_async.Locks(aredis.Redis(port=port))
+    shared = aredis.Redis(port=port, max_connections=workers * 2)
+
+    async def worker(i: int) -> None:
+        if name == "raw":
+            c = aredis.Redis(port=port, retry=None, socket_timeout=None, single_connection_client=True)
+            owner = f"raw-{i}"
+            while not stop.is_set():
+                if await c.execute_command("RLOCK.ACQUIRE", key, owner, "LEASE", 30000, "BLOCK", 1000) is None:
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                await c.execute_command("RLOCK.RELEASE", key, owner)
+        elif name == "rlock_client":
+            lock = locks.lock(key, wait=1)
+            while not stop.is_set():
+                h = await lock.acquire()
+                if h is None:
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                await h.release()
+        elif name == "redis-py Lock":
+            lk = shared.lock(key, timeout=30, blocking_timeout=1)
+            while not stop.is_set():
+                if not await lk.acquire():
+                    continue
+                tally.granted(i)
+                tally.releasing()
+                await lk.release()
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(workers)]
+    await asyncio.sleep(0.5)
+    tally.counts = [0] * workers
+    tally.gaps = []
+    cpu0 = server_cpu(r)
+    t0 = time.perf_counter()
+    await asyncio.sleep(seconds)
+    counts, gaps = list(tally.counts), list(tally.gaps)
+    elapsed = time.perf_counter() - t0
+    cpu1 = server_cpu(r)
+    stop.set()
+    await asyncio.wait(tasks, timeout=5)
+    for t in tasks:
+        t.cancel()
+    total = sum(counts)
+    return {
+        "handoffs": total / elapsed,
+        "p50_ms": statistics.median(gaps) * 1000 if gaps else float("nan"),
+        "fairness": (min(counts) / max(counts)) if max(counts) else 0.0,
+        "cpu_us": (cpu1 - cpu0) / total * 1e6 if total else float("nan"),
+    }
+
+
+def contended_tasks(*args) -> dict:
+    return asyncio.run(contended_tasks_async(*args))
+
+
+# ------------------------------------------------------------------ report
+
+
+def med(rows: list[dict], field: str) -> float:
+    return statistics.median(r[field] for r in rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flavor", default="redis")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--workers", type=int, default=32)
+    args = ap.parse_args()
+
+    server = Server(args.flavor)
+    server.start()
+    try:
+        os.sched_setaffinity(server.proc.pid, {0})
+    except (AttributeError, OSError):
+        pass
+    pin(1)
+    r = redis.Redis(port=server.port)
+    print(f"# Python client benchmark: {args.flavor}, {args.rounds} rounds, medians; server on core 0, load on core 1")
+    try:
+        names = ["raw", "rlock_client", "redis-py Lock", "python-redis-lock"]
+        un: dict = {n: [] for n in names}
+        for _ in range(args.rounds):
+            for n in names:
+                un[n].append(uncontended(n, server.port, args.seconds))
+        m = {n: statistics.median(v) for n, v in un.items()}
+        print("\n## Uncontended acquire+release pairs/s (one thread)")
+        print("| contender | pairs/s | rlock_client ÷ it |")
+        print("|---|---:|---:|")
+        for n in names:
+            print(f"| {n} | {m[n]:,.0f} | {m['rlock_client'] / m[n]:.2f} |")
+
+        for label, fn, contenders in (
+            (f"{args.workers} threads", contended_threads, names),
+            (f"{args.workers} asyncio tasks", contended_tasks, ["raw", "rlock_client", "redis-py Lock"]),
+        ):
+            rows: dict = {n: [] for n in contenders}
+            for _ in range(args.rounds):
+                for n in contenders:
+                    rows[n].append(fn(n, server.port, args.workers, args.seconds * 2, r))
+            base = med(rows["rlock_client"], "handoffs")
+            print(f"\n## Contended, {label} on one lock, hold 0")
+            print("| contender | hand-offs/s | rlock_client ÷ it | hand-off p50 | fairness (min/max) | server CPU per hand-off |")
+            print("|---|---:|---:|---:|---:|---:|")
+            for n in contenders:
+                h = med(rows[n], "handoffs")
+                print(
+                    f"| {n} | {h:,.0f} | {base / h:.2f} | {med(rows[n], 'p50_ms'):.3f} ms | "
+                    f"{med(rows[n], 'fairness'):.2f} | {med(rows[n], 'cpu_us'):.1f} µs |"
+                )
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

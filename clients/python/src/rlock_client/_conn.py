@@ -1,0 +1,138 @@
+"""Where the package's own connections come from: the address, credentials and TLS settings
+of the client the user gave (redis.Redis, redis.asyncio.Redis, RedisCluster, valkey.Valkey),
+on connections of our own that never resend a command (redis-py 6+ resends after a timeout
+or a reconnect), speak RESP2, return bytes, and have the socket timeout each call needs."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+# What is copied from the user's connection settings. Everything else (retries, protocol,
+# decoding, redis-py's maintenance notifications) is ours to choose.
+_KEEP = {
+    "host",
+    "port",
+    "path",
+    "db",
+    "username",
+    "password",
+    "credential_provider",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "client_name",
+    "ssl_keyfile",
+    "ssl_certfile",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_ca_data",
+    "ssl_ca_path",
+    "ssl_check_hostname",
+    "ssl_password",
+    "ssl_min_version",
+    "ssl_ciphers",
+}
+
+
+class Settings:
+    """How to open a connection to one server: tcp, ssl or unix, and its keyword arguments."""
+
+    def __init__(self, kind: str, kwargs: dict, socket_timeout: Optional[float]):
+        self.kind = kind
+        self.kwargs = kwargs
+        self.socket_timeout = socket_timeout
+
+    @classmethod
+    def of_pool(cls, connection_class: Any, connection_kwargs: dict) -> "Settings":
+        name = getattr(connection_class, "__name__", "")
+        kind = "ssl" if "SSL" in name else "unix" if "Unix" in name else "tcp"
+        kwargs = {k: v for k, v in connection_kwargs.items() if k in _KEEP and v is not None}
+        return cls(kind, kwargs, connection_kwargs.get("socket_timeout"))
+
+    def at(self, host: str, port: int) -> "Settings":
+        kw = dict(self.kwargs, host=host, port=port)
+        kw.pop("path", None)
+        return Settings(self.kind, kw, self.socket_timeout)
+
+    @property
+    def db(self) -> int:
+        return int(self.kwargs.get("db") or 0)
+
+    def sync_connection(self, socket_timeout: Optional[float]):
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        cls = {
+            "tcp": redis.Connection,
+            "ssl": redis.SSLConnection,
+            "unix": redis.UnixDomainSocketConnection,
+        }[self.kind]
+        return cls(
+            **self.kwargs,
+            socket_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+            protocol=2,
+            decode_responses=False,
+            health_check_interval=0,
+        )
+
+    def async_connection(self, socket_timeout: Optional[float]):
+        import redis.asyncio as aredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        cls = {
+            "tcp": aredis.Connection,
+            "ssl": aredis.SSLConnection,
+            "unix": aredis.UnixDomainSocketConnection,
+        }[self.kind]
+        return cls(
+            **self.kwargs,
+            socket_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+            protocol=2,
+            decode_responses=False,
+            health_check_interval=0,
+        )
+
+
+def describe(client: Any) -> tuple[Optional[Settings], Any]:
+    """(settings of a single server, None) or (None, the cluster client)."""
+    if isinstance(client, str):
+        raise TypeError("pass a URL to Locks.from_url(), or a client to Locks()")
+    nodes = getattr(client, "nodes_manager", None)
+    if nodes is not None:  # RedisCluster, sync or asyncio
+        return None, client
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
+        raise TypeError(
+            "Locks() takes a redis.Redis, redis.asyncio.Redis, RedisCluster or valkey.Valkey "
+            f"client, not {type(client).__name__}"
+        )
+    return Settings.of_pool(pool.connection_class, pool.connection_kwargs), None
+
+
+def cluster_settings(cluster: Any) -> Settings:
+    nm = cluster.nodes_manager
+    kwargs = dict(getattr(nm, "connection_kwargs", {}) or {})
+    cls = kwargs.pop("connection_class", None)
+    if cls is None:
+        cls = getattr(nm, "connection_class", None) or getattr(cluster, "connection_class", None)
+    if cls is None:
+        ssl = kwargs.get("ssl") or any(k.startswith("ssl_") for k in kwargs)
+        cls = type("SSLConnection" if ssl else "Connection", (), {})
+    s = Settings.of_pool(cls, kwargs)
+    if not s.kwargs.get("host"):
+        s.kwargs["host"] = "127.0.0.1"
+    return s
+
+
+def node_of(cluster: Any, key: bytes) -> tuple[str, int]:
+    node = cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key))
+    return node.host, int(node.port)
+
+
+def primaries(cluster: Any) -> list[tuple[str, int]]:
+    return sorted(
+        {(n.host, int(n.port)) for n in cluster.nodes_manager.nodes_cache.values() if n.server_type == "primary"}
+    )

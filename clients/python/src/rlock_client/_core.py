@@ -1,0 +1,481 @@
+"""Decisions without sockets: argument checks, command arguments, reply parsing, error
+mapping. The sync face (``rlock_client``) and the asyncio face (``rlock_client.asyncio``)
+both call these, so they cannot disagree."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+from redis.crc import key_slot
+from redis.exceptions import ResponseError
+
+from .errors import Deadlock, DeadlockWait, NotHeld
+
+Name = Union[str, bytes]
+
+DEFAULT_LEASE = 30.0
+MAX_MS = 1 << 40
+# How long past a wait the wait's socket may stay silent before the client gives up on it.
+WAIT_MARGIN = 5.0
+# A release or renewal whose connection broke is sent once more, with its REQ id, this much later.
+RESEND_AFTER = 0.1
+# Replicas: how long a default acquire waits for one replica's acknowledgement.
+DEFAULT_SYNC_TIMEOUT = 1.0
+READ = "READ"
+WRITE = "WRITE"
+
+
+def new_client_id() -> str:
+    return str(uuid.uuid4())
+
+
+def new_req_id() -> str:
+    """A fresh id for one logical call, sent again unchanged on every resend."""
+    return os.urandom(16).hex()
+
+
+# ---------------------------------------------------------------- argument checks
+
+
+def check_name(name: Any, what: str = "name") -> bytes:
+    if isinstance(name, str):
+        b = name.encode()
+    elif isinstance(name, bytes):
+        b = name
+    else:
+        raise TypeError(f"{what} must be str or bytes, not {type(name).__name__}")
+    if not b:
+        raise ValueError(f"{what} must not be empty")
+    return b
+
+
+def check_owner(owner: Any) -> bytes:
+    b = check_name(owner, "owner")
+    if len(b) > 1024:
+        raise ValueError("owner must be at most 1024 bytes")
+    return b
+
+
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(v).__name__}")
+    if math.isnan(v):
+        raise ValueError(f"{what} must not be NaN")
+    return float(v)
+
+
+def lease_ms(lease: Any) -> int:
+    """A lease in seconds (> 0) as the server's milliseconds."""
+    s = _number(lease, "lease")
+    if s <= 0 or math.isinf(s):
+        raise ValueError(f"lease must be > 0 seconds, got {lease!r}")
+    ms = max(1, int(round(s * 1000)))
+    if ms > MAX_MS:
+        raise ValueError("lease is too long (at most 2^40 ms)")
+    return ms
+
+
+def wait_ms(wait: Any) -> Optional[int]:
+    """``None``: no wait; ``math.inf``: forever (``BLOCK 0``); else seconds ≥ 0."""
+    if wait is None:
+        return None
+    s = _number(wait, "wait")
+    if s < 0:
+        raise ValueError(f"wait must be >= 0 seconds, got {wait!r}")
+    if math.isinf(s):
+        return 0
+    if s == 0:
+        return None
+    ms = max(1, int(math.ceil(s * 1000)))
+    if ms > MAX_MS:
+        raise ValueError("wait is too long (at most 2^40 ms); use math.inf to wait forever")
+    return ms
+
+
+def check_count(n: Any, what: str, low: int = 1, high: int = 2147483647) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{what} must be an int, not {type(n).__name__}")
+    if not low <= n <= high:
+        raise ValueError(f"{what} must be from {low} to {high}, got {n}")
+    return n
+
+
+def check_replicas(n: Any) -> Optional[int]:
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"sync_replicas must be an int or None, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError("sync_replicas must be >= 0")
+    return n
+
+
+def check_flag(v: Any, what: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{what} must be True or False, not {type(v).__name__}")
+    return v
+
+
+def slot_of(key: bytes) -> int:
+    return key_slot(key)
+
+
+def check_same_slot(keys: Sequence[bytes]) -> None:
+    slots = {slot_of(k) for k in keys}
+    if len(slots) > 1:
+        raise ValueError(
+            "multi-key names span several cluster slots; give them one hash tag, "
+            "e.g. {order:7}:stock and {order:7}:payment"
+        )
+
+
+# ---------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class AcquireSpec:
+    """Everything a lock acquire sends, fixed when the handle is made."""
+
+    key: bytes
+    side: Optional[str] = None  # READ, WRITE or None
+    lease_ms: int = int(DEFAULT_LEASE * 1000)
+    renew: bool = True  # no lease given: the watchdog renews
+    wait_ms: Optional[int] = None
+    fair: bool = False
+    fenced: bool = False
+    session: bool = False
+    sync_replicas: Optional[int] = None  # None: 1 if a replica is attached
+    sync_timeout_ms: int = int(DEFAULT_SYNC_TIMEOUT * 1000)
+
+
+def field_of(owner: bytes, side: Optional[str]) -> bytes:
+    """The lock hash's field that counts this owner's holds."""
+    return owner + b":write" if side == WRITE else owner
+
+
+def acquire_cmd(spec: AcquireSpec, owner: bytes, req: str, block_ms: Optional[int]) -> list:
+    args: list = ["RLOCK.ACQUIRE", spec.key, owner]
+    if spec.side:
+        args.append(spec.side)
+    args += ["LEASE", spec.lease_ms]
+    if block_ms is not None:
+        args += ["BLOCK", block_ms]
+    if spec.fair:
+        args.append("FAIR")
+    if spec.fenced:
+        args.append("TOKEN")
+    if spec.session:
+        args.append("SESSION")
+    args += ["REQ", req]
+    return args
+
+
+def release_cmd(key: bytes, owner: bytes, side: Optional[str], req: str) -> list:
+    args: list = ["RLOCK.RELEASE", key, owner]
+    if side:
+        args.append(side)
+    return args + ["REQ", req]
+
+
+def renew_cmd(key: bytes, owner: bytes, side: Optional[str], lease: int, req: str) -> list:
+    args: list = ["RLOCK.RENEW", key, owner]
+    if side:
+        args.append(side)
+    return args + ["LEASE", lease, "REQ", req]
+
+
+def wait_cmd(n: int, timeout_ms: int) -> list:
+    return ["WAIT", n, timeout_ms]
+
+
+# ---------------------------------------------------------------- replies
+
+
+def as_int(v: Any) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, (bytes, str)):
+        return int(v)
+    raise TypeError(f"expected an integer reply, got {v!r}")
+
+
+def text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+def pairs(v: Any) -> dict:
+    """A RESP2 flat array of field, value pairs (or a RESP3 map) as a dict with str keys."""
+    if isinstance(v, dict):
+        return {text(k): val for k, val in v.items()}
+    it = iter(v or [])
+    return {text(k): val for k, val in zip(it, it)}
+
+
+def server_error(e: ResponseError) -> Exception:
+    """The package's error for a server error it knows; ``e`` itself otherwise."""
+    msg = str(e)
+    if msg.startswith("NOTHELD"):
+        return NotHeld(msg)
+    if msg.startswith("DEADLOCK"):
+        return Deadlock(msg, parse_cycle(msg))
+    return e
+
+
+_QUOTED = r'"((?:[^"\\]|\\.)*)"'
+_WAIT = re.compile(_QUOTED + r" waits for " + _QUOTED + r" (held by|kept for) " + _QUOTED)
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "x" and i + 3 < len(s):
+                out.append(chr(int(s[i + 2 : i + 4], 16)))
+                i += 4
+                continue
+            out.append(n)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parse_cycle(msg: str) -> list[DeadlockWait]:
+    """``DEADLOCK "b" waits for "k1" held by "a"; ...`` as a list of waits."""
+    return [
+        DeadlockWait(_unescape(o), _unescape(k), _unescape(h), kind == "kept for")
+        for o, k, kind, h in _WAIT.findall(msg)
+    ]
+
+
+def client_is_blocked_in(line: str, command: str) -> bool:
+    """Whether a ``CLIENT LIST`` line shows a client blocked in ``command``."""
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    return "b" in fields.get("flags", "") and fields.get("cmd", "").lower() == command.lower()
+
+
+def keyspace_channel(db: int, key: bytes) -> bytes:
+    return b"__keyspace@" + str(db).encode() + b"__:" + key
+
+
+def events_on(flags: str) -> Optional[str]:
+    """How ``notify-keyspace-events`` publishes the module's events: ``"K"`` on each key's
+    channel, ``"E"`` on each event's channel only, None not at all."""
+    if "d" not in flags and "A" not in flags:
+        return None
+    return "K" if "K" in flags else "E" if "E" in flags else None
+
+
+def event_channels(mode: str, db: int, keys: set) -> set:
+    """The channels to hear held keys' losses on: each key's (K), or each loss event's (E)."""
+    if mode == "K":
+        return {keyspace_channel(db, k) for k in keys}
+    return {b"__keyevent@" + str(db).encode() + b"__:" + e for e in LOSS_EVENTS}
+
+
+def lost_key(msg: Any) -> Optional[bytes]:
+    """The key a pub/sub message says may have been lost, or None."""
+    if not (isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message"):
+        return None
+    channel, data = msg[1], msg[2]
+    if channel.startswith(b"__keyspace@"):
+        return channel.split(b"__:", 1)[1] if data in LOSS_EVENTS else None
+    if channel.startswith(b"__keyevent@"):
+        return data if channel.split(b"__:", 1)[1] in LOSS_EVENTS else None
+    return None
+
+
+LOSS_EVENTS = {
+    b"rlock.forcerelease",
+    b"rlock.expire",
+    b"rlock.sessionend",
+    b"rlock.release",
+    b"del",
+    b"expired",
+    b"evicted",
+    b"hdel",
+}
+
+
+# ---------------------------------------------------------------- query results
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """``RLOCK.INFO``: holders (owner -> count), lease left (None when free), fair queue,
+    fencing counter, mode (read-write locks), clients blocked here."""
+
+    holders: dict
+    pttl: Optional[int]
+    queue: list
+    token: Optional[int]
+    blocked: int
+    mode: Optional[str] = None
+
+    @property
+    def locked(self) -> bool:
+        return bool(self.holders)
+
+
+def parse_info(v: Any) -> LockInfo:
+    d = pairs(v)
+    holders = {text(k): as_int(c) for k, c in pairs(d.get("holders") or []).items()}
+    pttl = as_int(d.get("pttl"))
+    tok = d.get("token")
+    try:
+        token = as_int(tok)
+    except ValueError:
+        token = None
+    mode = d.get("mode")
+    return LockInfo(
+        holders=holders,
+        pttl=None if pttl is None or pttl < 0 else pttl,
+        queue=[text(q) for q in d.get("queue") or []],
+        token=token,
+        blocked=as_int(d.get("blocked")) or 0,
+        mode=None if mode is None else text(mode),
+    )
+
+
+@dataclass(frozen=True)
+class Waiter:
+    client_id: int
+    client_name: str
+    kind: str
+    owner: Optional[str]
+    permits: Optional[int]
+    session: bool
+    timeout_ms: int
+    waited_ms: int
+
+
+def parse_waiters(v: Any) -> list[Waiter]:
+    out = []
+    for e in v or []:
+        d = pairs(e)
+        out.append(
+            Waiter(
+                client_id=as_int(d["client-id"]) or 0,
+                client_name=text(d.get("client-name") or b""),
+                kind=text(d["kind"]),
+                owner=None if d.get("owner") is None else text(d["owner"]),
+                permits=as_int(d.get("permits")),
+                session=bool(as_int(d.get("session"))),
+                timeout_ms=as_int(d.get("timeout-ms")) or 0,
+                waited_ms=as_int(d.get("waited-ms")) or 0,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ScannedLock:
+    key: str
+    type: str
+    mode: Optional[str]
+    holders: dict
+    pttl: int
+    waiters: int
+
+
+def parse_scan(v: Any) -> tuple[int, list[ScannedLock]]:
+    cursor, entries = v
+    out = []
+    for e in entries:
+        d = pairs(e)
+        out.append(
+            ScannedLock(
+                key=text(d["key"]),
+                type=text(d["type"]),
+                mode=None if d.get("mode") is None else text(d["mode"]),
+                holders={text(k): as_int(c) for k, c in pairs(d.get("holders") or []).items()},
+                pttl=as_int(d.get("pttl")) or 0,
+                waiters=as_int(d.get("waiters")) or 0,
+            )
+        )
+    return int(cursor), out
+
+
+def parse_top(v: Any) -> list[dict]:
+    out = []
+    for e in v or []:
+        d = pairs(e)
+        out.append({k: (text(x) if isinstance(x, bytes) else x) for k, x in d.items()})
+    return out
+
+
+def parse_stats(v: Any) -> dict:
+    """``INFO rlock`` as a dict: numbers as int or float, the rest as str."""
+    s = text(v)
+    out: dict = {}
+    for line in s.splitlines():
+        if not line or line.startswith("#") or ":" not in line:
+            continue
+        k, val = line.split(":", 1)
+        try:
+            out[k] = int(val)
+        except ValueError:
+            try:
+                out[k] = float(val)
+            except ValueError:
+                out[k] = val
+    return out
+
+
+@dataclass(frozen=True)
+class Leader:
+    value: str
+    term: int
+
+
+def leader_of(info: LockInfo) -> Optional[Leader]:
+    if not info.holders:
+        return None
+    value = next(iter(info.holders))
+    return Leader(value, info.token or 0)
+
+
+@dataclass
+class Renewal:
+    """What the watchdog knows of one renewable (or fixed-lease) hold."""
+
+    key: bytes
+    owner: bytes  # for a leased permit: its id
+    side: Optional[str]
+    lease_ms: int
+    renew: bool
+    basis: float  # monotonic time the lease was last known to start from
+    kind: str = "lock"  # lock | permit
+    lost_reason: Optional[str] = None
+    next_due: float = field(default=0.0)
+
+    def due_at(self) -> float:
+        return self.next_due if self.renew else self.basis + self.lease_ms / 1000
+
+    def schedule(self, anchor: float, now: float) -> None:
+        """The next renewal: the first point after ``now`` on a grid of a third of the lease
+        from ``anchor`` (the watchdog's start), so that holds with one lease fall due
+        together and are renewed in one pipeline, once a third of a lease each."""
+        period = self.lease_ms / 3000
+        self.next_due = anchor + (math.floor((now - anchor) / period) + 1) * period
+
+    def expires_at(self) -> float:
+        return self.basis + self.lease_ms / 1000
+
+
+def renew_args(r: Renewal, req: str) -> list:
+    if r.kind == "permit":
+        return ["RSEM.RENEW", r.key, r.owner, "LEASE", r.lease_ms]
+    return renew_cmd(r.key, r.owner, r.side, r.lease_ms, req)

@@ -1,0 +1,1452 @@
+"""The sync face: threads. Owners are threads; one watchdog thread per Locks."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from typing import Any, Iterator, Optional, Sequence
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import _conn
+from ._core import (
+    DEFAULT_SYNC_TIMEOUT,
+    READ,
+    RESEND_AFTER,
+    WAIT_MARGIN,
+    WRITE,
+    AcquireSpec,
+    Leader,
+    LockInfo,
+    Renewal,
+    ScannedLock,
+    Waiter,
+    acquire_cmd,
+    as_int,
+    check_count,
+    check_flag,
+    check_name,
+    check_owner,
+    check_replicas,
+    check_same_slot,
+    client_is_blocked_in,
+    event_channels,
+    events_on,
+    field_of,
+    lost_key,
+    lease_ms,
+    leader_of,
+    new_client_id,
+    new_req_id,
+    parse_info,
+    parse_scan,
+    parse_stats,
+    parse_top,
+    parse_waiters,
+    release_cmd,
+    renew_args,
+    server_error,
+    text,
+    wait_cmd,
+    wait_ms,
+)
+from .errors import DuplicateValue, Lost, NotAcknowledged, NotAcquired, NotHeld
+
+_LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+_UNSET: Any = object()
+_ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
+
+
+def _raise_if_error(v: Any) -> Any:
+    if isinstance(v, ResponseError):
+        raise server_error(v)
+    if isinstance(v, BaseException):
+        raise v
+    return v
+
+
+class _Server:
+    """One server: a pool of idle connections for short commands and one for waits."""
+
+    def __init__(self, settings: _conn.Settings):
+        self.settings = settings
+        self._idle: list = []
+        self._idle_waits: list = []
+        self._idle_timed: list = []
+        self._mutex = threading.Lock()
+        self.pid = os.getpid()
+
+    def _take(self, waits: bool = False):
+        with self._mutex:
+            pool = self._idle_waits if waits else self._idle
+            if pool:
+                return pool.pop()
+        if waits:
+            conn = self.settings.sync_connection(None)
+            conn.connect()
+            conn.send_command("CLIENT", "ID")
+            conn.rlock_id = conn.read_response()
+            return conn
+        return self.settings.sync_connection(self.settings.socket_timeout)
+
+    def _give(self, conn, waits: bool = False) -> None:
+        if self.pid != os.getpid():
+            return
+        with self._mutex:
+            (self._idle_waits if waits else self._idle).append(conn)
+
+    def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
+        """Sends ``cmds`` in one write and reads every reply; server errors come back as
+        values. A broken link raises (the connection is dropped). ``timeout``: on a connection
+        of the watchdog's, whose socket timeout it is (renewals must not outwait a lease)."""
+        if timeout is not None:
+            with self._mutex:
+                conn = self._idle_timed.pop() if self._idle_timed else None
+            if conn is None:
+                conn = self.settings.sync_connection(timeout)
+            try:
+                conn.send_packed_command(conn.pack_commands(cmds))
+                out = []
+                for _ in cmds:
+                    try:
+                        out.append(conn.read_response())
+                    except ResponseError as e:
+                        out.append(e)
+            except BaseException:
+                conn.disconnect()
+                raise
+            if self.pid == os.getpid():
+                with self._mutex:
+                    self._idle_timed.append(conn)
+            return out
+        conn = self._take()
+        try:
+            conn.send_packed_command(conn.pack_commands(cmds))
+            out = []
+            for _ in cmds:
+                try:
+                    out.append(conn.read_response())
+                except ResponseError as e:
+                    out.append(e)
+        except BaseException:
+            conn.disconnect()
+            raise
+        self._give(conn)
+        return out
+
+    def call(self, *args: Any) -> Any:
+        return _raise_if_error(self.pipeline([args])[0])
+
+    def forget(self) -> None:
+        """After fork(): the parent's sockets are the parent's."""
+        with self._mutex:
+            self._idle = []
+            self._idle_waits = []
+            self._idle_timed = []
+        self._mutex = threading.Lock()
+        self.pid = os.getpid()
+
+
+class _Router:
+    def __init__(self, client: Any):
+        settings, cluster = _conn.describe(client)
+        self.cluster = cluster
+        self.single = _Server(settings) if settings else None
+        self._base = settings or _conn.cluster_settings(cluster)
+        self._nodes: dict = {}
+        self._mutex = threading.Lock()
+
+    @property
+    def db(self) -> int:
+        return self._base.db
+
+    def at(self, host: str, port: int) -> _Server:
+        with self._mutex:
+            s = self._nodes.get((host, port))
+            if s is None:
+                s = self._nodes[(host, port)] = _Server(self._base.at(host, port))
+            return s
+
+    def server_for(self, key: bytes) -> _Server:
+        if self.single is not None:
+            return self.single
+        return self.at(*_conn.node_of(self.cluster, key))
+
+    def all(self) -> list[_Server]:
+        if self.single is not None:
+            return [self.single]
+        return [self.at(h, p) for h, p in _conn.primaries(self.cluster)]
+
+    def moved(self, e: MovedError) -> _Server:
+        try:
+            self.cluster.nodes_manager.initialize()
+        except Exception:
+            pass
+        return self.at(e.host, int(e.port))
+
+    def forget(self) -> None:
+        for s in [self.single, *self._nodes.values()]:
+            if s is not None:
+                s.forget()
+        self._mutex = threading.Lock()
+
+
+class Locks:
+    """Locks, semaphores, latches and elections on one server or cluster.
+
+    ``Locks(client)`` takes a ``redis.Redis``, ``RedisCluster`` or ``valkey.Valkey``;
+    ``Locks.from_url(url)`` makes one. Commands go on connections of the package's own,
+    made with the client's address, credentials and TLS settings, which never resend a
+    lock command behind your back."""
+
+    def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
+        self._watchdog_lease_ms = lease_ms(watchdog_lease)
+        self._router = _Router(client)
+        self.client_id = new_client_id()
+        self._owners = threading.local()
+        self._owner_seq = 0
+        self._owner_mutex = threading.Lock()
+        self._replicas: dict = {}
+        self._watchdog = _Watchdog(self)
+        self._pid = os.getpid()
+        _ALL_LOCKS.add(self)
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
+        """``redis://``, ``rediss://`` (TLS: ``ssl_ca_certs=``, ``ssl_certfile=``,
+        ``ssl_keyfile=``) or ``unix://``; ``cluster=True`` for a Redis Cluster."""
+        if not isinstance(url, str):
+            raise TypeError("url must be a str")
+        if cluster:
+            from redis.cluster import RedisCluster
+
+            return cls(RedisCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+        import redis
+
+        return cls(redis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+
+    # ------------------------------------------------------------ owners
+
+    def owner(self) -> str:
+        """The calling thread's owner id, ``<client-uuid>:<n>``."""
+        o = getattr(self._owners, "id", None)
+        if o is None or getattr(self._owners, "pid", None) != os.getpid():
+            with self._owner_mutex:
+                self._owner_seq += 1
+                o = f"{self.client_id}:{self._owner_seq}"
+            self._owners.id = o
+            self._owners.pid = os.getpid()
+        return o
+
+    def _after_fork(self) -> None:
+        self.client_id = new_client_id()
+        self._owners = threading.local()
+        self._owner_seq = 0
+        self._owner_mutex = threading.Lock()
+        self._router.forget()
+        self._watchdog = _Watchdog(self)
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------ handles
+
+    def lock(
+        self,
+        name: Any,
+        *,
+        lease: Optional[float] = None,
+        wait: Optional[float] = None,
+        fair: bool = False,
+        fenced: bool = False,
+        session: bool = False,
+        sync_replicas: Optional[int] = None,
+        sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
+        owner: Any = None,
+    ) -> "Lock":
+        return Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout, owner)
+
+    def read_write(self, name: Any, *, owner: Any = None) -> "ReadWriteLock":
+        return ReadWriteLock(self, name, owner)
+
+    def multi(
+        self,
+        names: Sequence[Any],
+        *,
+        lease: Optional[float] = None,
+        wait: Optional[float] = None,
+        session: bool = False,
+        owner: Any = None,
+    ) -> "MultiLock":
+        return MultiLock(self, names, lease, wait, session, owner)
+
+    def semaphore(self, name: Any) -> "Semaphore":
+        return Semaphore(self, name)
+
+    def permit_semaphore(self, name: Any) -> "PermitSemaphore":
+        return PermitSemaphore(self, name)
+
+    def latch(self, name: Any) -> "Latch":
+        return Latch(self, name)
+
+    def election(
+        self, name: Any, *, sync_replicas: Optional[int] = None, sync_timeout: float = DEFAULT_SYNC_TIMEOUT
+    ) -> "Election":
+        return Election(self, name, sync_replicas, sync_timeout)
+
+    # ------------------------------------------------------------ queries
+
+    def info(self, name: Any) -> LockInfo:
+        key = check_name(name)
+        return parse_info(self._call(key, "RLOCK.INFO", key))
+
+    def force_release(self, name: Any) -> bool:
+        key = check_name(name)
+        return bool(self._call(key, "RLOCK.FORCERELEASE", key))
+
+    def waiters(self, name: Any) -> list[Waiter]:
+        key = check_name(name)
+        return parse_waiters(self._call(key, "RLOCK.WAITERS", key))
+
+    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> Iterator[ScannedLock]:
+        """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary."""
+        if type is not None and type.lower() not in ("lock", "rwlock"):
+            raise ValueError("type must be 'lock', 'rwlock' or None")
+        check_count(count, "count")
+        for server in self._router.all():
+            cursor = 0
+            while True:
+                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
+                if match is not None:
+                    args += ["MATCH", match]
+                if type is not None:
+                    args += ["TYPE", type.upper()]
+                cursor, entries = parse_scan(server.call(*args))
+                yield from entries
+                if cursor == 0:
+                    break
+
+    def stats(self) -> dict:
+        """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
+        out = {}
+        for s in self._router.all():
+            kw = s.settings.kwargs
+            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(s.call("INFO", "rlock"))
+        return out
+
+    def top(self, count: int = 10) -> list[dict]:
+        """``RLOCK.TOP``: the most contended keys, on every primary."""
+        check_count(count, "count", 1, 1000)
+        out: list = []
+        for s in self._router.all():
+            out += parse_top(s.call("RLOCK.TOP", "COUNT", count))
+        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
+        return out[:count]
+
+    # ------------------------------------------------------------ plumbing
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():
+            self._after_fork()
+
+    def _call(self, key: bytes, *args: Any) -> Any:
+        return _raise_if_error(self._pipeline(key, [args])[0])
+
+    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
+                  timeout: Optional[float] = None) -> list:
+        """``cmds`` on the server of ``key``. ``resend``: a broken link sends them once more
+        (they carry REQ ids, so the server applies them at most once)."""
+        self._check_pid()
+        server = self._router.server_for(key)
+        for attempt in range(3):
+            try:
+                out = server.pipeline(cmds, timeout)
+            except _LINK_ERRORS:
+                if not resend or attempt == 2:
+                    raise
+                time.sleep(RESEND_AFTER)
+                continue
+            moved = next((v for v in out if isinstance(v, MovedError)), None)
+            if moved is None or self._router.cluster is None:
+                return out
+            server = self._router.moved(moved)
+        return out
+
+    def _replicas_for(self, key: bytes) -> int:
+        """1 when the key's server has a replica attached (looked up once a second)."""
+        server = self._router.server_for(key)
+        now = time.monotonic()
+        seen = self._replicas.get(id(server))
+        if seen is None or now - seen[0] > 1.0:
+            info = text(server.call("INFO", "replication"))
+            n = 0
+            for line in info.splitlines():
+                if line.startswith("connected_slaves:"):
+                    n = int(line.split(":", 1)[1])
+            seen = (now, n)
+            self._replicas[id(server)] = seen
+        return 1 if seen[1] > 0 else 0
+
+    def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False,
+                  state: Optional[dict] = None) -> tuple[list, Any]:
+        """Sends ``cmds`` (the first may block in the server up to ``block`` ms; 0 forever)
+        on a wait connection and returns (replies, the connection if ``pin``). A broken link
+        sends them again (REQ ids) with the wait that is left, unless the caller left
+        (``state["abandoned"]``). Runs in a helper thread (``_run_wait``), never interrupted."""
+        self._check_pid()
+        state = state if state is not None else {}
+        server = self._router.server_for(key)
+        started = time.monotonic()
+        # A call without BLOCK (a SESSION acquire) replies at once: WAIT_MARGIN bounds it too.
+        deadline = None if block == 0 else started + (block or 0) / 1000
+        tries = 0
+        while True:
+            conn = server._take(waits=True)
+            state["conn"], state["server"], state["command"] = conn, server, cmds[0][0]
+            replies: list = []
+            try:
+                conn.send_packed_command(conn.pack_commands(cmds))
+                while len(replies) < len(cmds):
+                    while not conn.can_read(timeout=0.05):
+                        if deadline is not None and time.monotonic() > deadline + WAIT_MARGIN:
+                            raise RedisTimeoutError("the server did not answer a wait in time")
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as e:
+                        replies.append(e)
+            except _LINK_ERRORS as e:
+                conn.disconnect()
+                if replies:
+                    # The grant was read; what follows (HGET, WAIT) is lost: give it back.
+                    _safe(orphan, replies[0])
+                    raise
+                tries += 1
+                left = None if deadline is None or not block else deadline - time.monotonic()
+                if state.get("abandoned") or tries > 3 or (left is not None and left <= 0):
+                    raise
+                if isinstance(e, RedisTimeoutError):
+                    raise
+                time.sleep(RESEND_AFTER)
+                if left is not None:
+                    cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
+                continue
+            except BaseException:
+                conn.disconnect()
+                raise
+            moved = replies[0] if isinstance(replies[0], MovedError) else None
+            if moved is not None and self._router.cluster is not None:
+                server._give(conn, waits=True)
+                server = self._router.moved(moved)
+                continue
+            if pin:
+                return replies, conn
+            server._give(conn, waits=True)
+            return replies, None
+
+    def _run_wait(self, fn: Any, give_back: Any) -> Any:
+        """Runs ``fn(state)`` (a wait and what it makes: a Hold, Permits...) in a helper
+        thread while this thread waits for it. If this thread is interrupted (KeyboardInterrupt,
+        an exception raised in it), the wait is ended in the server by another thread, and
+        whatever it was granted meanwhile is given back (``give_back(result)``): nothing is
+        left held by nobody."""
+        state: dict = {"abandoned": False}
+        box: dict = {}
+        done = threading.Event()
+        mutex = threading.Lock()
+        state["done"] = done
+
+        def run() -> None:
+            try:
+                box["ok"] = fn(state)
+            except BaseException as e:  # handed to the caller
+                box["err"] = e
+            with mutex:
+                done.set()
+                late = state["abandoned"]
+            if late and "ok" in box:
+                _safe(give_back, box.pop("ok"))
+
+        _HELPERS.submit(run)
+        try:
+            while not done.wait(0.05):
+                pass
+        except BaseException:
+            with mutex:
+                if not done.is_set():
+                    state["abandoned"] = True
+                    threading.Thread(target=self._end_wait, args=(state,), daemon=True).start()
+                    raise
+            if "ok" in box:
+                threading.Thread(target=_safe, args=(give_back, box.pop("ok")), daemon=True).start()
+            raise
+        if "err" in box:
+            raise box.pop("err")
+        return box.pop("ok")
+
+    def _end_wait(self, state: dict) -> None:
+        """The caller left a wait: once the server shows the request blocked, have it close
+        the connection (``CLIENT KILL ID``); the helper thread reads what was sent before."""
+        done: threading.Event = state["done"]
+        end = time.monotonic() + 3
+        while not done.is_set() and time.monotonic() < end:
+            conn, server = state.get("conn"), state.get("server")
+            if conn is not None and server is not None:
+                cid = getattr(conn, "rlock_id", None)
+                try:
+                    line = text(server.call("CLIENT", "LIST", "ID", cid))
+                    blocked = client_is_blocked_in(line, state.get("command", ""))
+                except Exception:
+                    blocked = False
+                if blocked:
+                    _safe(server.call, "CLIENT", "KILL", "ID", cid)
+                    return
+            done.wait(0.05)
+
+
+class _Helpers:
+    """Threads that run waits for callers (``Locks._run_wait``), kept for reuse: starting a
+    thread per wait cost more than the wait's round trip under contention."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.idle: list = []
+
+    def submit(self, job: Any) -> None:
+        with self.mutex:
+            helper = self.idle.pop() if self.idle else None
+        if helper is None:
+            helper = _Helper(self)
+        helper.give(job)
+
+
+class _Helper:
+    def __init__(self, pool: _Helpers):
+        self.pool = pool
+        self.job: Any = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rlock-wait", daemon=True)
+        self.started = False
+
+    def give(self, job: Any) -> None:
+        self.job = job
+        self.ready.set()
+        if not self.started:
+            self.started = True
+            self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            if not self.ready.wait(30):
+                with self.pool.mutex:
+                    if self.job is None and self in self.pool.idle:
+                        self.pool.idle.remove(self)
+                        return
+                continue
+            self.ready.clear()
+            job, self.job = self.job, None
+            try:
+                job()
+            except BaseException:
+                pass
+            with self.pool.mutex:
+                self.pool.idle.append(self)
+
+
+_HELPERS = _Helpers()
+
+
+def _safe(f: Any, *args: Any) -> None:
+    try:
+        f(*args)
+    except Exception:
+        pass
+
+
+def _with_block(cmd: Sequence[Any], block: int) -> list:
+    out = list(cmd)
+    for i, a in enumerate(out):
+        if a == "BLOCK":
+            out[i + 1] = block
+    return out
+
+
+def _after_fork_in_child() -> None:
+    global _HELPERS
+    _HELPERS = _Helpers()
+    for locks in list(_ALL_LOCKS):
+        locks._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---------------------------------------------------------------- the watchdog
+
+
+class _Watchdog:
+    """One thread per Locks: renews every due hold in one pipeline per server, a third of a
+    lease after its last renewal; tells loss; with keyspace events on, hears a lock's loss
+    within one event (see ``_core.LOSS_EVENTS``)."""
+
+    def __init__(self, locks: Locks):
+        self._locks = weakref.ref(locks)
+        # Reentrant: a Hold's finalizer (release_later) may run from a garbage collection
+        # that starts while this thread holds it.
+        self._mutex = threading.RLock()
+        self._entries: dict = {}  # id -> (Renewal, threading.Event)
+        self._releases: list = []
+        self._seq = 0
+        self._thread: Optional[threading.Thread] = None
+        self._wake = threading.Event()
+        self._sleep_until = 0.0
+        self.rounds = 0
+        self.renewals = 0
+        self._pid = os.getpid()
+        self._anchor = time.monotonic()
+
+    def add(self, r: Renewal, lost: threading.Event) -> int:
+        r.schedule(self._anchor, time.monotonic())
+        with self._mutex:
+            self._seq += 1
+            self._entries[self._seq] = (r, lost)
+            self._ensure_thread()
+            n = self._seq
+            # Woken only when this hold falls due before the thread would look again: a
+            # thread switch per acquire would cost more than the acquire.
+            early = r.due_at() < self._sleep_until
+        if early:
+            self._wake.set()
+        return n
+
+    def remove(self, n: int) -> None:
+        with self._mutex:
+            self._entries.pop(n, None)
+
+    def release_later(self, key: bytes, cmd: list) -> None:
+        """A hold dropped without release: given back from the watchdog's thread."""
+        with self._mutex:
+            self._releases.append((key, cmd))
+            self._ensure_thread()
+        self._wake.set()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="rlock-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
+        while True:
+            try:
+                return self._cycle()
+            except Exception:
+                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
+                time.sleep(0.1)
+
+    def _cycle(self) -> None:
+        sub = _Subscriber(self)
+        idle_since = None
+        try:
+            while True:
+                locks = self._locks()
+                if locks is None or self._pid != os.getpid():
+                    return
+                with self._mutex:
+                    entries = list(self._entries.items())
+                    releases, self._releases = self._releases, []
+                for key, cmd in releases:
+                    _safe(locks._pipeline, key, [cmd], True)
+                now = time.monotonic()
+                if not entries:
+                    idle_since = idle_since or now
+                    if now - idle_since > 5:
+                        with self._mutex:
+                            if not self._entries and not self._releases:
+                                self._thread = None
+                                self._sleep_until = 0.0
+                                return
+                else:
+                    idle_since = None
+                due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+                if due:
+                    with self._mutex:
+                        self._sleep_until = 0.0
+                    self._renew(locks, due)
+                    continue
+                nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
+                del locks
+                sub.sync(entries)
+                self._wake.clear()
+                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                with self._mutex:
+                    self._sleep_until = time.monotonic() + (min(timeout, 0.05) if sub.active else timeout)
+                if sub.active:
+                    sub.wait(min(timeout, 0.05))
+                else:
+                    self._wake.wait(timeout)
+        finally:
+            sub.close()
+
+    def check_now(self, keys: set) -> None:
+        """Keyspace events said these keys changed: renew their holds at once."""
+        locks = self._locks()
+        if locks is None:
+            return
+        with self._mutex:
+            hit = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and r.renew]
+            fixed = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and not r.renew]
+        if hit:
+            self._renew(locks, hit)
+        for n, r, ev in fixed:
+            try:
+                held = locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
+            except Exception:
+                continue
+            if not held:
+                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+
+    def _lose(self, n: int, r: Renewal, ev: threading.Event, why: str) -> None:
+        r.lost_reason = why
+        self.remove(n)
+        ev.set()
+
+    def _renew(self, locks: Locks, due: list) -> None:
+        self.rounds += 1
+        now = time.monotonic()
+        by_server: dict = {}
+        for n, r, ev in due:
+            if not r.renew:
+                self._lose(n, r, ev, "the lease ran out")
+                continue
+            by_server.setdefault(id(locks._router.server_for(r.key)), []).append((n, r, ev))
+        for group in by_server.values():
+            cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
+            try:
+                # A hung server must not hold the watchdog past a lease: lost is told at its end.
+                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                replies = locks._pipeline(group[0][1].key, cmds, timeout=timeout)
+            except Exception:
+                replies = [None] * len(group)
+            for (n, r, ev), v in zip(group, replies):
+                self.renewals += 1
+                if v == 1:
+                    r.basis = now
+                    r.schedule(self._anchor, time.monotonic())
+                elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
+                    self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
+                elif time.monotonic() >= r.expires_at():
+                    self._lose(n, r, ev, "the lease ran out while renewals failed")
+                else:
+                    r.schedule(self._anchor, time.monotonic())
+
+
+class _Subscriber:
+    """The watchdog's keyspace-event connection: subscribed to each held key's channel
+    while ``notify-keyspace-events`` publishes the module's events there."""
+
+    def __init__(self, dog: _Watchdog):
+        self.dog = dog
+        self.conn: Any = None
+        self.channels: set = set()
+        self.checked = 0.0
+        self.on: Optional[str] = None
+
+    @property
+    def active(self) -> bool:
+        return self.conn is not None
+
+    def sync(self, entries: list) -> None:
+        locks = self.dog._locks()
+        if locks is None or locks._router.single is None:
+            return
+        now = time.monotonic()
+        if not entries:
+            self.close()
+            return
+        if now - self.checked > 1.0:
+            self.checked = now
+            try:
+                flags = _raise_if_error(
+                    locks._router.single.pipeline([("CONFIG", "GET", "notify-keyspace-events")], timeout=0.5)[0])
+                self.on = events_on(text(flags[1]) if flags else "")
+            except Exception:
+                self.on = None
+        if not self.on:
+            self.close()
+            return
+        db = locks._router.db
+        want = event_channels(self.on, db, {r.key for _, (r, _) in entries})
+        try:
+            if self.conn is None:
+                self.conn = locks._router.single.settings.sync_connection(None)
+                self.conn.connect()
+                self.channels = set()
+            add, drop = want - self.channels, self.channels - want
+            if add:
+                self.conn.send_command("SUBSCRIBE", *add)
+            if drop:
+                self.conn.send_command("UNSUBSCRIBE", *drop)
+            self.channels = want
+        except Exception:
+            self.close()
+
+    def wait(self, timeout: float) -> None:
+        hit: set = set()
+        try:
+            end = time.monotonic() + timeout
+            while self.conn.can_read(timeout=max(0.0, end - time.monotonic())):
+                key = lost_key(self.conn.read_response())
+                if key is not None:
+                    hit.add(key)
+                    if not self.conn.can_read(timeout=0):
+                        break  # tell it now; later messages are read on the next turn
+                if time.monotonic() >= end:
+                    break
+        except Exception:
+            self.close()
+        if hit:
+            self.dog.check_now(hit)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.disconnect()
+            except Exception:
+                pass
+        self.conn = None
+        self.channels = set()
+
+
+# ---------------------------------------------------------------- locks
+
+
+class Hold:
+    """A granted lock: ``token`` (fenced), ``count`` (hold count), ``replicas_acked``,
+    ``lost`` (a threading.Event set when the hold is gone), ``check()``, ``release()``."""
+
+    def __init__(self, locks: Locks, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
+                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None):
+        self.key = key.decode("utf-8", "replace")
+        self.owner = owner.decode("utf-8", "replace")
+        self.side = side
+        self.token = token
+        self.count = count
+        self.replicas_acked = replicas
+        self.lost = threading.Event()
+        self._locks = locks
+        self._key = key
+        self._owner = owner
+        self._conn = conn
+        self._pid = os.getpid()
+        self._released = False
+        self._renewal = Renewal(key, owner, side, lease, renew, basis)
+        self._entry = locks._watchdog.add(self._renewal, self.lost)
+        self._finalizer = weakref.finalize(self, _dropped, locks._watchdog, self._entry, key, owner, side, self._pid)
+
+    def check(self) -> None:
+        """Raises Lost if the hold is gone."""
+        if self.lost.is_set():
+            raise Lost(f"lock {self.key!r}: {self._renewal.lost_reason or 'lost'}")
+
+    @property
+    def is_lost(self) -> bool:
+        return self.lost.is_set()
+
+    def renew(self) -> None:
+        """Renews the lease now (the watchdog does it by itself)."""
+        self.check()
+        v = self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
+        if v != 1:
+            self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
+            self.check()
+        self._renewal.basis = time.monotonic()
+
+    def release(self) -> bool:
+        """Gives this hold back. True when the lock is free now, False when a re-entry was
+        undone. Raises NotHeld when the lock was no longer held (lost). In a child process
+        after fork(), releases nothing of the parent's and returns False."""
+        if self._pid != os.getpid() or self._released:
+            return False
+        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        try:
+            self._released = True
+            self._finalizer.detach()
+            self._locks._watchdog.remove(self._entry)
+            v = _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt...): the watchdog's thread sends it, with the
+            # same REQ id, so it is applied once whether or not it reached the server.
+            self._locks._watchdog.release_later(self._key, cmd)
+            raise
+        finally:
+            if self._conn is not None:
+                self._conn.disconnect()
+                self._conn = None
+        return v == 1
+
+    def __enter__(self) -> "Hold":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
+
+
+def _release_at_exit(hold: Hold, exc_type: Any) -> None:
+    """A ``with`` block ends: a hold lost meanwhile is told as Lost, unless the body raised."""
+    try:
+        hold.release()
+    except NotHeld as e:
+        if exc_type is None:
+            raise Lost(f"lock {hold.key!r} was lost before the block ended: "
+                       f"{hold._renewal.lost_reason or 'not held at release'}") from e
+
+
+def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int) -> None:
+    if pid != os.getpid():
+        return
+    dog.remove(entry)
+    dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
+
+
+class Lock:
+    """A lock handle. ``with lock as hold:`` acquires (NotAcquired if the wait ends first)
+    and releases; ``lock.acquire()`` returns a Hold or None."""
+
+    def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
+                 session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
+        key = check_name(name)
+        self._spec = AcquireSpec(
+            key=key,
+            side=side,
+            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
+            renew=lease is None,
+            wait_ms=wait_ms(wait),
+            fair=check_flag(fair, "fair"),
+            fenced=check_flag(fenced, "fenced"),
+            session=check_flag(session, "session"),
+            sync_replicas=check_replicas(sync_replicas),
+            sync_timeout_ms=lease_ms(sync_timeout),
+        )
+        if fair and side:
+            raise ValueError("fair does not apply to a read-write lock")
+        self._locks = locks
+        self._owner = None if owner is None else check_owner(owner)
+        self._stack = threading.local()
+        self.name = key.decode("utf-8", "replace")
+
+    def owner(self) -> str:
+        """The owner this handle acquires for, from the calling thread."""
+        return (self._owner or self._locks.owner().encode()).decode("utf-8", "replace")
+
+    def _owner_bytes(self) -> bytes:
+        return self._owner or self._locks.owner().encode()
+
+    def acquire(self, *, wait: Any = _UNSET) -> Optional[Hold]:
+        """Takes the lock (or re-enters it) for the calling thread's owner. Returns None if
+        it is not granted within the wait."""
+        spec = self._spec
+        block = spec.wait_ms if wait is _UNSET else wait_ms(wait)
+        locks = self._locks
+        locks._check_pid()
+        owner = self._owner_bytes()
+        key = spec.key
+        replicas = spec.sync_replicas if spec.sync_replicas is not None else locks._replicas_for(key)
+        req = new_req_id()
+        cmds = [acquire_cmd(spec, owner, req, block)]
+        if spec.fenced:
+            cmds.append(["HGET", key, field_of(owner, spec.side)])
+        if replicas:
+            cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+        sent = time.monotonic()
+        if block is None and not spec.session:
+            return self._grant(locks._pipeline(key, cmds, resend=True), None, owner, sent, block, replicas)
+
+        def orphan(v: Any) -> None:
+            if v is not None and not isinstance(v, BaseException):
+                locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+
+        def waiting(state: dict) -> Optional[Hold]:
+            replies, conn = locks._blocking(key, cmds, block, orphan, pin=spec.session, state=state)
+            return self._grant(replies, conn, owner, sent, block, replicas)
+
+        return locks._run_wait(waiting, lambda h: h is not None and h.release())
+
+    def _grant(self, replies: list, conn: Any, owner: bytes, sent: float, block: Optional[int],
+               replicas: int) -> Optional[Hold]:
+        spec, locks, key = self._spec, self._locks, self._spec.key
+        try:
+            granted = _raise_if_error(replies[0])
+        except BaseException:
+            if conn is not None:
+                conn.disconnect()
+            raise
+        if granted is None:
+            if conn is not None:
+                conn.disconnect()  # a session connection that holds nothing
+            return None
+        n = as_int(granted)
+        count = as_int(_raise_if_error(replies[1])) if spec.fenced else n
+        acked = as_int(_raise_if_error(replies[-1])) if replicas else None
+        basis = sent
+        if block is not None:
+            now = time.monotonic()
+            basis = max(sent, now - (spec.sync_timeout_ms / 1000 if replicas else 0))
+        if replicas and (acked or 0) < replicas:
+            try:
+                locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+            finally:
+                if conn is not None:
+                    conn.disconnect()
+            raise NotAcknowledged(
+                f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
+                f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
+        return Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
+                    n if spec.fenced else None, count, acked, conn)
+
+    def __enter__(self) -> Hold:
+        hold = self.acquire()
+        if hold is None:
+            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        stack = getattr(self._stack, "holds", None)
+        if stack is None:
+            stack = self._stack.holds = []
+        stack.append(hold)
+        return hold
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _release_at_exit(self._stack.holds.pop(), exc_type)
+
+    # queries, no hold needed
+    def info(self) -> LockInfo:
+        return self._locks.info(self._spec.key)
+
+    def is_locked(self) -> bool:
+        return self.info().locked
+
+    def hold_count(self) -> int:
+        """This handle's owner's hold count (on its side for a read-write lock)."""
+        field = field_of(self._owner_bytes(), self._spec.side)
+        return as_int(self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+
+    def remaining_lease(self) -> Optional[float]:
+        pttl = self.info().pttl
+        return None if pttl is None else pttl / 1000
+
+    def force_release(self) -> bool:
+        return self._locks.force_release(self._spec.key)
+
+    def unlock(self) -> bool:
+        """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
+        key = self._spec.key
+        v = self._locks._pipeline(key, [release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())], resend=True)[0]
+        return _raise_if_error(v) == 1
+
+
+class ReadWriteLock:
+    """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
+    one owner (the calling thread's unless ``owner=`` was given)."""
+
+    def __init__(self, locks: Locks, name: Any, owner: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._owner = None if owner is None else check_owner(owner)
+
+    def read(self, **opts: Any) -> Lock:
+        return self._side(READ, opts)
+
+    def write(self, **opts: Any) -> Lock:
+        return self._side(WRITE, opts)
+
+    def _side(self, side: str, opts: dict) -> Lock:
+        if "fair" in opts and opts["fair"]:
+            raise ValueError("fair does not apply to a read-write lock")
+        opts.pop("fair", None)
+        allowed = {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
+        bad = set(opts) - allowed
+        if bad:
+            raise TypeError(f"unexpected options: {', '.join(sorted(bad))}")
+        return Lock(self._locks, self._key, side, opts.get("lease"), opts.get("wait"), False,
+                    opts.get("fenced", False), opts.get("session", False), opts.get("sync_replicas"),
+                    opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT), self._owner)
+
+    def info(self) -> LockInfo:
+        return self._locks.info(self._key)
+
+    def is_locked(self) -> bool:
+        return self.info().locked
+
+    def force_release(self) -> bool:
+        return self._locks.force_release(self._key)
+
+
+class MultiHold:
+    """Every lock of a multi-key acquire; ``lost`` is set when any is lost."""
+
+    def __init__(self, locks: Locks, keys: list, owner: bytes, lease: int, renew: bool, basis: float, conn: Any):
+        self.keys = [k.decode("utf-8", "replace") for k in keys]
+        self.owner = owner.decode("utf-8", "replace")
+        self.lost = threading.Event()
+        self._locks, self._keys, self._owner, self._conn = locks, keys, owner, conn
+        self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
+        self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
+        self._released = False
+        self._pid = os.getpid()
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"a lock of {self.keys!r} was lost")
+
+    def release(self) -> int:
+        """RLOCK.MRELEASE: how many of the locks are free now."""
+        if self._released or self._pid != os.getpid():
+            return 0
+        self._released = True
+        for e in self._entries:
+            self._locks._watchdog.remove(e)
+        try:
+            return as_int(self._locks._call(self._keys[0], "RLOCK.MRELEASE", self._owner, len(self._keys), *self._keys)) or 0
+        finally:
+            if self._conn is not None:
+                self._conn.disconnect()
+
+    def __enter__(self) -> "MultiHold":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class MultiLock:
+    """Several locks, all or none (RLOCK.MACQUIRE). In a cluster the names must share a
+    slot (a hash tag): names in several slots are refused before anything is sent."""
+
+    def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
+        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+            raise TypeError("names must be a list or tuple of names")
+        self._keys = [check_name(n) for n in names]
+        if not 1 <= len(self._keys) <= 1024:
+            raise ValueError("a multi-key lock takes 1 to 1024 names")
+        if len(set(self._keys)) != len(self._keys):
+            raise ValueError("a name is given more than once")
+        if locks._router.cluster is not None:
+            check_same_slot(self._keys)
+        self._locks = locks
+        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
+        self._renew = lease is None
+        self._wait = wait_ms(wait)
+        self._session = check_flag(session, "session")
+        self._owner = None if owner is None else check_owner(owner)
+        self._stack = threading.local()
+
+    def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
+        block = self._wait if wait is _UNSET else wait_ms(wait)
+        locks = self._locks
+        locks._check_pid()
+        owner = self._owner or locks.owner().encode()
+        cmd: list = ["RLOCK.MACQUIRE", owner, len(self._keys), *self._keys, "LEASE", self._lease]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        if self._session:
+            cmd.append("SESSION")
+        sent = time.monotonic()
+        conn = None
+        keys = self._keys
+        if block is None and not self._session:
+            replies = locks._pipeline(keys[0], [cmd])
+        else:
+            def orphan(v: Any) -> None:
+                if v is not None:
+                    locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
+
+            def waiting(state: dict) -> Optional[MultiHold]:
+                replies, conn = locks._blocking(keys[0], [cmd], block, orphan, pin=self._session, state=state)
+                return self._grant(replies, conn, owner, time.monotonic())
+
+            return locks._run_wait(waiting, lambda h: h is not None and h.release())
+        return self._grant(replies, conn, owner, sent)
+
+    def _grant(self, replies: list, conn: Any, owner: bytes, basis: float) -> Optional[MultiHold]:
+        try:
+            granted = _raise_if_error(replies[0])
+        except BaseException:
+            if conn is not None:
+                conn.disconnect()
+            raise
+        if granted is None:
+            if conn is not None:
+                conn.disconnect()
+            return None
+        return MultiHold(self._locks, self._keys, owner, self._lease, self._renew, basis, conn)
+
+    def __enter__(self) -> MultiHold:
+        h = self.acquire()
+        if h is None:
+            raise NotAcquired("the locks were not all acquired within the wait")
+        if not hasattr(self._stack, "holds"):
+            self._stack.holds = []
+        self._stack.holds.append(h)
+        return h
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.holds.pop().release()
+
+
+# ---------------------------------------------------------------- semaphores, latches
+
+
+class Permits:
+    """Permits taken from a Semaphore; ``release()`` gives them back."""
+
+    def __init__(self, sem: "Semaphore", n: int):
+        self.count = n
+        self._sem = sem
+        self._released = False
+
+    def release(self) -> int:
+        if self._released:
+            return self._sem.available()
+        self._released = True
+        return self._sem.release(self.count)
+
+    def __enter__(self) -> "Permits":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class Semaphore:
+    """Redisson's RSemaphore: waits run in the server, in arrival order."""
+
+    def __init__(self, locks: Locks, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+
+    def try_set_permits(self, n: int) -> bool:
+        check_count(n, "permits", 0)
+        return bool(self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+
+    def add_permits(self, n: int) -> int:
+        check_count(n, "permits", -2147483647)
+        return as_int(self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+
+    def available(self) -> int:
+        return as_int(self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+
+    def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
+        check_count(permits, "permits")
+        block = wait_ms(wait)
+        req = new_req_id()
+        cmd: list = ["RSEM.ACQUIRE", self._key, "PERMITS", permits]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        cmd += ["REQ", req]
+        if block is None:
+            v = self._locks._pipeline(self._key, [cmd], resend=True)[0]
+        else:
+            def waiting(state: dict) -> Optional[Permits]:
+                v = self._locks._blocking(self._key, [cmd], block, lambda r: r is not None and self.release(permits),
+                                          state=state)[0][0]
+                return None if _raise_if_error(v) is None else Permits(self, permits)
+
+            return self._locks._run_wait(waiting, lambda p: p is not None and p.release())
+        return None if _raise_if_error(v) is None else Permits(self, permits)
+
+    def release(self, permits: int = 1) -> int:
+        check_count(permits, "permits")
+        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
+        return as_int(_raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])) or 0
+
+
+class LeasedPermit:
+    """One leased permit: ``id``, ``lost``, ``renew()``, ``release()``; renewed by the
+    watchdog unless its lease was fixed."""
+
+    def __init__(self, sem: "PermitSemaphore", pid: str, lease: int, renew: bool, basis: float):
+        self.id = pid
+        self.lost = threading.Event()
+        self._sem = sem
+        self._renewal = Renewal(sem._key, pid.encode(), None, lease, renew, basis, kind="permit")
+        self._entry = sem._locks._watchdog.add(self._renewal, self.lost)
+        self._released = False
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
+
+    def renew(self) -> None:
+        v = self._sem._locks._call(self._sem._key, *renew_args(self._renewal, ""))
+        if v != 1:
+            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
+            self.check()
+        self._renewal.basis = time.monotonic()
+
+    def release(self) -> bool:
+        if self._released:
+            return False
+        self._released = True
+        self._sem._locks._watchdog.remove(self._entry)
+        return self._sem.release(self.id)
+
+    def __enter__(self) -> "LeasedPermit":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class PermitSemaphore:
+    """Redisson's RPermitExpirableSemaphore: leased permits that come back at their lease's end."""
+
+    def __init__(self, locks: Locks, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self.name = self._key.decode("utf-8", "replace")
+
+    try_set_permits = Semaphore.try_set_permits
+    add_permits = Semaphore.add_permits
+    available = Semaphore.available
+
+    def acquire(self, permits: int = 1, *, wait: Optional[float] = None, lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
+        """Leases ``permits`` permits: a list of LeasedPermit, or None."""
+        check_count(permits, "permits", 1, 1024)
+        block = wait_ms(wait)
+        lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
+        cmd: list = ["RSEM.LEASE", self._key, "LEASE", lms, "PERMITS", permits]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        cmd += ["REQ", new_req_id()]
+        sent = time.monotonic()
+
+        def orphan(v: Any) -> None:
+            for i in v or []:
+                self._locks._call(self._key, "RSEM.RETURN", self._key, i)
+
+        def made(v: Any, basis: float) -> Optional[list[LeasedPermit]]:
+            ids = _raise_if_error(v)
+            if ids is None:
+                return None
+            return [LeasedPermit(self, text(i), lms, lease is None, basis) for i in ids]
+
+        if block is None:
+            return made(self._locks._pipeline(self._key, [cmd], resend=True)[0], sent)
+
+        def waiting(state: dict) -> Optional[list[LeasedPermit]]:
+            v = self._locks._blocking(self._key, [cmd], block, orphan, state=state)[0][0]
+            return made(v, time.monotonic())
+
+        return self._locks._run_wait(waiting, lambda ps: [p.release() for p in ps or []])
+
+    def release(self, permit_id: str) -> bool:
+        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
+        return _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0]) == 1
+
+
+class Latch:
+    """Redisson's RCountDownLatch."""
+
+    def __init__(self, locks: Locks, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+
+    def try_set_count(self, n: int) -> bool:
+        check_count(n, "count")
+        return bool(self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+
+    def count_down(self) -> int:
+        return as_int(self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+
+    def count(self) -> int:
+        return as_int(self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+
+    def await_zero(self, wait: Optional[float] = None) -> bool:
+        """True once the count is zero; False if the wait ends first (None: look once)."""
+        block = wait_ms(wait)
+        cmd: list = ["RLATCH.AWAIT", self._key]
+        if block is None:
+            return _raise_if_error(self._locks._pipeline(self._key, [cmd])[0]) == 1
+        cmd += ["BLOCK", block]
+        return self._locks._run_wait(
+            lambda state: _raise_if_error(
+                self._locks._blocking(self._key, [cmd], block, lambda v: None, state=state)[0][0]) == 1,
+            lambda v: None)
+
+
+# ---------------------------------------------------------------- election
+
+
+class Leadership:
+    """The post: ``value``, ``term`` (the fencing token), ``lost``, ``resign()``."""
+
+    def __init__(self, hold: Hold, value: str):
+        self.value = value
+        self.term = hold.token or 0
+        self.replicas_acked = hold.replicas_acked
+        self.lost = hold.lost
+        self.hold = hold
+
+    def check(self) -> None:
+        self.hold.check()
+
+    def resign(self) -> None:
+        if not self.hold._released:
+            try:
+                self.hold.release()
+            except NotHeld:
+                pass
+
+    def __enter__(self) -> "Leadership":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.resign()
+
+
+class Election:
+    """Leader election on the lock ``name``: the holder leads; its value is the owner and its
+    term the fencing token. Leases are the Locks' ``watchdog_lease``."""
+
+    def __init__(self, locks: Locks, name: Any, sync_replicas: Any, sync_timeout: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._replicas = check_replicas(sync_replicas)
+        self._sync_timeout = sync_timeout
+
+    def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
+        """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
+        if not isinstance(value, str):
+            raise TypeError("value must be a str")
+        check_owner(value)
+        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
+                    self._sync_timeout, value)
+        hold = lock.acquire()
+        if hold is None:
+            return None
+        if (hold.count or 1) > 1:
+            hold.release()
+            raise DuplicateValue(f"{value!r} already leads {self._key!r}")
+        return Leadership(hold, value)
+
+    def leader(self) -> Optional[Leader]:
+        return leader_of(self._locks.info(self._key))
+
+    def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
+        """The leader now, then each change (None: no leader), read every ``poll`` seconds,
+        until ``stop`` is set."""
+        last: Any = _UNSET
+        while stop is None or not stop.is_set():
+            now = self.leader()
+            if now != last:
+                last = now
+                yield now
+            time.sleep(poll)

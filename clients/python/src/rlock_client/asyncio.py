@@ -1,0 +1,1230 @@
+"""The asyncio face: ``async with lock as hold``, ``await lock.acquire()``. Owners are
+asyncio tasks; one watchdog task per Locks. A wait runs in a task of its own, so cancelling
+the caller cannot lose a grant: the wait is ended in the server and a grant that raced the
+cancel is read and given back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+import weakref
+from typing import Any, AsyncIterator, Optional, Sequence
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import _conn
+from ._core import (
+    DEFAULT_SYNC_TIMEOUT,
+    READ,
+    RESEND_AFTER,
+    WAIT_MARGIN,
+    WRITE,
+    AcquireSpec,
+    Leader,
+    LockInfo,
+    Renewal,
+    ScannedLock,
+    Waiter,
+    acquire_cmd,
+    as_int,
+    check_count,
+    check_flag,
+    check_name,
+    check_owner,
+    check_replicas,
+    check_same_slot,
+    client_is_blocked_in,
+    event_channels,
+    events_on,
+    field_of,
+    lost_key,
+    lease_ms,
+    leader_of,
+    new_client_id,
+    new_req_id,
+    parse_info,
+    parse_scan,
+    parse_stats,
+    parse_top,
+    parse_waiters,
+    release_cmd,
+    renew_args,
+    server_error,
+    text,
+    wait_cmd,
+    wait_ms,
+)
+from .errors import (
+    Deadlock,
+    DeadlockWait,
+    DuplicateValue,
+    Lost,
+    NotAcknowledged,
+    NotAcquired,
+    NotHeld,
+    RlockError,
+)
+
+__all__ = [
+    "Locks",
+    "Lock",
+    "Hold",
+    "ReadWriteLock",
+    "MultiLock",
+    "MultiHold",
+    "Semaphore",
+    "Permits",
+    "PermitSemaphore",
+    "LeasedPermit",
+    "Latch",
+    "Election",
+    "Leadership",
+    "Leader",
+    "LockInfo",
+    "ScannedLock",
+    "Waiter",
+    "RlockError",
+    "NotAcquired",
+    "NotHeld",
+    "Lost",
+    "Deadlock",
+    "DeadlockWait",
+    "NotAcknowledged",
+    "DuplicateValue",
+]
+
+_LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+_UNSET: Any = object()
+_BACKGROUND: set = set()
+
+
+def _spawn(coro: Any) -> asyncio.Task:
+    t = asyncio.ensure_future(coro)
+    _BACKGROUND.add(t)
+    t.add_done_callback(_BACKGROUND.discard)
+    return t
+
+
+def _raise_if_error(v: Any) -> Any:
+    if isinstance(v, ResponseError):
+        raise server_error(v)
+    if isinstance(v, BaseException):
+        raise v
+    return v
+
+
+async def _quietly(coro: Any) -> None:
+    try:
+        await coro
+    except Exception:
+        pass
+
+
+class _Server:
+    def __init__(self, settings: _conn.Settings):
+        self.settings = settings
+        self._idle: list = []
+        self._idle_waits: list = []
+        self.pid = os.getpid()
+
+    async def take(self, waits: bool = False):
+        pool = self._idle_waits if waits else self._idle
+        if pool:
+            return pool.pop()
+        if waits:
+            conn = self.settings.async_connection(None)
+            await conn.connect()
+            await conn.send_command("CLIENT", "ID")
+            conn.rlock_id = await conn.read_response()
+            return conn
+        return self.settings.async_connection(self.settings.socket_timeout)
+
+    def give(self, conn: Any, waits: bool = False) -> None:
+        if self.pid == os.getpid():
+            (self._idle_waits if waits else self._idle).append(conn)
+
+    async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
+        conn = await self.take()
+        try:
+            await conn.send_packed_command(conn.pack_commands(cmds))
+            out = []
+            for _ in cmds:
+                try:
+                    out.append(await conn.read_response())
+                except ResponseError as e:
+                    out.append(e)
+        except BaseException:
+            await _quietly(conn.disconnect(nowait=True))
+            raise
+        self.give(conn)
+        return out
+
+    async def call(self, *args: Any) -> Any:
+        return _raise_if_error((await self.pipeline([args]))[0])
+
+    def forget(self) -> None:
+        self._idle = []
+        self._idle_waits = []
+        self.pid = os.getpid()
+
+
+class _Router:
+    def __init__(self, client: Any):
+        settings, cluster = _conn.describe(client)
+        self.cluster = cluster
+        self.single = _Server(settings) if settings else None
+        self._base = settings or _conn.cluster_settings(cluster)
+        self._nodes: dict = {}
+        self._ready = cluster is None
+
+    @property
+    def db(self) -> int:
+        return self._base.db
+
+    async def ready(self) -> None:
+        if not self._ready:
+            await self.cluster.initialize()
+            self._ready = True
+
+    def at(self, host: str, port: int) -> _Server:
+        s = self._nodes.get((host, port))
+        if s is None:
+            s = self._nodes[(host, port)] = _Server(self._base.at(host, port))
+        return s
+
+    async def server_for(self, key: bytes) -> _Server:
+        if self.single is not None:
+            return self.single
+        await self.ready()
+        return self.at(*_conn.node_of(self.cluster, key))
+
+    async def all(self) -> list[_Server]:
+        if self.single is not None:
+            return [self.single]
+        await self.ready()
+        return [self.at(h, p) for h, p in _conn.primaries(self.cluster)]
+
+    async def moved(self, e: MovedError) -> _Server:
+        try:
+            await self.cluster.nodes_manager.initialize()
+        except Exception:
+            pass
+        return self.at(e.host, int(e.port))
+
+    def forget(self) -> None:
+        for s in [self.single, *self._nodes.values()]:
+            if s is not None:
+                s.forget()
+
+
+_ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
+
+
+class Locks:
+    """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
+    ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
+
+    def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
+        self._watchdog_lease_ms = lease_ms(watchdog_lease)
+        self._router = _Router(client)
+        self.client_id = new_client_id()
+        self._owners: "weakref.WeakKeyDictionary[asyncio.Task, str]" = weakref.WeakKeyDictionary()
+        self._owner_seq = 0
+        self._replicas: dict = {}
+        self._watchdog = _Watchdog(self)
+        self._pid = os.getpid()
+        _ALL_LOCKS.add(self)
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
+        if not isinstance(url, str):
+            raise TypeError("url must be a str")
+        if cluster:
+            from redis.asyncio.cluster import RedisCluster
+
+            return cls(RedisCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+        import redis.asyncio as aredis
+
+        return cls(aredis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+
+    def owner(self) -> str:
+        """The calling task's owner id, ``<client-uuid>:<n>``."""
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("call from inside an asyncio task")
+        o = self._owners.get(task)
+        if o is None:
+            self._owner_seq += 1
+            o = self._owners[task] = f"{self.client_id}:{self._owner_seq}"
+        return o
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():
+            self.client_id = new_client_id()
+            self._owners = weakref.WeakKeyDictionary()
+            self._router.forget()
+            self._watchdog = _Watchdog(self)
+            self._pid = os.getpid()
+
+    # handles
+    def lock(self, name: Any, *, lease: Optional[float] = None, wait: Optional[float] = None, fair: bool = False,
+             fenced: bool = False, session: bool = False, sync_replicas: Optional[int] = None,
+             sync_timeout: float = DEFAULT_SYNC_TIMEOUT, owner: Any = None) -> "Lock":
+        return Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout, owner)
+
+    def read_write(self, name: Any, *, owner: Any = None) -> "ReadWriteLock":
+        return ReadWriteLock(self, name, owner)
+
+    def multi(self, names: Sequence[Any], *, lease: Optional[float] = None, wait: Optional[float] = None,
+              session: bool = False, owner: Any = None) -> "MultiLock":
+        return MultiLock(self, names, lease, wait, session, owner)
+
+    def semaphore(self, name: Any) -> "Semaphore":
+        return Semaphore(self, name)
+
+    def permit_semaphore(self, name: Any) -> "PermitSemaphore":
+        return PermitSemaphore(self, name)
+
+    def latch(self, name: Any) -> "Latch":
+        return Latch(self, name)
+
+    def election(self, name: Any, *, sync_replicas: Optional[int] = None,
+                 sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> "Election":
+        return Election(self, name, sync_replicas, sync_timeout)
+
+    # queries
+    async def info(self, name: Any) -> LockInfo:
+        key = check_name(name)
+        return parse_info(await self._call(key, "RLOCK.INFO", key))
+
+    async def force_release(self, name: Any) -> bool:
+        key = check_name(name)
+        return bool(await self._call(key, "RLOCK.FORCERELEASE", key))
+
+    async def waiters(self, name: Any) -> list[Waiter]:
+        key = check_name(name)
+        return parse_waiters(await self._call(key, "RLOCK.WAITERS", key))
+
+    async def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> AsyncIterator[ScannedLock]:
+        if type is not None and type.lower() not in ("lock", "rwlock"):
+            raise ValueError("type must be 'lock', 'rwlock' or None")
+        check_count(count, "count")
+        for server in await self._router.all():
+            cursor = 0
+            while True:
+                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
+                if match is not None:
+                    args += ["MATCH", match]
+                if type is not None:
+                    args += ["TYPE", type.upper()]
+                cursor, entries = parse_scan(await server.call(*args))
+                for e in entries:
+                    yield e
+                if cursor == 0:
+                    break
+
+    async def stats(self) -> dict:
+        out = {}
+        for s in await self._router.all():
+            kw = s.settings.kwargs
+            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(await s.call("INFO", "rlock"))
+        return out
+
+    async def top(self, count: int = 10) -> list[dict]:
+        check_count(count, "count", 1, 1000)
+        out: list = []
+        for s in await self._router.all():
+            out += parse_top(await s.call("RLOCK.TOP", "COUNT", count))
+        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
+        return out[:count]
+
+    # plumbing
+    async def _call(self, key: bytes, *args: Any) -> Any:
+        return _raise_if_error((await self._pipeline(key, [args]))[0])
+
+    async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
+        self._check_pid()
+        server = await self._router.server_for(key)
+        out: list = []
+        for attempt in range(3):
+            try:
+                out = await server.pipeline(cmds)
+            except _LINK_ERRORS:
+                if not resend or attempt == 2:
+                    raise
+                await asyncio.sleep(RESEND_AFTER)
+                continue
+            moved = next((v for v in out if isinstance(v, MovedError)), None)
+            if moved is None or self._router.cluster is None:
+                return out
+            server = await self._router.moved(moved)
+        return out
+
+    async def _replicas_for(self, key: bytes) -> int:
+        server = await self._router.server_for(key)
+        now = time.monotonic()
+        seen = self._replicas.get(id(server))
+        if seen is None or now - seen[0] > 1.0:
+            info = text(await server.call("INFO", "replication"))
+            n = 0
+            for line in info.splitlines():
+                if line.startswith("connected_slaves:"):
+                    n = int(line.split(":", 1)[1])
+            seen = (now, n)
+            self._replicas[id(server)] = seen
+        return 1 if seen[1] > 0 else 0
+
+    async def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False) -> tuple[list, Any]:
+        """As the sync twin: the wait runs in a task of its own; if the caller is cancelled,
+        the wait is ended in the server and a grant that raced it is given back."""
+        self._check_pid()
+        server = await self._router.server_for(key)
+        conn = await server.take(waits=True)
+        state: dict = {"conn": conn, "server": server}
+        # The wait's task hands its replies over through ``fut``, a future of the caller's:
+        # cancelling the caller cancels ``fut`` (never the wait), and the wait's task, finding
+        # it cancelled, returns its replies to ``_abandon`` instead (Rust: a oneshot channel).
+        fut = asyncio.get_running_loop().create_future()
+        inner = _spawn(self._wait_into(fut, state, key, cmds, block, orphan))
+        try:
+            replies = await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                _spawn(_give_back(orphan, fut.result()[0], state))  # granted as we were cancelled
+            else:
+                await _shielded(_spawn(self._abandon(state, inner, cmds[0][0], orphan)))
+            raise
+        conn = state["conn"]
+        if pin:
+            return replies, conn
+        state["server"].give(conn, waits=True)
+        return replies, None
+
+    async def _wait_into(self, fut: asyncio.Future, state: dict, key: bytes, cmds: list, block: Optional[int],
+                         orphan: Any) -> Optional[list]:
+        try:
+            replies = await self._wait(state, key, cmds, block, orphan)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            return None
+        if fut.done():  # the caller left: _abandon gives back what this was granted
+            return replies
+        fut.set_result(replies)
+        return None
+
+    async def _wait(self, state: dict, key: bytes, cmds: list, block: Optional[int], orphan: Any) -> list:
+        deadline = None if block == 0 else time.monotonic() + (block or 0) / 1000
+        tries = 0
+        while True:
+            conn = state["conn"]
+            replies: list = []
+            state["replies"] = replies
+            try:
+                await conn.send_packed_command(conn.pack_commands(cmds))
+                while len(replies) < len(cmds):
+                    t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
+                    try:
+                        v = await asyncio.wait_for(conn.read_response(timeout=math.inf), t)
+                    except asyncio.TimeoutError:
+                        raise RedisTimeoutError("the server did not answer a wait in time") from None
+                    except ResponseError as e:
+                        v = e
+                    replies.append(v)
+            except _LINK_ERRORS as e:
+                await _quietly(conn.disconnect(nowait=True))
+                if replies:
+                    await _quietly(orphan(replies[0]))
+                    raise
+                tries += 1
+                left = None if deadline is None or not block else deadline - time.monotonic()
+                if tries > 3 or isinstance(e, RedisTimeoutError) or (left is not None and left <= 0):
+                    raise
+                await asyncio.sleep(RESEND_AFTER)
+                if left is not None:
+                    cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
+                state["conn"] = await state["server"].take(waits=True)
+                continue
+            moved = replies[0] if isinstance(replies[0], MovedError) else None
+            if moved is not None and self._router.cluster is not None:
+                state["server"].give(conn, waits=True)
+                state["server"] = await self._router.moved(moved)
+                state["conn"] = await state["server"].take(waits=True)
+                continue
+            return replies
+
+    async def _abandon(self, state: dict, inner: asyncio.Task, command: str, orphan: Any) -> None:
+        try:
+            # Until the wait's task ends, or the server shows the request blocked and is told to
+            # close its connection (it may not have arrived yet: look again every 50 ms).
+            end = time.monotonic() + 3
+            while not inner.done() and not state.get("replies") and time.monotonic() < end:
+                conn, server = state["conn"], state["server"]
+                cid = getattr(conn, "rlock_id", None)
+                try:
+                    line = text(await server.call("CLIENT", "LIST", "ID", cid))
+                    blocked = client_is_blocked_in(line, command)
+                except Exception:
+                    blocked = False
+                if blocked:
+                    await _quietly(server.call("CLIENT", "KILL", "ID", cid))
+                    break
+                await asyncio.wait({inner}, timeout=0.05)
+            try:
+                replies = await asyncio.wait_for(asyncio.shield(inner), 3)
+            except BaseException:
+                replies = state.get("replies") or []
+            if replies and not isinstance(replies[0], BaseException):
+                await _quietly(orphan(replies[0]))
+        finally:
+            if not inner.done():
+                inner.cancel()
+            await _quietly(state["conn"].disconnect(nowait=True))
+
+
+async def _shielded(task: asyncio.Task) -> None:
+    try:
+        await asyncio.shield(task)
+    except BaseException:
+        pass
+
+
+async def _give_back(orphan: Any, first: Any, state: dict) -> None:
+    try:
+        if not isinstance(first, BaseException):
+            await orphan(first)
+    finally:
+        await _quietly(state["conn"].disconnect(nowait=True))
+
+
+def _with_block(cmd: Sequence[Any], block: int) -> list:
+    out = list(cmd)
+    for i, a in enumerate(out):
+        if a == "BLOCK":
+            out[i + 1] = block
+    return out
+
+
+# ---------------------------------------------------------------- the watchdog
+
+
+class _Watchdog:
+    def __init__(self, locks: Locks):
+        self._locks = weakref.ref(locks)
+        self._entries: dict = {}
+        self._releases: list = []
+        self._seq = 0
+        self._task: Optional[asyncio.Task] = None
+        self._wake: Optional[asyncio.Event] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.rounds = 0
+        self.renewals = 0
+        self._pid = os.getpid()
+        self._anchor = time.monotonic()
+        self._sub: Any = None
+        self._sub_task: Optional[asyncio.Task] = None
+        self._channels: set = set()
+        self._checked = 0.0
+        self._events: Optional[str] = None
+        self._sleep_until = 0.0
+
+    def add(self, r: Renewal, lost: asyncio.Event) -> int:
+        r.schedule(self._anchor, time.monotonic())
+        self._seq += 1
+        self._entries[self._seq] = (r, lost)
+        # Woken only when this hold falls due before the task would look again.
+        self._ensure_task(wake=r.due_at() < self._sleep_until)
+        return self._seq
+
+    def remove(self, n: int) -> None:
+        self._entries.pop(n, None)
+
+    def release_later(self, key: bytes, cmd: list) -> None:
+        self._releases.append((key, cmd))
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            self._ensure_task()
+        elif self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._ensure_task)
+
+    def _ensure_task(self, wake: bool = True) -> None:
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._loop is not loop:
+            self._loop = loop
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._run())
+        if wake and self._wake is not None:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
+        while True:
+            try:
+                return await self._cycle()
+            except Exception:
+                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
+                await asyncio.sleep(0.1)
+
+    async def _cycle(self) -> None:
+        idle_since = None
+        try:
+            while True:
+                locks = self._locks()
+                if locks is None or self._pid != os.getpid():
+                    return
+                entries = list(self._entries.items())
+                releases, self._releases = self._releases, []
+                for key, cmd in releases:
+                    await _quietly(locks._pipeline(key, [cmd], True))
+                now = time.monotonic()
+                if not entries:
+                    idle_since = idle_since or now
+                    if now - idle_since > 5 and not self._releases:
+                        self._sleep_until = 0.0
+                        return
+                else:
+                    idle_since = None
+                due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+                if due:
+                    await self._renew(locks, due)
+                    continue
+                nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
+                await self._sync_events(locks, entries)
+                del locks
+                assert self._wake is not None
+                self._wake.clear()
+                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                self._sleep_until = time.monotonic() + timeout
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                self._sleep_until = 0.0
+        finally:
+            await self._close_events()
+
+    async def _sync_events(self, locks: Locks, entries: list) -> None:
+        if locks._router.single is None:
+            return
+        if not entries:
+            await self._close_events()
+            return
+        now = time.monotonic()
+        if now - self._checked > 1.0:
+            self._checked = now
+            try:
+                flags = await asyncio.wait_for(
+                    locks._router.single.call("CONFIG", "GET", "notify-keyspace-events"), 0.5)
+                self._events = events_on(text(flags[1]) if flags else "")
+            except Exception:
+                self._events = None
+        if not self._events:
+            await self._close_events()
+            return
+        want = event_channels(self._events, locks._router.db, {r.key for _, (r, _) in entries})
+        try:
+            if self._sub is None:
+                self._sub = locks._router.single.settings.async_connection(None)
+                await self._sub.connect()
+                self._channels = set()
+                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub))
+            add, drop = want - self._channels, self._channels - want
+            if add:
+                await self._sub.send_command("SUBSCRIBE", *add)
+            if drop:
+                await self._sub.send_command("UNSUBSCRIBE", *drop)
+            self._channels = want
+        except Exception:
+            await self._close_events()
+
+    async def _listen(self, conn: Any) -> None:
+        try:
+            while True:
+                key = lost_key(await conn.read_response(timeout=math.inf))
+                if key is not None:
+                    await self.check_now({key})
+        except BaseException:
+            return
+
+    async def _close_events(self) -> None:
+        if self._sub_task is not None:
+            self._sub_task.cancel()
+            self._sub_task = None
+        if self._sub is not None:
+            await _quietly(self._sub.disconnect(nowait=True))
+            self._sub = None
+        self._channels = set()
+
+    async def check_now(self, keys: set) -> None:
+        locks = self._locks()
+        if locks is None:
+            return
+        hit = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and r.renew]
+        fixed = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and not r.renew]
+        if hit:
+            await self._renew(locks, hit)
+        for n, r, ev in fixed:
+            try:
+                held = await locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
+            except Exception:
+                continue
+            if not held:
+                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+
+    def _lose(self, n: int, r: Renewal, ev: asyncio.Event, why: str) -> None:
+        r.lost_reason = why
+        self.remove(n)
+        ev.set()
+
+    async def _renew(self, locks: Locks, due: list) -> None:
+        self.rounds += 1
+        now = time.monotonic()
+        groups: dict = {}
+        for n, r, ev in due:
+            if not r.renew:
+                self._lose(n, r, ev, "the lease ran out")
+                continue
+            groups.setdefault(id(await locks._router.server_for(r.key)), []).append((n, r, ev))
+        for group in groups.values():
+            cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
+            try:
+                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
+            except Exception:
+                replies = [None] * len(group)
+            for (n, r, ev), v in zip(group, replies):
+                self.renewals += 1
+                if n not in self._entries:
+                    continue
+                if v == 1:
+                    r.basis = now
+                    r.schedule(self._anchor, time.monotonic())
+                elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
+                    self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
+                elif time.monotonic() >= r.expires_at():
+                    self._lose(n, r, ev, "the lease ran out while renewals failed")
+                else:
+                    r.schedule(self._anchor, time.monotonic())
+
+
+# ---------------------------------------------------------------- locks
+
+
+def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int) -> None:
+    if pid != os.getpid():
+        return
+    dog.remove(entry)
+    dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
+
+
+class Hold:
+    """A granted lock; ``lost`` is an asyncio.Event."""
+
+    def __init__(self, locks: Locks, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
+                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None):
+        self.key = key.decode("utf-8", "replace")
+        self.owner = owner.decode("utf-8", "replace")
+        self.side = side
+        self.token = token
+        self.count = count
+        self.replicas_acked = replicas
+        self.lost = asyncio.Event()
+        self._locks, self._key, self._owner, self._conn = locks, key, owner, conn
+        self._pid = os.getpid()
+        self._released = False
+        self._renewal = Renewal(key, owner, side, lease, renew, basis)
+        self._entry = locks._watchdog.add(self._renewal, self.lost)
+        self._finalizer = weakref.finalize(self, _dropped, locks._watchdog, self._entry, key, owner, side, self._pid)
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"lock {self.key!r}: {self._renewal.lost_reason or 'lost'}")
+
+    @property
+    def is_lost(self) -> bool:
+        return self.lost.is_set()
+
+    async def renew(self) -> None:
+        self.check()
+        v = await self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
+        if v != 1:
+            self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
+            self.check()
+        self._renewal.basis = time.monotonic()
+
+    async def release(self) -> bool:
+        if self._pid != os.getpid() or self._released:
+            return False
+        self._released = True
+        self._finalizer.detach()
+        self._locks._watchdog.remove(self._entry)
+        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        try:
+            v = _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
+        except asyncio.CancelledError:
+            # The caller was cancelled meanwhile: the watchdog sends it again, with the same
+            # REQ id, so it is applied once whether or not it reached the server.
+            self._locks._watchdog.release_later(self._key, cmd)
+            raise
+        finally:
+            if self._conn is not None:
+                await _quietly(self._conn.disconnect(nowait=True))
+                self._conn = None
+        return v == 1
+
+    async def __aenter__(self) -> "Hold":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
+
+
+class Lock:
+    def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
+                 session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
+        key = check_name(name)
+        self._spec = AcquireSpec(
+            key=key, side=side,
+            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
+            renew=lease is None, wait_ms=wait_ms(wait), fair=check_flag(fair, "fair"),
+            fenced=check_flag(fenced, "fenced"), session=check_flag(session, "session"),
+            sync_replicas=check_replicas(sync_replicas), sync_timeout_ms=lease_ms(sync_timeout),
+        )
+        if fair and side:
+            raise ValueError("fair does not apply to a read-write lock")
+        self._locks = locks
+        self._owner = None if owner is None else check_owner(owner)
+        self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
+        self.name = key.decode("utf-8", "replace")
+
+    def owner(self) -> str:
+        return (self._owner or self._locks.owner().encode()).decode("utf-8", "replace")
+
+    def _owner_bytes(self) -> bytes:
+        return self._owner or self._locks.owner().encode()
+
+    async def acquire(self, *, wait: Any = _UNSET) -> Optional[Hold]:
+        spec = self._spec
+        block = spec.wait_ms if wait is _UNSET else wait_ms(wait)
+        locks = self._locks
+        locks._check_pid()
+        owner = self._owner_bytes()
+        key = spec.key
+        replicas = spec.sync_replicas if spec.sync_replicas is not None else await locks._replicas_for(key)
+        cmds = [acquire_cmd(spec, owner, new_req_id(), block)]
+        if spec.fenced:
+            cmds.append(["HGET", key, field_of(owner, spec.side)])
+        if replicas:
+            cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+        sent = time.monotonic()
+        conn = None
+
+        async def orphan(v: Any) -> None:
+            if v is not None and not isinstance(v, BaseException):
+                await locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+
+        if block is None and not spec.session:
+            replies = await locks._pipeline(key, cmds, resend=True)
+        else:
+            replies, conn = await locks._blocking(key, cmds, block, orphan, pin=spec.session)
+        try:
+            granted = _raise_if_error(replies[0])
+        except BaseException:
+            if conn is not None:
+                await _quietly(conn.disconnect(nowait=True))
+            raise
+        if granted is None:
+            if conn is not None:
+                await _quietly(conn.disconnect(nowait=True))
+            return None
+        n = as_int(granted)
+        count = as_int(_raise_if_error(replies[1])) if spec.fenced else n
+        acked = as_int(_raise_if_error(replies[-1])) if replicas else None
+        basis = sent
+        if block is not None:
+            basis = max(sent, time.monotonic() - (spec.sync_timeout_ms / 1000 if replicas else 0))
+        if replicas and (acked or 0) < replicas:
+            try:
+                await orphan(granted)
+            finally:
+                if conn is not None:
+                    await _quietly(conn.disconnect(nowait=True))
+            raise NotAcknowledged(
+                f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
+                f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
+        return Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
+                    n if spec.fenced else None, count, acked, conn)
+
+    async def __aenter__(self) -> Hold:
+        hold = await self.acquire()
+        if hold is None:
+            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        task = asyncio.current_task()
+        self._stacks.setdefault(task, []).append(hold)  # type: ignore[arg-type]
+        return hold
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        hold = self._stacks[asyncio.current_task()].pop()  # type: ignore[index]
+        try:
+            await hold.release()
+        except NotHeld as e:
+            if exc_type is None:
+                raise Lost(f"lock {hold.key!r} was lost before the block ended: "
+                           f"{hold._renewal.lost_reason or 'not held at release'}") from e
+
+    async def info(self) -> LockInfo:
+        return await self._locks.info(self._spec.key)
+
+    async def is_locked(self) -> bool:
+        return (await self.info()).locked
+
+    async def hold_count(self) -> int:
+        field = field_of(self._owner_bytes(), self._spec.side)
+        return as_int(await self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+
+    async def remaining_lease(self) -> Optional[float]:
+        pttl = (await self.info()).pttl
+        return None if pttl is None else pttl / 1000
+
+    async def force_release(self) -> bool:
+        return await self._locks.force_release(self._spec.key)
+
+    async def unlock(self) -> bool:
+        key = self._spec.key
+        cmd = release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())
+        return _raise_if_error((await self._locks._pipeline(key, [cmd], resend=True))[0]) == 1
+
+
+class ReadWriteLock:
+    def __init__(self, locks: Locks, name: Any, owner: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._owner = None if owner is None else check_owner(owner)
+
+    def read(self, **opts: Any) -> Lock:
+        return self._side(READ, opts)
+
+    def write(self, **opts: Any) -> Lock:
+        return self._side(WRITE, opts)
+
+    def _side(self, side: str, opts: dict) -> Lock:
+        if opts.pop("fair", False):
+            raise ValueError("fair does not apply to a read-write lock")
+        bad = set(opts) - {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
+        if bad:
+            raise TypeError(f"unexpected options: {', '.join(sorted(bad))}")
+        return Lock(self._locks, self._key, side, opts.get("lease"), opts.get("wait"), False,
+                    opts.get("fenced", False), opts.get("session", False), opts.get("sync_replicas"),
+                    opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT), self._owner)
+
+    async def info(self) -> LockInfo:
+        return await self._locks.info(self._key)
+
+    async def force_release(self) -> bool:
+        return await self._locks.force_release(self._key)
+
+
+class MultiHold:
+    def __init__(self, locks: Locks, keys: list, owner: bytes, lease: int, renew: bool, basis: float, conn: Any):
+        self.keys = [k.decode("utf-8", "replace") for k in keys]
+        self.owner = owner.decode("utf-8", "replace")
+        self.lost = asyncio.Event()
+        self._locks, self._keys, self._owner, self._conn = locks, keys, owner, conn
+        self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
+        self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
+        self._released = False
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"a lock of {self.keys!r} was lost")
+
+    async def release(self) -> int:
+        if self._released:
+            return 0
+        self._released = True
+        for e in self._entries:
+            self._locks._watchdog.remove(e)
+        try:
+            return as_int(await self._locks._call(self._keys[0], "RLOCK.MRELEASE", self._owner, len(self._keys), *self._keys)) or 0
+        finally:
+            if self._conn is not None:
+                await _quietly(self._conn.disconnect(nowait=True))
+
+    async def __aenter__(self) -> "MultiHold":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.release()
+
+
+class MultiLock:
+    def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
+        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+            raise TypeError("names must be a list or tuple of names")
+        self._keys = [check_name(n) for n in names]
+        if not 1 <= len(self._keys) <= 1024:
+            raise ValueError("a multi-key lock takes 1 to 1024 names")
+        if len(set(self._keys)) != len(self._keys):
+            raise ValueError("a name is given more than once")
+        if locks._router.cluster is not None:
+            check_same_slot(self._keys)
+        self._locks = locks
+        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
+        self._renew = lease is None
+        self._wait = wait_ms(wait)
+        self._session = check_flag(session, "session")
+        self._owner = None if owner is None else check_owner(owner)
+        self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
+
+    async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
+        block = self._wait if wait is _UNSET else wait_ms(wait)
+        locks = self._locks
+        owner = self._owner or locks.owner().encode()
+        keys = self._keys
+        cmd: list = ["RLOCK.MACQUIRE", owner, len(keys), *keys, "LEASE", self._lease]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        if self._session:
+            cmd.append("SESSION")
+        sent = time.monotonic()
+        conn = None
+
+        async def orphan(v: Any) -> None:
+            if v is not None:
+                await locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
+
+        if block is None and not self._session:
+            replies = await locks._pipeline(keys[0], [cmd])
+        else:
+            replies, conn = await locks._blocking(keys[0], [cmd], block, orphan, pin=self._session)
+        if _raise_if_error(replies[0]) is None:
+            if conn is not None:
+                await _quietly(conn.disconnect(nowait=True))
+            return None
+        return MultiHold(locks, keys, owner, self._lease, self._renew, sent if block is None else time.monotonic(), conn)
+
+    async def __aenter__(self) -> MultiHold:
+        h = await self.acquire()
+        if h is None:
+            raise NotAcquired("the locks were not all acquired within the wait")
+        self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
+        return h
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._stacks[asyncio.current_task()].pop().release()  # type: ignore[index]
+
+
+class Permits:
+    def __init__(self, sem: "Semaphore", n: int):
+        self.count = n
+        self._sem = sem
+        self._released = False
+
+    async def release(self) -> int:
+        if self._released:
+            return await self._sem.available()
+        self._released = True
+        return await self._sem.release(self.count)
+
+    async def __aenter__(self) -> "Permits":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.release()
+
+
+class Semaphore:
+    def __init__(self, locks: Locks, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self.name = self._key.decode("utf-8", "replace")
+
+    async def try_set_permits(self, n: int) -> bool:
+        check_count(n, "permits", 0)
+        return bool(await self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+
+    async def add_permits(self, n: int) -> int:
+        check_count(n, "permits", -2147483647)
+        return as_int(await self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+
+    async def available(self) -> int:
+        return as_int(await self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+
+    async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
+        check_count(permits, "permits")
+        block = wait_ms(wait)
+        cmd: list = ["RSEM.ACQUIRE", self._key, "PERMITS", permits]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        cmd += ["REQ", new_req_id()]
+
+        async def orphan(v: Any) -> None:
+            if v is not None:
+                await self.release(permits)
+
+        if block is None:
+            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
+        else:
+            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
+        return None if _raise_if_error(v) is None else Permits(self, permits)
+
+    async def release(self, permits: int = 1) -> int:
+        check_count(permits, "permits")
+        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
+        return as_int(_raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])) or 0
+
+
+class LeasedPermit:
+    def __init__(self, sem: "PermitSemaphore", pid: str, lease: int, renew: bool, basis: float):
+        self.id = pid
+        self.lost = asyncio.Event()
+        self._sem = sem
+        self._renewal = Renewal(sem._key, pid.encode(), None, lease, renew, basis, kind="permit")
+        self._entry = sem._locks._watchdog.add(self._renewal, self.lost)
+        self._released = False
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
+
+    async def release(self) -> bool:
+        if self._released:
+            return False
+        self._released = True
+        self._sem._locks._watchdog.remove(self._entry)
+        return await self._sem.release(self.id)
+
+    async def __aenter__(self) -> "LeasedPermit":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.release()
+
+
+class PermitSemaphore(Semaphore):
+    async def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
+                      lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
+        check_count(permits, "permits", 1, 1024)
+        block = wait_ms(wait)
+        lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
+        cmd: list = ["RSEM.LEASE", self._key, "LEASE", lms, "PERMITS", permits]
+        if block is not None:
+            cmd += ["BLOCK", block]
+        cmd += ["REQ", new_req_id()]
+        sent = time.monotonic()
+
+        async def orphan(v: Any) -> None:
+            for i in v or []:
+                await self._locks._call(self._key, "RSEM.RETURN", self._key, i)
+
+        if block is None:
+            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
+        else:
+            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
+            sent = time.monotonic()
+        ids = _raise_if_error(v)
+        if ids is None:
+            return None
+        return [LeasedPermit(self, text(i), lms, lease is None, sent) for i in ids]
+
+    async def release(self, permit_id: str) -> bool:  # type: ignore[override]
+        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
+        return _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0]) == 1
+
+
+class Latch:
+    def __init__(self, locks: Locks, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+
+    async def try_set_count(self, n: int) -> bool:
+        check_count(n, "count")
+        return bool(await self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+
+    async def count_down(self) -> int:
+        return as_int(await self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+
+    async def count(self) -> int:
+        return as_int(await self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+
+    async def await_zero(self, wait: Optional[float] = None) -> bool:
+        block = wait_ms(wait)
+        cmd: list = ["RLATCH.AWAIT", self._key]
+        if block is None:
+            return _raise_if_error((await self._locks._pipeline(self._key, [cmd]))[0]) == 1
+        cmd += ["BLOCK", block]
+
+        async def nothing(v: Any) -> None:
+            return None
+
+        return _raise_if_error((await self._locks._blocking(self._key, [cmd], block, nothing))[0][0]) == 1
+
+
+class Leadership:
+    def __init__(self, hold: Hold, value: str):
+        self.value = value
+        self.term = hold.token or 0
+        self.replicas_acked = hold.replicas_acked
+        self.lost = hold.lost
+        self.hold = hold
+
+    def check(self) -> None:
+        self.hold.check()
+
+    async def resign(self) -> None:
+        if not self.hold._released:
+            try:
+                await self.hold.release()
+            except NotHeld:
+                pass
+
+    async def __aenter__(self) -> "Leadership":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.resign()
+
+
+class Election:
+    def __init__(self, locks: Locks, name: Any, sync_replicas: Any, sync_timeout: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._replicas = check_replicas(sync_replicas)
+        self._sync_timeout = sync_timeout
+
+    async def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
+        if not isinstance(value, str):
+            raise TypeError("value must be a str")
+        check_owner(value)
+        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
+                    self._sync_timeout, value)
+        hold = await lock.acquire()
+        if hold is None:
+            return None
+        if (hold.count or 1) > 1:
+            await hold.release()
+            raise DuplicateValue(f"{value!r} already leads {self._key!r}")
+        return Leadership(hold, value)
+
+    async def leader(self) -> Optional[Leader]:
+        return leader_of(await self._locks.info(self._key))
+
+    async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
+        last: Any = _UNSET
+        while True:
+            now = await self.leader()
+            if now != last:
+                last = now
+                yield now
+            await asyncio.sleep(poll)

@@ -1,0 +1,70 @@
+"""The errors rlock_client raises. Server errors it does not know pass through as
+redis-py's own (``redis.exceptions.ResponseError`` and its kind)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "RlockError",
+    "NotAcquired",
+    "NotHeld",
+    "Lost",
+    "Deadlock",
+    "DeadlockWait",
+    "NotAcknowledged",
+    "DuplicateValue",
+]
+
+
+class RlockError(Exception):
+    """Base class of every error this package raises on its own."""
+
+
+class NotAcquired(RlockError):
+    """The wait ended before the lock (permits, leadership) was granted.
+
+    Raised by the context managers; ``acquire()`` returns ``None`` instead."""
+
+
+class NotHeld(RlockError):
+    """A release by an owner that does not hold the lock (the server's ``NOTHELD``)."""
+
+
+class Lost(RlockError):
+    """The hold is gone: a renewal was refused, the lease ran out while renewals failed,
+    or the lock was force-released."""
+
+
+@dataclass(frozen=True)
+class DeadlockWait:
+    """One wait of a deadlock cycle: ``owner`` waits for ``key``, held by ``holder``
+    (``kept`` when the lock is kept for a multi-key call rather than held)."""
+
+    owner: str
+    key: str
+    holder: str
+    kept: bool = False
+
+
+class Deadlock(RlockError):
+    """The wait would close a cycle of waits in the server: nothing was taken.
+
+    ``cycle`` lists the waits, this call's first."""
+
+    def __init__(self, message: str, cycle: list[DeadlockWait]):
+        super().__init__(message)
+        self.cycle = cycle
+
+
+class NotAcknowledged(RlockError):
+    """A grant that fewer replicas than asked acknowledged (``WAIT``) in time: it was
+    released. ``acked`` is how many did."""
+
+    def __init__(self, message: str, acked: int = 0):
+        super().__init__(message)
+        self.acked = acked
+
+
+class DuplicateValue(RlockError):
+    """A campaign whose value is already the leader's (the grant came back as a re-entry)."""

@@ -1,0 +1,160 @@
+"""Waits given up and links cut: C06 (threads), C08."""
+
+import ctypes
+import random
+import threading
+import time
+
+import pytest
+import redis
+
+from rlock_client import Locks
+from proxy import CuttingProxy
+
+
+class GaveUp(Exception):
+    pass
+
+
+def interrupt(thread: threading.Thread) -> None:
+    """Raises GaveUp inside ``thread``, as a KeyboardInterrupt or a timeout would arrive."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(GaveUp))
+
+
+def wait_free(r, key, within=5.0):
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if not r.exists(key) and not r.execute_command("RLOCK.WAITERS", key):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_c06_interrupted_thread_waits_leave_nothing(server, r, key):
+    locks = Locks.from_url(server.url)  # 30 s leases: an orphan would stay
+    rng = random.Random(6)
+    outcomes = {"granted": 0, "interrupted": 0, "none": 0}
+    mutex = threading.Lock()
+    stop = threading.Event()
+
+    def churn():
+        # Grants keep happening while waits are interrupted.
+        lock = locks.lock(key, wait=5, owner="churn")
+        while not stop.is_set():
+            h = lock.acquire()
+            if h:
+                time.sleep(0.01)
+                h.release()
+            time.sleep(0.005)
+
+    churner = threading.Thread(target=churn)
+    churner.start()
+
+    def waiter():
+        kind = "interrupted"
+        try:
+            try:
+                h = locks.lock(key, wait=2).acquire()
+                if h is not None:
+                    time.sleep(0.005)
+                    h.release()
+                    kind = "granted"
+                else:
+                    kind = "none"
+            except GaveUp:
+                pass
+            with mutex:
+                finished.add(threading.get_ident())
+        except GaveUp:  # arrived while finishing
+            kind = "interrupted"
+        with mutex:
+            outcomes[kind] += 1
+
+    finished: set = set()
+
+    def interrupt_if_waiting(t):
+        with mutex:
+            if t.is_alive() and t.ident not in finished:
+                interrupt(t)
+
+    threads = []
+    for _ in range(40):
+        t = threading.Thread(target=waiter)
+        t.start()
+        threads.append(t)
+        threading.Timer(rng.uniform(0.0, 0.03), interrupt_if_waiting, (t,)).start()  # a random moment of its wait
+        time.sleep(rng.uniform(0.0, 0.01))
+    for t in threads:
+        t.join(10)
+    stop.set()
+    churner.join(10)
+    assert sum(outcomes.values()) == 40, outcomes
+    print("c06 outcomes", outcomes)
+    assert outcomes["interrupted"] >= 5, outcomes
+    assert wait_free(r, key), (r.hgetall(key), r.execute_command("RLOCK.WAITERS", key))
+
+
+def test_c08_acquire_cut_is_resent_with_the_same_req_id(server, r, key):
+    proxy = CuttingProxy(server.port)
+    try:
+        locks = Locks(redis.Redis(port=proxy.port))  # redis-py's own retries left on
+        proxy.cut_next(b"RLOCK.ACQUIRE")
+        hold = locks.lock(key).acquire()
+        assert hold is not None
+        assert proxy.cuts == 1
+        sent = [d for d in proxy.seen if b"RLOCK.ACQUIRE" in d]
+        assert len(sent) == 2, sent  # the cut one, and one resend: nothing silent
+        assert sent[0] == sent[1]  # the same REQ id
+        assert int(r.hget(key, hold.owner)) == 1  # applied once
+        assert hold.release() is True
+        assert not r.exists(key)
+    finally:
+        proxy.close()
+
+
+def test_c08_release_cut_is_resent_with_the_same_req_id(server, r, key):
+    proxy = CuttingProxy(server.port)
+    try:
+        locks = Locks(redis.Redis(port=proxy.port))
+        lock = locks.lock(key)
+        first = lock.acquire()
+        second = lock.acquire()
+        assert int(r.hget(key, first.owner)) == 2
+        proxy.cut_next(b"RLOCK.RELEASE")
+        assert second.release() is False  # the server's first reply, replayed: 0
+        sent = [d for d in proxy.seen if b"RLOCK.RELEASE" in d]
+        assert len(sent) == 2 and sent[0] == sent[1]
+        assert int(r.hget(key, first.owner)) == 1  # one hold given back, not two
+        assert first.release() is True
+    finally:
+        proxy.close()
+
+
+def test_c08_blocked_acquire_killed_is_resent_with_the_same_req_id(server, r, key):
+    proxy = CuttingProxy(server.port)
+    try:
+        locks = Locks(redis.Redis(port=proxy.port))
+        holder = locks.lock(key, owner="holder").acquire()
+        got = {}
+        t = threading.Thread(target=lambda: got.update(h=locks.lock(key, wait=5, owner="w").acquire()))
+        t.start()
+        end = time.monotonic() + 5
+        while not r.execute_command("RLOCK.WAITERS", key) and time.monotonic() < end:
+            time.sleep(0.01)
+        (w,) = Locks.from_url(server.url).waiters(key)
+        cid = w.client_id
+        r.execute_command("CLIENT", "KILL", "ID", cid)
+        end = time.monotonic() + 5
+        while len([d for d in proxy.seen if b"RLOCK.ACQUIRE" in d and b"BLOCK" in d]) < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+        holder.release()
+        t.join(10)
+        assert got["h"] is not None
+        sent = [d for d in proxy.seen if b"RLOCK.ACQUIRE" in d and b"BLOCK" in d]
+        assert len(sent) == 2
+        req = [d.split(b"REQ\r\n")[1].split(b"\r\n")[1] for d in sent]
+        assert req[0] == req[1]
+        assert int(r.hget(key, "w")) == 1
+        got["h"].release()
+    finally:
+        proxy.close()
