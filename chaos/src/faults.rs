@@ -150,11 +150,23 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         }
         Fault::PauseWrites => {
             let ms = rng.range(50, 400);
+            // Clients that unblock others look before the pause may start.
+            let in_flight = Instant::now() + Duration::from_secs(20);
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                *paused = (*paused).max(Some(in_flight));
+            }
             let reply = c.call(&[b"CLIENT", b"PAUSE", ms.to_string().as_bytes(), b"WRITE"]);
             shared.log_fault(format!("pause {ms} ms replied"));
             // It ran before its reply came; a pause already on ends at the later end.
             let until = Instant::now() + Duration::from_millis(ms + 100);
             topology.writes_paused_until = topology.writes_paused_until.max(Some(until));
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                // Back from the in-flight guess to the known end, unless another pause
+                // is in flight (the fault thread sends one at a time: none is).
+                *paused = topology.writes_paused_until;
+            }
             reply
         }
         Fault::DebugSleep => {
@@ -272,6 +284,18 @@ fn failover(topology: &mut Topology, shared: &Shared, c: &mut Conn) {
         return;
     };
     let port = standby.port.to_string();
+    // `FAILOVER` pauses writes as `CLIENT PAUSE WRITE` does, until the switch (or its
+    // timeout): clients that unblock others hold off until it is over.
+    *shared.writes_paused_until.lock().unwrap() = Some(Instant::now() + Duration::from_secs(30));
+    failover_to(topology, shared, c, &port);
+    let after = Instant::now() + Duration::from_millis(200);
+    *shared.writes_paused_until.lock().unwrap() = topology.writes_paused_until.max(Some(after));
+}
+
+fn failover_to(topology: &mut Topology, shared: &Shared, c: &mut Conn, port: &str) {
+    let Some(standby) = topology.standby.as_ref() else {
+        return;
+    };
     match c.call(&[
         b"FAILOVER",
         b"TO",

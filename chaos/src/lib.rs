@@ -6,6 +6,7 @@
 //! workload whose every `DEADLOCK` must be a cycle real in its history. docs/RELIABILITY.md
 //! says what is run and what is checked.
 
+pub mod capacity;
 pub mod checks;
 pub mod churn;
 pub mod cluster;
@@ -13,10 +14,12 @@ pub mod deadlocks;
 pub mod faults;
 pub mod fuzz;
 pub mod history;
+pub mod latches;
 pub mod permits;
 pub mod redisson;
 pub mod resp;
 pub mod rng;
 pub mod run;
 pub mod rwload;
+pub mod scripts;
 pub mod workload;

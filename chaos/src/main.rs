@@ -146,8 +146,12 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\n{} holds checked · {} violations · {:.0} s · reproduce with --seed {}",
+        "\n{} holds checked · {} semaphore holds checked · {} latch rounds ({} opens checked) · \
+         {} violations · {:.0} s · reproduce with --seed {}",
         report.holds_checked,
+        report.semaphore_holds,
+        report.latch_rounds,
+        report.latch_opens,
         report.violations.len(),
         started.elapsed().as_secs_f64(),
         options.seed

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 
 use rlock_module_tests::{Flavor, Server};
 
+use crate::capacity::{self, PermitHistory};
 use crate::checks;
 use crate::churn;
 use crate::deadlocks;
 use crate::faults::{inject, Fault, Topology};
 use crate::fuzz;
 use crate::history::{self, History};
-use crate::permits;
+use crate::latches::Latches;
+use crate::permits::{self, Semaphores};
 use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
@@ -55,6 +57,11 @@ pub struct Report {
     /// Per flavor and phase: what was counted.
     pub counts: Vec<(String, BTreeMap<String, u64>)>,
     pub holds_checked: usize,
+    /// Semaphore holds checked for capacity, over every phase.
+    pub semaphore_holds: u64,
+    /// Latch rounds run to zero, and waiters' opens checked against them.
+    pub latch_rounds: u64,
+    pub latch_opens: u64,
 }
 
 impl Report {
@@ -103,6 +110,10 @@ pub fn run(options: &Options) -> Report {
             let secs = (options.seconds / 2).max(1);
             let (violations, counts, holds) = run_phase(flavor, phase, seed, secs, options);
             report.holds_checked += holds;
+            let count = |name: &str| counts.get(name).copied().unwrap_or(0);
+            report.semaphore_holds += count(SEMAPHORE_HOLDS);
+            report.latch_rounds += count(LATCH_ROUNDS);
+            report.latch_opens += count(LATCH_OPENS);
             report.add(
                 format!("{flavor} {}", phase.name()),
                 seed,
@@ -242,6 +253,7 @@ fn warm_baseline(
         }));
     }
     threads.extend(spawn_read_write_clients(&shared, options, rng));
+    let extras = Extras::spawn(&shared, rng, "warm-");
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -274,6 +286,7 @@ fn warm_baseline(
     for t in threads {
         let _ = t.join();
     }
+    let _ = extras.join(&shared);
     let _ = scratch.join();
     if let Ok(mut c) = Conn::connect(topology.primary.port, Duration::from_secs(5)) {
         let _ = c.call(&[b"FLUSHALL"]);
@@ -287,6 +300,7 @@ fn warm_baseline(
 
 /// Read-write lock clients on locks of their own: one module client per 4 reentrant-lock
 /// clients, and one Redisson-style client running Redisson's read and write scripts.
+/// (Semaphores and latches: `Extras`.)
 pub fn spawn_read_write_clients(
     shared: &Arc<Shared>,
     options: &Options,
@@ -294,19 +308,71 @@ pub fn spawn_read_write_clients(
 ) -> Vec<thread::JoinHandle<History>> {
     let locks = rwload::lock_names(2);
     let module_clients = options.clients.div_ceil(4);
-    let mut threads: Vec<thread::JoinHandle<History>> = (0..=module_clients)
+    let threads: Vec<thread::JoinHandle<History>> = (0..=module_clients)
         .map(|index| {
             let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
             let redisson = index == module_clients;
             thread::spawn(move || rwload::client(shared, index, rng, locks, redisson))
         })
         .collect();
-    // Semaphores of one permit, plain and leased: three module clients, one Redisson's.
-    threads.extend((0..4).map(|index| {
-        let (shared, rng) = (shared.clone(), rng.fork());
-        thread::spawn(move || permits::client(shared, index, rng, index == 3))
-    }));
     threads
+}
+
+/// The counts the phases report for the summary.
+const SEMAPHORE_HOLDS: &str = "semaphore holds checked";
+const LATCH_ROUNDS: &str = "latch rounds";
+const LATCH_OPENS: &str = "latch opens checked";
+
+/// Module clients on the semaphores, and Redisson-style ones.
+const SEMAPHORE_CLIENTS: usize = 5;
+const SEMAPHORE_REDISSON_CLIENTS: usize = 2;
+
+/// The semaphore and latch load beside the locks: semaphores of `permits::PERMITS`
+/// permits taken by module and Redisson-style clients, and count-down latches.
+struct Extras {
+    semaphores: Arc<Semaphores>,
+    latches: Arc<Latches>,
+    permit_threads: Vec<thread::JoinHandle<PermitHistory>>,
+    latch_threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Extras {
+    /// Starts the clients, on keys whose names begin with `tag`.
+    fn spawn(shared: &Arc<Shared>, rng: &mut Rng, tag: &str) -> Extras {
+        let semaphores = Arc::new(Semaphores::new(&format!("{tag}sem")));
+        let latches = Arc::new(Latches::new(&format!("{tag}latch")));
+        let permit_threads = (0..SEMAPHORE_CLIENTS + SEMAPHORE_REDISSON_CLIENTS)
+            .map(|index| {
+                let (shared, semaphores, rng) = (shared.clone(), semaphores.clone(), rng.fork());
+                let redisson = index >= SEMAPHORE_CLIENTS;
+                thread::spawn(move || permits::client(shared, semaphores, index, rng, redisson))
+            })
+            .collect();
+        let latch_threads = latches.spawn(shared, rng);
+        Extras {
+            semaphores,
+            latches,
+            permit_threads,
+            latch_threads,
+        }
+    }
+
+    /// Waits for the clients (the load must have been told to stop); their holds.
+    fn join(self, shared: &Shared) -> (PermitHistory, Arc<Semaphores>, Arc<Latches>) {
+        let mut history = PermitHistory::default();
+        for t in self.permit_threads {
+            match t.join() {
+                Ok(h) => history.merge(h),
+                Err(_) => shared.violation("a semaphore client thread panicked".into()),
+            }
+        }
+        for t in self.latch_threads {
+            if t.join().is_err() {
+                shared.violation("a latch client thread panicked".into());
+            }
+        }
+        (history, self.semaphores, self.latches)
+    }
 }
 
 /// Clients that act as Redisson does, beside the module's: one per 8 of those.
@@ -345,6 +411,7 @@ fn run_phase(
         }));
     }
     threads.extend(spawn_read_write_clients(&shared, options, &mut rng));
+    let extras = Extras::spawn(&shared, &mut rng, "");
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -383,18 +450,61 @@ fn run_phase(
             Err(_) => shared.violation("a client thread panicked".into()),
         }
     }
+    let (permit_history, semaphores, latches) = extras.join(&shared);
     if scratch.join().is_err() {
         shared.violation("the scratch client panicked".into());
     }
     let mut violations = shared.violations.lock().unwrap().clone();
     history::end_at_force_releases(&mut history, &shared.forced.lock().unwrap());
-    violations.extend(history::mutual_exclusion(
-        &history,
-        &shared.fault_log.lock().unwrap(),
-    ));
+    let fault_log = shared.fault_log.lock().unwrap().clone();
+    violations.extend(history::mutual_exclusion(&history, &fault_log));
     violations.extend(history::fencing(&history));
+    // Semaphores: capacity over the load, then conservation once every lease ended (before
+    // the checks after the load flush the data); latches: no early open.
+    let ledger = semaphores.ledger.lock().unwrap().clone();
+    let capacity = capacity::over_capacity(&permit_history, &ledger, &fault_log);
+    let semaphore_violations = capacity.violations.len();
+    violations.extend(capacity.violations);
+    let conservation = permits::conservation(topology.primary.port, &semaphores);
+    let conservation_violations = conservation.len();
+    violations.extend(conservation);
+    let latch = latches.check();
+    let latch_violations = latch.violations.len();
+    violations.extend(latch.violations);
     violations.extend(checks::after_load(&mut topology, &locks, &baseline));
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
+    counts.insert(SEMAPHORE_HOLDS.into(), permit_history.holds.len() as u64);
+    counts.insert(
+        "semaphore most permits certainly held at once".into(),
+        capacity.peak,
+    );
+    counts.insert(
+        "semaphore grants that made it full (certainly)".into(),
+        capacity.full,
+    );
+    counts.insert("semaphores used".into(), ledger.semaphores.len() as u64);
+    counts.insert(
+        "semaphores with doubts".into(),
+        ledger
+            .semaphores
+            .values()
+            .filter(|a| !a.doubts.is_empty())
+            .count() as u64,
+    );
+    counts.insert(
+        "semaphore violations (capacity)".into(),
+        semaphore_violations as u64,
+    );
+    counts.insert(
+        "semaphore violations (conservation)".into(),
+        conservation_violations as u64,
+    );
+    counts.insert(LATCH_ROUNDS.into(), latch.rounds);
+    counts.insert(LATCH_OPENS.into(), latch.opens_checked);
+    counts.insert(
+        "latch violations (early open)".into(),
+        latch_violations as u64,
+    );
     (violations, counts, history.holds.len())
 }

@@ -49,6 +49,10 @@ pub struct Shared {
     /// primary take writes that the promoted replica never sees: what the docs tell
     /// users to acknowledge with `WAIT` before relying on a grant.
     pub acknowledge: bool,
+    /// Until when a `CLIENT PAUSE WRITE` may hold writes back (set before the pause is
+    /// sent): clients that send `CLIENT UNBLOCK` themselves skip it meanwhile (see
+    /// `faults::Topology::unblock_hits_server_bug`).
+    pub writes_paused_until: Mutex<Option<Instant>>,
 }
 
 impl Shared {
@@ -67,6 +71,7 @@ impl Shared {
             cluster: false,
             routes: Mutex::new(HashMap::new()),
             acknowledge: false,
+            writes_paused_until: Mutex::new(None),
         }
     }
 
@@ -100,6 +105,14 @@ impl Shared {
     fn force_released_since(&self, lock: &str, asked: Instant) -> bool {
         let forced = self.forced.lock().unwrap();
         forced.iter().any(|f| f.may_follow(lock, asked))
+    }
+
+    /// Whether a `CLIENT PAUSE WRITE` may be holding writes back now.
+    pub fn writes_may_be_paused(&self) -> bool {
+        self.writes_paused_until
+            .lock()
+            .unwrap()
+            .is_some_and(|until| Instant::now() < until)
     }
 
     fn killed_at(&self, conn: i64) -> Option<Instant> {
