@@ -189,8 +189,8 @@ pub fn after_load(
         ("standby", topology.standby.as_mut()),
     ] {
         let Some(server) = server else { continue };
-        if !server.is_running() {
-            found.push(format!("the {name} died:\n{}", server.log_tail(30)));
+        if let Some(death) = crate::evidence::dead(server, name) {
+            found.push(death);
         } else if server.log().contains("panicked") {
             found.push(format!(
                 "a panic in the {name}'s log:\n{}",

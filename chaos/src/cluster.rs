@@ -218,7 +218,7 @@ pub fn run_phase(
 ) -> (Vec<String>, BTreeMap<String, u64>, usize) {
     let mut rng = Rng::new(seed);
     let began = (since_epoch(Instant::now()), SystemTime::now());
-    let cluster = Cluster::start_with(flavor, 3, 1, |b| b.module_args(&["lease-ms", "2000"]));
+    let mut cluster = Cluster::start_with(flavor, 3, 1, |b| b.module_args(&["lease-ms", "2000"]));
     let nodes: Vec<u16> = cluster.nodes().map(|n| n.port).collect();
     let mut shared = Shared::new(cluster.primaries[0].port, true);
     shared.cluster = true;
@@ -283,7 +283,7 @@ pub fn run_phase(
         &shared.fault_log.lock().unwrap(),
     ));
     violations.extend(history::fencing(&history));
-    violations.extend(after_load(&cluster, locks));
+    violations.extend(after_load(&mut cluster, locks));
     if let Some(last) = violations.last_mut() {
         last.push('\n');
         last.push_str(&failover_lines(&cluster, began));
@@ -324,7 +324,7 @@ fn failover_lines(cluster: &Cluster, began: (String, SystemTime)) -> String {
 
 /// Once the load stopped: nobody blocked on any node, every lock gone everywhere once
 /// the leases ran out, every node alive with no panic in its log.
-fn after_load(cluster: &Cluster, locks: &[String]) -> Vec<String> {
+fn after_load(cluster: &mut Cluster, locks: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(8);
     loop {
@@ -351,9 +351,20 @@ fn after_load(cluster: &Cluster, locks: &[String]) -> Vec<String> {
         }
         thread::sleep(Duration::from_millis(200));
     }
-    for node in cluster.nodes() {
-        if call(node.port, &[b"PING"]).is_err() {
-            found.push(format!("node {} died:\n{}", node.port, node.log_tail(30)));
+    for node in cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+    {
+        let port = node.port;
+        if let Some(death) = crate::evidence::dead(node, &format!("node {port}")) {
+            found.push(death);
+        } else if call(node.port, &[b"PING"]).is_err() {
+            found.push(format!(
+                "node {} stopped answering PING:\n{}",
+                node.port,
+                node.log_tail(30)
+            ));
         } else if node.log().contains("panicked") {
             found.push(format!(
                 "a panic in node {}'s log:\n{}",

@@ -196,6 +196,11 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         }
         Fault::Restart => {
             drop(c);
+            // A primary that died by itself is reported, its log kept, before the restart
+            // appends to the log and forgets how it ended.
+            if let Some(death) = crate::evidence::dead(&mut topology.primary, "primary") {
+                shared.violation(death);
+            }
             topology.primary.kill9_and_restart();
             return;
         }

@@ -11,6 +11,7 @@ pub mod checks;
 pub mod churn;
 pub mod cluster;
 pub mod deadlocks;
+pub mod evidence;
 pub mod faults;
 pub mod fuzz;
 pub mod history;

@@ -41,7 +41,7 @@ use rlock_module_tests::redisson::{
 };
 
 use crate::capacity::{self, Account, Ledger, PermitHistory, PermitHold, CLOCK_SLACK};
-use crate::resp::{encode, Conn, ConnError, Frame};
+use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
@@ -87,6 +87,8 @@ pub struct Semaphores {
     tag: String,
     generations: [AtomicU64; 2],
     pub ledger: Mutex<Ledger>,
+    /// Every command and reply of the semaphore clients, for a finding's history.
+    pub journal: Journal,
 }
 
 impl Semaphores {
@@ -96,6 +98,7 @@ impl Semaphores {
             tag: tag.to_string(),
             generations: [AtomicU64::new(0), AtomicU64::new(0)],
             ledger: Mutex::new(Ledger::default()),
+            journal: Journal::default(),
         }
     }
 
@@ -161,6 +164,45 @@ impl Semaphores {
         }
     }
 
+    /// Every command naming `key` and the replies to it, in time order, one per line.
+    pub fn history(&self, key: &str, faults: &[(Instant, String)]) -> String {
+        let mut journal = self.journal.lock().unwrap().clone();
+        journal.extend(
+            faults
+                .iter()
+                .map(|(at, what)| (*at, -1, 0, format!("-> fault: {what}"))),
+        );
+        journal.sort_by_key(|(at, ..)| *at);
+        let mut on_key = std::collections::HashSet::new();
+        let mut out = String::new();
+        for (at, id, port, what) in journal {
+            if id == -1 {
+                if !out.is_empty() {
+                    out.push_str(&format!("    {} {what}\n", since_epoch(at)));
+                }
+                continue;
+            }
+            if what.starts_with("->") {
+                let named = what.split(' ').any(|word| {
+                    word == key
+                        || word
+                            .trim_start_matches("{")
+                            .starts_with(&format!("{key}}}"))
+                });
+                if named {
+                    on_key.insert(id);
+                } else {
+                    on_key.remove(&id);
+                    continue;
+                }
+            } else if !on_key.contains(&id) {
+                continue;
+            }
+            out.push_str(&format!("    {} c{id}@{port} {what}\n", since_epoch(at)));
+        }
+        out
+    }
+
     fn read(&self, key: &str, sent: Instant, permits: i64) {
         let mut ledger = self.ledger.lock().unwrap();
         if let Some(account) = ledger.semaphores.get_mut(key) {
@@ -209,6 +251,7 @@ pub fn client(
             thread::sleep(Duration::from_millis(20));
             continue;
         };
+        c.set_journal(&semaphores.journal);
         let mut cycle = Cycle {
             shared: &shared,
             semaphores: &semaphores,
@@ -322,6 +365,7 @@ impl Cycle<'_> {
     fn resend(&self, args: &[&[u8]]) -> Option<Resent> {
         let mut fresh = None;
         let c = connection(self.shared, &mut fresh, &self.key)?;
+        c.set_journal(&self.semaphores.journal);
         let reply = c.call(args);
         let at = Instant::now();
         drop_connection(self.shared, &mut fresh);
@@ -566,6 +610,7 @@ impl Cycle<'_> {
             let Some(c) = connection(self.shared, &mut fresh, &key) else {
                 continue;
             };
+            c.set_journal(&self.semaphores.journal);
             c.start_timeline();
             let sent = Instant::now();
             let reply = c.call(&args);
@@ -1063,6 +1108,7 @@ impl Cycle<'_> {
                     let Some(f) = connection(self.shared, &mut fresh, &key) else {
                         continue;
                     };
+                    f.set_journal(&self.semaphores.journal);
                     let again = self.script(f, SEMAPHORE_RELEASE, &keys, &argv);
                     drop_connection(self.shared, &mut fresh);
                     match again {
@@ -1264,7 +1310,11 @@ impl Cycle<'_> {
 /// Once the load stopped and every lease ended: each semaphore the load set has its
 /// permits back, as `RSEM.AVAILABLE` on the primary reads them, and the readings taken
 /// during the load were within bounds (`capacity::conservation`).
-pub fn conservation(port: u16, semaphores: &Semaphores) -> Vec<String> {
+pub fn conservation(
+    port: u16,
+    semaphores: &Semaphores,
+    faults: &[(Instant, String)],
+) -> Vec<String> {
     // Every lease and renewal was at most `MAX_LEASE_MS`, from before its reply.
     thread::sleep(Duration::from_millis(MAX_LEASE_MS + 100));
     let mut c = match Conn::connect(port, Duration::from_secs(15)) {
@@ -1279,7 +1329,16 @@ pub fn conservation(port: u16, semaphores: &Semaphores) -> Vec<String> {
             continue;
         }
         match c.call(&[b"RSEM.AVAILABLE", key.as_bytes()]) {
-            Ok(Frame::Int(n)) => found.extend(capacity::conservation(key, account, n)),
+            Ok(Frame::Int(n)) => {
+                let wrong = capacity::conservation(key, account, n);
+                if !wrong.is_empty() {
+                    found.push(format!(
+                        "{}\n  every call on {key} and its reply:\n{}",
+                        wrong.join("\n"),
+                        semaphores.history(key, faults)
+                    ));
+                }
+            }
             other => found.push(format!("RSEM.AVAILABLE {key} replied {other:?}")),
         }
     }

@@ -465,7 +465,7 @@ fn run_phase(
     let capacity = capacity::over_capacity(&permit_history, &ledger, &fault_log);
     let semaphore_violations = capacity.violations.len();
     violations.extend(capacity.violations);
-    let conservation = permits::conservation(topology.primary.port, &semaphores);
+    let conservation = permits::conservation(topology.primary.port, &semaphores, &fault_log);
     let conservation_violations = conservation.len();
     violations.extend(conservation);
     let latch = latches.check();

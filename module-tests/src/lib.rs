@@ -542,6 +542,33 @@ impl Server {
         parse_info(&text)
     }
 
+    /// How the process ended, if it has (`None` while it runs or after `stop`/`kill`).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Copies the whole server log, what it printed before the log opened, and any core
+    /// file its dir holds into `into` (created); the files copied.
+    pub fn keep_logs(&self, into: &Path) -> std::io::Result<Vec<PathBuf>> {
+        fs::create_dir_all(into)?;
+        let mut kept = Vec::new();
+        let Some(dir) = self.dir.as_ref() else {
+            return Ok(kept);
+        };
+        for entry in fs::read_dir(dir.path())? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".log") || name.starts_with("core") {
+                let to = into.join(name);
+                fs::copy(&path, &to)?;
+                kept.push(to);
+            }
+        }
+        Ok(kept)
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
