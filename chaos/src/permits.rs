@@ -517,11 +517,21 @@ impl Cycle<'_> {
         }
         self.shared.count("sem grant");
         let start = Instant::now();
-        let for_sure = acknowledged(self.shared, c)?;
+        // From here the permits are held: a connection cut before the release is sent
+        // still gives them back, from a fresh connection (a permit has no lease to end it).
+        let for_sure = match acknowledged(self.shared, c) {
+            Ok(for_sure) => for_sure,
+            Err(e) => return self.cut_while_holding(c, weight, explicit, sent, start, false, e),
+        };
         // The same call again: answered from its record, it takes nothing more.
         if req.is_some() && self.rng.chance(20) {
             self.shared.count("sem acquire resent");
-            let again = c.call(&args)?;
+            let again = match c.call(&args) {
+                Ok(again) => again,
+                Err(e) => {
+                    return self.cut_while_holding(c, weight, explicit, sent, start, for_sure, e)
+                }
+            };
             let at = Instant::now();
             match again {
                 Frame::Int(1) if at < sent + RECORD => {}
@@ -543,6 +553,42 @@ impl Cycle<'_> {
         self.record(weight, sent, start, end, for_sure, c.take_timeline());
         outcome?;
         c.check_in_step()
+    }
+
+    /// The connection of a client holding `weight` plain permits was cut before its release
+    /// was sent: the release goes from fresh connections (resent with its `REQ` id, or
+    /// until answered), and the hold ends when it is first sent.
+    #[allow(clippy::too_many_arguments)]
+    fn cut_while_holding(
+        &mut self,
+        c: &mut Conn,
+        weight: u64,
+        explicit: bool,
+        asked: Instant,
+        start: Instant,
+        for_sure: bool,
+        e: ConnError,
+    ) -> Result<(), ConnError> {
+        self.shared
+            .count("sem connection cut while holding: released elsewhere");
+        let key = self.key.clone();
+        let id = format!("{}-r", self.owner);
+        let weight_text = weight.to_string();
+        let mut args: Vec<&[u8]> = vec![b"RSEM.RELEASE", key.as_bytes()];
+        if explicit || weight > 1 {
+            args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
+        }
+        if self.shared.req {
+            args.extend([&b"REQ"[..], id.as_bytes()]);
+        }
+        let first = Instant::now();
+        if self.shared.req {
+            self.resend_release(&args, weight, first, false);
+        } else {
+            self.resend_until_answered(&args, weight);
+        }
+        self.record(weight, asked, start, first, for_sure, c.take_timeline());
+        Err(e)
     }
 
     /// Records a hold of plain permits; one whose grant the replica may not have is not
@@ -1089,17 +1135,31 @@ impl Cycle<'_> {
             }
         };
         self.shared.count("redisson sem grant");
-        let for_sure = acknowledged(self.shared, c)?;
-        thread::sleep(Duration::from_millis(self.rng.below(20)));
+        // A connection cut from here on still gives the permits back, from fresh ones.
+        let (for_sure, cut) = match acknowledged(self.shared, c) {
+            Ok(for_sure) => (for_sure, None),
+            Err(e) => (false, Some(e)),
+        };
+        if cut.is_none() {
+            thread::sleep(Duration::from_millis(self.rng.below(20)));
+        }
         let (channel, publish) = self.channel();
         let released = Instant::now();
         let keys: [&[u8]; 2] = [key.as_bytes(), &channel];
         let argv: [&[u8]; 2] = [weight_text.as_bytes(), publish];
-        let reply = self.script(c, SEMAPHORE_RELEASE, &keys, &argv);
+        let reply = match cut {
+            Some(_) => Ok(Frame::Error("connection cut before the release".into())),
+            None => self.script(c, SEMAPHORE_RELEASE, &keys, &argv),
+        };
         let outcome = match reply {
             Ok(f) if f.is_null() => Ok(()),
             Ok(Frame::Error(e)) => {
-                error_reply(self.shared, &key, "redisson sem release", &e);
+                if cut.is_none() {
+                    error_reply(self.shared, &key, "redisson sem release", &e);
+                } else {
+                    self.shared
+                        .count("redisson sem connection cut while holding: released elsewhere");
+                }
                 // It did not run: again on fresh connections (no id, but nothing ran).
                 let mut done = false;
                 for _ in 0..20 {
@@ -1140,6 +1200,9 @@ impl Cycle<'_> {
             }
         };
         self.record(weight, sent, start, released, for_sure, c.take_timeline());
+        if let Some(e) = cut {
+            return Err(e);
+        }
         outcome?;
         c.check_in_step()
     }
@@ -1332,8 +1395,14 @@ pub fn conservation(
             Ok(Frame::Int(n)) => {
                 let wrong = capacity::conservation(key, account, n);
                 if !wrong.is_empty() {
+                    let zset = timeouts(key);
+                    let state = [
+                        c.call(&[b"GET", key.as_bytes()]),
+                        c.call(&[b"ZRANGE", zset.as_bytes(), b"0", b"-1", b"WITHSCORES"]),
+                        c.call(&[b"TIME"]),
+                    ];
                     found.push(format!(
-                        "{}\n  every call on {key} and its reply:\n{}",
+                        "{}\n  GET, leases zset, TIME now: {state:?}\n  every call on {key} and its reply:\n{}",
                         wrong.join("\n"),
                         semaphores.history(key, faults)
                     ));
