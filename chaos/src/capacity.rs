@@ -104,6 +104,9 @@ pub struct Account {
     pub seen_set: Option<Instant>,
     /// Permits available as replies showed them: (sent, replied, permits).
     pub readings: Vec<(Instant, Instant, i64)>,
+    /// Give-backs no replica acknowledged, in the unplanned-failover phase: (sent, permits).
+    /// A primary killed after one may have lost it (`permits::conservation`).
+    pub unacknowledged_releases: Vec<(Instant, u64)>,
 }
 
 impl Account {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor};
 
+use crate::extras::Extras;
 use crate::history::{self, History};
 use crate::resp::{since_epoch, Conn, Frame};
 use crate::rng::Rng;
@@ -183,6 +184,9 @@ fn failover(shared: &Shared, nodes: &[u16], rng: &mut Rng) {
         return;
     }
     let replica = *rng.pick(&replicas);
+    // One that outlives its pause is not coordinated: writes no replica acknowledged may
+    // be lost, as with a killed primary.
+    shared.promotions.lock().unwrap().push(Instant::now());
     shared.log_fault(format!("cluster failover to {replica}"));
     match call(replica, &[b"CLUSTER", b"FAILOVER"]) {
         Ok(Frame::Error(e)) => {
@@ -204,6 +208,77 @@ fn failover(shared: &Shared, nodes: &[u16], rng: &mut Rng) {
         thread::sleep(Duration::from_millis(50));
     }
     shared.count("cluster failover did not complete in 10 s");
+}
+
+/// The unplanned failover of a shard: `kill -9` of a primary whose replica is in sync,
+/// then `CLUSTER FAILOVER TAKEOVER` on that replica (no agreement, no pause: what an
+/// operator does when the primary is gone); the clients' routes move to it, and once it
+/// serves, the killed node starts again and rejoins as its replica.
+fn takeover(shared: &Shared, cluster: &mut Cluster, rng: &mut Rng) {
+    let nodes: Vec<u16> = cluster.nodes().map(|n| n.port).collect();
+    let pairs: Vec<(u16, u16)> = nodes
+        .iter()
+        .filter_map(|&replica| {
+            let info = text(replica, &[b"INFO", b"replication"]);
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(str::trim)
+                    .map(str::to_string)
+            };
+            let in_sync = info.contains("role:slave")
+                && field("master_link_status:").as_deref() == Some("up")
+                && field("master_sync_in_progress:").as_deref() == Some("0");
+            let primary = field("master_port:")?.parse().ok()?;
+            in_sync.then_some((replica, primary))
+        })
+        .collect();
+    if pairs.is_empty() {
+        shared.count("cluster takeover: no replica in sync");
+        return;
+    }
+    let (replica, primary) = *rng.pick(&pairs);
+    shared.promotions.lock().unwrap().push(Instant::now());
+    shared.log_fault(format!("kill -9 of shard primary {primary}"));
+    let Some(node) = cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+        .find(|n| n.port == primary)
+    else {
+        return;
+    };
+    node.kill9();
+    let reply = call(replica, &[b"CLUSTER", b"FAILOVER", b"TAKEOVER"]);
+    shared.log_fault(format!("CLUSTER FAILOVER TAKEOVER on {replica}: {reply:?}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut promoted = false;
+    while Instant::now() < deadline && !promoted {
+        promoted = text(replica, &[b"INFO", b"replication"]).contains("role:master");
+        thread::sleep(Duration::from_millis(20));
+    }
+    shared.count(if promoted {
+        "cluster takeovers"
+    } else {
+        "cluster takeover did not complete in 10 s"
+    });
+    // Routes to the dead node go to the one that took its slots.
+    for port in shared.routes.lock().unwrap().values_mut() {
+        if *port == primary {
+            *port = replica;
+        }
+    }
+    if shared.primary.load(Ordering::SeqCst) == primary {
+        shared.primary.store(replica, Ordering::SeqCst);
+    }
+    let node = cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+        .find(|n| n.port == primary)
+        .expect("the killed node");
+    node.start_again();
+    shared.log_fault(format!("shard primary {primary} started again"));
 }
 
 /// Runs the cluster phase: load, faults, then the checks. Returns the violations, the
@@ -244,6 +319,8 @@ pub fn run_phase(
             rwload::client(shared, index, rng, locks, redisson)
         }));
     }
+    // Semaphores and latches beside them, on their own slots (failed over, not resharded).
+    let extras = Extras::spawn(&shared, &mut rng, "");
     let moved_locks: Vec<String> = locks.iter().chain(&rw_locks).cloned().collect();
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
@@ -265,8 +342,10 @@ pub fn run_phase(
             }
             let to = *rng.pick(&others);
             reshard(&shared, slot, from, to, &view.ports());
-        } else {
+        } else if rng.chance(50) {
             failover(&shared, &nodes, &mut rng);
+        } else {
+            takeover(&shared, &mut cluster, &mut rng);
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
@@ -277,12 +356,14 @@ pub fn run_phase(
             Err(_) => shared.violation("a client thread panicked".into()),
         }
     }
+    let extras = extras.join(&shared);
     let mut violations = shared.violations.lock().unwrap().clone();
-    violations.extend(history::mutual_exclusion(
-        &history,
-        &shared.fault_log.lock().unwrap(),
-    ));
-    violations.extend(history::fencing(&history));
+    let fault_log = shared.fault_log.lock().unwrap().clone();
+    violations.extend(history::mutual_exclusion(&history, &fault_log));
+    violations.extend(history::fencing(&history, &[]));
+    let promotions = shared.promotions.lock().unwrap().clone();
+    let (found, extra_counts) = extras.check(&fault_log, &promotions, cluster.primaries[0].port);
+    violations.extend(found);
     violations.extend(after_load(&mut cluster, locks));
     if let Some(last) = violations.last_mut() {
         last.push('\n');
@@ -290,6 +371,7 @@ pub fn run_phase(
     }
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
+    counts.extend(extra_counts);
     (violations, counts, history.holds.len())
 }
 

@@ -12,6 +12,7 @@ pub mod churn;
 pub mod cluster;
 pub mod deadlocks;
 pub mod evidence;
+pub mod extras;
 pub mod faults;
 pub mod fuzz;
 pub mod history;

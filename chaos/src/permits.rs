@@ -45,7 +45,7 @@ use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged, connection, drop_connection, error_reply, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged_always, connection, drop_connection, error_reply, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -315,6 +315,28 @@ impl Cycle<'_> {
         self.semaphores.doubt(self.shared, &self.key, doubt, why);
     }
 
+    /// Whether a grant sent at `sent` and not acknowledged may have been lost since, with a
+    /// killed primary: then its lease is unknown to the new one.
+    fn may_be_lost(&self, acknowledged: bool, sent: Instant) -> bool {
+        !acknowledged
+            && self.shared.acknowledge
+            && self.shared.promoted_between(sent, Instant::now())
+    }
+
+    /// A give-back of plain permits sent at `sent` that no replica acknowledged (where the
+    /// run acknowledges writes: a failover may lose the others): lost if a primary is
+    /// killed or failed over later, so the permits may stay taken (`conservation` counts it
+    /// when a promotion followed).
+    fn unacknowledged_release(&self, sent: Instant, weight: u64) {
+        if !self.shared.acknowledge {
+            return;
+        }
+        self.shared.count("sem release not acknowledged");
+        let mut ledger = self.semaphores.ledger.lock().unwrap();
+        let account = ledger.semaphores.entry(self.key.clone()).or_default();
+        account.unacknowledged_releases.push((sent, weight));
+    }
+
     /// The channel Redisson publishes on, and the publish command it uses.
     fn channel(&self) -> (Vec<u8>, &'static [u8]) {
         let publish: &[u8] = if self.shared.cluster {
@@ -406,7 +428,14 @@ impl Cycle<'_> {
                 let mut ledger = self.semaphores.ledger.lock().unwrap();
                 let account = ledger.semaphores.entry(key.clone()).or_default();
                 if let (1, Some(seen)) = (n, account.seen_set) {
-                    if seen < sent {
+                    // A set no replica had yet is lost with a killed primary (the takes
+                    // after it were acknowledged, so they had it: none is lost with it).
+                    let lost = self.shared.acknowledge && self.shared.promoted_between(seen, sent);
+                    if lost {
+                        self.shared
+                            .count("semaphore set lost with a killed primary");
+                    }
+                    if seen < sent && !lost {
                         self.shared.violation(format!(
                             "{key} was set again by {} (sent {}), after a reply at {} showed it \
                              existed: it had vanished",
@@ -519,7 +548,7 @@ impl Cycle<'_> {
         let start = Instant::now();
         // From here the permits are held: a connection cut before the release is sent
         // still gives them back, from a fresh connection (a permit has no lease to end it).
-        let for_sure = match acknowledged(self.shared, c) {
+        let for_sure = match acknowledged_always(self.shared, c) {
             Ok(for_sure) => for_sure,
             Err(e) => return self.cut_while_holding(c, weight, explicit, sent, start, false, e),
         };
@@ -602,7 +631,9 @@ impl Cycle<'_> {
         for_sure: bool,
         timeline: Vec<String>,
     ) {
-        if !for_sure {
+        // Unacknowledged, but one primary granted it and saw it end: certain.
+        let one_term = self.shared.unplanned && !self.shared.promoted_between(asked, end);
+        if !for_sure && !one_term {
             self.shared
                 .count("hold not checked: its grant was not acknowledged");
             self.doubt(
@@ -676,7 +707,7 @@ impl Cycle<'_> {
                             "an acquire resent after its record may have expired took permits",
                         );
                     }
-                    let for_sure = acknowledged(self.shared, c).unwrap_or(false);
+                    let for_sure = acknowledged_always(self.shared, c).unwrap_or(false);
                     thread::sleep(Duration::from_millis(self.rng.below(10)));
                     let (end, _) = self.module_release(c, weight, true);
                     timeline.extend(c.take_timeline());
@@ -745,6 +776,11 @@ impl Cycle<'_> {
         };
         let (maybe_ran, outcome) = match reply {
             Ok(Frame::Int(n)) => {
+                if self.shared.acknowledge
+                    && !matches!(acknowledged_always(self.shared, c), Ok(true))
+                {
+                    self.unacknowledged_release(first, weight);
+                }
                 if self.shared.req && self.rng.chance(20) {
                     self.shared.count("sem release resent");
                     let resent = Instant::now();
@@ -802,7 +838,10 @@ impl Cycle<'_> {
         for _ in 0..20 {
             thread::sleep(Duration::from_millis(50));
             match self.resend(args) {
-                Some(Resent::Answered(..)) => return,
+                Some(Resent::Answered(..)) => {
+                    self.unacknowledged_release(Instant::now(), weight);
+                    return;
+                }
                 Some(Resent::Unknown(_)) => {
                     self.doubt(Doubt::Leak(weight), "a release resent and cut by a fault");
                     return;
@@ -822,6 +861,7 @@ impl Cycle<'_> {
             let sent = Instant::now();
             match self.resend(args) {
                 Some(Resent::Answered(Frame::Int(_), at)) => {
+                    self.unacknowledged_release(first, weight);
                     self.shared.count("sem release resent after a fault");
                     if maybe_ran && at >= first + RECORD {
                         self.doubt(
@@ -986,7 +1026,7 @@ impl Cycle<'_> {
         };
         self.shared.count("sem lease grant");
         let start = Instant::now();
-        let granted_for_sure = acknowledged(self.shared, c)?;
+        let granted_for_sure = acknowledged_always(self.shared, c)?;
         let mut bounds = vec![sent + Duration::from_millis(lease) - CLOCK_SLACK; ids.len()];
         let mut returned: Vec<Option<Instant>> = vec![None; ids.len()];
         let outcome = (|| -> Result<(), ConnError> {
@@ -1008,11 +1048,13 @@ impl Cycle<'_> {
                 ];
                 match c.call(&args)? {
                     Frame::Int(1) => {
-                        if acknowledged(self.shared, c)? {
+                        if acknowledged_always(self.shared, c)? {
                             bounds[i] = renewed;
                         }
                     }
-                    Frame::Int(0) if Instant::now() < before => {
+                    Frame::Int(0)
+                        if Instant::now() < before && !self.may_be_lost(granted_for_sure, sent) =>
+                    {
                         self.shared.violation(format!(
                             "{}: RSEM.RENEW of {} replied 0 before its lease could have ended",
                             self.owner, ids[i]
@@ -1039,7 +1081,10 @@ impl Cycle<'_> {
                 let first = c.call(&give)?;
                 match &first {
                     Frame::Int(1) => {}
-                    Frame::Int(0) if Instant::now() < bounds[i] => {
+                    Frame::Int(0)
+                        if Instant::now() < bounds[i]
+                            && !self.may_be_lost(granted_for_sure, sent) =>
+                    {
                         self.shared.violation(format!(
                             "{}: RSEM.RETURN of {id} replied 0 before its lease could have ended",
                             self.owner
@@ -1136,7 +1181,7 @@ impl Cycle<'_> {
         };
         self.shared.count("redisson sem grant");
         // A connection cut from here on still gives the permits back, from fresh ones.
-        let (for_sure, cut) = match acknowledged(self.shared, c) {
+        let (for_sure, cut) = match acknowledged_always(self.shared, c) {
             Ok(for_sure) => (for_sure, None),
             Err(e) => (false, Some(e)),
         };
@@ -1152,7 +1197,14 @@ impl Cycle<'_> {
             None => self.script(c, SEMAPHORE_RELEASE, &keys, &argv),
         };
         let outcome = match reply {
-            Ok(f) if f.is_null() => Ok(()),
+            Ok(f) if f.is_null() => {
+                if self.shared.acknowledge
+                    && !matches!(acknowledged_always(self.shared, c), Ok(true))
+                {
+                    self.unacknowledged_release(released, weight);
+                }
+                Ok(())
+            }
             Ok(Frame::Error(e)) => {
                 if cut.is_none() {
                     error_reply(self.shared, &key, "redisson sem release", &e);
@@ -1172,7 +1224,10 @@ impl Cycle<'_> {
                     let again = self.script(f, SEMAPHORE_RELEASE, &keys, &argv);
                     drop_connection(self.shared, &mut fresh);
                     match again {
-                        Ok(f) if f.is_null() => done = true,
+                        Ok(f) if f.is_null() => {
+                            self.unacknowledged_release(released, weight);
+                            done = true
+                        }
                         Ok(Frame::Error(_)) => continue,
                         _ => self.doubt(
                             Doubt::Leak(weight),
@@ -1256,7 +1311,7 @@ impl Cycle<'_> {
             }
         };
         self.shared.count("redisson permit grant");
-        let granted_for_sure = acknowledged(self.shared, c)?;
+        let granted_for_sure = acknowledged_always(self.shared, c)?;
         // Its deadline is the client's clock at the send plus the lease: the module's timer
         // takes the permit back then.
         let mut bounds = vec![sent + Duration::from_millis(lease) - CLOCK_SLACK; weight];
@@ -1279,11 +1334,13 @@ impl Cycle<'_> {
                     &[&ids[i], deadline.as_bytes(), now.as_bytes(), publish],
                 )? {
                     Frame::Int(1) => {
-                        if acknowledged(self.shared, c)? {
+                        if acknowledged_always(self.shared, c)? {
                             bounds[i] = renewed;
                         }
                     }
-                    Frame::Int(0) if Instant::now() < before => {
+                    Frame::Int(0)
+                        if Instant::now() < before && !self.may_be_lost(granted_for_sure, sent) =>
+                    {
                         self.shared.violation(format!(
                             "{}: Redisson's updateLeaseTime of {} replied 0 before its lease \
                              could have ended",
@@ -1312,7 +1369,8 @@ impl Cycle<'_> {
                     &argv,
                 )?;
                 let earliest = bounds.iter().min().copied().unwrap_or(at);
-                self.check_release(&reply, weight as i64, earliest, "release(ids)");
+                let lost = self.may_be_lost(granted_for_sure, sent);
+                self.check_release(&reply, weight as i64, earliest, "release(ids)", lost);
             } else {
                 for i in 0..weight {
                     let at = Instant::now();
@@ -1324,7 +1382,8 @@ impl Cycle<'_> {
                         &[key.as_bytes(), &channel, zset.as_bytes()],
                         &[&ids[i], b"1", now.as_bytes(), publish],
                     )?;
-                    self.check_release(&reply, 1, bounds[i], "release(id)");
+                    let lost = self.may_be_lost(granted_for_sure, sent);
+                    self.check_release(&reply, 1, bounds[i], "release(id)", lost);
                 }
             }
             Ok(())
@@ -1352,10 +1411,10 @@ impl Cycle<'_> {
 
     /// A Redisson release of leased permits: `all` released, or 0 only if a lease may have
     /// ended (the reply came after `bound`, the earliest end of the leases it named).
-    fn check_release(&self, reply: &Frame, all: i64, bound: Instant, what: &str) {
+    fn check_release(&self, reply: &Frame, all: i64, bound: Instant, what: &str, lost: bool) {
         match reply {
             Frame::Int(n) if *n == all => {}
-            Frame::Int(0) if Instant::now() < bound => self.shared.violation(format!(
+            Frame::Int(0) if Instant::now() < bound && !lost => self.shared.violation(format!(
                 "{}: Redisson's {what} on {} replied 0 before its lease could have ended",
                 self.owner, self.key
             )),
@@ -1377,21 +1436,53 @@ pub fn conservation(
     port: u16,
     semaphores: &Semaphores,
     faults: &[(Instant, String)],
+    promotions: &[Instant],
 ) -> Vec<String> {
     // Every lease and renewal was at most `MAX_LEASE_MS`, from before its reply.
     thread::sleep(Duration::from_millis(MAX_LEASE_MS + 100));
-    let mut c = match Conn::connect(port, Duration::from_secs(15)) {
-        Ok(c) => c,
-        Err(e) => return vec![format!("semaphore conservation: connect: {e}")],
-    };
-    let ledger = semaphores.ledger.lock().unwrap().clone();
+    let mut ledger = semaphores.ledger.lock().unwrap().clone();
+    // A give-back no replica acknowledged, followed by a killed primary, may be lost.
+    for account in ledger.semaphores.values_mut() {
+        let lost: Vec<u64> = account
+            .unacknowledged_releases
+            .iter()
+            .filter(|(sent, _)| promotions.iter().any(|at| at >= sent))
+            .map(|(_, weight)| *weight)
+            .collect();
+        if !lost.is_empty() {
+            account.may_leak += lost.iter().sum::<u64>();
+            account.doubts.push(format!(
+                "{} give-back(s) of {} permit(s) no replica acknowledged before a primary was \
+                 killed",
+                lost.len(),
+                lost.iter().sum::<u64>()
+            ));
+        }
+    }
     let mut found = Vec::new();
     for (key, account) in &ledger.semaphores {
         if account.seen_set.is_none() {
             // Never known to exist (its set was cut, or no client got that far).
             continue;
         }
-        match c.call(&[b"RSEM.AVAILABLE", key.as_bytes()]) {
+        // In a cluster the key's node is the one a `MOVED` names.
+        let (mut at, mut tries) = (port, 0);
+        let (mut c, reply) = loop {
+            tries += 1;
+            let mut c = match Conn::connect(at, Duration::from_secs(15)) {
+                Ok(c) => c,
+                Err(e) => return vec![format!("semaphore conservation: connect: {e}")],
+            };
+            let reply = c.call(&[b"RSEM.AVAILABLE", key.as_bytes()]);
+            match &reply {
+                Ok(Frame::Error(e)) if e.starts_with("MOVED") && tries < 3 => {
+                    let node = e.rsplit(':').next().and_then(|p| p.parse().ok());
+                    at = node.unwrap_or(port);
+                }
+                _ => break (c, reply),
+            }
+        };
+        match reply {
             Ok(Frame::Int(n)) => {
                 let wrong = capacity::conservation(key, account, n);
                 if !wrong.is_empty() {

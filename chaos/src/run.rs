@@ -11,15 +11,13 @@ use std::time::{Duration, Instant};
 
 use rlock_module_tests::{Flavor, Server};
 
-use crate::capacity::{self, PermitHistory};
 use crate::checks;
 use crate::churn;
 use crate::deadlocks;
-use crate::faults::{inject, Fault, Topology};
+use crate::extras::{Extras, LATCH_OPENS, LATCH_ROUNDS, SEMAPHORE_HOLDS};
+use crate::faults::{inject, Fault, Topology, MODULE_ARGS};
 use crate::fuzz;
 use crate::history::{self, History};
-use crate::latches::Latches;
-use crate::permits::{self, Semaphores};
 use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
@@ -62,6 +60,19 @@ pub struct Report {
     /// Latch rounds run to zero, and waiters' opens checked against them.
     pub latch_rounds: u64,
     pub latch_opens: u64,
+    /// Unplanned failovers, and the unacknowledged grants they lost (another owner was
+    /// granted the lock while the first believed it held it).
+    pub promotions: u64,
+    pub lost_unacknowledged: u64,
+}
+
+/// The unplanned phase's seed, from the run's and the flavor.
+fn unplanned_seed(run_seed: u64, flavor: Flavor) -> u64 {
+    let salt = flavor
+        .name()
+        .bytes()
+        .fold(0x9E37_79B9_u64, |h, b| h.rotate_left(8) ^ u64::from(b));
+    Rng::new(run_seed ^ salt).next_u64()
 }
 
 impl Report {
@@ -76,6 +87,12 @@ impl Report {
         for v in violations {
             self.violations.push(format!("{what} (seed {seed}): {v}"));
         }
+        let count = |name: &str| counts.get(name).copied().unwrap_or(0);
+        self.semaphore_holds += count(SEMAPHORE_HOLDS);
+        self.latch_rounds += count(LATCH_ROUNDS);
+        self.latch_opens += count(LATCH_OPENS);
+        self.promotions += count(PROMOTIONS);
+        self.lost_unacknowledged += count(LOST_UNACKNOWLEDGED);
         self.counts.push((what, counts));
     }
 }
@@ -97,8 +114,13 @@ pub fn run(options: &Options) -> Report {
     let mut report = Report::default();
     let mut rng = Rng::new(options.seed);
     for &flavor in &options.flavors {
-        for phase in [Phase::Restarts, Phase::Failovers] {
-            let seed = rng.next_u64();
+        for phase in [Phase::Restarts, Phase::Failovers, Phase::Unplanned] {
+            // The unplanned phase's seed comes from the run's without a draw: the other
+            // seeds stay what they were before it existed.
+            let seed = match phase {
+                Phase::Unplanned => unplanned_seed(options.seed, flavor),
+                _ => rng.next_u64(),
+            };
             if !options.phases.iter().any(|p| p == phase.name()) {
                 continue;
             }
@@ -110,10 +132,6 @@ pub fn run(options: &Options) -> Report {
             let secs = (options.seconds / 2).max(1);
             let (violations, counts, holds) = run_phase(flavor, phase, seed, secs, options);
             report.holds_checked += holds;
-            let count = |name: &str| counts.get(name).copied().unwrap_or(0);
-            report.semaphore_holds += count(SEMAPHORE_HOLDS);
-            report.latch_rounds += count(LATCH_ROUNDS);
-            report.latch_opens += count(LATCH_OPENS);
             report.add(
                 format!("{flavor} {}", phase.name()),
                 seed,
@@ -176,6 +194,9 @@ enum Phase {
     /// A primary, a standby with the module it fails over to and back, a module-less
     /// replica.
     Failovers,
+    /// A primary killed now and then and its standby promoted (`Fault::Promote`); a
+    /// fresh standby each time, the module-less replica under it.
+    Unplanned,
 }
 
 impl Phase {
@@ -183,6 +204,7 @@ impl Phase {
         match self {
             Phase::Restarts => "restarts",
             Phase::Failovers => "failovers",
+            Phase::Unplanned => "unplanned",
         }
     }
 
@@ -190,31 +212,38 @@ impl Phase {
         match fault {
             Fault::Restart => self == Phase::Restarts,
             Fault::Failover => self == Phase::Failovers,
+            // Scheduled by the phase itself (`PROMOTE_EVERY`), not drawn.
+            Fault::Promote => false,
             _ => true,
         }
     }
 }
 
-/// Leases of 2 s by default, and a polling FAIR caller's place kept 3 s (the `config-set`
-/// fault picks 0.3 to 3 s too): once the load stops, every deadline passes within seconds,
-/// and the checks after it expect nothing left tracked (`checks::after_load`).
-const MODULE_ARGS: &[&str] = &["lease-ms", "2000", "fair-wait-ms", "3000"];
-
 fn start(flavor: Flavor, phase: Phase) -> Topology {
-    let primary = Server::builder(flavor)
-        .config("appendonly", "yes")
-        .config("appendfsync", "always")
-        .module_args(MODULE_ARGS)
-        .start();
-    let standby = (phase == Phase::Failovers).then(|| {
+    let primary = match phase {
+        // Its data is the standby's once it is killed: no AOF.
+        Phase::Unplanned => Server::builder(flavor),
+        _ => Server::builder(flavor)
+            .config("appendonly", "yes")
+            .config("appendfsync", "always"),
+    }
+    .module_args(MODULE_ARGS)
+    .start();
+    let standby = (phase != Phase::Restarts).then(|| {
         Server::builder(flavor)
             .module_args(MODULE_ARGS)
             .replica_of(primary.port)
             .start()
     });
+    // In the unplanned phase the module-less replica hangs under the standby, so that
+    // `WAIT 1` on the primary counts the standby alone: the server a promotion picks.
+    let upstream = match (phase, &standby) {
+        (Phase::Unplanned, Some(standby)) => standby.port,
+        _ => primary.port,
+    };
     let bare = Server::builder(flavor)
         .module(false)
-        .replica_of(primary.port)
+        .replica_of(upstream)
         .start();
     Topology {
         primary,
@@ -318,62 +347,13 @@ pub fn spawn_read_write_clients(
     threads
 }
 
-/// The counts the phases report for the summary.
-const SEMAPHORE_HOLDS: &str = "semaphore holds checked";
-const LATCH_ROUNDS: &str = "latch rounds";
-const LATCH_OPENS: &str = "latch opens checked";
+/// How often the unplanned phase kills its primary.
+const PROMOTE_EVERY: Duration = Duration::from_millis(2000);
 
-/// Module clients on the semaphores, and Redisson-style ones.
-const SEMAPHORE_CLIENTS: usize = 5;
-const SEMAPHORE_REDISSON_CLIENTS: usize = 2;
-
-/// The semaphore and latch load beside the locks: semaphores of `permits::PERMITS`
-/// permits taken by module and Redisson-style clients, and count-down latches.
-struct Extras {
-    semaphores: Arc<Semaphores>,
-    latches: Arc<Latches>,
-    permit_threads: Vec<thread::JoinHandle<PermitHistory>>,
-    latch_threads: Vec<thread::JoinHandle<()>>,
-}
-
-impl Extras {
-    /// Starts the clients, on keys whose names begin with `tag`.
-    fn spawn(shared: &Arc<Shared>, rng: &mut Rng, tag: &str) -> Extras {
-        let semaphores = Arc::new(Semaphores::new(&format!("{tag}sem")));
-        let latches = Arc::new(Latches::new(&format!("{tag}latch")));
-        let permit_threads = (0..SEMAPHORE_CLIENTS + SEMAPHORE_REDISSON_CLIENTS)
-            .map(|index| {
-                let (shared, semaphores, rng) = (shared.clone(), semaphores.clone(), rng.fork());
-                let redisson = index >= SEMAPHORE_CLIENTS;
-                thread::spawn(move || permits::client(shared, semaphores, index, rng, redisson))
-            })
-            .collect();
-        let latch_threads = latches.spawn(shared, rng);
-        Extras {
-            semaphores,
-            latches,
-            permit_threads,
-            latch_threads,
-        }
-    }
-
-    /// Waits for the clients (the load must have been told to stop); their holds.
-    fn join(self, shared: &Shared) -> (PermitHistory, Arc<Semaphores>, Arc<Latches>) {
-        let mut history = PermitHistory::default();
-        for t in self.permit_threads {
-            match t.join() {
-                Ok(h) => history.merge(h),
-                Err(_) => shared.violation("a semaphore client thread panicked".into()),
-            }
-        }
-        for t in self.latch_threads {
-            if t.join().is_err() {
-                shared.violation("a latch client thread panicked".into());
-            }
-        }
-        (history, self.semaphores, self.latches)
-    }
-}
+/// The unplanned phase's figures.
+const PROMOTIONS: &str = "unplanned failovers (kill -9, REPLICAOF NO ONE)";
+const LOST_UNACKNOWLEDGED: &str =
+    "unacknowledged grants lost (another owner granted while it was held)";
 
 /// Clients that act as Redisson does, beside the module's: one per 8 of those.
 fn redisson_clients(options: &Options) -> usize {
@@ -394,9 +374,18 @@ fn run_phase(
         println!("  the server does not take REQ: retries are not exercised");
     }
     let locks: Vec<String> = (0..options.locks).map(|i| format!("lock:{i}")).collect();
-    let baseline = warm_baseline(&mut topology, req, options, &locks, &mut rng);
+    // The primary changes for good at each promotion: no memory baseline to compare with.
+    let baseline = (phase != Phase::Unplanned)
+        .then(|| warm_baseline(&mut topology, req, options, &locks, &mut rng));
     let original_primary = topology.primary.port;
-    let shared = Arc::new(Shared::new(topology.primary.port, req));
+    let shared = {
+        let mut shared = Shared::new(topology.primary.port, req);
+        if phase == Phase::Unplanned {
+            shared.unplanned = true;
+            shared.acknowledge = true;
+        }
+        Arc::new(shared)
+    };
     let mut threads = Vec::new();
     for index in 0..options.clients {
         let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
@@ -404,7 +393,12 @@ fn run_phase(
             workload::client(shared, index, rng, locks)
         }));
     }
-    for index in 0..redisson_clients(options) {
+    // Redisson's lock clients do not acknowledge their grants: not beside promotions.
+    let redisson = match phase {
+        Phase::Unplanned => 0,
+        _ => redisson_clients(options),
+    };
+    for index in 0..redisson {
         let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
         threads.push(thread::spawn(move || {
             redisson::client(shared, index, rng, locks)
@@ -423,9 +417,15 @@ fn run_phase(
         .filter(|f| phase.allows(*f))
         .collect();
     let until = Instant::now() + Duration::from_secs(secs);
+    let mut next_promotion = Instant::now() + PROMOTE_EVERY;
     while Instant::now() < until {
         let pause = rng.range(options.fault_every_ms / 5, options.fault_every_ms);
         thread::sleep(Duration::from_millis(pause));
+        if phase == Phase::Unplanned && Instant::now() >= next_promotion {
+            inject(Fault::Promote, &mut topology, &shared, &mut rng);
+            next_promotion = Instant::now() + PROMOTE_EVERY;
+            continue;
+        }
         if !faults.is_empty() {
             // Half the faults are races, where a grant meets an unblock or a kill.
             let fault = match faults.contains(&Fault::Race) && rng.chance(50) {
@@ -437,9 +437,9 @@ fn run_phase(
     }
     shared.stop.store(true, Ordering::SeqCst);
     let mut history = History::default();
-    // Back on the primary the baseline was taken on.
+    // Back on the primary the baseline was taken on (after a coordinated failover).
     for _ in 0..5 {
-        if topology.primary.port == original_primary {
+        if phase == Phase::Unplanned || topology.primary.port == original_primary {
             break;
         }
         inject(Fault::Failover, &mut topology, &shared, &mut rng);
@@ -450,7 +450,7 @@ fn run_phase(
             Err(_) => shared.violation("a client thread panicked".into()),
         }
     }
-    let (permit_history, semaphores, latches) = extras.join(&shared);
+    let extras = extras.join(&shared);
     if scratch.join().is_err() {
         shared.violation("the scratch client panicked".into());
     }
@@ -458,53 +458,28 @@ fn run_phase(
     history::end_at_force_releases(&mut history, &shared.forced.lock().unwrap());
     let fault_log = shared.fault_log.lock().unwrap().clone();
     violations.extend(history::mutual_exclusion(&history, &fault_log));
-    violations.extend(history::fencing(&history));
-    // Semaphores: capacity over the load, then conservation once every lease ended (before
-    // the checks after the load flush the data); latches: no early open.
-    let ledger = semaphores.ledger.lock().unwrap().clone();
-    let capacity = capacity::over_capacity(&permit_history, &ledger, &fault_log);
-    let semaphore_violations = capacity.violations.len();
-    violations.extend(capacity.violations);
-    let conservation = permits::conservation(topology.primary.port, &semaphores, &fault_log);
-    let conservation_violations = conservation.len();
-    violations.extend(conservation);
-    let latch = latches.check();
-    let latch_violations = latch.violations.len();
-    violations.extend(latch.violations);
-    violations.extend(checks::after_load(&mut topology, &locks, &baseline));
+    violations.extend(history::fencing(
+        &history,
+        &shared.promotions.lock().unwrap(),
+    ));
+    // Semaphores and latches, before the checks after the load flush the data.
+    let promotions = shared.promotions.lock().unwrap().clone();
+    let (found, extra_counts) = extras.check(&fault_log, &promotions, topology.primary.port);
+    violations.extend(found);
+    violations.extend(checks::after_load(&mut topology, &locks, baseline.as_ref()));
     let mut counts = shared.counts.lock().unwrap().clone();
+    if phase == Phase::Unplanned {
+        let unacknowledged = shared.unacknowledged.lock().unwrap();
+        counts.insert(
+            PROMOTIONS.into(),
+            shared.promotions.lock().unwrap().len() as u64,
+        );
+        counts.insert(
+            LOST_UNACKNOWLEDGED.into(),
+            history::lost(&unacknowledged, &history) as u64,
+        );
+    }
     counts.insert("holds checked".into(), history.holds.len() as u64);
-    counts.insert(SEMAPHORE_HOLDS.into(), permit_history.holds.len() as u64);
-    counts.insert(
-        "semaphore most permits certainly held at once".into(),
-        capacity.peak,
-    );
-    counts.insert(
-        "semaphore grants that made it full (certainly)".into(),
-        capacity.full,
-    );
-    counts.insert("semaphores used".into(), ledger.semaphores.len() as u64);
-    counts.insert(
-        "semaphores with doubts".into(),
-        ledger
-            .semaphores
-            .values()
-            .filter(|a| !a.doubts.is_empty())
-            .count() as u64,
-    );
-    counts.insert(
-        "semaphore violations (capacity)".into(),
-        semaphore_violations as u64,
-    );
-    counts.insert(
-        "semaphore violations (conservation)".into(),
-        conservation_violations as u64,
-    );
-    counts.insert(LATCH_ROUNDS.into(), latch.rounds);
-    counts.insert(LATCH_OPENS.into(), latch.opens_checked);
-    counts.insert(
-        "latch violations (early open)".into(),
-        latch_violations as u64,
-    );
+    counts.extend(extra_counts);
     (violations, counts, history.holds.len())
 }

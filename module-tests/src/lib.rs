@@ -496,6 +496,17 @@ impl Server {
     /// replayed); waits until loading is done.
     pub fn kill9_and_restart(&mut self) {
         self.kill();
+        self.start_again();
+    }
+
+    /// `kill -9` (SIGKILL), the server left down until `start_again`.
+    pub fn kill9(&mut self) {
+        self.kill();
+    }
+
+    /// Starts a stopped or killed server again on the same port, dir and args (an AOF or
+    /// a cluster's nodes.conf, if any, is read); waits until loading is done.
+    pub fn start_again(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             match self.spawn_and_wait() {
