@@ -371,7 +371,28 @@ fn cycle(
     shared.count("grant");
     let start = Instant::now();
     let mut bound = sent + call.lease();
-    let granted_for_sure = acknowledged(shared, conn)?;
+    let granted_for_sure = match acknowledged(shared, conn) {
+        Ok(acknowledged) => acknowledged,
+        Err(e) => {
+            // Cut while waiting for the replica (a killed primary): a grant of unknown
+            // fate, held at most until its lease ends (or, with SESSION, the kill of its
+            // connection).
+            let killed = call.session.then(|| shared.killed_at(conn.id)).flatten();
+            let hold = Hold {
+                lock: call.lock.clone(),
+                owner: call.owner.clone(),
+                asked: sent,
+                start,
+                end: killed.map_or(bound, |at| at.min(bound)),
+                token,
+                shared: false,
+                acknowledged: false,
+                timeline: conn.take_timeline(),
+            };
+            shared.settle(hold, false, history);
+            return Err(e);
+        }
+    };
     // A retried acquire replays its reply and adds no hold.
     if call.req.is_some() && rng.chance(20) {
         shared.count("acquire resent");
