@@ -417,13 +417,15 @@ fn run_phase(
         .filter(|f| phase.allows(*f))
         .collect();
     let until = Instant::now() + Duration::from_secs(secs);
-    let mut next_promotion = Instant::now() + PROMOTE_EVERY;
+    // Every 2 s, or 4 times in a short phase (the slice), at most once a second.
+    let promote_every = PROMOTE_EVERY.min(Duration::from_millis((secs * 1000 / 4).max(1000)));
+    let mut next_promotion = Instant::now() + promote_every;
     while Instant::now() < until {
         let pause = rng.range(options.fault_every_ms / 5, options.fault_every_ms);
         thread::sleep(Duration::from_millis(pause));
         if phase == Phase::Unplanned && Instant::now() >= next_promotion {
             inject(Fault::Promote, &mut topology, &shared, &mut rng);
-            next_promotion = Instant::now() + PROMOTE_EVERY;
+            next_promotion = Instant::now() + promote_every;
             continue;
         }
         if !faults.is_empty() {
