@@ -102,8 +102,9 @@ cost-baseline:
 # (resharding, manual failovers and takeovers of a killed primary's shard), 1,000,000 fuzzed
 # calls, 160,000 churn calls and 2 minutes of the deadlock workload per server: about two
 # hours in all on 2 cores. Any seed it prints reproduces: make chaos CHAOS_ARGS="--seed N".
-# `make test` runs a short slice (12 s of load in each of the restarts+failovers and
-# unplanned phases, 3 s in the cluster, the deadlock workload 4 s per server).
+# `make test` runs a short slice (12 s of load over the restarts and failovers phases, 6 s of
+# unplanned failovers, 3 s in the cluster, the deadlock workload 4 s per server: about 4
+# minutes on this loaded machine).
 CHAOS_ARGS ?=
 CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --seed 20261123
 chaos:

@@ -497,5 +497,12 @@ mod tests {
         assert!(checked && found.is_none(), "{found:?}");
         // Sent before the set was answered: not checked.
         assert!(!early_open("l", &log, &open(5, 30), &[]).1);
+        // A set no replica acknowledged and a primary killed since: the set may be gone, the
+        // latch open; not checked. Acknowledged, it is.
+        log.rounds[0].acknowledged = false;
+        let killed = [at(25)];
+        assert!(!early_open("l", &log, &open(12, 30), &killed).1);
+        log.rounds[0].acknowledged = true;
+        assert!(early_open("l", &log, &open(12, 30), &killed).0.is_some());
     }
 }
