@@ -26,9 +26,12 @@
 //! doubts. The load moves to a fresh semaphore on every doubt (`permits::Semaphores`), so
 //! most semaphores have none and are checked exactly.
 //!
-//! Acknowledged writes are not lost in the phases that run this load: a `kill -9` restart
-//! reloads an AOF written with `appendfsync always` before any reply, and `FAILOVER`
-//! pauses writes until the target has caught up.
+//! A `kill -9` restart reloads an AOF written with `appendfsync always` before any reply, and
+//! `FAILOVER` pauses writes until the target has caught up: nothing replied is lost there. A
+//! killed primary (the unplanned phase) or a failover that outlived its pause (the cluster)
+//! loses what no replica acknowledged: there every take and give-back is acknowledged with
+//! `WAIT`, a hold whose take was not and that a kill fell within is not checked (its give-back
+//! may add permits: a doubt), and a give-back not acknowledged before a kill may leak.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
