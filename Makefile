@@ -95,12 +95,16 @@ cost-baseline:
 	$(CARGO) build --release -p rlock
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run -q -p rlock-bench --bin rlock-cost -- --update $(COST_ARGS)
 
-# The chaos suite: random calls and faults on every server, checked histories, the fuzzer
-# and the keyspace churn. Default: 10 minutes of load (restarts and failovers), 2.5 minutes
-# in a 3-primary cluster (resharding and failovers), 1,000,000 fuzzed calls, 160,000 churn
-# calls and 2 minutes of the deadlock workload per server: about an hour and a half in all
-# on 2 cores. Any seed it prints reproduces: make chaos CHAOS_ARGS="--seed N". `make test`
-# runs a short slice (about 2.5 minutes: 12 s of load, the deadlock workload 4 s per server).
+# The chaos suite: random calls and faults on every server, checked histories (locks,
+# read-write locks, semaphores, latches), the fuzzer and the keyspace churn. Default: 10
+# minutes of load (restarts and failovers), 5 minutes of unplanned failovers (a primary
+# killed and its standby promoted every 2 s), 2.5 minutes in a 3-primary cluster
+# (resharding, manual failovers and takeovers of a killed primary's shard), 1,000,000 fuzzed
+# calls, 160,000 churn calls and 2 minutes of the deadlock workload per server: about two
+# hours in all on 2 cores. Any seed it prints reproduces: make chaos CHAOS_ARGS="--seed N".
+# `make test` runs a short slice (12 s of load over the restarts and failovers phases, 6 s of
+# unplanned failovers, 3 s in the cluster, the deadlock workload 4 s per server: about 4
+# minutes on this loaded machine).
 CHAOS_ARGS ?=
 CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --seed 20261123
 chaos:

@@ -266,8 +266,8 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     };
     violations.extend(left);
-    if !server.is_running() {
-        violations.push(format!("the server died:\n{}", server.log_tail(40)));
+    if let Some(death) = crate::evidence::dead(&mut server, "server") {
+        violations.push(death);
     } else if server.log().contains("panicked") {
         violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
     }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor};
 
+use crate::extras::Extras;
 use crate::history::{self, History};
 use crate::resp::{since_epoch, Conn, Frame};
 use crate::rng::Rng;
@@ -183,6 +184,9 @@ fn failover(shared: &Shared, nodes: &[u16], rng: &mut Rng) {
         return;
     }
     let replica = *rng.pick(&replicas);
+    // One that outlives its pause is not coordinated: writes no replica acknowledged may
+    // be lost, as with a killed primary.
+    shared.promotions.lock().unwrap().push(Instant::now());
     shared.log_fault(format!("cluster failover to {replica}"));
     match call(replica, &[b"CLUSTER", b"FAILOVER"]) {
         Ok(Frame::Error(e)) => {
@@ -206,6 +210,77 @@ fn failover(shared: &Shared, nodes: &[u16], rng: &mut Rng) {
     shared.count("cluster failover did not complete in 10 s");
 }
 
+/// The unplanned failover of a shard: `kill -9` of a primary whose replica is in sync,
+/// then `CLUSTER FAILOVER TAKEOVER` on that replica (no agreement, no pause: what an
+/// operator does when the primary is gone); the clients' routes move to it, and once it
+/// serves, the killed node starts again and rejoins as its replica.
+fn takeover(shared: &Shared, cluster: &mut Cluster, rng: &mut Rng) {
+    let nodes: Vec<u16> = cluster.nodes().map(|n| n.port).collect();
+    let pairs: Vec<(u16, u16)> = nodes
+        .iter()
+        .filter_map(|&replica| {
+            let info = text(replica, &[b"INFO", b"replication"]);
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(str::trim)
+                    .map(str::to_string)
+            };
+            let in_sync = info.contains("role:slave")
+                && field("master_link_status:").as_deref() == Some("up")
+                && field("master_sync_in_progress:").as_deref() == Some("0");
+            let primary = field("master_port:")?.parse().ok()?;
+            in_sync.then_some((replica, primary))
+        })
+        .collect();
+    if pairs.is_empty() {
+        shared.count("cluster takeover: no replica in sync");
+        return;
+    }
+    let (replica, primary) = *rng.pick(&pairs);
+    shared.promotions.lock().unwrap().push(Instant::now());
+    shared.log_fault(format!("kill -9 of shard primary {primary}"));
+    let Some(node) = cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+        .find(|n| n.port == primary)
+    else {
+        return;
+    };
+    node.kill9();
+    let reply = call(replica, &[b"CLUSTER", b"FAILOVER", b"TAKEOVER"]);
+    shared.log_fault(format!("CLUSTER FAILOVER TAKEOVER on {replica}: {reply:?}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut promoted = false;
+    while Instant::now() < deadline && !promoted {
+        promoted = text(replica, &[b"INFO", b"replication"]).contains("role:master");
+        thread::sleep(Duration::from_millis(20));
+    }
+    shared.count(if promoted {
+        "cluster takeovers"
+    } else {
+        "cluster takeover did not complete in 10 s"
+    });
+    // Routes to the dead node go to the one that took its slots.
+    for port in shared.routes.lock().unwrap().values_mut() {
+        if *port == primary {
+            *port = replica;
+        }
+    }
+    if shared.primary.load(Ordering::SeqCst) == primary {
+        shared.primary.store(replica, Ordering::SeqCst);
+    }
+    let node = cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+        .find(|n| n.port == primary)
+        .expect("the killed node");
+    node.start_again();
+    shared.log_fault(format!("shard primary {primary} started again"));
+}
+
 /// Runs the cluster phase: load, faults, then the checks. Returns the violations, the
 /// counts and the holds checked.
 pub fn run_phase(
@@ -218,7 +293,7 @@ pub fn run_phase(
 ) -> (Vec<String>, BTreeMap<String, u64>, usize) {
     let mut rng = Rng::new(seed);
     let began = (since_epoch(Instant::now()), SystemTime::now());
-    let cluster = Cluster::start_with(flavor, 3, 1, |b| b.module_args(&["lease-ms", "2000"]));
+    let mut cluster = Cluster::start_with(flavor, 3, 1, |b| b.module_args(&["lease-ms", "2000"]));
     let nodes: Vec<u16> = cluster.nodes().map(|n| n.port).collect();
     let mut shared = Shared::new(cluster.primaries[0].port, true);
     shared.cluster = true;
@@ -244,6 +319,8 @@ pub fn run_phase(
             rwload::client(shared, index, rng, locks, redisson)
         }));
     }
+    // Semaphores and latches beside them, on their own slots (failed over, not resharded).
+    let extras = Extras::spawn(&shared, &mut rng, "");
     let moved_locks: Vec<String> = locks.iter().chain(&rw_locks).cloned().collect();
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
@@ -265,8 +342,10 @@ pub fn run_phase(
             }
             let to = *rng.pick(&others);
             reshard(&shared, slot, from, to, &view.ports());
-        } else {
+        } else if rng.chance(50) {
             failover(&shared, &nodes, &mut rng);
+        } else {
+            takeover(&shared, &mut cluster, &mut rng);
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
@@ -277,19 +356,22 @@ pub fn run_phase(
             Err(_) => shared.violation("a client thread panicked".into()),
         }
     }
+    let extras = extras.join(&shared);
     let mut violations = shared.violations.lock().unwrap().clone();
-    violations.extend(history::mutual_exclusion(
-        &history,
-        &shared.fault_log.lock().unwrap(),
-    ));
-    violations.extend(history::fencing(&history));
-    violations.extend(after_load(&cluster, locks));
+    let fault_log = shared.fault_log.lock().unwrap().clone();
+    violations.extend(history::mutual_exclusion(&history, &fault_log));
+    violations.extend(history::fencing(&history, &[]));
+    let promotions = shared.promotions.lock().unwrap().clone();
+    let (found, extra_counts) = extras.check(&fault_log, &promotions, cluster.primaries[0].port);
+    violations.extend(found);
+    violations.extend(after_load(&mut cluster, locks));
     if let Some(last) = violations.last_mut() {
         last.push('\n');
         last.push_str(&failover_lines(&cluster, began));
     }
     let mut counts = shared.counts.lock().unwrap().clone();
     counts.insert("holds checked".into(), history.holds.len() as u64);
+    counts.extend(extra_counts);
     (violations, counts, history.holds.len())
 }
 
@@ -324,7 +406,7 @@ fn failover_lines(cluster: &Cluster, began: (String, SystemTime)) -> String {
 
 /// Once the load stopped: nobody blocked on any node, every lock gone everywhere once
 /// the leases ran out, every node alive with no panic in its log.
-fn after_load(cluster: &Cluster, locks: &[String]) -> Vec<String> {
+fn after_load(cluster: &mut Cluster, locks: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(8);
     loop {
@@ -351,9 +433,20 @@ fn after_load(cluster: &Cluster, locks: &[String]) -> Vec<String> {
         }
         thread::sleep(Duration::from_millis(200));
     }
-    for node in cluster.nodes() {
-        if call(node.port, &[b"PING"]).is_err() {
-            found.push(format!("node {} died:\n{}", node.port, node.log_tail(30)));
+    for node in cluster
+        .primaries
+        .iter_mut()
+        .chain(cluster.replicas.iter_mut())
+    {
+        let port = node.port;
+        if let Some(death) = crate::evidence::dead(node, &format!("node {port}")) {
+            found.push(death);
+        } else if call(node.port, &[b"PING"]).is_err() {
+            found.push(format!(
+                "node {} stopped answering PING:\n{}",
+                node.port,
+                node.log_tail(30)
+            ));
         } else if node.log().contains("panicked") {
             found.push(format!(
                 "a panic in node {}'s log:\n{}",

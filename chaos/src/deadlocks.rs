@@ -373,6 +373,7 @@ fn client(
                     end: call.sent,
                     token: None,
                     shared: step.mode == Mode::Read,
+                    acknowledged: true,
                     timeline: vec![call.text.clone()],
                 });
             }

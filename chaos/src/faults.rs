@@ -37,10 +37,13 @@ pub enum Fault {
     /// times, so that BLOCKs run out meanwhile) and in the same turn unblocks or kills
     /// clients, likely among the waiters it hands the lock to.
     Race,
+    /// An unplanned failover: `kill -9` of the primary, then `REPLICAOF NO ONE` on the
+    /// standby, as Sentinel does, and the clients move to it; a fresh standby follows it.
+    Promote,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::Kill,
         Fault::UnblockTimeout,
         Fault::UnblockError,
@@ -52,6 +55,7 @@ impl Fault {
         Fault::Failover,
         Fault::Restart,
         Fault::Race,
+        Fault::Promote,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +71,7 @@ impl Fault {
             Fault::Failover => "failover",
             Fault::Restart => "restart",
             Fault::Race => "race",
+            Fault::Promote => "unplanned-failover",
         }
     }
 
@@ -150,11 +155,23 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         }
         Fault::PauseWrites => {
             let ms = rng.range(50, 400);
+            // Clients that unblock others look before the pause may start.
+            let in_flight = Instant::now() + Duration::from_secs(20);
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                *paused = (*paused).max(Some(in_flight));
+            }
             let reply = c.call(&[b"CLIENT", b"PAUSE", ms.to_string().as_bytes(), b"WRITE"]);
             shared.log_fault(format!("pause {ms} ms replied"));
             // It ran before its reply came; a pause already on ends at the later end.
             let until = Instant::now() + Duration::from_millis(ms + 100);
             topology.writes_paused_until = topology.writes_paused_until.max(Some(until));
+            {
+                let mut paused = shared.writes_paused_until.lock().unwrap();
+                // Back from the in-flight guess to the known end, unless another pause
+                // is in flight (the fault thread sends one at a time: none is).
+                *paused = topology.writes_paused_until;
+            }
             reply
         }
         Fault::DebugSleep => {
@@ -184,7 +201,17 @@ pub fn inject(fault: Fault, topology: &mut Topology, shared: &Shared, rng: &mut 
         }
         Fault::Restart => {
             drop(c);
+            // A primary that died by itself is reported, its log kept, before the restart
+            // appends to the log and forgets how it ended.
+            if let Some(death) = crate::evidence::dead(&mut topology.primary, "primary") {
+                shared.violation(death);
+            }
             topology.primary.kill9_and_restart();
+            return;
+        }
+        Fault::Promote => {
+            drop(c);
+            promote(topology, shared);
             return;
         }
         Fault::Race => {
@@ -265,6 +292,51 @@ fn race(c: &mut Conn, shared: &Shared, rng: &mut Rng, may_unblock: bool) {
     shared.forced.lock().unwrap()[force].replied = Some(Instant::now());
 }
 
+/// The module's configs on every server of the phases: leases of 2 s by default, and a
+/// polling FAIR caller's place kept 3 s (the `config-set` fault picks 0.3 to 3 s too): once
+/// the load stops, every deadline passes within seconds, and the checks after it expect
+/// nothing left tracked (`checks::after_load`).
+pub const MODULE_ARGS: &[&str] = &["lease-ms", "2000", "fair-wait-ms", "3000"];
+
+/// The unplanned failover: the primary is killed (`kill -9`, noted in
+/// `Shared::promotions` just before), the standby is told `REPLICAOF NO ONE` and the
+/// clients follow it; a fresh standby with the module replicates from it, and the
+/// module-less replica moves under that one, so that `WAIT 1` counts only the server the
+/// next promotion picks.
+fn promote(topology: &mut Topology, shared: &Shared) {
+    let Some(standby) = topology.standby.take() else {
+        return;
+    };
+    let flavor = standby.flavor;
+    shared.promotions.lock().unwrap().push(Instant::now());
+    shared.log_fault(format!("kill -9 of the primary {}", topology.primary.port));
+    // Dropping a server kills it with SIGKILL.
+    drop(std::mem::replace(&mut topology.primary, standby));
+    let port = topology.primary.port;
+    let promoted = Conn::connect(port, Duration::from_secs(5))
+        .and_then(|mut c| c.call(&[b"REPLICAOF", b"NO", b"ONE"]));
+    shared.log_fault(format!("REPLICAOF NO ONE on {port}: {promoted:?}"));
+    shared.primary.store(port, Ordering::SeqCst);
+    shared.count("unplanned failovers");
+    let standby = Server::builder(flavor)
+        .module_args(MODULE_ARGS)
+        .replica_of(port)
+        .start();
+    let moved = Conn::connect(topology.bare.port, Duration::from_secs(5)).and_then(|mut c| {
+        c.call(&[
+            b"REPLICAOF",
+            b"127.0.0.1",
+            standby.port.to_string().as_bytes(),
+        ])
+    });
+    if !matches!(moved, Ok(Frame::Simple(_))) {
+        shared.violation(format!(
+            "REPLICAOF of the module-less replica replied {moved:?}"
+        ));
+    }
+    topology.standby = Some(standby);
+}
+
 /// `FAILOVER TO` the standby; once it is primary the clients follow it, and the old
 /// primary becomes the standby.
 fn failover(topology: &mut Topology, shared: &Shared, c: &mut Conn) {
@@ -272,6 +344,18 @@ fn failover(topology: &mut Topology, shared: &Shared, c: &mut Conn) {
         return;
     };
     let port = standby.port.to_string();
+    // `FAILOVER` pauses writes as `CLIENT PAUSE WRITE` does, until the switch (or its
+    // timeout): clients that unblock others hold off until it is over.
+    *shared.writes_paused_until.lock().unwrap() = Some(Instant::now() + Duration::from_secs(30));
+    failover_to(topology, shared, c, &port);
+    let after = Instant::now() + Duration::from_millis(200);
+    *shared.writes_paused_until.lock().unwrap() = topology.writes_paused_until.max(Some(after));
+}
+
+fn failover_to(topology: &mut Topology, shared: &Shared, c: &mut Conn, port: &str) {
+    let Some(standby) = topology.standby.as_ref() else {
+        return;
+    };
     match c.call(&[
         b"FAILOVER",
         b"TO",

@@ -387,17 +387,9 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     }
     *counts.entry("calls".into()).or_default() += done;
-    if !server.is_running() {
-        // The crash report's head (the signal, the command, the stack) and its tail.
-        let log = server.log();
-        let report = log
-            .find("BUG REPORT START")
-            .map(|at| log[at..].lines().take(60).collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default();
-        violations.push(format!(
-            "the server died:\n{report}\n...\n{}",
-            server.log_tail(30)
-        ));
+    if let Some(death) = crate::evidence::dead(&mut server, "server") {
+        // How it ended, the crash report's head (the command, the stack) and its tail.
+        violations.push(death);
     } else if server.log().contains("panicked") {
         violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
     }

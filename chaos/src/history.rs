@@ -26,6 +26,9 @@ pub struct Hold {
     pub token: Option<i64>,
     /// A read hold of a read-write lock: other owners' read holds may overlap it.
     pub shared: bool,
+    /// Whether a replica acknowledged the grant (`WAIT`) before it was relied on: a
+    /// promotion may lose one that none did, its fencing token included.
+    pub acknowledged: bool,
     /// The holder's commands and replies from its acquire to its last release, for reports.
     pub timeline: Vec<String>,
 }
@@ -135,8 +138,9 @@ pub fn mutual_exclusion(history: &History, faults: &[(Instant, String)]) -> Vec<
 }
 
 /// A fencing token that is not greater than one handed to another owner of the
-/// lock whose hold ended before this one began.
-pub fn fencing(history: &History) -> Vec<String> {
+/// lock whose hold ended before this one began; against an unacknowledged grant only if
+/// no primary was killed (`promotions`) between its acquire and this hold's start.
+pub fn fencing(history: &History, promotions: &[Instant]) -> Vec<String> {
     let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for hold in history.holds.iter().filter(|h| h.token.is_some()) {
         by_lock.entry(&hold.lock).or_default().push(hold);
@@ -150,6 +154,12 @@ pub fn fencing(history: &History) -> Vec<String> {
             let before = ended
                 .iter()
                 .filter(|h| h.end <= hold.start && h.owner != hold.owner)
+                .filter(|h| {
+                    h.acknowledged
+                        || !promotions
+                            .iter()
+                            .any(|at| h.asked <= *at && *at <= hold.start)
+                })
                 .filter_map(|h| h.token.map(|t| (t, &h.owner)))
                 .max();
             if let (Some((max, owner)), Some(token)) = (before, hold.token) {
@@ -166,6 +176,24 @@ pub fn fencing(history: &History) -> Vec<String> {
     found
 }
 
+/// The holds of `unacknowledged` that another owner's hold in `history` overlapped (not
+/// both reading): grants a promotion lost and the new primary gave again.
+pub fn lost(unacknowledged: &History, history: &History) -> usize {
+    unacknowledged
+        .holds
+        .iter()
+        .filter(|u| {
+            history.holds.iter().chain(&unacknowledged.holds).any(|h| {
+                h.lock == u.lock
+                    && h.owner != u.owner
+                    && !(h.shared && u.shared)
+                    && h.start < u.end
+                    && u.start < h.end
+            })
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +207,7 @@ mod tests {
             end: t0 + Duration::from_millis(to),
             token,
             shared: false,
+            acknowledged: true,
             timeline: Vec::new(),
         }
     }
@@ -292,13 +321,51 @@ mod tests {
         let mut h = History::default();
         h.add(hold(t0, "a", "x", 0, 10, Some(1)));
         h.add(hold(t0, "a", "y", 20, 30, Some(2)));
-        assert!(fencing(&h).is_empty());
+        assert!(fencing(&h, &[]).is_empty());
         h.add(hold(t0, "a", "z", 40, 50, Some(2)));
-        assert_eq!(fencing(&h).len(), 1, "{:?}", fencing(&h));
+        assert_eq!(fencing(&h, &[]).len(), 1, "{:?}", fencing(&h, &[]));
         // The same owner may see its own token again.
         let mut h = History::default();
         h.add(hold(t0, "a", "x", 0, 10, Some(3)));
         h.add(hold(t0, "a", "x", 20, 30, Some(3)));
-        assert!(fencing(&h).is_empty());
+        assert!(fencing(&h, &[]).is_empty());
+    }
+
+    #[test]
+    fn an_unacknowledged_token_counts_only_within_its_primarys_term() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        let mut early = hold(t0, "a", "x", 0, 10, Some(5));
+        early.acknowledged = false;
+        h.add(early);
+        h.add(hold(t0, "a", "y", 20, 30, Some(5)));
+        // Same primary: the counter had 5, so 5 again is a violation.
+        assert_eq!(fencing(&h, &[]).len(), 1);
+        // A primary killed between x's acquire and y's start may have lost x's token.
+        assert!(fencing(&h, &[t0 + Duration::from_millis(15)]).is_empty());
+        // An acknowledged token survives it.
+        h.holds[0].acknowledged = true;
+        assert_eq!(fencing(&h, &[t0 + Duration::from_millis(15)]).len(), 1);
+    }
+
+    #[test]
+    fn a_lost_grant_is_an_unacknowledged_hold_another_owner_overlapped() {
+        let t0 = Instant::now();
+        let mut checked = History::default();
+        checked.add(hold(t0, "a", "y", 50, 80, None));
+        let mut apart = History::default();
+        apart.add(hold(t0, "a", "x", 0, 60, None));
+        apart.add(hold(t0, "a", "z", 0, 40, None));
+        apart.add(hold(t0, "b", "w", 0, 100, None));
+        // x overlaps y; z overlaps x (both unacknowledged): both lost; w is alone.
+        assert_eq!(lost(&apart, &checked), 2);
+        let mut readers = History::default();
+        let mut r = hold(t0, "a", "r", 60, 70, None);
+        r.shared = true;
+        readers.add(r);
+        let mut y = checked.holds[0].clone();
+        y.shared = true;
+        let only_readers = History { holds: vec![y] };
+        assert_eq!(lost(&readers, &only_readers), 0);
     }
 }

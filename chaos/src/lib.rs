@@ -6,17 +6,22 @@
 //! workload whose every `DEADLOCK` must be a cycle real in its history. docs/RELIABILITY.md
 //! says what is run and what is checked.
 
+pub mod capacity;
 pub mod checks;
 pub mod churn;
 pub mod cluster;
 pub mod deadlocks;
+pub mod evidence;
+pub mod extras;
 pub mod faults;
 pub mod fuzz;
 pub mod history;
+pub mod latches;
 pub mod permits;
 pub mod redisson;
 pub mod resp;
 pub mod rng;
 pub mod run;
 pub mod rwload;
+pub mod scripts;
 pub mod workload;

@@ -11,8 +11,9 @@ const USAGE: &str = "\
 Usage: rlock-chaos [options]
   --seed N             reproduce a run (default: from the clock; printed either way)
   --seconds S          seconds of load per server over the restarts and failovers phases
-                       (default 600); the cluster phase adds a quarter of it
-  --phases LIST        comma-separated, from: restarts,failovers,cluster (default all;
+                       (default 600); the unplanned phase adds half of it (a primary
+                       killed and its standby promoted every 2 s), the cluster a quarter
+  --phases LIST        comma-separated, from: restarts,failovers,unplanned,cluster (default all;
                        an empty list for none: the fuzzer and the churn alone)
   --flavor LIST        comma-separated, from: redis (7.0), redis8 (8.2), valkey; or all
                        (default all, or what RLOCK_FLAVORS names)
@@ -26,7 +27,8 @@ Usage: rlock-chaos [options]
                        history, on a server of its own without faults (default 120; 0 skips it)
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
                        debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
-                       the cluster phase reshards and fails over whatever the list)
+                       the cluster phase reshards and fails over, the unplanned phase
+                       promotes, whatever the list)
   --fault-every MS     at most this long between faults (default 400)
   --fuzz-seed N        only the fuzzer, with the seed a run printed for it (fuzz: seed N)";
 
@@ -45,7 +47,12 @@ fn parse(args: &[String]) -> Result<Options, String> {
         deadlock_seconds: 120,
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
-        phases: vec!["restarts".into(), "failovers".into(), "cluster".into()],
+        phases: vec![
+            "restarts".into(),
+            "failovers".into(),
+            "unplanned".into(),
+            "cluster".into(),
+        ],
         fuzz_seed: None,
     };
     let mut it = args.iter();
@@ -76,12 +83,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .filter(|p| !p.is_empty())
                     .map(str::to_string)
                     .collect();
-                if let Some(bad) = phases
-                    .iter()
-                    .find(|p| !["restarts", "failovers", "cluster"].contains(&p.as_str()))
-                {
+                if let Some(bad) = phases.iter().find(|p| {
+                    !["restarts", "failovers", "unplanned", "cluster"].contains(&p.as_str())
+                }) {
                     return Err(format!(
-                        "--phases: restarts, failovers or cluster, not {bad}"
+                        "--phases: restarts, failovers, unplanned or cluster, not {bad}"
                     ));
                 }
                 options.phases = phases;
@@ -146,8 +152,15 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\n{} holds checked · {} violations · {:.0} s · reproduce with --seed {}",
+        "\n{} holds checked · {} semaphore holds checked · {} latch rounds ({} opens checked) · \
+         {} unplanned failovers, {} unacknowledged grants lost · {} violations · {:.0} s · \
+         reproduce with --seed {}",
         report.holds_checked,
+        report.semaphore_holds,
+        report.latch_rounds,
+        report.latch_opens,
+        report.promotions,
+        report.lost_unacknowledged,
         report.violations.len(),
         started.elapsed().as_secs_f64(),
         options.seed

@@ -139,6 +139,7 @@ fn cycle(
         end: bound.min(released),
         token: None,
         shared: false,
+        acknowledged: true,
         timeline: c.take_timeline(),
     });
     match reply? {

@@ -134,6 +134,10 @@ pub fn since_epoch(at: Instant) -> String {
     format!("{:.3}s", at.saturating_duration_since(*EPOCH).as_secs_f64())
 }
 
+/// Every command and reply of the connections that write to it, in the order they happened:
+/// (when, `CLIENT ID`, port, what). Read back whole for a finding's history.
+pub type Journal = std::sync::Arc<std::sync::Mutex<Vec<(Instant, i64, u16, String)>>>;
+
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
@@ -141,6 +145,8 @@ pub struct Conn {
     recent: std::collections::VecDeque<String>,
     /// While `Some`, each command sent and reply read, with its time since `EPOCH`.
     timeline: Option<Vec<String>>,
+    /// While `Some`, each command sent and reply read goes there too, with the connection.
+    journal: Option<Journal>,
     /// `CLIENT ID` of this connection.
     pub id: i64,
     /// The server's port.
@@ -183,6 +189,7 @@ impl Conn {
             buf: Vec::new(),
             recent: std::collections::VecDeque::new(),
             timeline: None,
+            journal: None,
             id: 0,
             port,
         };
@@ -213,6 +220,12 @@ impl Conn {
 
     /// Sends already encoded commands in one write.
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+        self.note(|| {
+            format!(
+                "-> packet {}",
+                String::from_utf8_lossy(bytes).replace("\r\n", " ")
+            )
+        });
         self.stream.write_all(bytes).map_err(ConnError::Io)
     }
 
@@ -259,9 +272,24 @@ impl Conn {
         self.timeline.take().unwrap_or_default()
     }
 
+    /// Writes every later command and reply of this connection to `journal` too.
+    pub fn set_journal(&mut self, journal: &Journal) {
+        self.journal = Some(journal.clone());
+    }
+
     fn note(&mut self, what: impl FnOnce() -> String) {
+        if self.timeline.is_none() && self.journal.is_none() {
+            return;
+        }
+        let (at, what) = (Instant::now(), what());
+        if let Some(journal) = &self.journal {
+            journal
+                .lock()
+                .unwrap()
+                .push((at, self.id, self.port, what.clone()));
+        }
         if let Some(timeline) = &mut self.timeline {
-            timeline.push(format!("{} {}", since_epoch(Instant::now()), what()));
+            timeline.push(format!("{} {what}", since_epoch(at)));
         }
     }
 

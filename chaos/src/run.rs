@@ -14,10 +14,10 @@ use rlock_module_tests::{Flavor, Server};
 use crate::checks;
 use crate::churn;
 use crate::deadlocks;
-use crate::faults::{inject, Fault, Topology};
+use crate::extras::{Extras, LATCH_OPENS, LATCH_ROUNDS, SEMAPHORE_HOLDS};
+use crate::faults::{inject, Fault, Topology, MODULE_ARGS};
 use crate::fuzz;
 use crate::history::{self, History};
-use crate::permits;
 use crate::redisson;
 use crate::resp::{Conn, Frame};
 use crate::rng::Rng;
@@ -55,6 +55,24 @@ pub struct Report {
     /// Per flavor and phase: what was counted.
     pub counts: Vec<(String, BTreeMap<String, u64>)>,
     pub holds_checked: usize,
+    /// Semaphore holds checked for capacity, over every phase.
+    pub semaphore_holds: u64,
+    /// Latch rounds run to zero, and waiters' opens checked against them.
+    pub latch_rounds: u64,
+    pub latch_opens: u64,
+    /// Unplanned failovers, and the unacknowledged grants they lost (another owner was
+    /// granted the lock while the first believed it held it).
+    pub promotions: u64,
+    pub lost_unacknowledged: u64,
+}
+
+/// The unplanned phase's seed, from the run's and the flavor.
+fn unplanned_seed(run_seed: u64, flavor: Flavor) -> u64 {
+    let salt = flavor
+        .name()
+        .bytes()
+        .fold(0x9E37_79B9_u64, |h, b| h.rotate_left(8) ^ u64::from(b));
+    Rng::new(run_seed ^ salt).next_u64()
 }
 
 impl Report {
@@ -69,6 +87,12 @@ impl Report {
         for v in violations {
             self.violations.push(format!("{what} (seed {seed}): {v}"));
         }
+        let count = |name: &str| counts.get(name).copied().unwrap_or(0);
+        self.semaphore_holds += count(SEMAPHORE_HOLDS);
+        self.latch_rounds += count(LATCH_ROUNDS);
+        self.latch_opens += count(LATCH_OPENS);
+        self.promotions += count(PROMOTIONS);
+        self.lost_unacknowledged += count(LOST_UNACKNOWLEDGED);
         self.counts.push((what, counts));
     }
 }
@@ -90,8 +114,13 @@ pub fn run(options: &Options) -> Report {
     let mut report = Report::default();
     let mut rng = Rng::new(options.seed);
     for &flavor in &options.flavors {
-        for phase in [Phase::Restarts, Phase::Failovers] {
-            let seed = rng.next_u64();
+        for phase in [Phase::Restarts, Phase::Failovers, Phase::Unplanned] {
+            // The unplanned phase's seed comes from the run's without a draw: the other
+            // seeds stay what they were before it existed.
+            let seed = match phase {
+                Phase::Unplanned => unplanned_seed(options.seed, flavor),
+                _ => rng.next_u64(),
+            };
             if !options.phases.iter().any(|p| p == phase.name()) {
                 continue;
             }
@@ -165,6 +194,9 @@ enum Phase {
     /// A primary, a standby with the module it fails over to and back, a module-less
     /// replica.
     Failovers,
+    /// A primary killed now and then and its standby promoted (`Fault::Promote`); a
+    /// fresh standby each time, the module-less replica under it.
+    Unplanned,
 }
 
 impl Phase {
@@ -172,6 +204,7 @@ impl Phase {
         match self {
             Phase::Restarts => "restarts",
             Phase::Failovers => "failovers",
+            Phase::Unplanned => "unplanned",
         }
     }
 
@@ -179,31 +212,38 @@ impl Phase {
         match fault {
             Fault::Restart => self == Phase::Restarts,
             Fault::Failover => self == Phase::Failovers,
+            // Scheduled by the phase itself (`PROMOTE_EVERY`), not drawn.
+            Fault::Promote => false,
             _ => true,
         }
     }
 }
 
-/// Leases of 2 s by default, and a polling FAIR caller's place kept 3 s (the `config-set`
-/// fault picks 0.3 to 3 s too): once the load stops, every deadline passes within seconds,
-/// and the checks after it expect nothing left tracked (`checks::after_load`).
-const MODULE_ARGS: &[&str] = &["lease-ms", "2000", "fair-wait-ms", "3000"];
-
 fn start(flavor: Flavor, phase: Phase) -> Topology {
-    let primary = Server::builder(flavor)
-        .config("appendonly", "yes")
-        .config("appendfsync", "always")
-        .module_args(MODULE_ARGS)
-        .start();
-    let standby = (phase == Phase::Failovers).then(|| {
+    let primary = match phase {
+        // Its data is the standby's once it is killed: no AOF.
+        Phase::Unplanned => Server::builder(flavor),
+        _ => Server::builder(flavor)
+            .config("appendonly", "yes")
+            .config("appendfsync", "always"),
+    }
+    .module_args(MODULE_ARGS)
+    .start();
+    let standby = (phase != Phase::Restarts).then(|| {
         Server::builder(flavor)
             .module_args(MODULE_ARGS)
             .replica_of(primary.port)
             .start()
     });
+    // In the unplanned phase the module-less replica hangs under the standby, so that
+    // `WAIT 1` on the primary counts the standby alone: the server a promotion picks.
+    let upstream = match (phase, &standby) {
+        (Phase::Unplanned, Some(standby)) => standby.port,
+        _ => primary.port,
+    };
     let bare = Server::builder(flavor)
         .module(false)
-        .replica_of(primary.port)
+        .replica_of(upstream)
         .start();
     Topology {
         primary,
@@ -242,6 +282,7 @@ fn warm_baseline(
         }));
     }
     threads.extend(spawn_read_write_clients(&shared, options, rng));
+    let extras = Extras::spawn(&shared, rng, "warm-");
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -274,6 +315,7 @@ fn warm_baseline(
     for t in threads {
         let _ = t.join();
     }
+    let _ = extras.join(&shared);
     let _ = scratch.join();
     if let Ok(mut c) = Conn::connect(topology.primary.port, Duration::from_secs(5)) {
         let _ = c.call(&[b"FLUSHALL"]);
@@ -287,6 +329,7 @@ fn warm_baseline(
 
 /// Read-write lock clients on locks of their own: one module client per 4 reentrant-lock
 /// clients, and one Redisson-style client running Redisson's read and write scripts.
+/// (Semaphores and latches: `Extras`.)
 pub fn spawn_read_write_clients(
     shared: &Arc<Shared>,
     options: &Options,
@@ -294,20 +337,23 @@ pub fn spawn_read_write_clients(
 ) -> Vec<thread::JoinHandle<History>> {
     let locks = rwload::lock_names(2);
     let module_clients = options.clients.div_ceil(4);
-    let mut threads: Vec<thread::JoinHandle<History>> = (0..=module_clients)
+    let threads: Vec<thread::JoinHandle<History>> = (0..=module_clients)
         .map(|index| {
             let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
             let redisson = index == module_clients;
             thread::spawn(move || rwload::client(shared, index, rng, locks, redisson))
         })
         .collect();
-    // Semaphores of one permit, plain and leased: three module clients, one Redisson's.
-    threads.extend((0..4).map(|index| {
-        let (shared, rng) = (shared.clone(), rng.fork());
-        thread::spawn(move || permits::client(shared, index, rng, index == 3))
-    }));
     threads
 }
+
+/// How often the unplanned phase kills its primary.
+const PROMOTE_EVERY: Duration = Duration::from_millis(2000);
+
+/// The unplanned phase's figures.
+const PROMOTIONS: &str = "unplanned failovers (kill -9, REPLICAOF NO ONE)";
+const LOST_UNACKNOWLEDGED: &str =
+    "unacknowledged grants lost (another owner granted while it was held)";
 
 /// Clients that act as Redisson does, beside the module's: one per 8 of those.
 fn redisson_clients(options: &Options) -> usize {
@@ -328,9 +374,18 @@ fn run_phase(
         println!("  the server does not take REQ: retries are not exercised");
     }
     let locks: Vec<String> = (0..options.locks).map(|i| format!("lock:{i}")).collect();
-    let baseline = warm_baseline(&mut topology, req, options, &locks, &mut rng);
+    // The primary changes for good at each promotion: no memory baseline to compare with.
+    let baseline = (phase != Phase::Unplanned)
+        .then(|| warm_baseline(&mut topology, req, options, &locks, &mut rng));
     let original_primary = topology.primary.port;
-    let shared = Arc::new(Shared::new(topology.primary.port, req));
+    let shared = {
+        let mut shared = Shared::new(topology.primary.port, req);
+        if phase == Phase::Unplanned {
+            shared.unplanned = true;
+            shared.acknowledge = true;
+        }
+        Arc::new(shared)
+    };
     let mut threads = Vec::new();
     for index in 0..options.clients {
         let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
@@ -338,13 +393,19 @@ fn run_phase(
             workload::client(shared, index, rng, locks)
         }));
     }
-    for index in 0..redisson_clients(options) {
+    // Redisson's lock clients do not acknowledge their grants: not beside promotions.
+    let redisson = match phase {
+        Phase::Unplanned => 0,
+        _ => redisson_clients(options),
+    };
+    for index in 0..redisson {
         let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
         threads.push(thread::spawn(move || {
             redisson::client(shared, index, rng, locks)
         }));
     }
     threads.extend(spawn_read_write_clients(&shared, options, &mut rng));
+    let extras = Extras::spawn(&shared, &mut rng, "");
     let scratch = {
         let (shared, rng) = (shared.clone(), rng.fork());
         thread::spawn(move || workload::scratch(shared, rng))
@@ -356,9 +417,17 @@ fn run_phase(
         .filter(|f| phase.allows(*f))
         .collect();
     let until = Instant::now() + Duration::from_secs(secs);
+    // Every 2 s, or 4 times in a short phase (the slice), at most once a second.
+    let promote_every = PROMOTE_EVERY.min(Duration::from_millis((secs * 1000 / 4).max(1000)));
+    let mut next_promotion = Instant::now() + promote_every;
     while Instant::now() < until {
         let pause = rng.range(options.fault_every_ms / 5, options.fault_every_ms);
         thread::sleep(Duration::from_millis(pause));
+        if phase == Phase::Unplanned && Instant::now() >= next_promotion {
+            inject(Fault::Promote, &mut topology, &shared, &mut rng);
+            next_promotion = Instant::now() + promote_every;
+            continue;
+        }
         if !faults.is_empty() {
             // Half the faults are races, where a grant meets an unblock or a kill.
             let fault = match faults.contains(&Fault::Race) && rng.chance(50) {
@@ -370,9 +439,9 @@ fn run_phase(
     }
     shared.stop.store(true, Ordering::SeqCst);
     let mut history = History::default();
-    // Back on the primary the baseline was taken on.
+    // Back on the primary the baseline was taken on (after a coordinated failover).
     for _ in 0..5 {
-        if topology.primary.port == original_primary {
+        if phase == Phase::Unplanned || topology.primary.port == original_primary {
             break;
         }
         inject(Fault::Failover, &mut topology, &shared, &mut rng);
@@ -383,18 +452,36 @@ fn run_phase(
             Err(_) => shared.violation("a client thread panicked".into()),
         }
     }
+    let extras = extras.join(&shared);
     if scratch.join().is_err() {
         shared.violation("the scratch client panicked".into());
     }
     let mut violations = shared.violations.lock().unwrap().clone();
     history::end_at_force_releases(&mut history, &shared.forced.lock().unwrap());
-    violations.extend(history::mutual_exclusion(
+    let fault_log = shared.fault_log.lock().unwrap().clone();
+    violations.extend(history::mutual_exclusion(&history, &fault_log));
+    violations.extend(history::fencing(
         &history,
-        &shared.fault_log.lock().unwrap(),
+        &shared.promotions.lock().unwrap(),
     ));
-    violations.extend(history::fencing(&history));
-    violations.extend(checks::after_load(&mut topology, &locks, &baseline));
+    // Semaphores and latches, before the checks after the load flush the data.
+    let promotions = shared.promotions.lock().unwrap().clone();
+    let (found, extra_counts) = extras.check(&fault_log, &promotions, topology.primary.port);
+    violations.extend(found);
+    violations.extend(checks::after_load(&mut topology, &locks, baseline.as_ref()));
     let mut counts = shared.counts.lock().unwrap().clone();
+    if phase == Phase::Unplanned {
+        let unacknowledged = shared.unacknowledged.lock().unwrap();
+        counts.insert(
+            PROMOTIONS.into(),
+            shared.promotions.lock().unwrap().len() as u64,
+        );
+        counts.insert(
+            LOST_UNACKNOWLEDGED.into(),
+            history::lost(&unacknowledged, &history) as u64,
+        );
+    }
     counts.insert("holds checked".into(), history.holds.len() as u64);
+    counts.extend(extra_counts);
     (violations, counts, history.holds.len())
 }

@@ -202,22 +202,21 @@ fn module_cycle(
             end = end.min(*killed);
         }
     }
-    if !granted_for_sure {
-        shared.count("hold not checked: its grant was not acknowledged");
-        c.take_timeline();
-        outcome?;
-        return c.check_in_step();
-    }
-    history.add(Hold {
-        lock: lock.to_string(),
-        owner: owner.to_string(),
-        asked: sent,
-        start,
-        end,
-        token: None,
-        shared: !write,
-        timeline: c.take_timeline(),
-    });
+    shared.settle(
+        Hold {
+            lock: lock.to_string(),
+            owner: owner.to_string(),
+            asked: sent,
+            start,
+            end,
+            token: None,
+            shared: !write,
+            acknowledged: true,
+            timeline: c.take_timeline(),
+        },
+        granted_for_sure,
+        history,
+    );
     outcome?;
     c.check_in_step()
 }
@@ -349,22 +348,21 @@ fn redisson_cycle(
             ])
         }
     };
-    if !granted_for_sure {
-        shared.count("hold not checked: its grant was not acknowledged");
-        c.take_timeline();
-        reply?;
-        return c.check_in_step();
-    }
-    history.add(Hold {
-        lock: lock.to_string(),
-        owner: owner.to_string(),
-        asked: sent,
-        start,
-        end: bound.min(released),
-        token: None,
-        shared: !write,
-        timeline: c.take_timeline(),
-    });
+    shared.settle(
+        Hold {
+            lock: lock.to_string(),
+            owner: owner.to_string(),
+            asked: sent,
+            start,
+            end: bound.min(released),
+            token: None,
+            shared: !write,
+            acknowledged: true,
+            timeline: c.take_timeline(),
+        },
+        granted_for_sure,
+        history,
+    );
     match reply? {
         Frame::Int(_) => {}
         // The lease ran out first.

@@ -49,6 +49,19 @@ pub struct Shared {
     /// primary take writes that the promoted replica never sees: what the docs tell
     /// users to acknowledge with `WAIT` before relying on a grant.
     pub acknowledge: bool,
+    /// Until when a `CLIENT PAUSE WRITE` may hold writes back (set before the pause is
+    /// sent): clients that send `CLIENT UNBLOCK` themselves skip it meanwhile (see
+    /// `faults::Topology::unblock_hits_server_bug`).
+    pub writes_paused_until: Mutex<Option<Instant>>,
+    /// The unplanned-failover phase: the primary is killed and a replica promoted
+    /// (`faults::Fault::Promote`). There grants on odd connection ids are not
+    /// acknowledged (`acknowledged`), the rest are.
+    pub unplanned: bool,
+    /// When each primary was killed in that phase (noted just before the kill).
+    pub promotions: Mutex<Vec<Instant>>,
+    /// Holds whose grant no replica acknowledged and that a promotion may have lost:
+    /// one that another owner's hold overlaps is a lost grant, counted apart.
+    pub unacknowledged: Mutex<History>,
 }
 
 impl Shared {
@@ -67,6 +80,39 @@ impl Shared {
             cluster: false,
             routes: Mutex::new(HashMap::new()),
             acknowledge: false,
+            writes_paused_until: Mutex::new(None),
+            unplanned: false,
+            promotions: Mutex::new(Vec::new()),
+            unacknowledged: Mutex::new(History::default()),
+        }
+    }
+
+    /// Whether a primary was killed (and a replica promoted) between `from` and `to`.
+    pub fn promoted_between(&self, from: Instant, to: Instant) -> bool {
+        self.promotions
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|at| from <= *at && *at <= to)
+    }
+
+    /// Where a hold goes once its end is known. An acknowledged grant is checked. One no
+    /// replica acknowledged is checked too in the unplanned-failover phase when no primary
+    /// was killed between its acquire's send and its end (one primary granted it and saw
+    /// it end: nothing of it could be lost meanwhile); across a kill it is kept apart, for
+    /// the count of lost grants. Elsewhere (the cluster) it is not checked.
+    pub fn settle(&self, mut hold: Hold, acknowledged: bool, history: &mut History) {
+        hold.acknowledged = acknowledged;
+        if acknowledged {
+            history.add(hold);
+        } else if !self.unplanned {
+            self.count("hold not checked: its grant was not acknowledged");
+        } else if self.promoted_between(hold.asked, hold.end) {
+            self.count("unacknowledged holds across a promotion");
+            self.unacknowledged.lock().unwrap().add(hold);
+        } else {
+            self.count("unacknowledged holds within one primary's term (checked)");
+            history.add(hold);
         }
     }
 
@@ -100,6 +146,14 @@ impl Shared {
     fn force_released_since(&self, lock: &str, asked: Instant) -> bool {
         let forced = self.forced.lock().unwrap();
         forced.iter().any(|f| f.may_follow(lock, asked))
+    }
+
+    /// Whether a `CLIENT PAUSE WRITE` may be holding writes back now.
+    pub fn writes_may_be_paused(&self) -> bool {
+        self.writes_paused_until
+            .lock()
+            .unwrap()
+            .is_some_and(|until| Instant::now() < until)
     }
 
     fn killed_at(&self, conn: i64) -> Option<Instant> {
@@ -317,7 +371,28 @@ fn cycle(
     shared.count("grant");
     let start = Instant::now();
     let mut bound = sent + call.lease();
-    let granted_for_sure = acknowledged(shared, conn)?;
+    let granted_for_sure = match acknowledged(shared, conn) {
+        Ok(acknowledged) => acknowledged,
+        Err(e) => {
+            // Cut while waiting for the replica (a killed primary): a grant of unknown
+            // fate, held at most until its lease ends (or, with SESSION, the kill of its
+            // connection).
+            let killed = call.session.then(|| shared.killed_at(conn.id)).flatten();
+            let hold = Hold {
+                lock: call.lock.clone(),
+                owner: call.owner.clone(),
+                asked: sent,
+                start,
+                end: killed.map_or(bound, |at| at.min(bound)),
+                token,
+                shared: false,
+                acknowledged: false,
+                timeline: conn.take_timeline(),
+            };
+            shared.settle(hold, false, history);
+            return Err(e);
+        }
+    };
     // A retried acquire replays its reply and adds no hold.
     if call.req.is_some() && rng.chance(20) {
         shared.count("acquire resent");
@@ -353,21 +428,21 @@ fn cycle(
             end = end.min(killed);
         }
     }
-    if !granted_for_sure {
-        shared.count("hold not checked: its grant was not acknowledged");
-        outcome?;
-        return conn.check_in_step();
-    }
-    history.add(Hold {
-        lock: call.lock.clone(),
-        owner: call.owner.clone(),
-        asked: sent,
-        start,
-        end,
-        token,
-        shared: false,
-        timeline: conn.take_timeline(),
-    });
+    shared.settle(
+        Hold {
+            lock: call.lock.clone(),
+            owner: call.owner.clone(),
+            asked: sent,
+            start,
+            end,
+            token,
+            shared: false,
+            acknowledged: true,
+            timeline: conn.take_timeline(),
+        },
+        granted_for_sure,
+        history,
+    );
     outcome?;
     conn.check_in_step()
 }
@@ -455,9 +530,9 @@ fn multi_cycle(
         }
     }
     let timeline = conn.take_timeline();
-    if granted_for_sure {
-        for lock in [&call.lock, other] {
-            history.add(Hold {
+    for lock in [&call.lock, other] {
+        shared.settle(
+            Hold {
                 lock: lock.to_string(),
                 owner: call.owner.clone(),
                 asked: sent,
@@ -465,9 +540,12 @@ fn multi_cycle(
                 end,
                 token: None,
                 shared: false,
+                acknowledged: true,
                 timeline: timeline.clone(),
-            });
-        }
+            },
+            granted_for_sure,
+            history,
+        );
     }
     match outcome? {
         Frame::Int(_) => {}
@@ -481,6 +559,15 @@ fn multi_cycle(
 /// acknowledgements; `true` when it does not. A write the replica never got is lost if
 /// the replica is promoted without a pause (see `Shared::acknowledge`).
 pub fn acknowledged(shared: &Shared, conn: &mut Conn) -> Result<bool, ConnError> {
+    // In the unplanned-failover phase, part of the load never waits for the replica.
+    if shared.unplanned && conn.id % 2 == 1 {
+        return Ok(false);
+    }
+    acknowledged_always(shared, conn)
+}
+
+/// `acknowledged`, for the clients that always wait (semaphores and latches).
+pub fn acknowledged_always(shared: &Shared, conn: &mut Conn) -> Result<bool, ConnError> {
     if !shared.acknowledge {
         return Ok(true);
     }

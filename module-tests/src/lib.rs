@@ -496,6 +496,17 @@ impl Server {
     /// replayed); waits until loading is done.
     pub fn kill9_and_restart(&mut self) {
         self.kill();
+        self.start_again();
+    }
+
+    /// `kill -9` (SIGKILL), the server left down until `start_again`.
+    pub fn kill9(&mut self) {
+        self.kill();
+    }
+
+    /// Starts a stopped or killed server again on the same port, dir and args (an AOF or
+    /// a cluster's nodes.conf, if any, is read); waits until loading is done.
+    pub fn start_again(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             match self.spawn_and_wait() {
@@ -540,6 +551,33 @@ impl Server {
             .query(&mut con)
             .unwrap_or_else(|e| panic!("{}: INFO {section}: {e}", self.flavor));
         parse_info(&text)
+    }
+
+    /// How the process ended, if it has (`None` while it runs or after `stop`/`kill`).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Copies the whole server log, what it printed before the log opened, and any core
+    /// file its dir holds into `into` (created); the files copied.
+    pub fn keep_logs(&self, into: &Path) -> std::io::Result<Vec<PathBuf>> {
+        fs::create_dir_all(into)?;
+        let mut kept = Vec::new();
+        let Some(dir) = self.dir.as_ref() else {
+            return Ok(kept);
+        };
+        for entry in fs::read_dir(dir.path())? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".log") || name.starts_with("core") {
+                let to = into.join(name);
+                fs::copy(&path, &to)?;
+                kept.push(to);
+            }
+        }
+        Ok(kept)
     }
 
     pub fn is_running(&mut self) -> bool {

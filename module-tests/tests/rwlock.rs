@@ -693,6 +693,66 @@ fn read_holds_renew_by_redissons_task_and_by_renew() {
     }
 }
 
+/// A renewal that arrives after every read hold of its owner ran out of lease (the server
+/// was busy past the deadline, so its timer had not yet ended the hold) renews nothing and
+/// replies 0: a 1 told the owner it still read while a writer could take the lock (found by
+/// the chaos suite: a `DEBUG SLEEP` in the turn before a renewal, a writer granted while
+/// the reader believed it held).
+#[test]
+fn a_renewal_after_the_read_lease_ran_out_replies_0() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut con = server.conn();
+        let acquire = |con: &mut redis::Connection, owner: &str, lease: &str| {
+            call(
+                con,
+                &["RLOCK.ACQUIRE", "late", owner, "READ", "LEASE", lease],
+            )
+        };
+        assert_eq!(acquire(&mut con, "r1", "100"), ok(1), "{flavor}");
+        assert_eq!(acquire(&mut con, "r2", "30000"), ok(1), "{flavor}");
+        // One packet: the sleep outlives r1's lease, and the renewal runs in the same turn,
+        // before any timer.
+        let (_, renewed): (Value, Value) = redis::pipe()
+            .cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.3")
+            .cmd("RLOCK.RENEW")
+            .arg("late")
+            .arg("r1")
+            .arg("READ")
+            .arg("LEASE")
+            .arg("30000")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(renewed, Value::Int(0), "{flavor}: r1's lease had run out");
+        assert_eq!(
+            call(&mut con, &["EXISTS", &read_timeout("late", "r1", 1)]),
+            ok(0),
+            "{flavor}"
+        );
+        // r2's lease still runs: its renewal renews.
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.RENEW", "late", "r2", "READ", "LEASE", "30000"]
+            ),
+            ok(1),
+            "{flavor}"
+        );
+        // A writer is served once r2 leaves: r1 reads no more.
+        call(&mut con, &["RLOCK.RELEASE", "late", "r2", "READ"]).unwrap();
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.ACQUIRE", "late", "w", "WRITE", "BLOCK", "2000"]
+            ),
+            ok(1),
+            "{flavor}"
+        );
+    }
+}
+
 /// Fencing on a read-write lock: each free-to-held transition bumps the token; a reader
 /// joining readers shares theirs.
 #[test]

@@ -262,14 +262,21 @@ impl<'a> LockKey<'a> {
         let deadline = lease.deadline_from(ffi::now_ms());
         match (side, own_reads, own_writes) {
             (RwMode::Read, Some(count), _) => {
+                let mut renewed = count > MAX_READ_HOLDS_SCANNED;
                 for n in 1..=count.min(MAX_READ_HOLDS_SCANNED) {
-                    renew_read_timeout(
+                    renewed |= renew_read_timeout(
                         self.ctx,
                         self.name.as_slice(),
                         owner.as_slice(),
                         n,
                         deadline,
                     );
+                }
+                // Every read hold's lease had run out (the server was busy past its
+                // deadline, so its timer had not yet run): nothing is renewed, and a reply of
+                // 1 would tell the owner it still reads while a writer may take the lock.
+                if !renewed {
+                    return Ok(false);
                 }
                 let current = self.abs_deadline().unwrap_or(deadline);
                 self.set_deadline(current.max(deadline));
@@ -447,15 +454,22 @@ fn delete_read_timeout(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64) {
     announce(ctx, NotifyEvent::GENERIC, "del", &name);
 }
 
-/// `PEXPIREAT` on a read hold's timeout key, if it is still there.
-fn renew_read_timeout(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64, deadline: i64) {
+/// `PEXPIREAT` on a read hold's timeout key, if it is still there (whether it was).
+fn renew_read_timeout(
+    ctx: &Context,
+    lock_name: &[u8],
+    owner: &[u8],
+    n: i64,
+    deadline: i64,
+) -> bool {
     let name = read_timeout_name(ctx, lock_name, owner, n);
     let key = Key::open_writable(ctx, &name);
     if key.kind() == KeyKind::Empty {
-        return;
+        return false;
     }
     key.set_abs_expire(deadline);
     drop(key);
     ffi::replicate_key_int(ctx, c"PEXPIREAT", &name, deadline);
     announce(ctx, NotifyEvent::GENERIC, "expire", &name);
+    true
 }
