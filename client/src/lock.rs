@@ -526,6 +526,28 @@ impl Lock {
         self
     }
 
+    /// Refuses, before anything is sent, what the server would refuse or misread: an empty
+    /// name, a zero lease (`LEASE 0` is an error there, and rounding it up to 1 ms would
+    /// hand out a lock that is gone before its reply arrives).
+    fn check(&self) -> Result<()> {
+        let refuse = |reason: &str| {
+            Err(Error::InvalidArgument {
+                key: self.key.to_string(),
+                reason: reason.to_string(),
+            })
+        };
+        if self.key.is_empty() {
+            return refuse("a lock name must not be empty");
+        }
+        if self.owner.is_empty() {
+            return refuse("an owner id must not be empty");
+        }
+        if self.lease.is_some_and(|l| l.is_zero()) {
+            return refuse("a lease must be longer than zero");
+        }
+        Ok(())
+    }
+
     fn options(&self) -> AcquireOptions {
         AcquireOptions {
             lease: self.lease.unwrap_or(self.locks.inner.config.watchdog_lease),
@@ -556,6 +578,7 @@ impl Lock {
     /// connection is closed, which ends the wait, and a lock granted in the meantime is
     /// released, never left orphaned.
     pub async fn acquire(&self) -> Result<Option<Guard>> {
+        self.check()?;
         let opts = self.options();
         if opts.wait == Wait::No && self.replicas.is_none() {
             let conn = self.locks.inner.conn().await?;

@@ -18,7 +18,7 @@ fn owner_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_work_across_a_cluster() {
+async fn c14_locks_work_across_a_cluster() {
     for flavor in common::flavors() {
         let nodes = cluster(flavor);
         let locks = Locks::builder(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap())
