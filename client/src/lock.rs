@@ -15,6 +15,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
+use crate::replicas::Replicas;
 use crate::watchdog::{LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
@@ -23,6 +24,9 @@ pub(crate) struct Config {
     pub watchdog_lease: Duration,
     pub response_timeout: Duration,
     pub idle_connections: usize,
+    /// A default acquire's acknowledgement: up to `n` replicas (as many as are attached),
+    /// within the timeout; `n` 0 sends no `WAIT`.
+    pub durable: (usize, Duration),
 }
 
 impl Default for Config {
@@ -31,6 +35,7 @@ impl Default for Config {
             watchdog_lease: Duration::from_secs(30),
             response_timeout: Duration::from_secs(2),
             idle_connections: 4,
+            durable: (1, Duration::from_secs(1)),
         }
     }
 }
@@ -40,6 +45,7 @@ pub(crate) struct Inner {
     conn: OnceCell<Conn>,
     pub(crate) pool: Pool,
     pub(crate) registry: Registry,
+    replicas: Arc<Replicas>,
     client_id: String,
     next_owner: AtomicU64,
     pub(crate) config: Config,
@@ -176,6 +182,19 @@ impl LocksBuilder {
         self
     }
 
+    /// How a lock acquired without [`Lock::sync_replicas`] is made durable: when the lock's
+    /// primary has replicas, the acquire returns only once `n` of them (at most as many as
+    /// are attached) acknowledged the grant (`WAIT`), within `timeout`; a grant not
+    /// acknowledged in time is released and the acquire fails with
+    /// [`Error::NotAcknowledged`]. With no replica attached no `WAIT` is sent. `n` = 0 turns
+    /// this off: no acquire sends `WAIT` unless it asks with [`Lock::sync_replicas`].
+    /// Default: 1 replica within 1 s, as Redisson's `checkLockSyncedSlaves`. The replica count
+    /// is read from the server and kept for 1 s (see the README's "Durable by default").
+    pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
+        self.config.durable = (n, timeout.max(Duration::from_millis(1)));
+        self
+    }
+
     /// Sends the short lock commands (acquires without a wait, releases, renewals, queries)
     /// over the application's own [`ConnectionManager`] instead of a new one.
     ///
@@ -216,6 +235,7 @@ impl LocksBuilder {
                 conn: OnceCell::new_with(self.conn),
                 pool: Pool::new(self.config.idle_connections),
                 registry: Registry::new(),
+                replicas: Arc::default(),
                 client_id: uuid::Uuid::new_v4().to_string(),
                 next_owner: AtomicU64::new(1),
                 config: self.config,
@@ -518,9 +538,14 @@ impl Lock {
         self
     }
 
-    /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the write
+    /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the grant
     /// (`WAIT n ms`, pipelined with the acquire) and reports the count in
-    /// [`Hold::replicas_acked`]. Fewer acknowledgements do not fail the acquire.
+    /// [`Hold::replicas_acked`]. Fewer acknowledgements in time: the grant is released and
+    /// the acquire fails with [`Error::NotAcknowledged`]. `n` = 0 sends no `WAIT`.
+    ///
+    /// Without this call the [`Locks`]' default applies ([`LocksBuilder::sync_replicas`]): one
+    /// replica's acknowledgement within 1 s when the primary has replicas, no `WAIT` when it
+    /// has none.
     pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
         self.replicas = Some((n, timeout.max(Duration::from_millis(1))));
         self
@@ -579,8 +604,12 @@ impl Lock {
     /// released, never left orphaned.
     pub async fn acquire(&self) -> Result<Option<Guard>> {
         self.check()?;
+        let durable = self.durable().await?;
+        if durable.replicas.is_some() {
+            return durable.acquire_checked().await;
+        }
         let opts = self.options();
-        if opts.wait == Wait::No && self.replicas.is_none() {
+        if opts.wait == Wait::No {
             let conn = self.locks.inner.conn().await?;
             let sent = Instant::now();
             if !self.fenced {
@@ -609,10 +638,54 @@ impl Lock {
         if self.fenced {
             pipe.add_command(command::hold_count(&self.key, &hold.field()));
         }
-        if let Some((n, t)) = self.replicas {
+        if let Some((n, t)) = self.replicas.filter(|(n, _)| *n > 0) {
             pipe.add_command(command::wait_replicas(n, t));
         }
         pipe
+    }
+
+    /// This handle with its acknowledgement settled: `replicas` is `Some((n, t))` with
+    /// `n` ≥ 1 when a `WAIT` is to be sent, `None` when not. The default asks the
+    /// replica count of the lock's primary (kept, see `replicas.rs`).
+    async fn durable(&self) -> Result<Lock> {
+        let inner = &self.locks.inner;
+        let wanted = match self.replicas {
+            Some((n, t)) => (n > 0).then_some((n, t)),
+            None => match inner.config.durable {
+                (0, _) => None,
+                (n, t) => {
+                    let conn = inner.conn().await?;
+                    let attached = inner.replicas.of(&conn, &self.key).await.unwrap_or(0);
+                    let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
+                    (n > 0).then_some((n, t))
+                }
+            },
+        };
+        Ok(Lock {
+            replicas: wanted,
+            ..self.clone()
+        })
+    }
+
+    /// The acquire, on a pooled connection with its `WAIT`; a grant acknowledged by fewer
+    /// replicas than asked is released and refused.
+    async fn acquire_checked(&self) -> Result<Option<Guard>> {
+        let Some(guard) = self.acquire_dedicated(self.options()).await? else {
+            return Ok(None);
+        };
+        let wanted = self.replicas.map_or(0, |(n, _)| n);
+        let acked = guard.replicas_acked().unwrap_or(0);
+        if acked >= wanted as u64 {
+            return Ok(Some(guard));
+        }
+        self.locks.inner.replicas.stale();
+        // If this release fails too, the lease ends the grant: nobody renews it.
+        let _ = guard.release().await;
+        Err(Error::NotAcknowledged {
+            key: self.key.to_string(),
+            acked,
+            wanted,
+        })
     }
 
     async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {

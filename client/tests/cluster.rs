@@ -66,7 +66,10 @@ async fn c14_locks_work_across_a_cluster() {
             .await
             .unwrap()
             .expect("free again");
-        assert_eq!(g.replicas_acked(), Some(0));
+        assert_eq!(g.replicas_acked(), None, "sync_replicas(0) sends no WAIT");
+        // The default: each primary has a replica, which acknowledges the grant.
+        let d = locks.lock("c:5").acquire().await.unwrap().expect("free");
+        assert_eq!(d.replicas_acked(), Some(1), "{flavor}");
     }
 }
 

@@ -307,35 +307,6 @@ async fn a_waited_session_hold_keeps_its_connection_until_released() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_replicas_reports_acknowledgements() {
-    for flavor in common::flavors() {
-        let primary = Server::start(flavor);
-        let replica = Server::builder(flavor).replica_of(primary.port).start();
-        let locks = Locks::new(primary.client());
-        let g = locks
-            .lock("replicated")
-            .fenced()
-            .sync_replicas(1, Duration::from_secs(2))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
-        assert_eq!(g.replicas_acked(), Some(1), "{flavor}");
-        let on_replica = holders(&replica, "replicated");
-        assert_eq!(on_replica, [(g.owner().to_string(), 1)], "{flavor}");
-        // Asking for more replicas than exist reports what it got, after the timeout.
-        let more = locks
-            .lock("replicated2")
-            .sync_replicas(2, Duration::from_millis(100))
-            .acquire()
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(more.replicas_acked(), Some(1));
-    }
-}
-
 fn blocked(server: &Server, key: &str) -> i64 {
     let mut con = server.conn();
     let v: rlock_module_tests::redis::Value = rlock_module_tests::redis::cmd("RLOCK.INFO")
