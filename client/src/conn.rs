@@ -65,6 +65,44 @@ impl Endpoint {
         Ok(Endpoint::Server(redis::Client::open(url)?))
     }
 
+    /// A single server over TLS: `url` is `rediss://host:port/db`, and `certs` give the CA
+    /// that signed the server's certificate (`root_cert`, PEM; `None`: the system's roots)
+    /// and, for a server that asks clients for one (`tls-auth-clients yes`), the client's
+    /// certificate and key (`client_tls`, PEM). A `rediss://` URL alone
+    /// ([`Endpoint::url`]) checks the server against the system's roots;
+    /// `rediss://host:port/#insecure` checks nothing (tests only).
+    ///
+    /// ```no_run
+    /// use rlock_client::{redis, Endpoint, Locks};
+    ///
+    /// # fn f() -> rlock_client::Result<()> {
+    /// let certs = redis::TlsCertificates {
+    ///     client_tls: Some(redis::ClientTlsConfig {
+    ///         client_cert: std::fs::read("client.crt").unwrap(),
+    ///         client_key: std::fs::read("client.key").unwrap(),
+    ///     }),
+    ///     root_cert: Some(std::fs::read("ca.crt").unwrap()),
+    /// };
+    /// let locks = Locks::new(Endpoint::tls("rediss://redis.internal:6380/", certs)?);
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn tls(url: &str, certs: redis::TlsCertificates) -> RedisResult<Endpoint> {
+        Ok(Endpoint::Server(redis::Client::build_with_tls(url, certs)?))
+    }
+
+    /// A Redis Cluster over TLS (`rediss://` node URLs), with `certs` as in
+    /// [`Endpoint::tls`] and re-sends off as in [`Endpoint::cluster`].
+    pub fn cluster_tls<T: redis::IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+        certs: redis::TlsCertificates,
+    ) -> RedisResult<Endpoint> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .retries(0)
+            .certs(certs)
+            .build()?;
+        Ok(Endpoint::Cluster(Box::new(client)))
+    }
+
     /// A Redis Cluster from the URLs of some of its nodes, with redis-rs's command re-sends
     /// turned off (`retries(0)`), as lock traffic needs.
     ///
