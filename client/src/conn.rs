@@ -50,6 +50,9 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
 /// # let _ = (server, by_hand, locks);
 /// # Ok(()) }
 /// ```
+// Built once per `Locks`: a TLS-capable `redis::Client` is large, and boxing it would make every
+// caller unwrap a box to match on it for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Endpoint {
     /// A single server, reached through a [`redis::Client`].
