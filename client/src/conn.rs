@@ -333,9 +333,10 @@ pub(crate) enum Cancelled<T> {
 }
 
 /// The caller gave up while a request on a dedicated connection (client `client_id` on
-/// the node of `key`) may be blocked in the server, in `command` (its name).
+/// the node of `key`) may be blocked in the server, in one of `commands` (their names: the
+/// wait itself, and for an acquire the `WAIT` pipelined after its grant).
 ///
-/// If the server shows it blocked in `command` (`CLIENT LIST` flag `b`, `cmd=command`),
+/// If the server shows it blocked in one of `commands` (`CLIENT LIST` flag `b`, `cmd=`),
 /// the server ends it: `CLIENT KILL ID` on the shared connection, while this connection
 /// still reads. A grant the server wrote before the kill is read (and the caller gives it
 /// back); one made in the kill's turn, not yet written, the server gives back itself when
@@ -347,7 +348,9 @@ pub(crate) enum Cancelled<T> {
 ///
 /// With `keep_reading` false (a `SESSION` wait: its holds end with its connection, a
 /// delivered grant too) the connection is closed at once instead: `Close`. So it is too
-/// when `CLIENT KILL` is refused (an ACL user allowed `CLIENT LIST` only).
+/// when `CLIENT KILL` is refused (an ACL user allowed `CLIENT LIST` only): a grant the
+/// server wrote just before the close is then not read here, and stays held; the caller
+/// learns it after the close from the request's `REQ` id (see `Lock::recover`).
 ///
 /// Otherwise the request has not reached the server yet, or its reply is on its way, or it
 /// is blocked after that reply (a `WAIT` pipelined after a grant): the reply is awaited,
@@ -362,7 +365,7 @@ pub(crate) async fn cancel_wait<F: std::future::Future>(
     conn: Option<Conn>,
     key: &str,
     client_id: i64,
-    command: &str,
+    commands: &[&str],
     keep_reading: bool,
     mut request: std::pin::Pin<&mut F>,
 ) -> Cancelled<F::Output> {
@@ -376,7 +379,7 @@ pub(crate) async fn cancel_wait<F: std::future::Future>(
                 .ok()
                 .and_then(|v| redis::from_redis_value::<String>(v).ok());
             let line = line.as_deref().unwrap_or_default();
-            if crate::command::client_is_blocked_in(line, command) {
+            if crate::command::client_is_blocked_in(line, commands) {
                 if !keep_reading {
                     return Cancelled::Close;
                 }

@@ -618,7 +618,7 @@ impl Lock {
                     .await?;
                 return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
             }
-            let mut pipe = self.acquire_pipeline(&opts);
+            let mut pipe = self.acquire_pipeline(&opts, &command::request_id());
             let mut values = conn.pipeline(&mut pipe).await?.into_iter();
             let granted = command::parse_acquire(values.next().unwrap_or_default())?;
             let count = hold_count_after(values.next());
@@ -631,10 +631,10 @@ impl Lock {
     /// `RLOCK.ACQUIRE`, then for a fenced acquire (whose reply is the token) `HGET key owner`
     /// for the hold count, then `WAIT` if asked: one pipeline, so one round trip. The `HGET`
     /// runs right after the acquire on the same connection (after its wait, for a `BLOCK`).
-    fn acquire_pipeline(&self, opts: &AcquireOptions) -> redis::Pipeline {
+    fn acquire_pipeline(&self, opts: &AcquireOptions, req: &str) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         let hold = self.hold_name();
-        pipe.add_command(command::acquire(&hold, opts));
+        pipe.add_command(command::acquire_as(&hold, opts, req));
         if self.fenced {
             pipe.add_command(command::hold_count(&self.key, &hold.field()));
         }
@@ -707,20 +707,39 @@ impl Lock {
         // drop releases it.
         tokio::spawn(async move {
             let sent = Instant::now();
-            let (reply, usable) = {
-                let request = lock.send_following_redirects(&mut conn, opts);
+            // One REQ id for every send of this acquire, and for `recover`.
+            let req = command::request_id();
+            let outcome = {
+                let request = lock.send_following_redirects(&mut conn, opts, &req);
                 tokio::pin!(request);
                 tokio::select! {
                     biased;
-                    r = &mut request => (r, true),
+                    r = &mut request => Ok((r, true)),
                     _ = tx.closed(), if client_id.is_some() => {
-                        match lock.cancel_wait(client_id.unwrap_or_default(), request).await {
-                            // Still blocked: `conn` closes here, and the server forgets it.
-                            Cancelled::Close => return,
-                            Cancelled::Replied(r) => (r, true),
-                            Cancelled::Killed(r) => (r, false),
+                        let id = client_id.unwrap_or_default();
+                        match lock.cancel_wait(id, request).await {
+                            // Still blocked: `conn` closes, and the server forgets it; a
+                            // grant it wrote before the close is found by its REQ id.
+                            Cancelled::Close => Err(Some(id)),
+                            Cancelled::Replied(r) => Ok((r, true)),
+                            // redis-rs fails a whole pipeline whose connection closed before
+                            // its last reply: a grant read before a pipelined WAIT or HGET is
+                            // lost with it, so it is found again by its REQ id.
+                            Cancelled::Killed(Err(_)) => Err(None),
+                            Cancelled::Killed(r) => Ok((r, false)),
                         }
                     }
+                }
+            };
+            let (reply, usable) = match outcome {
+                Ok(r) => r,
+                Err(closed) => {
+                    drop(conn);
+                    // A session hold ends with its connection, a delivered grant too.
+                    if !lock.session {
+                        lock.recover(closed, &req).await;
+                    }
+                    return;
                 }
             };
             let result = lock.grant(reply, sent, blocks, &mut conn);
@@ -757,9 +776,10 @@ impl Lock {
         &self,
         conn: &mut Dedicated,
         opts: AcquireOptions,
+        req: &str,
     ) -> redis::RedisResult<Vec<redis::Value>> {
         let started = Instant::now();
-        let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts)).await;
+        let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts, req)).await;
         while let Some(redirect) = crate::conn::redirect_of(&reply) {
             let wait = match opts.wait {
                 Wait::No => return reply,
@@ -769,7 +789,7 @@ impl Lock {
                     _ => return Ok(vec![redis::Value::Nil]),
                 },
             };
-            let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts });
+            let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts }, req);
             reply = match redirect {
                 Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,
                 Redirect::Later => {
@@ -796,11 +816,56 @@ impl Lock {
             conn,
             &self.key,
             client_id,
-            "rlock.acquire",
+            &["rlock.acquire", "wait"],
             keep_reading,
             request,
         )
         .await
+    }
+
+    /// After a wait given up without its reply read (its connection closed by us, or killed
+    /// with a pipeline redis-rs failed whole), finds whether it was granted: the same acquire,
+    /// with the same `REQ` id and no `BLOCK`, is sent again. While the grant stands the server
+    /// replies the first reply and grants nothing more; the hold is then released. If it was
+    /// never made (or was given back), the call runs as a single try, and a lock it takes is
+    /// released at once. With `closed`, the connection this side closed (client id), it is
+    /// sent only once the server has dropped that connection (`CLIENT LIST ID` empty, or 200
+    /// ms where `CLIENT LIST` is refused), so the wait cannot be granted after it.
+    async fn recover(&self, closed: Option<i64>, req: &str) {
+        let inner = &self.locks.inner;
+        let Ok(conn) = inner.conn().await else {
+            return; // unreachable server: the lease ends the hold, if any
+        };
+        if let Some(id) = closed {
+            let until = Instant::now() + Duration::from_secs(3);
+            loop {
+                let mut list = redis::cmd("CLIENT");
+                list.arg("LIST").arg("ID").arg(id);
+                match conn.query_on_node_of(&self.key, list).await {
+                    Ok(v) if command::text(&v).is_some_and(|t| t.trim().is_empty()) => break,
+                    Ok(_) if Instant::now() < until => {
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
+                    Ok(_) => break,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+            }
+        }
+        let once = AcquireOptions {
+            wait: Wait::No,
+            fair: false,
+            session: false,
+            ..self.options()
+        };
+        let cmd = command::acquire_as(&self.hold_name(), &once, req);
+        if let Ok(v) = conn.query(&cmd).await {
+            if let Ok(Some(_)) = command::parse_acquire(v) {
+                let _ = release(inner, &self.hold_name()).await;
+            }
+        }
     }
 
     fn grant(

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{holders, Server};
-use rlock_client::{Error, Locks};
+use rlock_client::{redis, Error, Locks};
 
 fn wait_calls(server: &Server) -> u64 {
     calls(server, "wait")
@@ -180,5 +180,79 @@ async fn c15_with_no_replica_attached_no_wait_is_sent() {
         // The test's own INFO calls count too: two (wait_calls, info_calls) besides the client's.
         let infos = info_calls(&server) - infos_before - 2;
         assert_eq!(infos, 1, "{}: {infos} INFO calls", server.flavor);
+    }
+}
+
+/// Issue 30 §4 gap 1: a wait given up after its grant, while the `WAIT` pipelined after it
+/// blocks (the replica frozen), ends as every cancelled wait does: the grant is read (by its
+/// `REQ` id, since redis-rs fails the whole pipeline) and released, not left for its lease.
+/// Gap 2: the same for a user whose ACL refuses `CLIENT KILL`, whose connection is closed
+/// instead, with the grant already written to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c06_a_wait_cancelled_in_its_replica_wait_releases_the_grant() {
+    for flavor in common::flavors() {
+        let primary = Server::start(flavor);
+        let replica = replica_of(&primary);
+        common::raw(
+            &primary,
+            &[
+                "ACL",
+                "SETUSER",
+                "nokill",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-client|kill",
+            ],
+        )
+        .unwrap();
+        let limited =
+            redis::Client::open(format!("redis://nokill:pw@127.0.0.1:{}/", primary.port)).unwrap();
+        for (who, locks) in [
+            ("default user", Locks::new(primary.client())),
+            ("no CLIENT KILL", Locks::new(limited)),
+        ] {
+            for fenced in [false, true] {
+                let key = format!("cancelled:{fenced}");
+                let held = locks
+                    .lock(key.clone())
+                    .sync_replicas(0, Duration::from_secs(1))
+                    .acquire()
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let frozen = Frozen::new(&replica);
+                let waiter = locks
+                    .lock(key.clone())
+                    .wait(Duration::from_secs(10))
+                    .sync_replicas(1, Duration::from_secs(20));
+                let waiter = if fenced { waiter.fenced() } else { waiter };
+                let owner = waiter.owner().to_string();
+                let task = tokio::spawn(async move { waiter.acquire().await });
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                held.release().await.unwrap();
+                // Granted, and now blocked in WAIT on the frozen replica.
+                let granted = common::eventually(Duration::from_secs(2), || {
+                    holders(&primary, &key) == [(owner.clone(), 1)]
+                })
+                .await;
+                assert!(granted, "{flavor} {who} fenced={fenced}: granted");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                task.abort();
+                let _ = task.await;
+                let freed = common::eventually(Duration::from_secs(5), || {
+                    holders(&primary, &key).is_empty()
+                })
+                .await;
+                drop(frozen);
+                assert!(
+                    freed,
+                    "{flavor} {who} fenced={fenced}: the grant was left held: {:?}",
+                    holders(&primary, &key)
+                );
+            }
+        }
     }
 }
