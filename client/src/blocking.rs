@@ -111,6 +111,11 @@ impl LocksBuilder {
         LocksBuilder(self.0.response_timeout(timeout))
     }
 
+    /// See [`crate::LocksBuilder::sync_replicas`]: the default acknowledgement by replicas.
+    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
+        LocksBuilder(self.0.sync_replicas(n, timeout))
+    }
+
     /// See [`crate::LocksBuilder::idle_connections`].
     pub fn idle_connections(self, n: usize) -> Self {
         LocksBuilder(self.0.idle_connections(n))
