@@ -157,7 +157,12 @@ async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
             .build()
             .unwrap();
         let locks = Locks::new(client);
-        let lock = locks.lock("once").lease(Duration::from_secs(20));
+        // On the shared connection, as without replicas: the default would wait for the
+        // replica's acknowledgement on a pooled connection, which has no response timeout.
+        let lock = locks
+            .lock("once")
+            .lease(Duration::from_secs(20))
+            .sync_replicas(0, Duration::from_secs(1));
         assert_eq!(lock.hold_count().await.unwrap(), 0);
         let sleeper = stall(owner_node(&nodes, "once"));
         let result = lock.acquire().await;

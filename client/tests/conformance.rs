@@ -75,7 +75,7 @@ async fn c10_tokens_increase_across_holders_and_an_aof_restart() {
 /// connection, in batches, not by a task or a connection per hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c16_one_watchdog_renews_a_thousand_holds() {
-    const LEASE: Duration = Duration::from_millis(1500);
+    const LEASE: Duration = Duration::from_secs(3);
     for server in servers() {
         let locks = Locks::builder(server.client())
             .watchdog_lease(LEASE)
@@ -89,7 +89,12 @@ async fn c16_one_watchdog_renews_a_thousand_holds() {
         let started = Instant::now();
         tokio::time::sleep(LEASE * 2).await;
         let ticks = started.elapsed().as_millis() as u64 / (LEASE.as_millis() as u64 / 3) + 1;
-        assert!(guards.iter().all(|g| !g.is_lost()), "{}", server.flavor);
+        let lost: Vec<_> = guards
+            .iter()
+            .filter(|g| g.is_lost())
+            .map(|g| g.key())
+            .collect();
+        assert!(lost.is_empty(), "{}: lost {lost:?}", server.flavor);
         let renewed = renew_calls(&server) - before;
         assert!(
             (1000..=1000 * ticks).contains(&renewed),
