@@ -92,6 +92,10 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> u8 {
     let conn = &cli.conn;
+    if let Err(e) = conn.check() {
+        eprintln!("rlock: {e}");
+        return exit::USAGE;
+    }
     match cli.command {
         Command::Lock(args) => lock::run(conn, args).await,
         Command::Semaphore(args) => semaphore::run(conn, args).await,

@@ -196,16 +196,16 @@ fn a_server_that_is_not_there_is_exit_69_with_a_message() {
     let tls = run(
         {
             let mut c = std::process::Command::new(bin());
-            c.args(["-u", "rediss://127.0.0.1:1", "info", "x"])
+            c.args(["-u", "unix:///tmp/rlock-none.sock", "--tls", "info", "x"])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
             c
         },
         LIMIT,
-        "tls",
+        "tls on a unix socket",
     );
-    assert_eq!(tls.status.code(), Some(69));
-    assert!(text(&tls.stderr).contains("TLS"), "{}", text(&tls.stderr));
+    assert_eq!(tls.status.code(), Some(64));
+    assert!(text(&tls.stderr).contains("--tls"), "{}", text(&tls.stderr));
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub(crate) async fn call(
                 r = &mut request => (r, true),
                 _ = tx.closed() => {
                     let shared = inner.conn().await.ok();
-                    match cancel_wait(shared, &key, client_id, &name, true, request).await {
+                    match cancel_wait(shared, &key, client_id, &[&name], true, request).await {
                         // Still blocked when the caller left: the connection closes here.
                         Cancelled::Close => return,
                         Cancelled::Replied(r) => (r, true),

@@ -83,57 +83,169 @@ impl Drop for Runtime {
     }
 }
 
-/// Blocking twin of [`crate::Locks`].
-#[derive(Clone)]
-pub struct Locks {
-    inner: crate::Locks,
-    rt: Arc<Runtime>,
+/// A blocking twin, made from its async value and the runtime its calls run on.
+trait Twin {
+    type Async;
+    fn twin(inner: Self::Async, rt: Arc<Runtime>) -> Self;
 }
 
-impl std::fmt::Debug for Locks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+/// The twin of `inner`, on `rt`.
+fn wrap<T: Twin>(rt: &Arc<Runtime>, inner: T::Async) -> T {
+    T::twin(inner, rt.clone())
+}
+
+/// Declares the twin of a handle: the async handle and the runtime, cloned together.
+macro_rules! twin {
+    ($(#[$doc:meta])* $name:ident($inner:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $name {
+            inner: $inner,
+            rt: Arc<Runtime>,
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.inner.fmt(f)
+            }
+        }
+
+        impl Twin for $name {
+            type Async = $inner;
+            fn twin(inner: $inner, rt: Arc<Runtime>) -> Self {
+                $name { inner, rt }
+            }
+        }
+    };
+}
+
+/// Declares the twin of a guard: the async guard, taken out when it is given back, and the
+/// runtime. Dropped, it drops the async guard inside the runtime, whose background release
+/// (spawned by that guard's drop) then works even on a thread with no runtime of its own.
+macro_rules! guard_twin {
+    ($(#[$doc:meta])* $name:ident($inner:ty)) => {
+        $(#[$doc])*
+        pub struct $name {
+            inner: Option<$inner>,
+            rt: Arc<Runtime>,
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.inner.fmt(f)
+            }
+        }
+
+        impl Twin for $name {
+            type Async = $inner;
+            fn twin(inner: $inner, rt: Arc<Runtime>) -> Self {
+                $name { inner: Some(inner), rt }
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                let _enter = self.rt.enter();
+                self.inner.take();
+            }
+        }
+    };
+}
+
+/// Builder steps: this twin with the async handle's step of the same name applied.
+macro_rules! steps {
+    ($($(#[$doc:meta])* fn $f:ident($($a:ident: $t:ty),*);)*) => {$(
+        $(#[$doc])*
+        pub fn $f(self, $($a: $t),*) -> Self {
+            Self { inner: self.inner.$f($($a),*), rt: self.rt }
+        }
+    )*};
+}
+
+/// Calls that block the calling thread on the async call of the same name.
+macro_rules! calls {
+    ($($(#[$doc:meta])* fn $f:ident(&self $(, $a:ident: $t:ty)*) -> $r:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $f(&self $(, $a: $t)*) -> $r {
+            self.rt.block_on(self.inner.$f($($a),*))
+        }
+    )*};
+}
+
+/// Calls that make another twin on this runtime (a handle from a factory).
+macro_rules! makes {
+    ($($(#[$doc:meta])* fn $f:ident(&self $(, $a:ident: $t:ty)*) -> $r:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $f(&self $(, $a: $t)*) -> $r {
+            wrap(&self.rt, self.inner.$f($($a),*))
+        }
+    )*};
+}
+
+/// Acquires that block the calling thread, and give the twin of what they got.
+macro_rules! acquires {
+    ($($(#[$doc:meta])* fn $f:ident(&self $(, $a:ident: $t:ty)*) -> $r:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $f(&self $(, $a: $t)*) -> Result<Option<$r>> {
+            let got = self.rt.block_on(self.inner.$f($($a),*))?;
+            Ok(got.map(|g| wrap(&self.rt, g)))
+        }
+    )*};
+}
+
+twin! {
+    /// Blocking twin of [`crate::Locks`].
+    Locks(crate::Locks)
 }
 
 /// Blocking twin of [`crate::LocksBuilder`].
 #[derive(Debug, Clone)]
-pub struct LocksBuilder(crate::LocksBuilder);
+pub struct LocksBuilder {
+    inner: crate::LocksBuilder,
+}
 
 impl LocksBuilder {
+    fn map(self, f: impl FnOnce(crate::LocksBuilder) -> crate::LocksBuilder) -> Self {
+        LocksBuilder {
+            inner: f(self.inner),
+        }
+    }
+
     /// See [`crate::LocksBuilder::watchdog_lease`].
     pub fn watchdog_lease(self, lease: Duration) -> Self {
-        LocksBuilder(self.0.watchdog_lease(lease))
+        self.map(|b| b.watchdog_lease(lease))
     }
 
     /// See [`crate::LocksBuilder::response_timeout`].
     pub fn response_timeout(self, timeout: Duration) -> Self {
-        LocksBuilder(self.0.response_timeout(timeout))
+        self.map(|b| b.response_timeout(timeout))
+    }
+
+    /// See [`crate::LocksBuilder::sync_replicas`]: the default acknowledgement by replicas.
+    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
+        self.map(|b| b.sync_replicas(n, timeout))
     }
 
     /// See [`crate::LocksBuilder::idle_connections`].
     pub fn idle_connections(self, n: usize) -> Self {
-        LocksBuilder(self.0.idle_connections(n))
+        self.map(|b| b.idle_connections(n))
     }
 
     /// See [`crate::LocksBuilder::connection_manager`]. The manager keeps running on the
     /// runtime that made it, which must outlive these locks.
     pub fn connection_manager(self, conn: ConnectionManager) -> Self {
-        LocksBuilder(self.0.connection_manager(conn))
+        self.map(|b| b.connection_manager(conn))
     }
 
     /// See [`crate::LocksBuilder::multiplexed_connection`]. The connection keeps running on the
     /// runtime that made it, which must outlive these locks.
     pub fn multiplexed_connection(self, conn: MultiplexedConnection) -> Self {
-        LocksBuilder(self.0.multiplexed_connection(conn))
+        self.map(|b| b.multiplexed_connection(conn))
     }
 
     /// Builds the [`Locks`] and starts its runtime thread.
     pub fn build(self) -> Result<Locks> {
-        Ok(Locks {
-            inner: self.0.build(),
-            rt: Runtime::new()?,
-        })
+        Ok(Locks::twin(self.inner.build(), Runtime::new()?))
     }
 }
 
@@ -145,7 +257,9 @@ impl Locks {
 
     /// See [`crate::Locks::builder`].
     pub fn builder(endpoint: impl Into<Endpoint>) -> LocksBuilder {
-        LocksBuilder(crate::Locks::builder(endpoint))
+        LocksBuilder {
+            inner: crate::Locks::builder(endpoint),
+        }
     }
 
     /// See [`crate::Locks::from_url`]: locks on the server at `url`, default settings.
@@ -164,60 +278,41 @@ impl Locks {
         self.inner.client_id()
     }
 
-    /// See [`crate::Locks::lock`]: a new owner id; clones of the handle re-enter.
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock {
-            inner: self.inner.lock(name),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::lock_as`]: a handle whose owner id is `owner`.
-    ///
-    /// ```no_run
-    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
-    /// // The owner a Redisson service uses for this lock: `<its client uuid>:<thread id>`.
-    /// let shared = locks.lock_as("orders", "6f0c9c1e-4a51-4c1c-9d3e-2b8d7c1d0a11:57");
-    /// assert!(shared.is_held_by(shared.owner())? || !shared.is_locked()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_as(&self, name: impl Into<String>, owner: impl Into<String>) -> Lock {
-        Lock {
-            inner: self.inner.lock_as(name, owner),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::election`].
-    pub fn election(&self, name: impl Into<String>) -> Election {
-        Election {
-            inner: self.inner.election(name),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::semaphore`].
-    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore {
-            inner: self.inner.semaphore(name),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::permit_semaphore`].
-    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        PermitSemaphore {
-            inner: self.inner.permit_semaphore(name),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::latch`].
-    pub fn latch(&self, name: impl Into<String>) -> Latch {
-        Latch {
-            inner: self.inner.latch(name),
-            rt: self.rt.clone(),
-        }
+    makes! {
+        /// See [`crate::Locks::lock`]: a new owner id; clones of the handle re-enter.
+        fn lock(&self, name: impl Into<String>) -> Lock;
+        /// See [`crate::Locks::lock_as`]: a handle whose owner id is `owner`.
+        ///
+        /// ```no_run
+        /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+        /// // The owner a Redisson service uses for this lock: `<its client uuid>:<thread id>`.
+        /// let shared = locks.lock_as("orders", "6f0c9c1e-4a51-4c1c-9d3e-2b8d7c1d0a11:57");
+        /// assert!(shared.is_held_by(shared.owner())? || !shared.is_locked()?);
+        /// # Ok(()) }
+        /// ```
+        fn lock_as(&self, name: impl Into<String>, owner: impl Into<String>) -> Lock;
+        /// See [`crate::Locks::election`].
+        fn election(&self, name: impl Into<String>) -> Election;
+        /// See [`crate::Locks::semaphore`].
+        fn semaphore(&self, name: impl Into<String>) -> Semaphore;
+        /// See [`crate::Locks::permit_semaphore`].
+        fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore;
+        /// See [`crate::Locks::latch`].
+        fn latch(&self, name: impl Into<String>) -> Latch;
+        /// See [`crate::Locks::read_write`]: a read-write lock with a new owner id.
+        ///
+        /// ```no_run
+        /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+        /// let config = locks.read_write("config");
+        /// if let Some(read) = config.read().acquire()? {
+        ///     // ... read, alongside other readers ...
+        ///     read.release()?;
+        /// }
+        /// # Ok(()) }
+        /// ```
+        fn read_write(&self, name: impl Into<String>) -> ReadWriteLock;
+        /// See [`crate::Locks::read_write_as`]: a read-write lock whose owner id is `owner`.
+        fn read_write_as(&self, name: impl Into<String>, owner: impl Into<String>) -> ReadWriteLock;
     }
 
     /// See [`crate::Locks::multi`]: several locks taken together, all or none.
@@ -235,10 +330,7 @@ impl Locks {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        MultiKeyLock {
-            inner: self.inner.multi(names),
-            rt: self.rt.clone(),
-        }
+        wrap(&self.rt, self.inner.multi(names))
     }
 
     /// See [`crate::Locks::multi_as`].
@@ -247,40 +339,7 @@ impl Locks {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        MultiKeyLock {
-            inner: self.inner.multi_as(names, owner),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::read_write`]: a read-write lock with a new owner id.
-    ///
-    /// ```no_run
-    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
-    /// let config = locks.read_write("config");
-    /// if let Some(read) = config.read().acquire()? {
-    ///     // ... read, alongside other readers ...
-    ///     read.release()?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn read_write(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock {
-            inner: self.inner.read_write(name),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::Locks::read_write_as`]: a read-write lock whose owner id is `owner`.
-    pub fn read_write_as(
-        &self,
-        name: impl Into<String>,
-        owner: impl Into<String>,
-    ) -> ReadWriteLock {
-        ReadWriteLock {
-            inner: self.inner.read_write_as(name, owner),
-            rt: self.rt.clone(),
-        }
+        wrap(&self.rt, self.inner.multi_as(names, owner))
     }
 
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
@@ -289,87 +348,47 @@ impl Locks {
         self.lock(name).wait_forever().with_lock(f)
     }
 
-    /// See [`crate::Locks::force_release`].
-    pub fn force_release(&self, name: &str) -> Result<bool> {
-        self.rt.block_on(self.inner.force_release(name))
-    }
-
-    /// See [`crate::Locks::info`].
-    pub fn info(&self, name: &str) -> Result<LockInfo> {
-        self.rt.block_on(self.inner.info(name))
+    calls! {
+        /// See [`crate::Locks::force_release`].
+        fn force_release(&self, name: &str) -> Result<bool>;
+        /// See [`crate::Locks::info`].
+        fn info(&self, name: &str) -> Result<LockInfo>;
     }
 }
 
-/// Blocking twin of [`crate::Semaphore`].
-#[derive(Clone)]
-pub struct Semaphore {
-    inner: crate::Semaphore,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::Semaphore`].
+    Semaphore(crate::Semaphore)
 }
 
 impl Semaphore {
-    /// See [`crate::Semaphore::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        Semaphore {
-            inner: self.inner.wait(wait),
-            rt: self.rt,
-        }
+    steps! {
+        /// See [`crate::Semaphore::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::Semaphore::wait_forever`].
+        fn wait_forever();
     }
 
-    /// See [`crate::Semaphore::wait_forever`].
-    pub fn wait_forever(self) -> Self {
-        Semaphore {
-            inner: self.inner.wait_forever(),
-            rt: self.rt,
-        }
+    calls! {
+        /// See [`crate::Semaphore::try_set_permits`].
+        fn try_set_permits(&self, permits: u32) -> Result<bool>;
+        /// See [`crate::Semaphore::add_permits`].
+        fn add_permits(&self, permits: i32) -> Result<i64>;
+        /// See [`crate::Semaphore::available`].
+        fn available(&self) -> Result<i64>;
+        /// See [`crate::Semaphore::release`].
+        fn release(&self, permits: u32) -> Result<i64>;
     }
 
-    /// See [`crate::Semaphore::try_set_permits`].
-    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.rt.block_on(self.inner.try_set_permits(permits))
-    }
-
-    /// See [`crate::Semaphore::add_permits`].
-    pub fn add_permits(&self, permits: i32) -> Result<i64> {
-        self.rt.block_on(self.inner.add_permits(permits))
-    }
-
-    /// See [`crate::Semaphore::available`].
-    pub fn available(&self) -> Result<i64> {
-        self.rt.block_on(self.inner.available())
-    }
-
-    /// See [`crate::Semaphore::acquire`].
-    pub fn acquire(&self, permits: u32) -> Result<Option<Permits>> {
-        let permits = self.rt.block_on(self.inner.acquire(permits))?;
-        Ok(permits.map(|permits| Permits {
-            inner: Some(permits),
-            rt: self.rt.clone(),
-        }))
-    }
-
-    /// See [`crate::Semaphore::release`].
-    pub fn release(&self, permits: u32) -> Result<i64> {
-        self.rt.block_on(self.inner.release(permits))
+    acquires! {
+        /// See [`crate::Semaphore::acquire`].
+        fn acquire(&self, permits: u32) -> Permits;
     }
 }
 
-/// Blocking twin of [`crate::Permits`]. Dropping it gives the permits back in the background.
-pub struct Permits {
-    inner: Option<crate::Permits>,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Permits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+guard_twin! {
+    /// Blocking twin of [`crate::Permits`]. Dropping it gives the permits back in the background.
+    Permits(crate::Permits)
 }
 
 impl Permits {
@@ -394,102 +413,48 @@ impl Permits {
     }
 }
 
-impl Drop for Permits {
-    fn drop(&mut self) {
-        if let Some(permits) = self.inner.take() {
-            let _enter = self.rt.enter();
-            drop(permits);
-        }
-    }
-}
-
-/// Blocking twin of [`crate::PermitSemaphore`].
-#[derive(Clone)]
-pub struct PermitSemaphore {
-    inner: crate::PermitSemaphore,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for PermitSemaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::PermitSemaphore`].
+    PermitSemaphore(crate::PermitSemaphore)
 }
 
 impl PermitSemaphore {
-    fn with(self, inner: crate::PermitSemaphore) -> Self {
-        PermitSemaphore { inner, ..self }
+    steps! {
+        /// See [`crate::PermitSemaphore::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::PermitSemaphore::wait_forever`].
+        fn wait_forever();
+        /// See [`crate::PermitSemaphore::lease`].
+        fn lease(lease: Duration);
     }
 
-    /// See [`crate::PermitSemaphore::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        let inner = self.inner.clone().wait(wait);
-        self.with(inner)
+    calls! {
+        /// See [`crate::PermitSemaphore::try_set_permits`].
+        fn try_set_permits(&self, permits: u32) -> Result<bool>;
+        /// See [`crate::PermitSemaphore::add_permits`].
+        fn add_permits(&self, permits: i32) -> Result<i64>;
+        /// See [`crate::PermitSemaphore::available`].
+        fn available(&self) -> Result<i64>;
+        /// See [`crate::PermitSemaphore::release`].
+        fn release(&self, id: &str) -> Result<bool>;
     }
 
-    /// See [`crate::PermitSemaphore::wait_forever`].
-    pub fn wait_forever(self) -> Self {
-        let inner = self.inner.clone().wait_forever();
-        self.with(inner)
-    }
-
-    /// See [`crate::PermitSemaphore::lease`].
-    pub fn lease(self, lease: Duration) -> Self {
-        let inner = self.inner.clone().lease(lease);
-        self.with(inner)
-    }
-
-    /// See [`crate::PermitSemaphore::try_set_permits`].
-    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.rt.block_on(self.inner.try_set_permits(permits))
-    }
-
-    /// See [`crate::PermitSemaphore::add_permits`].
-    pub fn add_permits(&self, permits: i32) -> Result<i64> {
-        self.rt.block_on(self.inner.add_permits(permits))
-    }
-
-    /// See [`crate::PermitSemaphore::available`].
-    pub fn available(&self) -> Result<i64> {
-        self.rt.block_on(self.inner.available())
-    }
-
-    /// See [`crate::PermitSemaphore::acquire`].
-    pub fn acquire(&self) -> Result<Option<LeasedPermit>> {
-        let permit = self.rt.block_on(self.inner.acquire())?;
-        Ok(permit.map(|permit| self.guard(permit)))
+    acquires! {
+        /// See [`crate::PermitSemaphore::acquire`].
+        fn acquire(&self) -> LeasedPermit;
     }
 
     /// See [`crate::PermitSemaphore::acquire_many`].
     pub fn acquire_many(&self, permits: u32) -> Result<Option<Vec<LeasedPermit>>> {
         let leased = self.rt.block_on(self.inner.acquire_many(permits))?;
-        Ok(leased.map(|leased| leased.into_iter().map(|p| self.guard(p)).collect()))
-    }
-
-    /// See [`crate::PermitSemaphore::release`].
-    pub fn release(&self, id: &str) -> Result<bool> {
-        self.rt.block_on(self.inner.release(id))
-    }
-
-    fn guard(&self, permit: crate::LeasedPermit) -> LeasedPermit {
-        LeasedPermit {
-            inner: Some(permit),
-            rt: self.rt.clone(),
-        }
+        Ok(leased.map(|leased| leased.into_iter().map(|p| wrap(&self.rt, p)).collect()))
     }
 }
 
-/// Blocking twin of [`crate::LeasedPermit`]. Dropping it gives the permit back in the
-/// background.
-pub struct LeasedPermit {
-    inner: Option<crate::LeasedPermit>,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for LeasedPermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+guard_twin! {
+    /// Blocking twin of [`crate::LeasedPermit`]. Dropping it gives the permit back in the
+    /// background.
+    LeasedPermit(crate::LeasedPermit)
 }
 
 impl LeasedPermit {
@@ -525,87 +490,37 @@ impl LeasedPermit {
     }
 }
 
-impl Drop for LeasedPermit {
-    fn drop(&mut self) {
-        if let Some(permit) = self.inner.take() {
-            let _enter = self.rt.enter();
-            drop(permit);
-        }
-    }
-}
-
-/// Blocking twin of [`crate::Latch`].
-#[derive(Clone)]
-pub struct Latch {
-    inner: crate::Latch,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Latch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::Latch`].
+    Latch(crate::Latch)
 }
 
 impl Latch {
-    /// See [`crate::Latch::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        Latch {
-            inner: self.inner.wait(wait),
-            rt: self.rt,
-        }
+    steps! {
+        /// See [`crate::Latch::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::Latch::wait_forever`].
+        fn wait_forever();
     }
 
-    /// See [`crate::Latch::wait_forever`].
-    pub fn wait_forever(self) -> Self {
-        Latch {
-            inner: self.inner.wait_forever(),
-            rt: self.rt,
-        }
-    }
-
-    /// See [`crate::Latch::try_set_count`].
-    pub fn try_set_count(&self, count: u64) -> Result<bool> {
-        self.rt.block_on(self.inner.try_set_count(count))
-    }
-
-    /// See [`crate::Latch::count_down`].
-    pub fn count_down(&self) -> Result<i64> {
-        self.rt.block_on(self.inner.count_down())
-    }
-
-    /// See [`crate::Latch::count`].
-    pub fn count(&self) -> Result<i64> {
-        self.rt.block_on(self.inner.count())
-    }
-
-    /// See [`crate::Latch::await_zero`].
-    pub fn await_zero(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.await_zero())
+    calls! {
+        /// See [`crate::Latch::try_set_count`].
+        fn try_set_count(&self, count: u64) -> Result<bool>;
+        /// See [`crate::Latch::count_down`].
+        fn count_down(&self) -> Result<i64>;
+        /// See [`crate::Latch::count`].
+        fn count(&self) -> Result<i64>;
+        /// See [`crate::Latch::await_zero`].
+        fn await_zero(&self) -> Result<bool>;
     }
 }
 
-/// Blocking twin of [`crate::MultiKeyLock`]: several locks, all or none.
-#[derive(Clone)]
-pub struct MultiKeyLock {
-    inner: crate::MultiKeyLock,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for MultiKeyLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::MultiKeyLock`]: several locks, all or none.
+    MultiKeyLock(crate::MultiKeyLock)
 }
 
 impl MultiKeyLock {
-    fn map(self, f: impl FnOnce(crate::MultiKeyLock) -> crate::MultiKeyLock) -> Self {
-        MultiKeyLock {
-            inner: f(self.inner),
-            rt: self.rt,
-        }
-    }
-
     /// Every key.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.inner.keys()
@@ -616,47 +531,27 @@ impl MultiKeyLock {
         self.inner.owner()
     }
 
-    /// See [`crate::MultiKeyLock::lease`].
-    pub fn lease(self, lease: Duration) -> Self {
-        self.map(|l| l.lease(lease))
+    steps! {
+        /// See [`crate::MultiKeyLock::lease`].
+        fn lease(lease: Duration);
+        /// See [`crate::MultiKeyLock::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::MultiKeyLock::wait_forever`].
+        fn wait_forever();
+        /// See [`crate::MultiKeyLock::session`].
+        fn session();
     }
 
-    /// See [`crate::MultiKeyLock::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        self.map(|l| l.wait(wait))
-    }
-
-    /// See [`crate::MultiKeyLock::wait_forever`].
-    pub fn wait_forever(self) -> Self {
-        self.map(|l| l.wait_forever())
-    }
-
-    /// See [`crate::MultiKeyLock::session`].
-    pub fn session(self) -> Self {
-        self.map(|l| l.session())
-    }
-
-    /// See [`crate::MultiKeyLock::acquire`].
-    pub fn acquire(&self) -> Result<Option<MultiKeyGuard>> {
-        let guard = self.rt.block_on(self.inner.acquire())?;
-        Ok(guard.map(|guard| MultiKeyGuard {
-            inner: Some(guard),
-            rt: self.rt.clone(),
-        }))
+    acquires! {
+        /// See [`crate::MultiKeyLock::acquire`].
+        fn acquire(&self) -> MultiKeyGuard;
     }
 }
 
-/// Blocking twin of [`crate::MultiKeyGuard`]. Dropping it releases the locks in the
-/// background.
-pub struct MultiKeyGuard {
-    inner: Option<crate::MultiKeyGuard>,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for MultiKeyGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+guard_twin! {
+    /// Blocking twin of [`crate::MultiKeyGuard`]. Dropping it releases the locks in the
+    /// background.
+    MultiKeyGuard(crate::MultiKeyGuard)
 }
 
 impl MultiKeyGuard {
@@ -674,27 +569,9 @@ impl MultiKeyGuard {
     }
 }
 
-impl Drop for MultiKeyGuard {
-    fn drop(&mut self) {
-        // The async guard's drop spawns its release on the private runtime.
-        if let Some(guard) = self.inner.take() {
-            let _enter = self.rt.enter();
-            drop(guard);
-        }
-    }
-}
-
-/// Blocking twin of [`crate::ReadWriteLock`]: read and write sides with one owner id.
-#[derive(Clone)]
-pub struct ReadWriteLock {
-    inner: crate::ReadWriteLock,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for ReadWriteLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::ReadWriteLock`]: read and write sides with one owner id.
+    ReadWriteLock(crate::ReadWriteLock)
 }
 
 impl ReadWriteLock {
@@ -708,59 +585,29 @@ impl ReadWriteLock {
         self.inner.owner()
     }
 
-    /// See [`crate::ReadWriteLock::read`].
-    pub fn read(&self) -> Lock {
-        Lock {
-            inner: self.inner.read(),
-            rt: self.rt.clone(),
-        }
+    makes! {
+        /// See [`crate::ReadWriteLock::read`].
+        fn read(&self) -> Lock;
+        /// See [`crate::ReadWriteLock::write`].
+        fn write(&self) -> Lock;
     }
 
-    /// See [`crate::ReadWriteLock::write`].
-    pub fn write(&self) -> Lock {
-        Lock {
-            inner: self.inner.write(),
-            rt: self.rt.clone(),
-        }
-    }
-
-    /// See [`crate::ReadWriteLock::is_locked`].
-    pub fn is_locked(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.is_locked())
-    }
-
-    /// See [`crate::ReadWriteLock::info`].
-    pub fn info(&self) -> Result<LockInfo> {
-        self.rt.block_on(self.inner.info())
-    }
-
-    /// See [`crate::ReadWriteLock::force_release`].
-    pub fn force_release(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.force_release())
+    calls! {
+        /// See [`crate::ReadWriteLock::is_locked`].
+        fn is_locked(&self) -> Result<bool>;
+        /// See [`crate::ReadWriteLock::info`].
+        fn info(&self) -> Result<LockInfo>;
+        /// See [`crate::ReadWriteLock::force_release`].
+        fn force_release(&self) -> Result<bool>;
     }
 }
 
-/// Blocking twin of [`crate::Lock`]: a handle with one owner id, and the builder of acquires.
-#[derive(Clone)]
-pub struct Lock {
-    inner: crate::Lock,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Lock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::Lock`]: a handle with one owner id, and the builder of acquires.
+    Lock(crate::Lock)
 }
 
 impl Lock {
-    fn map(self, f: impl FnOnce(crate::Lock) -> crate::Lock) -> Lock {
-        Lock {
-            inner: f(self.inner),
-            rt: self.rt,
-        }
-    }
-
     /// The lock's key.
     pub fn key(&self) -> &str {
         self.inner.key()
@@ -776,48 +623,26 @@ impl Lock {
         self.inner.side()
     }
 
-    /// See [`crate::Lock::lease`].
-    pub fn lease(self, lease: Duration) -> Self {
-        self.map(|l| l.lease(lease))
+    steps! {
+        /// See [`crate::Lock::lease`].
+        fn lease(lease: Duration);
+        /// See [`crate::Lock::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::Lock::wait_forever`].
+        fn wait_forever();
+        /// See [`crate::Lock::fair`].
+        fn fair();
+        /// See [`crate::Lock::fenced`].
+        fn fenced();
+        /// See [`crate::Lock::session`].
+        fn session();
+        /// See [`crate::Lock::sync_replicas`].
+        fn sync_replicas(n: usize, timeout: Duration);
     }
 
-    /// See [`crate::Lock::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        self.map(|l| l.wait(wait))
-    }
-
-    /// See [`crate::Lock::wait_forever`].
-    pub fn wait_forever(self) -> Self {
-        self.map(|l| l.wait_forever())
-    }
-
-    /// See [`crate::Lock::fair`].
-    pub fn fair(self) -> Self {
-        self.map(|l| l.fair())
-    }
-
-    /// See [`crate::Lock::fenced`].
-    pub fn fenced(self) -> Self {
-        self.map(|l| l.fenced())
-    }
-
-    /// See [`crate::Lock::session`].
-    pub fn session(self) -> Self {
-        self.map(|l| l.session())
-    }
-
-    /// See [`crate::Lock::sync_replicas`].
-    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
-        self.map(|l| l.sync_replicas(n, timeout))
-    }
-
-    /// See [`crate::Lock::acquire`]; blocks the calling thread for the wait.
-    pub fn acquire(&self) -> Result<Option<Guard>> {
-        let g = self.rt.block_on(self.inner.acquire())?;
-        Ok(g.map(|g| Guard {
-            inner: Some(g),
-            rt: self.rt.clone(),
-        }))
+    acquires! {
+        /// See [`crate::Lock::acquire`]; blocks the calling thread for the wait.
+        fn acquire(&self) -> Guard;
     }
 
     /// Acquires, runs `f` on this thread, and releases: the same shape as the async
@@ -844,70 +669,45 @@ impl Lock {
         Ok(out)
     }
 
-    /// See [`crate::Lock::is_locked`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
-    /// let lock = locks.lock("orders");
-    /// println!(
-    ///     "locked: {}, ours: {}, lease left: {:?}",
-    ///     lock.is_locked()?,
-    ///     lock.hold_count()?,
-    ///     lock.remaining_lease()?
-    /// );
-    /// # Ok(()) }
-    /// ```
-    pub fn is_locked(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.is_locked())
-    }
-
-    /// See [`crate::Lock::is_held_by`].
-    pub fn is_held_by(&self, owner: &str) -> Result<bool> {
-        self.rt.block_on(self.inner.is_held_by(owner))
-    }
-
-    /// See [`crate::Lock::hold_count`].
-    pub fn hold_count(&self) -> Result<u64> {
-        self.rt.block_on(self.inner.hold_count())
-    }
-
-    /// See [`crate::Lock::remaining_lease`].
-    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        self.rt.block_on(self.inner.remaining_lease())
-    }
-
-    /// See [`crate::Lock::force_release`].
-    pub fn force_release(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.force_release())
-    }
-
-    /// See [`crate::Lock::info`].
-    pub fn info(&self) -> Result<LockInfo> {
-        self.rt.block_on(self.inner.info())
-    }
-
-    /// See [`crate::Lock::unlock`].
-    pub fn unlock(&self) -> Result<bool> {
-        self.rt.block_on(self.inner.unlock())
+    calls! {
+        /// See [`crate::Lock::is_locked`].
+        ///
+        /// ```no_run
+        /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+        /// let lock = locks.lock("orders");
+        /// println!(
+        ///     "locked: {}, ours: {}, lease left: {:?}",
+        ///     lock.is_locked()?,
+        ///     lock.hold_count()?,
+        ///     lock.remaining_lease()?
+        /// );
+        /// # Ok(()) }
+        /// ```
+        fn is_locked(&self) -> Result<bool>;
+        /// See [`crate::Lock::is_held_by`].
+        fn is_held_by(&self, owner: &str) -> Result<bool>;
+        /// See [`crate::Lock::hold_count`].
+        fn hold_count(&self) -> Result<u64>;
+        /// See [`crate::Lock::remaining_lease`].
+        fn remaining_lease(&self) -> Result<Option<Duration>>;
+        /// See [`crate::Lock::force_release`].
+        fn force_release(&self) -> Result<bool>;
+        /// See [`crate::Lock::info`].
+        fn info(&self) -> Result<LockInfo>;
+        /// See [`crate::Lock::unlock`].
+        fn unlock(&self) -> Result<bool>;
     }
 }
 
-/// Blocking twin of [`crate::Guard`]. Dropping it releases the lock in the background.
-pub struct Guard {
-    inner: Option<crate::Guard>,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Guard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+guard_twin! {
+    /// Blocking twin of [`crate::Guard`]. Dropping it releases the lock in the background.
+    Guard(crate::Guard)
 }
 
 impl std::ops::Deref for Guard {
     type Target = Hold;
     fn deref(&self) -> &Hold {
-        self.inner.as_ref().expect("present until release")
+        self.guard()
     }
 }
 
@@ -935,44 +735,30 @@ impl Guard {
     /// Blocks up to `timeout` for the hold to be lost; `Some(Error::Lost)` if it was.
     /// `wait_lost(Duration::ZERO)` just checks.
     pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
-        let hold = self.hold();
-        self.rt
-            .block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
+        wait_lost(&self.rt, self.hold(), timeout)
     }
 }
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        // The async guard spawns its release on the private runtime; entering it makes that
-        // work even when this thread has no runtime of its own.
-        let _enter = self.rt.enter();
-        self.inner.take();
-    }
+/// Blocks up to `timeout` for `hold` to be lost.
+fn wait_lost(rt: &Runtime, hold: Hold, timeout: Duration) -> Option<Error> {
+    rt.block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
 }
 
-/// Blocking twin of [`crate::Election`]: a leader election.
-///
-/// ```no_run
-/// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
-/// let election = locks.election("scheduler");
-/// let leadership = election.campaign("node-a:8080")?; // blocks until elected
-/// while leadership.wait_lost(std::time::Duration::from_secs(1)).is_none() {
-///     // ... one step of the leader's work, fenced with leadership.term() ...
-/// #   break;
-/// }
-/// leadership.resign()?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Election {
-    inner: crate::Election,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Election {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::Election`]: a leader election.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// let election = locks.election("scheduler");
+    /// let leadership = election.campaign("node-a:8080")?; // blocks until elected
+    /// while leadership.wait_lost(std::time::Duration::from_secs(1)).is_none() {
+    ///     // ... one step of the leader's work, fenced with leadership.term() ...
+    /// #   break;
+    /// }
+    /// leadership.resign()?;
+    /// # Ok(()) }
+    /// ```
+    Election(crate::Election)
 }
 
 impl Election {
@@ -981,22 +767,18 @@ impl Election {
         self.inner.name()
     }
 
-    /// See [`crate::Election::sync_replicas`].
-    pub fn sync_replicas(self, n: usize, timeout: Duration) -> Self {
-        Election {
-            inner: self.inner.sync_replicas(n, timeout),
-            rt: self.rt,
-        }
+    steps! {
+        /// See [`crate::Election::sync_replicas`].
+        fn sync_replicas(n: usize, timeout: Duration);
     }
 
     /// See [`crate::Election::campaign`]; blocks the calling thread until elected.
     pub fn campaign(&self, value: impl Into<String>) -> Result<Leadership> {
         let value: String = value.into();
-        let l = self.rt.block_on(self.inner.campaign(value))?;
-        Ok(Leadership {
-            inner: Some(l),
-            rt: self.rt.clone(),
-        })
+        Ok(wrap(
+            &self.rt,
+            self.rt.block_on(self.inner.campaign(value))?,
+        ))
     }
 
     /// See [`crate::Election::campaign_for`]; blocks the calling thread up to `wait`.
@@ -1007,15 +789,12 @@ impl Election {
     ) -> Result<Option<Leadership>> {
         let value: String = value.into();
         let l = self.rt.block_on(self.inner.campaign_for(value, wait))?;
-        Ok(l.map(|l| Leadership {
-            inner: Some(l),
-            rt: self.rt.clone(),
-        }))
+        Ok(l.map(|l| wrap(&self.rt, l)))
     }
 
-    /// See [`crate::Election::leader`].
-    pub fn leader(&self) -> Result<Option<Leader>> {
-        self.rt.block_on(self.inner.leader())
+    calls! {
+        /// See [`crate::Election::leader`].
+        fn leader(&self) -> Result<Option<Leader>>;
     }
 
     /// See [`crate::Election::observe`]. The observer runs on this [`Locks`]'s runtime; the
@@ -1029,16 +808,9 @@ impl Election {
     }
 }
 
-/// Blocking twin of [`crate::Leadership`]. Dropping it steps down in the background.
-pub struct Leadership {
-    inner: Option<crate::Leadership>,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Leadership {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+guard_twin! {
+    /// Blocking twin of [`crate::Leadership`]. Dropping it steps down in the background.
+    Leadership(crate::Leadership)
 }
 
 impl Leadership {
@@ -1079,22 +851,13 @@ impl Leadership {
     /// Blocks up to `timeout` for the post to be lost; `Some(Error::Lost)` if it was (the
     /// blocking [`crate::Leadership::lost`]). `wait_lost(Duration::ZERO)` just checks.
     pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
-        let hold = self.hold();
-        self.rt
-            .block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
+        wait_lost(&self.rt, self.hold(), timeout)
     }
 
     /// See [`crate::Leadership::resign`].
     pub fn resign(mut self) -> Result<()> {
         let l = self.inner.take().expect("present until resign");
         self.rt.block_on(l.resign())
-    }
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        let _enter = self.rt.enter();
-        self.inner.take();
     }
 }
 
@@ -1134,17 +897,9 @@ impl Iterator for LeaderChanges {
     }
 }
 
-/// Blocking twin of [`crate::MultiLocks`].
-#[derive(Clone)]
-pub struct MultiLocks {
-    inner: crate::MultiLocks,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for MultiLocks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
+twin! {
+    /// Blocking twin of [`crate::MultiLocks`].
+    MultiLocks(crate::MultiLocks)
 }
 
 impl MultiLocks {
@@ -1155,74 +910,39 @@ impl MultiLocks {
 
     /// Wraps an async [`crate::MultiLocks`] built with its builder.
     pub fn from_async(inner: crate::MultiLocks) -> Result<MultiLocks> {
-        Ok(MultiLocks {
-            inner,
-            rt: Runtime::new()?,
-        })
+        Ok(MultiLocks::twin(inner, Runtime::new()?))
     }
 
-    /// See [`crate::MultiLocks::lock`].
-    pub fn lock(&self, name: impl Into<String>) -> MultiLock {
-        MultiLock {
-            inner: self.inner.lock(name),
-            rt: self.rt.clone(),
-        }
+    makes! {
+        /// See [`crate::MultiLocks::lock`].
+        fn lock(&self, name: impl Into<String>) -> MultiLock;
     }
 }
 
-/// Blocking twin of [`crate::MultiLock`].
-#[derive(Clone, Debug)]
-pub struct MultiLock {
-    inner: crate::MultiLock,
-    rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Runtime")
-    }
+twin! {
+    /// Blocking twin of [`crate::MultiLock`].
+    MultiLock(crate::MultiLock)
 }
 
 impl MultiLock {
-    /// See [`crate::MultiLock::lease`].
-    pub fn lease(self, lease: Duration) -> Self {
-        MultiLock {
-            inner: self.inner.lease(lease),
-            rt: self.rt,
-        }
+    steps! {
+        /// See [`crate::MultiLock::lease`].
+        fn lease(lease: Duration);
+        /// See [`crate::MultiLock::wait`].
+        fn wait(wait: Duration);
+        /// See [`crate::MultiLock::fenced`].
+        fn fenced();
     }
 
-    /// See [`crate::MultiLock::wait`].
-    pub fn wait(self, wait: Duration) -> Self {
-        MultiLock {
-            inner: self.inner.wait(wait),
-            rt: self.rt,
-        }
-    }
-
-    /// See [`crate::MultiLock::fenced`].
-    pub fn fenced(self) -> Self {
-        MultiLock {
-            inner: self.inner.fenced(),
-            rt: self.rt,
-        }
-    }
-
-    /// See [`crate::MultiLock::acquire`].
-    pub fn acquire(&self) -> Result<Option<MultiGuard>> {
-        let g = self.rt.block_on(self.inner.acquire())?;
-        Ok(g.map(|g| MultiGuard {
-            inner: Some(g),
-            rt: self.rt.clone(),
-        }))
+    acquires! {
+        /// See [`crate::MultiLock::acquire`].
+        fn acquire(&self) -> MultiGuard;
     }
 }
 
-/// Blocking twin of [`crate::MultiGuard`].
-#[derive(Debug)]
-pub struct MultiGuard {
-    inner: Option<crate::MultiGuard>,
-    rt: Arc<Runtime>,
+guard_twin! {
+    /// Blocking twin of [`crate::MultiGuard`].
+    MultiGuard(crate::MultiGuard)
 }
 
 impl std::ops::Deref for MultiGuard {
@@ -1243,12 +963,5 @@ impl MultiGuard {
     pub fn release(mut self) -> usize {
         let g = self.inner.take().expect("present until release");
         self.rt.block_on(g.release())
-    }
-}
-
-impl Drop for MultiGuard {
-    fn drop(&mut self) {
-        let _enter = self.rt.enter();
-        self.inner.take();
     }
 }

@@ -96,6 +96,12 @@ pub(crate) fn request_id() -> String {
 }
 
 pub(crate) fn acquire(hold: &HoldName, o: &AcquireOptions) -> redis::Cmd {
+    acquire_as(hold, o, &request_id())
+}
+
+/// `acquire` with the `REQ` id `req`: sent again with the same id, the server replies the
+/// first call's reply while that grant stands, instead of granting twice.
+pub(crate) fn acquire_as(hold: &HoldName, o: &AcquireOptions, req: &str) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.ACQUIRE");
     hold.args(&mut c);
     c.arg("LEASE").arg(millis(o.lease));
@@ -117,7 +123,7 @@ pub(crate) fn acquire(hold: &HoldName, o: &AcquireOptions) -> redis::Cmd {
     if o.session {
         c.arg("SESSION");
     }
-    c.arg("REQ").arg(request_id());
+    c.arg("REQ").arg(req);
     c
 }
 
@@ -307,12 +313,12 @@ pub(crate) fn client_is_blocked(line: &str) -> bool {
 /// `cmd=` the command, case aside), rather than in a later command of its pipeline (a
 /// `WAIT` after a grant) or held back before it: then the reply of `command` has been
 /// sent already.
-pub(crate) fn client_is_blocked_in(line: &str, command: &str) -> bool {
+pub(crate) fn client_is_blocked_in(line: &str, commands: &[&str]) -> bool {
     client_is_blocked(line)
         && line
             .split_whitespace()
             .find_map(|field| field.strip_prefix("cmd="))
-            .is_some_and(|cmd| cmd.eq_ignore_ascii_case(command))
+            .is_some_and(|cmd| commands.iter().any(|c| cmd.eq_ignore_ascii_case(c)))
 }
 
 /// The name of `cmd` (its first argument), as `CLIENT LIST` shows it: lower case.
@@ -870,16 +876,15 @@ mod tests {
         assert!(!client_is_blocked(&line.replace("flags=b", "flags=N")));
         assert!(!client_is_blocked(""));
         let waiting = format!("{line} cmd=rlock.acquire user=default");
-        assert!(client_is_blocked_in(&waiting, "rlock.acquire"));
-        assert!(client_is_blocked_in(&waiting, "RLOCK.ACQUIRE"));
+        assert!(client_is_blocked_in(&waiting, &["rlock.acquire"]));
+        assert!(client_is_blocked_in(&waiting, &["RLOCK.ACQUIRE"]));
         // Blocked in the WAIT pipelined after a grant: the grant's reply went out.
-        assert!(!client_is_blocked_in(
-            &waiting.replace("cmd=rlock.acquire", "cmd=wait"),
-            "rlock.acquire"
-        ));
+        let in_wait = waiting.replace("cmd=rlock.acquire", "cmd=wait");
+        assert!(!client_is_blocked_in(&in_wait, &["rlock.acquire"]));
+        assert!(client_is_blocked_in(&in_wait, &["rlock.acquire", "wait"]));
         assert!(!client_is_blocked_in(
             &waiting.replace("flags=b", "flags=N"),
-            "rlock.acquire"
+            &["rlock.acquire"]
         ));
         assert_eq!(
             name_of(&redis::cmd("RSEM.ACQUIRE").arg("k").clone()),

@@ -50,6 +50,9 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
 /// # let _ = (server, by_hand, locks);
 /// # Ok(()) }
 /// ```
+// Built once per `Locks`: a TLS-capable `redis::Client` is large, and boxing it would make every
+// caller unwrap a box to match on it for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Endpoint {
     /// A single server, reached through a [`redis::Client`].
@@ -63,6 +66,44 @@ impl Endpoint {
     /// A single server from a URL such as `redis://127.0.0.1:6379/` (see [`redis::Client::open`]).
     pub fn url(url: &str) -> RedisResult<Endpoint> {
         Ok(Endpoint::Server(redis::Client::open(url)?))
+    }
+
+    /// A single server over TLS: `url` is `rediss://host:port/db`, and `certs` give the CA
+    /// that signed the server's certificate (`root_cert`, PEM; `None`: the system's roots)
+    /// and, for a server that asks clients for one (`tls-auth-clients yes`), the client's
+    /// certificate and key (`client_tls`, PEM). A `rediss://` URL alone
+    /// ([`Endpoint::url`]) checks the server against the system's roots;
+    /// `rediss://host:port/#insecure` checks nothing (tests only).
+    ///
+    /// ```no_run
+    /// use rlock_client::{redis, Endpoint, Locks};
+    ///
+    /// # fn f() -> rlock_client::Result<()> {
+    /// let certs = redis::TlsCertificates {
+    ///     client_tls: Some(redis::ClientTlsConfig {
+    ///         client_cert: std::fs::read("client.crt").unwrap(),
+    ///         client_key: std::fs::read("client.key").unwrap(),
+    ///     }),
+    ///     root_cert: Some(std::fs::read("ca.crt").unwrap()),
+    /// };
+    /// let locks = Locks::new(Endpoint::tls("rediss://redis.internal:6380/", certs)?);
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn tls(url: &str, certs: redis::TlsCertificates) -> RedisResult<Endpoint> {
+        Ok(Endpoint::Server(redis::Client::build_with_tls(url, certs)?))
+    }
+
+    /// A Redis Cluster over TLS (`rediss://` node URLs), with `certs` as in
+    /// [`Endpoint::tls`] and re-sends off as in [`Endpoint::cluster`].
+    pub fn cluster_tls<T: redis::IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+        certs: redis::TlsCertificates,
+    ) -> RedisResult<Endpoint> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .retries(0)
+            .certs(certs)
+            .build()?;
+        Ok(Endpoint::Cluster(Box::new(client)))
     }
 
     /// A Redis Cluster from the URLs of some of its nodes, with redis-rs's command re-sends
@@ -292,9 +333,10 @@ pub(crate) enum Cancelled<T> {
 }
 
 /// The caller gave up while a request on a dedicated connection (client `client_id` on
-/// the node of `key`) may be blocked in the server, in `command` (its name).
+/// the node of `key`) may be blocked in the server, in one of `commands` (their names: the
+/// wait itself, and for an acquire the `WAIT` pipelined after its grant).
 ///
-/// If the server shows it blocked in `command` (`CLIENT LIST` flag `b`, `cmd=command`),
+/// If the server shows it blocked in one of `commands` (`CLIENT LIST` flag `b`, `cmd=`),
 /// the server ends it: `CLIENT KILL ID` on the shared connection, while this connection
 /// still reads. A grant the server wrote before the kill is read (and the caller gives it
 /// back); one made in the kill's turn, not yet written, the server gives back itself when
@@ -306,7 +348,9 @@ pub(crate) enum Cancelled<T> {
 ///
 /// With `keep_reading` false (a `SESSION` wait: its holds end with its connection, a
 /// delivered grant too) the connection is closed at once instead: `Close`. So it is too
-/// when `CLIENT KILL` is refused (an ACL user allowed `CLIENT LIST` only).
+/// when `CLIENT KILL` is refused (an ACL user allowed `CLIENT LIST` only): a grant the
+/// server wrote just before the close is then not read here, and stays held; the caller
+/// learns it after the close from the request's `REQ` id (see `Lock::recover`).
 ///
 /// Otherwise the request has not reached the server yet, or its reply is on its way, or it
 /// is blocked after that reply (a `WAIT` pipelined after a grant): the reply is awaited,
@@ -321,7 +365,7 @@ pub(crate) async fn cancel_wait<F: std::future::Future>(
     conn: Option<Conn>,
     key: &str,
     client_id: i64,
-    command: &str,
+    commands: &[&str],
     keep_reading: bool,
     mut request: std::pin::Pin<&mut F>,
 ) -> Cancelled<F::Output> {
@@ -335,7 +379,7 @@ pub(crate) async fn cancel_wait<F: std::future::Future>(
                 .ok()
                 .and_then(|v| redis::from_redis_value::<String>(v).ok());
             let line = line.as_deref().unwrap_or_default();
-            if crate::command::client_is_blocked_in(line, command) {
+            if crate::command::client_is_blocked_in(line, commands) {
                 if !keep_reading {
                     return Cancelled::Close;
                 }

@@ -64,6 +64,14 @@ pub enum Error {
         /// Replicas asked for.
         wanted: usize,
     },
+    /// A call's arguments are refused before anything is sent: an empty lock name, a zero
+    /// lease, a zero `sync_replicas` timeout.
+    InvalidArgument {
+        /// The lock's key (empty when that is what is wrong).
+        key: String,
+        /// What is wrong with the call.
+        reason: String,
+    },
     /// The server or the connection failed, or the server rejected the command
     /// (for example `ERR` for an option the loaded module does not support).
     Redis(redis::RedisError),
@@ -160,6 +168,9 @@ impl fmt::Display for Error {
                 "lock {key:?} was granted but only {acked} of {wanted} replicas acknowledged it \
                  in time, so it was released rather than trusted across a failover"
             ),
+            Error::InvalidArgument { key, reason } => {
+                write!(f, "lock {key:?}: {reason}; nothing was sent")
+            }
             Error::Redis(e) => write!(f, "redis: {e}"),
         }
     }

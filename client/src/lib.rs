@@ -74,6 +74,7 @@ mod lock;
 mod multi;
 mod multikey;
 mod permits;
+mod replicas;
 mod rwlock;
 mod semaphore;
 mod watchdog;

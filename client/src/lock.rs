@@ -15,6 +15,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
+use crate::replicas::Replicas;
 use crate::watchdog::{LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
@@ -23,6 +24,9 @@ pub(crate) struct Config {
     pub watchdog_lease: Duration,
     pub response_timeout: Duration,
     pub idle_connections: usize,
+    /// A default acquire's acknowledgement: up to `n` replicas (as many as are attached),
+    /// within the timeout; `n` 0 sends no `WAIT`.
+    pub durable: (usize, Duration),
 }
 
 impl Default for Config {
@@ -31,6 +35,7 @@ impl Default for Config {
             watchdog_lease: Duration::from_secs(30),
             response_timeout: Duration::from_secs(2),
             idle_connections: 4,
+            durable: (1, Duration::from_secs(1)),
         }
     }
 }
@@ -40,6 +45,7 @@ pub(crate) struct Inner {
     conn: OnceCell<Conn>,
     pub(crate) pool: Pool,
     pub(crate) registry: Registry,
+    replicas: Arc<Replicas>,
     client_id: String,
     next_owner: AtomicU64,
     pub(crate) config: Config,
@@ -176,6 +182,19 @@ impl LocksBuilder {
         self
     }
 
+    /// How a lock acquired without [`Lock::sync_replicas`] is made durable: when the lock's
+    /// primary has replicas, the acquire returns only once `n` of them (at most as many as
+    /// are attached) acknowledged the grant (`WAIT`), within `timeout`; a grant not
+    /// acknowledged in time is released and the acquire fails with
+    /// [`Error::NotAcknowledged`]. With no replica attached no `WAIT` is sent. `n` = 0 turns
+    /// this off: no acquire sends `WAIT` unless it asks with [`Lock::sync_replicas`].
+    /// Default: 1 replica within 1 s, as Redisson's `checkLockSyncedSlaves`. The replica count
+    /// is read from the server and kept for 1 s (see the README's "Durable by default").
+    pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
+        self.config.durable = (n, timeout.max(Duration::from_millis(1)));
+        self
+    }
+
     /// Sends the short lock commands (acquires without a wait, releases, renewals, queries)
     /// over the application's own [`ConnectionManager`] instead of a new one.
     ///
@@ -216,6 +235,7 @@ impl LocksBuilder {
                 conn: OnceCell::new_with(self.conn),
                 pool: Pool::new(self.config.idle_connections),
                 registry: Registry::new(),
+                replicas: Arc::default(),
                 client_id: uuid::Uuid::new_v4().to_string(),
                 next_owner: AtomicU64::new(1),
                 config: self.config,
@@ -518,12 +538,39 @@ impl Lock {
         self
     }
 
-    /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the write
+    /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the grant
     /// (`WAIT n ms`, pipelined with the acquire) and reports the count in
-    /// [`Hold::replicas_acked`]. Fewer acknowledgements do not fail the acquire.
+    /// [`Hold::replicas_acked`]. Fewer acknowledgements in time: the grant is released and
+    /// the acquire fails with [`Error::NotAcknowledged`]. `n` = 0 sends no `WAIT`.
+    ///
+    /// Without this call the [`Locks`]' default applies ([`LocksBuilder::sync_replicas`]): one
+    /// replica's acknowledgement within 1 s when the primary has replicas, no `WAIT` when it
+    /// has none.
     pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
         self.replicas = Some((n, timeout.max(Duration::from_millis(1))));
         self
+    }
+
+    /// Refuses, before anything is sent, what the server would refuse or misread: an empty
+    /// name, a zero lease (`LEASE 0` is an error there, and rounding it up to 1 ms would
+    /// hand out a lock that is gone before its reply arrives).
+    fn check(&self) -> Result<()> {
+        let refuse = |reason: &str| {
+            Err(Error::InvalidArgument {
+                key: self.key.to_string(),
+                reason: reason.to_string(),
+            })
+        };
+        if self.key.is_empty() {
+            return refuse("a lock name must not be empty");
+        }
+        if self.owner.is_empty() {
+            return refuse("an owner id must not be empty");
+        }
+        if self.lease.is_some_and(|l| l.is_zero()) {
+            return refuse("a lease must be longer than zero");
+        }
+        Ok(())
     }
 
     fn options(&self) -> AcquireOptions {
@@ -556,8 +603,13 @@ impl Lock {
     /// connection is closed, which ends the wait, and a lock granted in the meantime is
     /// released, never left orphaned.
     pub async fn acquire(&self) -> Result<Option<Guard>> {
+        self.check()?;
+        let durable = self.durable().await?;
+        if durable.replicas.is_some() {
+            return durable.acquire_checked().await;
+        }
         let opts = self.options();
-        if opts.wait == Wait::No && self.replicas.is_none() {
+        if opts.wait == Wait::No {
             let conn = self.locks.inner.conn().await?;
             let sent = Instant::now();
             if !self.fenced {
@@ -566,7 +618,7 @@ impl Lock {
                     .await?;
                 return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
             }
-            let mut pipe = self.acquire_pipeline(&opts);
+            let mut pipe = self.acquire_pipeline(&opts, &command::request_id());
             let mut values = conn.pipeline(&mut pipe).await?.into_iter();
             let granted = command::parse_acquire(values.next().unwrap_or_default())?;
             let count = hold_count_after(values.next());
@@ -579,17 +631,61 @@ impl Lock {
     /// `RLOCK.ACQUIRE`, then for a fenced acquire (whose reply is the token) `HGET key owner`
     /// for the hold count, then `WAIT` if asked: one pipeline, so one round trip. The `HGET`
     /// runs right after the acquire on the same connection (after its wait, for a `BLOCK`).
-    fn acquire_pipeline(&self, opts: &AcquireOptions) -> redis::Pipeline {
+    fn acquire_pipeline(&self, opts: &AcquireOptions, req: &str) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         let hold = self.hold_name();
-        pipe.add_command(command::acquire(&hold, opts));
+        pipe.add_command(command::acquire_as(&hold, opts, req));
         if self.fenced {
             pipe.add_command(command::hold_count(&self.key, &hold.field()));
         }
-        if let Some((n, t)) = self.replicas {
+        if let Some((n, t)) = self.replicas.filter(|(n, _)| *n > 0) {
             pipe.add_command(command::wait_replicas(n, t));
         }
         pipe
+    }
+
+    /// This handle with its acknowledgement settled: `replicas` is `Some((n, t))` with
+    /// `n` ≥ 1 when a `WAIT` is to be sent, `None` when not. The default asks the
+    /// replica count of the lock's primary (kept, see `replicas.rs`).
+    async fn durable(&self) -> Result<Lock> {
+        let inner = &self.locks.inner;
+        let wanted = match self.replicas {
+            Some((n, t)) => (n > 0).then_some((n, t)),
+            None => match inner.config.durable {
+                (0, _) => None,
+                (n, t) => {
+                    let conn = inner.conn().await?;
+                    let attached = inner.replicas.of(&conn, &self.key).await.unwrap_or(0);
+                    let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
+                    (n > 0).then_some((n, t))
+                }
+            },
+        };
+        Ok(Lock {
+            replicas: wanted,
+            ..self.clone()
+        })
+    }
+
+    /// The acquire, on a pooled connection with its `WAIT`; a grant acknowledged by fewer
+    /// replicas than asked is released and refused.
+    async fn acquire_checked(&self) -> Result<Option<Guard>> {
+        let Some(guard) = self.acquire_dedicated(self.options()).await? else {
+            return Ok(None);
+        };
+        let wanted = self.replicas.map_or(0, |(n, _)| n);
+        let acked = guard.replicas_acked().unwrap_or(0);
+        if acked >= wanted as u64 {
+            return Ok(Some(guard));
+        }
+        self.locks.inner.replicas.stale();
+        // If this release fails too, the lease ends the grant: nobody renews it.
+        let _ = guard.release().await;
+        Err(Error::NotAcknowledged {
+            key: self.key.to_string(),
+            acked,
+            wanted,
+        })
     }
 
     async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {
@@ -611,20 +707,39 @@ impl Lock {
         // drop releases it.
         tokio::spawn(async move {
             let sent = Instant::now();
-            let (reply, usable) = {
-                let request = lock.send_following_redirects(&mut conn, opts);
+            // One REQ id for every send of this acquire, and for `recover`.
+            let req = command::request_id();
+            let outcome = {
+                let request = lock.send_following_redirects(&mut conn, opts, &req);
                 tokio::pin!(request);
                 tokio::select! {
                     biased;
-                    r = &mut request => (r, true),
+                    r = &mut request => Ok((r, true)),
                     _ = tx.closed(), if client_id.is_some() => {
-                        match lock.cancel_wait(client_id.unwrap_or_default(), request).await {
-                            // Still blocked: `conn` closes here, and the server forgets it.
-                            Cancelled::Close => return,
-                            Cancelled::Replied(r) => (r, true),
-                            Cancelled::Killed(r) => (r, false),
+                        let id = client_id.unwrap_or_default();
+                        match lock.cancel_wait(id, request).await {
+                            // Still blocked: `conn` closes, and the server forgets it; a
+                            // grant it wrote before the close is found by its REQ id.
+                            Cancelled::Close => Err(Some(id)),
+                            Cancelled::Replied(r) => Ok((r, true)),
+                            // redis-rs fails a whole pipeline whose connection closed before
+                            // its last reply: a grant read before a pipelined WAIT or HGET is
+                            // lost with it, so it is found again by its REQ id.
+                            Cancelled::Killed(Err(_)) => Err(None),
+                            Cancelled::Killed(r) => Ok((r, false)),
                         }
                     }
+                }
+            };
+            let (reply, usable) = match outcome {
+                Ok(r) => r,
+                Err(closed) => {
+                    drop(conn);
+                    // A session hold ends with its connection, a delivered grant too.
+                    if !lock.session {
+                        lock.recover(closed, &req).await;
+                    }
+                    return;
                 }
             };
             let result = lock.grant(reply, sent, blocks, &mut conn);
@@ -661,9 +776,10 @@ impl Lock {
         &self,
         conn: &mut Dedicated,
         opts: AcquireOptions,
+        req: &str,
     ) -> redis::RedisResult<Vec<redis::Value>> {
         let started = Instant::now();
-        let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts)).await;
+        let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts, req)).await;
         while let Some(redirect) = crate::conn::redirect_of(&reply) {
             let wait = match opts.wait {
                 Wait::No => return reply,
@@ -673,7 +789,7 @@ impl Lock {
                     _ => return Ok(vec![redis::Value::Nil]),
                 },
             };
-            let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts });
+            let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts }, req);
             reply = match redirect {
                 Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,
                 Redirect::Later => {
@@ -700,11 +816,56 @@ impl Lock {
             conn,
             &self.key,
             client_id,
-            "rlock.acquire",
+            &["rlock.acquire", "wait"],
             keep_reading,
             request,
         )
         .await
+    }
+
+    /// After a wait given up without its reply read (its connection closed by us, or killed
+    /// with a pipeline redis-rs failed whole), finds whether it was granted: the same acquire,
+    /// with the same `REQ` id and no `BLOCK`, is sent again. While the grant stands the server
+    /// replies the first reply and grants nothing more; the hold is then released. If it was
+    /// never made (or was given back), the call runs as a single try, and a lock it takes is
+    /// released at once. With `closed`, the connection this side closed (client id), it is
+    /// sent only once the server has dropped that connection (`CLIENT LIST ID` empty, or 200
+    /// ms where `CLIENT LIST` is refused), so the wait cannot be granted after it.
+    async fn recover(&self, closed: Option<i64>, req: &str) {
+        let inner = &self.locks.inner;
+        let Ok(conn) = inner.conn().await else {
+            return; // unreachable server: the lease ends the hold, if any
+        };
+        if let Some(id) = closed {
+            let until = Instant::now() + Duration::from_secs(3);
+            loop {
+                let mut list = redis::cmd("CLIENT");
+                list.arg("LIST").arg("ID").arg(id);
+                match conn.query_on_node_of(&self.key, list).await {
+                    Ok(v) if command::text(&v).is_some_and(|t| t.trim().is_empty()) => break,
+                    Ok(_) if Instant::now() < until => {
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
+                    Ok(_) => break,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+            }
+        }
+        let once = AcquireOptions {
+            wait: Wait::No,
+            fair: false,
+            session: false,
+            ..self.options()
+        };
+        let cmd = command::acquire_as(&self.hold_name(), &once, req);
+        if let Ok(v) = conn.query(&cmd).await {
+            if let Ok(Some(_)) = command::parse_acquire(v) {
+                let _ = release(inner, &self.hold_name()).await;
+            }
+        }
     }
 
     fn grant(

@@ -256,7 +256,7 @@ impl MultiKeyLock {
                 _ = caller.closed() => {
                     let shared = inner.conn().await.ok();
                     let (key, session) = (&keys[0], self.session);
-                    match cancel_wait(shared, key, client_id, "rlock.macquire", !session, request)
+                    match cancel_wait(shared, key, client_id, &["rlock.macquire"], !session, request)
                         .await
                     {
                         // Still blocked when the caller left: the connection closes here,

@@ -18,7 +18,7 @@ fn owner_node<'a>(cluster: &'a Cluster, key: &str) -> &'a Server {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_work_across_a_cluster() {
+async fn c14_locks_work_across_a_cluster() {
     for flavor in common::flavors() {
         let nodes = cluster(flavor);
         let locks = Locks::builder(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap())
@@ -66,7 +66,10 @@ async fn locks_work_across_a_cluster() {
             .await
             .unwrap()
             .expect("free again");
-        assert_eq!(g.replicas_acked(), Some(0));
+        assert_eq!(g.replicas_acked(), None, "sync_replicas(0) sends no WAIT");
+        // The default: each primary has a replica, which acknowledges the grant.
+        let d = locks.lock("c:5").acquire().await.unwrap().expect("free");
+        assert_eq!(d.replicas_acked(), Some(1), "{flavor}");
     }
 }
 
@@ -154,7 +157,12 @@ async fn the_cluster_client_resends_after_a_timeout_and_locks_turn_that_off() {
             .build()
             .unwrap();
         let locks = Locks::new(client);
-        let lock = locks.lock("once").lease(Duration::from_secs(20));
+        // On the shared connection, as without replicas: the default would wait for the
+        // replica's acknowledgement on a pooled connection, which has no response timeout.
+        let lock = locks
+            .lock("once")
+            .lease(Duration::from_secs(20))
+            .sync_replicas(0, Duration::from_secs(1));
         assert_eq!(lock.hold_count().await.unwrap(), 0);
         let sleeper = stall(owner_node(&nodes, "once"));
         let result = lock.acquire().await;

@@ -109,7 +109,7 @@ async fn stalled_acquire_is_sent_once(server: &Server, locks: &Locks, key: &str)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timed_out_acquire_is_never_sent_twice() {
+async fn c08_a_timed_out_acquire_is_never_sent_twice() {
     for server in servers() {
         // The crate's own ConnectionManager.
         let locks = Locks::builder(server.client())
@@ -126,5 +126,46 @@ async fn a_timed_out_acquire_is_never_sent_twice() {
             .unwrap();
         let locks = Locks::with_multiplexed_connection(conn, server.client());
         stalled_acquire_is_sent_once(&server, &locks, "once:app").await;
+    }
+}
+
+/// C08, release side: a release whose reply is late (the server stalls 500 ms, past the 200 ms
+/// response timeout) is sent again 100 ms later with the same `REQ` id; the server applies
+/// it once and the resend gets its reply: of two re-entries, one is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c08_a_release_sent_again_is_applied_once() {
+    for server in servers() {
+        let locks = Locks::builder(server.client())
+            .response_timeout(Duration::from_millis(200))
+            .build();
+        let lock = locks.lock("once:release");
+        let outer = lock.acquire().await.unwrap().unwrap();
+        let inner = lock.acquire().await.unwrap().unwrap();
+        let port = server.port;
+        let sleeper = std::thread::spawn(move || {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            let mut con = client.get_connection().unwrap();
+            let _: redis::Value = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.5")
+                .query(&mut con)
+                .unwrap();
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let released = inner.release().await;
+        sleeper.join().unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            holders(&server, "once:release"),
+            [(lock.owner().to_string(), 1)],
+            "{}: one re-entry undone, not two ({released:?})",
+            server.flavor
+        );
+        assert!(
+            matches!(released, Ok(false)),
+            "{}: the resend's reply (the first timed out): {released:?}",
+            server.flavor
+        );
+        assert!(outer.release().await.unwrap());
     }
 }

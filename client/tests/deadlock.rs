@@ -9,7 +9,7 @@ use common::{eventually, raw, servers, Server};
 use rlock_client::{blocking, Error, Locks, Wait};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wait_that_would_close_a_cycle_is_refused_with_the_cycle() {
+async fn c11_a_wait_that_would_close_a_cycle_is_refused_with_the_cycle() {
     for server in servers() {
         let locks = Locks::from_url(&server.url()).unwrap();
         let a_k1 = locks.lock_as("k1", "a").acquire().await.unwrap().unwrap();

@@ -110,7 +110,7 @@ fn assert_ordered(items: &[(Instant, Option<Leader>)], what: &str) {
 type Tenure = (u64, String, Instant, Instant);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_leader_at_a_time_and_terms_grow() {
+async fn c13_one_leader_at_a_time_and_terms_grow() {
     const CANDIDATES: usize = 6;
     const ROUNDS: usize = 3;
     for server in servers() {
@@ -234,7 +234,7 @@ async fn a_dead_leader_is_replaced_within_its_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resignation_elects_the_next_candidate_at_once() {
+async fn c13_a_resignation_elects_the_next_candidate_at_once() {
     for server in servers() {
         let flavor = server.flavor;
         // The default 30 s lease: only the resignation can explain a quick election.
@@ -365,7 +365,7 @@ async fn observe_hand_offs(server: &Server, events: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn observe_sees_every_change_in_order_with_keyspace_events() {
+async fn c13_observe_sees_every_change_in_order_with_keyspace_events() {
     for server in servers() {
         observe_hand_offs(&server, true).await;
     }

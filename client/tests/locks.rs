@@ -35,7 +35,7 @@ async fn acquire_excludes_others_and_release_frees() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clones_of_a_handle_reenter() {
+async fn c01_clones_of_a_handle_reenter_and_release() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let lock = locks.lock("reports");
@@ -44,6 +44,7 @@ async fn clones_of_a_handle_reenter() {
         assert_eq!(inner.hold_count(), Some(2));
         assert_eq!(holders(&server, "reports"), [(lock.owner().to_string(), 2)]);
         assert!(!inner.release().await.unwrap(), "still held by outer");
+        assert_eq!(holders(&server, "reports"), [(lock.owner().to_string(), 1)]);
         assert!(locks.lock("reports").acquire().await.unwrap().is_none());
         assert!(outer.release().await.unwrap());
         assert!(holders(&server, "reports").is_empty());
@@ -94,7 +95,7 @@ async fn renew_resets_the_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fenced_tokens_increase_and_survive_release() {
+async fn c10_fenced_tokens_increase_and_survive_release() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let lock = locks.lock("fenced").fenced();

@@ -10,7 +10,7 @@ use rlock_client::{Endpoint, Locks};
 use rlock_module_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn all_or_none_with_waits() {
+async fn c12_multi_key_all_or_none_with_waits() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());
@@ -47,7 +47,7 @@ async fn all_or_none_with_waits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_wait_leaves_nothing_behind() {
+async fn c06_a_cancelled_multi_key_wait_leaves_nothing_behind() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());
@@ -110,7 +110,7 @@ fn the_blocking_twin() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn across_the_slots_of_a_cluster_without_deadlock() {
+async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
     for flavor in common::flavors() {
         let nodes = Cluster::start(flavor, 3, 0);
         let locks = Locks::new(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap());

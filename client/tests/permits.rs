@@ -72,7 +72,7 @@ async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fixed_lease_ends_by_itself_and_serves_a_waiter() {
+async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());

@@ -25,7 +25,7 @@ fn read_timeout_key(key: &str, owner: &str, n: u64) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readers_share_and_a_writer_waits_for_them() {
+async fn c12_read_write_readers_share_and_a_writer_waits_for_them() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());

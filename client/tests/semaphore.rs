@@ -16,7 +16,7 @@ fn get(server: &common::Server, key: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permits_are_taken_waited_for_and_given_back() {
+async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());
@@ -73,7 +73,7 @@ async fn a_cancelled_wait_takes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_latch_lets_its_waiters_through_at_zero() {
+async fn c12_latch_lets_its_waiters_through_at_zero() {
     for server in servers() {
         let flavor = server.flavor;
         let locks = Locks::new(server.client());

@@ -11,24 +11,47 @@ use rlock_client::Locks;
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_gets_the_lock_when_it_is_released() {
+async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let held = locks.lock("queue").acquire().await.unwrap().unwrap();
-        let waiter = locks.lock("queue").wait(Duration::from_secs(5));
-        let task = tokio::spawn(async move { waiter.acquire().await });
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(!task.is_finished(), "{}: waits while held", server.flavor);
-        let released = Instant::now();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let waiter = locks.lock("queue").wait(Duration::from_secs(5));
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let g = waiter.acquire().await.unwrap().expect("handed over");
+                order.lock().unwrap().push((i, Instant::now()));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                g.release().await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            tasks.iter().all(|t| !t.is_finished()),
+            "{}: wait while held",
+            server.flavor
+        );
         held.release().await.unwrap();
-        let g = task.await.unwrap().unwrap().expect("handed over");
-        assert!(released.elapsed() < Duration::from_millis(500));
-        g.release().await.unwrap();
+        let released = Instant::now();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let ids: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+        assert_eq!(ids, [0, 1, 2], "{}: arrival order", server.flavor);
+        let first = order[0].1.saturating_duration_since(released);
+        assert!(
+            first < Duration::from_millis(50),
+            "{}: granted {first:?} after the release",
+            server.flavor
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wait_that_runs_out_returns_none() {
+async fn c03_a_wait_that_runs_out_returns_none() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let _held = locks.lock("busy").acquire().await.unwrap().unwrap();
@@ -42,6 +65,23 @@ async fn a_wait_that_runs_out_returns_none() {
         assert!(got.is_none());
         assert!(started.elapsed() >= Duration::from_millis(290));
         assert_eq!(locks.info("busy").await.unwrap().blocked, 0);
+        // with_lock never runs its body unlocked: it fails with Timeout instead.
+        let ran = Arc::new(Mutex::new(false));
+        let flag = ran.clone();
+        let outcome = locks
+            .lock("busy")
+            .wait(Duration::from_millis(100))
+            .with_lock(|_| async move { *flag.lock().unwrap() = true })
+            .await;
+        assert!(
+            matches!(outcome, Err(rlock_client::Error::Timeout { .. })),
+            "{outcome:?}"
+        );
+        assert!(
+            !*ran.lock().unwrap(),
+            "{}: the body never ran",
+            server.flavor
+        );
     }
 }
 
@@ -68,7 +108,7 @@ async fn a_waiting_acquire_does_not_stall_other_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
+async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let held = locks.lock("cancel").acquire().await.unwrap().unwrap();
@@ -121,10 +161,10 @@ async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_racing_a_cancel_is_released_not_orphaned() {
+async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
     for server in servers() {
         let locks = Locks::new(server.client());
-        for round in 0..30u64 {
+        for round in 0..40u64 {
             let held = locks.lock("race").acquire().await.unwrap().unwrap();
             let waiter = locks.lock("race").wait(Duration::from_secs(5));
             let acquire = tokio::spawn(async move { waiter.acquire().await });
@@ -180,7 +220,7 @@ async fn with_lock_waits_its_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 
-async fn fair_waiters_are_served_in_arrival_order() {
+async fn c02_fair_waiters_are_served_in_arrival_order() {
     for server in servers() {
         let locks = Locks::new(server.client());
         let held = locks.lock("fair").fair().acquire().await.unwrap().unwrap();
@@ -218,7 +258,7 @@ async fn a_fair_try_queues_the_caller() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_hold_ends_when_its_connection_closes() {
+async fn c09_a_session_hold_ends_when_its_connection_closes() {
     for server in servers() {
         let owner_side = Locks::builder(server.client())
             .watchdog_lease(Duration::from_secs(3))
@@ -264,35 +304,6 @@ async fn a_waited_session_hold_keeps_its_connection_until_released() {
         assert_eq!(holders(&server, "pinned").len(), 1, "{}", server.flavor);
         g.release().await.unwrap();
         assert!(holders(&server, "pinned").is_empty());
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_replicas_reports_acknowledgements() {
-    for flavor in common::flavors() {
-        let primary = Server::start(flavor);
-        let replica = Server::builder(flavor).replica_of(primary.port).start();
-        let locks = Locks::new(primary.client());
-        let g = locks
-            .lock("replicated")
-            .fenced()
-            .sync_replicas(1, Duration::from_secs(2))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
-        assert_eq!(g.replicas_acked(), Some(1), "{flavor}");
-        let on_replica = holders(&replica, "replicated");
-        assert_eq!(on_replica, [(g.owner().to_string(), 1)], "{flavor}");
-        // Asking for more replicas than exist reports what it got, after the timeout.
-        let more = locks
-            .lock("replicated2")
-            .sync_replicas(2, Duration::from_millis(100))
-            .acquire()
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(more.replicas_acked(), Some(1));
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod redisson;
+pub mod tls;
 
 pub use cluster::Cluster;
 pub use redis;
