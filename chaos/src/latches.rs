@@ -27,7 +27,9 @@ use rlock_module_tests::redisson::{LATCH_COUNT_DOWN, LATCH_TRY_SET_COUNT};
 use crate::resp::{since_epoch, Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
-use crate::workload::{acknowledged_always, connection, drop_connection, error_reply, Shared};
+use crate::workload::{
+    acknowledged_always, after_cycle, connection, drop_connection, error_reply, Shared,
+};
 
 /// Latches per run.
 pub const LATCHES: usize = 2;
@@ -213,18 +215,14 @@ fn coordinate(shared: &Shared, latches: &Latches, latch: usize, mut rng: Rng) {
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        match round(shared, c, &key, log, &mut rng) {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("latch connection lost or moved");
-                drop_connection(shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("latch coordinator on {key}: {e}"));
-                drop_connection(shared, &mut conn);
-            }
-        }
+        let result = round(shared, c, &key, log, &mut rng);
+        after_cycle(
+            shared,
+            &mut conn,
+            result,
+            Some("latch connection lost or moved"),
+            || format!("latch coordinator on {key}"),
+        );
     }
     drop_connection(shared, &mut conn);
 }
@@ -440,17 +438,9 @@ fn wait(shared: &Shared, latches: &Latches, latch: usize, waiter: usize, mut rng
             thread::sleep(Duration::from_millis(rng.below(if open { 30 } else { 5 })));
             Ok(())
         })();
-        match result {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                drop_connection(shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("{who} on {key}: {e}"));
-                drop_connection(shared, &mut conn);
-            }
-        }
+        after_cycle(shared, &mut conn, result, None, || {
+            format!("{who} on {key}")
+        });
     }
     drop_connection(shared, &mut conn);
 }

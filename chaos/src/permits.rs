@@ -45,7 +45,8 @@ use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged_always, connection, drop_connection, error_reply, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged_always, after_cycle, blocking_call, connection, drop_connection, error_reply,
+    Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -273,18 +274,13 @@ pub fn client(
                 (true, Kind::Leased) => cycle.redisson_lease(c),
             }
         });
-        match result {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("semaphore connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("semaphore client {owner} on {key}: {e}"));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("semaphore connection lost or moved"),
+            || format!("semaphore client {owner} on {key}"),
+        );
     }
     drop_connection(&shared, &mut conn);
     history
@@ -515,17 +511,7 @@ impl Cycle<'_> {
             args.extend([&b"REQ"[..], id.as_bytes()]);
         }
         self.shared.count("sem acquire");
-        if block.is_some() {
-            self.shared
-                .waiting
-                .lock()
-                .unwrap()
-                .insert(c.id, key.clone());
-        }
-        c.start_timeline();
-        let sent = Instant::now();
-        let reply = c.call(&args);
-        self.shared.waiting.lock().unwrap().remove(&c.id);
+        let (sent, reply) = blocking_call(self.shared, c, &key, block.is_some(), &args);
         let reply = match reply {
             Err(ConnError::Io(e)) => {
                 let timeline = c.take_timeline();
@@ -990,17 +976,7 @@ impl Cycle<'_> {
             args.extend([&b"REQ"[..], id.as_bytes()]);
         }
         self.shared.count("sem lease");
-        if block.is_some() {
-            self.shared
-                .waiting
-                .lock()
-                .unwrap()
-                .insert(c.id, key.clone());
-        }
-        c.start_timeline();
-        let sent = Instant::now();
-        let reply = c.call(&args);
-        self.shared.waiting.lock().unwrap().remove(&c.id);
+        let (sent, reply) = blocking_call(self.shared, c, &key, block.is_some(), &args);
         let ids: Vec<String> = match reply? {
             Frame::Array(Some(items)) => {
                 let ids: Vec<String> = items.iter().filter_map(Frame::text).collect();

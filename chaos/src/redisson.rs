@@ -16,7 +16,7 @@ use rlock_module_tests::unlock_channel;
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
-use crate::workload::{connection, drop_connection, error_reply, Shared};
+use crate::workload::{after_cycle, connection, drop_connection, error_reply, Shared};
 
 /// Unlock messages heard, and the condition a waiting client sleeps on.
 type Wakeups = Arc<(Mutex<u64>, Condvar)>;
@@ -39,18 +39,14 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        match cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history) {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("redisson connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("redisson client r{index} on {lock}: {e}"));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        let result = cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history);
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("redisson connection lost or moved"),
+            || format!("redisson client r{index} on {lock}"),
+        );
     }
     drop_connection(&shared, &mut conn);
     let _ = listener.join();

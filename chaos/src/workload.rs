@@ -250,20 +250,13 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
         } else {
             cycle(&shared, c, &call, &mut rng, &mut history)
         };
-        match result {
-            Ok(()) => {}
-            // The server turned replica (FAILOVER) or is loading (a restart): find the
-            // primary again.
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("client c{index} on {}: {e}", call.lock));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("connection lost or moved"),
+            || format!("client c{index} on {}", call.lock),
+        );
     }
     drop_connection(&shared, &mut conn);
     history
@@ -292,6 +285,53 @@ pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     if let Some(c) = conn.take() {
         shared.live.lock().unwrap().retain(|id| *id != c.id);
     }
+}
+
+/// What a client does after one cycle: a cut or moved connection (the server turned
+/// replica in a FAILOVER, or is loading after a restart) is dropped, counted as `lost`
+/// if named, and found again after a pause; any other error is a violation, told as
+/// `who` (with the connection dropped all the same).
+pub fn after_cycle(
+    shared: &Shared,
+    conn: &mut Option<Conn>,
+    result: Result<(), ConnError>,
+    lost: Option<&str>,
+    who: impl FnOnce() -> String,
+) {
+    match result {
+        Ok(()) => {}
+        Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
+            if let Some(lost) = lost {
+                shared.count(lost);
+            }
+            drop_connection(shared, conn);
+            thread::sleep(Duration::from_millis(10));
+        }
+        Err(e) => {
+            shared.violation(format!("{}: {e}", who()));
+            drop_connection(shared, conn);
+        }
+    }
+}
+
+/// Sends an acquire that may block: while a `BLOCK` call is out, the connection is
+/// listed in `waiting` under `key` for faults to aim at. The timeline starts with the
+/// call. When it was sent, and the reply.
+pub fn blocking_call(
+    shared: &Shared,
+    c: &mut Conn,
+    key: &str,
+    blocks: bool,
+    args: &[&[u8]],
+) -> (Instant, Result<Frame, ConnError>) {
+    if blocks {
+        shared.waiting.lock().unwrap().insert(c.id, key.to_string());
+    }
+    c.start_timeline();
+    let sent = Instant::now();
+    let reply = c.call(args);
+    shared.waiting.lock().unwrap().remove(&c.id);
+    (sent, reply)
 }
 
 /// Checks an error reply: the ones faults explain are counted, others are violations.
@@ -328,17 +368,13 @@ fn cycle(
 ) -> Result<(), ConnError> {
     let args = call.acquire_args();
     shared.count("acquire");
-    if call.block_ms.is_some() {
-        shared
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(conn.id, call.lock.clone());
-    }
-    conn.start_timeline();
-    let sent = Instant::now();
-    let reply = conn.call(&refs(&args));
-    shared.waiting.lock().unwrap().remove(&conn.id);
+    let (sent, reply) = blocking_call(
+        shared,
+        conn,
+        &call.lock,
+        call.block_ms.is_some(),
+        &refs(&args),
+    );
     let reply = reply?;
     let token = match reply {
         Frame::Int(n) => {
@@ -476,17 +512,7 @@ fn multi_cycle(
         args.push(b"SESSION");
     }
     shared.count("multi acquire");
-    if call.block_ms.is_some() {
-        shared
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(conn.id, call.lock.clone());
-    }
-    conn.start_timeline();
-    let sent = Instant::now();
-    let reply = conn.call(&args);
-    shared.waiting.lock().unwrap().remove(&conn.id);
+    let (sent, reply) = blocking_call(shared, conn, &call.lock, call.block_ms.is_some(), &args);
     match reply? {
         Frame::Int(2) => {}
         Frame::Bulk(None) => {
