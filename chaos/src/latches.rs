@@ -28,7 +28,8 @@ use crate::resp::{since_epoch, Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged_always, after_cycle, connection, drop_connection, error_reply, Shared,
+    acknowledged_always, after_cycle, connection, drop_connection, error_reply, moved_if_read_only,
+    Shared,
 };
 
 /// Latches per run.
@@ -230,10 +231,7 @@ fn coordinate(shared: &Shared, latches: &Latches, latch: usize, mut rng: Rng) {
 /// A not-run error reply: counted; `Moved` when the server takes no writes.
 fn refused(shared: &Shared, key: &str, what: &str, e: &str) -> Result<(), ConnError> {
     error_reply(shared, key, what, e);
-    if e.starts_with("READONLY") || e.starts_with("LOADING") {
-        return Err(ConnError::Moved);
-    }
-    Ok(())
+    moved_if_read_only(e)
 }
 
 /// One round: set a count, and count it down, each count-down logged as sent before it is.

@@ -45,8 +45,8 @@ use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged_always, after_cycle, blocking_call, connection, drop_connection, error_reply,
-    Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged_always, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
+    error_reply, moved_if_read_only, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -361,13 +361,7 @@ impl Cycle<'_> {
     /// An error reply: counted if a fault explains it; `Moved` if the server stopped
     /// taking writes (the client goes to the primary again).
     fn failed(&self, c: &mut Conn, what: &str, e: &str) -> Result<(), ConnError> {
-        error_reply(self.shared, &self.key, what, e);
-        c.take_timeline();
-        c.check_in_step()?;
-        if e.starts_with("READONLY") || e.starts_with("LOADING") {
-            return Err(ConnError::Moved);
-        }
-        Ok(())
+        acquire_failed(self.shared, c, &self.key, what, e)
     }
 
     fn unexpected(&self, c: &mut Conn, what: &str, reply: &Frame) -> Result<(), ConnError> {
@@ -792,8 +786,7 @@ impl Cycle<'_> {
             }
             Ok(Frame::Error(e)) => {
                 error_reply(self.shared, &key, "sem release", &e);
-                let moved = e.starts_with("READONLY") || e.starts_with("LOADING");
-                (false, if moved { Err(ConnError::Moved) } else { Ok(()) })
+                (false, moved_if_read_only(&e))
             }
             Ok(other) => {
                 self.shared
@@ -1215,10 +1208,7 @@ impl Cycle<'_> {
                 if !done {
                     self.doubt(Doubt::Leak(weight), "Redisson's release never ran");
                 }
-                match e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    true => Err(ConnError::Moved),
-                    false => Ok(()),
-                }
+                moved_if_read_only(&e)
             }
             Ok(other) => {
                 self.shared

@@ -16,7 +16,7 @@ use rlock_module_tests::unlock_channel;
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
-use crate::workload::{after_cycle, connection, drop_connection, error_reply, Shared};
+use crate::workload::{after_cycle, connection, drop_connection, error_reply, try_failed, Shared};
 
 /// Unlock messages heard, and the condition a waiting client sleeps on.
 type Wakeups = Arc<(Mutex<u64>, Condvar)>;
@@ -95,20 +95,7 @@ fn cycle(
                 let guard = count.lock().unwrap();
                 let _ = condvar.wait_timeout_while(guard, wait, |n| *n == heard);
             }
-            Frame::Error(e) => {
-                error_reply(shared, lock, "redisson tryLock", &e);
-                c.take_timeline();
-                return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    Err(ConnError::Moved)
-                } else {
-                    c.check_in_step()
-                };
-            }
-            other => {
-                shared.violation(format!("redisson tryLock replied {other:?}"));
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            other => return try_failed(shared, c, lock, "redisson tryLock", other),
         }
     };
     shared.count("redisson grant");

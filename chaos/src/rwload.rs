@@ -16,8 +16,8 @@ use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::workload::{
-    acknowledged, after_cycle, blocking_call, connection, drop_connection, error_reply, Shared,
-    MIN_DEFAULT_LEASE_MS,
+    acknowledged, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
+    error_reply, try_failed, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The read-write locks of a run: apart from the reentrant ones, since a key is one or
@@ -113,16 +113,7 @@ fn module_cycle(
             c.take_timeline();
             return c.check_in_step();
         }
-        Frame::Error(e) => {
-            error_reply(shared, lock, "rw acquire", &e);
-            c.take_timeline();
-            c.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
-        }
+        Frame::Error(e) => return acquire_failed(shared, c, lock, "rw acquire", &e),
         other => {
             shared.violation(format!("{owner}: rw acquire replied {other:?}"));
             c.take_timeline();
@@ -265,20 +256,7 @@ fn redisson_cycle(
                 }
                 thread::sleep(Duration::from_millis(ttl.clamp(1, 20) as u64));
             }
-            Frame::Error(e) => {
-                error_reply(shared, lock, "redisson rw tryLock", &e);
-                c.take_timeline();
-                return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    Err(ConnError::Moved)
-                } else {
-                    c.check_in_step()
-                };
-            }
-            other => {
-                shared.violation(format!("redisson rw tryLock replied {other:?}"));
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            other => return try_failed(shared, c, lock, "redisson rw tryLock", other),
         }
     };
     shared.count(if write {

@@ -287,6 +287,54 @@ pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     }
 }
 
+/// `Moved` if an error reply says the server takes no writes (it turned replica, or is
+/// loading after a restart): the client goes to the primary again.
+pub fn moved_if_read_only(e: &str) -> Result<(), ConnError> {
+    if e.starts_with("READONLY") || e.starts_with("LOADING") {
+        return Err(ConnError::Moved);
+    }
+    Ok(())
+}
+
+/// An acquire's error reply: counted if a fault explains it (see `error_reply`), the
+/// timeline dropped and the step checked in; `Moved` if the server takes no writes.
+pub fn acquire_failed(
+    shared: &Shared,
+    c: &mut Conn,
+    lock: &str,
+    what: &str,
+    e: &str,
+) -> Result<(), ConnError> {
+    error_reply(shared, lock, what, e);
+    c.take_timeline();
+    c.check_in_step()?;
+    moved_if_read_only(e)
+}
+
+/// A Redisson try answered neither with the lock nor with a wait: an error reply is
+/// counted if a fault explains it (see `error_reply`), any other reply is a violation;
+/// the timeline is dropped, and the step checked in unless the server takes no writes.
+pub fn try_failed(
+    shared: &Shared,
+    c: &mut Conn,
+    lock: &str,
+    what: &str,
+    reply: Frame,
+) -> Result<(), ConnError> {
+    match reply {
+        Frame::Error(e) => {
+            error_reply(shared, lock, what, &e);
+            c.take_timeline();
+            moved_if_read_only(&e)?;
+        }
+        other => {
+            shared.violation(format!("{what} replied {other:?}"));
+            c.take_timeline();
+        }
+    }
+    c.check_in_step()
+}
+
 /// What a client does after one cycle: a cut or moved connection (the server turned
 /// replica in a FAILOVER, or is loading after a restart) is dropped, counted as `lost`
 /// if named, and found again after a pause; any other error is a violation, told as
@@ -393,11 +441,7 @@ fn cycle(
         Frame::Error(e) => {
             error_reply(shared, &call.lock, "acquire", &e);
             conn.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
+            return moved_if_read_only(&e);
         }
         other => {
             shared.violation(format!("acquire replied {other:?}"));
@@ -520,16 +564,7 @@ fn multi_cycle(
             conn.take_timeline();
             return conn.check_in_step();
         }
-        Frame::Error(e) => {
-            error_reply(shared, &call.lock, "multi acquire", &e);
-            conn.take_timeline();
-            conn.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
-        }
+        Frame::Error(e) => return acquire_failed(shared, conn, &call.lock, "multi acquire", &e),
         other => {
             shared.violation(format!("{}: multi acquire replied {other:?}", call.owner));
             conn.take_timeline();
@@ -767,9 +802,7 @@ pub fn scratch(shared: Arc<Shared>, mut rng: Rng) {
                 args.push(b"FAIR");
             }
             match c.call(&args)? {
-                Frame::Error(e) if e.starts_with("READONLY") || e.starts_with("LOADING") => {
-                    return Err(ConnError::Moved)
-                }
+                Frame::Error(e) if moved_if_read_only(&e).is_err() => return Err(ConnError::Moved),
                 Frame::Int(_) => {
                     shared.count("scratch grant");
                     thread::sleep(Duration::from_millis(5));
