@@ -46,7 +46,7 @@ use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
     acknowledged_always, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
-    error_reply, moved_if_read_only, Shared, MIN_DEFAULT_LEASE_MS,
+    error_reply, moved_if_read_only, not_granted, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -516,11 +516,7 @@ impl Cycle<'_> {
         };
         match reply {
             Frame::Int(1) => {}
-            f if f.is_null() => {
-                self.shared.count("sem acquire null");
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            f if f.is_null() => return not_granted(self.shared, c, "sem acquire null"),
             Frame::Error(e) => return self.failed(c, "sem acquire", &e),
             other => return self.unexpected(c, "RSEM.ACQUIRE", &other),
         }
@@ -985,11 +981,7 @@ impl Cycle<'_> {
                 }
                 ids
             }
-            f if f.is_null() => {
-                self.shared.count("sem lease null");
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            f if f.is_null() => return not_granted(self.shared, c, "sem lease null"),
             Frame::Error(e) => return self.failed(c, "sem lease", &e),
             other => return self.unexpected(c, "RSEM.LEASE", &other),
         };
@@ -1138,9 +1130,7 @@ impl Cycle<'_> {
                 Frame::Int(1) => break (sent, Instant::now()),
                 Frame::Int(0) => {
                     if Instant::now() >= give_up {
-                        self.shared.count("redisson sem gave up");
-                        c.take_timeline();
-                        return c.check_in_step();
+                        return not_granted(self.shared, c, "redisson sem gave up");
                     }
                     thread::sleep(Duration::from_millis(5));
                 }
@@ -1266,9 +1256,7 @@ impl Cycle<'_> {
                 f if f.text().as_deref() == Some("OK") => break (sent, Instant::now()),
                 f if f.is_null() || matches!(f, Frame::Bulk(Some(_)) | Frame::Int(_)) => {
                     if Instant::now() >= give_up {
-                        self.shared.count("redisson permit gave up");
-                        c.take_timeline();
-                        return c.check_in_step();
+                        return not_granted(self.shared, c, "redisson permit gave up");
                     }
                     thread::sleep(Duration::from_millis(5));
                 }

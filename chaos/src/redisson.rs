@@ -16,7 +16,9 @@ use rlock_module_tests::unlock_channel;
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
-use crate::workload::{after_cycle, connection, drop_connection, error_reply, try_failed, Shared};
+use crate::workload::{
+    after_cycle, connection, drop_connection, error_reply, not_granted, try_failed, Shared,
+};
 
 /// Unlock messages heard, and the condition a waiting client sleeps on.
 type Wakeups = Arc<(Mutex<u64>, Condvar)>;
@@ -86,9 +88,7 @@ fn cycle(
             Frame::Int(ttl) => {
                 let now = Instant::now();
                 if now >= give_up {
-                    shared.count("redisson gave up");
-                    c.take_timeline();
-                    return c.check_in_step();
+                    return not_granted(shared, c, "redisson gave up");
                 }
                 let wait = (give_up - now).min(Duration::from_millis(ttl.clamp(1, 1000) as u64));
                 let (count, condvar) = &**wakeups;

@@ -17,7 +17,7 @@ use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::workload::{
     acknowledged, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
-    error_reply, try_failed, Shared, MIN_DEFAULT_LEASE_MS,
+    error_reply, not_granted, try_failed, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The read-write locks of a run: apart from the reentrant ones, since a key is one or
@@ -108,11 +108,7 @@ fn module_cycle(
     let (sent, reply) = blocking_call(shared, c, lock, block.is_some(), &args);
     match reply? {
         Frame::Int(1) => {}
-        Frame::Bulk(None) => {
-            shared.count("rw acquire null");
-            c.take_timeline();
-            return c.check_in_step();
-        }
+        Frame::Bulk(None) => return not_granted(shared, c, "rw acquire null"),
         Frame::Error(e) => return acquire_failed(shared, c, lock, "rw acquire", &e),
         other => {
             shared.violation(format!("{owner}: rw acquire replied {other:?}"));
@@ -250,9 +246,7 @@ fn redisson_cycle(
             Frame::Bulk(None) => break (sent, Instant::now()),
             Frame::Int(ttl) => {
                 if Instant::now() >= give_up {
-                    shared.count("redisson rw gave up");
-                    c.take_timeline();
-                    return c.check_in_step();
+                    return not_granted(shared, c, "redisson rw gave up");
                 }
                 thread::sleep(Duration::from_millis(ttl.clamp(1, 20) as u64));
             }

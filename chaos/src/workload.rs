@@ -296,6 +296,14 @@ pub fn moved_if_read_only(e: &str) -> Result<(), ConnError> {
     Ok(())
 }
 
+/// A cycle that took nothing (no grant, or a wait given up): counted as `what`, its
+/// timeline dropped, the step checked in.
+pub fn not_granted(shared: &Shared, c: &mut Conn, what: &str) -> Result<(), ConnError> {
+    shared.count(what);
+    c.take_timeline();
+    c.check_in_step()
+}
+
 /// An acquire's error reply: counted if a fault explains it (see `error_reply`), the
 /// timeline dropped and the step checked in; `Moved` if the server takes no writes.
 pub fn acquire_failed(
@@ -559,11 +567,7 @@ fn multi_cycle(
     let (sent, reply) = blocking_call(shared, conn, &call.lock, call.block_ms.is_some(), &args);
     match reply? {
         Frame::Int(2) => {}
-        Frame::Bulk(None) => {
-            shared.count("multi acquire null");
-            conn.take_timeline();
-            return conn.check_in_step();
-        }
+        Frame::Bulk(None) => return not_granted(shared, conn, "multi acquire null"),
         Frame::Error(e) => return acquire_failed(shared, conn, &call.lock, "multi acquire", &e),
         other => {
             shared.violation(format!("{}: multi acquire replied {other:?}", call.owner));
