@@ -373,6 +373,43 @@ impl Cycle<'_> {
         c.check_in_step()
     }
 
+    /// Redisson's `tryAcquire` (`try_once`: its script, once), tried every 5 ms until
+    /// `give_up` while `granted` says not yet (`Some(false)`). When the try it says took
+    /// the permits (`Some(true)`) was sent and answered; `None` when the cycle is over
+    /// (given up, an error reply, another reply). Counted as `redisson {name} ...`; a
+    /// reply neither says reported as Redisson's `{what}tryAcquire`.
+    fn poll(
+        &self,
+        c: &mut Conn,
+        (name, what): (&str, &str),
+        give_up: Instant,
+        granted: impl Fn(&Frame) -> Option<bool>,
+        mut try_once: impl FnMut(&Self, &mut Conn) -> Result<Frame, ConnError>,
+    ) -> Result<Option<(Instant, Instant)>, ConnError> {
+        loop {
+            self.shared.count(&format!("redisson {name} tryAcquire"));
+            let sent = Instant::now();
+            match try_once(self, c)? {
+                f if granted(&f) == Some(true) => return Ok(Some((sent, Instant::now()))),
+                f if granted(&f) == Some(false) => {
+                    if Instant::now() >= give_up {
+                        let gave_up = format!("redisson {name} gave up");
+                        return not_granted(self.shared, c, &gave_up).map(|()| None);
+                    }
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Frame::Error(e) => {
+                    let what = format!("redisson {name} tryAcquire");
+                    return self.failed(c, &what, &e).map(|()| None);
+                }
+                other => {
+                    let what = format!("Redisson's {what}tryAcquire");
+                    return self.unexpected(c, &what, &other).map(|()| None);
+                }
+            }
+        }
+    }
+
     /// A fresh connection for a resend, and the resend's outcome.
     fn resend(&self, args: &[&[u8]]) -> Option<Resent> {
         let mut fresh = None;
@@ -1110,33 +1147,24 @@ impl Cycle<'_> {
         let key = self.key.clone();
         let give_up = Instant::now() + Duration::from_millis(self.rng.range(20, 1500));
         c.start_timeline();
-        let (sent, start) = loop {
-            self.shared.count("redisson sem tryAcquire");
-            let sent = Instant::now();
-            let reply = self.script(
+        let granted = |f: &Frame| match f {
+            Frame::Int(n @ (0 | 1)) => Some(*n == 1),
+            _ => None,
+        };
+        let polled = self.poll(c, ("sem", ""), give_up, granted, |this, c| {
+            let reply = this.script(
                 c,
                 SEMAPHORE_TRY_ACQUIRE,
                 &[key.as_bytes()],
                 &[weight_text.as_bytes()],
             );
-            let reply = match reply {
-                Err(ConnError::Io(e)) => {
-                    self.doubt(Doubt::Leak(weight), "Redisson's tryAcquire cut by a fault");
-                    return Err(ConnError::Io(e));
-                }
-                other => other?,
-            };
-            match reply {
-                Frame::Int(1) => break (sent, Instant::now()),
-                Frame::Int(0) => {
-                    if Instant::now() >= give_up {
-                        return not_granted(self.shared, c, "redisson sem gave up");
-                    }
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Frame::Error(e) => return self.failed(c, "redisson sem tryAcquire", &e),
-                other => return self.unexpected(c, "Redisson's tryAcquire", &other),
+            if let Err(ConnError::Io(_)) = &reply {
+                this.doubt(Doubt::Leak(weight), "Redisson's tryAcquire cut by a fault");
             }
+            reply
+        })?;
+        let Some((sent, start)) = polled else {
+            return Ok(());
         };
         self.shared.count("redisson sem grant");
         // A connection cut from here on still gives the permits back, from fresh ones.
@@ -1233,9 +1261,12 @@ impl Cycle<'_> {
         let weight_text = weight.to_string();
         let give_up = Instant::now() + Duration::from_millis(self.rng.range(20, 1500));
         c.start_timeline();
-        let (sent, start) = loop {
-            self.shared.count("redisson permit tryAcquire");
-            let sent = Instant::now();
+        let granted = |f: &Frame| match f {
+            f if f.text().as_deref() == Some("OK") => Some(true),
+            f if f.is_null() || matches!(f, Frame::Bulk(Some(_)) | Frame::Int(_)) => Some(false),
+            _ => None,
+        };
+        let polled = self.poll(c, ("permit", "permit "), give_up, granted, |this, c| {
             let now = unix_ms();
             let (deadline, now) = ((now + lease as i64).to_string(), now.to_string());
             let mut argv: Vec<&[u8]> = vec![
@@ -1246,23 +1277,15 @@ impl Cycle<'_> {
                 publish,
             ];
             argv.extend(ids.iter().map(Vec::as_slice));
-            let reply = self.script(
+            this.script(
                 c,
                 PERMIT_TRY_ACQUIRE,
                 &[key.as_bytes(), zset.as_bytes(), &channel],
                 &argv,
-            )?;
-            match reply {
-                f if f.text().as_deref() == Some("OK") => break (sent, Instant::now()),
-                f if f.is_null() || matches!(f, Frame::Bulk(Some(_)) | Frame::Int(_)) => {
-                    if Instant::now() >= give_up {
-                        return not_granted(self.shared, c, "redisson permit gave up");
-                    }
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Frame::Error(e) => return self.failed(c, "redisson permit tryAcquire", &e),
-                other => return self.unexpected(c, "Redisson's permit tryAcquire", &other),
-            }
+            )
+        })?;
+        let Some((sent, start)) = polled else {
+            return Ok(());
         };
         self.shared.count("redisson permit grant");
         let granted_for_sure = acknowledged_always(self.shared, c)?;
