@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rlock_module_tests::{Flavor, Server};
 
-use crate::resp::{encode, Conn, Frame};
+use crate::resp::{encode, refs, Conn, Frame};
 use crate::rng::Rng;
 
 pub struct Outcome {
@@ -284,10 +284,6 @@ pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
         }
     }
     (args, may_block)
-}
-
-fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
-    args.iter().map(Vec::as_slice).collect()
 }
 
 fn show(args: &[Vec<u8>]) -> String {

@@ -41,7 +41,7 @@ use rlock_module_tests::redisson::{
 };
 
 use crate::capacity::{self, Account, Ledger, PermitHistory, PermitHold, CLOCK_SLACK};
-use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
+use crate::resp::{encode, refs, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
@@ -613,16 +613,8 @@ impl Cycle<'_> {
     ) -> Result<(), ConnError> {
         self.shared
             .count("sem connection cut while holding: released elsewhere");
-        let key = self.key.clone();
-        let id = format!("{}-r", self.owner);
-        let weight_text = weight.to_string();
-        let mut args: Vec<&[u8]> = vec![b"RSEM.RELEASE", key.as_bytes()];
-        if explicit || weight > 1 {
-            args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
-        }
-        if self.shared.req {
-            args.extend([&b"REQ"[..], id.as_bytes()]);
-        }
+        let owned = self.release_args(weight, explicit);
+        let args = refs(&owned);
         let first = Instant::now();
         if self.shared.req {
             self.resend_release(&args, weight, first, false);
@@ -631,6 +623,19 @@ impl Cycle<'_> {
         }
         self.record(weight, asked, start, first, for_sure, c.take_timeline());
         Err(e)
+    }
+
+    /// `RSEM.RELEASE` of `weight` permits (`PERMITS` named if `explicit` or more than
+    /// one), with the cycle's release `REQ` id where the server takes one.
+    fn release_args(&self, weight: u64, explicit: bool) -> Vec<Vec<u8>> {
+        let mut args = vec![b"RSEM.RELEASE".to_vec(), self.key.as_bytes().to_vec()];
+        if explicit || weight > 1 {
+            args.extend([b"PERMITS".to_vec(), weight.to_string().into_bytes()]);
+        }
+        if self.shared.req {
+            args.extend([b"REQ".to_vec(), format!("{}-r", self.owner).into_bytes()]);
+        }
+        args
     }
 
     /// Records a hold of plain permits; one whose grant the replica may not have is not
@@ -771,15 +776,8 @@ impl Cycle<'_> {
         explicit: bool,
     ) -> (Instant, Result<(), ConnError>) {
         let key = self.key.clone();
-        let id = format!("{}-r", self.owner);
-        let weight_text = weight.to_string();
-        let mut args: Vec<&[u8]> = vec![b"RSEM.RELEASE", key.as_bytes()];
-        if explicit || weight > 1 {
-            args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
-        }
-        if self.shared.req {
-            args.extend([&b"REQ"[..], id.as_bytes()]);
-        }
+        let owned = self.release_args(weight, explicit);
+        let args = refs(&owned);
         self.shared.count("sem release");
         let first = Instant::now();
         let reply = if self.rng.chance(20) {

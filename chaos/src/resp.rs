@@ -129,6 +129,11 @@ static MARKERS: AtomicU64 = AtomicU64::new(1);
 /// The zero of the times in timelines and reports.
 static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
+/// Owned arguments as the slices `Conn::call` takes.
+pub fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
 /// `at` as seconds since the run began, for reports.
 pub fn since_epoch(at: Instant) -> String {
     format!("{:.3}s", at.saturating_duration_since(*EPOCH).as_secs_f64())

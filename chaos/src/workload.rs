@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::history::{Force, History, Hold};
-use crate::resp::{Conn, ConnError, Frame};
+use crate::resp::{refs, Conn, ConnError, Frame};
 use crate::rng::Rng;
 
 /// The longest a reply may take: BLOCK (at most 1.5 s) plus the longest fault
@@ -209,10 +209,6 @@ impl Call {
     fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms.unwrap_or(MIN_DEFAULT_LEASE_MS))
     }
-}
-
-fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
-    args.iter().map(Vec::as_slice).collect()
 }
 
 /// One client: a thread that acquires, works, renews, re-enters and releases, until
