@@ -383,12 +383,7 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     }
     *counts.entry("calls".into()).or_default() += done;
-    if let Some(death) = crate::evidence::dead(&mut server, "server") {
-        // How it ended, the crash report's head (the command, the stack) and its tail.
-        violations.push(death);
-    } else if server.log().contains("panicked") {
-        violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
-    }
+    violations.extend(crate::evidence::dead_or_panicked(&mut server));
     Outcome { violations, counts }
 }
 

@@ -445,7 +445,6 @@ fn run_phase(
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
-    let mut history = History::default();
     // Back on the primary the baseline was taken on (after a coordinated failover).
     for _ in 0..5 {
         if phase == Phase::Unplanned || topology.primary.port == original_primary {
@@ -453,12 +452,7 @@ fn run_phase(
         }
         inject(Fault::Failover, &mut topology, &shared, &mut rng);
     }
-    for t in threads {
-        match t.join() {
-            Ok(h) => history.merge(h),
-            Err(_) => shared.violation("a client thread panicked".into()),
-        }
-    }
+    let mut history = workload::join_clients(&shared, threads);
     let extras = extras.join(&shared);
     if scratch.join().is_err() {
         shared.violation("the scratch client panicked".into());

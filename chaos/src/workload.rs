@@ -283,6 +283,19 @@ pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     }
 }
 
+/// The holds of every client thread, once they stopped; a thread that panicked is a
+/// violation.
+pub fn join_clients(shared: &Shared, threads: Vec<thread::JoinHandle<History>>) -> History {
+    let mut history = History::default();
+    for t in threads {
+        match t.join() {
+            Ok(h) => history.merge(h),
+            Err(_) => shared.violation("a client thread panicked".into()),
+        }
+    }
+    history
+}
+
 /// `Moved` if an error reply says the server takes no writes (it turned replica, or is
 /// loading after a restart): the client goes to the primary again.
 pub fn moved_if_read_only(e: &str) -> Result<(), ConnError> {
