@@ -36,6 +36,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::history::report_hold;
 use crate::resp::since_epoch;
 
 /// Milliseconds taken off a lease's end: the server writes a deadline as its wall clock in
@@ -59,18 +60,9 @@ pub struct PermitHold {
 
 impl PermitHold {
     fn report(&self) -> String {
-        format!(
-            "  {} ({} permit{}, {}..{}):\n{}",
-            self.owner,
-            self.weight,
-            if self.weight == 1 { "" } else { "s" },
-            since_epoch(self.start),
-            since_epoch(self.end),
-            self.timeline
-                .iter()
-                .map(|line| format!("    {line}\n"))
-                .collect::<String>()
-        )
+        let plural = if self.weight == 1 { "" } else { "s" };
+        let held = format!("{} permit{plural}, ", self.weight);
+        report_hold(&self.owner, &held, self.start, self.end, &self.timeline)
     }
 }
 

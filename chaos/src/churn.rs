@@ -266,10 +266,6 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     };
     violations.extend(left);
-    if let Some(death) = crate::evidence::dead(&mut server, "server") {
-        violations.push(death);
-    } else if server.log().contains("panicked") {
-        violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
-    }
+    violations.extend(crate::evidence::dead_or_panicked(&mut server));
     Outcome { violations, counts }
 }

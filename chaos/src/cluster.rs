@@ -16,7 +16,7 @@ use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor};
 
 use crate::extras::Extras;
-use crate::history::{self, History};
+use crate::history;
 use crate::resp::{since_epoch, Conn, Frame};
 use crate::rng::Rng;
 use crate::rwload;
@@ -349,13 +349,7 @@ pub fn run_phase(
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
-    let mut history = History::default();
-    for t in threads {
-        match t.join() {
-            Ok(h) => history.merge(h),
-            Err(_) => shared.violation("a client thread panicked".into()),
-        }
-    }
+    let history = workload::join_clients(&shared, threads);
     let extras = extras.join(&shared);
     let mut violations = shared.violations.lock().unwrap().clone();
     let fault_log = shared.fault_log.lock().unwrap().clone();

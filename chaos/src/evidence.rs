@@ -44,6 +44,19 @@ pub fn dead(server: &mut Server, what: &str) -> Option<String> {
     dead_into(server, what, &root())
 }
 
+/// The finding on a fuzz or churn server at the end of its run: its death (how it
+/// ended, the crash report's head with the command and the stack, and its tail), or a
+/// panic in its log (the log's tail). `None` if neither.
+pub fn dead_or_panicked(server: &mut Server) -> Option<String> {
+    if let Some(death) = dead(server, "server") {
+        return Some(death);
+    }
+    if server.log().contains("panicked") {
+        return Some(format!("a panic in the log:\n{}", server.log_tail(30)));
+    }
+    None
+}
+
 fn dead_into(server: &mut Server, what: &str, root: &Path) -> Option<String> {
     let status = server.exit_status()?;
     Some(report(server, what, &describe(status), root))

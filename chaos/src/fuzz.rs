@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rlock_module_tests::{Flavor, Server};
 
-use crate::resp::{encode, Conn, Frame};
+use crate::resp::{encode, refs, Conn, Frame};
 use crate::rng::Rng;
 
 pub struct Outcome {
@@ -286,10 +286,6 @@ pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
     (args, may_block)
 }
 
-fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
-    args.iter().map(Vec::as_slice).collect()
-}
-
 fn show(args: &[Vec<u8>]) -> String {
     args.iter()
         .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
@@ -387,12 +383,7 @@ pub fn run(flavor: Flavor, seed: u64, calls: u64) -> Outcome {
         }
     }
     *counts.entry("calls".into()).or_default() += done;
-    if let Some(death) = crate::evidence::dead(&mut server, "server") {
-        // How it ended, the crash report's head (the command, the stack) and its tail.
-        violations.push(death);
-    } else if server.log().contains("panicked") {
-        violations.push(format!("a panic in the log:\n{}", server.log_tail(30)));
-    }
+    violations.extend(crate::evidence::dead_or_panicked(&mut server));
     Outcome { violations, counts }
 }
 

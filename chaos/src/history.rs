@@ -35,17 +35,28 @@ pub struct Hold {
 
 impl Hold {
     fn report(&self) -> String {
-        format!(
-            "  {} ({}..{}):\n{}",
-            self.owner,
-            since_epoch(self.start),
-            since_epoch(self.end),
-            self.timeline
-                .iter()
-                .map(|line| format!("    {line}\n"))
-                .collect::<String>()
-        )
+        report_hold(&self.owner, "", self.start, self.end, &self.timeline)
     }
+}
+
+/// A hold in a finding's report: its owner, what it held (`held`, before the interval)
+/// and when, then its timeline a line each.
+pub(crate) fn report_hold(
+    owner: &str,
+    held: &str,
+    start: Instant,
+    end: Instant,
+    timeline: &[String],
+) -> String {
+    format!(
+        "  {owner} ({held}{}..{}):\n{}",
+        since_epoch(start),
+        since_epoch(end),
+        timeline
+            .iter()
+            .map(|line| format!("    {line}\n"))
+            .collect::<String>()
+    )
 }
 
 #[derive(Debug, Default, Clone)]

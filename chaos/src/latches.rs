@@ -27,7 +27,10 @@ use rlock_module_tests::redisson::{LATCH_COUNT_DOWN, LATCH_TRY_SET_COUNT};
 use crate::resp::{since_epoch, Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
-use crate::workload::{acknowledged_always, connection, drop_connection, error_reply, Shared};
+use crate::workload::{
+    acknowledged_always, after_cycle, connection, drop_connection, error_reply, moved_if_read_only,
+    Shared,
+};
 
 /// Latches per run.
 pub const LATCHES: usize = 2;
@@ -213,18 +216,14 @@ fn coordinate(shared: &Shared, latches: &Latches, latch: usize, mut rng: Rng) {
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        match round(shared, c, &key, log, &mut rng) {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("latch connection lost or moved");
-                drop_connection(shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("latch coordinator on {key}: {e}"));
-                drop_connection(shared, &mut conn);
-            }
-        }
+        let result = round(shared, c, &key, log, &mut rng);
+        after_cycle(
+            shared,
+            &mut conn,
+            result,
+            Some("latch connection lost or moved"),
+            || format!("latch coordinator on {key}"),
+        );
     }
     drop_connection(shared, &mut conn);
 }
@@ -232,10 +231,7 @@ fn coordinate(shared: &Shared, latches: &Latches, latch: usize, mut rng: Rng) {
 /// A not-run error reply: counted; `Moved` when the server takes no writes.
 fn refused(shared: &Shared, key: &str, what: &str, e: &str) -> Result<(), ConnError> {
     error_reply(shared, key, what, e);
-    if e.starts_with("READONLY") || e.starts_with("LOADING") {
-        return Err(ConnError::Moved);
-    }
-    Ok(())
+    moved_if_read_only(e)
 }
 
 /// One round: set a count, and count it down, each count-down logged as sent before it is.
@@ -440,17 +436,9 @@ fn wait(shared: &Shared, latches: &Latches, latch: usize, waiter: usize, mut rng
             thread::sleep(Duration::from_millis(rng.below(if open { 30 } else { 5 })));
             Ok(())
         })();
-        match result {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                drop_connection(shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("{who} on {key}: {e}"));
-                drop_connection(shared, &mut conn);
-            }
-        }
+        after_cycle(shared, &mut conn, result, None, || {
+            format!("{who} on {key}")
+        });
     }
     drop_connection(shared, &mut conn);
 }

@@ -41,11 +41,12 @@ use rlock_module_tests::redisson::{
 };
 
 use crate::capacity::{self, Account, Ledger, PermitHistory, PermitHold, CLOCK_SLACK};
-use crate::resp::{encode, since_epoch, Conn, ConnError, Frame, Journal};
+use crate::resp::{encode, refs, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged_always, connection, drop_connection, error_reply, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged_always, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
+    error_reply, moved_if_read_only, not_granted, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -273,18 +274,13 @@ pub fn client(
                 (true, Kind::Leased) => cycle.redisson_lease(c),
             }
         });
-        match result {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("semaphore connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("semaphore client {owner} on {key}: {e}"));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("semaphore connection lost or moved"),
+            || format!("semaphore client {owner} on {key}"),
+        );
     }
     drop_connection(&shared, &mut conn);
     history
@@ -365,13 +361,7 @@ impl Cycle<'_> {
     /// An error reply: counted if a fault explains it; `Moved` if the server stopped
     /// taking writes (the client goes to the primary again).
     fn failed(&self, c: &mut Conn, what: &str, e: &str) -> Result<(), ConnError> {
-        error_reply(self.shared, &self.key, what, e);
-        c.take_timeline();
-        c.check_in_step()?;
-        if e.starts_with("READONLY") || e.starts_with("LOADING") {
-            return Err(ConnError::Moved);
-        }
-        Ok(())
+        acquire_failed(self.shared, c, &self.key, what, e)
     }
 
     fn unexpected(&self, c: &mut Conn, what: &str, reply: &Frame) -> Result<(), ConnError> {
@@ -381,6 +371,43 @@ impl Cycle<'_> {
         ));
         c.take_timeline();
         c.check_in_step()
+    }
+
+    /// Redisson's `tryAcquire` (`try_once`: its script, once), tried every 5 ms until
+    /// `give_up` while `granted` says not yet (`Some(false)`). When the try it says took
+    /// the permits (`Some(true)`) was sent and answered; `None` when the cycle is over
+    /// (given up, an error reply, another reply). Counted as `redisson {name} ...`; a
+    /// reply neither says reported as Redisson's `{what}tryAcquire`.
+    fn poll(
+        &self,
+        c: &mut Conn,
+        (name, what): (&str, &str),
+        give_up: Instant,
+        granted: impl Fn(&Frame) -> Option<bool>,
+        mut try_once: impl FnMut(&Self, &mut Conn) -> Result<Frame, ConnError>,
+    ) -> Result<Option<(Instant, Instant)>, ConnError> {
+        loop {
+            self.shared.count(&format!("redisson {name} tryAcquire"));
+            let sent = Instant::now();
+            match try_once(self, c)? {
+                f if granted(&f) == Some(true) => return Ok(Some((sent, Instant::now()))),
+                f if granted(&f) == Some(false) => {
+                    if Instant::now() >= give_up {
+                        let gave_up = format!("redisson {name} gave up");
+                        return not_granted(self.shared, c, &gave_up).map(|()| None);
+                    }
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Frame::Error(e) => {
+                    let what = format!("redisson {name} tryAcquire");
+                    return self.failed(c, &what, &e).map(|()| None);
+                }
+                other => {
+                    let what = format!("Redisson's {what}tryAcquire");
+                    return self.unexpected(c, &what, &other).map(|()| None);
+                }
+            }
+        }
     }
 
     /// A fresh connection for a resend, and the resend's outcome.
@@ -515,17 +542,7 @@ impl Cycle<'_> {
             args.extend([&b"REQ"[..], id.as_bytes()]);
         }
         self.shared.count("sem acquire");
-        if block.is_some() {
-            self.shared
-                .waiting
-                .lock()
-                .unwrap()
-                .insert(c.id, key.clone());
-        }
-        c.start_timeline();
-        let sent = Instant::now();
-        let reply = c.call(&args);
-        self.shared.waiting.lock().unwrap().remove(&c.id);
+        let (sent, reply) = blocking_call(self.shared, c, &key, block.is_some(), &args);
         let reply = match reply {
             Err(ConnError::Io(e)) => {
                 let timeline = c.take_timeline();
@@ -536,11 +553,7 @@ impl Cycle<'_> {
         };
         match reply {
             Frame::Int(1) => {}
-            f if f.is_null() => {
-                self.shared.count("sem acquire null");
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            f if f.is_null() => return not_granted(self.shared, c, "sem acquire null"),
             Frame::Error(e) => return self.failed(c, "sem acquire", &e),
             other => return self.unexpected(c, "RSEM.ACQUIRE", &other),
         }
@@ -600,16 +613,8 @@ impl Cycle<'_> {
     ) -> Result<(), ConnError> {
         self.shared
             .count("sem connection cut while holding: released elsewhere");
-        let key = self.key.clone();
-        let id = format!("{}-r", self.owner);
-        let weight_text = weight.to_string();
-        let mut args: Vec<&[u8]> = vec![b"RSEM.RELEASE", key.as_bytes()];
-        if explicit || weight > 1 {
-            args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
-        }
-        if self.shared.req {
-            args.extend([&b"REQ"[..], id.as_bytes()]);
-        }
+        let owned = self.release_args(weight, explicit);
+        let args = refs(&owned);
         let first = Instant::now();
         if self.shared.req {
             self.resend_release(&args, weight, first, false);
@@ -618,6 +623,19 @@ impl Cycle<'_> {
         }
         self.record(weight, asked, start, first, for_sure, c.take_timeline());
         Err(e)
+    }
+
+    /// `RSEM.RELEASE` of `weight` permits (`PERMITS` named if `explicit` or more than
+    /// one), with the cycle's release `REQ` id where the server takes one.
+    fn release_args(&self, weight: u64, explicit: bool) -> Vec<Vec<u8>> {
+        let mut args = vec![b"RSEM.RELEASE".to_vec(), self.key.as_bytes().to_vec()];
+        if explicit || weight > 1 {
+            args.extend([b"PERMITS".to_vec(), weight.to_string().into_bytes()]);
+        }
+        if self.shared.req {
+            args.extend([b"REQ".to_vec(), format!("{}-r", self.owner).into_bytes()]);
+        }
+        args
     }
 
     /// Records a hold of plain permits; one whose grant the replica may not have is not
@@ -758,15 +776,8 @@ impl Cycle<'_> {
         explicit: bool,
     ) -> (Instant, Result<(), ConnError>) {
         let key = self.key.clone();
-        let id = format!("{}-r", self.owner);
-        let weight_text = weight.to_string();
-        let mut args: Vec<&[u8]> = vec![b"RSEM.RELEASE", key.as_bytes()];
-        if explicit || weight > 1 {
-            args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
-        }
-        if self.shared.req {
-            args.extend([&b"REQ"[..], id.as_bytes()]);
-        }
+        let owned = self.release_args(weight, explicit);
+        let args = refs(&owned);
         self.shared.count("sem release");
         let first = Instant::now();
         let reply = if self.rng.chance(20) {
@@ -806,8 +817,7 @@ impl Cycle<'_> {
             }
             Ok(Frame::Error(e)) => {
                 error_reply(self.shared, &key, "sem release", &e);
-                let moved = e.starts_with("READONLY") || e.starts_with("LOADING");
-                (false, if moved { Err(ConnError::Moved) } else { Ok(()) })
+                (false, moved_if_read_only(&e))
             }
             Ok(other) => {
                 self.shared
@@ -990,17 +1000,7 @@ impl Cycle<'_> {
             args.extend([&b"REQ"[..], id.as_bytes()]);
         }
         self.shared.count("sem lease");
-        if block.is_some() {
-            self.shared
-                .waiting
-                .lock()
-                .unwrap()
-                .insert(c.id, key.clone());
-        }
-        c.start_timeline();
-        let sent = Instant::now();
-        let reply = c.call(&args);
-        self.shared.waiting.lock().unwrap().remove(&c.id);
+        let (sent, reply) = blocking_call(self.shared, c, &key, block.is_some(), &args);
         let ids: Vec<String> = match reply? {
             Frame::Array(Some(items)) => {
                 let ids: Vec<String> = items.iter().filter_map(Frame::text).collect();
@@ -1016,11 +1016,7 @@ impl Cycle<'_> {
                 }
                 ids
             }
-            f if f.is_null() => {
-                self.shared.count("sem lease null");
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            f if f.is_null() => return not_granted(self.shared, c, "sem lease null"),
             Frame::Error(e) => return self.failed(c, "sem lease", &e),
             other => return self.unexpected(c, "RSEM.LEASE", &other),
         };
@@ -1149,35 +1145,24 @@ impl Cycle<'_> {
         let key = self.key.clone();
         let give_up = Instant::now() + Duration::from_millis(self.rng.range(20, 1500));
         c.start_timeline();
-        let (sent, start) = loop {
-            self.shared.count("redisson sem tryAcquire");
-            let sent = Instant::now();
-            let reply = self.script(
+        let granted = |f: &Frame| match f {
+            Frame::Int(n @ (0 | 1)) => Some(*n == 1),
+            _ => None,
+        };
+        let polled = self.poll(c, ("sem", ""), give_up, granted, |this, c| {
+            let reply = this.script(
                 c,
                 SEMAPHORE_TRY_ACQUIRE,
                 &[key.as_bytes()],
                 &[weight_text.as_bytes()],
             );
-            let reply = match reply {
-                Err(ConnError::Io(e)) => {
-                    self.doubt(Doubt::Leak(weight), "Redisson's tryAcquire cut by a fault");
-                    return Err(ConnError::Io(e));
-                }
-                other => other?,
-            };
-            match reply {
-                Frame::Int(1) => break (sent, Instant::now()),
-                Frame::Int(0) => {
-                    if Instant::now() >= give_up {
-                        self.shared.count("redisson sem gave up");
-                        c.take_timeline();
-                        return c.check_in_step();
-                    }
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Frame::Error(e) => return self.failed(c, "redisson sem tryAcquire", &e),
-                other => return self.unexpected(c, "Redisson's tryAcquire", &other),
+            if let Err(ConnError::Io(_)) = &reply {
+                this.doubt(Doubt::Leak(weight), "Redisson's tryAcquire cut by a fault");
             }
+            reply
+        })?;
+        let Some((sent, start)) = polled else {
+            return Ok(());
         };
         self.shared.count("redisson sem grant");
         // A connection cut from here on still gives the permits back, from fresh ones.
@@ -1239,10 +1224,7 @@ impl Cycle<'_> {
                 if !done {
                     self.doubt(Doubt::Leak(weight), "Redisson's release never ran");
                 }
-                match e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    true => Err(ConnError::Moved),
-                    false => Ok(()),
-                }
+                moved_if_read_only(&e)
             }
             Ok(other) => {
                 self.shared
@@ -1277,9 +1259,12 @@ impl Cycle<'_> {
         let weight_text = weight.to_string();
         let give_up = Instant::now() + Duration::from_millis(self.rng.range(20, 1500));
         c.start_timeline();
-        let (sent, start) = loop {
-            self.shared.count("redisson permit tryAcquire");
-            let sent = Instant::now();
+        let granted = |f: &Frame| match f {
+            f if f.text().as_deref() == Some("OK") => Some(true),
+            f if f.is_null() || matches!(f, Frame::Bulk(Some(_)) | Frame::Int(_)) => Some(false),
+            _ => None,
+        };
+        let polled = self.poll(c, ("permit", "permit "), give_up, granted, |this, c| {
             let now = unix_ms();
             let (deadline, now) = ((now + lease as i64).to_string(), now.to_string());
             let mut argv: Vec<&[u8]> = vec![
@@ -1290,25 +1275,15 @@ impl Cycle<'_> {
                 publish,
             ];
             argv.extend(ids.iter().map(Vec::as_slice));
-            let reply = self.script(
+            this.script(
                 c,
                 PERMIT_TRY_ACQUIRE,
                 &[key.as_bytes(), zset.as_bytes(), &channel],
                 &argv,
-            )?;
-            match reply {
-                f if f.text().as_deref() == Some("OK") => break (sent, Instant::now()),
-                f if f.is_null() || matches!(f, Frame::Bulk(Some(_)) | Frame::Int(_)) => {
-                    if Instant::now() >= give_up {
-                        self.shared.count("redisson permit gave up");
-                        c.take_timeline();
-                        return c.check_in_step();
-                    }
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Frame::Error(e) => return self.failed(c, "redisson permit tryAcquire", &e),
-                other => return self.unexpected(c, "Redisson's permit tryAcquire", &other),
-            }
+            )
+        })?;
+        let Some((sent, start)) = polled else {
+            return Ok(());
         };
         self.shared.count("redisson permit grant");
         let granted_for_sure = acknowledged_always(self.shared, c)?;

@@ -16,7 +16,9 @@ use rlock_module_tests::unlock_channel;
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
-use crate::workload::{connection, drop_connection, error_reply, Shared};
+use crate::workload::{
+    after_cycle, connection, drop_connection, error_reply, not_granted, try_failed, Shared,
+};
 
 /// Unlock messages heard, and the condition a waiting client sleeps on.
 type Wakeups = Arc<(Mutex<u64>, Condvar)>;
@@ -39,18 +41,14 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
             thread::sleep(Duration::from_millis(20));
             continue;
         };
-        match cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history) {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("redisson connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("redisson client r{index} on {lock}: {e}"));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        let result = cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history);
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("redisson connection lost or moved"),
+            || format!("redisson client r{index} on {lock}"),
+        );
     }
     drop_connection(&shared, &mut conn);
     let _ = listener.join();
@@ -90,29 +88,14 @@ fn cycle(
             Frame::Int(ttl) => {
                 let now = Instant::now();
                 if now >= give_up {
-                    shared.count("redisson gave up");
-                    c.take_timeline();
-                    return c.check_in_step();
+                    return not_granted(shared, c, "redisson gave up");
                 }
                 let wait = (give_up - now).min(Duration::from_millis(ttl.clamp(1, 1000) as u64));
                 let (count, condvar) = &**wakeups;
                 let guard = count.lock().unwrap();
                 let _ = condvar.wait_timeout_while(guard, wait, |n| *n == heard);
             }
-            Frame::Error(e) => {
-                error_reply(shared, lock, "redisson tryLock", &e);
-                c.take_timeline();
-                return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    Err(ConnError::Moved)
-                } else {
-                    c.check_in_step()
-                };
-            }
-            other => {
-                shared.violation(format!("redisson tryLock replied {other:?}"));
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            other => return try_failed(shared, c, lock, "redisson tryLock", other),
         }
     };
     shared.count("redisson grant");

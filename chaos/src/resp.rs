@@ -129,6 +129,11 @@ static MARKERS: AtomicU64 = AtomicU64::new(1);
 /// The zero of the times in timelines and reports.
 static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
+/// Owned arguments as the slices `Conn::call` takes.
+pub fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
 /// `at` as seconds since the run began, for reports.
 pub fn since_epoch(at: Instant) -> String {
     format!("{:.3}s", at.saturating_duration_since(*EPOCH).as_secs_f64())
@@ -319,9 +324,8 @@ impl Conn {
 mod tests {
     use super::*;
 
-    #[test]
-    fn frames_parse_whole_or_not_at_all() {
-        let all = b"+OK\r\n-ERR x\r\n:42\r\n$3\r\nabc\r\n$-1\r\n*2\r\n:1\r\n$0\r\n\r\n";
+    /// Every frame in `all`, which holds whole frames only.
+    fn parse_all(all: &[u8]) -> Vec<Frame> {
         let mut at = 0;
         let mut frames = Vec::new();
         while let Some((f, used)) = parse(&all[at..]).unwrap() {
@@ -329,6 +333,13 @@ mod tests {
             at += used;
         }
         assert_eq!(at, all.len());
+        frames
+    }
+
+    #[test]
+    fn frames_parse_whole_or_not_at_all() {
+        let all = b"+OK\r\n-ERR x\r\n:42\r\n$3\r\nabc\r\n$-1\r\n*2\r\n:1\r\n$0\r\n\r\n";
+        let frames = parse_all(all);
         assert_eq!(frames[0], Frame::Simple("OK".into()));
         assert_eq!(frames[1], Frame::Error("ERR x".into()));
         assert_eq!(frames[2], Frame::Int(42));
@@ -353,13 +364,7 @@ mod tests {
     fn resp3_frames_read_in_resp2_shapes() {
         let all =
             b"_\r\n#t\r\n,1.5\r\n=7\r\ntxt:abc\r\n%1\r\n+k\r\n:2\r\n~1\r\n:3\r\n!3\r\nERR\r\n";
-        let mut at = 0;
-        let mut frames = Vec::new();
-        while let Some((f, used)) = parse(&all[at..]).unwrap() {
-            frames.push(f);
-            at += used;
-        }
-        assert_eq!(at, all.len());
+        let frames = parse_all(all);
         assert!(frames[0].is_null());
         assert_eq!(frames[1], Frame::Int(1));
         assert_eq!(frames[2], Frame::Simple("1.5".into()));

@@ -266,27 +266,16 @@ fn warm_baseline(
     locks: &[String],
     rng: &mut Rng,
 ) -> (i64, BTreeMap<String, i64>) {
-    let clients = options.clients;
     let original_primary = topology.primary.port;
     let shared = Arc::new(Shared::new(topology.primary.port, req));
-    let mut threads: Vec<_> = (0..clients)
-        .map(|index| {
-            let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
-            thread::spawn(move || workload::client(shared, index, rng, locks))
-        })
-        .collect();
-    for index in 0..redisson_clients(options) {
-        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
-        threads.push(thread::spawn(move || {
-            redisson::client(shared, index, rng, locks)
-        }));
-    }
-    threads.extend(spawn_read_write_clients(&shared, options, rng));
-    let extras = Extras::spawn(&shared, rng, "warm-");
-    let scratch = {
-        let (shared, rng) = (shared.clone(), rng.fork());
-        thread::spawn(move || workload::scratch(shared, rng))
-    };
+    let (threads, extras, scratch) = spawn_load(
+        &shared,
+        options,
+        locks,
+        redisson_clients(options),
+        rng,
+        "warm-",
+    );
     let faults: Vec<Fault> = options
         .faults
         .iter()
@@ -347,6 +336,42 @@ pub fn spawn_read_write_clients(
     threads
 }
 
+/// The load's threads, each with its own fork of `rng` (in this order): the module's
+/// lock clients, `redisson` Redisson-style ones, the read-write clients; the semaphore
+/// and latch clients (`Extras`, keys tagged `tag`); the scratch client.
+fn spawn_load(
+    shared: &Arc<Shared>,
+    options: &Options,
+    locks: &[String],
+    redisson: usize,
+    rng: &mut Rng,
+    tag: &str,
+) -> (
+    Vec<thread::JoinHandle<History>>,
+    Extras,
+    thread::JoinHandle<()>,
+) {
+    let mut threads: Vec<_> = (0..options.clients)
+        .map(|index| {
+            let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
+            thread::spawn(move || workload::client(shared, index, rng, locks))
+        })
+        .collect();
+    for index in 0..redisson {
+        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.to_vec());
+        threads.push(thread::spawn(move || {
+            redisson::client(shared, index, rng, locks)
+        }));
+    }
+    threads.extend(spawn_read_write_clients(shared, options, rng));
+    let extras = Extras::spawn(shared, rng, tag);
+    let scratch = {
+        let (shared, rng) = (shared.clone(), rng.fork());
+        thread::spawn(move || workload::scratch(shared, rng))
+    };
+    (threads, extras, scratch)
+}
+
 /// How often the unplanned phase kills its primary.
 const PROMOTE_EVERY: Duration = Duration::from_millis(2000);
 
@@ -386,30 +411,12 @@ fn run_phase(
         }
         Arc::new(shared)
     };
-    let mut threads = Vec::new();
-    for index in 0..options.clients {
-        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
-        threads.push(thread::spawn(move || {
-            workload::client(shared, index, rng, locks)
-        }));
-    }
     // Redisson's lock clients do not acknowledge their grants: not beside promotions.
     let redisson = match phase {
         Phase::Unplanned => 0,
         _ => redisson_clients(options),
     };
-    for index in 0..redisson {
-        let (shared, rng, locks) = (shared.clone(), rng.fork(), locks.clone());
-        threads.push(thread::spawn(move || {
-            redisson::client(shared, index, rng, locks)
-        }));
-    }
-    threads.extend(spawn_read_write_clients(&shared, options, &mut rng));
-    let extras = Extras::spawn(&shared, &mut rng, "");
-    let scratch = {
-        let (shared, rng) = (shared.clone(), rng.fork());
-        thread::spawn(move || workload::scratch(shared, rng))
-    };
+    let (threads, extras, scratch) = spawn_load(&shared, options, &locks, redisson, &mut rng, "");
     let faults: Vec<Fault> = options
         .faults
         .iter()
@@ -438,7 +445,6 @@ fn run_phase(
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
-    let mut history = History::default();
     // Back on the primary the baseline was taken on (after a coordinated failover).
     for _ in 0..5 {
         if phase == Phase::Unplanned || topology.primary.port == original_primary {
@@ -446,12 +452,7 @@ fn run_phase(
         }
         inject(Fault::Failover, &mut topology, &shared, &mut rng);
     }
-    for t in threads {
-        match t.join() {
-            Ok(h) => history.merge(h),
-            Err(_) => shared.violation("a client thread panicked".into()),
-        }
-    }
+    let mut history = workload::join_clients(&shared, threads);
     let extras = extras.join(&shared);
     if scratch.join().is_err() {
         shared.violation("the scratch client panicked".into());

@@ -16,7 +16,8 @@ use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::workload::{
-    acknowledged, connection, drop_connection, error_reply, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
+    error_reply, not_granted, try_failed, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The read-write locks of a run: apart from the reentrant ones, since a key is one or
@@ -50,18 +51,13 @@ pub fn client(
             false => module_cycle(&shared, c, &lock, &owner, write, &mut rng, &mut history),
             true => redisson_cycle(&shared, c, &lock, &owner, write, &mut rng, &mut history),
         };
-        match result {
-            Ok(()) => {}
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("rw connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("rw client {owner} on {lock}: {e}"));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("rw connection lost or moved"),
+            || format!("rw client {owner} on {lock}"),
+        );
     }
     drop_connection(&shared, &mut conn);
     history
@@ -109,34 +105,11 @@ fn module_cycle(
         args.extend([&b"REQ"[..], id.as_bytes()]);
     }
     shared.count("rw acquire");
-    if block.is_some() {
-        shared
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(c.id, lock.to_string());
-    }
-    c.start_timeline();
-    let sent = Instant::now();
-    let reply = c.call(&args);
-    shared.waiting.lock().unwrap().remove(&c.id);
+    let (sent, reply) = blocking_call(shared, c, lock, block.is_some(), &args);
     match reply? {
         Frame::Int(1) => {}
-        Frame::Bulk(None) => {
-            shared.count("rw acquire null");
-            c.take_timeline();
-            return c.check_in_step();
-        }
-        Frame::Error(e) => {
-            error_reply(shared, lock, "rw acquire", &e);
-            c.take_timeline();
-            c.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
-        }
+        Frame::Bulk(None) => return not_granted(shared, c, "rw acquire null"),
+        Frame::Error(e) => return acquire_failed(shared, c, lock, "rw acquire", &e),
         other => {
             shared.violation(format!("{owner}: rw acquire replied {other:?}"));
             c.take_timeline();
@@ -273,26 +246,11 @@ fn redisson_cycle(
             Frame::Bulk(None) => break (sent, Instant::now()),
             Frame::Int(ttl) => {
                 if Instant::now() >= give_up {
-                    shared.count("redisson rw gave up");
-                    c.take_timeline();
-                    return c.check_in_step();
+                    return not_granted(shared, c, "redisson rw gave up");
                 }
                 thread::sleep(Duration::from_millis(ttl.clamp(1, 20) as u64));
             }
-            Frame::Error(e) => {
-                error_reply(shared, lock, "redisson rw tryLock", &e);
-                c.take_timeline();
-                return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                    Err(ConnError::Moved)
-                } else {
-                    c.check_in_step()
-                };
-            }
-            other => {
-                shared.violation(format!("redisson rw tryLock replied {other:?}"));
-                c.take_timeline();
-                return c.check_in_step();
-            }
+            other => return try_failed(shared, c, lock, "redisson rw tryLock", other),
         }
     };
     shared.count(if write {

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::history::{Force, History, Hold};
-use crate::resp::{Conn, ConnError, Frame};
+use crate::resp::{refs, Conn, ConnError, Frame};
 use crate::rng::Rng;
 
 /// The longest a reply may take: BLOCK (at most 1.5 s) plus the longest fault
@@ -211,10 +211,6 @@ impl Call {
     }
 }
 
-fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
-    args.iter().map(Vec::as_slice).collect()
-}
-
 /// One client: a thread that acquires, works, renews, re-enters and releases, until
 /// `stop`. Returns the holds it saw.
 pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String>) -> History {
@@ -250,20 +246,13 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
         } else {
             cycle(&shared, c, &call, &mut rng, &mut history)
         };
-        match result {
-            Ok(()) => {}
-            // The server turned replica (FAILOVER) or is loading (a restart): find the
-            // primary again.
-            Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
-                shared.count("connection lost or moved");
-                drop_connection(&shared, &mut conn);
-                thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                shared.violation(format!("client c{index} on {}: {e}", call.lock));
-                drop_connection(&shared, &mut conn);
-            }
-        }
+        after_cycle(
+            &shared,
+            &mut conn,
+            result,
+            Some("connection lost or moved"),
+            || format!("client c{index} on {}", call.lock),
+        );
     }
     drop_connection(&shared, &mut conn);
     history
@@ -292,6 +281,122 @@ pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     if let Some(c) = conn.take() {
         shared.live.lock().unwrap().retain(|id| *id != c.id);
     }
+}
+
+/// The holds of every client thread, once they stopped; a thread that panicked is a
+/// violation.
+pub fn join_clients(shared: &Shared, threads: Vec<thread::JoinHandle<History>>) -> History {
+    let mut history = History::default();
+    for t in threads {
+        match t.join() {
+            Ok(h) => history.merge(h),
+            Err(_) => shared.violation("a client thread panicked".into()),
+        }
+    }
+    history
+}
+
+/// `Moved` if an error reply says the server takes no writes (it turned replica, or is
+/// loading after a restart): the client goes to the primary again.
+pub fn moved_if_read_only(e: &str) -> Result<(), ConnError> {
+    if e.starts_with("READONLY") || e.starts_with("LOADING") {
+        return Err(ConnError::Moved);
+    }
+    Ok(())
+}
+
+/// A cycle that took nothing (no grant, or a wait given up): counted as `what`, its
+/// timeline dropped, the step checked in.
+pub fn not_granted(shared: &Shared, c: &mut Conn, what: &str) -> Result<(), ConnError> {
+    shared.count(what);
+    c.take_timeline();
+    c.check_in_step()
+}
+
+/// An acquire's error reply: counted if a fault explains it (see `error_reply`), the
+/// timeline dropped and the step checked in; `Moved` if the server takes no writes.
+pub fn acquire_failed(
+    shared: &Shared,
+    c: &mut Conn,
+    lock: &str,
+    what: &str,
+    e: &str,
+) -> Result<(), ConnError> {
+    error_reply(shared, lock, what, e);
+    c.take_timeline();
+    c.check_in_step()?;
+    moved_if_read_only(e)
+}
+
+/// A Redisson try answered neither with the lock nor with a wait: an error reply is
+/// counted if a fault explains it (see `error_reply`), any other reply is a violation;
+/// the timeline is dropped, and the step checked in unless the server takes no writes.
+pub fn try_failed(
+    shared: &Shared,
+    c: &mut Conn,
+    lock: &str,
+    what: &str,
+    reply: Frame,
+) -> Result<(), ConnError> {
+    match reply {
+        Frame::Error(e) => {
+            error_reply(shared, lock, what, &e);
+            c.take_timeline();
+            moved_if_read_only(&e)?;
+        }
+        other => {
+            shared.violation(format!("{what} replied {other:?}"));
+            c.take_timeline();
+        }
+    }
+    c.check_in_step()
+}
+
+/// What a client does after one cycle: a cut or moved connection (the server turned
+/// replica in a FAILOVER, or is loading after a restart) is dropped, counted as `lost`
+/// if named, and found again after a pause; any other error is a violation, told as
+/// `who` (with the connection dropped all the same).
+pub fn after_cycle(
+    shared: &Shared,
+    conn: &mut Option<Conn>,
+    result: Result<(), ConnError>,
+    lost: Option<&str>,
+    who: impl FnOnce() -> String,
+) {
+    match result {
+        Ok(()) => {}
+        Err(ConnError::Io(_)) | Err(ConnError::Moved) => {
+            if let Some(lost) = lost {
+                shared.count(lost);
+            }
+            drop_connection(shared, conn);
+            thread::sleep(Duration::from_millis(10));
+        }
+        Err(e) => {
+            shared.violation(format!("{}: {e}", who()));
+            drop_connection(shared, conn);
+        }
+    }
+}
+
+/// Sends an acquire that may block: while a `BLOCK` call is out, the connection is
+/// listed in `waiting` under `key` for faults to aim at. The timeline starts with the
+/// call. When it was sent, and the reply.
+pub fn blocking_call(
+    shared: &Shared,
+    c: &mut Conn,
+    key: &str,
+    blocks: bool,
+    args: &[&[u8]],
+) -> (Instant, Result<Frame, ConnError>) {
+    if blocks {
+        shared.waiting.lock().unwrap().insert(c.id, key.to_string());
+    }
+    c.start_timeline();
+    let sent = Instant::now();
+    let reply = c.call(args);
+    shared.waiting.lock().unwrap().remove(&c.id);
+    (sent, reply)
 }
 
 /// Checks an error reply: the ones faults explain are counted, others are violations.
@@ -328,17 +433,13 @@ fn cycle(
 ) -> Result<(), ConnError> {
     let args = call.acquire_args();
     shared.count("acquire");
-    if call.block_ms.is_some() {
-        shared
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(conn.id, call.lock.clone());
-    }
-    conn.start_timeline();
-    let sent = Instant::now();
-    let reply = conn.call(&refs(&args));
-    shared.waiting.lock().unwrap().remove(&conn.id);
+    let (sent, reply) = blocking_call(
+        shared,
+        conn,
+        &call.lock,
+        call.block_ms.is_some(),
+        &refs(&args),
+    );
     let reply = reply?;
     let token = match reply {
         Frame::Int(n) => {
@@ -357,11 +458,7 @@ fn cycle(
         Frame::Error(e) => {
             error_reply(shared, &call.lock, "acquire", &e);
             conn.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
+            return moved_if_read_only(&e);
         }
         other => {
             shared.violation(format!("acquire replied {other:?}"));
@@ -476,34 +573,11 @@ fn multi_cycle(
         args.push(b"SESSION");
     }
     shared.count("multi acquire");
-    if call.block_ms.is_some() {
-        shared
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(conn.id, call.lock.clone());
-    }
-    conn.start_timeline();
-    let sent = Instant::now();
-    let reply = conn.call(&args);
-    shared.waiting.lock().unwrap().remove(&conn.id);
+    let (sent, reply) = blocking_call(shared, conn, &call.lock, call.block_ms.is_some(), &args);
     match reply? {
         Frame::Int(2) => {}
-        Frame::Bulk(None) => {
-            shared.count("multi acquire null");
-            conn.take_timeline();
-            return conn.check_in_step();
-        }
-        Frame::Error(e) => {
-            error_reply(shared, &call.lock, "multi acquire", &e);
-            conn.take_timeline();
-            conn.check_in_step()?;
-            return if e.starts_with("READONLY") || e.starts_with("LOADING") {
-                Err(ConnError::Moved)
-            } else {
-                Ok(())
-            };
-        }
+        Frame::Bulk(None) => return not_granted(shared, conn, "multi acquire null"),
+        Frame::Error(e) => return acquire_failed(shared, conn, &call.lock, "multi acquire", &e),
         other => {
             shared.violation(format!("{}: multi acquire replied {other:?}", call.owner));
             conn.take_timeline();
@@ -741,9 +815,7 @@ pub fn scratch(shared: Arc<Shared>, mut rng: Rng) {
                 args.push(b"FAIR");
             }
             match c.call(&args)? {
-                Frame::Error(e) if e.starts_with("READONLY") || e.starts_with("LOADING") => {
-                    return Err(ConnError::Moved)
-                }
+                Frame::Error(e) if moved_if_read_only(&e).is_err() => return Err(ConnError::Moved),
                 Frame::Int(_) => {
                     shared.count("scratch grant");
                     thread::sleep(Duration::from_millis(5));
