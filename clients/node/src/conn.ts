@@ -1,0 +1,270 @@
+// The two drivers behind one small interface. rlock-client never sends a lock command on
+// the application's own connection: it opens its own from the client it is given
+// (`duplicate()`, same address, TLS, auth and database) with the settings lock traffic needs:
+// - no silent re-send: ioredis's `autoResendUnfulfilledCommands` re-sends what was in flight
+//   after a reconnect (a re-sent RLOCK.ACQUIRE re-enters, a re-sent release undoes someone's
+//   re-entry); node-redis rejects in-flight commands on a broken socket, which is what we want.
+//   Retries are this package's, with the same REQ id;
+// - no command or socket timeout on connections that wait in the server (`BLOCK`, `WAIT`):
+//   the wait's own deadline plus a margin is enforced here instead;
+// - RESP2, so replies have one shape whichever protocol the application picked.
+import { serverError, type Reply } from "./command.js";
+import { RlockError } from "./errors.js";
+
+export type DriverName = "ioredis" | "node-redis";
+
+export interface Conn {
+  call(args: string[]): Promise<Reply>;
+  /** Closes at once, replies in flight lost (the server forgets a closed connection's waits). */
+  destroy(): void;
+  /** Closes after the replies in flight. */
+  quit(): Promise<void>;
+  /** Resolves when the connection has closed, for whatever reason. */
+  readonly closed: Promise<void>;
+  readonly isOpen: boolean;
+}
+
+export interface Subscriber {
+  subscribe(channel: string): Promise<void>;
+  unsubscribe(channel: string): Promise<void>;
+  onMessage(fn: (channel: string, message: string) => void): void;
+  quit(): Promise<void>;
+}
+
+export interface Driver {
+  readonly name: DriverName;
+  readonly db: number;
+  /** `reconnect`: the shared connection reconnects by itself after a break (nothing re-sent); dedicated ones do not. */
+  open(reconnect: boolean): Promise<Conn>;
+  subscriber(): Promise<Subscriber>;
+}
+
+/** Whether an error is a reply from the server (as opposed to a broken connection or a timeout). */
+export function isServerError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  if (e.name === "ReplyError") return true; // ioredis
+  for (let p = Object.getPrototypeOf(e); p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
+    if (p.constructor?.name === "ErrorReply") return true; // node-redis
+  }
+  return false;
+}
+
+function convert(e: unknown): unknown {
+  if (isServerError(e)) return serverError((e as Error).message);
+  return e;
+}
+
+function normalize(v: unknown): Reply {
+  if (Buffer.isBuffer(v)) return v.toString("utf8");
+  if (Array.isArray(v)) return v.map(normalize);
+  if (typeof v === "bigint") return Number(v);
+  return v as Reply;
+}
+
+function isIoredis(c: any): boolean {
+  return typeof c?.call === "function" && typeof c?.duplicate === "function" && typeof c?.status === "string";
+}
+
+function isNodeRedis(c: any): boolean {
+  return typeof c?.sendCommand === "function" && typeof c?.duplicate === "function" && "isOpen" in c;
+}
+
+function isCluster(c: any): boolean {
+  return c?.isCluster === true || typeof c?.nodes === "function" || Array.isArray(c?.masters) || typeof c?.getSlotMaster === "function";
+}
+
+export function driverFor(client: unknown): Driver {
+  if (client === null || typeof client !== "object") {
+    throw new TypeError("Locks takes a node-redis v5 client (createClient()) or an ioredis client (new Redis())");
+  }
+  if (isCluster(client)) {
+    throw new TypeError("rlock-client 4.0.0 takes a client for one server; cluster clients are not supported yet");
+  }
+  if (isIoredis(client)) return new IoredisDriver(client);
+  if (isNodeRedis(client)) return new NodeRedisDriver(client);
+  throw new TypeError("Locks takes a node-redis v5 client (createClient()) or an ioredis client (new Redis())");
+}
+
+const quiet = () => {};
+
+class IoredisDriver implements Driver {
+  readonly name = "ioredis" as const;
+  readonly db: number;
+  constructor(private readonly client: any) {
+    this.db = Number(client.options?.db ?? 0);
+  }
+
+  private dup(reconnect: boolean, extra: object = {}): any {
+    return this.client.duplicate({
+      lazyConnect: true,
+      commandTimeout: undefined,
+      socketTimeout: undefined,
+      autoResendUnfulfilledCommands: false,
+      // A command in flight when the connection breaks fails at once (it is not kept to
+      // be re-sent); retries are ours, with the same REQ id.
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: true,
+      keyPrefix: undefined,
+      monitor: false,
+      connectionName: "rlock-client",
+      retryStrategy: reconnect ? (n: number) => Math.min(n * 50, 500) : () => null,
+      ...extra,
+    });
+  }
+
+  async open(reconnect: boolean): Promise<Conn> {
+    const c = this.dup(reconnect);
+    c.on("error", quiet);
+    let closedResolve!: () => void;
+    const closed = new Promise<void>((r) => (closedResolve = r));
+    c.on(reconnect ? "end" : "close", () => closedResolve());
+    await c.connect();
+    return {
+      call: (args) =>
+        c.call(...args).then(normalize, (e: unknown) => {
+          throw convert(e);
+        }),
+      destroy: () => c.disconnect(false),
+      quit: async () => {
+        await c.quit().catch(quiet);
+      },
+      closed,
+      get isOpen() {
+        return c.status === "ready" || c.status === "connect" || c.status === "connecting";
+      },
+    };
+  }
+
+  async subscriber(): Promise<Subscriber> {
+    const c = this.dup(true);
+    c.on("error", quiet);
+    await c.connect();
+    return {
+      subscribe: async (ch) => void (await c.subscribe(ch)),
+      unsubscribe: async (ch) => void (await c.unsubscribe(ch)),
+      onMessage: (fn) => c.on("message", (ch: string, m: string) => fn(String(ch), String(m))),
+      quit: async () => void (await c.quit().catch(quiet)),
+    };
+  }
+}
+
+class NodeRedisDriver implements Driver {
+  readonly name = "node-redis" as const;
+  readonly db: number;
+  constructor(private readonly client: any) {
+    this.db = Number(client.options?.database ?? 0);
+  }
+
+  private dup(reconnect: boolean): any {
+    const o = this.client.options ?? {};
+    return this.client.duplicate({
+      RESP: 2,
+      commandOptions: undefined,
+      disableOfflineQueue: false,
+      pingInterval: undefined,
+      clientSideCache: undefined,
+      name: "rlock-client",
+      socket: {
+        ...(o.socket ?? {}),
+        socketTimeout: undefined,
+        reconnectStrategy: reconnect ? (n: number) => Math.min(n * 50, 500) : false,
+      },
+    });
+  }
+
+  async open(reconnect: boolean): Promise<Conn> {
+    const c = this.dup(reconnect);
+    c.on("error", quiet);
+    let closedResolve!: () => void;
+    const closed = new Promise<void>((r) => (closedResolve = r));
+    c.on("end", () => closedResolve());
+    if (!reconnect) c.on("error", () => closedResolve());
+    await c.connect();
+    return {
+      call: (args) =>
+        c.sendCommand(args).then(normalize, (e: unknown) => {
+          throw convert(e);
+        }),
+      destroy: () => {
+        try {
+          c.destroy();
+        } catch {
+          /* closed already */
+        }
+        closedResolve();
+      },
+      quit: async () => {
+        try {
+          if (c.isOpen) await c.close();
+        } catch {
+          /* closed already */
+        }
+        closedResolve();
+      },
+      closed,
+      get isOpen() {
+        return c.isOpen;
+      },
+    };
+  }
+
+  async subscriber(): Promise<Subscriber> {
+    const c = this.dup(true);
+    c.on("error", quiet);
+    await c.connect();
+    let listener: (channel: string, message: string) => void = quiet;
+    return {
+      subscribe: (ch) => c.subscribe(ch, (m: string, channel: string) => listener(String(channel), String(m))),
+      unsubscribe: (ch) => c.unsubscribe(ch),
+      onMessage: (fn) => {
+        listener = fn;
+      },
+      quit: async () => {
+        try {
+          if (c.isOpen) await c.close();
+        } catch {
+          /* closed already */
+        }
+      },
+    };
+  }
+}
+
+/** The driver packages are optional peers: load the one asked for, or whichever is installed. */
+export async function clientFromUrl(url: string, options: UrlOptions = {}): Promise<{ client: any; driver: DriverName }> {
+  const want = options.driver;
+  const errors: unknown[] = [];
+  const order: DriverName[] = want ? [want] : ["node-redis", "ioredis"];
+  for (const name of order) {
+    try {
+      if (name === "node-redis") {
+        const mod: any = await import("redis");
+        const createClient = mod.createClient ?? mod.default?.createClient;
+        const socket: any = {};
+        if (options.tls) Object.assign(socket, { tls: true, ...options.tls });
+        const client = createClient({ url, ...(Object.keys(socket).length ? { socket } : {}) });
+        client.on("error", quiet);
+        return { client, driver: name };
+      }
+      const mod: any = await import("ioredis");
+      const Redis = mod.Redis ?? mod.default;
+      const tls = options.tls ?? (url.startsWith("rediss://") ? {} : undefined);
+      const client = new Redis(url, { lazyConnect: true, ...(tls ? { tls } : {}) });
+      client.on("error", quiet);
+      return { client, driver: name };
+    } catch (e) {
+      errors.push(e);
+    }
+  }
+  throw new RlockError(
+    `Locks.fromUrl needs the redis (node-redis v5) or ioredis package: npm install redis (or ioredis)`,
+    { cause: errors[0] },
+  );
+}
+
+export interface UrlOptions {
+  /** Which driver to use; default node-redis (`redis`) when installed, else ioredis. */
+  driver?: DriverName;
+  /** TLS options (`ca`, `cert`, `key`, `servername`, `rejectUnauthorized`) for `rediss://`. */
+  tls?: { ca?: string | Buffer | Array<string | Buffer>; cert?: string | Buffer; key?: string | Buffer; servername?: string; rejectUnauthorized?: boolean };
+}

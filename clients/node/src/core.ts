@@ -1,0 +1,278 @@
+// What every synchronizer shares: the shared connection (short commands, resent once with
+// the same REQ id when the connection broke), the pool of dedicated connections for calls
+// that wait in the server, the watchdog, the keyspace-event follower and the replica count.
+import { randomUUID } from "node:crypto";
+import * as command from "./command.js";
+import type { Reply } from "./command.js";
+import { isServerError, type Conn, type Driver, type Subscriber } from "./conn.js";
+import { RlockError } from "./errors.js";
+import { Watchdog } from "./watchdog.js";
+
+export interface CoreOptions {
+  watchdogLease: number;
+  syncTimeout: number;
+  responseTimeout: number;
+  idleConnections: number;
+}
+
+/** How long a reply may take beyond the wait it was asked to wait in the server. */
+export const WAIT_MARGIN = 5000;
+/** How long a call waits for the shared connection to come back before it resends. */
+const RESEND_AFTER = 100;
+
+class TimeoutError extends RlockError {}
+
+/** A call given up on (cancelled or past its deadline) after the server may have granted it: what to give back. */
+export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
+
+interface Dedicated {
+  conn: Conn;
+  id: number;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  if (!Number.isFinite(ms)) return p;
+  let t: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, rej) => {
+    t = setTimeout(() => rej(new TimeoutError(`${what}: no reply within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
+
+export class Core {
+  readonly clientId = randomUUID();
+  private nextOwner = 1;
+  private shared: Promise<Conn> | undefined;
+  private readonly idle: Dedicated[] = [];
+  readonly watchdog: Watchdog;
+  private replicas: { count: number; at: number } | undefined;
+  private replicaRead: Promise<number> | undefined;
+  private events: Promise<Subscriber | null> | undefined;
+  private readonly followed = new Set<string>();
+  private closed = false;
+  private readonly open = new Set<Conn>();
+
+  constructor(
+    readonly driver: Driver,
+    readonly options: CoreOptions,
+    private readonly ownsClient: (() => Promise<void>) | undefined,
+  ) {
+    this.watchdog = new Watchdog({
+      batch: (cmds, ms) => this.batch(cmds, ms),
+      follow: (key, on) => this.follow(key, on),
+    });
+  }
+
+  newOwner(): string {
+    return `${this.clientId}:${this.nextOwner++}`;
+  }
+
+  private check(): void {
+    if (this.closed) throw new RlockError("this Locks is closed");
+  }
+
+  conn(): Promise<Conn> {
+    this.check();
+    if (!this.shared) {
+      this.shared = this.driver.open(true).then(
+        (c) => {
+          this.open.add(c);
+          return c;
+        },
+        (e) => {
+          this.shared = undefined;
+          throw e;
+        },
+      );
+    }
+    return this.shared;
+  }
+
+  /** One command on the shared connection. */
+  async call(args: string[], timeout = this.options.responseTimeout): Promise<Reply> {
+    const c = await this.conn();
+    return withTimeout(c.call(args), timeout, args[0]!);
+  }
+
+  /** One command that carries a `REQ` id (or is harmless twice): sent once more, the same, if the connection broke before its reply came. */
+  async callOnce(args: string[]): Promise<Reply> {
+    try {
+      return await this.call(args);
+    } catch (e) {
+      if (isServerError(e) || e instanceof RlockError && !(e instanceof TimeoutError)) throw e;
+      await new Promise((r) => setTimeout(r, RESEND_AFTER));
+      return await this.call(args);
+    }
+  }
+
+  /** Commands sent together on the shared connection; each reply or error in its place. */
+  async batch(cmds: string[][], timeout = this.options.responseTimeout): Promise<Array<Reply | Error>> {
+    const c = await this.conn();
+    const all = Promise.all(cmds.map((a) => c.call(a).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+    return withTimeout(all, timeout, "pipeline");
+  }
+
+  private async take(): Promise<Dedicated> {
+    this.check();
+    const d = this.idle.pop();
+    if (d && d.conn.isOpen) return d;
+    if (d) d.conn.destroy();
+    const conn = await this.driver.open(false);
+    this.open.add(conn);
+    try {
+      const id = command.asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
+      return { conn, id };
+    } catch (e) {
+      conn.destroy();
+      this.open.delete(conn);
+      throw e;
+    }
+  }
+
+  private giveBack(d: Dedicated): void {
+    if (!this.closed && d.conn.isOpen && this.idle.length < this.options.idleConnections) this.idle.push(d);
+    else this.drop(d);
+  }
+
+  private drop(d: Dedicated): void {
+    d.conn.destroy();
+    this.open.delete(d.conn);
+  }
+
+  /**
+   * Commands that may wait in the server (`BLOCK`, `WAIT`), sent together on a dedicated
+   * connection. `waitMs` bounds the first command's wait (Infinity: forever); the replies
+   * must come within it plus a margin, whatever timeouts the application's client has.
+   *
+   * Given up (the signal aborts, or the deadline passes) while the server may hold the
+   * call, the server ends it: `CLIENT KILL ID` from the shared connection while this one
+   * still reads. A grant the server wrote before the kill is read here and `orphaned` gives
+   * it back; one not yet written when the connection went, the server gives back itself.
+   * Closing the socket from this side instead could lose the first kind: the server would
+   * count it delivered, and the hold would stay for its whole lease, held by nobody.
+   */
+  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+    signal?.throwIfAborted();
+    const d = await this.take();
+    if (signal?.aborted) {
+      this.giveBack(d);
+      throw signal.reason;
+    }
+    const replies = Promise.all(cmds.map((a) => d.conn.call(a).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+    let onAbort: (() => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const givenUp = new Promise<unknown>((resolve) => {
+      if (signal) {
+        onAbort = () => resolve(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+      const deadline = waitMs + this.options.syncTimeout + WAIT_MARGIN;
+      if (Number.isFinite(deadline)) {
+        timer = setTimeout(() => resolve(new TimeoutError(`no reply within the wait of ${waitMs} ms and a margin`)), deadline);
+      }
+    });
+    const first = await Promise.race([replies.then((r) => ({ r })), givenUp.then((reason) => ({ reason }))]);
+    if (onAbort) signal!.removeEventListener("abort", onAbort);
+    clearTimeout(timer);
+    if ("r" in first) {
+      if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
+      else if (pinIf?.(first.r)) {
+        // A SESSION hold lives as long as the connection that took it: kept out of the pool until released.
+        let done = false;
+        return { replies: first.r, unpin: () => { if (!done) { done = true; this.giveBack(d); } } };
+      } else this.giveBack(d);
+      return { replies: first.r };
+    }
+    // Given up: have the server end the call, read what it wrote, give back a grant.
+    let killed = false;
+    try {
+      await this.call(["CLIENT", "KILL", "ID", String(d.id)]);
+      killed = true;
+    } catch (e) {
+      // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
+      killed = !(e instanceof RlockError && e.code === "NOPERM");
+    }
+    if (!killed) this.drop(d);
+    const after = await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
+    this.drop(d);
+    if (after) await orphaned(after).catch(() => {});
+    throw first.reason;
+  }
+
+  /** Replicas attached to the server (`INFO replication`), read at most once a second. */
+  async replicaCount(): Promise<number> {
+    const now = Date.now();
+    if (this.replicas && now - this.replicas.at < 1000) return this.replicas.count;
+    if (!this.replicaRead) {
+      this.replicaRead = this.call(["INFO", "replication"])
+        .then((text) => {
+          const info = command.parseInfo(String(text));
+          const count = Number(info["connected_slaves"] ?? 0);
+          this.replicas = { count, at: Date.now() };
+          return count;
+        })
+        .finally(() => {
+          this.replicaRead = undefined;
+        });
+    }
+    if (this.replicas) {
+      this.replicaRead.catch(() => {}); // stale value now, fresh one for the next call
+      return this.replicas.count;
+    }
+    return this.replicaRead;
+  }
+
+  private follow(key: string, on: boolean): void {
+    if (on) this.followed.add(key);
+    else this.followed.delete(key);
+    void this.subscriber()
+      .then(async (sub) => {
+        if (!sub) return;
+        const channel = `__keyspace@${this.driver.db}__:${key}`;
+        if (on) await sub.subscribe(channel);
+        else if (!this.followed.has(key)) await sub.unsubscribe(channel);
+      })
+      .catch(() => {});
+  }
+
+  /** A pub/sub connection for keyspace events, opened only when the server sends them (`notify-keyspace-events` with `K` and `d`). */
+  private subscriber(): Promise<Subscriber | null> {
+    if (!this.events) {
+      this.events = (async () => {
+        let flags = "";
+        try {
+          const reply = await this.call(["CONFIG", "GET", "notify-keyspace-events"]);
+          flags = Array.isArray(reply) ? String(reply[1] ?? "") : "";
+        } catch {
+          return null; // CONFIG refused: renewals alone tell loss
+        }
+        if (!command.keyspaceEventsOn(flags) || this.closed) return null;
+        const sub = await this.driver.subscriber();
+        const prefix = `__keyspace@${this.driver.db}__:`;
+        sub.onMessage((channel, event) => {
+          if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
+          void this.watchdog.check(channel.slice(prefix.length));
+        });
+        return sub;
+      })().catch(() => null);
+    }
+    return this.events;
+  }
+
+  /** Whether keyspace events are followed (so a loss is told at once, not at the next renewal). */
+  async followsEvents(): Promise<boolean> {
+    return (await this.subscriber()) !== null;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.watchdog.close();
+    const sub = await this.events?.catch(() => null);
+    await sub?.quit();
+    for (const d of this.idle.splice(0)) this.drop(d);
+    await Promise.all([...this.open].map((c) => c.quit()));
+    this.open.clear();
+    await this.ownsClient?.();
+  }
+}

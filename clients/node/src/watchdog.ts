@@ -1,0 +1,212 @@
+// The watchdog: one timer per Locks renews every hold taken without a fixed lease, in one
+// batch per tick (renewals due within a sixth of a lease ride along with one due now), and
+// declares holds lost when a renewal is refused or their lease runs out. A keyspace event
+// that may have ended a hold (a force-release, a deletion, an expiry) makes it look at once.
+import * as command from "./command.js";
+import { LockLostError } from "./errors.js";
+import type { Reply, Side } from "./command.js";
+
+export interface Watched {
+  key: string;
+  owner: string;
+  side: Side | undefined;
+  /** A leased permit (`RSEM.RENEW key id`), not a lock hold. */
+  permit: boolean;
+}
+
+export class Entry implements Watched {
+  guards = 0;
+  validUntil = 0;
+  due = 0;
+  lastError: string | undefined;
+  readonly controller = new AbortController();
+  constructor(
+    readonly id: string,
+    readonly key: string,
+    readonly owner: string,
+    readonly side: Side | undefined,
+    readonly permit: boolean,
+    public lease: number,
+    public renew: boolean,
+  ) {}
+}
+
+export interface WatchdogHost {
+  /** Sends commands on the shared connection, at once (one round trip), with a deadline. */
+  batch(cmds: string[][], timeoutMs: number): Promise<Array<Reply | Error>>;
+  /** A key gained its first hold, or lost its last: follow its keyspace events, or stop. */
+  follow(key: string, on: boolean): void;
+}
+
+export class Watchdog {
+  private readonly entries = new Map<string, Entry>();
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private running = false;
+  /** Renewal batches sent, renewals sent: for tests and stats. */
+  batches = 0;
+  renewals = 0;
+
+  constructor(private readonly host: WatchdogHost) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private static id(w: Watched): string {
+    return `${w.permit ? "p" : "l"}\u0000${w.key}\u0000${w.owner}\u0000${w.side ?? ""}`;
+  }
+
+  /** Records a grant whose request was sent at `basis`; returns the entry every hold of it shares. */
+  register(w: Watched, lease: number, renew: boolean, basis: number): Entry {
+    const id = Watchdog.id(w);
+    let e = this.entries.get(id);
+    if (!e) {
+      e = new Entry(id, w.key, w.owner, w.side, w.permit, lease, renew);
+      this.entries.set(id, e);
+      if (!this.hasKey(w.key, e)) this.host.follow(w.key, true);
+    }
+    e.guards++;
+    e.lease = lease;
+    e.renew ||= renew;
+    e.validUntil = basis + lease - command.drift(lease);
+    e.due = basis + lease / 3;
+    this.schedule();
+    return e;
+  }
+
+  /** A hold of `e` is released: the last one takes the entry away. */
+  unregister(e: Entry): void {
+    if (this.entries.get(e.id) !== e) return;
+    if (--e.guards > 0) return;
+    this.remove(e);
+  }
+
+  private hasKey(key: string, except: Entry): boolean {
+    for (const o of this.entries.values()) if (o !== except && o.key === key) return true;
+    return false;
+  }
+
+  private remove(e: Entry): void {
+    this.entries.delete(e.id);
+    if (!this.hasKey(e.key, e)) this.host.follow(e.key, false);
+    this.schedule();
+  }
+
+  markLost(e: Entry, reason: string): void {
+    if (this.entries.get(e.id) !== e) return;
+    this.remove(e);
+    e.controller.abort(new LockLostError(e.key, reason));
+  }
+
+  renewed(e: Entry, basis: number): void {
+    if (this.entries.get(e.id) !== e) return;
+    e.validUntil = Math.max(e.validUntil, basis + e.lease - command.drift(e.lease));
+    e.due = basis + e.lease / 3;
+    e.lastError = undefined;
+    this.schedule();
+  }
+
+  /** A keyspace event says the key may have lost its holders: ask the server about each hold on it now. */
+  async check(key: string): Promise<void> {
+    const held = [...this.entries.values()].filter((e) => e.key === key && !e.permit);
+    if (held.length === 0) return;
+    const cmds = held.map((e) => ["HEXISTS", e.key, command.field(e.owner, e.side)]);
+    const replies = await this.host.batch(cmds, 2000).catch(() => null);
+    if (!replies) return;
+    held.forEach((e, i) => {
+      if (replies[i] === 0) this.markLost(e, "the server no longer has it: it was force-released, deleted or expired");
+    });
+  }
+
+  private schedule(): void {
+    let next = Infinity;
+    for (const e of this.entries.values()) {
+      next = Math.min(next, e.validUntil);
+      if (e.renew) next = Math.min(next, e.due);
+    }
+    if (this.running) return; // the tick reschedules when it ends
+    if (next === this.timerAt && this.timer) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = next;
+    if (next === Infinity) return;
+    this.timer = setTimeout(() => void this.tick(), Math.max(0, next - Date.now()));
+    this.timer.unref();
+  }
+
+  private expire(now: number): void {
+    for (const e of [...this.entries.values()]) {
+      if (e.validUntil > now) continue;
+      const reason = e.lastError
+        ? `lease ran out while renewals failed: ${e.lastError}`
+        : e.renew
+          ? "lease ran out before a renewal got through"
+          : `its lease of ${e.lease} ms ran out (taken with a fixed lease, which the watchdog does not renew; call renew() or leave the lease out)`;
+      this.markLost(e, reason);
+    }
+  }
+
+  private async tick(): Promise<void> {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    this.running = true;
+    try {
+      const now = Date.now();
+      this.expire(now);
+      const batch = [...this.entries.values()].filter((e) => e.renew && e.due <= now + e.lease / 6);
+      if (!batch.some((e) => e.due <= now)) return;
+      const limit = Math.max(50, Math.min(...batch.map((e) => e.lease / 3)));
+      const cmds = batch.map((e) =>
+        e.permit
+          ? ["RSEM.RENEW", e.key, e.owner, "LEASE", String(e.lease)]
+          : command.renew(e.key, e.owner, e.side, e.lease, command.requestId()),
+      );
+      this.batches++;
+      this.renewals += cmds.length;
+      const sent = Date.now();
+      // A lease that ends while the renewals are on their way is lost at its end.
+      const earliest = Math.min(...batch.map((e) => e.validUntil));
+      let endTimer: NodeJS.Timeout | undefined;
+      const ended = new Promise<null>((r) => {
+        endTimer = setTimeout(() => r(null), Math.max(0, earliest - Date.now()));
+      });
+      let replies: Array<Reply | Error> | null;
+      try {
+        replies = await Promise.race([this.host.batch(cmds, limit).catch((e: Error) => cmds.map(() => e)), ended]);
+      } finally {
+        clearTimeout(endTimer);
+      }
+      if (replies === null) {
+        this.expire(Date.now());
+        return;
+      }
+      const after = Date.now();
+      batch.forEach((e, i) => {
+        const r = replies![i];
+        if (r === 1) this.renewed(e, sent);
+        else if (r === 0)
+          this.markLost(
+            e,
+            e.permit
+              ? "the server refused the renewal: the lease ended, or the permit was given back or deleted"
+              : "the server refused the renewal: the lock expired, was deleted or was force-released",
+          );
+        else if (this.entries.get(e.id) === e) {
+          e.lastError = r instanceof Error ? r.message : `RENEW replied ${JSON.stringify(r)}`;
+          e.due = after + Math.min(1000, Math.max(20, e.lease / 10));
+        }
+      });
+    } finally {
+      this.running = false;
+      this.schedule();
+    }
+  }
+
+  /** Stops the timer; every hold still registered is told it is lost (the Locks closed). */
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    for (const e of [...this.entries.values()]) this.markLost(e, "the Locks was closed while it was held");
+  }
+}
