@@ -198,7 +198,7 @@ export class Server {
       c = createClient({ url: this.url, ...opts });
       c.on("error", () => {});
     } else {
-      c = new Redis(this.port, "127.0.0.1", { lazyConnect: true, ...opts });
+      c = new Redis({ host: "127.0.0.1", port: this.port, lazyConnect: true, ...opts });
       c.on("error", () => {});
     }
     this.clients.push(c);
