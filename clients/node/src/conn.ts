@@ -35,8 +35,8 @@ export interface Driver {
   readonly name: DriverName;
   readonly db: number;
   /** `reconnect`: the shared connection reconnects by itself after a break (nothing re-sent); dedicated ones do not. */
-  open(reconnect: boolean): Promise<Conn>;
-  subscriber(): Promise<Subscriber>;
+  open(reconnect: boolean, timeoutMs: number): Promise<Conn>;
+  subscriber(timeoutMs: number): Promise<Subscriber>;
 }
 
 /** Whether an error is a reply from the server (as opposed to a broken connection or a timeout). */
@@ -87,6 +87,28 @@ export function driverFor(client: unknown): Driver {
 
 const quiet = () => {};
 
+/** Connects, or gives up after `ms` (a wrong CA, a dead server) and closes what was started. */
+async function connectWithin(c: any, ms: number, close: () => void): Promise<void> {
+  let t: NodeJS.Timeout | undefined;
+  const lastError: { e?: unknown } = {};
+  c.on("error", (e: unknown) => (lastError.e = e));
+  try {
+    await Promise.race([
+      c.connect(),
+      new Promise((_, rej) => {
+        t = setTimeout(() => rej(new RlockError(`could not connect within ${ms} ms`, { cause: lastError.e })), ms);
+      }),
+    ]);
+  } catch (e) {
+    close();
+    // ioredis rejects with "Connection is closed."; the cause (a certificate refused...) came as an event.
+    if (lastError.e instanceof Error && !(e instanceof RlockError)) throw lastError.e;
+    throw e;
+  } finally {
+    clearTimeout(t);
+  }
+}
+
 class IoredisDriver implements Driver {
   readonly name = "ioredis" as const;
   readonly db: number;
@@ -112,13 +134,13 @@ class IoredisDriver implements Driver {
     });
   }
 
-  async open(reconnect: boolean): Promise<Conn> {
+  async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
     const closed = new Promise<void>((r) => (closedResolve = r));
     c.on(reconnect ? "end" : "close", () => closedResolve());
-    await c.connect();
+    await connectWithin(c, timeoutMs, () => c.disconnect(false));
     return {
       call: (args) =>
         c.call(...args).then(normalize, (e: unknown) => {
@@ -135,16 +157,24 @@ class IoredisDriver implements Driver {
     };
   }
 
-  async subscriber(): Promise<Subscriber> {
+  async subscriber(timeoutMs: number): Promise<Subscriber> {
     const c = this.dup(true);
     c.on("error", quiet);
-    await c.connect();
+    await connectWithin(c, timeoutMs, () => c.disconnect(false));
     return {
       subscribe: async (ch) => void (await c.subscribe(ch)),
       unsubscribe: async (ch) => void (await c.unsubscribe(ch)),
       onMessage: (fn) => c.on("message", (ch: string, m: string) => fn(String(ch), String(m))),
       quit: async () => void (await c.quit().catch(quiet)),
     };
+  }
+}
+
+function destroy(c: any): void {
+  try {
+    c.destroy();
+  } catch {
+    /* closed already */
   }
 }
 
@@ -172,14 +202,14 @@ class NodeRedisDriver implements Driver {
     });
   }
 
-  async open(reconnect: boolean): Promise<Conn> {
+  async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
     const closed = new Promise<void>((r) => (closedResolve = r));
     c.on("end", () => closedResolve());
     if (!reconnect) c.on("error", () => closedResolve());
-    await c.connect();
+    await connectWithin(c, timeoutMs, () => destroy(c));
     return {
       call: (args) =>
         c.sendCommand(args).then(normalize, (e: unknown) => {
@@ -208,10 +238,10 @@ class NodeRedisDriver implements Driver {
     };
   }
 
-  async subscriber(): Promise<Subscriber> {
+  async subscriber(timeoutMs: number): Promise<Subscriber> {
     const c = this.dup(true);
     c.on("error", quiet);
-    await c.connect();
+    await connectWithin(c, timeoutMs, () => destroy(c));
     let listener: (channel: string, message: string) => void = quiet;
     return {
       subscribe: (ch) => c.subscribe(ch, (m: string, channel: string) => listener(String(channel), String(m))),

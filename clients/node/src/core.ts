@@ -74,7 +74,7 @@ export class Core {
   conn(): Promise<Conn> {
     this.check();
     if (!this.shared) {
-      this.shared = this.driver.open(true).then(
+      this.shared = this.driver.open(true, this.options.responseTimeout).then(
         (c) => {
           this.open.add(c);
           return c;
@@ -117,7 +117,7 @@ export class Core {
     const d = this.idle.pop();
     if (d && d.conn.isOpen) return d;
     if (d) d.conn.destroy();
-    const conn = await this.driver.open(false);
+    const conn = await this.driver.open(false, this.options.responseTimeout);
     this.open.add(conn);
     try {
       const id = command.asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
@@ -247,7 +247,7 @@ export class Core {
           return null; // CONFIG refused: renewals alone tell loss
         }
         if (!command.keyspaceEventsOn(flags) || this.closed) return null;
-        const sub = await this.driver.subscriber();
+        const sub = await this.driver.subscriber(this.options.responseTimeout);
         const prefix = `__keyspace@${this.driver.db}__:`;
         sub.onMessage((channel, event) => {
           if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
