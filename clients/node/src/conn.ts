@@ -8,7 +8,7 @@
 // - no command or socket timeout on connections that wait in the server (`BLOCK`, `WAIT`):
 //   the wait's own deadline plus a margin is enforced here instead;
 // - RESP2, so replies have one shape whichever protocol the application picked.
-import { serverError, type Reply } from "./command.js";
+import { serverError, slotOf, type Reply } from "./command.js";
 import { RlockError } from "./errors.js";
 
 export type DriverName = "ioredis" | "node-redis";
@@ -69,20 +69,145 @@ function isNodeRedis(c: any): boolean {
   return typeof c?.sendCommand === "function" && typeof c?.duplicate === "function" && "isOpen" in c;
 }
 
-function isCluster(c: any): boolean {
-  return c?.isCluster === true || typeof c?.nodes === "function" || Array.isArray(c?.masters) || typeof c?.getSlotMaster === "function";
+function isIoredisCluster(c: any): boolean {
+  return c?.isCluster === true && typeof c?.nodes === "function";
 }
 
+function isNodeRedisCluster(c: any): boolean {
+  return typeof c?.getSlotMaster === "function";
+}
+
+const WANT = "Locks takes a node-redis v5 client (createClient(), createCluster()) or an ioredis client (new Redis(), new Cluster())";
+
 export function driverFor(client: unknown): Driver {
-  if (client === null || typeof client !== "object") {
-    throw new TypeError("Locks takes a node-redis v5 client (createClient()) or an ioredis client (new Redis())");
-  }
-  if (isCluster(client)) {
-    throw new TypeError("rlock-client 4.0.0 takes a client for one server; cluster clients are not supported yet");
-  }
+  if (client === null || typeof client !== "object") throw new TypeError(WANT);
   if (isIoredis(client)) return new IoredisDriver(client);
   if (isNodeRedis(client)) return new NodeRedisDriver(client);
-  throw new TypeError("Locks takes a node-redis v5 client (createClient()) or an ioredis client (new Redis())");
+  throw new TypeError(WANT);
+}
+
+/** Where commands go: one server, or the primaries of a cluster by slot. */
+export interface Topology {
+  readonly name: DriverName;
+  readonly db: number;
+  readonly cluster: boolean;
+  /** The node that serves `key` (any node for none). */
+  nodeFor(key: string | undefined, via: NodeCaller): Promise<string>;
+  driver(node: string): Driver;
+  anyNode(): string;
+  /** Reads the slot map again (after a `MOVED`). */
+  refresh(via: NodeCaller): Promise<void>;
+}
+
+export interface NodeCaller {
+  conn(node: string): Promise<Conn>;
+}
+
+export function topologyFor(client: unknown): Topology {
+  if (client !== null && typeof client === "object" && (isIoredisCluster(client) || isNodeRedisCluster(client))) return new ClusterTopology(client);
+  const d = driverFor(client);
+  return { name: d.name, db: d.db, cluster: false, nodeFor: async () => "server", driver: () => d, anyNode: () => "server", refresh: async () => {} };
+}
+
+/**
+ * A cluster, reached through connections of this package's own to each primary (made from the
+ * cluster client's per-node options): every command goes to the primary of its key's slot,
+ * read from `CLUSTER SLOTS`; a `MOVED` reads the map again and the command goes where it
+ * moved (the server ran nothing, so that is no re-send). The cluster clients' own retries are
+ * never in the path.
+ */
+class ClusterTopology implements Topology {
+  readonly name: DriverName;
+  readonly db = 0;
+  readonly cluster = true;
+  private readonly seeds: string[];
+  private readonly slots: string[] = new Array(16384);
+  private readonly drivers = new Map<string, Driver>();
+  private make: ((host: string, port: number) => unknown) | undefined;
+  private loading: Promise<void> | undefined;
+  private known = false;
+
+  constructor(private readonly client: any) {
+    if (isIoredisCluster(client)) {
+      this.name = "ioredis";
+      this.seeds = (client.startupNodes ?? []).map((n: any) => (typeof n === "object" ? `${n.host ?? "127.0.0.1"}:${n.port ?? 6379}` : String(n).replace(/^rediss?:\/\//, "")));
+    } else {
+      this.name = "node-redis";
+      const o = (client._self ?? client)._options ?? {};
+      this.seeds = (o.rootNodes ?? []).map((n: any) => {
+        if (n.url) {
+          const u = new URL(n.url);
+          return `${u.hostname}:${u.port || 6379}`;
+        }
+        return `${n.socket?.host ?? "127.0.0.1"}:${n.socket?.port ?? 6379}`;
+      });
+    }
+    if (this.seeds.length === 0) throw new TypeError("the cluster client names no node");
+  }
+
+  private async init(): Promise<void> {
+    if (this.make) return;
+    if (this.name === "ioredis") {
+      const mod: any = await import("ioredis");
+      const Redis = mod.Redis ?? mod.default;
+      const base = this.client.options?.redisOptions ?? {};
+      this.make = (host, port) => new Redis({ ...base, host, port, lazyConnect: true });
+    } else {
+      const mod: any = await import("redis");
+      const createClient = mod.createClient ?? mod.default?.createClient;
+      const o = (this.client._self ?? this.client)._options ?? {};
+      const base = o.defaults ?? {};
+      this.make = (host, port) => createClient({ ...base, socket: { ...(base.socket ?? {}), host, port } });
+    }
+  }
+
+  driver(node: string): Driver {
+    let d = this.drivers.get(node);
+    if (!d) {
+      const i = node.lastIndexOf(":");
+      const client = this.make!(node.slice(0, i), Number(node.slice(i + 1)));
+      d = driverFor(client);
+      this.drivers.set(node, d);
+    }
+    return d;
+  }
+
+  anyNode(): string {
+    return this.slots.find((n) => n !== undefined) ?? this.seeds[0]!;
+  }
+
+  async nodeFor(key: string | undefined, via: NodeCaller): Promise<string> {
+    await this.init();
+    if (!this.known) await this.refresh(via);
+    if (key === undefined) return this.anyNode();
+    return this.slots[slotOf(key)] ?? this.anyNode();
+  }
+
+  refresh(via: NodeCaller): Promise<void> {
+    this.loading ??= (async () => {
+      await this.init();
+      let last: unknown;
+      const candidates = [...new Set([...this.drivers.keys(), ...this.seeds])];
+      for (const node of candidates) {
+        try {
+          const reply = (await (await via.conn(node)).call(["CLUSTER", "SLOTS"])) as Reply[][];
+          for (const range of reply) {
+            const [start, end, master] = range as [number, number, Reply[]];
+            const host = String(master[0]) || node.slice(0, node.lastIndexOf(":"));
+            for (let s = Number(start); s <= Number(end); s++) this.slots[s] = `${host}:${Number(master[1])}`;
+          }
+          this.known = true;
+          return;
+        } catch (e) {
+          last = e;
+        }
+      }
+      throw last;
+    })().finally(() => {
+      this.loading = undefined;
+    });
+    return this.loading;
+  }
 }
 
 const quiet = () => {};

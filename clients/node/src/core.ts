@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import * as command from "./command.js";
 import type { Reply } from "./command.js";
-import { isServerError, type Conn, type Driver, type Subscriber } from "./conn.js";
+import { isServerError, type Conn, type Driver, type Subscriber, type Topology } from "./conn.js";
 import { RlockError } from "./errors.js";
 import { Watchdog } from "./watchdog.js";
 
@@ -28,6 +28,22 @@ export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
 interface Dedicated {
   conn: Conn;
   id: number;
+  node: string;
+}
+
+/** The key a command is routed by: the first key (`RLOCK.MACQUIRE`/`MRELEASE`: after owner and numkeys); none for keyless commands. */
+export function keyOf(args: string[]): string | undefined {
+  const name = args[0]!.toUpperCase();
+  if (name === "RLOCK.MACQUIRE" || name === "RLOCK.MRELEASE") return args[3];
+  if (["INFO", "CONFIG", "CLIENT", "CLUSTER", "RLOCK.TOP", "RLOCK.SCAN", "WAIT", "PING"].includes(name)) return undefined;
+  return args[1];
+}
+
+/** `MOVED slot host:port` / `ASK slot host:port`: where the command must go (the server ran nothing). */
+function redirect(e: unknown): { ask: boolean; node: string } | null {
+  if (!(e instanceof RlockError) || (e.code !== "MOVED" && e.code !== "ASK")) return null;
+  const parts = e.message.split(" ");
+  return { ask: e.code === "ASK", node: parts[2] ?? "" };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -42,18 +58,18 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export class Core {
   readonly clientId = randomUUID();
   private nextOwner = 1;
-  private shared: Promise<Conn> | undefined;
+  private readonly shared = new Map<string, Promise<Conn>>();
   private readonly idle: Dedicated[] = [];
   readonly watchdog: Watchdog;
-  private replicas: { count: number; at: number } | undefined;
-  private replicaRead: Promise<number> | undefined;
+  private readonly replicas = new Map<string, { count: number; at: number }>();
+  private readonly replicaRead = new Map<string, Promise<number>>();
   private events: Promise<Subscriber | null> | undefined;
   private readonly followed = new Set<string>();
   private closed = false;
   private readonly open = new Set<Conn>();
 
   constructor(
-    readonly driver: Driver,
+    readonly topology: Topology,
     readonly options: CoreOptions,
     private readonly ownsClient: (() => Promise<void>) | undefined,
   ) {
@@ -71,27 +87,47 @@ export class Core {
     if (this.closed) throw new RlockError("this Locks is closed");
   }
 
-  conn(): Promise<Conn> {
+  get driverName(): string {
+    return this.topology.name;
+  }
+
+  /** The shared connection to `node` (the server, or a cluster primary as `host:port`). */
+  conn(node: string): Promise<Conn> {
     this.check();
-    if (!this.shared) {
-      this.shared = this.driver.open(true, this.options.responseTimeout).then(
-        (c) => {
-          this.open.add(c);
-          return c;
+    let c = this.shared.get(node);
+    if (!c) {
+      c = this.topology.driver(node).open(true, this.options.responseTimeout).then(
+        (conn) => {
+          this.open.add(conn);
+          return conn;
         },
         (e) => {
-          this.shared = undefined;
+          this.shared.delete(node);
           throw e;
         },
       );
+      this.shared.set(node, c);
     }
-    return this.shared;
+    return c;
   }
 
-  /** One command on the shared connection. */
-  async call(args: string[], timeout = this.options.responseTimeout): Promise<Reply> {
-    const c = await this.conn();
-    return withTimeout(c.call(args), timeout, args[0]!);
+  /** One command on the shared connection of the node that serves `key` (by default, the command's own key); a `MOVED`/`ASK` is followed. */
+  async call(args: string[], timeout = this.options.responseTimeout, key: string | undefined = keyOf(args)): Promise<Reply> {
+    let node = await this.topology.nodeFor(key, this);
+    let ask = false;
+    for (let hop = 0; ; hop++) {
+      const c = await this.conn(node);
+      try {
+        if (ask) void c.call(["ASKING"]).catch(() => {});
+        return await withTimeout(c.call(args), timeout, args[0]!);
+      } catch (e) {
+        const r = redirect(e);
+        if (!r || hop >= 5) throw e;
+        if (!r.ask) await this.topology.refresh(this);
+        node = r.node;
+        ask = r.ask;
+      }
+    }
   }
 
   /** One command that carries a `REQ` id (or is harmless twice): sent once more, the same, if the connection broke before its reply came. */
@@ -105,23 +141,34 @@ export class Core {
     }
   }
 
-  /** Commands sent together on the shared connection; each reply or error in its place. */
+  /** Commands sent together, one pipeline per node; each reply or error in its place (a redirected one follows its redirection). */
   async batch(cmds: string[][], timeout = this.options.responseTimeout): Promise<Array<Reply | Error>> {
-    const c = await this.conn();
-    const all = Promise.all(cmds.map((a) => c.call(a).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+    const asError = (e: unknown) => (e instanceof Error ? e : new Error(String(e)));
+    const nodes = await Promise.all(cmds.map((a) => this.topology.nodeFor(keyOf(a), this)));
+    const all = Promise.all(
+      cmds.map(async (a, i) => {
+        try {
+          return await (await this.conn(nodes[i]!)).call(a);
+        } catch (e) {
+          if (redirect(e)) return this.call(a, timeout).catch(asError);
+          return asError(e);
+        }
+      }),
+    );
     return withTimeout(all, timeout, "pipeline");
   }
 
-  private async take(): Promise<Dedicated> {
+  private async take(node: string): Promise<Dedicated> {
     this.check();
-    const d = this.idle.pop();
+    const i = this.idle.findIndex((d) => d.node === node);
+    const d = i >= 0 ? this.idle.splice(i, 1)[0] : undefined;
     if (d && d.conn.isOpen) return d;
     if (d) d.conn.destroy();
-    const conn = await this.driver.open(false, this.options.responseTimeout);
+    const conn = await this.topology.driver(node).open(false, this.options.responseTimeout);
     this.open.add(conn);
     try {
       const id = command.asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
-      return { conn, id };
+      return { conn, id, node };
     } catch (e) {
       conn.destroy();
       this.open.delete(conn);
@@ -153,7 +200,9 @@ export class Core {
    */
   async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
     signal?.throwIfAborted();
-    const d = await this.take();
+    const key = keyOf(cmds[0]!);
+    let node = await this.topology.nodeFor(key, this);
+    let d = await this.take(node);
     if (signal?.aborted) {
       this.giveBack(d);
       throw signal.reason;
@@ -174,6 +223,12 @@ export class Core {
     const first = await Promise.race([replies.then((r) => ({ r })), givenUp.then((reason) => ({ reason }))]);
     if (onAbort) signal!.removeEventListener("abort", onAbort);
     clearTimeout(timer);
+    if ("r" in first && redirect(first.r[0]) && waitMs !== Infinity) {
+      // The slot moved: the server ran nothing. Sent once more where it went.
+      this.giveBack(d);
+      await this.topology.refresh(this);
+      return this.blocking(cmds, waitMs, signal, orphaned, pinIf);
+    }
     if ("r" in first) {
       if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
       else if (pinIf?.(first.r)) {
@@ -186,7 +241,7 @@ export class Core {
     // Given up: have the server end the call, read what it wrote, give back a grant.
     let killed = false;
     try {
-      await this.call(["CLIENT", "KILL", "ID", String(d.id)]);
+      await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
       killed = true;
     } catch (e) {
       // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
@@ -199,27 +254,31 @@ export class Core {
     throw first.reason;
   }
 
-  /** Replicas attached to the server (`INFO replication`), read at most once a second. */
-  async replicaCount(): Promise<number> {
+  /** Replicas attached to the server that serves `key` (`INFO replication`), read at most once a second. */
+  async replicaCount(key: string): Promise<number> {
+    const node = await this.topology.nodeFor(key, this);
     const now = Date.now();
-    if (this.replicas && now - this.replicas.at < 1000) return this.replicas.count;
-    if (!this.replicaRead) {
-      this.replicaRead = this.call(["INFO", "replication"])
+    const known = this.replicas.get(node);
+    if (known && now - known.at < 1000) return known.count;
+    let read = this.replicaRead.get(node);
+    if (!read) {
+      read = this.call(["INFO", "replication"], this.options.responseTimeout, key)
         .then((text) => {
           const info = command.parseInfo(String(text));
           const count = Number(info["connected_slaves"] ?? 0);
-          this.replicas = { count, at: Date.now() };
+          this.replicas.set(node, { count, at: Date.now() });
           return count;
         })
         .finally(() => {
-          this.replicaRead = undefined;
+          this.replicaRead.delete(node);
         });
+      this.replicaRead.set(node, read);
     }
-    if (this.replicas) {
-      this.replicaRead.catch(() => {}); // stale value now, fresh one for the next call
-      return this.replicas.count;
+    if (known) {
+      read.catch(() => {}); // stale value now, fresh one for the next call
+      return known.count;
     }
-    return this.replicaRead;
+    return read;
   }
 
   private follow(key: string, on: boolean): void {
@@ -228,7 +287,7 @@ export class Core {
     void this.subscriber()
       .then(async (sub) => {
         if (!sub) return;
-        const channel = `__keyspace@${this.driver.db}__:${key}`;
+        const channel = `__keyspace@${this.topology.db}__:${key}`;
         if (on) await sub.subscribe(channel);
         else if (!this.followed.has(key)) await sub.unsubscribe(channel);
       })
@@ -246,9 +305,9 @@ export class Core {
         } catch {
           return null; // CONFIG refused: renewals alone tell loss
         }
-        if (!command.keyspaceEventsOn(flags) || this.closed) return null;
-        const sub = await this.driver.subscriber(this.options.responseTimeout);
-        const prefix = `__keyspace@${this.driver.db}__:`;
+        if (this.topology.cluster || !command.keyspaceEventsOn(flags) || this.closed) return null;
+        const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
+        const prefix = `__keyspace@${this.topology.db}__:`;
         sub.onMessage((channel, event) => {
           if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
           void this.watchdog.check(channel.slice(prefix.length));

@@ -199,7 +199,7 @@ export class Lock {
     const core = this.core;
     const s = this.s;
     const lease = s.lease ?? core.options.watchdogLease;
-    const wanted = s.syncReplicas ?? Math.min(1, await core.replicaCount());
+    const wanted = s.syncReplicas ?? Math.min(1, await core.replicaCount(this.key));
     const req = command.requestId();
     const acq = (w: number) => command.acquire({ key: this.key, owner: this.owner, side: this.side, lease, wait: w, fair: s.fair, fenced: s.fenced, session: s.session, req });
     const countCmd = ["HGET", this.key, command.field(this.owner, this.side)];

@@ -1,6 +1,6 @@
 // Locks: the entry point, bound to one server through a node-redis v5 or ioredis client.
 import * as command from "./command.js";
-import { clientFromUrl, driverFor, type UrlOptions } from "./conn.js";
+import { clientFromUrl, topologyFor, type UrlOptions } from "./conn.js";
 import { Core } from "./core.js";
 import { Lock, settings, type Hold, type LockOptions } from "./lock.js";
 import { Election, Latch, MultiLock, PermitSemaphore, Semaphore, type MultiOptions } from "./sync.js";
@@ -84,7 +84,7 @@ export class Locks {
 
   constructor(client: unknown, options?: LocksOptions) {
     const o = locksOptions(options);
-    this.core = new Core(driverFor(client), o, undefined);
+    this.core = new Core(topologyFor(client), o, undefined);
   }
 
   /** Locks on the server at `url` (`redis://`, `rediss://` with `tls.ca`), through node-redis when installed, else ioredis. */
@@ -98,7 +98,7 @@ export class Locks {
     const close = async () => {
       if (typeof client.disconnect === "function" && typeof client.status === "string") client.disconnect();
     };
-    (locks as { core: Core }).core = new Core(driverFor(client), o, close);
+    (locks as { core: Core }).core = new Core(topologyFor(client), o, close);
     return locks;
   }
 
@@ -109,7 +109,7 @@ export class Locks {
 
   /** The driver in use: `"node-redis"` or `"ioredis"`. */
   get driver(): string {
-    return this.core.driver.name;
+    return this.core.driverName;
   }
 
   /** A handle on the lock `name`, with an owner of its own (unless `owner` is given): acquiring twice through it re-enters; two handles exclude each other. */
@@ -137,7 +137,7 @@ export class Locks {
     return new Owner(this.core, id === undefined ? this.core.newOwner() : command.checkOwner(id));
   }
 
-  /** Several locks, all or none (`RLOCK.MACQUIRE`). */
+  /** Several locks, all or none (`RLOCK.MACQUIRE`). In a cluster, the names must share one slot (hash tags: `{order:7}:stock`): a RangeError otherwise, before anything is sent. */
   multi(names: string[], options?: MultiOptions): MultiLock {
     return new MultiLock(this.core, names, options);
   }

@@ -86,6 +86,9 @@ export class MultiLock {
     if (names.length < 1 || names.length > 1024) throw new RangeError("multi takes 1 to 1024 lock names");
     names.forEach((n) => command.checkName(n));
     if (new Set(names).size !== names.length) throw new RangeError("a lock is named more than once");
+    if (core.topology.cluster && new Set(names.map(command.slotOf)).size > 1) {
+      throw new RangeError(`in a cluster the locks of one multi must share a slot (use a hash tag, as {order:7}:stock and {order:7}:payment): ${JSON.stringify(names)}`);
+    }
     const s = settings(options, new Set(["lease", "wait", "session", "owner"]));
     this.keys = [...names];
     this.owner = options?.owner === undefined ? core.newOwner() : command.checkOwner(options.owner);

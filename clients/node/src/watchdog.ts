@@ -156,7 +156,6 @@ export class Watchdog {
       this.expire(now);
       const batch = [...this.entries.values()].filter((e) => e.renew && e.due <= now + e.lease / 6);
       if (!batch.some((e) => e.due <= now)) return;
-      const limit = Math.max(50, Math.min(...batch.map((e) => e.lease / 3)));
       const cmds = batch.map((e) =>
         e.permit
           ? ["RSEM.RENEW", e.key, e.owner, "LEASE", String(e.lease)]
@@ -167,6 +166,8 @@ export class Watchdog {
       const sent = Date.now();
       // A lease that ends while the renewals are on their way is lost at its end.
       const earliest = Math.min(...batch.map((e) => e.validUntil));
+      // A big batch on a busy server may take a while: it has until the first lease ends.
+      const limit = Math.max(50, earliest - Date.now());
       let endTimer: NodeJS.Timeout | undefined;
       const ended = new Promise<null>((r) => {
         endTimer = setTimeout(() => r(null), Math.max(0, earliest - Date.now()));

@@ -7,8 +7,8 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createClient } from "redis";
-import { Redis } from "ioredis";
+import { createClient, createCluster } from "redis";
+import { Redis, Cluster } from "ioredis";
 import { Locks } from "../dist/esm/index.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -263,5 +263,65 @@ export async function until(fn, ms = 5000, every = 10) {
     if (v) return v;
     if (Date.now() > end) return v;
     await sleep(every);
+  }
+}
+
+/** A cluster of `n` primaries on free ports, slots split evenly, every node agreeing. */
+export class TestCluster {
+  static async start(flavor, n = 3) {
+    const c = new TestCluster();
+    c.servers = [];
+    for (let i = 0; i < n; i++) {
+      const s = new Server(flavor, { config: { "cluster-enabled": "yes", "cluster-node-timeout": "5000" } });
+      s.opts.config["cluster-config-file"] = path.join(s.dir, "nodes.conf");
+      await s.spawn();
+      c.servers.push(s);
+    }
+    const admins = c.servers.map((s) => s.admin());
+    const per = Math.ceil(16384 / n);
+    for (let i = 0; i < n; i++) await admins[i].call("CLUSTER", "ADDSLOTSRANGE", String(i * per), String(Math.min(16383, (i + 1) * per - 1)));
+    for (let i = 1; i < n; i++) await admins[0].call("CLUSTER", "MEET", "127.0.0.1", String(c.servers[i].port));
+    const ok = await until(async () => {
+      for (const a of admins) {
+        const info = await a.call("CLUSTER", "INFO");
+        if (!/cluster_state:ok/.test(info)) return false;
+        if ((await a.call("CLUSTER", "SLOTS")).length !== n) return false;
+      }
+      return true;
+    }, 20_000, 100);
+    if (!ok) throw new Error("the cluster did not come up");
+    return c;
+  }
+
+  /** The application's cluster client for `driver` (not connected). */
+  appClient(driver) {
+    const first = this.servers[0];
+    let c;
+    if (driver === "node-redis") {
+      c = createCluster({ rootNodes: [{ url: first.url }] });
+    } else {
+      c = new Cluster([{ host: "127.0.0.1", port: first.port }], { lazyConnect: true });
+    }
+    c.on("error", () => {});
+    first.clients.push(c);
+    return c;
+  }
+
+  locks(driver, options) {
+    const l = new Locks(this.appClient(driver), options);
+    this.servers[0].clients.push({ quit: () => l.close() });
+    return l;
+  }
+
+  /** A raw connection to the node that serves `key`. */
+  async adminFor(key) {
+    const slots = await this.servers[0].admin().call("CLUSTER", "KEYSLOT", key);
+    const map = await this.servers[0].admin().call("CLUSTER", "SLOTS");
+    const range = map.find(([a, b]) => slots >= a && slots <= b);
+    return this.servers.find((s) => s.port === Number(range[2][1])).admin();
+  }
+
+  async stop() {
+    for (const s of this.servers) await s.stop();
   }
 }
