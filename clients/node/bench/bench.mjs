@@ -1,0 +1,255 @@
+// make bench-node: rlock-client against raw commands on the same driver, redlock 4 (defaults and
+// tuned) and redis-semaphore's Mutex, on one Redis with the module. Every figure is a median
+// of ROUNDS rounds and is shown beside a ratio to a baseline measured in this same run; the
+// server runs on core 0 and this process on core 1 (taskset).
+//   uncontended: acquire+release pairs per second, one loop;
+//   contended: 32 async workers on one lock, each looping acquire/release with hold 0:
+//   hand-offs per second, hand-off p50 (a release to the next grant), fairness (min/max
+//   acquisitions per worker) and the server's CPU per hand-off (INFO cpu).
+// Usage: node bench/bench.mjs [--flavor redis|redis8|valkey] [--rounds N] [--seconds S]
+import { spawn, spawnSync } from "node:child_process";
+import net from "node:net";
+import { createRequire } from "node:module";
+import { Redis } from "ioredis";
+import { createClient } from "redis";
+import { Server, binary, sleep } from "../test/helpers.mjs";
+import { Locks } from "../dist/esm/index.js";
+
+const require = createRequire(import.meta.url);
+const Redlock = require("redlock");
+const { Mutex } = require("redis-semaphore");
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : dflt;
+};
+const flavor = arg("flavor", "redis");
+const ROUNDS = Number(arg("rounds", 3));
+const SECONDS = Number(arg("seconds", 1.5));
+const WORKERS = 32;
+
+// Pin: this process on core 1, the server (started below) on core 0.
+if (!process.env.RLOCK_BENCH_PINNED) {
+  const r = spawnSync("taskset", ["-c", "1", process.execPath, ...process.argv.slice(1)], { stdio: "inherit", env: { ...process.env, RLOCK_BENCH_PINNED: "1" } });
+  process.exit(r.status ?? 1);
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function serverCpu(admin) {
+  const text = await admin.call("INFO", "cpu");
+  const f = (k) => Number(new RegExp(`${k}:([0-9.]+)`).exec(text)[1]);
+  return f("used_cpu_user") + f("used_cpu_sys");
+}
+
+/** One uncontended loop for SECONDS: pairs per second and server CPU µs per pair. */
+async function uncontended(admin, pair) {
+  const cpu0 = await serverCpu(admin);
+  const end = performance.now() + SECONDS * 1000;
+  let n = 0;
+  const t0 = performance.now();
+  while (performance.now() < end) {
+    await pair();
+    n++;
+  }
+  const secs = (performance.now() - t0) / 1000;
+  const cpu = (await serverCpu(admin)) - cpu0;
+  return { rate: n / secs, cpuUs: (cpu * 1e6) / n };
+}
+
+/** WORKERS loops on one lock for SECONDS: hand-offs/s, p50 of release -> next grant, fairness, CPU µs per hand-off. */
+async function contended(admin, makeWorker) {
+  const counts = new Array(WORKERS).fill(0);
+  const gaps = [];
+  let lastRelease = 0;
+  let stop = false;
+  const workers = [];
+  for (let i = 0; i < WORKERS; i++) workers.push(await makeWorker(i));
+  await sleep(100);
+  const cpu0 = await serverCpu(admin);
+  const t0 = performance.now();
+  const loops = workers.map(async (w, i) => {
+    while (!stop) {
+      const held = await w.acquire();
+      if (!held) continue;
+      const now = performance.now();
+      if (lastRelease) gaps.push(now - lastRelease);
+      counts[i]++;
+      lastRelease = performance.now();
+      await w.release(held);
+    }
+  });
+  await sleep(SECONDS * 1000);
+  stop = true;
+  const secs = (performance.now() - t0) / 1000;
+  const total = counts.reduce((a, b) => a + b, 0);
+  const cpu = (await serverCpu(admin)) - cpu0;
+  await Promise.race([Promise.all(loops), sleep(15_000)]);
+  for (const w of workers) await w.close?.();
+  return { rate: total / secs, p50: median(gaps), fairness: Math.min(...counts) / Math.max(...counts), cpuUs: (cpu * 1e6) / total };
+}
+
+async function rounds(fn) {
+  const out = [];
+  for (let r = 0; r < ROUNDS; r++) out.push(await fn(r));
+  const m = {};
+  for (const k of Object.keys(out[0])) m[k] = median(out.map((o) => o[k]));
+  return m;
+}
+
+const server = new Server(flavor);
+await startPinned(server, binary(flavor));
+const admin = server.admin();
+const version = (await admin.call("INFO", "server")).match(/(redis|valkey)_version:(\S+)/);
+const ioredis = () => {
+  const c = new Redis({ host: "127.0.0.1", port: server.port });
+  c.on("error", () => {});
+  return c;
+};
+const nodeRedis = async () => {
+  const c = createClient({ url: server.url });
+  c.on("error", () => {});
+  await c.connect();
+  return c;
+};
+let seq = 0;
+const key = (what) => `bench:${what}:${seq++}`;
+const req = () => Math.random().toString(16).slice(2).padEnd(16, "0") + Math.random().toString(16).slice(2).padEnd(16, "0");
+
+const rows = [];
+const show = (group, name, m, base) => {
+  rows.push({ group, name, m, base });
+  const ratio = base ? ` (x${(m.rate / base.rate).toFixed(2)})` : "";
+  const extra = m.p50 !== undefined ? `, p50 ${(m.p50 * 1000).toFixed(0)} us, fairness ${m.fairness.toFixed(2)}` : "";
+  console.log(`${group.padEnd(12)} ${name.padEnd(34)} ${Math.round(m.rate).toString().padStart(7)}/s${ratio}${extra}, server CPU ${m.cpuUs.toFixed(1)} us`);
+};
+
+console.log(`rlock-client bench on ${version ? version[0] : flavor}: ${ROUNDS} rounds of ${SECONDS} s, medians; server on core 0, node on core 1`);
+
+// Uncontended pairs.
+const raw = {};
+for (const driver of ["ioredis", "node-redis"]) {
+  const c = driver === "ioredis" ? ioredis() : await nodeRedis();
+  const send = driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a);
+  const k = key("raw");
+  raw[driver] = await rounds(() => uncontended(admin, async () => {
+    await send(["RLOCK.ACQUIRE", k, "owner-1", "LEASE", "30000", "REQ", req()]);
+    await send(["RLOCK.RELEASE", k, "owner-1", "REQ", req()]);
+  }));
+  show("uncontended", `raw RLOCK.* on ${driver}`, raw[driver]);
+  const locks = new Locks(driver === "ioredis" ? ioredis() : createClient({ url: server.url }));
+  const lock = locks.lock(key("client"));
+  const m = await rounds(() => uncontended(admin, async () => {
+    const h = await lock.acquire();
+    await h.release();
+  }));
+  show("uncontended", `rlock-client on ${driver}`, m, raw[driver]);
+  await locks.close();
+  driver === "ioredis" ? c.disconnect() : await c.close();
+}
+{
+  const c = ioredis();
+  const base = raw.ioredis;
+  for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned: retryDelay 10, jitter 10, no retry limit)", { retryCount: -1, retryDelay: 10, retryJitter: 10 }]]) {
+    const rl = new Redlock([c], opts);
+    rl.on("clientError", () => {});
+    const k = key("redlock");
+    show("uncontended", name, await rounds(() => uncontended(admin, async () => {
+      const l = await rl.lock(k, 30000);
+      await l.unlock();
+    })), base);
+  }
+  const k = key("mutex");
+  show("uncontended", "redis-semaphore Mutex", await rounds(() => uncontended(admin, async () => {
+    const m = new Mutex(c, k, { refreshInterval: 0 });
+    await m.acquire();
+    await m.release();
+  })), base);
+  c.disconnect();
+}
+
+// Contended hand-offs: 32 workers on one lock, hold 0.
+let baseline;
+for (const driver of ["ioredis", "node-redis"]) {
+  const k = key("craw");
+  const m = await rounds(() => contended(admin, async (i) => {
+    const c = driver === "ioredis" ? ioredis() : await nodeRedis();
+    const send = driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a);
+    return {
+      acquire: () => send(["RLOCK.ACQUIRE", k, `w${i}`, "LEASE", "30000", "BLOCK", "0"]),
+      release: () => send(["RLOCK.RELEASE", k, `w${i}`]),
+      close: async () => (driver === "ioredis" ? c.disconnect() : c.destroy()),
+    };
+  }));
+  baseline ??= m;
+  show("contended", `raw RLOCK.ACQUIRE BLOCK on ${driver}`, m, driver === "ioredis" ? undefined : baseline);
+}
+for (const driver of ["ioredis", "node-redis"]) {
+  const k = key("cclient");
+  const m = await rounds(async () => {
+    const locks = new Locks(driver === "ioredis" ? ioredis() : createClient({ url: server.url }), { idleConnections: WORKERS });
+    const r = await contended(admin, async () => {
+      const lock = locks.lock(k, { wait: Infinity });
+      return { acquire: () => lock.acquire(), release: (h) => h.release() };
+    });
+    await locks.close();
+    return r;
+  });
+  show("contended", `rlock-client on ${driver}`, m, baseline);
+}
+for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", { retryCount: -1, retryDelay: 10, retryJitter: 10 }]]) {
+  const k = key("credlock");
+  const m = await rounds(async () => {
+    const c = ioredis();
+    const rl = new Redlock([c], opts);
+    rl.on("clientError", () => {});
+    const r = await contended(admin, async () => ({
+      acquire: () => rl.lock(k, 30000).catch(() => null),
+      release: (l) => l.unlock().catch(() => {}),
+    }));
+    c.disconnect();
+    return r;
+  });
+  show("contended", name, m, baseline);
+}
+{
+  const k = key("cmutex");
+  const m = await rounds(async () => {
+    const c = ioredis();
+    const r = await contended(admin, async () => ({
+      acquire: async () => {
+        const mu = new Mutex(c, k, { refreshInterval: 0, acquireTimeout: 60_000 });
+        await mu.acquire();
+        return mu;
+      },
+      release: (mu) => mu.release(),
+    }));
+    c.disconnect();
+    return r;
+  });
+  show("contended", "redis-semaphore Mutex", m, baseline);
+}
+
+await server.stop();
+process.exit(0);
+
+async function startPinned(s, bin) {
+  // Server.spawn runs the binary as it is; here it runs under taskset -c 0.
+  s.port = await new Promise((r) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => r(port));
+    });
+  });
+  s.proc = spawn("taskset", ["-c", "0", bin, ...s.args()], { stdio: "ignore" });
+  s.exited = new Promise((r) => s.proc.once("exit", () => r(true)));
+  for (let i = 0; i < 400; i++) {
+    if (await s.ping()) return;
+    await sleep(25);
+  }
+  throw new Error(`server did not start: ${s.log().slice(-1000)}`);
+}
