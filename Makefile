@@ -123,6 +123,16 @@ chaos:
 	$(CARGO) build --release -p rlock -p rlock-chaos
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
+# The Node client against raw commands on the same driver, redlock 4 and redis-semaphore's Mutex
+# (docs/BENCHMARKS.md, "The Node client"): server on core 0, node on core 1, medians of rounds.
+# NODE_BENCH_ARGS: --flavor redis|redis8|valkey, --rounds N, --seconds S.
+NODE_BENCH_ARGS ?=
+bench-node:
+	scripts/deps.sh build redis redis8 valkey node
+	$(CARGO) build --release -p rlock
+	cd clients/node && npm ci --no-audit --no-fund && npm run build
+	cd clients/node && RLOCK_MODULE=$(RELEASE_MODULE) node bench/bench.mjs $(NODE_BENCH_ARGS)
+
 deps:
 	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
 
