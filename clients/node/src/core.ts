@@ -281,7 +281,10 @@ export class Core {
     return read;
   }
 
+  private eventsOff = false;
+
   private follow(key: string, on: boolean): void {
+    if (this.eventsOff) return; // the server sends no keyspace events: nothing to follow
     if (on) this.followed.add(key);
     else this.followed.delete(key);
     void this.subscriber()
@@ -303,9 +306,13 @@ export class Core {
           const reply = await this.call(["CONFIG", "GET", "notify-keyspace-events"]);
           flags = Array.isArray(reply) ? String(reply[1] ?? "") : "";
         } catch {
+          this.eventsOff = true;
           return null; // CONFIG refused: renewals alone tell loss
         }
-        if (this.topology.cluster || !command.keyspaceEventsOn(flags) || this.closed) return null;
+        if (this.topology.cluster || !command.keyspaceEventsOn(flags) || this.closed) {
+          this.eventsOff = true;
+          return null;
+        }
         const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
         const prefix = `__keyspace@${this.topology.db}__:`;
         sub.onMessage((channel, event) => {

@@ -40,6 +40,7 @@ export interface WatchdogHost {
 
 export class Watchdog {
   private readonly entries = new Map<string, Entry>();
+  private readonly perKey = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private running = false;
@@ -64,7 +65,9 @@ export class Watchdog {
     if (!e) {
       e = new Entry(id, w.key, w.owner, w.side, w.permit, lease, renew);
       this.entries.set(id, e);
-      if (!this.hasKey(w.key, e)) this.host.follow(w.key, true);
+      const n = this.perKey.get(w.key) ?? 0;
+      this.perKey.set(w.key, n + 1);
+      if (n === 0) this.host.follow(w.key, true);
     }
     e.guards++;
     e.lease = lease;
@@ -82,15 +85,15 @@ export class Watchdog {
     this.remove(e);
   }
 
-  private hasKey(key: string, except: Entry): boolean {
-    for (const o of this.entries.values()) if (o !== except && o.key === key) return true;
-    return false;
-  }
-
   private remove(e: Entry): void {
     this.entries.delete(e.id);
-    if (!this.hasKey(e.key, e)) this.host.follow(e.key, false);
-    this.schedule();
+    const n = (this.perKey.get(e.key) ?? 1) - 1;
+    if (n > 0) this.perKey.set(e.key, n);
+    else {
+      this.perKey.delete(e.key);
+      this.host.follow(e.key, false);
+    }
+    if (this.entries.size === 0) this.schedule();
   }
 
   markLost(e: Entry, reason: string): void {
@@ -119,18 +122,23 @@ export class Watchdog {
     });
   }
 
+  /** Sets the one timer for the earliest renewal or lease end. It is only ever moved earlier here: a timer that fires with nothing due looks again and sets the next one. */
   private schedule(): void {
+    if (this.running) return; // the tick schedules when it ends
     let next = Infinity;
     for (const e of this.entries.values()) {
       next = Math.min(next, e.validUntil);
       if (e.renew) next = Math.min(next, e.due);
     }
-    if (this.running) return; // the tick reschedules when it ends
-    if (next === this.timerAt && this.timer) return;
+    if (next === Infinity) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer && this.timerAt <= next) return;
     if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
     this.timerAt = next;
-    if (next === Infinity) return;
     this.timer = setTimeout(() => void this.tick(), Math.max(0, next - Date.now()));
     this.timer.unref();
   }
