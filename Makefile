@@ -69,14 +69,14 @@ bench-python: $(PY_VENV)/.ready
 	RLOCK_MODULE=$(RELEASE_MODULE) $(PY_VENV)/bin/python clients/python/bench/bench.py $(BENCH_ARGS)
 
 # The Node client (clients/node): its dependencies from the committed lockfile, the build, and
-# its tests (node:test) on every server through node-redis and ioredis. NODE_TEST_ARGS passes
-# options to node --test (a reporter, --test-name-pattern); RLOCK_FLAVORS narrows the servers.
+# its tests (node:test) on every server through node-redis and ioredis. NODE_TEST_ARGS goes to
+# npm test (--junit=FILE, --test-name-pattern=...); RLOCK_FLAVORS narrows the servers.
 NODE_TEST_ARGS ?=
 test-node:
 	scripts/deps.sh build redis redis8 valkey node
 	$(CARGO) build -p rlock
-	cd clients/node && npm ci --no-audit --no-fund && npm run build
-	cd clients/node && RLOCK_MODULE=$(DEBUG_MODULE) node --test --test-concurrency=1 $(NODE_TEST_ARGS) test/*.test.mjs
+	cd clients/node && npm ci --no-audit --no-fund
+	cd clients/node && RLOCK_MODULE=$(DEBUG_MODULE) npm test -- $(NODE_TEST_ARGS)
 
 unit:
 	$(CARGO) test -p rlock
