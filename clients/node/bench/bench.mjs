@@ -119,77 +119,89 @@ let seq = 0;
 const key = (what) => `bench:${what}:${seq++}`;
 const req = () => Math.random().toString(16).slice(2).padEnd(16, "0") + Math.random().toString(16).slice(2).padEnd(16, "0");
 
-const rows = [];
 const show = (group, name, m, base) => {
-  rows.push({ group, name, m, base });
-  const ratio = base ? ` (x${(m.rate / base.rate).toFixed(2)})` : "";
+  const ratio = base ? ` (x${(m.rate / base.rate).toFixed(2)} ${base.name})` : "";
   const extra = m.p50 !== undefined ? `, p50 ${(m.p50 * 1000).toFixed(0)} us, fairness ${m.fairness.toFixed(2)}` : "";
-  console.log(`${group.padEnd(12)} ${name.padEnd(34)} ${Math.round(m.rate).toString().padStart(7)}/s${ratio}${extra}, server CPU ${m.cpuUs.toFixed(1)} us`);
+  console.log(`${group.padEnd(12)} ${name.padEnd(30)} ${Math.round(m.rate).toString().padStart(7)}/s${ratio}${extra}, server CPU ${m.cpuUs.toFixed(1)} us`);
 };
 
-console.log(`rlock-client bench on ${version ? version[0] : flavor}: ${ROUNDS} rounds of ${SECONDS} s, medians; server on core 0, node on core 1`);
+const { loadavg } = await import("node:os");
+console.log(`rlock-client bench on ${version ? version[0] : flavor}: ${ROUNDS} rounds of ${SECONDS} s, paths interleaved in each round, medians; server on core 0, node on core 1; load average before: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
-// Uncontended pairs.
-const raw = {};
+const sendOf = (driver, c) => (driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a));
+const closeOf = async (driver, c) => (driver === "ioredis" ? c.disconnect() : c.destroy());
+const clientOf = async (driver) => (driver === "ioredis" ? ioredis() : await nodeRedis());
+const REDLOCK_TUNED = { retryCount: -1, retryDelay: 10, retryJitter: 10 };
+
+// Each path: how one round of it runs. Baselines: raw commands on the same driver.
+const paths = [];
 for (const driver of ["ioredis", "node-redis"]) {
-  const c = driver === "ioredis" ? ioredis() : await nodeRedis();
-  const send = driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a);
   const k = key("raw");
-  raw[driver] = await rounds(() => uncontended(admin, async () => {
-    await send(["RLOCK.ACQUIRE", k, "owner-1", "LEASE", "30000", "REQ", req()]);
-    await send(["RLOCK.RELEASE", k, "owner-1", "REQ", req()]);
-  }));
-  show("uncontended", `raw RLOCK.* on ${driver}`, raw[driver]);
-  const locks = new Locks(driver === "ioredis" ? ioredis() : createClient({ url: server.url }));
-  const lock = locks.lock(key("client"));
-  const m = await rounds(() => uncontended(admin, async () => {
-    const h = await lock.acquire();
-    await h.release();
-  }));
-  show("uncontended", `rlock-client on ${driver}`, m, raw[driver]);
-  await locks.close();
-  driver === "ioredis" ? c.disconnect() : await c.close();
+  paths.push({ group: "uncontended", name: `raw RLOCK.* on ${driver}`, id: `u-raw-${driver}`, run: async () => {
+    const c = await clientOf(driver);
+    const send = sendOf(driver, c);
+    const m = await uncontended(admin, async () => {
+      await send(["RLOCK.ACQUIRE", k, "owner-1", "LEASE", "30000", "REQ", req()]);
+      await send(["RLOCK.RELEASE", k, "owner-1", "REQ", req()]);
+    });
+    await closeOf(driver, c);
+    return m;
+  } });
+  const kc = key("client");
+  paths.push({ group: "uncontended", name: `rlock-client on ${driver}`, base: `u-raw-${driver}`, run: async () => {
+    const locks = new Locks(driver === "ioredis" ? ioredis() : createClient({ url: server.url }));
+    const lock = locks.lock(kc);
+    await (await lock.acquire()).release(); // connected, replica count known
+    const m = await uncontended(admin, async () => {
+      const h = await lock.acquire();
+      await h.release();
+    });
+    await locks.close();
+    return m;
+  } });
 }
-{
-  const c = ioredis();
-  const base = raw.ioredis;
-  for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned: retryDelay 10, jitter 10, no retry limit)", { retryCount: -1, retryDelay: 10, retryJitter: 10 }]]) {
+for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", REDLOCK_TUNED]]) {
+  const k = key("redlock");
+  paths.push({ group: "uncontended", name, base: "u-raw-ioredis", run: async () => {
+    const c = ioredis();
     const rl = new Redlock([c], opts);
     rl.on("clientError", () => {});
-    const k = key("redlock");
-    show("uncontended", name, await rounds(() => uncontended(admin, async () => {
+    const m = await uncontended(admin, async () => {
       const l = await rl.lock(k, 30000);
       await l.unlock();
-    })), base);
-  }
-  const k = key("mutex");
-  show("uncontended", "redis-semaphore Mutex", await rounds(() => uncontended(admin, async () => {
-    const m = new Mutex(c, k, { refreshInterval: 0 });
-    await m.acquire();
-    await m.release();
-  })), base);
-  c.disconnect();
+    });
+    c.disconnect();
+    return m;
+  } });
 }
-
-// Contended hand-offs: 32 workers on one lock, hold 0.
-let baseline;
+{
+  const k = key("mutex");
+  paths.push({ group: "uncontended", name: "redis-semaphore Mutex", base: "u-raw-ioredis", run: async () => {
+    const c = ioredis();
+    const m = await uncontended(admin, async () => {
+      const mu = new Mutex(c, k, { refreshInterval: 0 });
+      await mu.acquire();
+      await mu.release();
+    });
+    c.disconnect();
+    return m;
+  } });
+}
 for (const driver of ["ioredis", "node-redis"]) {
   const k = key("craw");
-  const m = await rounds(() => contended(admin, async (i) => {
-    const c = driver === "ioredis" ? ioredis() : await nodeRedis();
-    const send = driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a);
+  paths.push({ group: "contended", name: `raw ACQUIRE BLOCK on ${driver}`, id: `c-raw-${driver}`, run: () => contended(admin, async (i) => {
+    const c = await clientOf(driver);
+    const send = sendOf(driver, c);
     return {
       acquire: () => send(["RLOCK.ACQUIRE", k, `w${i}`, "LEASE", "30000", "BLOCK", "0"]),
       release: () => send(["RLOCK.RELEASE", k, `w${i}`]),
-      close: async () => (driver === "ioredis" ? c.disconnect() : c.destroy()),
+      close: () => closeOf(driver, c),
     };
-  }));
-  baseline ??= m;
-  show("contended", `raw RLOCK.ACQUIRE BLOCK on ${driver}`, m, driver === "ioredis" ? undefined : baseline);
+  }) });
 }
 for (const driver of ["ioredis", "node-redis"]) {
   const k = key("cclient");
-  const m = await rounds(async () => {
+  paths.push({ group: "contended", name: `rlock-client on ${driver}`, base: `c-raw-${driver}`, run: async () => {
     const locks = new Locks(driver === "ioredis" ? ioredis() : createClient({ url: server.url }), { idleConnections: WORKERS });
     const r = await contended(admin, async () => {
       const lock = locks.lock(k, { wait: Infinity });
@@ -197,12 +209,11 @@ for (const driver of ["ioredis", "node-redis"]) {
     });
     await locks.close();
     return r;
-  });
-  show("contended", `rlock-client on ${driver}`, m, baseline);
+  } });
 }
-for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", { retryCount: -1, retryDelay: 10, retryJitter: 10 }]]) {
+for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", REDLOCK_TUNED]]) {
   const k = key("credlock");
-  const m = await rounds(async () => {
+  paths.push({ group: "contended", name, id: `c-${name}`, base: "c-raw-ioredis", run: async () => {
     const c = ioredis();
     const rl = new Redlock([c], opts);
     rl.on("clientError", () => {});
@@ -212,12 +223,11 @@ for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", 
     }));
     c.disconnect();
     return r;
-  });
-  show("contended", name, m, baseline);
+  } });
 }
 {
   const k = key("cmutex");
-  const m = await rounds(async () => {
+  paths.push({ group: "contended", name: "redis-semaphore Mutex", id: "c-mutex", base: "c-raw-ioredis", run: async () => {
     const c = ioredis();
     const r = await contended(admin, async () => ({
       acquire: async () => {
@@ -229,8 +239,29 @@ for (const [name, opts] of [["redlock 4 (defaults)", {}], ["redlock 4 (tuned)", 
     }));
     c.disconnect();
     return r;
-  });
-  show("contended", "redis-semaphore Mutex", m, baseline);
+  } });
+}
+
+const results = new Map(paths.map((p) => [p, []]));
+for (let r = 0; r < ROUNDS; r++) {
+  for (const p of paths) results.get(p).push(await p.run());
+  process.stderr.write(`round ${r + 1} of ${ROUNDS} done\n`);
+}
+const medians = new Map();
+for (const p of paths) {
+  const out = results.get(p);
+  const m = {};
+  for (const k of Object.keys(out[0])) m[k] = median(out.map((o) => o[k]));
+  medians.set(p.id ?? p.name + p.group, { ...m, name: p.name });
+}
+for (const p of paths) show(p.group, p.name, medians.get(p.id ?? p.name + p.group), p.base ? medians.get(p.base) : undefined);
+// Against the libraries Node users run today, contended: the client's hand-offs/s over theirs.
+for (const driver of ["ioredis", "node-redis"]) {
+  const mine = medians.get(`rlock-client on ${driver}contended`);
+  for (const other of ["c-redlock 4 (defaults)", "c-redlock 4 (tuned)", "c-mutex"]) {
+    const o = medians.get(other);
+    console.log(`contended    rlock-client on ${driver} / ${o.name}: x${(mine.rate / o.rate).toFixed(2)} hand-offs/s, server CPU per hand-off x${(mine.cpuUs / o.cpuUs).toFixed(2)}`);
+  }
 }
 
 await server.stop();
