@@ -213,9 +213,12 @@ export function drift(lease: number): number {
 /** Keyspace events that may end a hold on the key: worth checking the hold at once. */
 export const ENDING_EVENTS = new Set(["del", "expired", "evicted", "rlock.forcerelease", "rlock.expire", "rlock.sessionend", "rlock.release", "rename_from", "move_from"]);
 
-/** Whether `notify-keyspace-events` sends keyspace (`K`) events of the module's class (`d`) and generic ones. */
-export function keyspaceEventsOn(flags: string): boolean {
-  return flags.includes("K") && (flags.includes("d") || flags.includes("A"));
+/** Which of the server's notifications tell this client of a hold's end: keyevent (`E`, one channel per event, the key as message) or keyspace (`K`, one channel per key), each with the module's class (`d`); none without it. */
+export function keyspaceEvents(flags: string): "keyevent" | "keyspace" | null {
+  if (!flags.includes("d") && !flags.includes("A")) return null;
+  if (flags.includes("E")) return "keyevent";
+  if (flags.includes("K")) return "keyspace";
+  return null;
 }
 
 /** The cluster slot of a key (CRC16 of its hash tag), for the client-side check that multi-key names share one slot. */

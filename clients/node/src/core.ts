@@ -282,6 +282,7 @@ export class Core {
   }
 
   private eventsOff = false;
+  private perKeyEvents = true;
 
   private follow(key: string, on: boolean): void {
     if (this.eventsOff) return; // the server sends no keyspace events: nothing to follow
@@ -289,7 +290,7 @@ export class Core {
     else this.followed.delete(key);
     void this.subscriber()
       .then(async (sub) => {
-        if (!sub) return;
+        if (!sub || !this.perKeyEvents) return;
         const channel = `__keyspace@${this.topology.db}__:${key}`;
         if (on) await sub.subscribe(channel);
         else if (!this.followed.has(key)) await sub.unsubscribe(channel);
@@ -309,16 +310,30 @@ export class Core {
           this.eventsOff = true;
           return null; // CONFIG refused: renewals alone tell loss
         }
-        if (this.topology.cluster || !command.keyspaceEventsOn(flags) || this.closed) {
+        const kind = command.keyspaceEvents(flags);
+        if (this.topology.cluster || !kind || this.closed) {
           this.eventsOff = true;
           return null;
         }
         const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
-        const prefix = `__keyspace@${this.topology.db}__:`;
-        sub.onMessage((channel, event) => {
-          if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
-          void this.watchdog.check(channel.slice(prefix.length));
-        });
+        const db = this.topology.db;
+        if (kind === "keyevent") {
+          // One channel per event, the key as the message: subscribed once, for every key.
+          this.perKeyEvents = false;
+          const prefix = `__keyevent@${db}__:`;
+          sub.onMessage((channel, key) => {
+            if (channel.startsWith(prefix) && command.ENDING_EVENTS.has(channel.slice(prefix.length)) && this.followed.has(key)) {
+              void this.watchdog.check(key);
+            }
+          });
+          await Promise.all([...command.ENDING_EVENTS].map((e) => sub.subscribe(`${prefix}${e}`)));
+        } else {
+          const prefix = `__keyspace@${db}__:`;
+          sub.onMessage((channel, event) => {
+            if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
+            void this.watchdog.check(channel.slice(prefix.length));
+          });
+        }
         return sub;
       })().catch(() => null);
     }

@@ -50,9 +50,12 @@ test("replies: acquire null/count, flat maps, INFO text, keyspace flags", () => 
   assert.throws(() => command.parseAcquire(0));
   assert.deepEqual(command.pairs(["a", 1, "b", "x"]), { a: 1, b: "x" });
   assert.deepEqual(command.parseInfo("# rlock\r\nrlock_acquires:5\r\n"), { rlock_acquires: "5" });
-  assert.equal(command.keyspaceEventsOn("Kd"), true);
-  assert.equal(command.keyspaceEventsOn("KA"), true);
-  assert.equal(command.keyspaceEventsOn("Ex"), false);
+  assert.equal(command.keyspaceEvents("Kd"), "keyspace");
+  assert.equal(command.keyspaceEvents("KA"), "keyspace");
+  assert.equal(command.keyspaceEvents("Ed"), "keyevent");
+  assert.equal(command.keyspaceEvents("KEd"), "keyevent");
+  assert.equal(command.keyspaceEvents("Ex"), null);
+  assert.equal(command.keyspaceEvents(""), null);
 });
 
 test("cluster slots: CRC16 of the hash tag, as Redis computes them", () => {

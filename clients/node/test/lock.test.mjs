@@ -118,8 +118,8 @@ for (const flavor of flavors()) {
         await assert.rejects(hold.release(), LockLostError);
       });
 
-      test(`[${driver}] C05 with notify-keyspace-events Kd a force-release is told within 100 ms (${flavor})`, async () => {
-        await admin.call("CONFIG", "SET", "notify-keyspace-events", "Kd");
+      for (const flags of ["Kd", "Ed"]) test(`[${driver}] C05 with notify-keyspace-events ${flags} a force-release is told within 100 ms (${flavor})`, async () => {
+        await admin.call("CONFIG", "SET", "notify-keyspace-events", flags);
         try {
           const locks = server.locks(driver, { watchdogLease: 30_000 });
           const k = key("c05e");
