@@ -83,6 +83,23 @@ for (const flavor of flavors()) {
           process.kill(replica.proc.pid, "SIGCONT");
         }
       });
+
+      test(`[${driver}] C06 an acquire aborted while its WAIT for a replica blocks gives the grant back (${flavor})`, async () => {
+        const locks = primary.locks(driver, { syncTimeout: 5000 });
+        const k = key("c06wait");
+        await locks.lock(key("warm")).acquire().then((h) => h.release()); // replica count known
+        process.kill(replica.proc.pid, "SIGSTOP");
+        try {
+          const ac = new AbortController();
+          const p = locks.lock(k).acquire({ signal: ac.signal });
+          await until(async () => (await admin.call("EXISTS", k)) === 1, 2000, 5); // granted, WAIT blocking
+          ac.abort();
+          await assert.rejects(p, { name: "AbortError" });
+          assert.ok(await until(async () => (await admin.call("EXISTS", k)) === 0, 2000, 10), "the grant was given back");
+        } finally {
+          process.kill(replica.proc.pid, "SIGCONT");
+        }
+      });
     }
   });
 
