@@ -48,11 +48,19 @@ function redirect(e: unknown): { ask: boolean; node: string } | null {
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   if (!Number.isFinite(ms)) return p;
-  let t: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, rej) => {
-    t = setTimeout(() => rej(new TimeoutError(`${what}: no reply within ${ms} ms`)), ms);
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new TimeoutError(`${what}: no reply within ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
   });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
 }
 
 export class Core {
@@ -113,7 +121,7 @@ export class Core {
 
   /** One command on the shared connection of the node that serves `key` (by default, the command's own key); a `MOVED`/`ASK` is followed. */
   async call(args: string[], timeout = this.options.responseTimeout, key: string | undefined = keyOf(args)): Promise<Reply> {
-    let node = await this.topology.nodeFor(key, this);
+    let node = this.topology.cluster ? await this.topology.nodeFor(key, this) : "server";
     let ask = false;
     for (let hop = 0; ; hop++) {
       const c = await this.conn(node);
@@ -255,7 +263,15 @@ export class Core {
   }
 
   /** Replicas attached to the server that serves `key` (`INFO replication`), read at most once a second. */
-  async replicaCount(key: string): Promise<number> {
+  replicaCount(key: string): number | Promise<number> {
+    if (!this.topology.cluster) {
+      const known = this.replicas.get("server");
+      if (known && Date.now() - known.at < 1000) return known.count;
+    }
+    return this.readReplicaCount(key);
+  }
+
+  private async readReplicaCount(key: string): Promise<number> {
     const node = await this.topology.nodeFor(key, this);
     const now = Date.now();
     const known = this.replicas.get(node);

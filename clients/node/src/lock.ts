@@ -100,7 +100,7 @@ export class Hold implements AsyncDisposable {
     return this.entry.controller.signal;
   }
   get lost(): boolean {
-    return this.signal.aborted;
+    return this.entry.isLost;
   }
   /** Throws the `LockLostError` if the hold is lost. */
   throwIfLost(): void {
@@ -130,7 +130,7 @@ export class Hold implements AsyncDisposable {
   release(): Promise<boolean> {
     this.released ??= (async () => {
       const e = this.entry;
-      const lost = this.signal.aborted ? (this.signal.reason as Error) : undefined;
+      const lost = e.isLost ? (this.signal.reason as Error) : undefined;
       this.core.watchdog.unregister(e);
       let r: boolean;
       try {
@@ -199,7 +199,9 @@ export class Lock {
     const core = this.core;
     const s = this.s;
     const lease = s.lease ?? core.options.watchdogLease;
-    const wanted = s.syncReplicas ?? Math.min(1, await core.replicaCount(this.key));
+    let replicas = s.syncReplicas === undefined ? core.replicaCount(this.key) : 0;
+    if (typeof replicas !== "number") replicas = await replicas;
+    const wanted = s.syncReplicas ?? Math.min(1, replicas);
     const req = command.requestId();
     const acq = (w: number) => command.acquire({ key: this.key, owner: this.owner, side: this.side, lease, wait: w, fair: s.fair, fenced: s.fenced, session: s.session, req });
     const countCmd = ["HGET", this.key, command.field(this.owner, this.side)];
@@ -246,6 +248,10 @@ export class Lock {
   }
 
   private async shared(cmds: string[][]): Promise<Array<Reply | Error>> {
+    if (cmds.length === 1) return [await this.core.callOnce(cmds[0]!).catch((e: unknown) => {
+      if (e instanceof RlockError) return e; // a server error, in its place
+      throw e;
+    })];
     const once = async () => {
       const r = await this.core.batch(cmds);
       const broken = r.find((x) => x instanceof Error && !(x instanceof RlockError));

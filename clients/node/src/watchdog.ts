@@ -19,7 +19,23 @@ export class Entry implements Watched {
   validUntil = 0;
   due = 0;
   lastError: string | undefined;
-  readonly controller = new AbortController();
+  private ctl: AbortController | undefined;
+  private lostWith: LockLostError | undefined;
+  /** Made on first use (most holds never have their signal read); aborted at once if the hold was lost before. */
+  get controller(): AbortController {
+    if (!this.ctl) {
+      this.ctl = new AbortController();
+      if (this.lostWith) this.ctl.abort(this.lostWith);
+    }
+    return this.ctl;
+  }
+  get isLost(): boolean {
+    return this.lostWith !== undefined;
+  }
+  lose(e: LockLostError): void {
+    this.lostWith ??= e;
+    this.ctl?.abort(this.lostWith);
+  }
   constructor(
     readonly id: string,
     readonly key: string,
@@ -99,7 +115,7 @@ export class Watchdog {
   markLost(e: Entry, reason: string): void {
     if (this.entries.get(e.id) !== e) return;
     this.remove(e);
-    e.controller.abort(new LockLostError(e.key, reason));
+    e.lose(new LockLostError(e.key, reason));
   }
 
   renewed(e: Entry, basis: number): void {
