@@ -97,6 +97,8 @@ export interface Topology {
   anyNode(): string;
   /** Reads the slot map again (after a `MOVED`). */
   refresh(via: NodeCaller): Promise<void>;
+  /** Every primary (the one server for a standalone one). */
+  primaries(via: NodeCaller): Promise<string[]>;
 }
 
 export interface NodeCaller {
@@ -106,7 +108,7 @@ export interface NodeCaller {
 export function topologyFor(client: unknown): Topology {
   if (client !== null && typeof client === "object" && (isIoredisCluster(client) || isNodeRedisCluster(client))) return new ClusterTopology(client);
   const d = driverFor(client);
-  return { name: d.name, db: d.db, cluster: false, nodeFor: async () => "server", driver: () => d, anyNode: () => "server", refresh: async () => {} };
+  return { name: d.name, db: d.db, cluster: false, nodeFor: async () => "server", driver: () => d, anyNode: () => "server", refresh: async () => {}, primaries: async () => ["server"] };
 }
 
 /**
@@ -174,6 +176,12 @@ class ClusterTopology implements Topology {
 
   anyNode(): string {
     return this.slots.find((n) => n !== undefined) ?? this.seeds[0]!;
+  }
+
+  async primaries(via: NodeCaller): Promise<string[]> {
+    await this.init();
+    if (!this.known) await this.refresh(via);
+    return [...new Set(this.slots.filter((n) => n !== undefined))];
   }
 
   async nodeFor(key: string | undefined, via: NodeCaller): Promise<string> {

@@ -149,6 +149,15 @@ export class Core {
     }
   }
 
+  /** A keyless command on one node (a primary of `primaries()`). */
+  async callOn(node: string, args: string[]): Promise<Reply> {
+    return withTimeout((await this.conn(node)).call(args), this.options.responseTimeout, args[0]!);
+  }
+
+  primaries(): Promise<string[]> {
+    return this.topology.primaries(this);
+  }
+
   /** Commands sent together, one pipeline per node; each reply or error in its place (a redirected one follows its redirection). */
   async batch(cmds: string[][], timeout = this.options.responseTimeout): Promise<Array<Reply | Error>> {
     const asError = (e: unknown) => (e instanceof Error ? e : new Error(String(e)));

@@ -96,9 +96,10 @@ export async function scan(core: Core, options?: { match?: string; type?: "lock"
     extra.push("TYPE", options.type);
   }
   const out: ScannedLock[] = [];
+  for (const node of await core.primaries()) {
   let cursor = "0";
   do {
-    const r = (await core.call(["RLOCK.SCAN", cursor, ...extra, "COUNT", "100"])) as Reply[];
+    const r = (await core.callOn(node, ["RLOCK.SCAN", cursor, ...extra, "COUNT", "100"])) as Reply[];
     cursor = String(r[0]);
     for (const e of (r[1] as Reply[]) ?? []) {
       const m = command.pairs(e);
@@ -107,16 +108,27 @@ export async function scan(core: Core, options?: { match?: string; type?: "lock"
       out.push(s);
     }
   } while (cursor !== "0");
+  }
   return out;
 }
 
+/** `INFO rlock`; in a cluster, every primary's, counters summed (other fields from the first). */
 export async function stats(core: Core): Promise<Record<string, string>> {
-  return command.parseInfo(String(await core.call(["INFO", "rlock"])));
+  const all = await Promise.all((await core.primaries()).map(async (n) => command.parseInfo(String(await core.callOn(n, ["INFO", "rlock"])))));
+  const out: Record<string, string> = { ...all[0] };
+  for (const other of all.slice(1)) {
+    for (const [k, v] of Object.entries(other)) {
+      if (/^-?\d+$/.test(v) && /^-?\d+$/.test(out[k] ?? "") && k !== "rlock_version") out[k] = String(Number(out[k]) + Number(v));
+      else out[k] ??= v;
+    }
+  }
+  return out;
 }
 
+/** `RLOCK.TOP`; in a cluster, every primary's, merged in the server's order (waiting now, then waits). */
 export async function top(core: Core, count: number): Promise<ContendedKey[]> {
-  const list = (await core.call(["RLOCK.TOP", "COUNT", String(count)])) as Reply[];
-  return (list ?? []).map((e) => {
+  const lists = await Promise.all((await core.primaries()).map(async (n) => ((await core.callOn(n, ["RLOCK.TOP", "COUNT", String(count)])) as Reply[]) ?? []));
+  const merged = lists.flat().map((e) => {
     const m = command.pairs(e);
     return {
       key: String(m["key"]),
@@ -129,4 +141,6 @@ export async function top(core: Core, count: number): Promise<ContendedKey[]> {
       waitP99Usec: num(m["wait-p99-usec"]),
     };
   });
+  if (lists.length > 1) merged.sort((a, b) => b.waiters - a.waiters || b.longestWaitMs - a.longestWaitMs || b.waits - a.waits);
+  return merged.slice(0, count);
 }

@@ -82,6 +82,21 @@ for (const flavor of flavors()) {
         await held.release();
       });
 
+      test(`[${driver}] operator queries on a cluster ask every primary (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        const prefix = key("c14ops");
+        const keys = Array.from({ length: 9 }, (_, i) => `${prefix}:${i}`);
+        const holds = await Promise.all(keys.map((k) => locks.lock(k).acquire()));
+        const nodes = new Set();
+        for (const k of keys) nodes.add((await cluster.adminFor(k)).options.port);
+        assert.ok(nodes.size >= 2, "keys on several primaries");
+        const found = (await locks.scan({ match: `${prefix}:*` })).map((s) => s.key).sort();
+        assert.deepEqual(found, [...keys].sort());
+        const stats = await locks.stats();
+        assert.ok(Number(stats.rlock_acquires) >= keys.length);
+        await Promise.all(holds.map((h) => h.release()));
+      });
+
       test(`[${driver}] C14 a multi-key lock over different slots is refused before anything is sent (${flavor})`, async () => {
         const locks = cluster.locks(driver);
         assert.throws(() => locks.multi(["a", "b"]), RangeError);
