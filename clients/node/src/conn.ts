@@ -22,6 +22,8 @@ export interface Conn {
   /** Resolves when the connection has closed, for whatever reason. */
   readonly closed: Promise<void>;
   readonly isOpen: boolean;
+  /** Connected and ready for commands (not reconnecting). */
+  readonly isReady: boolean;
 }
 
 export interface Subscriber {
@@ -258,7 +260,9 @@ class IoredisDriver implements Driver {
       // A command in flight when the connection breaks fails at once (it is not kept to
       // be re-sent); retries are ours, with the same REQ id.
       maxRetriesPerRequest: 0,
-      enableOfflineQueue: true,
+      // A command is sent now or fails: none waits in a queue to be sent after a reconnect,
+      // when its caller may have given up on it (an acquire held by nobody).
+      enableOfflineQueue: false,
       keyPrefix: undefined,
       monitor: false,
       connectionName: "rlock-client",
@@ -280,12 +284,18 @@ class IoredisDriver implements Driver {
           throw convert(e);
         }),
       destroy: () => c.disconnect(false),
+      // QUIT when connected; either way no reconnecting afterwards (a connection that keeps
+      // reconnecting to a server that is gone keeps the process alive).
       quit: async () => {
-        await c.quit().catch(quiet);
+        if (c.status === "ready") await c.quit().catch(quiet);
+        c.disconnect(false);
       },
       closed,
       get isOpen() {
         return c.status === "ready" || c.status === "connect" || c.status === "connecting";
+      },
+      get isReady() {
+        return c.status === "ready";
       },
     };
   }
@@ -298,7 +308,10 @@ class IoredisDriver implements Driver {
       subscribe: async (ch) => void (await c.subscribe(ch)),
       unsubscribe: async (ch) => void (await c.unsubscribe(ch)),
       onMessage: (fn) => c.on("message", (ch: string, m: string) => fn(String(ch), String(m))),
-      quit: async () => void (await c.quit().catch(quiet)),
+      quit: async () => {
+        if (c.status === "ready") await c.quit().catch(quiet);
+        c.disconnect(false);
+      },
     };
   }
 }
@@ -323,7 +336,8 @@ class NodeRedisDriver implements Driver {
     return this.client.duplicate({
       RESP: 2,
       commandOptions: undefined,
-      disableOfflineQueue: false,
+      // As for ioredis: sent now or failed, never queued for after a reconnect.
+      disableOfflineQueue: true,
       pingInterval: undefined,
       clientSideCache: undefined,
       name: "rlock-client",
@@ -358,15 +372,19 @@ class NodeRedisDriver implements Driver {
       },
       quit: async () => {
         try {
-          if (c.isOpen) await c.close();
+          if (c.isReady) await c.close();
         } catch {
           /* closed already */
         }
+        destroy(c);
         closedResolve();
       },
       closed,
       get isOpen() {
         return c.isOpen;
+      },
+      get isReady() {
+        return c.isReady;
       },
     };
   }
@@ -384,10 +402,11 @@ class NodeRedisDriver implements Driver {
       },
       quit: async () => {
         try {
-          if (c.isOpen) await c.close();
+          if (c.isReady) await c.close();
         } catch {
           /* closed already */
         }
+        destroy(c);
       },
     };
   }

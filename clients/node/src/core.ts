@@ -143,10 +143,19 @@ export class Core {
     try {
       return await this.call(args);
     } catch (e) {
-      if (isServerError(e) || e instanceof RlockError && !(e instanceof TimeoutError)) throw e;
-      await new Promise((r) => setTimeout(r, RESEND_AFTER));
+      if (isServerError(e) || (e instanceof RlockError && !(e instanceof TimeoutError))) throw e;
+      await this.reconnected(keyOf(args));
       return await this.call(args);
     }
+  }
+
+  /** Waits (up to responseTimeout) for the shared connection to `key`'s node to be back, before a resend. */
+  async reconnected(key: string | undefined): Promise<void> {
+    await new Promise((r) => setTimeout(r, RESEND_AFTER));
+    const node = this.topology.cluster ? await this.topology.nodeFor(key, this) : "server";
+    const end = Date.now() + this.options.responseTimeout;
+    const c = await this.conn(node);
+    while (!c.isReady && c.isOpen && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
   }
 
   /** A keyless command on one node (a primary of `primaries()`). */

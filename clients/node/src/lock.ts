@@ -262,7 +262,7 @@ export class Lock {
       return await once();
     } catch (e) {
       if (e instanceof RlockError && e.constructor.name !== "TimeoutError") throw e;
-      await new Promise((r) => setTimeout(r, 100));
+      await this.core.reconnected(this.key);
       return await once();
     }
   }
