@@ -4,7 +4,7 @@
 // server runs on core 0 and this process on core 1 (taskset).
 //   uncontended: acquire+release pairs per second, one loop;
 //   contended: 32 async workers on one lock, each looping acquire/release with hold 0:
-//   hand-offs per second, hand-off p50 (a release to the next grant), fairness (min/max
+//   hand-offs per second (a grant to another worker than the one that released), hand-off p50 (a release to the next grant), fairness (min/max
 //   acquisitions per worker) and the server's CPU per hand-off (INFO cpu).
 // Usage: node bench/bench.mjs [--flavor redis|redis8|valkey] [--rounds N] [--seconds S]
 import { spawn, spawnSync } from "node:child_process";
@@ -71,13 +71,21 @@ async function contended(admin, makeWorker) {
   await sleep(100);
   const cpu0 = await serverCpu(admin);
   const t0 = performance.now();
+  let lastHolder = -1;
+  let handoffs = 0;
   const loops = workers.map(async (w, i) => {
     while (!stop) {
       const held = await w.acquire();
       if (!held) continue;
       const now = performance.now();
-      if (lastRelease) gaps.push(now - lastRelease);
+      // A hand-off: the lock went to another worker than the one that released it (a worker
+      // that barges back in after its own release is not one).
+      if (lastHolder !== i && lastHolder !== -1) {
+        handoffs++;
+        gaps.push(now - lastRelease);
+      }
       counts[i]++;
+      lastHolder = i;
       lastRelease = performance.now();
       await w.release(held);
     }
@@ -86,10 +94,11 @@ async function contended(admin, makeWorker) {
   stop = true;
   const secs = (performance.now() - t0) / 1000;
   const total = counts.reduce((a, b) => a + b, 0);
+  const taken = handoffs;
   const cpu = (await serverCpu(admin)) - cpu0;
   await Promise.race([Promise.all(loops), sleep(15_000)]);
   for (const w of workers) await w.close?.();
-  return { rate: total / secs, p50: median(gaps), fairness: Math.min(...counts) / Math.max(...counts), cpuUs: (cpu * 1e6) / total };
+  return { rate: taken / secs, acquisitions: total / secs, p50: median(gaps), fairness: Math.min(...counts) / Math.max(...counts), cpuUs: (cpu * 1e6) / Math.max(1, taken) };
 }
 
 async function rounds(fn) {
@@ -121,7 +130,7 @@ const req = () => Math.random().toString(16).slice(2).padEnd(16, "0") + Math.ran
 
 const show = (group, name, m, base) => {
   const ratio = base ? ` (x${(m.rate / base.rate).toFixed(2)} ${base.name})` : "";
-  const extra = m.p50 !== undefined ? `, p50 ${(m.p50 * 1000).toFixed(0)} us, fairness ${m.fairness.toFixed(2)}` : "";
+  const extra = m.p50 !== undefined ? ` hand-offs (${Math.round(m.acquisitions)} acquisitions/s), p50 ${(m.p50 * 1000).toFixed(0)} us, fairness ${m.fairness.toFixed(2)}` : "";
   console.log(`${group.padEnd(12)} ${name.padEnd(30)} ${Math.round(m.rate).toString().padStart(7)}/s${ratio}${extra}, server CPU ${m.cpuUs.toFixed(1)} us`);
 };
 
