@@ -24,7 +24,7 @@ pub enum Verdict {
     /// waiting behind (the first of `to`, lock and call, that can take it), instead; when
     /// none can, `otherwise`. `None` when a multi-key call of the cycle waits on a kept
     /// lock: it takes that lock with its others once they are free (see
-    /// `handoff::grant_all`), so the cycle ends by itself and nobody is refused.
+    /// `handoff::multi::grant_all`), so the cycle ends by itself and nobody is refused.
     Yield {
         to: Vec<(LockId, WaiterId)>,
         otherwise: Option<Refusal>,

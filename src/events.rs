@@ -338,7 +338,7 @@ fn serve_later(ctx: &Context, db: Option<i32>) {
 }
 
 /// The server's cron (`hz` times a second): tracked fair queues whose earliest deadline
-/// came are looked at (see `handoff::look_at_queue`). A cron tick rather than a timer:
+/// came are looked at (see `handoff::locks::look_at_queue`). A cron tick rather than a timer:
 /// a timer kept for callers that poll would hold up `MODULE UNLOAD` for as long as
 /// `rlock.fair-wait-ms`, and their entries need not go to the millisecond.
 extern "C" fn on_cron(

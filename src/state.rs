@@ -93,7 +93,7 @@ pub struct State {
     /// While the hand-off serves a lock: when it became free. Its grants are hand-offs.
     pub serving_since: Option<u64>,
     /// Holds granted (owner, lock) whose cycles of waits are judged once the grants of
-    /// the turn are all made (see `handoff::settle_granted`), and whether that is running.
+    /// the turn are all made (see `handoff::settle::settle_granted`), and whether that is running.
     pub granted_to_settle: Vec<(Vec<u8>, LockId)>,
     pub settling: bool,
     /// How many `handoff::serve` calls are under way (they nest).

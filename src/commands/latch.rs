@@ -37,7 +37,7 @@ pub fn count_down(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
     }
     if count == 0 {
-        handoff::serve_key(ctx, key);
+        handoff::serve_latch_key(ctx, key);
     }
     Ok(RedisValue::Integer(count))
 }

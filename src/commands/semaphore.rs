@@ -37,7 +37,7 @@ pub fn try_set_permits(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let n = count_value(n, "permits", 0, MAX_PERMITS).map_err(errors::arg_error)?;
     let set = Semaphore::open(ctx, key)?.try_set(n);
     if set {
-        handoff::serve_key(ctx, key);
+        handoff::serve_permits_key(ctx, key);
     }
     Ok(RedisValue::Integer(set as i64))
 }
@@ -55,7 +55,7 @@ pub fn add_permits(ctx: &Context, args: &[RedisString]) -> RedisResult {
         .ok_or(RedisError::Str(errors::PERMITS_OVERFLOW))?;
     if n > 0 {
         stats::PERMIT_RELEASES.incr();
-        handoff::serve_key(ctx, key);
+        handoff::serve_permits_key(ctx, key);
     }
     Ok(RedisValue::Integer(total))
 }
@@ -131,7 +131,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     stats::PERMIT_RELEASES.incr();
     keyevents::key(ctx, KeyEvent::PermitRelease, key);
-    handoff::serve_key(ctx, key);
+    handoff::serve_permits_key(ctx, key);
     Ok(RedisValue::Integer(total))
 }
 

@@ -119,7 +119,7 @@ pub fn next_turn(head: FairHead, first_plain: Option<WaiterId>) -> Turn {
 
 /// The fair queues the module tracks, each with the moment it is to be looked at
 /// again: its earliest entry's deadline, when that entry goes if its caller stopped
-/// calling (see `handoff::look_at_queue`). Every tracked queue has such a moment, so
+/// calling (see `handoff::locks::look_at_queue`). Every tracked queue has such a moment, so
 /// none is tracked, nor left in the keyspace, past its last deadline.
 #[derive(Debug, Default)]
 pub struct KnownQueues {

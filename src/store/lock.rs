@@ -285,7 +285,7 @@ impl<'a> LockKey<'a> {
     }
 
     /// Deletes the lock. The caller tells Redisson-style waiters, unless a client
-    /// blocked here takes it at once (see `handoff::freed`).
+    /// blocked here takes it at once (see `handoff::freed_key`).
     pub(super) fn delete(&self) {
         self.key.delete();
         ffi::replicate_key(self.ctx, c"DEL", self.name);

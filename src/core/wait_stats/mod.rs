@@ -19,26 +19,22 @@
 //! a histogram of 544 `u16` counts (one significant digit: 1.1 KiB) made when the slot
 //! first gets a sample: at most about 7 MiB with 1,000 keys contended in every slot.
 
-use std::collections::HashMap;
+mod history;
+mod ring;
 
-use hdrhistogram::{Counter, Histogram};
-
-use super::args::{AcquireOptions, MAX_TOP_COUNT};
+use super::args::AcquireOptions;
 use super::rwlock::RwMode;
 use super::waitlist::{LockId, Waiter, Wants};
+use history::History;
+#[cfg(test)]
+use history::FORGET_BATCH;
+use ring::{percentiles, Ring, Samples};
 
-/// Slots in a window's ring.
-pub const SLOTS: usize = 6;
-/// Keys the contention history remembers at most.
-pub const MAX_KEYS: usize = MAX_TOP_COUNT as usize;
-/// Keys forgotten at once when the history is full (a tenth of it).
-const FORGET_BATCH: usize = MAX_KEYS / 10;
-/// Waits longer than this (about 19 hours) count as this long.
-const HIGHEST_USEC: u64 = 1 << 36;
+pub use history::{Kind, LiveKey, TopEntry, MAX_KEYS};
+pub use ring::SLOTS;
+
 /// Significant digits of the family and hand-off histograms (1% steps).
 const FAMILY_DIGITS: u8 = 2;
-/// Significant digits of a key's histograms (10% steps).
-const KEY_DIGITS: u8 = 1;
 
 /// What a blocked call waited for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -124,26 +120,6 @@ impl<H> Waiter<H> {
     }
 }
 
-/// The kind of key, as `RLOCK.TOP` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Lock,
-    RwLock,
-    Semaphore,
-    Latch,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::RwLock => "rwlock",
-            Kind::Semaphore => "semaphore",
-            Kind::Latch => "latch",
-        }
-    }
-}
-
 /// How a blocked call's wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -152,117 +128,6 @@ pub enum Outcome {
     TimedOut,
     /// Its client left, or was unblocked (`CLIENT UNBLOCK`).
     Cancelled,
-}
-
-/// Samples in one slot: a histogram made at the first sample.
-struct Samples<T: Counter> {
-    digits: u8,
-    histogram: Option<Histogram<T>>,
-}
-
-impl<T: Counter> Samples<T> {
-    fn new(digits: u8) -> Samples<T> {
-        Samples {
-            digits,
-            histogram: None,
-        }
-    }
-
-    fn record(&mut self, usec: u64) {
-        let digits = self.digits;
-        let histogram = self.histogram.get_or_insert_with(|| {
-            Histogram::new_with_bounds(1, HIGHEST_USEC, digits)
-                .expect("the bounds are valid for hdrhistogram")
-        });
-        histogram.saturating_record(usec.max(1));
-    }
-
-    /// Emptied for reuse; `free` gives its memory back too.
-    fn clear(&mut self, free: bool) {
-        if free {
-            self.histogram = None;
-        } else if let Some(histogram) = &mut self.histogram {
-            histogram.reset();
-        }
-    }
-
-    fn get(&self) -> Option<&Histogram<T>> {
-        self.histogram.as_ref().filter(|h| !h.is_empty())
-    }
-}
-
-/// p50, p99 and p99.9 of the samples of `slots`; `None` without any.
-fn percentiles<'a, T: Counter + 'a>(
-    slots: impl Iterator<Item = &'a Samples<T>>,
-) -> Option<[u64; 3]> {
-    let merged = merge(slots)?;
-    Some([
-        merged.value_at_quantile(0.5),
-        merged.value_at_quantile(0.99),
-        merged.value_at_quantile(0.999),
-    ])
-}
-
-fn merge<'a, T: Counter + 'a>(slots: impl Iterator<Item = &'a Samples<T>>) -> Option<Histogram<T>> {
-    let mut merged: Option<Histogram<T>> = None;
-    for histogram in slots.filter_map(Samples::get) {
-        match &mut merged {
-            None => merged = Some(histogram.clone()),
-            Some(merged) => merged.add(histogram).ok()?,
-        }
-    }
-    merged
-}
-
-/// A ring of `SLOTS` slots over the window, by the clock (see the file's doc).
-struct Ring<T> {
-    slot_ms: u64,
-    /// Each slot with the period it holds (`now_ms / slot_ms`).
-    slots: Vec<(u64, T)>,
-}
-
-impl<T> Ring<T> {
-    fn new(window_ms: u64, make: impl Fn() -> T) -> Ring<T> {
-        Ring {
-            slot_ms: slot_ms(window_ms),
-            slots: (0..SLOTS).map(|_| (u64::MAX, make())).collect(),
-        }
-    }
-
-    /// The slot of `now_ms`, emptied by `clear` first if it held an earlier period.
-    /// A changed window empties every slot.
-    fn current(&mut self, now_ms: u64, window_ms: u64, clear: impl Fn(&mut T)) -> &mut T {
-        if self.slot_ms != slot_ms(window_ms) {
-            self.slot_ms = slot_ms(window_ms);
-            for (period, slot) in &mut self.slots {
-                *period = u64::MAX;
-                clear(slot);
-            }
-        }
-        let period = now_ms / self.slot_ms;
-        let (held, slot) = &mut self.slots[(period % SLOTS as u64) as usize];
-        if *held != period {
-            *held = period;
-            clear(slot);
-        }
-        slot
-    }
-
-    /// The slots of the window that ends at `now_ms`.
-    fn live(&self, now_ms: u64, window_ms: u64) -> impl Iterator<Item = &T> {
-        let same_window = self.slot_ms == slot_ms(window_ms);
-        let period = now_ms / self.slot_ms;
-        self.slots
-            .iter()
-            .filter(move |(held, _)| {
-                same_window && *held <= period && period - *held < SLOTS as u64
-            })
-            .map(|(_, slot)| slot)
-    }
-}
-
-fn slot_ms(window_ms: u64) -> u64 {
-    (window_ms / SLOTS as u64).max(1)
 }
 
 /// Blocked calls of one family by outcome, since load or the last reset.
@@ -281,89 +146,12 @@ impl Totals {
     }
 }
 
-/// One slot of a key's history.
-struct KeySlot {
-    waits: u64,
-    timeouts: u64,
-    /// Microseconds blocked by the calls that ended in this slot, whatever their end.
-    usec: u64,
-    granted: Samples<u16>,
-}
-
-impl KeySlot {
-    fn new() -> KeySlot {
-        KeySlot {
-            waits: 0,
-            timeouts: 0,
-            usec: 0,
-            granted: Samples::new(KEY_DIGITS),
-        }
-    }
-
-    fn clear(&mut self) {
-        self.waits = 0;
-        self.timeouts = 0;
-        self.usec = 0;
-        self.granted.clear(true);
-    }
-}
-
-/// A remembered key: its kind, its window, and the blocked time it inherited from the
-/// key it replaced (space-saving's overestimate, used only to choose whom to forget).
-struct KeyHistory {
-    kind: Kind,
-    inherited_usec: u64,
-    ring: Ring<KeySlot>,
-}
-
-impl KeyHistory {
-    fn blocked_usec(&self, now_ms: u64, window_ms: u64) -> u64 {
-        self.ring
-            .live(now_ms, window_ms)
-            .map(|slot| slot.usec)
-            .sum()
-    }
-
-    fn is_stale(&self, now_ms: u64, window_ms: u64) -> bool {
-        self.ring
-            .live(now_ms, window_ms)
-            .all(|slot| slot.usec == 0 && slot.waits == 0 && slot.timeouts == 0)
-    }
-}
-
-/// A key with calls blocked on it now, as the wait list sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveKey {
-    pub lock: LockId,
-    pub kind: Kind,
-    pub waiters: u64,
-    /// How long its longest-blocked call has waited so far.
-    pub longest_usec: u64,
-    /// How long all its blocked calls have waited so far, together.
-    pub blocked_usec: u64,
-}
-
-/// One line of `RLOCK.TOP`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopEntry {
-    pub lock: LockId,
-    pub kind: Kind,
-    pub waiters: u64,
-    pub longest_wait_ms: u64,
-    /// Calls granted after blocking, in the window.
-    pub waits: u64,
-    pub timeouts: u64,
-    pub wait_p99_usec: Option<u64>,
-}
-
 /// Every wait statistic of the module (see the file's doc).
 pub struct WaitStats {
     totals: [Totals; 8],
     granted: Vec<Ring<Samples<u32>>>,
     handoffs: Ring<Samples<u32>>,
-    keys: HashMap<LockId, KeyHistory>,
-    /// The most blocked time a key forgotten last had: what newcomers inherit.
-    forgotten_usec: u64,
+    history: History,
 }
 
 impl Default for WaitStats {
@@ -376,8 +164,7 @@ impl Default for WaitStats {
                 .map(|_| Ring::new(window_ms, || Samples::new(FAMILY_DIGITS)))
                 .collect(),
             handoffs: Ring::new(window_ms, || Samples::new(FAMILY_DIGITS)),
-            keys: HashMap::new(),
-            forgotten_usec: 0,
+            history: History::default(),
         }
     }
 }
@@ -407,19 +194,8 @@ impl WaitStats {
             Outcome::Cancelled => totals.cancels += 1,
         }
         for lock in locks {
-            let slot = self
-                .remember(lock, family.kind(), now_ms, window_ms)
-                .ring
-                .current(now_ms, window_ms, KeySlot::clear);
-            slot.usec = slot.usec.saturating_add(usec);
-            match outcome {
-                Outcome::Granted => {
-                    slot.waits += 1;
-                    slot.granted.record(usec);
-                }
-                Outcome::TimedOut => slot.timeouts += 1,
-                Outcome::Cancelled => {}
-            }
+            self.history
+                .record(lock, family.kind(), now_ms, window_ms, outcome, usec);
         }
     }
 
@@ -428,66 +204,6 @@ impl WaitStats {
         self.handoffs
             .current(now_ms, window_ms, |s| s.clear(false))
             .record(usec);
-    }
-
-    /// `lock`'s history, made if new. When `MAX_KEYS` are remembered, room is made for
-    /// `FORGET_BATCH` newcomers at once (`forget_least`), so a wait on a new key costs a
-    /// pass over the history only once in `FORGET_BATCH` new keys, not every time.
-    fn remember(
-        &mut self,
-        lock: &LockId,
-        kind: Kind,
-        now_ms: u64,
-        window_ms: u64,
-    ) -> &mut KeyHistory {
-        if !self.keys.contains_key(lock) {
-            if self.keys.len() >= MAX_KEYS {
-                self.forget_least(now_ms, window_ms);
-            }
-            self.keys.insert(
-                lock.clone(),
-                KeyHistory {
-                    kind,
-                    inherited_usec: self.forgotten_usec,
-                    ring: Ring::new(window_ms, KeySlot::new),
-                },
-            );
-        }
-        let key = self.keys.get_mut(lock).expect("inserted above");
-        key.kind = kind;
-        key
-    }
-
-    /// Makes room for `FORGET_BATCH` keys: keys gone from the window go first, then the
-    /// least contended (blocked time in the window, plus what they inherited). Newcomers
-    /// inherit the most any key of this batch had (space-saving's overestimate, used only to
-    /// choose whom to forget), so one-off keys cannot push out a hot one.
-    fn forget_least(&mut self, now_ms: u64, window_ms: u64) {
-        self.keys.retain(|_, key| !key.is_stale(now_ms, window_ms));
-        let excess = (self.keys.len() + FORGET_BATCH).saturating_sub(MAX_KEYS);
-        if excess == 0 {
-            return;
-        }
-        let mut scored: Vec<(u64, &LockId)> = self
-            .keys
-            .iter()
-            .map(|(lock, key)| {
-                (
-                    key.blocked_usec(now_ms, window_ms) + key.inherited_usec,
-                    lock,
-                )
-            })
-            .collect();
-        scored.select_nth_unstable_by_key(excess - 1, |(score, _)| *score);
-        let forgotten = scored[..excess].iter().map(|(score, _)| *score).max();
-        let doomed: Vec<LockId> = scored[..excess]
-            .iter()
-            .map(|(_, lock)| (*lock).clone())
-            .collect();
-        for lock in &doomed {
-            self.keys.remove(lock);
-        }
-        self.forgotten_usec = forgotten.unwrap_or(0);
     }
 
     /// Since load or the last reset.
@@ -510,15 +226,12 @@ impl WaitStats {
         percentiles(self.handoffs.live(now_ms, window_ms))
     }
 
-    /// How many keys the history remembers.
+    /// How many keys the contention history remembers.
     pub fn remembered(&self) -> usize {
-        self.keys.len()
+        self.history.len()
     }
 
-    /// The `count` most contended keys: those of `live` (blocked calls now) and those with
-    /// blocked calls in the window, by calls blocked now, then by time blocked in the
-    /// window (the ended waits', and the blocked calls' so far). Keys gone from the
-    /// window are forgotten.
+    /// `RLOCK.TOP`: the `count` most contended keys (see `History::top`).
     pub fn top(
         &mut self,
         live: Vec<LiveKey>,
@@ -526,48 +239,7 @@ impl WaitStats {
         now_ms: u64,
         window_ms: u64,
     ) -> Vec<TopEntry> {
-        self.keys.retain(|_, key| !key.is_stale(now_ms, window_ms));
-        let mut rows: HashMap<LockId, (TopEntry, u64)> = HashMap::new();
-        for (lock, key) in &self.keys {
-            let slots = || key.ring.live(now_ms, window_ms);
-            let entry = TopEntry {
-                lock: lock.clone(),
-                kind: key.kind,
-                waiters: 0,
-                longest_wait_ms: 0,
-                waits: slots().map(|s| s.waits).sum(),
-                timeouts: slots().map(|s| s.timeouts).sum(),
-                wait_p99_usec: merge(slots().map(|s| &s.granted))
-                    .map(|h| h.value_at_quantile(0.99)),
-            };
-            rows.insert(lock.clone(), (entry, key.blocked_usec(now_ms, window_ms)));
-        }
-        for key in live {
-            let (entry, blocked) = rows.entry(key.lock.clone()).or_insert_with(|| {
-                let entry = TopEntry {
-                    lock: key.lock.clone(),
-                    kind: key.kind,
-                    waiters: 0,
-                    longest_wait_ms: 0,
-                    waits: 0,
-                    timeouts: 0,
-                    wait_p99_usec: None,
-                };
-                (entry, 0)
-            });
-            entry.kind = key.kind;
-            entry.waiters = key.waiters;
-            entry.longest_wait_ms = key.longest_usec / 1000;
-            *blocked = blocked.saturating_add(key.blocked_usec);
-        }
-        let mut rows: Vec<(TopEntry, u64)> = rows.into_values().collect();
-        rows.sort_by(|(a, a_blocked), (b, b_blocked)| {
-            (b.waiters, b_blocked)
-                .cmp(&(a.waiters, a_blocked))
-                .then_with(|| a.lock.cmp(&b.lock))
-        });
-        rows.truncate(count);
-        rows.into_iter().map(|(entry, _)| entry).collect()
+        self.history.top(live, count, now_ms, window_ms)
     }
 
     /// Zeroes everything: totals, windows and the contention history.
