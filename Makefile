@@ -6,8 +6,9 @@ CARGO ?= cargo
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
+PY_VENV := .venv
 
-.PHONY: build run test test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
+.PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
 
 build:
 	scripts/deps.sh build
@@ -25,26 +26,43 @@ run:
 	@echo
 	redis-server --port $(PORT) --save "" --appendonly no --loadmodule $(RELEASE_MODULE)
 
-test:
+# `make test` prepares everything first (deps, lint, every build, the clients' packages), then
+# runs two streams side by side on the 2 cores: the Rust workspace (module, cli, bench and chaos
+# crates, the Python example, the chaos slice) and the clients' conformance matrix (the Rust,
+# Python and Node suites, scripts/conformance); the cost check runs last and alone, since
+# callgrind's counts of time-driven work grow on a loaded machine. Each stream's output is
+# printed whole when it ends.
+TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node
+test: test-prepare
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-workspace test-conformance
+	$(MAKE) --no-print-directory cost-check
+
+test-prepare: $(PY_VENV)/.ready
 	scripts/test-deps.sh
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
+	scripts/deps.sh $(TEST_DEPS)
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src cli/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) build -p rlock
-	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace
+	$(CARGO) build -p rlock -p rlock-chaos -p rlock-bench
+	$(CARGO) build --release -p rlock
+	$(CARGO) test --workspace --no-run -q
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
+	cd clients/node && npm ci --no-audit --no-fund
+
+test-workspace:
+	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace --exclude rlock-client
 	RLOCK_MODULE=$(DEBUG_MODULE) python3 examples/python/run_example.py
-	$(MAKE) --no-print-directory test-python
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
-	$(MAKE) --no-print-directory test-node
-	$(MAKE) --no-print-directory cost-check
+
+test-conformance:
+	RLOCK_MODULE=$(DEBUG_MODULE) scripts/conformance
 
 # The Python client (clients/python): a venv in .venv (git-ignored; scripts/conformance's
 # default) with the package installed from the tree as `pip install ./clients/python` would,
 # and its suite on the three servers (RLOCK_FLAVORS narrows them). PYTEST_ARGS passes more,
 # e.g. PYTEST_ARGS="-k c06 -x".
-PY_VENV := .venv
 PYTEST_ARGS ?=
 $(PY_VENV)/.ready: clients/python/pyproject.toml
 	scripts/deps.sh pyvenv
