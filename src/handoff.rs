@@ -351,7 +351,9 @@ fn open_latch(ctx: &Context, lock: &LockId) {
 fn return_permits(ctx: &Context, lock: &LockId, n: i64, req: Option<RequestId>) {
     let key = ffi::string(ctx, &lock.key);
     if let Ok(mut semaphore) = Semaphore::open(ctx, &key) {
-        semaphore.give(n);
+        if semaphore.give(n).is_some() {
+            keyevents::key(ctx, KeyEvent::PermitRelease, &key);
+        }
     }
     // The grant is undone: a retry with its id must not be told it holds the permits.
     if let Some(id) = req {
@@ -961,8 +963,11 @@ fn release_hold(ctx: &Context, lock: &LockId, field: &[u8], all: bool) {
     if all {
         stats::SESSION_RELEASES.incr();
         keyevents::key(ctx, KeyEvent::SessionEnd, &key);
-    } else if released.freed_by.is_some() {
+    } else if released.last {
+        // A grant its client never heard, given back: released as `RLOCK.RELEASE` would,
+        // so an observer that saw its `rlock.acquire` sees the hold end.
         stats::RELEASES.incr();
+        keyevents::key(ctx, KeyEvent::Release, &key);
     }
     match released.freed_by {
         Some(unlock) => {

@@ -305,12 +305,14 @@ impl<'a> LockKey<'a> {
             let released = self.release_rw(owner, side, all)?;
             return Ok(ReleasedHold {
                 held: released.release != RwRelease::NotHeld,
+                last: matches!(released.release, RwRelease::Last { .. }),
                 freed_by: released.freed_by.map(Unlock::ReadWrite),
             });
         }
         let release = self.release(field, all)?;
         Ok(ReleasedHold {
             held: release != crate::core::hold::Release::NotHeld,
+            last: matches!(release, crate::core::hold::Release::Last { .. }),
             freed_by: (release == crate::core::hold::Release::Last { lock_freed: true })
                 .then_some(Unlock::Lock),
         })
@@ -404,6 +406,8 @@ pub enum Unlock {
 /// What releasing a recorded hold did.
 pub struct ReleasedHold {
     pub held: bool,
+    /// The owner's last hold on the key (on that side) went: not an undone re-entry.
+    pub last: bool,
     pub freed_by: Option<Unlock>,
 }
 
