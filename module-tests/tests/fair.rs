@@ -1564,11 +1564,13 @@ fn queues_written_by_others_or_loaded_are_served() {
     }
 }
 
-/// A lock `k` held by `h` for a minute, and a polling `FAIR` caller `b` queued behind it.
-fn queue_a_polling_head(server: &Server, k: &str) {
+/// A lock `k` held by `h` for a minute, and a polling `FAIR` caller `b` queued behind it,
+/// written through the connection returned.
+fn queue_a_polling_head(server: &Server, k: &str) -> Connection {
     let mut c = server.conn();
     run(&mut c, &["RLOCK.ACQUIRE", k, "h", "LEASE", "60000"]);
     assert_eq!(run(&mut c, &["RLOCK.ACQUIRE", k, "b", "FAIR"]), Value::Nil);
+    c
 }
 
 /// `k`'s queue (see `queue_a_polling_head`) is tracked within 3 s, and the release of
@@ -1617,8 +1619,8 @@ fn queues_are_known_at_once_after_a_promotion_a_load_or_an_aof_restart() {
     for flavor in flavors() {
         let primary = Server::start(flavor);
         let replica = Server::builder(flavor).replica_of(primary.port).start();
-        queue_a_polling_head(&primary, "k");
-        let mut p = primary.conn();
+        let mut p = queue_a_polling_head(&primary, "k");
+        // WAIT waits for the writes of the connection that sends it.
         assert_eq!(
             run(&mut p, &["WAIT", "1", "5000"]),
             Value::Int(1),
