@@ -1,6 +1,8 @@
 //! Every error reply the module sends, in one voice. Argument and hold errors are
 //! worded in `core` (which has no Redis types); this file turns them into replies.
 
+use std::fmt::Write;
+
 use redis_module::RedisError;
 
 use crate::core::args::ArgError;
@@ -59,9 +61,61 @@ pub fn hold_error(error: HoldError) -> RedisError {
     RedisError::String(error.to_string())
 }
 
+/// `error` as a reply can carry it. The reply path of `redis-module` (outside every
+/// guard) turns each char of an error line into one byte and unwraps a C string, so a
+/// char past ASCII whose code is a multiple of 256 (U+0100, from a user's bytes) became
+/// a NUL and aborted the server. Bytes outside printable ASCII are sent as `\xNN`.
+pub fn replyable(error: RedisError) -> RedisError {
+    match error {
+        RedisError::String(line) if !is_printable(&line) => RedisError::String(escaped(&line)),
+        other => other,
+    }
+}
+
+/// An error line for `reply_error_string`, as `replyable` makes it.
+pub fn replyable_line(line: &str) -> std::borrow::Cow<'_, str> {
+    if is_printable(line) {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        std::borrow::Cow::Owned(escaped(line))
+    }
+}
+
+fn is_printable(line: &str) -> bool {
+    line.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+fn escaped(line: &str) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    for b in line.bytes() {
+        if (0x20..0x7f).contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 /// A panic caught in `name`; its message goes to the server log.
 pub fn internal(name: &str) -> RedisError {
     RedisError::String(format!(
         "ERR rlock internal error in {name}; see the server log"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_carry_printable_ascii_only() {
+        let line = "ERR unknown TYPE '\u{100}\0\r\n' (x)";
+        let RedisError::String(safe) = replyable(RedisError::String(line.into())) else {
+            panic!("not a string error");
+        };
+        assert_eq!(safe, "ERR unknown TYPE '\\xc4\\x80\\x00\\x0d\\x0a' (x)");
+        assert_eq!(replyable_line(&safe), safe.as_str());
+        assert!(matches!(replyable(not_held()), RedisError::Str(NOTHELD)));
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::os::raw::{c_char, c_int, c_void};
+use std::time::{Duration, Instant};
 
 use redis_module::{raw, Context, NotifyEvent};
 
@@ -340,7 +341,8 @@ fn serve_later(ctx: &Context, db: Option<i32>) {
 /// The server's cron (`hz` times a second): tracked fair queues whose earliest deadline
 /// came are looked at (see `handoff::locks::look_at_queue`). A cron tick rather than a timer:
 /// a timer kept for callers that poll would hold up `MODULE UNLOAD` for as long as
-/// `rlock.fair-wait-ms`, and their entries need not go to the millisecond.
+/// `rlock.fair-wait-ms`, and their entries need not go to the millisecond. A search for
+/// queues the module does not know goes on a few steps.
 extern "C" fn on_cron(
     ctx: RawCtx,
     _event: raw::RedisModuleEvent,
@@ -348,6 +350,10 @@ extern "C" fn on_cron(
     _data: *mut c_void,
 ) {
     guard::callback("cron event", || {
+        let ctx = Context::new(ctx);
+        if state::with(|s| s.queue_search.is_some()) {
+            search_queues(&ctx);
+        }
         if state::with(|s| s.fair_queues.is_empty()) {
             return;
         }
@@ -356,11 +362,49 @@ extern "C" fn on_cron(
         if due.is_empty() {
             return;
         }
-        let ctx = Context::new(ctx);
         for lock in due {
             deferred::push(&ctx, Work::LookAtQueue { lock });
         }
     });
+}
+
+/// How much of a cron tick the search for fair queues takes at most: a `SCAN` step of
+/// 1,000 keys takes well under it, so a few steps run per tick.
+const SEARCH_BUDGET: Duration = Duration::from_millis(1);
+
+/// Steps of the search for fair queues the module does not know (see
+/// `core::fair::QueueSearch`), each queue found tracked and looked at on the next tick:
+/// a dead head's entry goes at its deadline, a free lock's head is woken, and the lock's
+/// release or expiry serves it. Only a primary tracks queues; a load under way would hide
+/// part of the keyspace (the search starts again when it ends).
+fn search_queues(ctx: &Context) {
+    if !ffi::is_primary(ctx) {
+        state::with(|s| s.queue_search = None);
+        return;
+    }
+    if ffi::is_loading(ctx) {
+        return;
+    }
+    let started = Instant::now();
+    let now = ffi::now_ms();
+    while let Some(search) = state::with(|s| s.queue_search) {
+        // Past the last database, the search is over.
+        let found = ffi::DbSelected::new(ctx, search.db)
+            .map(|_selected| store::find_queues(ctx, search.cursor));
+        let Some(Ok((next, keys))) = found else {
+            state::with(|s| s.queue_search = None);
+            return;
+        };
+        state::with(|s| {
+            for key in keys {
+                s.fair_queues.look_by(&LockId { db: search.db, key }, now);
+            }
+            s.queue_search = Some(search.after(next));
+        });
+        if started.elapsed() >= SEARCH_BUDGET {
+            return;
+        }
+    }
 }
 
 extern "C" fn on_role(
@@ -374,6 +418,9 @@ extern "C" fn on_role(
             // Waiters, timers and sessions belong to a primary; counters now
             // arrive by replication, unseen.
             state::reset(&Context::new(ctx), Some(errors::DEMOTED));
+        } else if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+            // The fair queues that came by replication are served from now on.
+            state::search_queues();
         }
     });
 }
@@ -391,6 +438,10 @@ extern "C" fn on_loading(
             || subevent == raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
         {
             state::with(|s| s.fences.clear());
+        }
+        // Fair queues an AOF brought back raised no event: searched for.
+        if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+            state::search_queues();
         }
     });
 }

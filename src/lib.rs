@@ -58,6 +58,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     config::check_eviction_policy(ctx);
     latency::read_threshold(ctx);
     deferred::set_runner(handoff::perform);
+    // Fair queues already in the keyspace (a `MODULE LOAD` on data) are searched for.
+    state::search_queues();
     if !events::subscribe(ctx) {
         ffi::log_warning(
             ctx.get_raw(),

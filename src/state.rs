@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 use crate::core::deferred::DeferredWork;
-use crate::core::fair::KnownQueues;
+use crate::core::fair::{KnownQueues, QueueSearch};
 use crate::core::fences::FenceGrants;
 use crate::core::requests::RequestId;
 use crate::core::semaphore::{PermitId, PermitIds};
@@ -69,6 +69,8 @@ pub struct State {
     /// Locks with a fair queue that their releases must serve, each looked at again by
     /// its earliest deadline.
     pub fair_queues: KnownQueues,
+    /// The search for fair queues the module does not know yet, while one is under way.
+    pub queue_search: Option<QueueSearch>,
     /// The token the module last handed out on each fenced lock, and to whom.
     pub fences: FenceGrants,
     /// One lease timer per watched lock.
@@ -189,6 +191,12 @@ impl Drop for OwnWrite {
 
 pub fn is_own_write() -> bool {
     OWN_WRITE.with(Cell::get)
+}
+
+/// Searches the keyspace again for fair queues the module does not know (see
+/// `core::fair::QueueSearch`), from the first database, on the next cron ticks.
+pub fn search_queues() {
+    with(|s| s.queue_search = Some(QueueSearch::default()));
 }
 
 /// Locks the module keeps state for: waiters, session holds, fair queues.

@@ -215,6 +215,39 @@ fn unknown_and_repeated_options() {
     }
 }
 
+/// A word past ASCII echoed in an error comes back escaped, and the server lives. The
+/// reply path of `redis-module` turned each char of an error line into one byte, so
+/// `\xc4\x80` (U+0100) became a NUL, and the C string it then unwrapped aborted the
+/// server from outside every guard: the churn's random `RLOCK.SCAN ... TYPE` bytes
+/// killed Redis 8.2 that way (issue 30), and it killed every server.
+#[test]
+fn words_past_ascii_are_escaped_in_errors() {
+    for flavor in flavors() {
+        let (mut server, mut c) = fixture(flavor);
+        let cases: [(&[&[u8]], &str); 6] = [
+            (&[b"RLOCK.SCAN", b"0", b"TYPE", b"\xc4\x80"], "\\xc4\\x80"),
+            (
+                &[b"RLOCK.SCAN", b"0", b"TYPE", b"C\xc8\x80x"],
+                "C\\xc8\\x80x",
+            ),
+            // U+4E00, three bytes; then a NUL and a line break as they are.
+            (
+                &[b"RLOCK.SCAN", b"0", b"TYPE", b"\xe4\xb8\x80"],
+                "\\xe4\\xb8\\x80",
+            ),
+            (&[b"RLOCK.SCAN", b"0", b"TYPE", b"a\0b\r\n"], "a\\x00b"),
+            (
+                &[b"RLOCK.ACQUIRE", b"free", b"o", b"\xc4\x80"],
+                "\\xc4\\x80",
+            ),
+            (&[b"RSEM.ACQUIRE", b"sem", b"\xc4\x80"], "\\xc4\\x80"),
+        ];
+        for (args, shown) in cases {
+            expect_error(&mut server, &mut c, args, "ERR", &[shown]);
+        }
+    }
+}
+
 /// BLOCK, FAIR and SESSION come in later issues; until then each is an ERR naming it.
 fn refused_by_name(option: &str, cases: &[&[&str]]) {
     for flavor in flavors() {

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{wait_total_blocked, Pending};
+use common::{rstat, wait_total_blocked, Pending};
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
 
@@ -422,5 +422,99 @@ fn the_module_works_the_same_with_events_on() {
             .for_each(|l| {
                 assert!(!l.contains("panic"), "{flavor}: {l}");
             });
+    }
+}
+
+/// A grant made to a blocked call whose client is killed before the reply is given
+/// back by the module, and says so: `rlock.release` (`rsem.release` for permits) after
+/// the `rlock.acquire` the grant raised, so an observer never sees a holder that stays.
+/// The kill comes in the packet of the call that frees the key: the turn of the grant.
+#[test]
+fn a_grant_given_back_because_its_client_left_is_released() {
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let mut c = server.conn();
+        ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
+        ok(&mut c, &["RSEM.TRYSETPERMITS", "gone-sem", "1"]);
+        let mut sub = subscribe(&server);
+        type Case<'a> = (&'a str, [&'a [&'a str]; 3], [&'a str; 4]);
+        let cases: [Case; 3] = [
+            (
+                "gone",
+                [
+                    &["RLOCK.ACQUIRE", "gone", "h"],
+                    &["RLOCK.ACQUIRE", "gone", "w", "BLOCK", "0"],
+                    &["RLOCK.RELEASE", "gone", "h"],
+                ],
+                [
+                    "rlock.acquire",
+                    "rlock.release",
+                    "rlock.acquire",
+                    "rlock.release",
+                ],
+            ),
+            (
+                "gone-rw",
+                [
+                    &["RLOCK.ACQUIRE", "gone-rw", "h", "READ"],
+                    &["RLOCK.ACQUIRE", "gone-rw", "w", "WRITE", "BLOCK", "0"],
+                    &["RLOCK.RELEASE", "gone-rw", "h", "READ"],
+                ],
+                [
+                    "rlock.acquire",
+                    "rlock.release",
+                    "rlock.acquire",
+                    "rlock.release",
+                ],
+            ),
+            (
+                "gone-sem",
+                [
+                    &["RSEM.ACQUIRE", "gone-sem"],
+                    &["RSEM.ACQUIRE", "gone-sem", "BLOCK", "0"],
+                    &["RSEM.RELEASE", "gone-sem"],
+                ],
+                [
+                    "rsem.acquire",
+                    "rsem.release",
+                    "rsem.acquire",
+                    "rsem.release",
+                ],
+            ),
+        ];
+        for (key, [hold, wait, free], want) in cases {
+            ok(&mut c, hold);
+            let waiter = Pending::new(&server);
+            let id = waiter.id.to_string();
+            let waiter = waiter.spawn(wait);
+            wait_total_blocked(&server, 1);
+            let mut free_then_kill = redis::pipe();
+            free_then_kill.cmd(free[0]);
+            for arg in &free[1..] {
+                free_then_kill.arg(*arg);
+            }
+            free_then_kill.cmd("CLIENT").arg("KILL").arg("ID").arg(&id);
+            let replies: Vec<Value> = free_then_kill
+                .query(&mut c)
+                .unwrap_or_else(|e| panic!("{flavor} {key}: {e}"));
+            assert_eq!(replies, vec![Value::Int(1); 2], "{flavor} {key}");
+            assert!(waiter.join().reply.is_err(), "{flavor} {key}: killed");
+            let want: Vec<(&str, &str)> = want.iter().map(|e| (*e, key)).collect();
+            expect_soon(flavor, &mut sub, &want, key);
+        }
+        // Every grant came back: both locks free, the permit available.
+        for key in ["gone", "gone-rw"] {
+            assert_eq!(
+                call(&mut c, &["EXISTS", key]),
+                Ok(Value::Int(0)),
+                "{flavor}"
+            );
+        }
+        assert_eq!(
+            call(&mut c, &["RSEM.AVAILABLE", "gone-sem"]),
+            Ok(Value::Int(1)),
+            "{flavor}"
+        );
+        assert_eq!(rstat(&server, "releases"), 4, "{flavor}: rlock_releases");
     }
 }

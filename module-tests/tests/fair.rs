@@ -1564,6 +1564,92 @@ fn queues_written_by_others_or_loaded_are_served() {
     }
 }
 
+/// A lock `k` held by `h` for a minute, and a polling `FAIR` caller `b` queued behind it,
+/// written through the connection returned.
+fn queue_a_polling_head(server: &Server, k: &str) -> Connection {
+    let mut c = server.conn();
+    run(&mut c, &["RLOCK.ACQUIRE", k, "h", "LEASE", "60000"]);
+    assert_eq!(run(&mut c, &["RLOCK.ACQUIRE", k, "b", "FAIR"]), Value::Nil);
+    c
+}
+
+/// `k`'s queue (see `queue_a_polling_head`) is tracked within 3 s, and the release of
+/// `k` wakes its head `b`, whose turn it is. (`redisson_lock_queue:{k}` is the queue of
+/// lock `k` and of lock `{k}` alike, so both may be tracked.)
+fn assert_known_and_served(server: &Server, k: &str, case: &str) {
+    let tracked = wait_until(Duration::from_secs(3), || {
+        rstat(server, "tracked_locks") >= 1
+    });
+    assert!(tracked, "{case}: the queue is not tracked");
+    let wake = wake_channel(k.as_bytes(), b"b");
+    let mut sub = Subscriber::new(server, &[&wake]);
+    let mut c = server.conn();
+    assert_eq!(
+        run(&mut c, &["RLOCK.RELEASE", k, "h"]),
+        Value::Int(1),
+        "{case}"
+    );
+    let woken = wait_until(Duration::from_secs(2), || {
+        sub.drain()
+            .iter()
+            .any(|(ch, msg)| *ch == wake && msg == b"0")
+    });
+    assert!(woken, "{case}: the head b was not woken on its channel");
+    // b takes its turn; nobody else may before it.
+    assert_eq!(
+        run(&mut c, &["RLOCK.ACQUIRE", k, "x", "FAIR"]),
+        Value::Nil,
+        "{case}"
+    );
+    assert_eq!(
+        run(&mut c, &["RLOCK.ACQUIRE", k, "b", "FAIR"]),
+        Value::Int(1),
+        "{case}"
+    );
+}
+
+/// A polling caller's queue on a server whose module did not see it queued: a promoted
+/// replica (the queue came by replication), a `MODULE LOAD` on the data, a restart from
+/// an AOF (no event per key, unlike an RDB). The module searches the keyspace for fair
+/// queues then, so the queue is tracked at once and the lock's release wakes its head;
+/// before, the queue was known again only at its next `FAIR` call or Redisson write, and
+/// the head, never woken, waited for its own next poll.
+#[test]
+fn queues_are_known_at_once_after_a_promotion_a_load_or_an_aof_restart() {
+    for flavor in flavors() {
+        let primary = Server::start(flavor);
+        let replica = Server::builder(flavor).replica_of(primary.port).start();
+        let mut p = queue_a_polling_head(&primary, "k");
+        // WAIT waits for the writes of the connection that sends it.
+        assert_eq!(
+            run(&mut p, &["WAIT", "1", "5000"]),
+            Value::Int(1),
+            "{flavor}"
+        );
+        assert_eq!(rstat(&replica, "tracked_locks"), 0, "{flavor}: a replica");
+        run(&mut replica.conn(), &["REPLICAOF", "NO", "ONE"]);
+        assert_known_and_served(&replica, "k", &format!("{flavor} promotion"));
+
+        let loaded = Server::start(flavor);
+        queue_a_polling_head(&loaded, "k");
+        let mut c = loaded.conn();
+        run(&mut c, &["MODULE", "UNLOAD", "rlock"]);
+        run(
+            &mut c,
+            &["MODULE", "LOAD", &module_path().display().to_string()],
+        );
+        assert_known_and_served(&loaded, "k", &format!("{flavor} MODULE LOAD"));
+
+        let mut aof = Server::builder(flavor)
+            .config("appendonly", "yes")
+            .config("appendfsync", "always")
+            .start();
+        queue_a_polling_head(&aof, "k");
+        aof.restart();
+        assert_known_and_served(&aof, "k", &format!("{flavor} AOF restart"));
+    }
+}
+
 /// Waiters killed in one event-loop turn (a MULTI of CLIENT KILLs, as when a
 /// client process with many connections dies) leave the queue in one pass; the
 /// rest keep their order and are served in it.

@@ -33,7 +33,7 @@ pub fn dispatch(
     let context = Context::new(ctx);
     ffi::with_args(ctx, argv, argc, |args| {
         let reply = guard::command(&context, name, || handler(&context, args));
-        context.reply(reply) as c_int
+        context.reply(reply.map_err(errors::replyable)) as c_int
     })
 }
 

@@ -117,6 +117,32 @@ pub fn next_turn(head: FairHead, first_plain: Option<WaiterId>) -> Turn {
     }
 }
 
+/// Where the search for fair queues the module does not know stands. After a promotion,
+/// `MODULE LOAD` or a load from an AOF, the queues in the keyspace are unknown (an RDB
+/// load raises an event for each, which the module hears; an AOF, a replica's stream and
+/// a module loaded on data do not): every database is searched for Redisson's deadline
+/// zsets, a few `SCAN` steps per cron tick, and each queue found is tracked at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSearch {
+    pub db: i32,
+    /// `SCAN`'s cursor in `db`; 0 also at its start.
+    pub cursor: u64,
+}
+
+impl QueueSearch {
+    /// Where the search goes after a step in `db` that returned `next`: on in `db`,
+    /// or, at the end of its scan, to the next database.
+    pub fn after(self, next: u64) -> QueueSearch {
+        match next {
+            0 => QueueSearch {
+                db: self.db + 1,
+                cursor: 0,
+            },
+            cursor => QueueSearch { cursor, ..self },
+        }
+    }
+}
+
 /// The fair queues the module tracks, each with the moment it is to be looked at
 /// again: its earliest entry's deadline, when that entry goes if its caller stopped
 /// calling (see `handoff::locks::look_at_queue`). Every tracked queue has such a moment, so
@@ -238,6 +264,13 @@ mod tests {
         queues.remove_where(|l| l.key == b"b");
         assert!(queues.is_empty());
         assert!(queues.due(i64::MAX).is_empty());
+    }
+
+    #[test]
+    fn the_queue_search_goes_through_every_database() {
+        let start = QueueSearch::default();
+        assert_eq!(start.after(17), QueueSearch { db: 0, cursor: 17 });
+        assert_eq!(start.after(17).after(0), QueueSearch { db: 1, cursor: 0 });
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::args::printable;
 use super::hold::parse_count;
 use super::integer::parse_i64;
 use super::rwlock::RwMode;
@@ -60,6 +61,7 @@ pub enum ScanArgError {
     /// `COUNT` is not an integer.
     NotAnInteger,
     RepeatedOption(&'static str),
+    /// The word given, escaped for an error line (`args::printable`).
     UnknownType(String),
 }
 
@@ -118,9 +120,8 @@ pub fn parse_scan_args(args: &[&[u8]]) -> Result<ScanArgs, ScanArgError> {
                 return Err(ScanArgError::RepeatedOption("COUNT"));
             }
         } else if option.eq_ignore_ascii_case(b"TYPE") {
-            let kind = LockKind::of_word(value).ok_or_else(|| {
-                ScanArgError::UnknownType(String::from_utf8_lossy(value).into_owned())
-            })?;
+            let kind = LockKind::of_word(value)
+                .ok_or_else(|| ScanArgError::UnknownType(printable(value)))?;
             if out.kind.replace(kind).is_some() {
                 return Err(ScanArgError::RepeatedOption("TYPE"));
             }
@@ -236,6 +237,26 @@ mod tests {
             "ERR unknown TYPE 'hash' (use lock or rwlock)"
         );
         assert_eq!(parse(&[]), Err(ScanArgError::Syntax));
+    }
+
+    #[test]
+    fn an_unknown_type_is_echoed_in_printable_ascii() {
+        // \xc4\x80 is U+0100: a reply path that truncates chars to bytes made it a NUL.
+        let words: [&[u8]; 4] = [b"\xc4\x80", b"a\0b", b"\xff\r\n", "\u{4e00}'".as_bytes()];
+        for word in words {
+            let Err(error) = parse_scan_args(&[b"0", b"TYPE", word]) else {
+                panic!("{word:?} accepted");
+            };
+            let line = error.to_string();
+            assert!(
+                line.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                "{word:?}: {line:?}"
+            );
+        }
+        assert_eq!(
+            parse_scan_args(&[b"0", b"TYPE", b"\xc4\x80"]),
+            Err(ScanArgError::UnknownType("\\xc4\\x80".into()))
+        );
     }
 
     #[test]

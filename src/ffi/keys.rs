@@ -322,9 +322,9 @@ impl Key {
         found
     }
 
-    /// Replaces the key with a string holding `value`.
+    /// Replaces the key with a string holding `value`, made for the key alone.
     pub fn string_set_int(&self, ctx: &Context, value: i64) {
-        // SAFETY: StringSet copies the string, which is freed here.
+        // SAFETY: the key takes its own reference to the new string; ours is freed here.
         unsafe {
             let value = raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx.get_raw(), value);
             raw::RedisModule_StringSet.unwrap()(self.ptr, value);
@@ -332,9 +332,12 @@ impl Key {
         }
     }
 
-    /// Replaces the key with a string holding `value`.
+    /// Replaces the key with a string holding `value`. Redis 7.0 keeps `value` itself in
+    /// the key (8.x and Valkey copy it): never pass a string the module keeps, such as
+    /// `with_constant`'s, whose reference count the server's lazy-free thread would then
+    /// change while the main thread does (`FLUSHALL ASYNC`).
     pub fn string_set(&self, value: &RedisString) {
-        // SAFETY: ptr is an open, writable key; StringSet copies the string.
+        // SAFETY: ptr is an open, writable key; the key takes its own reference.
         unsafe {
             raw::RedisModule_StringSet.unwrap()(self.ptr, value.inner);
         }

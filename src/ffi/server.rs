@@ -178,6 +178,11 @@ pub fn is_primary(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
 }
 
+/// Whether the server is loading its data (an RDB, an AOF, a replica's full sync).
+pub fn is_loading(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+}
+
 /// Whether the server runs in cluster mode (`cluster-enabled yes`).
 pub fn in_cluster(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0

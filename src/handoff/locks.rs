@@ -333,8 +333,11 @@ pub(super) fn release_hold(ctx: &Context, lock: &LockId, field: &[u8], all: bool
     if all {
         stats::SESSION_RELEASES.incr();
         keyevents::key(ctx, KeyEvent::SessionEnd, &key);
-    } else if released.freed_by.is_some() {
+    } else if released.last {
+        // A grant its client never heard, given back: released as `RLOCK.RELEASE` would,
+        // so an observer that saw its `rlock.acquire` sees the hold end.
         stats::RELEASES.incr();
+        keyevents::key(ctx, KeyEvent::Release, &key);
     }
     match released.freed_by {
         Some(unlock) => {

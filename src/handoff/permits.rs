@@ -183,7 +183,9 @@ pub(super) fn watch(ctx: &Context, lock: &LockId) {
 pub(super) fn return_permits(ctx: &Context, lock: &LockId, n: i64, req: Option<RequestId>) {
     let key = ffi::string(ctx, &lock.key);
     if let Ok(mut semaphore) = Semaphore::open(ctx, &key) {
-        semaphore.give(n);
+        if semaphore.give(n).is_some() {
+            keyevents::key(ctx, KeyEvent::PermitRelease, &key);
+        }
     }
     // The grant is undone: a retry with its id must not be told it holds the permits.
     if let Some(id) = req {

@@ -34,7 +34,7 @@ pub use latch::Latch;
 pub use leases::PermitLeases;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
 pub use multi::{release_all, take_all, TakeAll};
-pub use queue::FairQueue;
+pub use queue::{find_queues, FairQueue};
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;
 pub use rwlock::{ReleasedHold, RwReleased, Unlock};

@@ -10,7 +10,7 @@ use redis_module::{Context, RedisError, RedisValue};
 
 use super::{replicated_write, reply_bytes};
 use crate::config;
-use crate::core::keys::{helper_key, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
+use crate::core::keys::{helper_key, lock_keys_of, wake_channel, QUEUE_PREFIX, TIMEOUT_PREFIX};
 use crate::errors;
 use crate::ffi::{self, Key, KeyKind};
 
@@ -217,4 +217,40 @@ impl<'a> FairQueue<'a> {
         self.known_empty.set(false);
         replicated_write(self.ctx, command, args)
     }
+}
+
+/// One `SCAN` step over the current database for fair queues, by their deadline zsets
+/// (`redisson_lock_timeout:{K}`): the next cursor (0 at the end) and the locks found.
+pub fn find_queues(ctx: &Context, cursor: u64) -> Result<(u64, Vec<Vec<u8>>), RedisError> {
+    let cursor = cursor.to_string();
+    let pattern = [TIMEOUT_PREFIX, b":*"].concat();
+    let args: [&[u8]; 7] = [
+        cursor.as_bytes(),
+        b"MATCH",
+        &pattern,
+        b"COUNT",
+        b"1000",
+        b"TYPE",
+        b"zset",
+    ];
+    let unexpected = || RedisError::Str(errors::UNEXPECTED_REPLY);
+    let RedisValue::Array(mut parts) = ctx.call("SCAN", &args[..])? else {
+        return Err(unexpected());
+    };
+    let (Some(RedisValue::Array(keys)), Some(next), None) = (parts.pop(), parts.pop(), parts.pop())
+    else {
+        return Err(unexpected());
+    };
+    let next = reply_bytes(next)
+        .and_then(|text| String::from_utf8(text).ok())
+        .and_then(|text| text.parse::<u64>().ok())
+        .ok_or_else(unexpected)?;
+    let mut locks = Vec::new();
+    for key in keys {
+        locks.extend(lock_keys_of(
+            TIMEOUT_PREFIX,
+            &reply_bytes(key).ok_or_else(unexpected)?,
+        ));
+    }
+    Ok((next, locks))
 }

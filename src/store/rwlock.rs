@@ -305,12 +305,14 @@ impl<'a> LockKey<'a> {
             let released = self.release_rw(owner, side, all)?;
             return Ok(ReleasedHold {
                 held: released.release != RwRelease::NotHeld,
+                last: matches!(released.release, RwRelease::Last { .. }),
                 freed_by: released.freed_by.map(Unlock::ReadWrite),
             });
         }
         let release = self.release(field, all)?;
         Ok(ReleasedHold {
             held: release != crate::core::hold::Release::NotHeld,
+            last: matches!(release, crate::core::hold::Release::Last { .. }),
             freed_by: (release == crate::core::hold::Release::Last { lock_freed: true })
                 .then_some(Unlock::Lock),
         })
@@ -404,6 +406,8 @@ pub enum Unlock {
 /// What releasing a recorded hold did.
 pub struct ReleasedHold {
     pub held: bool,
+    /// The owner's last hold on the key (on that side) went: not an undone re-entry.
+    pub last: bool,
     pub freed_by: Option<Unlock>,
 }
 
@@ -433,8 +437,10 @@ fn read_timeout_name(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64) -> R
 fn set_read_timeout(ctx: &Context, lock_name: &[u8], owner: &[u8], n: i64, deadline: i64) {
     let name = read_timeout_name(ctx, lock_name, owner, n);
     let key = Key::open_writable(ctx, &name);
+    // A value of its own: on Redis 7.0 the key keeps the string it is given, and the
+    // shared "1" kept there had its reference count raced by `FLUSHALL ASYNC`'s thread.
+    key.string_set_int(ctx, 1);
     ffi::with_constant(b"1", |one| {
-        key.string_set(one);
         key.set_abs_expire(deadline);
         drop(key);
         ffi::replicate_set_pxat(ctx, &name, one, deadline);

@@ -26,7 +26,7 @@ use crate::core::wait_stats::Outcome;
 use crate::core::waitlist::{BlockedReply, LockId, Waiter, WaiterId, Wants};
 use crate::ffi::{self, BlockedClient, RawBlocked, RawCtx};
 use crate::state::{self, State, Undelivered};
-use crate::{config, deferred, guard, keyevents, stats, timers};
+use crate::{config, deferred, errors, guard, keyevents, stats, timers};
 
 /// What a client blocks for: the lines it joins, and what it waits to get there.
 pub struct WaitFor {
@@ -366,7 +366,7 @@ fn reply(ctx: &Context, reply: &BlockedReply) {
             ctx.reply(Ok(RedisValue::Integer(*value)))
         }
         BlockedReply::Leased { ids, .. } => ctx.reply(Ok(permit_ids_reply(ids))),
-        BlockedReply::Failed(error) => ctx.reply_error_string(error),
+        BlockedReply::Failed(error) => ctx.reply_error_string(&errors::replyable_line(error)),
         BlockedReply::TimedOut => ctx.reply(Ok(RedisValue::Null)),
     };
 }

@@ -193,7 +193,7 @@ fn lease_value(value: Option<&[u8]>) -> Result<Lease, ArgError> {
 
 /// A user's word, made safe to echo in an error line: at most 64 bytes,
 /// anything outside printable ASCII escaped.
-fn printable(word: &[u8]) -> String {
+pub fn printable(word: &[u8]) -> String {
     let mut shown: String = word
         .iter()
         .take(64)
