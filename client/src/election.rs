@@ -424,7 +424,7 @@ impl Drop for LeaderChanges {
 
 /// What the observer listens to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
+pub(crate) enum Source {
     /// Nothing: it polls (a cluster).
     Nothing,
     /// The unlock channel; it polls as well.
@@ -504,7 +504,7 @@ impl Subscription {
 }
 
 /// The value of a `CONFIG GET name` reply (RESP2 pair or RESP3 map).
-fn config_value(v: redis::Value) -> Option<String> {
+pub(crate) fn config_value(v: redis::Value) -> Option<String> {
     let text = |v: &redis::Value| match v {
         redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         redis::Value::SimpleString(s) => Some(s.clone()),
@@ -519,7 +519,7 @@ fn config_value(v: redis::Value) -> Option<String> {
 
 /// What to listen to, for `notify-keyspace-events` = `flags`: module events (`d`, or `A`
 /// which includes it) on the key's channel (`K`) or the events' channels (`E`).
-fn source_for(flags: &str) -> Source {
+pub(crate) fn source_for(flags: &str) -> Source {
     let module = flags.contains('d') || flags.contains('A');
     if module && flags.contains('K') {
         Source::Keyspace

@@ -103,6 +103,13 @@ impl Watched for Inner {
     fn conn(&self) -> BoxFuture<'_, Result<Conn>> {
         Box::pin(Inner::conn(self))
     }
+
+    fn pubsub(&self) -> Option<(redis::Client, Duration)> {
+        match &self.endpoint {
+            Endpoint::Server(client) => Some((client.clone(), self.config.response_timeout)),
+            Endpoint::Cluster(_) => None,
+        }
+    }
 }
 
 impl Drop for Inner {
