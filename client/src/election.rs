@@ -313,7 +313,8 @@ impl Leadership {
 
     /// Resolves with [`Error::Lost`] when the post ends without a resignation: a renewal was
     /// refused (the lease ran out, the lock was force-released or deleted: seen at the next
-    /// renewal, a third of the lease), or the lease ran out while renewals failed (the server
+    /// renewal, a third of the lease, or within 100 ms when the server publishes the module's
+    /// keyspace events, see [`Hold::lost`](crate::Hold::lost)), or the lease ran out while renewals failed (the server
     /// is unreachable, or became a replica). Never resolves while it holds.
     pub async fn lost(&self) -> Error {
         self.guard.lost().await

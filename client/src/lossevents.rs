@@ -173,12 +173,12 @@ async fn listen(
         let notified = keys_wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        {
+        let holding = {
             let Some(strong) = inner.upgrade() else {
                 return;
             };
-            let held = strong.registry().keys();
-            if !refused && !held.is_empty() && Instant::now() >= next_check {
+            let holding = !strong.registry().is_empty();
+            if !refused && holding && Instant::now() >= next_check {
                 next_check = Instant::now() + RECHECK_EVERY;
                 match wanted(&*strong).await {
                     None => {
@@ -192,11 +192,14 @@ async fn listen(
                 }
             }
             if let Some(s) = sub.as_mut() {
-                if !sync_keys(s, held, timeout).await {
+                if !sync_keys(s, strong.registry().keys(), timeout).await {
                     sub = None;
                 }
             }
-        }
+            holding
+        };
+        // The next look at the config, while something is held; else a new hold wakes it.
+        let timer = (!refused && holding).then_some(next_check);
         tokio::select! {
             msg = recv(&mut sub), if sub.is_some() => match msg {
                 Some(msg) => {
@@ -217,8 +220,15 @@ async fn listen(
                 None => sub = None,
             },
             _ = &mut notified => {}
-            _ = tokio::time::sleep_until(next_check) => {}
+            _ = sleep_until_some(timer) => {}
         }
+    }
+}
+
+async fn sleep_until_some(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -118,6 +118,10 @@ impl Registry {
         out
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries().is_empty()
+    }
+
     /// The keys of the holds registered now.
     pub(crate) fn keys(&self) -> std::collections::HashSet<Arc<str>> {
         self.entries().keys().map(|h| h.key.clone()).collect()
