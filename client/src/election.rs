@@ -313,7 +313,8 @@ impl Leadership {
 
     /// Resolves with [`Error::Lost`] when the post ends without a resignation: a renewal was
     /// refused (the lease ran out, the lock was force-released or deleted: seen at the next
-    /// renewal, a third of the lease), or the lease ran out while renewals failed (the server
+    /// renewal, a third of the lease, or within 100 ms when the server publishes the module's
+    /// keyspace events, see [`Hold::lost`](crate::Hold::lost)), or the lease ran out while renewals failed (the server
     /// is unreachable, or became a replica). Never resolves while it holds.
     pub async fn lost(&self) -> Error {
         self.guard.lost().await
@@ -424,7 +425,7 @@ impl Drop for LeaderChanges {
 
 /// What the observer listens to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
+pub(crate) enum Source {
     /// Nothing: it polls (a cluster).
     Nothing,
     /// The unlock channel; it polls as well.
@@ -504,7 +505,7 @@ impl Subscription {
 }
 
 /// The value of a `CONFIG GET name` reply (RESP2 pair or RESP3 map).
-fn config_value(v: redis::Value) -> Option<String> {
+pub(crate) fn config_value(v: redis::Value) -> Option<String> {
     let text = |v: &redis::Value| match v {
         redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         redis::Value::SimpleString(s) => Some(s.clone()),
@@ -519,7 +520,7 @@ fn config_value(v: redis::Value) -> Option<String> {
 
 /// What to listen to, for `notify-keyspace-events` = `flags`: module events (`d`, or `A`
 /// which includes it) on the key's channel (`K`) or the events' channels (`E`).
-fn source_for(flags: &str) -> Source {
+pub(crate) fn source_for(flags: &str) -> Source {
     let module = flags.contains('d') || flags.contains('A');
     if module && flags.contains('K') {
         Source::Keyspace

@@ -71,6 +71,7 @@ mod error;
 mod inspect;
 mod latch;
 mod lock;
+mod lossevents;
 mod multi;
 mod multikey;
 mod permits;

@@ -103,6 +103,13 @@ impl Watched for Inner {
     fn conn(&self) -> BoxFuture<'_, Result<Conn>> {
         Box::pin(Inner::conn(self))
     }
+
+    fn pubsub(&self) -> Option<(redis::Client, Duration)> {
+        match &self.endpoint {
+            Endpoint::Server(client) => Some((client.clone(), self.config.response_timeout)),
+            Endpoint::Cluster(_) => None,
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -371,7 +378,8 @@ impl Locks {
     }
 
     /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
-    /// Its holders find out at their next renewal ([`Error::Lost`]).
+    /// Its holders find out at their next renewal ([`Error::Lost`]), or within 100 ms when
+    /// the server publishes the module's keyspace events (see [`Hold::lost`]).
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         let v = self.inner.query(&command::force_release(name)).await?;
         command::parse_flag(v, "RLOCK.FORCERELEASE replied")
@@ -1129,6 +1137,13 @@ impl Hold {
     /// deleted, expired or force-released), the lease ran out while renewals failed (server
     /// unreachable), or a fixed lease ran out. Never resolves while the hold is good, nor after
     /// a release. Use it in `tokio::select!` to stop work that needs the lock.
+    ///
+    /// A refused renewal is seen a third of the lease later at most. When the server publishes
+    /// the module's keyspace events (`notify-keyspace-events` with `d`, or `A`, and `K` or
+    /// `E`, e.g. `Kd`), the watchdog follows the held keys on one pub/sub connection per
+    /// [`Locks`] and checks a hold at once on an event that may end it: a force release is
+    /// told within 100 ms (a plain `DEL` or expiry too when classes `g` and `x` are on). Not
+    /// in a cluster, where renewals alone tell it.
     pub async fn lost(&self) -> Error {
         let mut rx = self.lost.clone();
         let lost = match rx.wait_for(Option::is_some).await {

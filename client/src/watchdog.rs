@@ -23,6 +23,11 @@ use crate::error::Error;
 pub(crate) trait Watched: Send + Sync + 'static {
     fn registry(&self) -> &Registry;
     fn conn(&self) -> BoxFuture<'_, Result<Conn, Error>>;
+    /// The client to open the keyspace-event subscription with, and the response timeout;
+    /// `None` where events are not followed (a cluster).
+    fn pubsub(&self) -> Option<(redis::Client, Duration)> {
+        None
+    }
 }
 
 /// What a guard learns about its hold: `None` while held, the reason once lost.
@@ -45,6 +50,8 @@ pub(crate) struct Registry {
     entries: Mutex<HashMap<HoldName, Entry>>,
     next_id: AtomicU64,
     pub(crate) wake: Arc<Notify>,
+    /// Tells the keyspace-event listener that a hold was registered (its key may be new).
+    pub(crate) keys_wake: Arc<Notify>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -70,6 +77,7 @@ impl Registry {
             entries: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             wake: Arc::new(Notify::new()),
+            keys_wake: Arc::new(Notify::new()),
             task: Mutex::new(None),
         }
     }
@@ -106,7 +114,29 @@ impl Registry {
         let out = (e.id, e.lost.subscribe());
         drop(entries);
         self.wake.notify_one();
+        self.keys_wake.notify_one();
         out
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries().is_empty()
+    }
+
+    /// The keys of the holds registered now.
+    pub(crate) fn keys(&self) -> std::collections::HashSet<Arc<str>> {
+        self.entries().keys().map(|h| h.key.clone()).collect()
+    }
+
+    /// The holds on `keys`: name, entry id, lease, and whether the watchdog renews it.
+    pub(crate) fn holds_on(
+        &self,
+        keys: &std::collections::HashSet<Arc<str>>,
+    ) -> Vec<(HoldName, u64, Duration, bool)> {
+        self.entries()
+            .iter()
+            .filter(|(h, _)| keys.contains(&h.key))
+            .map(|(h, e)| (h.clone(), e.id, e.lease, e.renew))
+            .collect()
     }
 
     /// A guard is gone (released or dropped).
@@ -298,6 +328,14 @@ async fn sleep_until_some(t: Option<Instant>) {
 }
 
 async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
+    // The keyspace-event listener lives as long as this task.
+    let _listener = match inner.upgrade() {
+        Some(strong) => {
+            let keys_wake = strong.registry().keys_wake.clone();
+            crate::lossevents::spawn(inner.clone(), keys_wake)
+        }
+        None => return,
+    };
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
