@@ -24,6 +24,7 @@ pub mod cost;
 pub mod deadlock_cost;
 pub mod expiry;
 pub mod fair;
+pub mod harness;
 pub mod measure;
 pub mod memory;
 pub mod mixed;
@@ -312,13 +313,17 @@ pub(crate) fn start_server(
     let server = Server::builder(flavor)
         .config("maxclients", &maxclients.to_string())
         .start();
-    let pid: i32 = server
+    let text = pinning.pin_server(server_pid(&server));
+    (server, text)
+}
+
+/// The server's process id, as `INFO server` says it.
+pub(crate) fn server_pid(server: &Server) -> i32 {
+    server
         .info("server")
         .get("process_id")
         .and_then(|p| p.parse().ok())
-        .expect("INFO server process_id");
-    let text = pinning.pin_server(pid);
-    (server, text)
+        .expect("INFO server process_id")
 }
 
 fn versions(server: &Server) -> (String, String) {
