@@ -14,7 +14,7 @@ use rlock_module_tests::Server;
 use crate::harness::cells::{min_over_max, problems_note};
 use crate::harness::load::{hold_for, seats, Seat};
 use crate::harness::wake::{forget_stale, ttl_wait, unlock_message, wait_wakeup, Wakes};
-use crate::harness::{self, measure_clients, Cells, Counts, Grid, Order, Path, Progress};
+use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path, Progress};
 use crate::measure::{connect, percentile, ratio, Window};
 use crate::paths;
 use crate::scripts::{unlock_channel, Shas};
@@ -110,13 +110,7 @@ pub async fn run(server: &Server, plan: &Plan) -> Contended {
         .iter()
         .flat_map(|&c| plan.holds_ms.iter().map(move |&h| (c, h)))
         .collect();
-    let mut grid = Grid::new(
-        &settings,
-        &WaitPath::ALL,
-        plan.rounds,
-        Order::BySetting,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&settings, &WaitPath::ALL, plan);
     for turn in grid.turns() {
         let (path, (clients, hold_ms)) = grid.at(turn);
         let key = format!(

@@ -18,7 +18,7 @@ use redis::Value;
 use rlock_module_tests::Server;
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cells, Grid, Order, Path, Progress};
+use crate::harness::{Cells, Grid, Path, Progress};
 use crate::measure::{connect, ratio, Snapshot, Window};
 use crate::paths;
 use crate::scripts::{FairKeys, FairShas};
@@ -154,13 +154,7 @@ pub async fn run(server: &Server, plan: &Plan) -> Fair {
     let mut con = connect(server).await;
     let shas = FairShas::load(&mut control).await.expect("SCRIPT LOAD");
     // Q=10 R, F, Q=1000 R, F, ... in every round: drift hits every cell alike.
-    let mut grid = Grid::new(
-        &plan.fair_queues,
-        &FairPath::ALL,
-        plan.rounds,
-        Order::ByRound,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&plan.fair_queues, &FairPath::ALL, plan).by_round();
     for turn in grid.turns() {
         let (path, queue) = grid.at(turn);
         let key = format!("bench:fair:{}:{queue}:{}", path.letter(), turn.round);

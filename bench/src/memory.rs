@@ -22,7 +22,7 @@ use redis::{Connection, Value};
 use rlock_module_tests::{Flavor, Server};
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cell, Cells, Grid, Order, Path, Progress};
+use crate::harness::{Cell, Cells, Grid, Path, Progress};
 use crate::measure::ratio;
 use crate::paths;
 use crate::pin::Pinning;
@@ -151,13 +151,9 @@ pub fn run(flavor: Flavor, plan: &Plan, pinning: &Pinning) -> Memory {
     let n = plan.waiters;
     // BLPOP first: R's helper clients linger after it. A fresh server each round.
     let paths = [MemPath::L, MemPath::R];
-    let mut grid = Grid::new(
-        &[()],
-        &paths,
-        plan.waiter_rounds,
-        Order::ByRound,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&[()], &paths, plan)
+        .by_round()
+        .rounds(plan.waiter_rounds);
     let turns = grid.turns();
     for round in turns.chunks(paths.len()) {
         let (mut server, _) = crate::start_server(flavor, plan, pinning);

@@ -19,7 +19,7 @@ use rlock_module_tests::Server;
 use crate::harness::cells::problems_note;
 use crate::harness::load::{hold_for, seats, Seat};
 use crate::harness::wake::{any_message, forget_stale, wait_wakeup, Wakes};
-use crate::harness::{self, measure_clients, Cell, Counts, Grid, Order, Path, Progress};
+use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path, Progress};
 use crate::measure::{connect, ratio, Rng, Window};
 use crate::paths;
 use crate::scripts::{rw_channel, Shas};
@@ -106,13 +106,7 @@ pub async fn run(server: &Server, plan: &Plan) -> ReadWrite {
     let uncontended = uncontended::run_read_write(server, plan).await;
     let mut control = connect(server).await;
     let shas = Arc::new(Shas::load(&mut control).await.expect("SCRIPT LOAD"));
-    let mut grid = Grid::new(
-        &plan.holds_ms,
-        &RwWaitPath::ALL,
-        plan.rounds,
-        Order::BySetting,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&plan.holds_ms, &RwWaitPath::ALL, plan);
     for turn in grid.turns() {
         let (path, hold_ms) = grid.at(turn);
         let key = format!("bench:rw:{hold_ms}:{}:{}", path.letter(), turn.round);

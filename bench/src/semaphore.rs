@@ -30,7 +30,7 @@ use crate::harness::late::{Late, Lateness};
 use crate::harness::load::{hold_for, seats, Seat};
 use crate::harness::pairs::{blind_batch, PairCommands, PairLoad, PairPath, Pairs};
 use crate::harness::wake::{forget_stale, positive, wait_wakeup, Wakes, Wakeups};
-use crate::harness::{self, measure_clients, Cells, Counts, Grid, Order, Path, Progress};
+use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path, Progress};
 use crate::measure::{connect, connect_many, ratio, Window};
 use crate::paths;
 use crate::scripts::{permit_timeout_key, semaphore_channel, SemShas};
@@ -390,13 +390,7 @@ async fn run_contended(
     shas: &Arc<SemShas>,
 ) -> Cells<SemWaitPath, u64, SemRun> {
     let mut control = connect(server).await;
-    let mut grid = Grid::new(
-        &plan.holds_ms,
-        &SemWaitPath::ALL,
-        plan.rounds,
-        Order::BySetting,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&plan.holds_ms, &SemWaitPath::ALL, plan);
     for turn in grid.turns() {
         let (path, hold_ms) = grid.at(turn);
         let key = format!("bench:sem:{hold_ms}:{}:{}", path.letter(), turn.round);

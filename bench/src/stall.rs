@@ -19,7 +19,7 @@ use redis::{Connection, Value};
 use rlock_module_tests::{helper_key, Server};
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cell, Cells, Grid, Order, Path, Progress};
+use crate::harness::{Cell, Cells, Grid, Path, Progress};
 use crate::measure::{median, ratio};
 use crate::paths;
 use crate::waiters::{self, Block};
@@ -123,13 +123,9 @@ impl Stall {
 pub fn run(server: &Server, plan: &Plan) -> Stall {
     let n = plan.waiters;
     let mut control = waiters::plain(server).expect("control connection");
-    let mut grid = Grid::new(
-        &[()],
-        &StallPath::ALL,
-        plan.waiter_rounds,
-        Order::ByRound,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(&[()], &StallPath::ALL, plan)
+        .by_round()
+        .rounds(plan.waiter_rounds);
     for turn in grid.turns() {
         let (path, ()) = grid.at(turn);
         let run = run_once(server, &mut control, path, n);

@@ -1,6 +1,7 @@
 //! A path's runs in one setting, their medians, and the order the runs are measured in.
 
 use crate::measure::{median, ratio, Window};
+use crate::Plan;
 
 /// A path a scenario compares: its letter in the tables and what it sends.
 pub trait Path: Copy + PartialEq {
@@ -142,19 +143,15 @@ pub struct Turn {
 /// paths run one after another on the same server, so drift in machine load hits them alike.
 pub struct Grid<P, S, R> {
     pub cells: Vec<Cell<P, S, R>>,
-    turns: Vec<Turn>,
+    paths: usize,
+    rounds: usize,
+    order: Order,
     verbose: bool,
 }
 
 impl<P: Path, S: Copy, R: Progress> Grid<P, S, R> {
-    /// `settings` × `paths` cells, `rounds` runs each.
-    pub fn new(
-        settings: &[S],
-        paths: &[P],
-        rounds: usize,
-        order: Order,
-        verbose: bool,
-    ) -> Grid<P, S, R> {
+    /// `settings` × `paths` cells, the plan's rounds each, settings outermost.
+    pub fn new(settings: &[S], paths: &[P], plan: &Plan) -> Grid<P, S, R> {
         let cells: Vec<Cell<P, S, R>> = settings
             .iter()
             .flat_map(|&setting| {
@@ -165,35 +162,50 @@ impl<P: Path, S: Copy, R: Progress> Grid<P, S, R> {
                 })
             })
             .collect();
-        let per = paths.len();
+        Grid {
+            cells,
+            paths: paths.len(),
+            rounds: plan.rounds,
+            order: Order::BySetting,
+            verbose: plan.verbose,
+        }
+    }
+
+    /// Rounds outermost instead.
+    pub fn by_round(self) -> Grid<P, S, R> {
+        Grid {
+            order: Order::ByRound,
+            ..self
+        }
+    }
+
+    /// `rounds` rounds instead of the plan's.
+    pub fn rounds(self, rounds: usize) -> Grid<P, S, R> {
+        Grid { rounds, ..self }
+    }
+
+    /// Every run to measure, in order.
+    pub fn turns(&self) -> Vec<Turn> {
+        let settings = self.cells.len() / self.paths.max(1);
         let mut turns = Vec::new();
-        match order {
+        match self.order {
             Order::BySetting => {
-                for s in 0..settings.len() {
-                    for round in 0..rounds {
-                        turns.extend((0..per).map(|p| Turn {
-                            cell: s * per + p,
+                for s in 0..settings {
+                    for round in 0..self.rounds {
+                        turns.extend((0..self.paths).map(|p| Turn {
+                            cell: s * self.paths + p,
                             round,
                         }));
                     }
                 }
             }
             Order::ByRound => {
-                for round in 0..rounds {
-                    turns.extend((0..cells.len()).map(|cell| Turn { cell, round }));
+                for round in 0..self.rounds {
+                    turns.extend((0..self.cells.len()).map(|cell| Turn { cell, round }));
                 }
             }
         }
-        Grid {
-            cells,
-            turns,
-            verbose,
-        }
-    }
-
-    /// Every run to measure, in order.
-    pub fn turns(&self) -> Vec<Turn> {
-        self.turns.clone()
+        turns
     }
 
     /// The path and setting of a turn.
@@ -278,8 +290,19 @@ mod tests {
         }
     }
 
+    fn plan(rounds: usize) -> Plan {
+        Plan {
+            rounds,
+            verbose: false,
+            ..Plan::quick()
+        }
+    }
+
     fn order(order: Order) -> Vec<(Two, usize, usize)> {
-        let grid: Grid<Two, usize, f64> = Grid::new(&[1, 16], &[Two::A, Two::B], 2, order, false);
+        let mut grid: Grid<Two, usize, f64> = Grid::new(&[1, 16], &[Two::A, Two::B], &plan(2));
+        if order == Order::ByRound {
+            grid = grid.by_round();
+        }
         grid.turns()
             .into_iter()
             .map(|t| {
@@ -322,8 +345,7 @@ mod tests {
 
     #[test]
     fn medians_and_ratios_by_path_and_setting() {
-        let mut grid: Grid<Two, usize, f64> =
-            Grid::new(&[1], &[Two::A, Two::B], 3, Order::BySetting, false);
+        let mut grid: Grid<Two, usize, f64> = Grid::new(&[1], &[Two::A, Two::B], &plan(3));
         for (turn, x) in grid
             .turns()
             .into_iter()

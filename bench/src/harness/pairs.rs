@@ -9,7 +9,7 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
-use super::cells::{errors_note, Cells, Grid, Order, Path, Progress};
+use super::cells::{errors_note, Cells, Grid, Path, Progress};
 use super::load::{measure_load, LoadRun, Tally};
 use crate::measure::Rng;
 use crate::{Plan, OWNER_PREFIX};
@@ -83,13 +83,7 @@ pub async fn run_pairs<P: PairPath>(
     pipelines: &[usize],
     label: &str,
 ) -> Pairs<P> {
-    let mut grid = Grid::new(
-        pipelines,
-        paths,
-        plan.rounds,
-        Order::BySetting,
-        plan.verbose,
-    );
+    let mut grid = Grid::new(pipelines, paths, plan);
     for turn in grid.turns() {
         let (path, pipeline) = grid.at(turn);
         let seed = (turn.round * 31 + pipeline) as u64;

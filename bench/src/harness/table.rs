@@ -48,8 +48,14 @@ pub fn paths<P: Path>(w: &mut String, paths: &[P]) {
 /// A table: the header's column names, each ending in `:` when right-aligned (`"pairs/s:"`),
 /// then one row per item.
 pub fn table(w: &mut String, columns: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
-    let names: Vec<&str> = columns.iter().map(|c| c.trim_end_matches(':')).collect();
-    let _ = writeln!(w, "| {} |", names.join(" | "));
+    let names: Vec<String> = columns
+        .iter()
+        .map(|c| match c.trim_end_matches(':') {
+            "" => " ".to_string(),
+            name => format!(" {name} "),
+        })
+        .collect();
+    let _ = writeln!(w, "|{}|", names.join("|"));
     let aligns: Vec<&str> = columns
         .iter()
         .map(|c| if c.ends_with(':') { "---:" } else { "---" })
@@ -78,5 +84,8 @@ mod tests {
             [vec!["R".into(), "1".into()]],
         );
         assert_eq!(w, "| path | pairs/s |\n|---|---:|\n| R | 1 |\n");
+        let mut w = String::new();
+        table(&mut w, &["", "runs"], [vec!["a".into(), String::new()]]);
+        assert_eq!(w, "| | runs |\n|---|---|\n| a |  |\n");
     }
 }
