@@ -11,10 +11,10 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::harness::cells::{min_over_max, problems_note};
-use crate::harness::load::{hold_for, seats, Seat};
+use crate::harness::cells::min_over_max;
+use crate::harness::load::{hold_for, seats, Seat, Trouble};
 use crate::harness::wake::{forget_stale, ttl_wait, unlock_message, wait_wakeup, Wakes};
-use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path, Progress};
+use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path};
 use crate::measure::{connect, percentile, ratio, Window};
 use crate::paths;
 use crate::scripts::{unlock_channel, Shas};
@@ -46,9 +46,7 @@ pub struct WaitRun {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub window: Window,
-    pub violations: u64,
-    pub errors: u64,
-    pub stragglers: u64,
+    pub trouble: Trouble,
 }
 
 impl WaitRun {
@@ -66,29 +64,27 @@ impl WaitRun {
         ratio(self.tries as f64, self.handoffs as f64)
     }
     pub fn problems(&self) -> u64 {
-        self.violations + self.errors + self.stragglers
+        self.trouble.total()
     }
 }
 
 crate::windowed!(WaitRun);
 
-impl Progress for WaitRun {
-    fn progress(&self) -> String {
-        format!(
+crate::progress!(WaitRun, |r| {
+    format!(
             "{:.0} hand-offs/s ({:.0} acq/s), p50 {:.3} ms p99 {:.3} ms, min/max {:.2}, {:.1} tries/hand-off, {:.1} us/hand-off server, server {:.0}% client {:.0}%{}",
-            self.handoffs_per_sec(),
-            self.acquisitions_per_sec(),
-            self.p50_ms,
-            self.p99_ms,
-            self.fairness(),
-            self.tries_per_handoff(),
-            self.window.server_us_per(self.handoffs),
-            self.window.server_busy(),
-            self.window.client_busy(),
-            problems_note(self.violations, self.errors, self.stragglers)
-        )
-    }
-}
+            r.handoffs_per_sec(),
+            r.acquisitions_per_sec(),
+            r.p50_ms,
+            r.p99_ms,
+            r.fairness(),
+            r.tries_per_handoff(),
+            r.window.server_us_per(r.handoffs),
+            r.window.server_busy(),
+            r.window.client_busy(),
+            r.trouble.note()
+    )
+});
 
 /// Scenario 2's runs: by path, and by clients and hold time (ms).
 pub type Contended = Cells<WaitPath, (usize, u64), WaitRun>;
@@ -366,6 +362,7 @@ pub async fn run_once(
 
     let mut latencies = std::mem::take(&mut *shared.latencies_ms.lock().expect("latencies"));
     latencies.sort_by(f64::total_cmp);
+    let trouble = Trouble::of(&m, 2, 3);
     WaitRun {
         acquisitions: m.per_client.iter().sum(),
         handoffs: m.totals[0],
@@ -374,8 +371,6 @@ pub async fn run_once(
         p50_ms: percentile(&latencies, 50.0),
         p99_ms: percentile(&latencies, 99.0),
         window: m.window,
-        violations: m.totals[2],
-        errors: m.totals[3],
-        stragglers: m.stragglers,
+        trouble,
     }
 }

@@ -18,7 +18,7 @@ use redis::Value;
 use rlock_module_tests::Server;
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cells, Grid, Path, Progress};
+use crate::harness::{Cells, Grid, Path};
 use crate::measure::{connect, ratio, Snapshot, Window};
 use crate::paths;
 use crate::scripts::{FairKeys, FairShas};
@@ -106,21 +106,19 @@ impl FairRun {
 
 crate::windowed!(FairRun);
 
-impl Progress for FairRun {
-    fn progress(&self) -> String {
-        format!(
+crate::progress!(FairRun, |r| {
+    format!(
             "{} cycles, {:.0} cycles/s, {:.1} us/cycle wall, {:.1} us/cycle server, server {:.0}% client {:.0}%, {:.1} B/waiter{}",
-            self.cycles,
-            self.cycles_per_sec(),
-            self.wall_us_per_cycle(),
-            self.window.server_us_per(self.cycles),
-            self.window.server_busy(),
-            self.window.client_busy(),
-            self.queue_bytes as f64 / self.queued as f64,
-            errors_note(self.errors)
-        )
-    }
-}
+            r.cycles,
+            r.cycles_per_sec(),
+            r.wall_us_per_cycle(),
+            r.window.server_us_per(r.cycles),
+            r.window.server_busy(),
+            r.window.client_busy(),
+            r.queue_bytes as f64 / r.queued as f64,
+            errors_note(r.errors)
+    )
+});
 
 /// Scenario 4's runs: by path and queue length.
 pub type Fair = Cells<FairPath, usize, FairRun>;

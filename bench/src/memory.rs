@@ -18,11 +18,11 @@
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Connection;
 use rlock_module_tests::{Flavor, Server};
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cell, Cells, Grid, Path, Progress};
+use crate::harness::{Cell, Cells, Grid, Path};
 use crate::measure::ratio;
 use crate::paths;
 use crate::pin::Pinning;
@@ -81,20 +81,18 @@ pub struct MemRun {
     pub took_secs: f64,
 }
 
-impl Progress for MemRun {
-    fn progress(&self) -> String {
-        format!(
+crate::progress!(MemRun, |r| {
+    format!(
             "N={}, {:.0} B/waiter blocked ({:.0} B in client memory), idle connection {:.0} B, 1 s after leaving {:.0} B, {:.1} s{}",
-            self.waiters,
-            self.bytes_per_waiter(),
-            self.client_bytes_per_waiter(),
-            self.connection_bytes(),
-            self.left_bytes(),
-            self.took_secs,
-            errors_note(self.errors)
-        )
-    }
-}
+            r.waiters,
+            r.bytes_per_waiter(),
+            r.client_bytes_per_waiter(),
+            r.connection_bytes(),
+            r.left_bytes(),
+            r.took_secs,
+            errors_note(r.errors)
+    )
+});
 
 impl MemRun {
     fn per(&self, bytes: i64) -> f64 {
@@ -199,18 +197,9 @@ fn hold(control: &mut Connection) -> u64 {
         let mut del = redis::cmd("DEL");
         del.arg(MemPath::L.key(j));
         let _ = waiters::run(control, &del);
-        let mut acquire = redis::cmd("RLOCK.ACQUIRE");
-        acquire
-            .arg(MemPath::R.key(j))
-            .arg(HOLDER)
-            .arg("LEASE")
-            .arg(LEASE_MS);
-        match waiters::run(control, &acquire) {
-            Ok(Value::Int(1)) => {}
-            other => {
-                eprintln!("  memory: the holder could not take lock {j}: {other:?}");
-                errors += 1;
-            }
+        if let Err(e) = waiters::take(control, &MemPath::R.key(j), HOLDER, LEASE_MS) {
+            eprintln!("  memory: the holder could not take lock {j}: {e}");
+            errors += 1;
         }
     }
     errors

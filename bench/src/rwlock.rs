@@ -16,10 +16,9 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::harness::cells::problems_note;
-use crate::harness::load::{hold_for, seats, Seat};
+use crate::harness::load::{hold_for, seats, Seat, Trouble};
 use crate::harness::wake::{any_message, forget_stale, wait_wakeup, Wakes};
-use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path, Progress};
+use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path};
 use crate::measure::{connect, ratio, Rng, Window};
 use crate::paths;
 use crate::scripts::{rw_channel, Shas};
@@ -45,9 +44,7 @@ pub struct RwRun {
     pub writes: u64,
     pub tries: u64,
     pub window: Window,
-    pub violations: u64,
-    pub errors: u64,
-    pub stragglers: u64,
+    pub trouble: Trouble,
 }
 
 impl RwRun {
@@ -61,24 +58,22 @@ impl RwRun {
         ratio(self.tries as f64, (self.reads + self.writes) as f64)
     }
     pub fn problems(&self) -> u64 {
-        self.violations + self.errors + self.stragglers
+        self.trouble.total()
     }
 }
 
 crate::windowed!(RwRun);
 
-impl Progress for RwRun {
-    fn progress(&self) -> String {
-        format!(
-            "{:.0} ops/s ({:.0} writes/s), {:.2} tries/op, server {:.0}%{}",
-            self.ops_per_sec(),
-            self.writes_per_sec(),
-            self.tries_per_op(),
-            self.window.server_busy(),
-            problems_note(self.violations, self.errors, self.stragglers)
-        )
-    }
-}
+crate::progress!(RwRun, |r| {
+    format!(
+        "{:.0} ops/s ({:.0} writes/s), {:.2} tries/op, server {:.0}%{}",
+        r.ops_per_sec(),
+        r.writes_per_sec(),
+        r.tries_per_op(),
+        r.window.server_busy(),
+        r.trouble.note()
+    )
+});
 
 /// The contended runs: by path and hold time (ms).
 pub type RwCell = Cell<RwWaitPath, u64, RwRun>;
@@ -328,13 +323,12 @@ async fn run_once(
     cleanup.arg(key);
     let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
     let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let trouble = Trouble::of(&m, 3, 4);
     RwRun {
         reads: m.totals[0],
         writes: m.totals[1],
         tries: m.totals[2],
-        violations: m.totals[3],
-        errors: m.totals[4],
-        stragglers: m.stragglers,
+        trouble,
         window: m.window,
     }
 }

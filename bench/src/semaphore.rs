@@ -25,12 +25,12 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::harness::cells::{min_over_max, problems_note};
+use crate::harness::cells::min_over_max;
 use crate::harness::late::{Late, Lateness};
-use crate::harness::load::{hold_for, seats, Seat};
+use crate::harness::load::{hold_for, seats, Seat, Trouble};
 use crate::harness::pairs::{blind_batch, PairCommands, PairLoad, PairPath, Pairs};
 use crate::harness::wake::{forget_stale, positive, wait_wakeup, Wakes, Wakeups};
-use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path, Progress};
+use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path};
 use crate::measure::{connect, connect_many, ratio, Window};
 use crate::paths;
 use crate::scripts::{permit_timeout_key, semaphore_channel, SemShas};
@@ -342,9 +342,7 @@ pub struct SemRun {
     /// The most holders the checker saw at once.
     pub max_holders: i64,
     pub window: Window,
-    pub violations: u64,
-    pub errors: u64,
-    pub stragglers: u64,
+    pub trouble: Trouble,
 }
 
 impl SemRun {
@@ -362,27 +360,25 @@ impl SemRun {
         min_over_max(&self.per_client)
     }
     pub fn problems(&self) -> u64 {
-        self.violations + self.errors + self.stragglers
+        self.trouble.total()
     }
 }
 
 crate::windowed!(SemRun);
 
-impl Progress for SemRun {
-    fn progress(&self) -> String {
-        format!(
+crate::progress!(SemRun, |r| {
+    format!(
             "{:.0} hand-offs/s ({:.0} acq/s), {:.2} tries/acq, min/max {:.2}, max holders {}, {} fallbacks, server {:.0}%{}",
-            self.handoffs_per_sec(),
-            self.acquisitions_per_sec(),
-            self.tries_per_acquisition(),
-            self.fairness(),
-            self.max_holders,
-            self.fallbacks,
-            self.window.server_busy(),
-            problems_note(self.violations, self.errors, self.stragglers)
-        )
-    }
-}
+            r.handoffs_per_sec(),
+            r.acquisitions_per_sec(),
+            r.tries_per_acquisition(),
+            r.fairness(),
+            r.max_holders,
+            r.fallbacks,
+            r.window.server_busy(),
+            r.trouble.note()
+    )
+});
 
 async fn run_contended(
     server: &Server,
@@ -633,6 +629,7 @@ async fn contended_once(
     let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
     let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
     let d = |i: usize| m.totals[i];
+    let trouble = Trouble::of(&m, 3, 4);
     SemRun {
         acquisitions: m.per_client.iter().sum(),
         handoffs: d(0),
@@ -641,9 +638,7 @@ async fn contended_once(
         per_client: m.per_client,
         max_holders: shared.max_in_window.load(Ordering::SeqCst),
         window: m.window,
-        violations: d(3),
-        errors: d(4),
-        stragglers: m.stragglers,
+        trouble,
     }
 }
 

@@ -19,7 +19,7 @@ use redis::{Connection, Value};
 use rlock_module_tests::{helper_key, Server};
 
 use crate::harness::cells::errors_note;
-use crate::harness::{Cell, Cells, Grid, Path, Progress};
+use crate::harness::{Cell, Cells, Grid, Path};
 use crate::measure::{median, ratio};
 use crate::paths;
 use crate::waiters::{self, Block};
@@ -79,20 +79,18 @@ pub struct StallRun {
     pub errors: u64,
 }
 
-impl Progress for StallRun {
-    fn progress(&self) -> String {
-        format!(
+crate::progress!(StallRun, |r| {
+    format!(
             "N={}, longest PING {:.1} ms (quiet {:.2} ms), forgotten after {:.1} ms, close took {:.1} ms, {} PINGs{}",
-            self.waiters,
-            self.stall_ms,
-            self.quiet_ms,
-            self.forget_ms,
-            self.close_ms,
-            self.pings,
-            errors_note(self.errors)
-        )
-    }
-}
+            r.waiters,
+            r.stall_ms,
+            r.quiet_ms,
+            r.forget_ms,
+            r.close_ms,
+            r.pings,
+            errors_note(r.errors)
+    )
+});
 
 /// Scenario 7's runs, by path.
 pub type StallCell = Cell<StallPath, (), StallRun>;
@@ -183,19 +181,10 @@ fn run_once(server: &Server, control: &mut Connection, path: StallPath, n: usize
     clear(control, path);
     let connected = waiters::info_int(control, "clients", "connected_clients").unwrap_or(1);
     if path != StallPath::L {
-        let mut acquire = redis::cmd("RLOCK.ACQUIRE");
-        acquire
-            .arg(path.key())
-            .arg(HOLDER)
-            .arg("LEASE")
-            .arg(LEASE_MS);
-        match waiters::run(control, &acquire) {
-            Ok(Value::Int(1)) => {}
-            other => {
-                fail(&mut run, format!("the holder got {other:?}"));
-                clear(control, path);
-                return run;
-            }
+        if let Err(e) = waiters::take(control, &path.key(), HOLDER, LEASE_MS) {
+            fail(&mut run, format!("the holder got {e}"));
+            clear(control, path);
+            return run;
         }
     }
     let mut conns = match waiters::open(server, n) {

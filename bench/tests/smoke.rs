@@ -79,7 +79,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
                     "{path:?} N={clients} hold={hold} never acquired"
                 );
                 assert_eq!(
-                    cell.sum(|r| r.violations),
+                    cell.sum(|r| r.trouble.violations),
                     0,
                     "{path:?} N={clients}: two holders at once"
                 );

@@ -53,6 +53,19 @@ macro_rules! windowed {
     };
 }
 
+/// A run's [`Progress`] line, from a function of the run.
+#[macro_export]
+macro_rules! progress {
+    ($run:ty, $line:expr) => {
+        impl $crate::harness::Progress for $run {
+            fn progress(&self) -> String {
+                let line: fn(&$run) -> String = $line;
+                line(self)
+            }
+        }
+    };
+}
+
 /// What one run prints when the plan is verbose, after `<label> <path> round <n>: `.
 pub trait Progress {
     fn progress(&self) -> String;

@@ -226,3 +226,32 @@ pub async fn seats(
     }
     (seats, listeners)
 }
+
+/// What went wrong in a run of clients on one key: two holders where there may be one (or
+/// more than the permits), unexpected replies, clients cut off after the grace period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trouble {
+    pub violations: u64,
+    pub errors: u64,
+    pub stragglers: u64,
+}
+
+impl Trouble {
+    /// `violations` and `errors` from a run's totals at those indices, and its stragglers.
+    pub fn of(m: &Measured, violations: usize, errors: usize) -> Trouble {
+        Trouble {
+            violations: m.totals[violations],
+            errors: m.totals[errors],
+            stragglers: m.stragglers,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.violations + self.errors + self.stragglers
+    }
+
+    /// `", V VIOLATIONS E ERRORS S STRAGGLERS"` when there were any.
+    pub fn note(&self) -> String {
+        super::cells::problems_note(self.violations, self.errors, self.stragglers)
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
-use super::cells::{errors_note, Cells, Grid, Path, Progress};
+use super::cells::{errors_note, Cells, Grid, Path};
 use super::load::{measure_load, LoadRun, Tally};
 use crate::measure::Rng;
 use crate::{Plan, OWNER_PREFIX};
@@ -25,18 +25,16 @@ impl LoadRun {
 
 crate::windowed!(LoadRun);
 
-impl Progress for LoadRun {
-    fn progress(&self) -> String {
-        format!(
-            "{:.0} pairs/s, {:.1} us/pair server, server {:.0}% client {:.0}%{}",
-            self.pairs_per_sec(),
-            self.window.server_us_per(self.done),
-            self.window.server_busy(),
-            self.window.client_busy(),
-            errors_note(self.errors)
-        )
-    }
-}
+crate::progress!(LoadRun, |r| {
+    format!(
+        "{:.0} pairs/s, {:.1} us/pair server, server {:.0}% client {:.0}%{}",
+        r.pairs_per_sec(),
+        r.window.server_us_per(r.done),
+        r.window.server_busy(),
+        r.window.client_busy(),
+        errors_note(r.errors)
+    )
+});
 
 /// The cells of a pairs scenario: by path and pipeline depth.
 pub type Pairs<P> = Cells<P, usize, PairRun>;
