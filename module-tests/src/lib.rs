@@ -193,6 +193,20 @@ pub fn flavors() -> Vec<Flavor> {
     selected
 }
 
+/// A fresh server of each flavor of [`flavors`] in turn: each is started when the loop
+/// reaches it and stopped (dropped) when that turn of the loop ends.
+pub fn each_server() -> impl Iterator<Item = (Flavor, Server)> {
+    flavors().into_iter().map(|f| (f, Server::start(f)))
+}
+
+/// [`each_server`], with a connection to each.
+pub fn servers() -> impl Iterator<Item = (Flavor, Server, redis::Connection)> {
+    each_server().map(|(f, server)| {
+        let c = server.conn();
+        (f, server, c)
+    })
+}
+
 /// Flavors named in a comma-separated list (`redis,valkey`; `all` for every one), in the
 /// order given, each once.
 pub fn parse_flavors(list: &str) -> Result<Vec<Flavor>, String> {

@@ -11,9 +11,7 @@ use rlock_module_tests::*;
 
 #[test]
 fn block_runs_out_with_null_and_leaves_no_waiter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "k", "holder", "LEASE", "60000"]),
             Ok(Value::Int(1))
@@ -49,9 +47,7 @@ fn block_runs_out_with_null_and_leaves_no_waiter() {
 
 #[test]
 fn waiters_served_in_arrival_order_with_their_acquire_reply() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(
                 &mut c,
@@ -131,9 +127,7 @@ fn waiters_served_in_arrival_order_with_their_acquire_reply() {
 
 #[test]
 fn block_zero_waits_until_served() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "z", "h", "LEASE", "60000"]).expect("acquire");
         let w = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "z", "w", "BLOCK", "0"]);
         wait_blocked(flavor, &mut c, "z", 1);
@@ -153,9 +147,7 @@ fn block_zero_waits_until_served() {
 
 #[test]
 fn client_unblock_timeout_and_error() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "u", "h", "LEASE", "60000"]).expect("acquire");
         let mut a = Pending::new(&server);
         a.send(&["RLOCK.ACQUIRE", "u", "a", "BLOCK", "0"]);
@@ -221,9 +213,7 @@ fn run_ok(c: &mut redis::Connection, args: &[&str]) {
 
 #[test]
 fn killed_and_closed_waiters_are_forgotten_at_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "x", "h", "LEASE", "60000"]).expect("acquire");
         let mut ws: Vec<Pending> = Vec::new();
         for (i, owner) in ["killed", "closed", "served"].iter().enumerate() {
@@ -260,9 +250,7 @@ fn killed_and_closed_waiters_are_forgotten_at_once() {
 /// nobody is stranded: the lock is never lost, and the next waiter gets it.
 #[test]
 fn waiter_closing_during_hand_off_never_strands_the_lock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut kept = 0;
         for round in 0..25 {
             let key = format!("race{round}");
@@ -324,9 +312,7 @@ fn waiter_closing_during_hand_off_never_strands_the_lock() {
 
 #[test]
 fn block_tries_once_in_multi_lua_and_functions() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "m", "h", "LEASE", "60000"]).expect("acquire");
         let lib = "#!lua name=rlocktest\n\
             redis.register_function('acq', function(keys, args) \
@@ -381,9 +367,7 @@ fn block_tries_once_in_multi_lua_and_functions() {
 
 #[test]
 fn info_counts_blocked_waiters_and_tracked_locks() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let base = rstats(&server);
         assert_eq!(base["blocked"], 0, "{flavor}");
         assert_eq!(base["tracked_locks"], 0, "{flavor}");

@@ -33,9 +33,7 @@ fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
 
 #[test]
 fn every_lock_or_none() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let taken = run(
             &mut c,
             &["RLOCK.MACQUIRE", "o", "3", "a", "b", "c", "LEASE", "10000"],
@@ -82,9 +80,7 @@ fn every_lock_or_none() {
 
 #[test]
 fn bad_calls_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "held", "o"]);
         run(&mut c, &["RLOCK.ACQUIRE", "rw", "o", "READ"]);
         run(&mut c, &["SET", "str", "x"]);
@@ -153,9 +149,7 @@ fn server_alive(server: &Server) {
 
 #[test]
 fn a_blocked_call_waits_until_every_lock_is_free() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
         let mut m = Pending::new(&server);
@@ -197,9 +191,7 @@ fn a_blocked_call_waits_until_every_lock_is_free() {
 
 #[test]
 fn waiters_are_served_in_arrival_order_without_deadlock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.MACQUIRE", "h", "2", "a", "b"]);
         // Two multi-key callers naming the keys in opposite orders, then single callers.
         let mut m1 = Pending::new(&server);
@@ -235,9 +227,7 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
 
 #[test]
 fn a_waiter_that_leaves_lets_the_line_move() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
         let mut m = Pending::new(&server);
@@ -259,9 +249,7 @@ fn a_waiter_that_leaves_lets_the_line_move() {
 
 #[test]
 fn session_holds_end_with_the_connection() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut holder = server.conn();
         let r = run(
             &mut holder,
@@ -308,9 +296,7 @@ fn session_holds_end_with_the_connection() {
 
 #[test]
 fn scripts_and_transactions_never_block() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
         let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'b', 'BLOCK', '0')";
         assert_eq!(run(&mut c, &["EVAL", script, "0"]), Value::Nil, "{flavor}");

@@ -15,9 +15,7 @@ fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
 
 #[test]
 fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(
             &mut c,
             &["RLOCK.ACQUIRE", "k", "h", "FAIR", "LEASE", "60000"],
@@ -60,9 +58,7 @@ fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
 
 #[test]
 fn plain_and_fair_waiters_are_served_in_arrival_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "m", "h", "LEASE", "60000"]);
         let mut line = Vec::new();
         for (i, owner) in ["f1", "p1", "f2", "p2", "f3"].iter().enumerate() {
@@ -88,9 +84,7 @@ fn plain_and_fair_waiters_are_served_in_arrival_order() {
 /// module's timer passes it on: the newcomer's own call must serve the waiter first.
 #[test]
 fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         for fair_newcomer in [false, true] {
             let case = format!("{flavor} fair_newcomer={fair_newcomer}");
             let key = format!("n-{fair_newcomer}");
@@ -123,9 +117,7 @@ fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
 /// are put back in line, oldest first, and served in that order.
 #[test]
 fn fair_waiters_are_served_after_their_queue_is_flushed() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "q", "h", "FAIR"]);
         let mut line = Vec::new();
         for (i, owner) in ["f1", "f2"].iter().enumerate() {
