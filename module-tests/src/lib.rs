@@ -848,6 +848,16 @@ pub fn hgetall(con: &mut redis::Connection, key: &[u8]) -> BTreeMap<Vec<u8>, Vec
     pairs.into_iter().collect()
 }
 
+/// `LRANGE key 0 -1`.
+pub fn lrange(con: &mut redis::Connection, key: &[u8]) -> Vec<Vec<u8>> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .expect("LRANGE")
+}
+
 /// `PTTL key`.
 pub fn pttl(con: &mut redis::Connection, key: &[u8]) -> i64 {
     redis::cmd("PTTL").arg(key).query(con).expect("PTTL")

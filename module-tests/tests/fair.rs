@@ -49,12 +49,7 @@ fn text(b: &[u8]) -> String {
 
 /// `LRANGE redisson_lock_queue:{K} 0 -1`.
 fn queue_list(con: &mut Connection, key: &str) -> Vec<String> {
-    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-        .arg(queue_key(key.as_bytes()))
-        .arg(0)
-        .arg(-1)
-        .query(con)
-        .expect("LRANGE queue");
+    let items = lrange(con, &queue_key(key.as_bytes()));
     items.iter().map(|b| text(b)).collect()
 }
 
@@ -938,12 +933,7 @@ fn binary_owners_in_the_queue_and_wake_channel() {
             .send_packed_command(&cmd.get_packed_command())
             .expect("send");
         wait_blocked(flavor, &mut c, "bin", 1);
-        let list: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(queue_key(k))
-            .arg(0)
-            .arg(-1)
-            .query(&mut c)
-            .expect("LRANGE");
+        let list = lrange(&mut c, &queue_key(k));
         assert_eq!(
             list,
             vec![polling.to_vec(), blocking.to_vec()],

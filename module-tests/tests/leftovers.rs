@@ -109,12 +109,7 @@ fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
             Value::Nil
         );
         thread::sleep(Duration::from_millis(900));
-        let list: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(&queue_keys("N")[0])
-            .arg(0)
-            .arg(-1)
-            .query(&mut c)
-            .expect("LRANGE");
+        let list = lrange(&mut c, &queue_keys("N")[0]);
         assert_eq!(
             list,
             vec![b"b".to_vec()],

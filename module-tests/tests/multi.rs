@@ -152,9 +152,12 @@ fn a_blocked_call_waits_until_every_lock_is_free() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
-        let mut m = Pending::new(&server);
-        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 1);
+        let mut m = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "10000"],
+            ("a", 1),
+        );
         wait_blocked(flavor, &mut c, "b", 1);
         run(&mut c, &["RLOCK.RELEASE", "a", "h1"]);
         // `a` is free but kept for the caller that waited first: a newcomer waits.
@@ -172,9 +175,12 @@ fn a_blocked_call_waits_until_every_lock_is_free() {
         assert_eq!(holders(&mut c, "b"), held_by("m", 1), "{flavor}");
         // A Redisson unlock (DEL and a message) wakes it too.
         redisson_lock(&mut c, "r", "java:1");
-        let mut n = Pending::new(&server);
-        n.send(&["RLOCK.MACQUIRE", "n", "2", "s", "r", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "r", 1);
+        let mut n = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "n", "2", "s", "r", "BLOCK", "10000"],
+            ("r", 1),
+        );
         assert_eq!(redisson_unlock(&mut c, "r", "java:1"), Value::Int(1));
         assert_eq!(n.reply(), Ok(Value::Int(2)), "{flavor}");
         assert_eq!(holders(&mut c, "r"), held_by("n", 1), "{flavor}");
@@ -194,18 +200,30 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.MACQUIRE", "h", "2", "a", "b"]);
         // Two multi-key callers naming the keys in opposite orders, then single callers.
-        let mut m1 = Pending::new(&server);
-        m1.send(&["RLOCK.MACQUIRE", "m1", "2", "a", "b", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 1);
-        let mut m2 = Pending::new(&server);
-        m2.send(&["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 2);
-        let mut s = Pending::new(&server);
-        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 3);
-        let mut t = Pending::new(&server);
-        t.send(&["RLOCK.ACQUIRE", "b", "t", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "b", 3);
+        let mut m1 = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m1", "2", "a", "b", "BLOCK", "10000"],
+            ("a", 1),
+        );
+        let mut m2 = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"],
+            ("a", 2),
+        );
+        let mut s = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"],
+            ("a", 3),
+        );
+        let mut t = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "b", "t", "BLOCK", "10000"],
+            ("b", 3),
+        );
 
         assert_eq!(
             run(&mut c, &["RLOCK.MRELEASE", "h", "2", "a", "b"]),
@@ -230,12 +248,18 @@ fn a_waiter_that_leaves_lets_the_line_move() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
-        let mut m = Pending::new(&server);
-        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "a", 1);
-        let mut s = Pending::new(&server);
-        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 2);
+        let m = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"],
+            ("a", 1),
+        );
+        let mut s = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"],
+            ("a", 2),
+        );
         run(&mut c, &["RLOCK.RELEASE", "a", "h"]);
         assert!(!exists(&mut c, "a"), "{flavor}: kept for m");
         // m's connection dies: s, behind it, gets `a` at once.
@@ -258,18 +282,21 @@ fn session_holds_end_with_the_connection() {
         assert_eq!(r, Value::Int(2), "{flavor}");
         // A blocked session grant too.
         run(&mut c, &["RLOCK.ACQUIRE", "d", "h"]);
-        let mut w = Pending::new(&server);
-        w.send(&[
-            "RLOCK.MACQUIRE",
-            "w",
-            "2",
-            "c",
-            "d",
-            "SESSION",
-            "BLOCK",
-            "10000",
-        ]);
-        wait_blocked(flavor, &mut c, "d", 1);
+        let mut w = Pending::blocked_on(
+            &server,
+            &mut c,
+            &[
+                "RLOCK.MACQUIRE",
+                "w",
+                "2",
+                "c",
+                "d",
+                "SESSION",
+                "BLOCK",
+                "10000",
+            ],
+            ("d", 1),
+        );
         run(&mut c, &["RLOCK.RELEASE", "d", "h"]);
         assert_eq!(w.reply(), Ok(Value::Int(2)), "{flavor}");
         drop(holder);

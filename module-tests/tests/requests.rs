@@ -164,13 +164,9 @@ fn a_blocked_acquire_sent_twice_is_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let acquire = ["RLOCK.ACQUIRE", "w", "o", "BLOCK", "10000", "REQ", "b1"];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "w", 1);
+        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("w", 1));
         // The client timed out and sent it again on a new connection.
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "w", 2);
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("w", 2));
         run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
@@ -228,12 +224,8 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
             "REQ",
             "q1",
         ];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "fw", 1);
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "fw", 2);
+        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 2));
         run(&mut c, &["RLOCK.RELEASE", "fw", "h"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(
@@ -299,12 +291,8 @@ fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
         let acquire = ["RLOCK.ACQUIRE", "g", "o", "BLOCK", "5000", "REQ", "g1"];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "g", 1);
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "g", 2);
+        let first = Pending::blocked_on(&server, &mut c, &acquire, ("g", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("g", 2));
         let mut tx = redis::pipe();
         tx.cmd("RLOCK.RELEASE").arg("g").arg("h");
         tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
@@ -393,12 +381,8 @@ fn retries_on_a_read_write_lock_are_applied_once() {
             "REQ",
             "b1",
         ];
-        let mut first = Pending::new(&server);
-        first.send(&blocked);
-        wait_blocked(flavor, &mut c, "rw", 1);
-        let mut second = Pending::new(&server);
-        second.send(&blocked);
-        wait_blocked(flavor, &mut c, "rw", 2);
+        let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 2));
         run(&mut c, &["RLOCK.RELEASE", "rw", "o", "WRITE"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
