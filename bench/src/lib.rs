@@ -17,6 +17,12 @@
 //!     waiter, and how late after a lease's deadline a waiter gets the expired permit.
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
+//!
+//! Each scenario file says only what it measures: its paths, what one run sends and counts,
+//! and its figures. What every scenario shares is in `harness/`: cells of runs and their
+//! medians, the order of the runs (paths interleaved round by round), the measured window of
+//! a load, clients on one key, Redisson-style wake-ups, lateness samples and the report's
+//! tables. `start_server` starts and pins each server; `measure` reads the clocks.
 
 pub mod cluster;
 pub mod contended;

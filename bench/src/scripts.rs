@@ -146,17 +146,9 @@ impl Shas {
 /// Redisson's `suffixName(K, x)`: `{K}:x`, or `K:x` when K has a hash tag; with an empty
 /// `x`, the key prefix its read unlock takes (`{K}`, without the colon).
 fn suffixed(key: &[u8], suffix: &[u8]) -> Vec<u8> {
-    let mut name = Vec::new();
-    if key.contains(&b'{') {
-        name.extend_from_slice(key);
-    } else {
-        name.push(b'{');
-        name.extend_from_slice(key);
-        name.push(b'}');
-    }
+    let mut name = rlock_module_tests::tagged(key);
     if !suffix.is_empty() {
-        name.push(b':');
-        name.extend_from_slice(suffix);
+        name.extend_from_slice(&[&b":"[..], suffix].concat());
     }
     name
 }
