@@ -691,9 +691,7 @@ fn read_holds_renew_by_redissons_task_and_by_renew() {
 /// the reader believed it held).
 #[test]
 fn a_renewal_after_the_read_lease_ran_out_replies_0() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut con = server.conn();
+    for (flavor, _server, mut con) in servers() {
         let acquire = |con: &mut redis::Connection, owner: &str, lease: &str| {
             call(
                 con,
