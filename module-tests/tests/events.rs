@@ -423,9 +423,7 @@ fn the_module_works_the_same_with_events_on() {
 /// The kill comes in the packet of the call that frees the key: the turn of the grant.
 #[test]
 fn a_grant_given_back_because_its_client_left_is_released() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
         ok(&mut c, &["RSEM.TRYSETPERMITS", "gone-sem", "1"]);
         let mut sub = subscribe(&server);
