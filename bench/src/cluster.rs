@@ -4,15 +4,12 @@
 //! node is; each load connection talks to one primary, on keys of that primary's
 //! slots, so no request is redirected.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
-
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::cluster::untagged_key_slot;
 use rlock_module_tests::{Cluster, Flavor, Server};
 
+use crate::harness::{measure_load, Tally};
 use crate::measure::{connect, median, ratio};
 use crate::uncontended::LEASE_MS;
 use crate::{pin, Plan, OWNER_PREFIX};
@@ -46,20 +43,12 @@ fn keys_of(node: usize, n: usize, tag: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn pid_of(server: &Server) -> i32 {
-    server
-        .info("server")
-        .get("process_id")
-        .and_then(|p| p.parse().ok())
-        .expect("INFO server process_id")
-}
-
 pub async fn run(flavor: Flavor, single: &Server, plan: &Plan, pin: &pin::Pinning) -> ClusterScale {
     let cluster = Cluster::start(flavor, PRIMARIES, 0);
     let pinning = cluster
         .primaries
         .iter()
-        .map(|p| pin.pin_server(pid_of(p)))
+        .map(|p| pin.pin_server(crate::server_pid(p)))
         .collect::<Vec<_>>()
         .join("; ");
     // The same number of connections either way, spread over the primaries.
@@ -96,46 +85,41 @@ pub async fn run(flavor: Flavor, single: &Server, plan: &Plan, pin: &pin::Pinnin
 }
 
 async fn measure(conns: &[(MultiplexedConnection, Vec<Vec<u8>>)], plan: &Plan) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for (c, (con, keys)) in conns.iter().enumerate() {
-        let (mut con, keys, stop, done) = (con.clone(), keys.clone(), stop.clone(), done.clone());
-        let owner = format!("{OWNER_PREFIX}:{c}");
-        workers.push(tokio::spawn(async move {
-            let mut at = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let batch: Vec<&Vec<u8>> = (0..PAIRS_PER_BATCH)
-                    .map(|j| &keys[(at + j) % keys.len()])
-                    .collect();
-                at += PAIRS_PER_BATCH;
-                let mut pipe = redis::pipe();
-                for k in &batch {
-                    pipe.cmd("RLOCK.ACQUIRE")
-                        .arg(k.as_slice())
-                        .arg(&owner)
-                        .arg("LEASE")
-                        .arg(LEASE_MS);
+    let tally = Tally::default();
+    let workers = conns
+        .iter()
+        .enumerate()
+        .map(|(c, (con, keys))| {
+            let (mut con, keys, tally) = (con.clone(), keys.clone(), tally.clone());
+            let owner = format!("{OWNER_PREFIX}:{c}");
+            tokio::spawn(async move {
+                let mut at = 0;
+                while tally.running() {
+                    let batch: Vec<&Vec<u8>> = (0..PAIRS_PER_BATCH)
+                        .map(|j| &keys[(at + j) % keys.len()])
+                        .collect();
+                    at += PAIRS_PER_BATCH;
+                    let mut pipe = redis::pipe();
+                    for k in &batch {
+                        pipe.cmd("RLOCK.ACQUIRE")
+                            .arg(k.as_slice())
+                            .arg(&owner)
+                            .arg("LEASE")
+                            .arg(LEASE_MS);
+                    }
+                    for k in &batch {
+                        pipe.cmd("RLOCK.RELEASE").arg(k.as_slice()).arg(&owner);
+                    }
+                    let ok = matches!(
+                        pipe.query_async::<Vec<Value>>(&mut con).await,
+                        Ok(replies) if replies.iter().all(|v| matches!(v, Value::Int(1)))
+                    );
+                    assert!(ok, "a cluster bench pair failed");
+                    tally.add(PAIRS_PER_BATCH as u64, 0);
                 }
-                for k in &batch {
-                    pipe.cmd("RLOCK.RELEASE").arg(k.as_slice()).arg(&owner);
-                }
-                let ok = matches!(
-                    pipe.query_async::<Vec<Value>>(&mut con).await,
-                    Ok(replies) if replies.iter().all(|v| matches!(v, Value::Int(1)))
-                );
-                assert!(ok, "a cluster bench pair failed");
-                done.fetch_add(PAIRS_PER_BATCH as u64, Ordering::Relaxed);
-            }
-        }));
-    }
-    tokio::time::sleep(plan.warmup()).await;
-    let (d0, t0) = (done.load(Ordering::SeqCst), Instant::now());
-    tokio::time::sleep(plan.uncontended_run).await;
-    let (d1, t1) = (done.load(Ordering::SeqCst), Instant::now());
-    stop.store(true, Ordering::SeqCst);
-    for w in workers {
-        w.await.expect("cluster bench worker panicked");
-    }
-    (d1 - d0) as f64 / (t1 - t0).as_secs_f64()
+            })
+        })
+        .collect();
+    let run = measure_load(None, plan, plan.uncontended_run, &tally, workers).await;
+    run.done as f64 / run.window.secs
 }

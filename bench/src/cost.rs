@@ -312,17 +312,7 @@ pub fn compare(
 }
 
 /// `36855` → `"36,855"`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::harness::table::thousands;
 
 /// The report table of one server.
 pub fn table(rows: &[Row]) -> String {

@@ -17,7 +17,10 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::measure::{connect, median, ratio, Snapshot, Window};
+use crate::harness::cells::errors_note;
+use crate::harness::{Cells, Grid, Path};
+use crate::measure::{connect, ratio, Snapshot, Window};
+use crate::paths;
 use crate::scripts::{FairKeys, FairShas};
 use crate::{Plan, OWNER_PREFIX};
 
@@ -27,32 +30,15 @@ pub const MIN_CYCLES: u64 = 5;
 /// Queue set-up commands per pipeline.
 const SETUP_BATCH: usize = 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FairPath {
-    R,
-    F,
+paths! {
+    pub enum FairPath {
+        R => "R", "RLOCK.ACQUIRE k o FAIR LEASE 30000 + RLOCK.RELEASE k o";
+        F => "F", "EVALSHA classic fair tryLock (purge head, re-score every waiter on acquire, \
+                 cumulative deadlines, threadWaitTime 300000) + fair unlock";
+    }
 }
 
 impl FairPath {
-    pub const ALL: [FairPath; 2] = [FairPath::R, FairPath::F];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            FairPath::R => "R",
-            FairPath::F => "F",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            FairPath::R => "RLOCK.ACQUIRE k o FAIR LEASE 30000 + RLOCK.RELEASE k o",
-            FairPath::F => {
-                "EVALSHA classic fair tryLock (purge head, re-score every waiter on acquire, \
-                 cumulative deadlines, threadWaitTime 300000) + fair unlock"
-            }
-        }
-    }
-
     fn acquire(self, shas: &FairShas, keys: &FairKeys, owner: &[u8], now: u64) -> redis::Cmd {
         match self {
             FairPath::R => {
@@ -102,6 +88,8 @@ pub struct FairRun {
     pub window: Window,
     /// `MEMORY USAGE` (SAMPLES 0) of the queue list plus the deadline zset, with Q queued.
     pub queue_bytes: u64,
+    /// Q.
+    pub queued: usize,
 }
 
 impl FairRun {
@@ -111,69 +99,49 @@ impl FairRun {
     pub fn wall_us_per_cycle(&self) -> f64 {
         ratio(self.window.secs * 1e6, self.cycles as f64)
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct FairCell {
-    pub path: FairPath,
-    pub queue: usize,
-    pub runs: Vec<FairRun>,
-}
-
-impl FairCell {
-    fn med(&self, f: impl Fn(&FairRun) -> f64) -> f64 {
-        median(self.runs.iter().map(f))
-    }
-    pub fn cycles_per_sec(&self) -> f64 {
-        self.med(FairRun::cycles_per_sec)
-    }
-    pub fn wall_us_per_cycle(&self) -> f64 {
-        self.med(FairRun::wall_us_per_cycle)
-    }
-    pub fn server_us_per_cycle(&self) -> f64 {
-        self.med(|r| r.window.server_us_per(r.cycles))
-    }
-    pub fn server_busy(&self) -> f64 {
-        self.med(|r| r.window.server_busy())
-    }
-    pub fn client_busy(&self) -> f64 {
-        self.med(|r| r.window.client_busy())
-    }
     pub fn bytes_per_waiter(&self) -> f64 {
-        self.med(|r| ratio(r.queue_bytes as f64, self.queue as f64))
-    }
-    pub fn cycles(&self) -> u64 {
-        self.runs.iter().map(|r| r.cycles).sum()
-    }
-    pub fn errors(&self) -> u64 {
-        self.runs.iter().map(|r| r.errors).sum()
+        ratio(self.queue_bytes as f64, self.queued as f64)
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Fair {
-    pub cells: Vec<FairCell>,
-}
+crate::windowed!(FairRun);
+
+crate::progress!(FairRun, |r| {
+    format!(
+            "{} cycles, {:.0} cycles/s, {:.1} us/cycle wall, {:.1} us/cycle server, server {:.0}% client {:.0}%, {:.1} B/waiter{}",
+            r.cycles,
+            r.cycles_per_sec(),
+            r.wall_us_per_cycle(),
+            r.window.server_us_per(r.cycles),
+            r.window.server_busy(),
+            r.window.client_busy(),
+            r.queue_bytes as f64 / r.queued as f64,
+            errors_note(r.errors)
+    )
+});
+
+/// Scenario 4's runs: by path and queue length.
+pub type Fair = Cells<FairPath, usize, FairRun>;
 
 impl Fair {
-    pub fn cell(&self, path: FairPath, queue: usize) -> Option<&FairCell> {
-        self.cells
-            .iter()
-            .find(|c| c.path == path && c.queue == queue)
-    }
-
     /// Server CPU per cycle of `a` over `b` (each at its own queue length).
     pub fn server_cost_ratio(&self, a: (FairPath, usize), b: (FairPath, usize)) -> f64 {
-        match (self.cell(a.0, a.1), self.cell(b.0, b.1)) {
-            (Some(a), Some(b)) => ratio(a.server_us_per_cycle(), b.server_us_per_cycle()),
-            _ => f64::NAN,
-        }
+        self.cost_ratio(a, b, |r| r.window.server_us_per(r.cycles))
     }
 
     /// Wall time per cycle of `a` over `b`.
     pub fn wall_cost_ratio(&self, a: (FairPath, usize), b: (FairPath, usize)) -> f64 {
+        self.cost_ratio(a, b, FairRun::wall_us_per_cycle)
+    }
+
+    fn cost_ratio(
+        &self,
+        a: (FairPath, usize),
+        b: (FairPath, usize),
+        f: impl Fn(&FairRun) -> f64 + Copy,
+    ) -> f64 {
         match (self.cell(a.0, a.1), self.cell(b.0, b.1)) {
-            (Some(a), Some(b)) => ratio(a.wall_us_per_cycle(), b.wall_us_per_cycle()),
+            (Some(a), Some(b)) => ratio(a.med(f), b.med(f)),
             _ => f64::NAN,
         }
     }
@@ -183,51 +151,15 @@ pub async fn run(server: &Server, plan: &Plan) -> Fair {
     let mut control = connect(server).await;
     let mut con = connect(server).await;
     let shas = FairShas::load(&mut control).await.expect("SCRIPT LOAD");
-    let mut cells: Vec<FairCell> = plan
-        .fair_queues
-        .iter()
-        .flat_map(|&queue| {
-            FairPath::ALL.iter().map(move |&path| FairCell {
-                path,
-                queue,
-                runs: Vec::new(),
-            })
-        })
-        .collect();
     // Q=10 R, F, Q=1000 R, F, ... in every round: drift hits every cell alike.
-    for round in 0..plan.rounds {
-        for cell in cells.iter_mut() {
-            let key = format!("bench:fair:{}:{}:{round}", cell.path.letter(), cell.queue);
-            let run = run_once(
-                &mut con,
-                &mut control,
-                &shas,
-                cell.path,
-                cell.queue,
-                &key,
-                plan,
-            )
-            .await;
-            if plan.verbose {
-                eprintln!(
-                    "  fair Q={} {} round {}: {} cycles, {:.0} cycles/s, {:.1} us/cycle wall, {:.1} us/cycle server, server {:.0}% client {:.0}%, {:.1} B/waiter{}",
-                    cell.queue,
-                    cell.path.letter(),
-                    round + 1,
-                    run.cycles,
-                    run.cycles_per_sec(),
-                    run.wall_us_per_cycle(),
-                    run.window.server_us_per(run.cycles),
-                    run.window.server_busy(),
-                    run.window.client_busy(),
-                    run.queue_bytes as f64 / cell.queue as f64,
-                    if run.errors > 0 { format!(", {} ERRORS", run.errors) } else { String::new() }
-                );
-            }
-            cell.runs.push(run);
-        }
+    let mut grid = Grid::new(&plan.fair_queues, &FairPath::ALL, plan).by_round();
+    for turn in grid.turns() {
+        let (path, queue) = grid.at(turn);
+        let key = format!("bench:fair:{}:{queue}:{}", path.letter(), turn.round);
+        let run = run_once(&mut con, &mut control, &shas, path, queue, &key, plan).await;
+        grid.record(turn, &format!("fair Q={queue}"), run);
     }
-    Fair { cells }
+    grid.done()
 }
 
 /// The lock's holder and its queue, as the client expects them to be.
@@ -308,6 +240,7 @@ async fn run_once(
         errors,
         window: Window::between(&s0, &s1),
         queue_bytes,
+        queued,
     }
 }
 

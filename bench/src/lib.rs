@@ -17,6 +17,12 @@
 //!     waiter, and how late after a lease's deadline a waiter gets the expired permit.
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
+//!
+//! Each scenario file says only what it measures: its paths, what one run sends and counts,
+//! and its figures. What every scenario shares is in `harness/`: cells of runs and their
+//! medians, the order of the runs (paths interleaved round by round), the measured window of
+//! a load, clients on one key, Redisson-style wake-ups, lateness samples and the report's
+//! tables. `start_server` starts and pins each server; `measure` reads the clocks.
 
 pub mod cluster;
 pub mod contended;
@@ -24,6 +30,7 @@ pub mod cost;
 pub mod deadlock_cost;
 pub mod expiry;
 pub mod fair;
+pub mod harness;
 pub mod measure;
 pub mod memory;
 pub mod mixed;
@@ -312,13 +319,17 @@ pub(crate) fn start_server(
     let server = Server::builder(flavor)
         .config("maxclients", &maxclients.to_string())
         .start();
-    let pid: i32 = server
+    let text = pinning.pin_server(server_pid(&server));
+    (server, text)
+}
+
+/// The server's process id, as `INFO server` says it.
+pub(crate) fn server_pid(server: &Server) -> i32 {
+    server
         .info("server")
         .get("process_id")
         .and_then(|p| p.parse().ok())
-        .expect("INFO server process_id");
-    let text = pinning.pin_server(pid);
-    (server, text)
+        .expect("INFO server process_id")
 }
 
 fn versions(server: &Server) -> (String, String) {

@@ -18,10 +18,13 @@
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Connection;
 use rlock_module_tests::{Flavor, Server};
 
-use crate::measure::{median, ratio};
+use crate::harness::cells::errors_note;
+use crate::harness::{Cell, Cells, Grid, Path};
+use crate::measure::ratio;
+use crate::paths;
 use crate::pin::Pinning;
 use crate::waiters::{self, Block};
 use crate::Plan;
@@ -31,29 +34,14 @@ pub const LOCKS: usize = 8;
 const HOLDER: &str = "bench-memory-holder";
 const LEASE_MS: u64 = 600_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemPath {
-    R,
-    L,
+paths! {
+    pub enum MemPath {
+        R => "R", "RLOCK.ACQUIRE lock:{i % 8} owner-i BLOCK 0, the 8 locks held";
+        L => "BLPOP", "BLPOP list:{i % 8} 0, the 8 lists empty";
+    }
 }
 
 impl MemPath {
-    pub const ALL: [MemPath; 2] = [MemPath::R, MemPath::L];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            MemPath::R => "R",
-            MemPath::L => "BLPOP",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            MemPath::R => "RLOCK.ACQUIRE lock:{i % 8} owner-i BLOCK 0, the 8 locks held",
-            MemPath::L => "BLPOP list:{i % 8} 0, the 8 lists empty",
-        }
-    }
-
     fn block(self) -> Block {
         match self {
             MemPath::R => Block::Rlock,
@@ -89,7 +77,22 @@ pub struct MemRun {
     /// 1 s after the N connections closed.
     pub after: Mem,
     pub errors: u64,
+    /// How long the run took, s.
+    pub took_secs: f64,
 }
+
+crate::progress!(MemRun, |r| {
+    format!(
+            "N={}, {:.0} B/waiter blocked ({:.0} B in client memory), idle connection {:.0} B, 1 s after leaving {:.0} B, {:.1} s{}",
+            r.waiters,
+            r.bytes_per_waiter(),
+            r.client_bytes_per_waiter(),
+            r.connection_bytes(),
+            r.left_bytes(),
+            r.took_secs,
+            errors_note(r.errors)
+    )
+});
 
 impl MemRun {
     fn per(&self, bytes: i64) -> f64 {
@@ -117,48 +120,26 @@ impl MemRun {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct MemCell {
-    pub path: MemPath,
-    pub runs: Vec<MemRun>,
-}
-
-impl MemCell {
-    fn med(&self, f: impl Fn(&MemRun) -> f64) -> f64 {
-        median(self.runs.iter().map(f))
-    }
-    pub fn bytes_per_waiter(&self) -> f64 {
-        self.med(MemRun::bytes_per_waiter)
-    }
-    pub fn client_bytes_per_waiter(&self) -> f64 {
-        self.med(MemRun::client_bytes_per_waiter)
-    }
-    pub fn connection_bytes(&self) -> f64 {
-        self.med(MemRun::connection_bytes)
-    }
-    pub fn left_bytes(&self) -> f64 {
-        self.med(MemRun::left_bytes)
-    }
-    pub fn errors(&self) -> u64 {
-        self.runs.iter().map(|r| r.errors).sum()
-    }
-}
+/// Scenario 6's runs, by path.
+pub type MemCell = Cell<MemPath, (), MemRun>;
 
 #[derive(Debug, Clone)]
 pub struct Memory {
     pub waiters: usize,
-    pub cells: Vec<MemCell>,
+    pub cells: Cells<MemPath, (), MemRun>,
 }
 
 impl Memory {
-    pub fn cell(&self, path: MemPath) -> Option<&MemCell> {
-        self.cells.iter().find(|c| c.path == path)
-    }
-
     /// Bytes per blocked waiter, R ÷ BLPOP.
     pub fn ratio(&self) -> f64 {
-        match (self.cell(MemPath::R), self.cell(MemPath::L)) {
-            (Some(r), Some(l)) => ratio(r.bytes_per_waiter(), l.bytes_per_waiter()),
+        match (
+            self.cells.cell(MemPath::R, ()),
+            self.cells.cell(MemPath::L, ()),
+        ) {
+            (Some(r), Some(l)) => ratio(
+                r.med(MemRun::bytes_per_waiter),
+                l.med(MemRun::bytes_per_waiter),
+            ),
             _ => f64::NAN,
         }
     }
@@ -166,45 +147,35 @@ impl Memory {
 
 pub fn run(flavor: Flavor, plan: &Plan, pinning: &Pinning) -> Memory {
     let n = plan.waiters;
-    // BLPOP first: R's helper clients linger after it.
-    let mut cells: Vec<MemCell> = [MemPath::L, MemPath::R]
-        .iter()
-        .map(|&path| MemCell {
-            path,
-            runs: Vec::new(),
-        })
-        .collect();
-    for round in 0..plan.waiter_rounds {
+    // BLPOP first: R's helper clients linger after it. A fresh server each round.
+    let paths = [MemPath::L, MemPath::R];
+    let mut grid = Grid::new(&[()], &paths, plan)
+        .by_round()
+        .rounds(plan.waiter_rounds);
+    let turns = grid.turns();
+    for round in turns.chunks(paths.len()) {
         let (mut server, _) = crate::start_server(flavor, plan, pinning);
         let mut control = waiters::plain(&server).expect("control connection");
         let errors = hold(&mut control);
-        for cell in cells.iter_mut() {
+        for &turn in round {
+            let (path, ()) = grid.at(turn);
             let started = Instant::now();
-            let run = if errors == 0 {
-                run_once(&server, &mut control, cell.path, n, plan)
+            let mut run = if errors == 0 {
+                run_once(&server, &mut control, path, n, plan)
             } else {
                 failed(n, errors)
             };
-            if plan.verbose {
-                eprintln!(
-                    "  memory {} round {}: N={n}, {:.0} B/waiter blocked ({:.0} B in client memory), idle connection {:.0} B, 1 s after leaving {:.0} B, {:.1} s{}",
-                    cell.path.letter(),
-                    round + 1,
-                    run.bytes_per_waiter(),
-                    run.client_bytes_per_waiter(),
-                    run.connection_bytes(),
-                    run.left_bytes(),
-                    started.elapsed().as_secs_f64(),
-                    if run.errors > 0 { format!(", {} ERRORS", run.errors) } else { String::new() }
-                );
-            }
-            cell.runs.push(run);
+            run.took_secs = started.elapsed().as_secs_f64();
+            grid.record(turn, "memory", run);
         }
         release(&mut control);
         drop(control);
         server.stop();
     }
-    Memory { waiters: n, cells }
+    Memory {
+        waiters: n,
+        cells: grid.done(),
+    }
 }
 
 fn failed(n: usize, errors: u64) -> MemRun {
@@ -215,6 +186,7 @@ fn failed(n: usize, errors: u64) -> MemRun {
         blocked: Mem::default(),
         after: Mem::default(),
         errors: errors.max(1),
+        took_secs: 0.0,
     }
 }
 
@@ -225,18 +197,9 @@ fn hold(control: &mut Connection) -> u64 {
         let mut del = redis::cmd("DEL");
         del.arg(MemPath::L.key(j));
         let _ = waiters::run(control, &del);
-        let mut acquire = redis::cmd("RLOCK.ACQUIRE");
-        acquire
-            .arg(MemPath::R.key(j))
-            .arg(HOLDER)
-            .arg("LEASE")
-            .arg(LEASE_MS);
-        match waiters::run(control, &acquire) {
-            Ok(Value::Int(1)) => {}
-            other => {
-                eprintln!("  memory: the holder could not take lock {j}: {other:?}");
-                errors += 1;
-            }
+        if let Err(e) = waiters::take(control, &MemPath::R.key(j), HOLDER, LEASE_MS) {
+            eprintln!("  memory: the holder could not take lock {j}: {e}");
+            errors += 1;
         }
     }
     errors
@@ -320,5 +283,6 @@ fn run_once(
         blocked,
         after,
         errors,
+        took_secs: 0.0,
     }
 }

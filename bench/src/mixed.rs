@@ -59,7 +59,7 @@ impl MixedCell {
         self.mixed
             .iter()
             .chain(&self.all_blocked)
-            .map(|r| r.violations + r.errors + r.stragglers)
+            .map(|r| r.trouble.total())
             .sum()
     }
 }

@@ -4,12 +4,15 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::contended::WaitPath;
-use crate::expiry::ExpiryPath;
-use crate::fair::Fair;
-use crate::fair::FairPath;
+use crate::contended::{Contended, WaitPath, WaitRun};
+use crate::expiry::Expiry;
+use crate::fair::{Fair, FairPath, FairRun};
+use crate::harness::late::Lateness;
+use crate::harness::pairs::{PairRun, Pairs};
+use crate::harness::table::{num, paths, rate, table, thousands};
+use crate::harness::{Cell, Path};
 use crate::measure::{median, ratio};
-use crate::memory::{MemPath, Memory};
+use crate::memory::{MemPath, MemRun, Memory};
 use crate::stall::{Stall, StallPath};
 use crate::uncontended::{PairPath, Uncontended, FAIR_PIPELINE};
 use crate::{FlavorReport, Plan};
@@ -102,29 +105,6 @@ fn utc_now() -> String {
     )
 }
 
-fn num(x: f64, decimals: usize) -> String {
-    if x.is_finite() {
-        format!("{x:.decimals$}")
-    } else {
-        "–".into()
-    }
-}
-
-fn rate(x: f64) -> String {
-    if !x.is_finite() {
-        return "–".into();
-    }
-    let s = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Which side of the bar a figure must be on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Bound {
@@ -138,21 +118,33 @@ struct Target {
     what: String,
     value: f64,
     bar: f64,
-    at_least: Bound,
+    bound: Bound,
     decimals: usize,
+}
+
+/// A target `what`: `value` against `bar` (NaN: no target), shown with `decimals`.
+fn target(what: impl Into<String>, value: f64, bound: Bound, bar: f64, decimals: usize) -> Target {
+    Target {
+        what: what.into(),
+        value,
+        bar,
+        bound,
+        decimals,
+    }
 }
 
 impl Target {
     fn row(&self, flavor: &str) -> String {
+        let met = match self.bound {
+            Bound::AtLeast => self.value >= self.bar,
+            Bound::Below => self.value < self.bar,
+            Bound::AtMost => self.value <= self.bar,
+        };
         let verdict = if !self.value.is_finite() {
             "not run"
         } else if self.bar.is_nan() {
             "no target"
-        } else if match self.at_least {
-            Bound::AtLeast => self.value >= self.bar,
-            Bound::Below => self.value < self.bar,
-            Bound::AtMost => self.value <= self.bar,
-        } {
+        } else if met {
             "**met**"
         } else {
             "**missed**"
@@ -160,7 +152,7 @@ impl Target {
         let bar = if self.bar.is_nan() {
             "—".to_string()
         } else {
-            let sign = match self.at_least {
+            let sign = match self.bound {
                 Bound::AtLeast => "≥",
                 Bound::Below => "<",
                 Bound::AtMost => "≤",
@@ -176,6 +168,7 @@ impl Target {
 }
 
 fn targets(r: &FlavorReport) -> Vec<Target> {
+    use Bound::{AtLeast, AtMost, Below};
     let mut out = Vec::new();
     if let Some(u) = &r.uncontended {
         // The three-servers issue's bars (NaN: no target on that server).
@@ -184,121 +177,64 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
             Flavor::Valkey => (f64::NAN, 0.68),
             Flavor::Redis8 => (f64::NAN, f64::NAN),
         };
-        out.push(Target {
-            what: "uncontended pairs/s R/L, pipeline 16".into(),
-            value: u.ratio(PairPath::R, PairPath::L, 16),
-            bar: against_lua,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
-        out.push(Target {
-            what: "uncontended pairs/s R/S, pipeline 16".into(),
-            value: u.ratio(PairPath::R, PairPath::S, 16),
-            bar: against_set,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
+        for (other, bar) in [(PairPath::L, against_lua), (PairPath::S, against_set)] {
+            let what = format!("uncontended pairs/s R/{}, pipeline 16", other.letter());
+            let value = u.pairs_ratio(PairPath::R, other, 16);
+            out.push(target(what, value, AtLeast, bar, 2));
+        }
     }
     if let Some(c) = &r.contended {
-        let b = c.cell(WaitPath::B, 32, 0);
-        out.push(Target {
-            what: "hand-offs/s B/Q, 32 clients, hold 0".into(),
-            value: c.ratio(WaitPath::B, WaitPath::Q, 32, 0),
-            bar: 3.0,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
-        out.push(Target {
-            what: "hand-offs/s B/P, 32 clients, hold 0".into(),
-            value: c.ratio(WaitPath::B, WaitPath::P, 32, 0),
-            bar: 10.0,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
-        out.push(Target {
-            what: "B hand-off latency p50 (ms), 32 clients, hold 0".into(),
-            value: b.map_or(f64::NAN, |b| b.p50_ms()),
-            bar: 0.5,
-            at_least: Bound::Below,
-            decimals: 3,
-        });
-        out.push(Target {
-            what: "B min/max acquisitions per client, 32 clients, hold 0".into(),
-            value: b.map_or(f64::NAN, |b| b.fairness()),
-            bar: 0.8,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
+        let b = c.cell(WaitPath::B, (32, 0));
+        for (other, bar) in [(WaitPath::Q, 3.0), (WaitPath::P, 10.0)] {
+            let what = format!("hand-offs/s B/{}, 32 clients, hold 0", other.letter());
+            let value = c.handoff_ratio(WaitPath::B, other, 32, 0);
+            out.push(target(what, value, AtLeast, bar, 2));
+        }
+        let p50 = b.map_or(f64::NAN, |b| b.med(|r| r.p50_ms));
+        let what = "B hand-off latency p50 (ms), 32 clients, hold 0";
+        out.push(target(what, p50, Below, 0.5, 3));
+        let fairness = b.map_or(f64::NAN, |b| b.med(WaitRun::fairness));
+        let what = "B min/max acquisitions per client, 32 clients, hold 0";
+        out.push(target(what, fairness, AtLeast, 0.8, 2));
     }
     if let Some(f) = &r.fair {
-        out.push(Target {
-            what: "fair R server CPU µs/cycle, Q=10,000 ÷ Q=10".into(),
-            value: f.server_cost_ratio((FairPath::R, 10_000), (FairPath::R, 10)),
-            bar: 1.5,
-            at_least: Bound::AtMost,
-            decimals: 2,
-        });
-        out.push(Target {
-            what: "fair server CPU µs/cycle F ÷ R, Q=10,000".into(),
-            value: f.server_cost_ratio((FairPath::F, 10_000), (FairPath::R, 10_000)),
-            bar: 50.0,
-            at_least: Bound::AtLeast,
-            decimals: 1,
-        });
+        let value = f.server_cost_ratio((FairPath::R, 10_000), (FairPath::R, 10));
+        let what = "fair R server CPU µs/cycle, Q=10,000 ÷ Q=10";
+        out.push(target(what, value, AtMost, 1.5, 2));
+        let value = f.server_cost_ratio((FairPath::F, 10_000), (FairPath::R, 10_000));
+        let what = "fair server CPU µs/cycle F ÷ R, Q=10,000";
+        out.push(target(what, value, AtLeast, 50.0, 1));
     }
     if let Some(u) = &r.fair_uncontended {
-        out.push(Target {
-            what: format!("uncontended pairs/s FAIR/plain (RF/R), pipeline {FAIR_PIPELINE}"),
-            value: u.ratio(PairPath::RF, PairPath::R, FAIR_PIPELINE),
-            bar: 0.8,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
+        let what = format!("uncontended pairs/s FAIR/plain (RF/R), pipeline {FAIR_PIPELINE}");
+        let value = u.pairs_ratio(PairPath::RF, PairPath::R, FAIR_PIPELINE);
+        out.push(target(what, value, AtLeast, 0.8, 2));
     }
     if let Some(m) = &r.memory {
-        out.push(Target {
-            what: format!(
-                "bytes per blocked waiter, RLOCK.ACQUIRE BLOCK 0 ÷ BLPOP, N={}",
-                thousands(m.waiters)
-            ),
-            value: m.ratio(),
-            bar: 1.5,
-            at_least: Bound::AtMost,
-            decimals: 2,
-        });
+        let n = thousands(m.waiters as u64);
+        let what = format!("bytes per blocked waiter, RLOCK.ACQUIRE BLOCK 0 ÷ BLPOP, N={n}");
+        out.push(target(what, m.ratio(), AtMost, 1.5, 2));
     }
     if let Some(rw) = &r.read_write {
         for (a, b, side) in [
             (PairPath::RR, PairPath::LR, "read"),
             (PairPath::RW, PairPath::LW, "write"),
         ] {
-            out.push(Target {
-                what: format!(
-                    "uncontended {side}-lock pairs/s {}/{}, pipeline 16",
-                    a.letter(),
-                    b.letter()
-                ),
-                value: rw.uncontended.ratio(a, b, 16),
-                bar: 2.5,
-                at_least: Bound::AtLeast,
-                decimals: 2,
-            });
+            let (a_, b_) = (a.letter(), b.letter());
+            let what = format!("uncontended {side}-lock pairs/s {a_}/{b_}, pipeline 16");
+            let value = rw.uncontended.pairs_ratio(a, b, 16);
+            out.push(target(what, value, AtLeast, 2.5, 2));
         }
-        out.push(Target {
-            what: format!(
-                "read-write lock operations/s B/Q, {} clients, {} % readers, hold 0",
-                crate::rwlock::CLIENTS,
-                crate::rwlock::READ_PERCENT
-            ),
-            value: rw.contended_ratio(0),
-            bar: 3.0,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
+        let what = format!(
+            "read-write lock operations/s B/Q, {} clients, {} % readers, hold 0",
+            crate::rwlock::CLIENTS,
+            crate::rwlock::READ_PERCENT
+        );
+        out.push(target(what, rw.contended_ratio(0), AtLeast, 3.0, 2));
     }
     if let Some(sem) = &r.semaphore {
         use crate::semaphore::{SemPairPath, CLIENTS, PERMITS};
-        for (a, b, what) in [
+        for (a, b, kind) in [
             (SemPairPath::R, SemPairPath::L, "semaphore acquire/release"),
             (
                 SemPairPath::RX,
@@ -306,65 +242,36 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
                 "permit-expirable lease/return",
             ),
         ] {
-            out.push(Target {
-                what: format!(
-                    "uncontended {what} pairs/s {}/{}, pipeline 16",
-                    a.letter(),
-                    b.letter()
-                ),
-                value: sem.pairs.ratio(a, b, 16),
-                bar: 2.5,
-                at_least: Bound::AtLeast,
-                decimals: 2,
-            });
+            let (a_, b_) = (a.letter(), b.letter());
+            let what = format!("uncontended {kind} pairs/s {a_}/{b_}, pipeline 16");
+            out.push(target(
+                what,
+                sem.pairs.pairs_ratio(a, b, 16),
+                AtLeast,
+                2.5,
+                2,
+            ));
         }
-        out.push(Target {
-            what: format!(
-                "semaphore hand-offs/s B/Q, {CLIENTS} clients, {PERMITS} permits, hold 0"
-            ),
-            value: sem.handoff_ratio(0),
-            bar: 3.0,
-            at_least: Bound::AtLeast,
-            decimals: 2,
-        });
+        let what =
+            format!("semaphore hand-offs/s B/Q, {CLIENTS} clients, {PERMITS} permits, hold 0");
+        out.push(target(what, sem.handoff_ratio(0), AtLeast, 3.0, 2));
         let b = sem.reclaim.cell(crate::semaphore::ReclaimPath::B);
-        for (p, value) in [
-            ("p50", b.map_or(f64::NAN, |c| c.p50_ms())),
-            ("p99", b.map_or(f64::NAN, |c| c.p99_ms())),
-        ] {
-            out.push(Target {
-                what: format!("expired permit: B waiter served after the lease deadline, {p} (ms)"),
-                value,
-                bar: 10.0,
-                at_least: Bound::AtMost,
-                decimals: 2,
-            });
+        for p in [50.0, 99.0] {
+            let what =
+                format!("expired permit: B waiter served after the lease deadline, p{p} (ms)");
+            let value = b.map_or(f64::NAN, |c| c.per_round(p));
+            out.push(target(what, value, AtMost, 10.0, 2));
         }
     }
     if let Some(st) = &r.stall {
-        out.push(Target {
-            what: format!(
-                "stall (ms, longest PING) when N={} FAIR BLOCK 0 waiters disconnect at once",
-                thousands(st.waiters)
-            ),
-            value: st.cell(StallPath::F).map_or(f64::NAN, |c| c.stall_ms()),
-            bar: 100.0,
-            at_least: Bound::AtMost,
-            decimals: 1,
-        });
-    }
-    out
-}
-
-/// 10000 → "10,000".
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+        let n = thousands(st.waiters as u64);
+        let what =
+            format!("stall (ms, longest PING) when N={n} FAIR BLOCK 0 waiters disconnect at once");
+        let value = st
+            .cells
+            .cell(StallPath::F, ())
+            .map_or(f64::NAN, |c| c.clean(|r| r.stall_ms));
+        out.push(target(what, value, AtMost, 100.0, 1));
     }
     out
 }
@@ -397,6 +304,61 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
             let _ = writeln!(w, "- Waiters, {}: {note}.", r.flavor);
         }
     }
+    plan_line(w, plan);
+    if how_to_read {
+        let _ = writeln!(w, "{HOW_TO_READ}");
+    }
+
+    let _ = writeln!(w, "## Targets\n");
+    let _ = writeln!(w, "| server | figure | target | measured | |");
+    let _ = writeln!(w, "|---|---|---|---|---|");
+    for r in reports {
+        for t in targets(r) {
+            w.push_str(&t.row(&r.flavor.to_string()));
+        }
+    }
+    let _ = writeln!(w);
+
+    for r in reports {
+        let _ = writeln!(w, "## {} ({})\n", r.flavor, r.server_version);
+        if let Some(u) = &r.uncontended {
+            uncontended_section(w, u);
+        }
+        if let Some(c) = &r.contended {
+            contended_section(w, c);
+        }
+        if let Some(e) = &r.expiry {
+            expiry_section(w, e);
+        }
+        if let Some(f) = &r.fair {
+            fair_section(w, f);
+        }
+        if let Some(u) = &r.fair_uncontended {
+            fair_uncontended_section(w, u);
+        }
+        if let Some(m) = &r.memory {
+            memory_section(w, m);
+        }
+        if let Some(st) = &r.stall {
+            stall_section(w, st);
+        }
+        if let Some(c) = &r.cluster {
+            cluster_section(w, c);
+        }
+        if let Some(m) = &r.mixed {
+            mixed_section(w, m);
+        }
+        if let Some(rw) = &r.read_write {
+            read_write_section(w, rw);
+        }
+        if let Some(sem) = &r.semaphore {
+            semaphore_section(w, sem);
+        }
+    }
+    s
+}
+
+fn plan_line(w: &mut String, plan: &Plan) {
     let _ = writeln!(
         w,
         "- Plan: {} rounds, paths interleaved within each round; warm-up {} ms; uncontended {} s per run, \
@@ -424,147 +386,144 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         plan.waiter_settle.as_millis(),
         plan.sem_samples,
     );
-    if how_to_read {
-        let _ = writeln!(w, "{HOW_TO_READ}");
-    }
+}
 
-    let _ = writeln!(w, "## Targets\n");
-    let _ = writeln!(w, "| server | figure | target | measured | |");
-    let _ = writeln!(w, "|---|---|---|---|---|");
-    for r in reports {
-        for t in targets(r) {
-            w.push_str(&t.row(&r.flavor.to_string()));
-        }
-    }
+/// The pairs table of scenarios 1, 5, 10 and 11: `versus` names the ratio column and gives
+/// each cell's ratio (empty where there is none).
+fn pairs_table<P: Path>(
+    w: &mut String,
+    pairs: &Pairs<P>,
+    versus: &str,
+    ratio_of: impl Fn(&Cell<P, usize, PairRun>) -> Option<f64>,
+) {
+    let columns = [
+        "pipeline:",
+        "path",
+        "pairs/s:",
+        versus,
+        "server CPU µs/pair:",
+        "server CPU %:",
+        "client CPU %:",
+        "errors:",
+    ];
+    let rows = pairs.cells.iter().map(|cell| {
+        vec![
+            cell.setting.to_string(),
+            cell.path.letter().to_string(),
+            rate(cell.med(PairRun::pairs_per_sec)),
+            ratio_of(cell).map_or(String::new(), |x| num(x, 2)),
+            num(cell.server_us_per(|r| r.done), 2),
+            num(cell.server_busy(), 0),
+            num(cell.client_busy(), 0),
+            cell.sum(|r| r.errors).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
+}
+
+fn uncontended_section(w: &mut String, u: &Uncontended) {
+    let _ = writeln!(w, "### 1. Uncontended acquire/release pairs\n");
+    paths(w, &PairPath::PLAIN);
+    let _ = writeln!(
+        w,
+        "\nA pipeline of 16 is 8 acquires on 8 distinct keys, then their 8 releases.\n"
+    );
+    pairs_table(w, u, "R ÷ path:", |cell| {
+        Some(u.pairs_ratio(PairPath::R, cell.path, cell.setting))
+    });
     let _ = writeln!(w);
+}
 
-    for r in reports {
-        let _ = writeln!(w, "## {} ({})\n", r.flavor, r.server_version);
-        if let Some(u) = &r.uncontended {
-            let _ = writeln!(w, "### 1. Uncontended acquire/release pairs\n");
-            for p in PairPath::ALL {
-                let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-            }
-            let _ = writeln!(
-                w,
-                "\nA pipeline of 16 is 8 acquires on 8 distinct keys, then their 8 releases.\n"
-            );
-            let _ = writeln!(
-                w,
-                "| pipeline | path | pairs/s | R ÷ path | server CPU µs/pair | server CPU % | client CPU % | errors |"
-            );
-            let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
-            for cell in &u.cells {
-                let _ = writeln!(
-                    w,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                    cell.pipeline,
-                    cell.path.letter(),
-                    rate(cell.pairs_per_sec()),
-                    num(u.ratio(PairPath::R, cell.path, cell.pipeline), 2),
-                    num(cell.server_us_per_pair(), 2),
-                    num(cell.server_busy(), 0),
-                    num(cell.client_busy(), 0),
-                    cell.errors()
-                );
-            }
-            let _ = writeln!(w);
-        }
-        if let Some(c) = &r.contended {
-            let _ = writeln!(w, "### 2. Contended hand-off on one lock\n");
-            for p in WaitPath::ALL {
-                let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-            }
-            let _ = writeln!(
-                w,
-                "\n| clients | hold ms | path | hand-offs/s | B ÷ path | acquisitions/s | latency p50 ms | p99 ms | min/max per client | tries/hand-off | server CPU µs/hand-off | server CPU % | errors |"
-            );
-            let _ = writeln!(
-                w,
-                "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-            );
-            for cell in &c.cells {
-                let _ = writeln!(
-                    w,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    cell.clients,
-                    cell.hold_ms,
-                    cell.path.letter(),
-                    rate(cell.handoffs_per_sec()),
-                    num(
-                        c.ratio(WaitPath::B, cell.path, cell.clients, cell.hold_ms),
-                        2
-                    ),
-                    rate(cell.acquisitions_per_sec()),
-                    num(cell.p50_ms(), 3),
-                    num(cell.p99_ms(), 3),
-                    num(cell.fairness(), 2),
-                    num(cell.tries_per_handoff(), 1),
-                    num(cell.server_us_per_handoff(), 1),
-                    num(cell.server_busy(), 0),
-                    cell.errors() + cell.violations()
-                );
-            }
-            let _ = writeln!(w);
-        }
-        if let Some(e) = &r.expiry {
-            let _ = writeln!(
-                w,
-                "### 3. Lease expiry: the holder stops, lease {} ms\n",
-                e.lease_ms
-            );
-            let _ = writeln!(
-                w,
-                "Lateness = the waiter's grant reply received − (the holder's acquire reply received + lease).\n"
-            );
-            let _ = writeln!(
-                w,
-                "| path | setup | samples | late p50 ms | p99 ms | min ms | max ms | errors |"
-            );
-            let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
-            for cell in &e.cells {
-                let _ = writeln!(
-                    w,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                    cell.path.letter(),
-                    cell.path.describe(),
-                    cell.late_ms.len(),
-                    num(cell.p50_ms(), 2),
-                    num(cell.p99_ms(), 2),
-                    num(cell.min_ms(), 2),
-                    num(cell.max_ms(), 2),
-                    cell.errors
-                );
-            }
-            let _ = writeln!(w);
-        }
-        if let Some(f) = &r.fair {
-            fair_section(w, f);
-        }
-        if let Some(u) = &r.fair_uncontended {
-            fair_uncontended_section(w, u);
-        }
-        if let Some(m) = &r.memory {
-            memory_section(w, m);
-        }
-        if let Some(st) = &r.stall {
-            stall_section(w, st);
-        }
-        if let Some(c) = &r.cluster {
-            cluster_section(w, c);
-        }
-        if let Some(m) = &r.mixed {
-            mixed_section(w, m);
-        }
-        if let Some(rw) = &r.read_write {
-            read_write_section(w, rw);
-        }
-        if let Some(sem) = &r.semaphore {
-            semaphore_section(w, sem);
-        }
+fn contended_section(w: &mut String, c: &Contended) {
+    let _ = writeln!(w, "### 2. Contended hand-off on one lock\n");
+    paths(w, &WaitPath::ALL);
+    let _ = writeln!(w);
+    let columns = [
+        "clients:",
+        "hold ms:",
+        "path",
+        "hand-offs/s:",
+        "B ÷ path:",
+        "acquisitions/s:",
+        "latency p50 ms:",
+        "p99 ms:",
+        "min/max per client:",
+        "tries/hand-off:",
+        "server CPU µs/hand-off:",
+        "server CPU %:",
+        "errors:",
+    ];
+    let rows = c.cells.iter().map(|cell| {
+        let (clients, hold_ms) = cell.setting;
+        vec![
+            clients.to_string(),
+            hold_ms.to_string(),
+            cell.path.letter().to_string(),
+            rate(cell.med(WaitRun::handoffs_per_sec)),
+            num(c.handoff_ratio(WaitPath::B, cell.path, clients, hold_ms), 2),
+            rate(cell.med(WaitRun::acquisitions_per_sec)),
+            num(cell.med(|r| r.p50_ms), 3),
+            num(cell.med(|r| r.p99_ms), 3),
+            num(cell.med(WaitRun::fairness), 2),
+            num(cell.med(WaitRun::tries_per_handoff), 1),
+            num(cell.server_us_per(|r| r.handoffs), 1),
+            num(cell.server_busy(), 0),
+            cell.sum(WaitRun::problems).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
+    let _ = writeln!(w);
+}
+
+/// The lateness table of scenarios 3 and 11; `setup` adds a column saying what each path sends.
+fn lateness_table<P: Path>(
+    w: &mut String,
+    cells: &[Lateness<P>],
+    setup: bool,
+    p50: impl Fn(&Lateness<P>) -> f64,
+) {
+    let mut columns = vec!["path"];
+    if setup {
+        columns.push("setup");
     }
-    let _ = ExpiryPath::ALL;
-    s
+    columns.extend([
+        "samples:",
+        "late p50 ms:",
+        "p99 ms:",
+        "min ms:",
+        "max ms:",
+        "errors:",
+    ]);
+    let rows = cells.iter().map(|cell| {
+        let mut row = vec![cell.path.letter().to_string()];
+        if setup {
+            row.push(cell.path.describe().to_string());
+        }
+        row.extend([
+            cell.samples().to_string(),
+            num(p50(cell), 2),
+            num(cell.per_round(99.0), 2),
+            num(cell.min_ms(), 2),
+            num(cell.max_ms(), 2),
+            cell.errors.to_string(),
+        ]);
+        row
+    });
+    table(w, &columns, rows);
+}
+
+fn expiry_section(w: &mut String, e: &Expiry) {
+    let _ = writeln!(
+        w,
+        "### 3. Lease expiry: the holder stops, lease {} ms\n",
+        e.lease_ms
+    );
+    let _ = writeln!(
+        w,
+        "Lateness = the waiter's grant reply received − (the holder's acquire reply received + lease).\n"
+    );
+    lateness_table(w, &e.cells, true, Lateness::median_ms);
+    let _ = writeln!(w);
 }
 
 fn fair_section(w: &mut String, f: &Fair) {
@@ -572,9 +531,7 @@ fn fair_section(w: &mut String, f: &Fair) {
         w,
         "### 4. Fair queue cost: one cycle with Q owners queued\n"
     );
-    for p in FairPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &FairPath::ALL);
     let _ = writeln!(
         w,
         "\nOwner w0 holds the lock and w1..wQ queue behind it (polling fair acquires). One cycle is \
@@ -584,43 +541,48 @@ fn fair_section(w: &mut String, f: &Fair) {
          the Q − 1 owners behind the head. Bytes/waiter = (`MEMORY USAGE` of `redisson_lock_queue:{{K}}` \
          + of `redisson_lock_timeout:{{K}}`, SAMPLES 0) ÷ Q, with Q queued.\n"
     );
-    let base = f.cells.first().map_or(0, |c| c.queue);
-    let _ = writeln!(
-        w,
-        "| Q | path | cycles/s | wall µs/cycle | server CPU µs/cycle | ÷ R, server CPU | ÷ R, wall | ÷ same path at Q={base}, server CPU | server CPU % | client CPU % | queue bytes/waiter | cycles | errors |"
-    );
-    let _ = writeln!(
-        w,
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for cell in &f.cells {
-        let (me, r) = ((cell.path, cell.queue), (FairPath::R, cell.queue));
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            rate(cell.queue as f64),
-            cell.path.letter(),
-            rate(cell.cycles_per_sec()),
-            num(cell.wall_us_per_cycle(), 1),
-            num(cell.server_us_per_cycle(), 1),
+    let base = f.cells.first().map_or(0, |c| c.setting);
+    let at_base = format!("÷ same path at Q={base}, server CPU:");
+    let columns = [
+        "Q:",
+        "path",
+        "cycles/s:",
+        "wall µs/cycle:",
+        "server CPU µs/cycle:",
+        "÷ R, server CPU:",
+        "÷ R, wall:",
+        &at_base,
+        "server CPU %:",
+        "client CPU %:",
+        "queue bytes/waiter:",
+        "cycles:",
+        "errors:",
+    ];
+    let rows = f.cells.iter().map(|cell| {
+        let (me, r) = ((cell.path, cell.setting), (FairPath::R, cell.setting));
+        vec![
+            rate(cell.setting as f64),
+            cell.path.letter().to_string(),
+            rate(cell.med(FairRun::cycles_per_sec)),
+            num(cell.med(FairRun::wall_us_per_cycle), 1),
+            num(cell.server_us_per(|r| r.cycles), 1),
             num(f.server_cost_ratio(me, r), 1),
             num(f.wall_cost_ratio(me, r), 1),
             num(f.server_cost_ratio(me, (cell.path, base)), 2),
             num(cell.server_busy(), 0),
             num(cell.client_busy(), 0),
-            num(cell.bytes_per_waiter(), 1),
-            cell.cycles(),
-            cell.errors()
-        );
-    }
+            num(cell.med(FairRun::bytes_per_waiter), 1),
+            cell.sum(|r| r.cycles).to_string(),
+            cell.sum(|r| r.errors).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let _ = writeln!(w);
 }
 
 fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
     let _ = writeln!(w, "### 5. Uncontended pairs, FAIR and REQ vs plain\n");
-    for p in PairPath::FAIR_VS_PLAIN {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &PairPath::FAIR_VS_PLAIN);
     let _ = writeln!(
         w,
         "\nThe shape of scenario 1 (same connections and keys); a pipeline of {FAIR_PIPELINE} is {} acquires \
@@ -629,25 +591,9 @@ fn fair_uncontended_section(w: &mut String, u: &Uncontended) {
          the lease).\n",
         FAIR_PIPELINE / 2
     );
-    let _ = writeln!(
-        w,
-        "| pipeline | path | pairs/s | path ÷ R | server CPU µs/pair | server CPU % | client CPU % | errors |"
-    );
-    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
-    for cell in &u.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.pipeline,
-            cell.path.letter(),
-            rate(cell.pairs_per_sec()),
-            num(u.ratio(cell.path, PairPath::R, cell.pipeline), 2),
-            num(cell.server_us_per_pair(), 2),
-            num(cell.server_busy(), 0),
-            num(cell.client_busy(), 0),
-            cell.errors()
-        );
-    }
+    pairs_table(w, u, "path ÷ R:", |cell| {
+        Some(u.pairs_ratio(cell.path, PairPath::R, cell.setting))
+    });
     let _ = writeln!(w);
 }
 
@@ -664,30 +610,34 @@ fn mixed_section(w: &mut String, m: &crate::mixed::Mixed) {
          clients all on B. min/max = the fewest acquisitions of a client ÷ the most; Q ÷ B = Q's \
          acquisitions ÷ the B clients' mean.\n"
     );
-    let _ = writeln!(
-        w,
-        "| clients | hold ms | min/max per client | Q ÷ B mean | acquisitions/s | all on B | mixed ÷ all B | errors |"
-    );
-    let _ = writeln!(w, "|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for cell in &m.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.clients,
-            cell.hold_ms,
+    let columns = [
+        "clients:",
+        "hold ms:",
+        "min/max per client:",
+        "Q ÷ B mean:",
+        "acquisitions/s:",
+        "all on B:",
+        "mixed ÷ all B:",
+        "errors:",
+    ];
+    let rows = m.cells.iter().map(|cell| {
+        vec![
+            cell.clients.to_string(),
+            cell.hold_ms.to_string(),
             num(cell.fairness(), 2),
             num(cell.redisson_share(), 2),
             rate(cell.acquisitions_per_sec()),
             rate(cell.all_blocked_per_sec()),
             num(cell.throughput_ratio(), 2),
-            cell.problems()
-        );
-    }
+            cell.problems().to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let _ = writeln!(w);
 }
 
 fn read_write_section(w: &mut String, rw: &crate::rwlock::ReadWrite) {
-    use crate::rwlock::{RwWaitPath, CLIENTS, READ_PERCENT};
+    use crate::rwlock::{RwRun, RwWaitPath, CLIENTS, READ_PERCENT};
     let _ = writeln!(w, "### 10. Read-write lock\n");
     let _ = writeln!(
         w,
@@ -696,73 +646,58 @@ fn read_write_section(w: &mut String, rw: &crate::rwlock::ReadWrite) {
          {} ms), which Redisson deletes afterwards with one more command the bench does not send.\n",
         crate::scripts::UNLOCK_LATCH_MS
     );
-    for p in PairPath::READ_WRITE {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &PairPath::READ_WRITE);
+    let _ = writeln!(w);
     let u = &rw.uncontended;
-    let _ = writeln!(
-        w,
-        "\n| pipeline | path | pairs/s | ÷ Redisson's scripts | server CPU µs/pair | server CPU % | client CPU % | errors |"
-    );
-    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
-    for cell in &u.cells {
+    pairs_table(w, u, "÷ Redisson's scripts:", |cell| {
         let base = match cell.path {
-            PairPath::RR => Some(PairPath::LR),
-            PairPath::RW => Some(PairPath::LW),
-            _ => None,
+            PairPath::RR => PairPath::LR,
+            PairPath::RW => PairPath::LW,
+            _ => return None,
         };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.pipeline,
-            cell.path.letter(),
-            rate(cell.pairs_per_sec()),
-            base.map_or("".to_string(), |b| num(
-                u.ratio(cell.path, b, cell.pipeline),
-                2
-            )),
-            num(cell.server_us_per_pair(), 2),
-            num(cell.server_busy(), 0),
-            num(cell.client_busy(), 0),
-            cell.errors()
-        );
-    }
+        Some(u.pairs_ratio(cell.path, base, cell.setting))
+    });
     let _ = writeln!(
         w,
         "\nContended: {CLIENTS} clients on one lock, each operation a read with probability \
          {READ_PERCENT} %, else a write, held for the hold time.\n"
     );
-    for p in RwWaitPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
-    let _ = writeln!(
-        w,
-        "\n| hold ms | path | operations/s | writes/s | B ÷ Q | tries/operation | server CPU % | errors |"
-    );
-    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
-    for cell in &rw.contended {
+    paths(w, &RwWaitPath::ALL);
+    let _ = writeln!(w);
+    let columns = [
+        "hold ms:",
+        "path",
+        "operations/s:",
+        "writes/s:",
+        "B ÷ Q:",
+        "tries/operation:",
+        "server CPU %:",
+        "errors:",
+    ];
+    let rows = rw.contended.iter().map(|cell| {
         let versus = match cell.path {
-            RwWaitPath::B => num(rw.contended_ratio(cell.hold_ms), 2),
+            RwWaitPath::B => num(rw.contended_ratio(cell.setting), 2),
             RwWaitPath::Q => String::new(),
         };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.hold_ms,
-            cell.path.letter(),
-            rate(cell.ops_per_sec()),
-            rate(cell.writes_per_sec()),
+        vec![
+            cell.setting.to_string(),
+            cell.path.letter().to_string(),
+            rate(cell.med(RwRun::ops_per_sec)),
+            rate(cell.med(RwRun::writes_per_sec)),
             versus,
-            num(cell.tries_per_op(), 2),
+            num(cell.med(RwRun::tries_per_op), 2),
             num(cell.server_busy(), 0),
-            cell.problems()
-        );
-    }
+            cell.sum(RwRun::problems).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let _ = writeln!(w);
 }
 
 fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
-    use crate::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, CLIENTS, FALLBACK_MS, PERMITS};
+    use crate::semaphore::{
+        ReclaimPath, SemPairPath, SemRun, SemWaitPath, CLIENTS, FALLBACK_MS, PERMITS,
+    };
     let _ = writeln!(w, "### 11. Semaphore\n");
     let _ = writeln!(
         w,
@@ -776,32 +711,13 @@ fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
          8 keys, then, after their replies, the 8 returns; two round trips per batch on both \
          sides. At pipeline 1 every path sends the acquire, then the release.\n"
     );
-    for p in SemPairPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &SemPairPath::ALL);
+    let _ = writeln!(w);
     let u = &sem.pairs;
-    let _ = writeln!(
-        w,
-        "\n| pipeline | path | pairs/s | ÷ Redisson's scripts | server CPU µs/pair | server CPU % | client CPU % | errors |"
-    );
-    let _ = writeln!(w, "|---:|---|---:|---:|---:|---:|---:|---:|");
-    for cell in &u.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.pipeline,
-            cell.path.letter(),
-            rate(cell.pairs_per_sec()),
-            cell.path.baseline().map_or(String::new(), |b| num(
-                u.ratio(cell.path, b, cell.pipeline),
-                2
-            )),
-            num(cell.server_us_per_pair(), 2),
-            num(cell.server_busy(), 0),
-            num(cell.client_busy(), 0),
-            cell.errors()
-        );
-    }
+    pairs_table(w, u, "÷ Redisson's scripts:", |cell| {
+        let base = cell.path.baseline()?;
+        Some(u.pairs_ratio(cell.path, base, cell.setting))
+    });
     let _ = writeln!(
         w,
         "\nContended: {CLIENTS} clients on one semaphore of {PERMITS} permits, each looping \
@@ -816,41 +732,50 @@ fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
          arrival to just before the release is sent: max holders above {PERMITS} is a \
          violation, counted in errors.\n"
     );
-    for p in SemWaitPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
-    let _ = writeln!(
-        w,
-        "\n| hold ms | path | hand-offs/s | B ÷ Q | acquisitions/s | B ÷ Q | tries/acquisition | min/max per client | max holders | fallbacks | server CPU µs/acquisition | server CPU % | errors |"
-    );
-    let _ = writeln!(
-        w,
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for cell in &sem.contended {
+    paths(w, &SemWaitPath::ALL);
+    let _ = writeln!(w);
+    let columns = [
+        "hold ms:",
+        "path",
+        "hand-offs/s:",
+        "B ÷ Q:",
+        "acquisitions/s:",
+        "B ÷ Q:",
+        "tries/acquisition:",
+        "min/max per client:",
+        "max holders:",
+        "fallbacks:",
+        "server CPU µs/acquisition:",
+        "server CPU %:",
+        "errors:",
+    ];
+    let rows = sem.contended.cells.iter().map(|cell| {
+        let hold_ms = cell.setting;
         let (h, a) = match cell.path {
             SemWaitPath::B => (
-                num(sem.handoff_ratio(cell.hold_ms), 2),
-                num(sem.acquisition_ratio(cell.hold_ms), 2),
+                num(sem.handoff_ratio(hold_ms), 2),
+                num(sem.acquisition_ratio(hold_ms), 2),
             ),
             SemWaitPath::Q => (String::new(), String::new()),
         };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {h} | {} | {a} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.hold_ms,
-            cell.path.letter(),
-            rate(cell.handoffs_per_sec()),
-            rate(cell.acquisitions_per_sec()),
-            num(cell.tries_per_acquisition(), 2),
-            num(cell.fairness(), 2),
-            cell.max_holders(),
-            cell.fallbacks(),
-            num(cell.server_us_per_acquisition(), 1),
+        let max_holders = cell.runs.iter().map(|r| r.max_holders).max().unwrap_or(0);
+        vec![
+            hold_ms.to_string(),
+            cell.path.letter().to_string(),
+            rate(cell.med(SemRun::handoffs_per_sec)),
+            h,
+            rate(cell.med(SemRun::acquisitions_per_sec)),
+            a,
+            num(cell.med(SemRun::tries_per_acquisition), 2),
+            num(cell.med(SemRun::fairness), 2),
+            max_holders.to_string(),
+            cell.sum(|r| r.fallbacks).to_string(),
+            num(cell.server_us_per(|r| r.acquisitions), 1),
             num(cell.server_busy(), 0),
-            cell.problems()
-        );
-    }
+            cell.sum(SemRun::problems).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let rc = &sem.reclaim;
     let _ = writeln!(
         w,
@@ -863,27 +788,9 @@ fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
          wait), not tokio's millisecond timer.\n",
         rc.lease_ms
     );
-    for p in ReclaimPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
-    let _ = writeln!(
-        w,
-        "\n| path | samples | late p50 ms | p99 ms | min ms | max ms | errors |"
-    );
-    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
-    for cell in &rc.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            cell.path.letter(),
-            cell.samples(),
-            num(cell.p50_ms(), 2),
-            num(cell.p99_ms(), 2),
-            num(cell.min_ms(), 2),
-            num(cell.max_ms(), 2),
-            cell.errors
-        );
-    }
+    paths(w, &ReclaimPath::ALL);
+    let _ = writeln!(w);
+    lateness_table(w, &rc.cells, false, |c| c.per_round(50.0));
     let _ = writeln!(
         w,
         "\nQ ÷ B lateness: p50 **{}**, p99 **{}**.\n",
@@ -903,21 +810,10 @@ fn cluster_section(w: &mut String, c: &crate::cluster::ClusterScale) {
          connections either way, each on keys of one primary (no redirection). Server pinning: {}.\n",
         c.pinning
     );
-    let _ = writeln!(w, "| | pairs/s (median) | runs |");
-    let _ = writeln!(w, "|---|---:|---|");
     let runs = |v: &[f64]| v.iter().map(|x| rate(*x)).collect::<Vec<_>>().join(", ");
-    let _ = writeln!(
-        w,
-        "| one node | {} | {} |",
-        rate(median(c.single.clone())),
-        runs(&c.single)
-    );
-    let _ = writeln!(
-        w,
-        "| 3 primaries | {} | {} |",
-        rate(median(c.cluster.clone())),
-        runs(&c.cluster)
-    );
+    let rows = [("one node", &c.single), ("3 primaries", &c.cluster)]
+        .map(|(what, v)| vec![what.to_string(), rate(median(v.clone())), runs(v)]);
+    table(w, &["", "pairs/s (median):", "runs"], rows);
     let _ = writeln!(
         w,
         "\n3 primaries ÷ one node: **{}**. This machine has {} CPUs; every server process is \
@@ -935,11 +831,9 @@ fn memory_section(w: &mut String, m: &Memory) {
     let _ = writeln!(
         w,
         "### 6. Memory per blocked waiter, N = {}\n",
-        thousands(m.waiters)
+        thousands(m.waiters as u64)
     );
-    for p in MemPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &MemPath::ALL);
     let _ = writeln!(
         w,
         "\nOne plain connection per waiter. `used_memory` with the N connections open and idle, then \
@@ -951,29 +845,37 @@ fn memory_section(w: &mut String, m: &Memory) {
          gets). Idle connection = (idle − before opening) ÷ N; left after = what is still allocated \
          once the waiters disconnected and the server settled, ÷ N.\n"
     );
-    let _ = writeln!(
-        w,
-        "| path | bytes/waiter blocked | ÷ BLPOP | of which client memory | outside client memory | idle connection bytes | left after, bytes/waiter | rounds | errors |"
-    );
-    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let columns = [
+        "path",
+        "bytes/waiter blocked:",
+        "÷ BLPOP:",
+        "of which client memory:",
+        "outside client memory:",
+        "idle connection bytes:",
+        "left after, bytes/waiter:",
+        "rounds:",
+        "errors:",
+    ];
     let base = m
-        .cell(MemPath::L)
-        .map_or(f64::NAN, |c| c.bytes_per_waiter());
-    for cell in &m.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.path.letter(),
-            num(cell.bytes_per_waiter(), 0),
-            num(ratio(cell.bytes_per_waiter(), base), 2),
-            num(cell.client_bytes_per_waiter(), 0),
-            num(cell.bytes_per_waiter() - cell.client_bytes_per_waiter(), 0),
-            num(cell.connection_bytes(), 0),
-            num(cell.left_bytes(), 0),
-            cell.runs.len(),
-            cell.errors()
-        );
-    }
+        .cells
+        .cell(MemPath::L, ())
+        .map_or(f64::NAN, |c| c.med(MemRun::bytes_per_waiter));
+    let rows = m.cells.cells.iter().map(|cell| {
+        let blocked = cell.med(MemRun::bytes_per_waiter);
+        let clients = cell.med(MemRun::client_bytes_per_waiter);
+        vec![
+            cell.path.letter().to_string(),
+            num(blocked, 0),
+            num(ratio(blocked, base), 2),
+            num(clients, 0),
+            num(blocked - clients, 0),
+            num(cell.med(MemRun::connection_bytes), 0),
+            num(cell.med(MemRun::left_bytes), 0),
+            cell.runs.len().to_string(),
+            cell.sum(|r| r.errors).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let _ = writeln!(w);
 }
 
@@ -981,11 +883,9 @@ fn stall_section(w: &mut String, st: &Stall) {
     let _ = writeln!(
         w,
         "### 7. Stall when N = {} blocked waiters disconnect at once\n",
-        thousands(st.waiters)
+        thousands(st.waiters as u64)
     );
-    for p in StallPath::ALL {
-        let _ = writeln!(w, "- **{}**: {}", p.letter(), p.describe());
-    }
+    paths(w, &StallPath::ALL);
     let _ = writeln!(
         w,
         "\nN plain connections block (F's owners are in `redisson_lock_queue:{{lock}}` too); a probe \
@@ -996,27 +896,33 @@ fn stall_section(w: &mut String, st: &Stall) {
          until then; quiet = the longest PING in the 100 ms before the close. The probe shares the \
          bench's CPU with the closing thread, which every path pays alike.\n"
     );
-    let _ = writeln!(
-        w,
-        "| path | stall ms | ÷ BLPOP | ÷ B | forgotten ms | close ms | PINGs in window | quiet ms | rounds | errors |"
-    );
-    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for cell in &st.cells {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell.path.letter(),
-            num(cell.stall_ms(), 1),
+    let columns = [
+        "path",
+        "stall ms:",
+        "÷ BLPOP:",
+        "÷ B:",
+        "forgotten ms:",
+        "close ms:",
+        "PINGs in window:",
+        "quiet ms:",
+        "rounds:",
+        "errors:",
+    ];
+    let rows = st.cells.cells.iter().map(|cell| {
+        vec![
+            cell.path.letter().to_string(),
+            num(cell.clean(|r| r.stall_ms), 1),
             num(st.ratio(cell.path, StallPath::L), 2),
             num(st.ratio(cell.path, StallPath::B), 2),
-            num(cell.forget_ms(), 1),
-            num(cell.close_ms(), 1),
-            num(cell.pings(), 0),
-            num(cell.quiet_ms(), 2),
-            cell.runs.len(),
-            cell.errors()
-        );
-    }
+            num(cell.clean(|r| r.forget_ms), 1),
+            num(cell.clean(|r| r.close_ms), 1),
+            num(cell.clean(|r| r.pings as f64), 0),
+            num(cell.clean(|r| r.quiet_ms), 2),
+            cell.runs.len().to_string(),
+            cell.sum(|r| r.errors).to_string(),
+        ]
+    });
+    table(w, &columns, rows);
     let _ = writeln!(w);
 }
 

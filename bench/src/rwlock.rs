@@ -12,47 +12,28 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
-use tokio::sync::Semaphore;
 
-use crate::measure::{connect, connect_many, median, ratio, Rng, Snapshot, Window};
+use crate::harness::load::{hold_for, seats, Seat, Trouble};
+use crate::harness::wake::{any_message, forget_stale, wait_wakeup, Wakes};
+use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path};
+use crate::measure::{connect, ratio, Rng, Window};
+use crate::paths;
 use crate::scripts::{rw_channel, Shas};
 use crate::uncontended::{self, Uncontended, LEASE_MS};
-use crate::{Plan, OWNER_PREFIX};
+use crate::Plan;
 
 /// Clients on the contended lock, and the share of their operations that read.
 pub const CLIENTS: usize = 32;
 pub const READ_PERCENT: u64 = 90;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RwWaitPath {
-    B,
-    Q,
-}
-
-impl RwWaitPath {
-    pub const ALL: [RwWaitPath; 2] = [RwWaitPath::B, RwWaitPath::Q];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            RwWaitPath::B => "B",
-            RwWaitPath::Q => "Q",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            RwWaitPath::B => {
-                "RLOCK.ACQUIRE lock o READ|WRITE BLOCK 0 LEASE 30000, RLOCK.RELEASE lock o READ|WRITE"
-            }
-            RwWaitPath::Q => {
-                "Redisson's read/write tryLock; on a miss wait for a message on redisson_rwlock:{lock} \
-                 or the TTL, retry; Redisson's unlock"
-            }
-        }
+paths! {
+    pub enum RwWaitPath {
+        B => "B", "RLOCK.ACQUIRE lock o READ|WRITE BLOCK 0 LEASE 30000, RLOCK.RELEASE lock o READ|WRITE";
+        Q => "Q", "Redisson's read/write tryLock; on a miss wait for a message on redisson_rwlock:{lock} \
+                 or the TTL, retry; Redisson's unlock";
     }
 }
 
@@ -63,9 +44,7 @@ pub struct RwRun {
     pub writes: u64,
     pub tries: u64,
     pub window: Window,
-    pub violations: u64,
-    pub errors: u64,
-    pub stragglers: u64,
+    pub trouble: Trouble,
 }
 
 impl RwRun {
@@ -78,38 +57,26 @@ impl RwRun {
     pub fn tries_per_op(&self) -> f64 {
         ratio(self.tries as f64, (self.reads + self.writes) as f64)
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct RwCell {
-    pub path: RwWaitPath,
-    pub hold_ms: u64,
-    pub runs: Vec<RwRun>,
-}
-
-impl RwCell {
-    fn med(&self, f: impl Fn(&RwRun) -> f64) -> f64 {
-        median(self.runs.iter().map(f))
-    }
-    pub fn ops_per_sec(&self) -> f64 {
-        self.med(RwRun::ops_per_sec)
-    }
-    pub fn writes_per_sec(&self) -> f64 {
-        self.med(RwRun::writes_per_sec)
-    }
-    pub fn tries_per_op(&self) -> f64 {
-        self.med(RwRun::tries_per_op)
-    }
-    pub fn server_busy(&self) -> f64 {
-        self.med(|r| r.window.server_busy())
-    }
     pub fn problems(&self) -> u64 {
-        self.runs
-            .iter()
-            .map(|r| r.violations + r.errors + r.stragglers)
-            .sum()
+        self.trouble.total()
     }
 }
+
+crate::windowed!(RwRun);
+
+crate::progress!(RwRun, |r| {
+    format!(
+        "{:.0} ops/s ({:.0} writes/s), {:.2} tries/op, server {:.0}%{}",
+        r.ops_per_sec(),
+        r.writes_per_sec(),
+        r.tries_per_op(),
+        r.window.server_busy(),
+        r.trouble.note()
+    )
+});
+
+/// The contended runs: by path and hold time (ms).
+pub type RwCell = Cell<RwWaitPath, u64, RwRun>;
 
 #[derive(Debug, Clone)]
 pub struct ReadWrite {
@@ -123,8 +90,8 @@ impl ReadWrite {
         let ops = |path| {
             self.contended
                 .iter()
-                .find(|c| c.path == path && c.hold_ms == hold_ms)
-                .map_or(f64::NAN, RwCell::ops_per_sec)
+                .find(|c| c.path == path && c.setting == hold_ms)
+                .map_or(f64::NAN, |c| c.med(RwRun::ops_per_sec))
         };
         ratio(ops(RwWaitPath::B), ops(RwWaitPath::Q))
     }
@@ -134,41 +101,14 @@ pub async fn run(server: &Server, plan: &Plan) -> ReadWrite {
     let uncontended = uncontended::run_read_write(server, plan).await;
     let mut control = connect(server).await;
     let shas = Arc::new(Shas::load(&mut control).await.expect("SCRIPT LOAD"));
-    let mut contended = Vec::new();
-    for &hold_ms in &plan.holds_ms {
-        let mut row: Vec<RwCell> = RwWaitPath::ALL
-            .iter()
-            .map(|&path| RwCell {
-                path,
-                hold_ms,
-                runs: Vec::new(),
-            })
-            .collect();
-        for round in 0..plan.rounds {
-            for cell in row.iter_mut() {
-                let key = format!("bench:rw:{hold_ms}:{}:{round}", cell.path.letter());
-                let run =
-                    run_once(server, &mut control, &shas, cell.path, hold_ms, &key, plan).await;
-                if plan.verbose {
-                    eprintln!(
-                        "  rwlock N={CLIENTS} hold={hold_ms} {} round {}: {:.0} ops/s ({:.0} writes/s), {:.2} tries/op, server {:.0}%{}",
-                        cell.path.letter(),
-                        round + 1,
-                        run.ops_per_sec(),
-                        run.writes_per_sec(),
-                        run.tries_per_op(),
-                        run.window.server_busy(),
-                        match (run.violations, run.errors, run.stragglers) {
-                            (0, 0, 0) => String::new(),
-                            (v, e, s) => format!(", {v} VIOLATIONS {e} ERRORS {s} STRAGGLERS"),
-                        }
-                    );
-                }
-                cell.runs.push(run);
-            }
-        }
-        contended.extend(row);
+    let mut grid = Grid::new(&plan.holds_ms, &RwWaitPath::ALL, plan);
+    for turn in grid.turns() {
+        let (path, hold_ms) = grid.at(turn);
+        let key = format!("bench:rw:{hold_ms}:{}:{}", path.letter(), turn.round);
+        let run = run_once(server, &mut control, &shas, path, hold_ms, &key, plan).await;
+        grid.record(turn, &format!("rwlock N={CLIENTS} hold={hold_ms}"), run);
     }
+    let contended = grid.done().cells;
     ReadWrite {
         uncontended,
         contended,
@@ -213,35 +153,39 @@ impl Shared {
             eprintln!("  rwlock: unexpected reply: {what}");
         }
     }
+}
 
-    fn counts(&self) -> [u64; 5] {
-        [
-            self.reads.load(Ordering::SeqCst),
-            self.writes.load(Ordering::SeqCst),
-            self.tries.load(Ordering::SeqCst),
-            self.violations.load(Ordering::SeqCst),
-            self.errors.load(Ordering::SeqCst),
-        ]
+impl harness::Shared for Shared {
+    fn counts(&self) -> Counts {
+        let totals = [
+            &self.reads,
+            &self.writes,
+            &self.tries,
+            &self.violations,
+            &self.errors,
+        ];
+        Counts {
+            per_client: Vec::new(),
+            totals: totals.map(|a| a.load(Ordering::SeqCst)).to_vec(),
+        }
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 
 struct Client {
+    seat: Seat,
     path: RwWaitPath,
-    con: MultiplexedConnection,
-    key: Vec<u8>,
-    owner: Vec<u8>,
-    hold: Duration,
     shas: Arc<Shas>,
     shared: Arc<Shared>,
     rng: Rng,
-    /// Q only: permits added by messages on the lock's channel.
-    latch: Arc<Semaphore>,
-    give_up: Instant,
 }
 
 impl Client {
     async fn run(mut self) {
-        while !self.shared.stop.load(Ordering::SeqCst) && Instant::now() < self.give_up {
+        while !self.shared.stop.load(Ordering::SeqCst) && Instant::now() < self.seat.give_up {
             let write = self.rng.below(100) >= READ_PERCENT;
             let got = match self.path {
                 RwWaitPath::B => self.acquire_blocking(write).await,
@@ -251,25 +195,25 @@ impl Client {
                 return;
             }
             self.shared.acquired(write);
-            if !self.hold.is_zero() {
-                let hold = self.hold;
-                tokio::task::spawn_blocking(move || std::thread::sleep(hold))
-                    .await
-                    .expect("hold");
-            }
+            hold_for(self.seat.hold).await;
             self.shared.releasing(write);
             let release = match (self.path, write) {
                 (RwWaitPath::B, _) => {
                     let mut cmd = redis::cmd("RLOCK.RELEASE");
-                    cmd.arg(&self.key).arg(&self.owner).arg(side(write));
+                    cmd.arg(&self.seat.key)
+                        .arg(&self.seat.owner)
+                        .arg(side(write));
                     cmd
                 }
-                (RwWaitPath::Q, false) => self.shas.read_unlock_cmd(&self.key, &self.owner),
+                (RwWaitPath::Q, false) => {
+                    self.shas.read_unlock_cmd(&self.seat.key, &self.seat.owner)
+                }
                 (RwWaitPath::Q, true) => {
-                    self.shas.write_unlock_cmd(&self.key, LEASE_MS, &self.owner)
+                    self.shas
+                        .write_unlock_cmd(&self.seat.key, LEASE_MS, &self.seat.owner)
                 }
             };
-            let released = release.query_async::<Value>(&mut self.con).await;
+            let released = release.query_async::<Value>(&mut self.seat.con).await;
             // Redisson's read unlock replies 0 while others still read.
             if !matches!(released, Ok(Value::Int(0 | 1))) {
                 self.shared.error(&format!("release: {released:?}"));
@@ -282,14 +226,14 @@ impl Client {
     async fn acquire_blocking(&mut self, write: bool) -> bool {
         self.shared.tries.fetch_add(1, Ordering::Relaxed);
         let reply = redis::cmd("RLOCK.ACQUIRE")
-            .arg(&self.key)
-            .arg(&self.owner)
+            .arg(&self.seat.key)
+            .arg(&self.seat.owner)
             .arg(side(write))
             .arg("BLOCK")
             .arg(0)
             .arg("LEASE")
             .arg(LEASE_MS)
-            .query_async::<Value>(&mut self.con)
+            .query_async::<Value>(&mut self.seat.con)
             .await;
         match reply {
             Ok(Value::Int(1)) => true,
@@ -306,15 +250,16 @@ impl Client {
         loop {
             self.shared.tries.fetch_add(1, Ordering::Relaxed);
             let cmd = match write {
-                true => self.shas.write_lock_cmd(&self.key, LEASE_MS, &self.owner),
-                false => self.shas.read_lock_cmd(&self.key, LEASE_MS, &self.owner),
+                true => self
+                    .shas
+                    .write_lock_cmd(&self.seat.key, LEASE_MS, &self.seat.owner),
+                false => self
+                    .shas
+                    .read_lock_cmd(&self.seat.key, LEASE_MS, &self.seat.owner),
             };
-            let ttl = match cmd.query_async::<Value>(&mut self.con).await {
+            let ttl = match cmd.query_async::<Value>(&mut self.seat.con).await {
                 Ok(Value::Nil) => {
-                    let stale = self.latch.available_permits();
-                    if stale > 0 {
-                        self.latch.forget_permits(stale);
-                    }
+                    forget_stale(&self.seat.latch);
                     return true;
                 }
                 Ok(Value::Int(ttl)) => ttl,
@@ -323,13 +268,11 @@ impl Client {
                     return false;
                 }
             };
-            if self.shared.stop.load(Ordering::SeqCst) || Instant::now() >= self.give_up {
+            if self.shared.stop.load(Ordering::SeqCst) || Instant::now() >= self.seat.give_up {
                 return false;
             }
             let wait = Duration::from_millis(ttl.max(0) as u64);
-            if let Ok(Ok(permit)) = tokio::time::timeout(wait, self.latch.acquire()).await {
-                permit.forget();
-            }
+            wait_wakeup(&self.seat.latch, wait).await;
         }
     }
 }
@@ -361,81 +304,31 @@ async fn run_once(
         violations: AtomicU64::new(0),
         errors: AtomicU64::new(0),
     });
-    let conns = connect_many(server, CLIENTS).await;
-    let key_bytes = key.as_bytes().to_vec();
-    let give_up = Instant::now() + plan.warmup() + plan.contended_run + Duration::from_secs(60);
-    let mut listeners = Vec::new();
-    let mut tasks = Vec::new();
-    for (me, con) in conns.into_iter().enumerate() {
-        let latch = Arc::new(Semaphore::new(0));
-        if path == RwWaitPath::Q {
-            // Each client stands for a JVM of its own: its own subscription. Redisson's
-            // `LockPubSub` releases one waiter on `0` and all on `1`; with one waiter per
-            // subscription, either wakes it.
-            let mut pubsub = server
-                .client()
-                .get_async_pubsub()
-                .await
-                .expect("pub/sub connection");
-            pubsub
-                .subscribe(rw_channel(&key_bytes))
-                .await
-                .expect("SUBSCRIBE");
-            let mut stream = pubsub.into_on_message();
-            let latch = latch.clone();
-            listeners.push(tokio::spawn(async move {
-                while stream.next().await.is_some() {
-                    latch.add_permits(1);
-                }
-            }));
-        }
-        let client = Client {
+    // Each client stands for a JVM of its own: its own subscription. Redisson's `LockPubSub`
+    // releases one waiter on `0` and all on `1`; with one waiter per subscription, either
+    // wakes it.
+    let channel = rw_channel(key.as_bytes());
+    let listens = |_| (path == RwWaitPath::Q).then(|| (channel.clone(), any_message as Wakes));
+    let client = |seat: Seat| {
+        Client {
+            rng: Rng::new(seat.me as u64 * 7919 + hold_ms + 1),
+            seat,
             path,
-            con,
-            key: key_bytes.clone(),
-            owner: format!("{OWNER_PREFIX}:{me}").into_bytes(),
-            hold: Duration::from_millis(hold_ms),
             shas: shas.clone(),
             shared: shared.clone(),
-            rng: Rng::new(me as u64 * 7919 + hold_ms + 1),
-            latch,
-            give_up,
-        };
-        tasks.push(tokio::spawn(client.run()));
-    }
-    tokio::time::sleep(plan.warmup()).await;
-    let c0 = shared.counts();
-    let s0 = Snapshot::take(control).await;
-    tokio::time::sleep(plan.contended_run).await;
-    let s1 = Snapshot::take(control).await;
-    let c1 = shared.counts();
-    shared.stop.store(true, Ordering::SeqCst);
-    let grace = Instant::now() + Duration::from_secs(10);
-    let mut stragglers = 0;
-    for task in tasks {
-        let left = grace.saturating_duration_since(Instant::now());
-        let abort = task.abort_handle();
-        if tokio::time::timeout(left, task).await.is_err() {
-            abort.abort();
-            stragglers += 1;
         }
-    }
-    for listener in listeners {
-        listener.abort();
-    }
-    let _: Value = redis::cmd("RLOCK.FORCERELEASE")
-        .arg(key)
-        .query_async(control)
-        .await
-        .expect("FORCERELEASE");
-    let d = |i: usize| c1[i] - c0[i];
+        .run()
+    };
+    let mut cleanup = redis::cmd("RLOCK.FORCERELEASE");
+    cleanup.arg(key);
+    let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
+    let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let trouble = Trouble::of(&m, 3, 4);
     RwRun {
-        reads: d(0),
-        writes: d(1),
-        tries: d(2),
-        violations: d(3),
-        errors: d(4),
-        stragglers,
-        window: Window::between(&s0, &s1),
+        reads: m.totals[0],
+        writes: m.totals[1],
+        tries: m.totals[2],
+        trouble,
+        window: m.window,
     }
 }

@@ -32,25 +32,45 @@ pub const UNLOCK_LATCH_MS: u64 = 13_500;
 /// Request ids of the read-write unlock latches, unique for the run.
 static NEXT_UNLOCK_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// `SCRIPT LOAD` of each script, in order: their SHA1s.
+async fn load_all<const N: usize>(
+    con: &mut MultiplexedConnection,
+    scripts: [&str; N],
+) -> redis::RedisResult<std::array::IntoIter<String, N>> {
+    let mut shas = Vec::with_capacity(N);
+    for script in scripts {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script)
+            .query_async(con)
+            .await?;
+        shas.push(sha);
+    }
+    let shas: [String; N] = shas.try_into().expect("one SHA1 per script");
+    Ok(shas.into_iter())
+}
+
+/// `EVALSHA sha numkeys keys...`; the caller adds the arguments.
+fn evalsha(sha: &str, keys: &[&[u8]]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(sha).arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    cmd
+}
+
 impl Shas {
     pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<Shas> {
-        let mut shas = Vec::new();
-        for script in [
+        let scripts = [
             TRY_LOCK,
             UNLOCK,
             READ_LOCK,
             READ_UNLOCK,
             WRITE_LOCK,
             WRITE_UNLOCK,
-        ] {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script)
-                .query_async(con)
-                .await?;
-            shas.push(sha);
-        }
-        let mut shas = shas.into_iter();
+        ];
+        let mut shas = load_all(con, scripts).await?;
         let mut next = || shas.next().expect("six scripts");
         Ok(Shas {
             try_lock: next(),
@@ -64,56 +84,43 @@ impl Shas {
 
     /// `RedissonReadLock`'s tryLock: `EVALSHA readLock 2 key timeoutPrefix lease owner owner:write`.
     pub fn read_lock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.read_lock)
-            .arg(2)
-            .arg(key)
-            .arg(read_timeout_prefix(key, owner))
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(write_field(owner));
+        let mut cmd = evalsha(&self.read_lock, &[key, &read_timeout_prefix(key, owner)]);
+        cmd.arg(lease_ms).arg(owner).arg(write_field(owner));
         cmd
     }
 
     /// `RedissonReadLock`'s unlock: `EVALSHA readUnlock 5 key channel timeoutPrefix keyPrefix
     /// latch 0 owner publish latchMs`.
     pub fn read_unlock_cmd(&self, key: &[u8], owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.read_unlock)
-            .arg(5)
-            .arg(key)
-            .arg(rw_channel(key))
-            .arg(read_timeout_prefix(key, owner))
-            .arg(suffixed(key, b""))
-            .arg(unlock_latch(key))
-            .arg(0)
-            .arg(owner)
-            .arg("publish")
-            .arg(UNLOCK_LATCH_MS);
+        let mut cmd = evalsha(
+            &self.read_unlock,
+            &[
+                key,
+                &rw_channel(key),
+                &read_timeout_prefix(key, owner),
+                &suffixed(key, b""),
+                &unlock_latch(key),
+            ],
+        );
+        cmd.arg(0).arg(owner).arg("publish").arg(UNLOCK_LATCH_MS);
         cmd
     }
 
     /// `RedissonWriteLock`'s tryLock: `EVALSHA writeLock 1 key lease owner:write`.
     pub fn write_lock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.write_lock)
-            .arg(1)
-            .arg(key)
-            .arg(lease_ms)
-            .arg(write_field(owner));
+        let mut cmd = evalsha(&self.write_lock, &[key]);
+        cmd.arg(lease_ms).arg(write_field(owner));
         cmd
     }
 
     /// `RedissonWriteLock`'s unlock: `EVALSHA writeUnlock 3 key channel latch 1 lease
     /// owner:write publish latchMs`.
     pub fn write_unlock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.write_unlock)
-            .arg(3)
-            .arg(key)
-            .arg(rw_channel(key))
-            .arg(unlock_latch(key))
-            .arg(1)
+        let mut cmd = evalsha(
+            &self.write_unlock,
+            &[key, &rw_channel(key), &unlock_latch(key)],
+        );
+        cmd.arg(1)
             .arg(lease_ms)
             .arg(write_field(owner))
             .arg("publish")
@@ -123,25 +130,15 @@ impl Shas {
 
     /// `EVALSHA tryLock 1 key lease owner`.
     pub fn try_lock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.try_lock)
-            .arg(1)
-            .arg(key)
-            .arg(lease_ms)
-            .arg(owner);
+        let mut cmd = evalsha(&self.try_lock, &[key]);
+        cmd.arg(lease_ms).arg(owner);
         cmd
     }
 
     /// `EVALSHA unlock 2 key channel 0 lease owner`.
     pub fn unlock_cmd(&self, key: &[u8], lease_ms: u64, owner: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.unlock)
-            .arg(2)
-            .arg(key)
-            .arg(unlock_channel(key))
-            .arg(0)
-            .arg(lease_ms)
-            .arg(owner);
+        let mut cmd = evalsha(&self.unlock, &[key, &unlock_channel(key)]);
+        cmd.arg(0).arg(lease_ms).arg(owner);
         cmd
     }
 }
@@ -149,17 +146,9 @@ impl Shas {
 /// Redisson's `suffixName(K, x)`: `{K}:x`, or `K:x` when K has a hash tag; with an empty
 /// `x`, the key prefix its read unlock takes (`{K}`, without the colon).
 fn suffixed(key: &[u8], suffix: &[u8]) -> Vec<u8> {
-    let mut name = Vec::new();
-    if key.contains(&b'{') {
-        name.extend_from_slice(key);
-    } else {
-        name.push(b'{');
-        name.extend_from_slice(key);
-        name.push(b'}');
-    }
+    let mut name = rlock_module_tests::tagged(key);
     if !suffix.is_empty() {
-        name.push(b':');
-        name.extend_from_slice(suffix);
+        name.extend_from_slice(&[&b":"[..], suffix].concat());
     }
     name
 }
@@ -313,14 +302,11 @@ pub struct FairShas {
 
 impl FairShas {
     pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<FairShas> {
-        let load = |script: &'static str| {
-            let mut cmd = redis::cmd("SCRIPT");
-            cmd.arg("LOAD").arg(script);
-            cmd
-        };
+        let mut shas = load_all(con, [FAIR_TRY_LOCK, FAIR_UNLOCK]).await?;
+        let mut next = || shas.next().expect("two scripts");
         Ok(FairShas {
-            try_lock: load(FAIR_TRY_LOCK).query_async(con).await?,
-            unlock: load(FAIR_UNLOCK).query_async(con).await?,
+            try_lock: next(),
+            unlock: next(),
         })
     }
 
@@ -332,16 +318,8 @@ impl FairShas {
         owner: &[u8],
         now_ms: u64,
     ) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.try_lock)
-            .arg(3)
-            .arg(&keys.lock)
-            .arg(&keys.queue)
-            .arg(&keys.timeout)
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(THREAD_WAIT_MS)
-            .arg(now_ms);
+        let mut cmd = evalsha(&self.try_lock, &[&keys.lock, &keys.queue, &keys.timeout]);
+        cmd.arg(lease_ms).arg(owner).arg(THREAD_WAIT_MS).arg(now_ms);
         cmd
     }
 
@@ -353,17 +331,16 @@ impl FairShas {
         owner: &[u8],
         now_ms: u64,
     ) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.unlock)
-            .arg(4)
-            .arg(&keys.lock)
-            .arg(&keys.queue)
-            .arg(&keys.timeout)
-            .arg(unlock_channel(&keys.lock))
-            .arg(0)
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(now_ms);
+        let mut cmd = evalsha(
+            &self.unlock,
+            &[
+                &keys.lock,
+                &keys.queue,
+                &keys.timeout,
+                &unlock_channel(&keys.lock),
+            ],
+        );
+        cmd.arg(0).arg(lease_ms).arg(owner).arg(now_ms);
         cmd
     }
 }
@@ -386,23 +363,15 @@ pub struct SemShas {
 
 impl SemShas {
     pub async fn load(con: &mut MultiplexedConnection) -> redis::RedisResult<SemShas> {
-        let mut shas = Vec::new();
-        for script in [
+        let scripts = [
             SEMAPHORE_TRY_SET_PERMITS,
             SEMAPHORE_TRY_ACQUIRE,
             SEMAPHORE_RELEASE,
             PERMIT_TRY_SET_PERMITS,
             PERMIT_TRY_ACQUIRE,
             PERMIT_RELEASE,
-        ] {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script)
-                .query_async(con)
-                .await?;
-            shas.push(sha);
-        }
-        let mut shas = shas.into_iter();
+        ];
+        let mut shas = load_all(con, scripts).await?;
         let mut next = || shas.next().expect("six scripts");
         Ok(SemShas {
             try_set_permits: next(),
@@ -416,45 +385,33 @@ impl SemShas {
 
     /// `RSemaphore.trySetPermits(n)`: `EVALSHA trySetPermits 2 K redisson_sc:{K} n publish`.
     pub fn try_set_permits_cmd(&self, key: &[u8], permits: u64) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.try_set_permits)
-            .arg(2)
-            .arg(key)
-            .arg(semaphore_channel(key))
-            .arg(permits)
-            .arg("publish");
+        let mut cmd = evalsha(&self.try_set_permits, &[key, &semaphore_channel(key)]);
+        cmd.arg(permits).arg("publish");
         cmd
     }
 
     /// `RSemaphore.tryAcquire()`: `EVALSHA tryAcquire 1 K 1`.
     pub fn try_acquire_cmd(&self, key: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.try_acquire).arg(1).arg(key).arg(1);
+        let mut cmd = evalsha(&self.try_acquire, &[key]);
+        cmd.arg(1);
         cmd
     }
 
     /// `RSemaphore.release()`: `EVALSHA release 2 K redisson_sc:{K} 1 publish`.
     pub fn release_cmd(&self, key: &[u8]) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.release)
-            .arg(2)
-            .arg(key)
-            .arg(semaphore_channel(key))
-            .arg(1)
-            .arg("publish");
+        let mut cmd = evalsha(&self.release, &[key, &semaphore_channel(key)]);
+        cmd.arg(1).arg("publish");
         cmd
     }
 
     /// `RPermitExpirableSemaphore.trySetPermits(n)`:
     /// `EVALSHA trySetPermits 2 K redisson_sc:{K} n publish`.
     pub fn permit_try_set_permits_cmd(&self, key: &[u8], permits: u64) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.permit_try_set_permits)
-            .arg(2)
-            .arg(key)
-            .arg(semaphore_channel(key))
-            .arg(permits)
-            .arg("publish");
+        let mut cmd = evalsha(
+            &self.permit_try_set_permits,
+            &[key, &semaphore_channel(key)],
+        );
+        cmd.arg(permits).arg("publish");
         cmd
     }
 
@@ -468,13 +425,11 @@ impl SemShas {
         lease_ms: u64,
         now_ms: u64,
     ) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.permit_try_acquire)
-            .arg(3)
-            .arg(key)
-            .arg(permit_timeout_key(key))
-            .arg(semaphore_channel(key))
-            .arg(1)
+        let mut cmd = evalsha(
+            &self.permit_try_acquire,
+            &[key, &permit_timeout_key(key), &semaphore_channel(key)],
+        );
+        cmd.arg(1)
             .arg(now_ms + lease_ms)
             .arg(now_ms)
             .arg(NO_LEASE_SCORE)
@@ -486,16 +441,11 @@ impl SemShas {
     /// `RPermitExpirableSemaphore.tryRelease(id)`: `EVALSHA release 3 K redisson_sc:{K}
     /// {K}:timeout id 1 now publish`.
     pub fn permit_release_cmd(&self, key: &[u8], id: &[u8], now_ms: u64) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.permit_release)
-            .arg(3)
-            .arg(key)
-            .arg(semaphore_channel(key))
-            .arg(permit_timeout_key(key))
-            .arg(id)
-            .arg(1)
-            .arg(now_ms)
-            .arg("publish");
+        let mut cmd = evalsha(
+            &self.permit_release,
+            &[key, &semaphore_channel(key), &permit_timeout_key(key)],
+        );
+        cmd.arg(id).arg(1).arg(now_ms).arg("publish");
         cmd
     }
 }

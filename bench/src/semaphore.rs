@@ -21,14 +21,20 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::measure::{connect, connect_many, median, percentile, ratio, Rng, Snapshot, Window};
+use crate::harness::cells::min_over_max;
+use crate::harness::late::{Late, Lateness};
+use crate::harness::load::{hold_for, seats, Seat, Trouble};
+use crate::harness::pairs::{blind_batch, PairCommands, PairLoad, PairPath, Pairs};
+use crate::harness::wake::{forget_stale, positive, wait_wakeup, Wakes, Wakeups};
+use crate::harness::{self, measure_clients, Cells, Counts, Grid, Path};
+use crate::measure::{connect, connect_many, ratio, Window};
+use crate::paths;
 use crate::scripts::{permit_timeout_key, semaphore_channel, SemShas};
-use crate::uncontended::{PairRun, LEASE_MS};
+use crate::uncontended::LEASE_MS;
 use crate::Plan;
 
 /// Clients and permits of the contended semaphore.
@@ -99,49 +105,21 @@ fn is_ok(reply: &Value) -> bool {
 // ---------------------------------------------------------------------------------------
 // Part 1: uncontended pairs.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SemPairPath {
-    /// `RSEM.ACQUIRE K` + `RSEM.RELEASE K`.
-    R,
-    /// Redisson's semaphore tryAcquire + release scripts.
-    L,
-    /// `RSEM.LEASE K LEASE 30000` + `RSEM.RETURN K id`.
-    RX,
-    /// Redisson's permit-expirable tryAcquire (lease 30000) + release scripts.
-    LX,
+paths! {
+    pub enum SemPairPath {
+        /// `RSEM.ACQUIRE K` + `RSEM.RELEASE K`.
+        R => "R", "RSEM.ACQUIRE K + RSEM.RELEASE K";
+        /// Redisson's semaphore tryAcquire + release scripts.
+        L => "L", "EVALSHA Redisson semaphore tryAcquire + release (publishes on redisson_sc:{K})";
+        /// `RSEM.LEASE K LEASE 30000` + `RSEM.RETURN K id`.
+        RX => "RX", "RSEM.LEASE K LEASE 30000 + RSEM.RETURN K <id from the reply>";
+        /// Redisson's permit-expirable tryAcquire (lease 30000) + release scripts.
+        LX => "LX", "EVALSHA Redisson permit-expirable tryAcquire (client-made 16-byte id, lease 30000, \
+                 now = client ms) + release (publishes)";
+    }
 }
 
 impl SemPairPath {
-    pub const ALL: [SemPairPath; 4] = [
-        SemPairPath::R,
-        SemPairPath::L,
-        SemPairPath::RX,
-        SemPairPath::LX,
-    ];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            SemPairPath::R => "R",
-            SemPairPath::L => "L",
-            SemPairPath::RX => "RX",
-            SemPairPath::LX => "LX",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            SemPairPath::R => "RSEM.ACQUIRE K + RSEM.RELEASE K",
-            SemPairPath::L => {
-                "EVALSHA Redisson semaphore tryAcquire + release (publishes on redisson_sc:{K})"
-            }
-            SemPairPath::RX => "RSEM.LEASE K LEASE 30000 + RSEM.RETURN K <id from the reply>",
-            SemPairPath::LX => {
-                "EVALSHA Redisson permit-expirable tryAcquire (client-made 16-byte id, lease 30000, \
-                 now = client ms) + release (publishes)"
-            }
-        }
-    }
-
     /// The Redisson path this module path is compared with.
     pub fn baseline(self) -> Option<SemPairPath> {
         match self {
@@ -169,50 +147,49 @@ impl SemPairPath {
     }
 }
 
-/// Every run of one path at one pipeline depth, and their medians.
-#[derive(Debug, Clone)]
-pub struct SemPairCell {
-    pub path: SemPairPath,
-    pub pipeline: usize,
-    pub runs: Vec<PairRun>,
-}
+/// Scenario 11's pairs: by path and pipeline depth.
+pub type SemPairs = Pairs<SemPairPath>;
 
-impl SemPairCell {
-    pub fn pairs_per_sec(&self) -> f64 {
-        median(self.runs.iter().map(PairRun::pairs_per_sec))
-    }
-    pub fn server_us_per_pair(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.window.server_us_per(r.pairs)))
-    }
-    pub fn server_busy(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.window.server_busy()))
-    }
-    pub fn client_busy(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.window.client_busy()))
-    }
-    pub fn errors(&self) -> u64 {
-        self.runs.iter().map(|r| r.errors).sum()
-    }
-}
+impl PairPath for SemPairPath {
+    type Scripts = SemShas;
 
-#[derive(Debug, Clone)]
-pub struct SemPairs {
-    pub cells: Vec<SemPairCell>,
-}
-
-impl SemPairs {
-    pub fn cell(&self, path: SemPairPath, pipeline: usize) -> Option<&SemPairCell> {
-        self.cells
-            .iter()
-            .find(|c| c.path == path && c.pipeline == pipeline)
+    fn key(self, n: u64) -> Vec<u8> {
+        format!("sem:{}:{n:06}", self.letter()).into_bytes()
     }
 
-    /// Ratio of median pairs/s, `a / b`, at one pipeline depth.
-    pub fn ratio(&self, a: SemPairPath, b: SemPairPath, pipeline: usize) -> f64 {
-        match (self.cell(a, pipeline), self.cell(b, pipeline)) {
-            (Some(a), Some(b)) => ratio(a.pairs_per_sec(), b.pairs_per_sec()),
-            _ => f64::NAN,
+    async fn batch(
+        self,
+        shas: &SemShas,
+        con: &mut MultiplexedConnection,
+        keys: &[Vec<u8>],
+        _owner: &[u8],
+    ) -> u64 {
+        if self.leased() {
+            return self.lease_pairs(shas, con, keys).await;
         }
+        let command = |name: &str, key: &[u8]| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(key);
+            cmd
+        };
+        let lua = self == SemPairPath::L;
+        let pair = PairCommands {
+            acquire: |key: &[u8]| match lua {
+                true => shas.try_acquire_cmd(key),
+                false => command("RSEM.ACQUIRE", key),
+            },
+            release: |key: &[u8]| match lua {
+                true => shas.release_cmd(key),
+                false => command("RSEM.RELEASE", key),
+            },
+            acquired: |v: &Value| *v == Value::Int(1),
+            // RSEM.RELEASE replies the permits now (1 again); Redisson's release replies nil.
+            released: |v: &Value| match lua {
+                true => *v == Value::Nil,
+                false => *v == Value::Int(1),
+            },
+        };
+        blind_batch(con, keys, pair).await
     }
 }
 
@@ -222,53 +199,13 @@ async fn run_pairs(server: &Server, plan: &Plan, shas: &Arc<SemShas>) -> SemPair
     let deepest = plan.pipelines.iter().copied().max().unwrap_or(1);
     let slice = (plan.keys / conns.len()).max(deepest) as u64;
     setup_pairs(&conns, shas, slice).await;
-    let mut cells = Vec::new();
-    for &pipeline in &plan.pipelines {
-        let mut row: Vec<SemPairCell> = SemPairPath::ALL
-            .iter()
-            .map(|&path| SemPairCell {
-                path,
-                pipeline,
-                runs: Vec::new(),
-            })
-            .collect();
-        // R, L, RX, LX, R, L, ...: drift in machine load hits every path alike.
-        for round in 0..plan.rounds {
-            for cell in row.iter_mut() {
-                let seed = (round * 31 + pipeline) as u64;
-                let run = run_pairs_once(
-                    &conns,
-                    &mut control,
-                    shas,
-                    cell.path,
-                    pipeline,
-                    slice,
-                    plan,
-                    seed,
-                )
-                .await;
-                if plan.verbose {
-                    eprintln!(
-                        "  semaphore p{pipeline} {} round {}: {:.0} pairs/s, {:.1} us/pair server, server {:.0}% client {:.0}%{}",
-                        cell.path.letter(),
-                        round + 1,
-                        run.pairs_per_sec(),
-                        run.window.server_us_per(run.pairs),
-                        run.window.server_busy(),
-                        run.window.client_busy(),
-                        if run.errors > 0 { format!(", {} ERRORS", run.errors) } else { String::new() }
-                    );
-                }
-                cell.runs.push(run);
-            }
-        }
-        cells.extend(row);
-    }
-    SemPairs { cells }
-}
-
-fn pair_key(path: SemPairPath, n: u64) -> Vec<u8> {
-    format!("sem:{}:{:06}", path.letter(), n).into_bytes()
+    let load = PairLoad {
+        conns: &conns,
+        control: &mut control,
+        scripts: shas.clone(),
+        slice: &|_| slice,
+    };
+    harness::pairs::run_pairs(load, plan, &SemPairPath::ALL, &plan.pipelines, "semaphore").await
 }
 
 /// Every key of every path: a semaphore of one permit, made by its own side's
@@ -285,7 +222,7 @@ async fn setup_pairs(conns: &[MultiplexedConnection], shas: &SemShas, slice: u64
                 while n < end {
                     let mut pipe = redis::pipe();
                     for k in n..(n + CHUNK).min(end) {
-                        pipe.add_command(path.setup(shas, &pair_key(path, k)));
+                        pipe.add_command(path.setup(shas, &path.key(k)));
                     }
                     let replies: Vec<Value> =
                         pipe.query_async(&mut con).await.expect("semaphore setup");
@@ -300,157 +237,28 @@ async fn setup_pairs(conns: &[MultiplexedConnection], shas: &SemShas, slice: u64
     assert_eq!(bad, 0, "semaphore setup: {bad} keys already existed");
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_pairs_once(
-    conns: &[MultiplexedConnection],
-    control: &mut MultiplexedConnection,
-    shas: &Arc<SemShas>,
-    path: SemPairPath,
-    pipeline: usize,
-    slice: u64,
-    plan: &Plan,
-    seed: u64,
-) -> PairRun {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for (c, con) in conns.iter().enumerate() {
-        let worker = PairWorker {
-            con: con.clone(),
-            path,
-            shas: shas.clone(),
-            first_key: c as u64 * slice,
-            slice,
-            pairs_per_batch: (pipeline / 2).max(1),
-            stop: stop.clone(),
-            done: done.clone(),
-            errors: errors.clone(),
-            rng: Rng::new(seed * 1000 + c as u64 + 1),
-        };
-        workers.push(tokio::spawn(worker.run()));
-    }
-    tokio::time::sleep(plan.warmup()).await;
-    let (d0, e0, s0) = (
-        done.load(Ordering::SeqCst),
-        errors.load(Ordering::SeqCst),
-        Snapshot::take(control).await,
-    );
-    tokio::time::sleep(plan.uncontended_run).await;
-    let s1 = Snapshot::take(control).await;
-    let (d1, e1) = (done.load(Ordering::SeqCst), errors.load(Ordering::SeqCst));
-    stop.store(true, Ordering::SeqCst);
-    for w in workers {
-        w.await.expect("semaphore pair worker panicked");
-    }
-    PairRun {
-        pairs: d1 - d0,
-        errors: e1 - e0,
-        window: Window::between(&s0, &s1),
-    }
-}
-
-struct PairWorker {
-    con: MultiplexedConnection,
-    path: SemPairPath,
-    shas: Arc<SemShas>,
-    first_key: u64,
-    slice: u64,
-    pairs_per_batch: usize,
-    stop: Arc<AtomicBool>,
-    done: Arc<AtomicU64>,
-    errors: Arc<AtomicU64>,
-    rng: Rng,
-}
-
-impl PairWorker {
-    async fn run(mut self) {
-        while !self.stop.load(Ordering::Relaxed) {
-            let start = self.rng.below(self.slice);
-            let b = self.pairs_per_batch as u64;
-            let keys: Vec<Vec<u8>> = (0..b)
-                .map(|j| pair_key(self.path, self.first_key + (start + j) % self.slice))
-                .collect();
-            let bad = if self.path.leased() {
-                self.lease_pairs(&keys).await
-            } else {
-                self.blind_pairs(&keys).await
-            };
-            if bad > 0 {
-                self.errors.fetch_add(bad, Ordering::Relaxed);
-            }
-            self.done.fetch_add(b, Ordering::Relaxed);
-        }
-    }
-
-    /// Scenario 1's convention: with one pair per batch, the acquire, then the release;
-    /// else one pipeline of b acquires on b keys then their b releases.
-    async fn blind_pairs(&mut self, keys: &[Vec<u8>]) -> u64 {
-        let (path, shas) = (self.path, self.shas.clone());
-        let acquire = |key: &[u8]| match path {
-            SemPairPath::L => shas.try_acquire_cmd(key),
-            _ => {
-                let mut cmd = redis::cmd("RSEM.ACQUIRE");
-                cmd.arg(key);
-                cmd
-            }
-        };
-        let release = |key: &[u8]| match path {
-            SemPairPath::L => shas.release_cmd(key),
-            _ => {
-                let mut cmd = redis::cmd("RSEM.RELEASE");
-                cmd.arg(key);
-                cmd
-            }
-        };
-        // RSEM.RELEASE replies the permits now (1 again); Redisson's release replies nil.
-        let released = |v: &Value| match path {
-            SemPairPath::L => *v == Value::Nil,
-            _ => *v == Value::Int(1),
-        };
-        let acquired = |v: &Value| *v == Value::Int(1);
-        if keys.len() == 1 {
-            let a = acquire(&keys[0]).query_async::<Value>(&mut self.con).await;
-            let r = release(&keys[0]).query_async::<Value>(&mut self.con).await;
-            let ok = matches!(&a, Ok(v) if acquired(v)) && matches!(&r, Ok(v) if released(v));
-            return u64::from(!ok);
-        }
-        let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.add_command(acquire(key));
-        }
-        for key in keys {
-            pipe.add_command(release(key));
-        }
-        let b = keys.len();
-        match pipe.query_async::<Vec<Value>>(&mut self.con).await {
-            Ok(replies) if replies.len() == 2 * b => {
-                let (acq, rel) = replies.split_at(b);
-                (acq.iter().filter(|v| !acquired(v)).count()
-                    + rel.iter().filter(|v| !released(v)).count()) as u64
-            }
-            _ => b as u64,
-        }
-    }
-
+impl SemPairPath {
     /// Lease pairs: the return names the permit the lease replied (RX), or the id sent with
     /// it (LX, whose release is sent only once the acquire said `OK`, as Redisson's caller
     /// holds an id only then). One pipeline of b leases on b keys, then one of the b
     /// returns: two round trips per batch, on both sides; with one pair per batch, the
     /// same two calls as the blind pairs.
-    async fn lease_pairs(&mut self, keys: &[Vec<u8>]) -> u64 {
+    async fn lease_pairs(
+        self,
+        shas: &SemShas,
+        con: &mut MultiplexedConnection,
+        keys: &[Vec<u8>],
+    ) -> u64 {
         let now = unix_ms();
-        let made: Vec<[u8; 16]> = match self.path {
+        let made: Vec<[u8; 16]> = match self {
             SemPairPath::LX => keys.iter().map(|_| new_permit_id()).collect(),
             _ => Vec::new(),
         };
         let acquires: Vec<redis::Cmd> = keys
             .iter()
             .enumerate()
-            .map(|(i, key)| match self.path {
-                SemPairPath::LX => self
-                    .shas
-                    .permit_try_acquire_cmd(key, &made[i], LEASE_MS, now),
+            .map(|(i, key)| match self {
+                SemPairPath::LX => shas.permit_try_acquire_cmd(key, &made[i], LEASE_MS, now),
                 _ => {
                     let mut cmd = redis::cmd("RSEM.LEASE");
                     cmd.arg(key).arg("LEASE").arg(LEASE_MS);
@@ -459,15 +267,15 @@ impl PairWorker {
             })
             .collect();
         let b = keys.len() as u64;
-        let Ok(replies) = send(&mut self.con, acquires).await else {
+        let Ok(replies) = send(con, acquires).await else {
             return b;
         };
         let mut bad = 0;
         let mut releases = Vec::new();
         for (i, (key, reply)) in keys.iter().zip(&replies).enumerate() {
-            match self.path {
+            match self {
                 SemPairPath::LX if is_ok(reply) => {
-                    releases.push(self.shas.permit_release_cmd(key, &made[i], unix_ms()));
+                    releases.push(shas.permit_release_cmd(key, &made[i], unix_ms()));
                 }
                 SemPairPath::RX => match leased_id(reply) {
                     Some(id) => {
@@ -483,7 +291,7 @@ impl PairWorker {
         if releases.is_empty() {
             return bad;
         }
-        match send(&mut self.con, releases).await {
+        match send(con, releases).await {
             Ok(replies) => bad + replies.iter().filter(|v| **v != Value::Int(1)).count() as u64,
             Err(_) => b,
         }
@@ -510,31 +318,12 @@ async fn send(
 // ---------------------------------------------------------------------------------------
 // Part 2: one contended semaphore.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SemWaitPath {
-    B,
-    Q,
-}
-
-impl SemWaitPath {
-    pub const ALL: [SemWaitPath; 2] = [SemWaitPath::B, SemWaitPath::Q];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            SemWaitPath::B => "B",
-            SemWaitPath::Q => "Q",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            SemWaitPath::B => "RSEM.ACQUIRE K BLOCK 0, RSEM.RELEASE K",
-            SemWaitPath::Q => {
-                "Redisson's acquire(): Lua tryAcquire; on 0 wait for a message on redisson_sc:{K} \
+paths! {
+    pub enum SemWaitPath {
+        B => "B", "RSEM.ACQUIRE K BLOCK 0, RSEM.RELEASE K";
+        Q => "Q", "Redisson's acquire(): Lua tryAcquire; on 0 wait for a message on redisson_sc:{K} \
                  (a positive total wakes the waiter, as its SemaphorePubSub) or the fallback, retry; \
-                 Redisson's release (publishes the new total)"
-            }
-        }
+                 Redisson's release (publishes the new total)";
     }
 }
 
@@ -553,9 +342,7 @@ pub struct SemRun {
     /// The most holders the checker saw at once.
     pub max_holders: i64,
     pub window: Window,
-    pub violations: u64,
-    pub errors: u64,
-    pub stragglers: u64,
+    pub trouble: Trouble,
 }
 
 impl SemRun {
@@ -570,104 +357,44 @@ impl SemRun {
     }
     /// min/max acquisitions per client; 1.0 is perfectly even.
     pub fn fairness(&self) -> f64 {
-        let max = self.per_client.iter().copied().max().unwrap_or(0);
-        let min = self.per_client.iter().copied().min().unwrap_or(0);
-        if max == 0 {
-            f64::NAN
-        } else {
-            min as f64 / max as f64
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct SemCell {
-    pub path: SemWaitPath,
-    pub hold_ms: u64,
-    pub runs: Vec<SemRun>,
-}
-
-impl SemCell {
-    fn med(&self, f: impl Fn(&SemRun) -> f64) -> f64 {
-        median(self.runs.iter().map(f))
-    }
-    pub fn handoffs_per_sec(&self) -> f64 {
-        self.med(SemRun::handoffs_per_sec)
-    }
-    pub fn acquisitions_per_sec(&self) -> f64 {
-        self.med(SemRun::acquisitions_per_sec)
-    }
-    pub fn tries_per_acquisition(&self) -> f64 {
-        self.med(SemRun::tries_per_acquisition)
-    }
-    pub fn fairness(&self) -> f64 {
-        self.med(SemRun::fairness)
-    }
-    pub fn server_us_per_acquisition(&self) -> f64 {
-        self.med(|r| r.window.server_us_per(r.acquisitions))
-    }
-    pub fn server_busy(&self) -> f64 {
-        self.med(|r| r.window.server_busy())
-    }
-    pub fn fallbacks(&self) -> u64 {
-        self.runs.iter().map(|r| r.fallbacks).sum()
-    }
-    pub fn max_holders(&self) -> i64 {
-        self.runs.iter().map(|r| r.max_holders).max().unwrap_or(0)
-    }
-    pub fn violations(&self) -> u64 {
-        self.runs.iter().map(|r| r.violations).sum()
+        min_over_max(&self.per_client)
     }
     pub fn problems(&self) -> u64 {
-        self.runs
-            .iter()
-            .map(|r| r.violations + r.errors + r.stragglers)
-            .sum()
+        self.trouble.total()
     }
 }
 
-async fn run_contended(server: &Server, plan: &Plan, shas: &Arc<SemShas>) -> Vec<SemCell> {
+crate::windowed!(SemRun);
+
+crate::progress!(SemRun, |r| {
+    format!(
+            "{:.0} hand-offs/s ({:.0} acq/s), {:.2} tries/acq, min/max {:.2}, max holders {}, {} fallbacks, server {:.0}%{}",
+            r.handoffs_per_sec(),
+            r.acquisitions_per_sec(),
+            r.tries_per_acquisition(),
+            r.fairness(),
+            r.max_holders,
+            r.fallbacks,
+            r.window.server_busy(),
+            r.trouble.note()
+    )
+});
+
+async fn run_contended(
+    server: &Server,
+    plan: &Plan,
+    shas: &Arc<SemShas>,
+) -> Cells<SemWaitPath, u64, SemRun> {
     let mut control = connect(server).await;
-    let mut cells = Vec::new();
-    for &hold_ms in &plan.holds_ms {
-        let mut row: Vec<SemCell> = SemWaitPath::ALL
-            .iter()
-            .map(|&path| SemCell {
-                path,
-                hold_ms,
-                runs: Vec::new(),
-            })
-            .collect();
-        for round in 0..plan.rounds {
-            for cell in row.iter_mut() {
-                let key = format!("bench:sem:{hold_ms}:{}:{round}", cell.path.letter());
-                let run =
-                    contended_once(server, &mut control, shas, cell.path, hold_ms, &key, plan)
-                        .await;
-                if plan.verbose {
-                    eprintln!(
-                        "  semaphore N={CLIENTS} permits={PERMITS} hold={hold_ms} {} round {}: {:.0} hand-offs/s ({:.0} acq/s), {:.2} tries/acq, min/max {:.2}, max holders {}, {} fallbacks, server {:.0}%{}",
-                        cell.path.letter(),
-                        round + 1,
-                        run.handoffs_per_sec(),
-                        run.acquisitions_per_sec(),
-                        run.tries_per_acquisition(),
-                        run.fairness(),
-                        run.max_holders,
-                        run.fallbacks,
-                        run.window.server_busy(),
-                        match (run.violations, run.errors, run.stragglers) {
-                            (0, 0, 0) => String::new(),
-                            (v, e, s) => format!(", {v} VIOLATIONS {e} ERRORS {s} STRAGGLERS"),
-                        }
-                    );
-                }
-                cell.runs.push(run);
-            }
-        }
-        cells.extend(row);
+    let mut grid = Grid::new(&plan.holds_ms, &SemWaitPath::ALL, plan);
+    for turn in grid.turns() {
+        let (path, hold_ms) = grid.at(turn);
+        let key = format!("bench:sem:{hold_ms}:{}:{}", path.letter(), turn.round);
+        let run = contended_once(server, &mut control, shas, path, hold_ms, &key, plan).await;
+        let what = format!("semaphore N={CLIENTS} permits={PERMITS} hold={hold_ms}");
+        grid.record(turn, &what, run);
     }
-    cells
+    grid.done()
 }
 
 /// What the clients of one run share. Holders are counted from the acquire reply's
@@ -677,6 +404,8 @@ struct Shared {
     stop: AtomicBool,
     holders: AtomicI64,
     max_holders: AtomicI64,
+    /// The most holders inside the window, kept when it closes.
+    max_in_window: AtomicI64,
     /// Acquisitions so far, all clients: the sequence that tells a hand-off from a re-take.
     sequence: AtomicU64,
     acquisitions: Vec<AtomicU64>,
@@ -693,6 +422,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             holders: AtomicI64::new(0),
             max_holders: AtomicI64::new(0),
+            max_in_window: AtomicI64::new(0),
             sequence: AtomicU64::new(0),
             acquisitions: (0..clients).map(|_| AtomicU64::new(0)).collect(),
             handoffs: AtomicU64::new(0),
@@ -732,41 +462,51 @@ impl Shared {
             eprintln!("  semaphore: unexpected reply: {what}");
         }
     }
+}
 
-    fn counts(&self) -> (Vec<u64>, [u64; 5]) {
-        (
-            self.acquisitions
-                .iter()
-                .map(|a| a.load(Ordering::SeqCst))
-                .collect(),
-            [
-                self.handoffs.load(Ordering::SeqCst),
-                self.tries.load(Ordering::SeqCst),
-                self.fallbacks.load(Ordering::SeqCst),
-                self.violations.load(Ordering::SeqCst),
-                self.errors.load(Ordering::SeqCst),
-            ],
-        )
+impl harness::Shared for Shared {
+    fn counts(&self) -> Counts {
+        let load = |a: &AtomicU64| a.load(Ordering::SeqCst);
+        Counts {
+            per_client: self.acquisitions.iter().map(load).collect(),
+            totals: [
+                &self.handoffs,
+                &self.tries,
+                &self.fallbacks,
+                &self.violations,
+                &self.errors,
+            ]
+            .into_iter()
+            .map(load)
+            .collect(),
+        }
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    fn measuring(&self, on: bool) {
+        if on {
+            self.max_holders.store(0, Ordering::SeqCst);
+        } else {
+            let max = self.max_holders.load(Ordering::SeqCst);
+            self.max_in_window.store(max, Ordering::SeqCst);
+        }
     }
 }
 
 struct Client {
-    me: usize,
+    seat: Seat,
     path: SemWaitPath,
-    con: MultiplexedConnection,
-    key: Vec<u8>,
-    hold: Duration,
     shas: Arc<SemShas>,
     shared: Arc<Shared>,
-    /// Q only: permits added by messages on the semaphore's channel (the entry's latch).
-    latch: Arc<tokio::sync::Semaphore>,
-    give_up: Instant,
 }
 
 impl Client {
     async fn run(mut self) {
         let mut released_at = None;
-        while !self.shared.stopping() && Instant::now() < self.give_up {
+        while !self.shared.stopping() && Instant::now() < self.seat.give_up {
             let got = match self.path {
                 SemWaitPath::B => self.acquire_blocking().await,
                 SemWaitPath::Q => self.acquire_redisson().await,
@@ -774,24 +514,18 @@ impl Client {
             if !got {
                 return;
             }
-            self.shared.acquired(self.me, released_at);
-            if !self.hold.is_zero() {
-                // As scenario 2: a blocking thread's sleep holds for what was asked.
-                let hold = self.hold;
-                tokio::task::spawn_blocking(move || std::thread::sleep(hold))
-                    .await
-                    .expect("hold");
-            }
+            self.shared.acquired(self.seat.me, released_at);
+            hold_for(self.seat.hold).await;
             released_at = Some(self.shared.releasing());
             let (release, ok) = match self.path {
                 SemWaitPath::B => {
                     let mut cmd = redis::cmd("RSEM.RELEASE");
-                    cmd.arg(&self.key);
+                    cmd.arg(&self.seat.key);
                     (cmd, "an integer")
                 }
-                SemWaitPath::Q => (self.shas.release_cmd(&self.key), "nil"),
+                SemWaitPath::Q => (self.shas.release_cmd(&self.seat.key), "nil"),
             };
-            let released = release.query_async::<Value>(&mut self.con).await;
+            let released = release.query_async::<Value>(&mut self.seat.con).await;
             let fine = match self.path {
                 SemWaitPath::B => matches!(released, Ok(Value::Int(_))),
                 SemWaitPath::Q => matches!(released, Ok(Value::Nil)),
@@ -808,10 +542,10 @@ impl Client {
     async fn acquire_blocking(&mut self) -> bool {
         self.shared.tries.fetch_add(1, Ordering::Relaxed);
         let reply = redis::cmd("RSEM.ACQUIRE")
-            .arg(&self.key)
+            .arg(&self.seat.key)
             .arg("BLOCK")
             .arg(0)
-            .query_async::<Value>(&mut self.con)
+            .query_async::<Value>(&mut self.seat.con)
             .await;
         match reply {
             Ok(Value::Int(1)) => true,
@@ -830,17 +564,12 @@ impl Client {
             self.shared.tries.fetch_add(1, Ordering::Relaxed);
             match self
                 .shas
-                .try_acquire_cmd(&self.key)
-                .query_async::<Value>(&mut self.con)
+                .try_acquire_cmd(&self.seat.key)
+                .query_async::<Value>(&mut self.seat.con)
                 .await
             {
                 Ok(Value::Int(1)) => {
-                    // Redisson unsubscribes once it holds and starts a fresh entry next
-                    // time: forget wake-ups that arrived meanwhile.
-                    let stale = self.latch.available_permits();
-                    if stale > 0 {
-                        self.latch.forget_permits(stale);
-                    }
+                    forget_stale(&self.seat.latch);
                     return true;
                 }
                 Ok(Value::Int(0)) => {}
@@ -849,52 +578,15 @@ impl Client {
                     return false;
                 }
             }
-            if self.shared.stopping() || Instant::now() >= self.give_up {
+            if self.shared.stopping() || Instant::now() >= self.seat.give_up {
                 return false;
             }
             let wait = Duration::from_millis(FALLBACK_MS);
-            match tokio::time::timeout(wait, self.latch.acquire()).await {
-                Ok(Ok(permit)) => permit.forget(),
-                _ => {
-                    self.shared.fallbacks.fetch_add(1, Ordering::Relaxed);
-                }
+            if !wait_wakeup(&self.seat.latch, wait).await {
+                self.shared.fallbacks.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
-}
-
-/// A listener for `redisson_sc:{K}`: each message with a positive total adds one permit
-/// to `latch` (Redisson's `SemaphorePubSub` releases min(waiters, total), and each
-/// subscription here has one waiter).
-async fn listen(
-    server: &Server,
-    key: &[u8],
-    latch: Arc<tokio::sync::Semaphore>,
-) -> tokio::task::JoinHandle<()> {
-    let mut pubsub = server
-        .client()
-        .get_async_pubsub()
-        .await
-        .expect("pub/sub connection");
-    pubsub
-        .subscribe(semaphore_channel(key))
-        .await
-        .expect("SUBSCRIBE");
-    let mut stream = pubsub.into_on_message();
-    tokio::spawn(async move {
-        while let Some(msg) = stream.next().await {
-            if positive(msg.get_payload_bytes()) {
-                latch.add_permits(1);
-            }
-        }
-    })
-}
-
-fn positive(payload: &[u8]) -> bool {
-    std::str::from_utf8(payload)
-        .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .is_some_and(|n| n > 0)
 }
 
 async fn contended_once(
@@ -918,168 +610,63 @@ async fn contended_once(
     let set: Value = set.query_async(control).await.expect("trySetPermits");
     assert_eq!(set, Value::Int(1), "semaphore {key} existed");
     let shared = Arc::new(Shared::new(CLIENTS));
-    let conns = connect_many(server, CLIENTS).await;
-    let give_up = Instant::now() + plan.warmup() + plan.contended_run + Duration::from_secs(60);
-    let mut listeners = Vec::new();
-    let mut tasks = Vec::new();
-    for (me, con) in conns.into_iter().enumerate() {
-        let latch = Arc::new(tokio::sync::Semaphore::new(0));
-        if path == SemWaitPath::Q {
-            // Each client stands for a JVM of its own: its own subscription, for the run
-            // (Redisson subscribes on a miss and unsubscribes once it holds; the bench
-            // spares the baseline those commands).
-            listeners.push(listen(server, &key_bytes, latch.clone()).await);
-        }
-        let client = Client {
-            me,
+    // Redisson's `SemaphorePubSub` releases min(waiters, total) on a message, and each
+    // subscription here has one waiter: a positive total wakes it. Redisson subscribes on a
+    // miss and unsubscribes once it holds; the bench spares the baseline those commands.
+    let listens =
+        |_| (path == SemWaitPath::Q).then(|| (semaphore_channel(&key_bytes), positive as Wakes));
+    let client = |seat: Seat| {
+        Client {
+            seat,
             path,
-            con,
-            key: key_bytes.clone(),
-            hold: Duration::from_millis(hold_ms),
             shas: shas.clone(),
             shared: shared.clone(),
-            latch,
-            give_up,
-        };
-        tasks.push(tokio::spawn(client.run()));
-    }
-    tokio::time::sleep(plan.warmup()).await;
-    let (a0, c0) = shared.counts();
-    shared.max_holders.store(0, Ordering::SeqCst);
-    let s0 = Snapshot::take(control).await;
-    tokio::time::sleep(plan.contended_run).await;
-    let s1 = Snapshot::take(control).await;
-    let (a1, c1) = shared.counts();
-    let max_holders = shared.max_holders.load(Ordering::SeqCst);
-    shared.stop.store(true, Ordering::SeqCst);
-    // Everyone leaves once they next hold a permit (and give it back), or, for Q, at
-    // their next miss; a client still stuck after the grace period is cut off and counted.
-    let grace = Instant::now() + Duration::from_secs(10);
-    let mut stragglers = 0;
-    for task in tasks {
-        let left = grace.saturating_duration_since(Instant::now());
-        let abort = task.abort_handle();
-        if tokio::time::timeout(left, task).await.is_err() {
-            abort.abort();
-            stragglers += 1;
         }
-    }
-    for listener in listeners {
-        listener.abort();
-    }
-    let _: Value = redis::cmd("DEL")
-        .arg(key)
-        .query_async(control)
-        .await
-        .expect("DEL");
-    let per_client: Vec<u64> = a1.iter().zip(&a0).map(|(b, a)| b - a).collect();
-    let d = |i: usize| c1[i] - c0[i];
+        .run()
+    };
+    let mut cleanup = redis::cmd("DEL");
+    cleanup.arg(key);
+    let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
+    let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let d = |i: usize| m.totals[i];
+    let trouble = Trouble::of(&m, 3, 4);
     SemRun {
-        acquisitions: per_client.iter().sum(),
+        acquisitions: m.per_client.iter().sum(),
         handoffs: d(0),
         tries: d(1),
         fallbacks: d(2),
-        per_client,
-        max_holders,
-        window: Window::between(&s0, &s1),
-        violations: d(3),
-        errors: d(4),
-        stragglers,
+        per_client: m.per_client,
+        max_holders: shared.max_in_window.load(Ordering::SeqCst),
+        window: m.window,
+        trouble,
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Part 3: expired-permit reclaim.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReclaimPath {
-    B,
-    BehindLua,
-    Q,
-}
-
-impl ReclaimPath {
-    pub const ALL: [ReclaimPath; 3] = [ReclaimPath::B, ReclaimPath::BehindLua, ReclaimPath::Q];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            ReclaimPath::B => "B",
-            ReclaimPath::BehindLua => "B*",
-            ReclaimPath::Q => "Q",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            ReclaimPath::B => "holder RSEM.LEASE K LEASE l; waiter RSEM.LEASE K LEASE 30000 BLOCK 0",
-            ReclaimPath::BehindLua => {
-                "holder Redisson permit tryAcquire (lease l); waiter RSEM.LEASE K LEASE 30000 BLOCK 0"
-            }
-            ReclaimPath::Q => {
-                "holder Redisson permit tryAcquire (lease l); waiter Redisson's acquire(lease): \
+paths! {
+    pub enum ReclaimPath {
+        B => "B", "holder RSEM.LEASE K LEASE l; waiter RSEM.LEASE K LEASE 30000 BLOCK 0";
+        BehindLua => "B*", "holder Redisson permit tryAcquire (lease l); waiter RSEM.LEASE K LEASE 30000 BLOCK 0";
+        Q => "Q", "holder Redisson permit tryAcquire (lease l); waiter Redisson's acquire(lease): \
                  tryAcquire, on `:<deadline>` sleep until then (client clock) or a message on \
-                 redisson_sc:{K}, retry"
-            }
-        }
+                 redisson_sc:{K}, retry";
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct ReclaimCell {
-    pub path: ReclaimPath,
-    /// Per round, per sample: the waiter's grant minus the holder's lease deadline, ms.
-    pub rounds: Vec<Vec<f64>>,
-    pub errors: u64,
-}
+/// Per round, per sample: the waiter's grant minus the holder's lease deadline, ms.
+pub type ReclaimCell = Lateness<ReclaimPath>;
 
-impl ReclaimCell {
-    fn per_round(&self, p: f64) -> f64 {
-        median(self.rounds.iter().map(|r| {
-            let mut v = r.clone();
-            v.sort_by(f64::total_cmp);
-            percentile(&v, p)
-        }))
-    }
-    /// Median over rounds of each round's p50.
-    pub fn p50_ms(&self) -> f64 {
-        self.per_round(50.0)
-    }
-    /// Median over rounds of each round's p99.
-    pub fn p99_ms(&self) -> f64 {
-        self.per_round(99.0)
-    }
-    fn all(&self) -> impl Iterator<Item = f64> + '_ {
-        self.rounds.iter().flatten().copied()
-    }
-    pub fn min_ms(&self) -> f64 {
-        self.all().fold(f64::NAN, f64::min)
-    }
-    pub fn max_ms(&self) -> f64 {
-        self.all().fold(f64::NAN, f64::max)
-    }
-    pub fn samples(&self) -> usize {
-        self.rounds.iter().map(Vec::len).sum()
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Reclaim {
-    pub lease_ms: u64,
-    pub cells: Vec<ReclaimCell>,
-}
+/// Part 3: every path's samples.
+pub type Reclaim = Late<ReclaimPath>;
 
 impl Reclaim {
-    pub fn cell(&self, path: ReclaimPath) -> Option<&ReclaimCell> {
-        self.cells.iter().find(|c| c.path == path)
-    }
-
     /// Q's median lateness ÷ B's (p50, or p99).
     pub fn ratio(&self, p99: bool) -> f64 {
         let late = |path| {
-            self.cell(path).map_or(f64::NAN, |c| match p99 {
-                true => c.p99_ms(),
-                false => c.p50_ms(),
-            })
+            self.cell(path)
+                .map_or(f64::NAN, |c| c.per_round(if p99 { 99.0 } else { 50.0 }))
         };
         ratio(late(ReclaimPath::Q), late(ReclaimPath::B))
     }
@@ -1088,32 +675,9 @@ impl Reclaim {
 async fn run_reclaim(server: &Server, plan: &Plan, shas: &SemShas) -> Reclaim {
     let mut holder = connect(server).await;
     let mut waiter = connect(server).await;
-    let (mut sink, mut stream) = server
-        .client()
-        .get_async_pubsub()
-        .await
-        .expect("pub/sub connection")
-        .split();
-    let latch = Arc::new(tokio::sync::Semaphore::new(0));
-    let listener = {
-        let latch = latch.clone();
-        tokio::spawn(async move {
-            while let Some(msg) = stream.next().await {
-                if positive(msg.get_payload_bytes()) {
-                    latch.add_permits(1);
-                }
-            }
-        })
-    };
+    let mut wakeups = Wakeups::open(server, positive).await;
     let lease = plan.expiry_lease_ms;
-    let mut cells: Vec<ReclaimCell> = ReclaimPath::ALL
-        .iter()
-        .map(|&path| ReclaimCell {
-            path,
-            rounds: Vec::new(),
-            errors: 0,
-        })
-        .collect();
+    let mut cells: Vec<ReclaimCell> = ReclaimPath::ALL.map(Lateness::new).to_vec();
     for round in 0..plan.rounds {
         for cell in cells.iter_mut() {
             cell.rounds.push(Vec::new());
@@ -1124,7 +688,7 @@ async fn run_reclaim(server: &Server, plan: &Plan, shas: &SemShas) -> Reclaim {
                     .into_bytes();
                 let channel = semaphore_channel(&key);
                 if cell.path == ReclaimPath::Q {
-                    sink.subscribe(&channel).await.expect("SUBSCRIBE");
+                    wakeups.subscribe(&channel).await;
                 }
                 let late = reclaim_once(
                     &mut holder,
@@ -1133,32 +697,18 @@ async fn run_reclaim(server: &Server, plan: &Plan, shas: &SemShas) -> Reclaim {
                     cell.path,
                     &key,
                     lease,
-                    &latch,
+                    &wakeups.latch,
                 )
                 .await;
                 if cell.path == ReclaimPath::Q {
-                    sink.unsubscribe(&channel).await.expect("UNSUBSCRIBE");
-                    let stale = latch.available_permits();
-                    latch.forget_permits(stale);
+                    wakeups.unsubscribe(&channel).await;
                 }
-                match late {
-                    Some(late) => {
-                        if plan.verbose {
-                            eprintln!(
-                                "  semaphore reclaim {} round {} sample {}: {late:.2} ms after the deadline",
-                                cell.path.letter(),
-                                round + 1,
-                                sample + 1
-                            );
-                        }
-                        cell.rounds.last_mut().expect("round").push(late);
-                    }
-                    None => cell.errors += 1,
-                }
+                let at = format!("round {} sample {}", round + 1, sample + 1);
+                cell.record(late, plan.verbose, "semaphore reclaim", &at);
             }
         }
     }
-    listener.abort();
+    wakeups.close();
     Reclaim {
         lease_ms: lease,
         cells,
@@ -1326,33 +876,23 @@ async fn redisson_acquire(
 #[derive(Debug, Clone)]
 pub struct SemaphoreReport {
     pub pairs: SemPairs,
-    pub contended: Vec<SemCell>,
+    pub contended: Cells<SemWaitPath, u64, SemRun>,
     pub reclaim: Reclaim,
 }
 
 impl SemaphoreReport {
-    pub fn contended_cell(&self, path: SemWaitPath, hold_ms: u64) -> Option<&SemCell> {
-        self.contended
-            .iter()
-            .find(|c| c.path == path && c.hold_ms == hold_ms)
-    }
-
     /// Median hand-offs/s of B ÷ Q at one hold time.
     pub fn handoff_ratio(&self, hold_ms: u64) -> f64 {
-        let h = |path| {
-            self.contended_cell(path, hold_ms)
-                .map_or(f64::NAN, SemCell::handoffs_per_sec)
-        };
-        ratio(h(SemWaitPath::B), h(SemWaitPath::Q))
+        let (b, q) = (SemWaitPath::B, SemWaitPath::Q);
+        self.contended
+            .ratio(b, q, hold_ms, |c| c.med(SemRun::handoffs_per_sec))
     }
 
     /// Median acquisitions/s of B ÷ Q at one hold time.
     pub fn acquisition_ratio(&self, hold_ms: u64) -> f64 {
-        let a = |path| {
-            self.contended_cell(path, hold_ms)
-                .map_or(f64::NAN, SemCell::acquisitions_per_sec)
-        };
-        ratio(a(SemWaitPath::B), a(SemWaitPath::Q))
+        let (b, q) = (SemWaitPath::B, SemWaitPath::Q);
+        self.contended
+            .ratio(b, q, hold_ms, |c| c.med(SemRun::acquisitions_per_sec))
     }
 }
 

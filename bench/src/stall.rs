@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use redis::{Connection, Value};
 use rlock_module_tests::{helper_key, Server};
 
+use crate::harness::cells::errors_note;
+use crate::harness::{Cell, Cells, Grid, Path};
 use crate::measure::{median, ratio};
+use crate::paths;
 use crate::waiters::{self, Block};
 use crate::Plan;
 
@@ -29,32 +32,15 @@ const QUIET: Duration = Duration::from_millis(100);
 /// How long the server may take to forget the waiters before the run counts as an error.
 const FORGET_LIMIT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StallPath {
-    F,
-    B,
-    L,
+paths! {
+    pub enum StallPath {
+        F => "F", "RLOCK.ACQUIRE lock owner-i FAIR BLOCK 0 behind a holder";
+        B => "B", "RLOCK.ACQUIRE lock owner-i BLOCK 0 behind a holder";
+        L => "BLPOP", "BLPOP list 0 on an empty list";
+    }
 }
 
 impl StallPath {
-    pub const ALL: [StallPath; 3] = [StallPath::F, StallPath::B, StallPath::L];
-
-    pub fn letter(self) -> &'static str {
-        match self {
-            StallPath::F => "F",
-            StallPath::B => "B",
-            StallPath::L => "BLPOP",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            StallPath::F => "RLOCK.ACQUIRE lock owner-i FAIR BLOCK 0 behind a holder",
-            StallPath::B => "RLOCK.ACQUIRE lock owner-i BLOCK 0 behind a holder",
-            StallPath::L => "BLPOP list 0 on an empty list",
-        }
-    }
-
     fn block(self) -> Block {
         match self {
             StallPath::F => Block::RlockFair,
@@ -93,51 +79,40 @@ pub struct StallRun {
     pub errors: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct StallCell {
-    pub path: StallPath,
-    pub runs: Vec<StallRun>,
-}
+crate::progress!(StallRun, |r| {
+    format!(
+            "N={}, longest PING {:.1} ms (quiet {:.2} ms), forgotten after {:.1} ms, close took {:.1} ms, {} PINGs{}",
+            r.waiters,
+            r.stall_ms,
+            r.quiet_ms,
+            r.forget_ms,
+            r.close_ms,
+            r.pings,
+            errors_note(r.errors)
+    )
+});
+
+/// Scenario 7's runs, by path.
+pub type StallCell = Cell<StallPath, (), StallRun>;
 
 impl StallCell {
-    fn med(&self, f: impl Fn(&StallRun) -> f64) -> f64 {
+    /// The median over the runs without errors.
+    pub fn clean(&self, f: impl Fn(&StallRun) -> f64) -> f64 {
         median(self.runs.iter().filter(|r| r.errors == 0).map(f))
-    }
-    pub fn stall_ms(&self) -> f64 {
-        self.med(|r| r.stall_ms)
-    }
-    pub fn quiet_ms(&self) -> f64 {
-        self.med(|r| r.quiet_ms)
-    }
-    pub fn forget_ms(&self) -> f64 {
-        self.med(|r| r.forget_ms)
-    }
-    pub fn close_ms(&self) -> f64 {
-        self.med(|r| r.close_ms)
-    }
-    pub fn pings(&self) -> f64 {
-        self.med(|r| r.pings as f64)
-    }
-    pub fn errors(&self) -> u64 {
-        self.runs.iter().map(|r| r.errors).sum()
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct Stall {
     pub waiters: usize,
-    pub cells: Vec<StallCell>,
+    pub cells: Cells<StallPath, (), StallRun>,
 }
 
 impl Stall {
-    pub fn cell(&self, path: StallPath) -> Option<&StallCell> {
-        self.cells.iter().find(|c| c.path == path)
-    }
-
     /// Median stall of `a` over that of `b`.
     pub fn ratio(&self, a: StallPath, b: StallPath) -> f64 {
-        match (self.cell(a), self.cell(b)) {
-            (Some(a), Some(b)) => ratio(a.stall_ms(), b.stall_ms()),
+        match (self.cells.cell(a, ()), self.cells.cell(b, ())) {
+            (Some(a), Some(b)) => ratio(a.clean(|r| r.stall_ms), b.clean(|r| r.stall_ms)),
             _ => f64::NAN,
         }
     }
@@ -146,33 +121,18 @@ impl Stall {
 pub fn run(server: &Server, plan: &Plan) -> Stall {
     let n = plan.waiters;
     let mut control = waiters::plain(server).expect("control connection");
-    let mut cells: Vec<StallCell> = StallPath::ALL
-        .iter()
-        .map(|&path| StallCell {
-            path,
-            runs: Vec::new(),
-        })
-        .collect();
-    for round in 0..plan.waiter_rounds {
-        for cell in cells.iter_mut() {
-            let run = run_once(server, &mut control, cell.path, n);
-            if plan.verbose {
-                eprintln!(
-                    "  stall {} round {}: N={n}, longest PING {:.1} ms (quiet {:.2} ms), forgotten after {:.1} ms, close took {:.1} ms, {} PINGs{}",
-                    cell.path.letter(),
-                    round + 1,
-                    run.stall_ms,
-                    run.quiet_ms,
-                    run.forget_ms,
-                    run.close_ms,
-                    run.pings,
-                    if run.errors > 0 { format!(", {} ERRORS", run.errors) } else { String::new() }
-                );
-            }
-            cell.runs.push(run);
-        }
+    let mut grid = Grid::new(&[()], &StallPath::ALL, plan)
+        .by_round()
+        .rounds(plan.waiter_rounds);
+    for turn in grid.turns() {
+        let (path, ()) = grid.at(turn);
+        let run = run_once(server, &mut control, path, n);
+        grid.record(turn, "stall", run);
     }
-    Stall { waiters: n, cells }
+    Stall {
+        waiters: n,
+        cells: grid.done(),
+    }
 }
 
 fn clear(control: &mut Connection, path: StallPath) {
@@ -221,19 +181,10 @@ fn run_once(server: &Server, control: &mut Connection, path: StallPath, n: usize
     clear(control, path);
     let connected = waiters::info_int(control, "clients", "connected_clients").unwrap_or(1);
     if path != StallPath::L {
-        let mut acquire = redis::cmd("RLOCK.ACQUIRE");
-        acquire
-            .arg(path.key())
-            .arg(HOLDER)
-            .arg("LEASE")
-            .arg(LEASE_MS);
-        match waiters::run(control, &acquire) {
-            Ok(Value::Int(1)) => {}
-            other => {
-                fail(&mut run, format!("the holder got {other:?}"));
-                clear(control, path);
-                return run;
-            }
+        if let Err(e) = waiters::take(control, &path.key(), HOLDER, LEASE_MS) {
+            fail(&mut run, format!("the holder got {e}"));
+            clear(control, path);
+            return run;
         }
     }
     let mut conns = match waiters::open(server, n) {

@@ -147,3 +147,13 @@ pub fn run(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
         Err(e) => Err(e.to_string()),
     }
 }
+
+/// `RLOCK.ACQUIRE key holder LEASE lease_ms`: Ok once taken, else the reply as text.
+pub fn take(con: &mut Connection, key: &str, holder: &str, lease_ms: u64) -> Result<(), String> {
+    let mut acquire = redis::cmd("RLOCK.ACQUIRE");
+    acquire.arg(key).arg(holder).arg("LEASE").arg(lease_ms);
+    match run(con, &acquire) {
+        Ok(Value::Int(1)) => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}

@@ -1,12 +1,12 @@
 //! `--quick` end to end against a real server: every path of every scenario makes
 //! progress with no unexpected replies, and the report renders.
 
-use rlock_bench::contended::WaitPath;
+use rlock_bench::contended::{WaitPath, WaitRun};
 use rlock_bench::expiry::ExpiryPath;
-use rlock_bench::fair::{FairPath, MIN_CYCLES};
-use rlock_bench::memory::MemPath;
+use rlock_bench::fair::{FairPath, FairRun, MIN_CYCLES};
+use rlock_bench::memory::{MemPath, MemRun};
 use rlock_bench::report::{markdown, Meta};
-use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, PERMITS};
+use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemRun, SemWaitPath, PERMITS};
 use rlock_bench::stall::StallPath;
 use rlock_bench::uncontended::{PairPath, FAIR_PIPELINE};
 use rlock_bench::{run, FlavorReport, Plan};
@@ -33,14 +33,14 @@ fn quick_run_makes_progress_on_every_path() {
 fn check_report(plan: &Plan, r: &FlavorReport) {
     let u = r.uncontended.as_ref().expect("uncontended ran");
     for &pipeline in &plan.pipelines {
-        for path in PairPath::ALL {
+        for path in PairPath::PLAIN {
             let cell = u.cell(path, pipeline).expect("cell");
             assert!(
-                cell.runs.iter().all(|run| run.pairs > 0),
+                cell.runs.iter().all(|run| run.done > 0),
                 "{path:?} p{pipeline} made no pairs"
             );
             assert_eq!(
-                cell.errors(),
+                cell.sum(|r| r.errors),
                 0,
                 "{path:?} p{pipeline} had unexpected replies"
             );
@@ -73,20 +73,24 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     for &clients in &plan.clients {
         for &hold in &plan.holds_ms {
             for path in WaitPath::ALL {
-                let cell = c.cell(path, clients, hold).expect("cell");
+                let cell = c.cell(path, (clients, hold)).expect("cell");
                 assert!(
                     cell.runs.iter().all(|run| run.acquisitions > 0),
                     "{path:?} N={clients} hold={hold} never acquired"
                 );
                 assert_eq!(
-                    cell.violations(),
+                    cell.sum(|r| r.trouble.violations),
                     0,
                     "{path:?} N={clients}: two holders at once"
                 );
-                assert_eq!(cell.errors(), 0, "{path:?} N={clients} hold={hold}: errors");
+                assert_eq!(
+                    cell.sum(WaitRun::problems),
+                    0,
+                    "{path:?} N={clients} hold={hold}: errors"
+                );
             }
             // BLOCK serves waiters in turn, so the lock does change hands.
-            let b = c.cell(WaitPath::B, clients, hold).expect("cell");
+            let b = c.cell(WaitPath::B, (clients, hold)).expect("cell");
             assert!(b.runs.iter().all(|run| run.handoffs > 0));
         }
     }
@@ -94,7 +98,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     let e = r.expiry.as_ref().expect("expiry ran");
     for path in ExpiryPath::ALL {
         let cell = e.cell(path).expect("cell");
-        assert_eq!(cell.late_ms.len(), plan.expiry_samples, "{path:?} samples");
+        assert_eq!(cell.samples(), plan.expiry_samples, "{path:?} samples");
         assert_eq!(cell.errors, 0);
         // Nobody gets the lock before the lease runs out (small slack: the deadline is
         // estimated from the holder's reply, which arrives after the server set it).
@@ -109,12 +113,16 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     for &queue in &plan.fair_queues {
         for path in FairPath::ALL {
             let cell = f.cell(path, queue).expect("cell");
-            assert_eq!(cell.errors(), 0, "{path:?} Q={queue}: unexpected replies");
+            assert_eq!(
+                cell.sum(|r| r.errors),
+                0,
+                "{path:?} Q={queue}: unexpected replies"
+            );
             assert!(
                 cell.runs.iter().all(|run| run.cycles >= MIN_CYCLES),
                 "{path:?} Q={queue}: too few cycles"
             );
-            let bytes = cell.bytes_per_waiter();
+            let bytes = cell.med(FairRun::bytes_per_waiter);
             assert!(
                 bytes > 10.0 && bytes < 10_000.0,
                 "{path:?} Q={queue}: {bytes} bytes per waiter"
@@ -130,19 +138,19 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     for path in PairPath::FAIR_VS_PLAIN {
         let cell = fu.cell(path, FAIR_PIPELINE).expect("cell");
         assert!(
-            cell.runs.iter().all(|run| run.pairs > 0),
+            cell.runs.iter().all(|run| run.done > 0),
             "{path:?}: no pairs"
         );
-        assert_eq!(cell.errors(), 0, "{path:?}: unexpected replies");
+        assert_eq!(cell.sum(|r| r.errors), 0, "{path:?}: unexpected replies");
     }
 
     let m = r.memory.as_ref().expect("memory ran");
     assert_eq!(m.waiters, plan.waiters);
     for path in MemPath::ALL {
-        let cell = m.cell(path).expect("cell");
-        assert_eq!(cell.errors(), 0, "memory {path:?}: errors");
+        let cell = m.cells.cell(path, ()).expect("cell");
+        assert_eq!(cell.sum(|r| r.errors), 0, "memory {path:?}: errors");
         assert!(
-            cell.bytes_per_waiter().is_finite(),
+            cell.med(MemRun::bytes_per_waiter).is_finite(),
             "memory {path:?}: no figure"
         );
     }
@@ -151,14 +159,14 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
 
     let st = r.stall.as_ref().expect("stall ran");
     for path in StallPath::ALL {
-        let cell = st.cell(path).expect("cell");
+        let cell = st.cells.cell(path, ()).expect("cell");
         assert_eq!(
-            cell.errors(),
+            cell.sum(|r| r.errors),
             0,
             "stall {path:?}: errors (waiters not forgotten?)"
         );
         assert!(
-            cell.stall_ms() > 0.0,
+            cell.clean(|r| r.stall_ms) > 0.0,
             "stall {path:?}: no PING in the window"
         );
     }
@@ -167,25 +175,29 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
         for path in SemPairPath::ALL {
             let cell = sem.pairs.cell(path, pipeline).expect("cell");
             assert!(
-                cell.runs.iter().all(|run| run.pairs > 0),
+                cell.runs.iter().all(|run| run.done > 0),
                 "semaphore {path:?} p{pipeline}: no pairs"
             );
-            assert_eq!(cell.errors(), 0, "semaphore {path:?} p{pipeline}: errors");
+            assert_eq!(
+                cell.sum(|r| r.errors),
+                0,
+                "semaphore {path:?} p{pipeline}: errors"
+            );
         }
     }
     for &hold in &plan.holds_ms {
         for path in SemWaitPath::ALL {
-            let cell = sem.contended_cell(path, hold).expect("cell");
+            let cell = sem.contended.cell(path, hold).expect("cell");
             assert!(
                 cell.runs.iter().all(|run| run.acquisitions > 0),
                 "semaphore {path:?} hold={hold}: never acquired"
             );
             assert_eq!(
-                cell.problems(),
+                cell.sum(SemRun::problems),
                 0,
                 "semaphore {path:?} hold={hold}: problems"
             );
-            assert!(cell.max_holders() <= PERMITS as i64);
+            assert!(cell.runs.iter().all(|r| r.max_holders <= PERMITS as i64));
         }
     }
     for path in ReclaimPath::ALL {

@@ -193,6 +193,20 @@ pub fn flavors() -> Vec<Flavor> {
     selected
 }
 
+/// A fresh server of each flavor of [`flavors`] in turn: each is started when the loop
+/// reaches it and stopped (dropped) when that turn of the loop ends.
+pub fn each_server() -> impl Iterator<Item = (Flavor, Server)> {
+    flavors().into_iter().map(|f| (f, Server::start(f)))
+}
+
+/// [`each_server`], with a connection to each.
+pub fn servers() -> impl Iterator<Item = (Flavor, Server, redis::Connection)> {
+    each_server().map(|(f, server)| {
+        let c = server.conn();
+        (f, server, c)
+    })
+}
+
 /// Flavors named in a comma-separated list (`redis,valkey`; `all` for every one), in the
 /// order given, each once.
 pub fn parse_flavors(list: &str) -> Result<Vec<Flavor>, String> {
@@ -803,18 +817,18 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 // ---------------------------------------------------------------------------
 // The contract's key layout and replies, shared by the tests.
 
+/// `{K}`, or K itself when it already contains `{` (it names its own hash tag): how
+/// Redisson puts a key's name inside the names of its helper keys.
+pub fn tagged(key: &[u8]) -> Vec<u8> {
+    match key.contains(&b'{') {
+        true => key.to_vec(),
+        false => [&b"{"[..], key, b"}"].concat(),
+    }
+}
+
 /// A Redisson helper key: `prefix:{K}`, or `prefix:K` when K already contains `{`.
 pub fn helper_key(prefix: &str, key: &[u8]) -> Vec<u8> {
-    let mut out = prefix.as_bytes().to_vec();
-    out.push(b':');
-    if key.contains(&b'{') {
-        out.extend_from_slice(key);
-    } else {
-        out.push(b'{');
-        out.extend_from_slice(key);
-        out.push(b'}');
-    }
-    out
+    [prefix.as_bytes(), b":", &tagged(key)].concat()
 }
 
 /// `redisson_lock_token:{K}`: the fencing counter.
@@ -832,6 +846,16 @@ pub fn hgetall(con: &mut redis::Connection, key: &[u8]) -> BTreeMap<Vec<u8>, Vec
     let pairs: Vec<(Vec<u8>, Vec<u8>)> =
         redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
     pairs.into_iter().collect()
+}
+
+/// `LRANGE key 0 -1`.
+pub fn lrange(con: &mut redis::Connection, key: &[u8]) -> Vec<Vec<u8>> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .expect("LRANGE")
 }
 
 /// `PTTL key`.
@@ -1065,4 +1089,20 @@ pub fn primary_and_bare_replica(flavor: Flavor) -> (Server, Server) {
         .replica_of(primary.port)
         .start();
     (primary, replica)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helper_keys_tag_the_name_unless_it_has_its_own_tag() {
+        assert_eq!(tagged(b"k"), b"{k}");
+        assert_eq!(tagged(b"{t}:k"), b"{t}:k");
+        assert_eq!(
+            helper_key("redisson_lock_queue", b"k"),
+            b"redisson_lock_queue:{k}"
+        );
+        assert_eq!(helper_key("p", b"{t}:k"), b"p:{t}:k");
+    }
 }

@@ -6,16 +6,6 @@
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
 
-/// A connection authenticated as a new user `name` with ACL `rules`.
-fn user(
-    server: &Server,
-    admin: &mut redis::Connection,
-    name: &str,
-    rules: &[&str],
-) -> redis::Connection {
-    server.conn_as_user(admin, name, rules)
-}
-
 /// The call was refused by the ACL.
 fn assert_refused(reply: Result<Value, String>, what: &str) {
     assert!(
@@ -45,8 +35,7 @@ fn category(con: &mut redis::Connection, name: &str) -> Vec<String> {
 
 #[test]
 fn commands_sit_in_the_acl_categories_of_the_table() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let write = category(&mut admin, "write");
         let read = category(&mut admin, "read");
@@ -127,7 +116,7 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
             call(&mut admin, &["RLOCK.ACQUIRE", "orders", "admin"]),
             Ok(Value::Int(1))
         );
-        let mut reader = user(&server, &mut admin, "reader", &["~*", "+@all", "-@write"]);
+        let mut reader = server.conn_as_user(&mut admin, "reader", &["~*", "+@all", "-@write"]);
         for args in [
             &["RLOCK.ACQUIRE", "orders", "reader"][..],
             &["RLOCK.RELEASE", "orders", "admin"][..],
@@ -154,8 +143,7 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
 /// costs: `ACQUIRE` may block and `FORCERELEASE` is an operator's tool.
 #[test]
 fn fast_and_slow_follow_the_table() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let fast = category(&mut admin, "fast");
         let slow = category(&mut admin, "slow");
@@ -221,8 +209,7 @@ fn fast_and_slow_follow_the_table() {
 /// `+@rlock` grants the module's commands and nothing else.
 #[test]
 fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let info = server.info("rlock");
         let all: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut admin).unwrap();
@@ -271,7 +258,7 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
             ],
             "{flavor}: ACL CAT rlock"
         );
-        let mut locker = user(&server, &mut admin, "locker", &["~*", "-@all", "+@rlock"]);
+        let mut locker = server.conn_as_user(&mut admin, "locker", &["~*", "-@all", "+@rlock"]);
         assert_eq!(
             call(
                 &mut locker,
@@ -299,8 +286,7 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
 /// `INFO rlock` field, and per-command rules work instead.
 #[test]
 fn without_the_category_api_the_server_says_so_and_per_command_rules_work() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let missing = !takes_module_categories(flavor);
         let info = server.info("rlock");
@@ -318,8 +304,7 @@ fn without_the_category_api_the_server_says_so_and_per_command_rules_work() {
             "{flavor}: one warning line at load"
         );
         // What the docs tell operators to do on any server.
-        let mut worker = user(
-            &server,
+        let mut worker = server.conn_as_user(
             &mut admin,
             "worker",
             &["~*", "+@all", "-rlock.forcerelease"],
@@ -349,7 +334,7 @@ fn a_user_without_dangerous_cannot_force_a_release() {
         }
         let server = Server::start(flavor);
         let mut admin = server.conn();
-        let mut app = user(&server, &mut admin, "app", &["~*", "+@all", "-@dangerous"]);
+        let mut app = server.conn_as_user(&mut admin, "app", &["~*", "+@all", "-@dangerous"]);
         assert_eq!(
             call(&mut app, &["RLOCK.ACQUIRE", "door", "a"]),
             Ok(Value::Int(1))
@@ -371,10 +356,9 @@ fn a_user_without_dangerous_cannot_force_a_release() {
 /// pattern); a user with read-only access to the keys may `RLOCK.INFO` but not lock.
 #[test]
 fn key_patterns_and_read_only_access_apply() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
-        let mut tenant = user(&server, &mut admin, "tenant", &["~app:*", "+@all"]);
+        let mut tenant = server.conn_as_user(&mut admin, "tenant", &["~app:*", "+@all"]);
         assert_eq!(
             call(
                 &mut tenant,
@@ -401,7 +385,7 @@ fn key_patterns_and_read_only_access_apply() {
         let both = ["RLOCK.MRELEASE", "t", "2", "app:2", "app:3"];
         assert_eq!(call(&mut tenant, &both), Ok(Value::Int(2)), "{flavor}");
 
-        let mut auditor = user(&server, &mut admin, "auditor", &["%R~*", "+@all"]);
+        let mut auditor = server.conn_as_user(&mut admin, "auditor", &["%R~*", "+@all"]);
         assert!(
             call(&mut auditor, &["RLOCK.INFO", "app:1"]).is_ok(),
             "{flavor}: RLOCK.INFO only reads its key"

@@ -24,9 +24,7 @@ fn assert_pttl_near(flavor: Flavor, got: i64, lease: i64, what: &str) {
 
 #[test]
 fn acquire_reenter_release_on_redisson_layout() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let k = b"orders".as_slice();
 
         assert_eq!(
@@ -153,9 +151,7 @@ fn acquire_reenter_release_on_redisson_layout() {
 
 #[test]
 fn default_lease_and_option_case() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "a", "o"]),
             Ok(Value::Int(1)),
@@ -194,9 +190,7 @@ fn acquire_token(c: &mut redis::Connection, key: &[u8], owner: &[u8]) -> Value {
 
 #[test]
 fn fencing_token_increases_and_survives_release() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         for key in [b"tok".as_slice(), b"pre{tag}post".as_slice()] {
             let name = String::from_utf8_lossy(key).to_string();
             let Value::Int(t1) = acquire_token(&mut c, key, b"o1") else {
@@ -324,9 +318,7 @@ fn fencing_token_increases_and_survives_release() {
 /// must not hand out the previous holder's token (two holders would share a fence).
 #[test]
 fn fencing_token_for_hold_taken_without_token() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let Value::Int(t1) = acquire_token(&mut c, b"f", b"o1") else {
             panic!("{flavor}: ACQUIRE TOKEN")
         };
@@ -358,9 +350,7 @@ fn fencing_token_for_hold_taken_without_token() {
 
 #[test]
 fn unlock_message_on_full_release_and_force_release_only() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let keys: [&[u8]; 2] = [b"pub", b"x{y}z"];
         let chans: Vec<Vec<u8>> = keys.iter().map(|k| unlock_channel(k)).collect();
         let chan_refs: Vec<&[u8]> = chans.iter().map(Vec::as_slice).collect();
@@ -428,9 +418,7 @@ fn unlock_message_on_full_release_and_force_release_only() {
 
 #[test]
 fn renew_resets_lease_for_owner_only() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "r", "o", "LEASE", "10000"]).expect("acquire");
         call(&mut c, &["RLOCK.ACQUIRE", "r", "o", "LEASE", "10000"]).expect("re-enter");
         assert_eq!(
@@ -483,9 +471,7 @@ fn renew_resets_lease_for_owner_only() {
 
 #[test]
 fn force_release_deletes_whoever_holds() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         for _ in 0..3 {
             call(&mut c, &["RLOCK.ACQUIRE", "fr", "o"]).expect("acquire");
         }
@@ -531,8 +517,7 @@ fn force_release_deletes_whoever_holds() {
 
 #[test]
 fn info_in_resp2_and_resp3() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut c2 = server.conn();
         let mut c3 = server.conn_resp3();
         let empty = LockInfo {
@@ -626,9 +611,7 @@ fn info_in_resp2_and_resp3() {
 
 #[test]
 fn redisson_lua_script_and_rlock_exclude_each_other() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&unlock_channel(b"shared")]);
 
         // Redisson first: rlock is excluded, and may re-enter as the same owner.
@@ -737,9 +720,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
 
 #[test]
 fn commands_work_inside_multi_and_scripts() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let mut pipe = redis::pipe();
         pipe.atomic()
             .cmd("RLOCK.ACQUIRE")
@@ -807,9 +788,7 @@ fn commands_work_inside_multi_and_scripts() {
 /// DEBUG RELOAD leave the module agreeing with the keyspace.
 #[test]
 fn state_follows_the_keyspace() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut d1 = server.conn();
         call(&mut d1, &["SELECT", "1"]).expect("SELECT 1");
         assert_eq!(
@@ -898,9 +877,7 @@ fn state_follows_the_keyspace() {
 /// for a re-entry. An owner named `mode` of a reentrant lock is not mistaken for one.
 #[test]
 fn a_redisson_read_write_lock_is_wrongtype_for_the_reentrant_commands() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         for (field, value) in [("mode", "read"), ("uuid:1", "1")] {
             call(&mut c, &["HSET", "rw", field, value]).expect("HSET");
         }

@@ -124,89 +124,29 @@ fn wrong_arity() {
 fn unknown_and_repeated_options() {
     for flavor in flavors() {
         let (mut server, mut c) = fixture(flavor);
-        let cases: Vec<(Vec<&str>, &str)> = vec![
-            (vec!["RLOCK.ACQUIRE", "free", "o", "FOO"], "FOO"),
-            (vec!["RLOCK.ACQUIRE", "held", "o1", "FOO"], "FOO"),
-            (
-                vec!["RLOCK.ACQUIRE", "free", "o", "LEASE", "1000", "BAR"],
-                "BAR",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "free", "o", "TOKEN", "XYZ", "5"],
-                "XYZ",
-            ),
-            (vec!["RLOCK.ACQUIRE", "free", "o", "1000"], "1000"),
-            (vec!["RLOCK.RENEW", "held", "o1", "FOO", "100"], "FOO"),
-            (vec!["RLOCK.RELEASE", "held", "o1", "extra"], "extra"),
-            (vec!["RLOCK.RENEW", "held", "o1", "FOO"], "FOO"),
-            (vec!["RLOCK.RENEW", "held", "o1", "TOKEN"], "TOKEN"),
-            (
-                vec!["RLOCK.RENEW", "held", "o1", "LEASE", "1000", "BAR"],
-                "BAR",
-            ),
+        // Each case: the call, split at spaces, and the name the error gives.
+        let cases: &[(&str, &str)] = &[
+            ("RLOCK.ACQUIRE free o FOO", "FOO"),
+            ("RLOCK.ACQUIRE held o1 FOO", "FOO"),
+            ("RLOCK.ACQUIRE free o LEASE 1000 BAR", "BAR"),
+            ("RLOCK.ACQUIRE free o TOKEN XYZ 5", "XYZ"),
+            ("RLOCK.ACQUIRE free o 1000", "1000"),
+            ("RLOCK.RENEW held o1 FOO 100", "FOO"),
+            ("RLOCK.RELEASE held o1 extra", "extra"),
+            ("RLOCK.RENEW held o1 FOO", "FOO"),
+            ("RLOCK.RENEW held o1 TOKEN", "TOKEN"),
+            ("RLOCK.RENEW held o1 LEASE 1000 BAR", "BAR"),
             // Repeated options, any case.
-            (
-                vec![
-                    "RLOCK.ACQUIRE",
-                    "free",
-                    "o",
-                    "LEASE",
-                    "1000",
-                    "LEASE",
-                    "2000",
-                ],
-                "LEASE",
-            ),
-            (
-                vec![
-                    "RLOCK.ACQUIRE",
-                    "free",
-                    "o",
-                    "lease",
-                    "1000",
-                    "LEASE",
-                    "2000",
-                ],
-                "LEASE",
-            ),
-            (
-                vec![
-                    "RLOCK.ACQUIRE",
-                    "held",
-                    "o1",
-                    "LEASE",
-                    "1000",
-                    "LEASE",
-                    "2000",
-                ],
-                "LEASE",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "free", "o", "TOKEN", "TOKEN"],
-                "TOKEN",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "free", "o", "TOKEN", "LEASE", "5", "token"],
-                "TOKEN",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "held", "o1", "TOKEN", "TOKEN"],
-                "TOKEN",
-            ),
-            (
-                vec![
-                    "RLOCK.RENEW",
-                    "held",
-                    "o1",
-                    "LEASE",
-                    "1000",
-                    "LEASE",
-                    "2000",
-                ],
-                "LEASE",
-            ),
+            ("RLOCK.ACQUIRE free o LEASE 1000 LEASE 2000", "LEASE"),
+            ("RLOCK.ACQUIRE free o lease 1000 LEASE 2000", "LEASE"),
+            ("RLOCK.ACQUIRE held o1 LEASE 1000 LEASE 2000", "LEASE"),
+            ("RLOCK.ACQUIRE free o TOKEN TOKEN", "TOKEN"),
+            ("RLOCK.ACQUIRE free o TOKEN LEASE 5 token", "TOKEN"),
+            ("RLOCK.ACQUIRE held o1 TOKEN TOKEN", "TOKEN"),
+            ("RLOCK.RENEW held o1 LEASE 1000 LEASE 2000", "LEASE"),
         ];
-        for (args, name) in cases {
+        for (call, name) in cases {
+            let args: Vec<&str> = call.split(' ').collect();
             expect_error(&mut server, &mut c, &refs(&b(&args)), "ERR", &[name]);
         }
         let mut many = b(&["RLOCK.ACQUIRE", "free", "o"]);
@@ -338,9 +278,7 @@ fn bad_lease_values() {
 
 #[test]
 fn lease_bounds_are_accepted() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "big", "o", "LEASE", MAX_LEASE]),
             Ok(Value::Int(1)),

@@ -11,9 +11,7 @@ use rlock_module_tests::*;
 
 #[test]
 fn block_runs_out_with_null_and_leaves_no_waiter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "k", "holder", "LEASE", "60000"]),
             Ok(Value::Int(1))
@@ -49,9 +47,7 @@ fn block_runs_out_with_null_and_leaves_no_waiter() {
 
 #[test]
 fn waiters_served_in_arrival_order_with_their_acquire_reply() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(
                 &mut c,
@@ -131,9 +127,7 @@ fn waiters_served_in_arrival_order_with_their_acquire_reply() {
 
 #[test]
 fn block_zero_waits_until_served() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "z", "h", "LEASE", "60000"]).expect("acquire");
         let w = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "z", "w", "BLOCK", "0"]);
         wait_blocked(flavor, &mut c, "z", 1);
@@ -153,16 +147,20 @@ fn block_zero_waits_until_served() {
 
 #[test]
 fn client_unblock_timeout_and_error() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "u", "h", "LEASE", "60000"]).expect("acquire");
-        let mut a = Pending::new(&server);
-        a.send(&["RLOCK.ACQUIRE", "u", "a", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "u", 1);
-        let mut b = Pending::new(&server);
-        b.send(&["RLOCK.ACQUIRE", "u", "b", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "u", 2);
+        let mut a = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "u", "a", "BLOCK", "0"],
+            ("u", 1),
+        );
+        let mut b = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "u", "b", "BLOCK", "0"],
+            ("u", 2),
+        );
 
         if !unblock_supported(flavor) {
             for (id, reason) in [(a.id, "TIMEOUT"), (b.id, "ERROR")] {
@@ -221,15 +219,16 @@ fn run_ok(c: &mut redis::Connection, args: &[&str]) {
 
 #[test]
 fn killed_and_closed_waiters_are_forgotten_at_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "x", "h", "LEASE", "60000"]).expect("acquire");
         let mut ws: Vec<Pending> = Vec::new();
         for (i, owner) in ["killed", "closed", "served"].iter().enumerate() {
-            let mut w = Pending::new(&server);
-            w.send(&["RLOCK.ACQUIRE", "x", owner, "BLOCK", "0"]);
-            wait_blocked(flavor, &mut c, "x", i as i64 + 1);
+            let w = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", "x", owner, "BLOCK", "0"],
+                ("x", i as i64 + 1),
+            );
             ws.push(w);
         }
         let mut served = ws.pop().expect("served");
@@ -260,16 +259,17 @@ fn killed_and_closed_waiters_are_forgotten_at_once() {
 /// nobody is stranded: the lock is never lost, and the next waiter gets it.
 #[test]
 fn waiter_closing_during_hand_off_never_strands_the_lock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut kept = 0;
         for round in 0..25 {
             let key = format!("race{round}");
             call(&mut c, &["RLOCK.ACQUIRE", &key, "h", "LEASE", "60000"]).expect("acquire");
-            let mut gone = Pending::new(&server);
-            gone.send(&["RLOCK.ACQUIRE", &key, "gone", "BLOCK", "0"]);
-            wait_blocked(flavor, &mut c, &key, 1);
+            let gone = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", &key, "gone", "BLOCK", "0"],
+                (&key, 1),
+            );
             let next = Pending::new(&server);
             let next = next.spawn(&["RLOCK.ACQUIRE", &key, "next", "BLOCK", "10000"]);
             wait_blocked(flavor, &mut c, &key, 2);
@@ -324,9 +324,7 @@ fn waiter_closing_during_hand_off_never_strands_the_lock() {
 
 #[test]
 fn block_tries_once_in_multi_lua_and_functions() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "m", "h", "LEASE", "60000"]).expect("acquire");
         let lib = "#!lua name=rlocktest\n\
             redis.register_function('acq', function(keys, args) \
@@ -381,9 +379,7 @@ fn block_tries_once_in_multi_lua_and_functions() {
 
 #[test]
 fn info_counts_blocked_waiters_and_tracked_locks() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let base = rstats(&server);
         assert_eq!(base["blocked"], 0, "{flavor}");
         assert_eq!(base["tracked_locks"], 0, "{flavor}");
@@ -392,9 +388,12 @@ fn info_counts_blocked_waiters_and_tracked_locks() {
         }
         let mut ws = Vec::new();
         for (key, n) in [("i1", 1), ("i1", 2), ("i2", 1)] {
-            let mut w = Pending::new(&server);
-            w.send(&["RLOCK.ACQUIRE", key, &format!("w{n}"), "BLOCK", "0"]);
-            wait_blocked(flavor, &mut c, key, n);
+            let w = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", key, &format!("w{n}"), "BLOCK", "0"],
+                (key, n),
+            );
             ws.push(w);
         }
         let s = rstats(&server);
@@ -430,9 +429,12 @@ fn demotion_releases_waiters_with_unblocked_error() {
         call(&mut c, &["RLOCK.ACQUIRE", "d", "h", "LEASE", "60000"]).expect("acquire");
         let mut ws = Vec::new();
         for (i, block) in ["0", "30000"].iter().enumerate() {
-            let mut w = Pending::new(&server);
-            w.send(&["RLOCK.ACQUIRE", "d", &format!("w{i}"), "BLOCK", block]);
-            wait_blocked(flavor, &mut c, "d", i as i64 + 1);
+            let w = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", "d", &format!("w{i}"), "BLOCK", block],
+                ("d", i as i64 + 1),
+            );
             ws.push(w);
         }
         let port = new_primary.port.to_string();

@@ -178,9 +178,7 @@ fn swapdb_wakes_the_head_waiter() {
 /// for that hold's release or its lease deadline.
 #[test]
 fn swapdb_bringing_a_held_lock_keeps_waiters_waiting() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "s", "zero", "LEASE", "60000"]);
         let mut c1 = server.conn();
         run(&mut c1, &["SELECT", "1"]);
@@ -307,9 +305,7 @@ fn lease_expiry_hands_off_on_time_without_active_expiry() {
 /// the hand-off with it.
 #[test]
 fn lease_changed_by_pexpire_moves_the_hand_off() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
         run(&mut c, &["RLOCK.ACQUIRE", "p", "h", "LEASE", "60000"]);
         let w = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "p", "w", "BLOCK", "10000"]);

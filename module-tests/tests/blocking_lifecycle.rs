@@ -21,9 +21,12 @@ fn module_unload_refused_while_clients_are_blocked() {
         let mut server = Server::start(flavor);
         let mut c = server.conn();
         run(&mut c, &["RLOCK.ACQUIRE", "u", "h", "LEASE", "60000"]);
-        let mut w = Pending::new(&server);
-        w.send(&["RLOCK.ACQUIRE", "u", "w", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "u", 1);
+        let mut w = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "u", "w", "BLOCK", "0"],
+            ("u", 1),
+        );
         let r = call(&mut c, &["MODULE", "UNLOAD", "rlock"]);
         assert!(
             r.is_err(),
@@ -70,9 +73,12 @@ fn module_unload_works_after_waiters_time_out_or_leave() {
         t.send(&["RLOCK.ACQUIRE", "t", "w", "BLOCK", "50"]);
         assert_eq!(t.reply(), Ok(Value::Nil), "{flavor}: BLOCK 50 ran out");
         run(&mut c, &["RLOCK.ACQUIRE", "t2", "h", "LEASE", "1500"]);
-        let mut k = Pending::new(&server);
-        k.send(&["RLOCK.ACQUIRE", "t2", "w", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "t2", 1);
+        let k = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "t2", "w", "BLOCK", "0"],
+            ("t2", 1),
+        );
         drop(k);
         wait_blocked(flavor, &mut c, "t2", 0);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");

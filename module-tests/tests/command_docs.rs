@@ -451,9 +451,7 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
 #[test]
 fn command_reference_matches_the_server() {
     let doc = doc_text();
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let found = problems(flavor, &mut c, &doc);
         assert!(
             found.is_empty(),

@@ -260,8 +260,7 @@ fn info_rlock_counters() {
         "blocked",
         "tracked_locks",
     ];
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let info = server.info("rlock");
         for name in COUNTERS {
             assert!(
@@ -331,9 +330,7 @@ fn command_docs_describe_arguments() {
         ("rlock.forcerelease", &["key"]),
         ("rlock.info", &["key"]),
     ];
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         for (cmd, want) in expected {
             let docs = call(&mut c, &["COMMAND", "DOCS", cmd])
                 .unwrap_or_else(|e| panic!("{flavor}: COMMAND DOCS {cmd}: {e}"));

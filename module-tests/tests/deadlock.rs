@@ -21,10 +21,11 @@ fn ok(con: &mut redis::Connection, args: &[&str]) {
 }
 
 /// Sends a blocking call that must block, and waits until it has.
-fn blocked(server: &Server, c: &mut redis::Connection, args: &[&str], key: &str) -> Pending {
+/// `call` is split at spaces.
+fn blocked(server: &Server, c: &mut redis::Connection, call: &str, key: &str) -> Pending {
     let before = lock_info(c, key).blocked;
     let mut p = Pending::new(server);
-    p.send(args);
+    p.send(&call.split(' ').collect::<Vec<_>>());
     wait_blocked(server.flavor, c, key, before + 1);
     p
 }
@@ -56,17 +57,10 @@ fn refused(server: &Server, args: &[&str]) -> String {
 
 #[test]
 fn two_owners_in_opposite_order_are_refused_at_once_and_nothing_changes() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "a", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "b", "LEASE", "60000"]);
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "a", "BLOCK", "0"],
-            "k2",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 0", "k2");
         let before = keyspace(&mut c);
         let text = refused(&server, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "10000"]);
         assert_eq!(
@@ -87,31 +81,14 @@ fn two_owners_in_opposite_order_are_refused_at_once_and_nothing_changes() {
 
 #[test]
 fn a_cycle_of_three_is_refused_and_a_chain_is_not() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         for (k, o) in [("k1", "a"), ("k2", "b"), ("k3", "c")] {
             ok(&mut c, &["RLOCK.ACQUIRE", k, o, "LEASE", "60000"]);
         }
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "a", "BLOCK", "0"],
-            "k2",
-        );
-        let mut b = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k3", "b", "BLOCK", "0"],
-            "k3",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 0", "k2");
+        let mut b = blocked(&server, &mut c, "RLOCK.ACQUIRE k3 b BLOCK 0", "k3");
         // d -> a -> b -> c: a chain, never refused.
-        let mut d = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k1", "d", "BLOCK", "0"],
-            "k1",
-        );
+        let mut d = blocked(&server, &mut c, "RLOCK.ACQUIRE k1 d BLOCK 0", "k1");
         let text = refused(&server, &["RLOCK.ACQUIRE", "k1", "c", "BLOCK", "0"]);
         assert_eq!(
             text,
@@ -132,9 +109,7 @@ fn a_cycle_of_three_is_refused_and_a_chain_is_not() {
 
 #[test]
 fn a_fair_cycle_is_refused_without_a_queue_entry() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(
             &mut c,
             &["RLOCK.ACQUIRE", "f1", "a", "FAIR", "LEASE", "60000"],
@@ -143,12 +118,7 @@ fn a_fair_cycle_is_refused_without_a_queue_entry() {
             &mut c,
             &["RLOCK.ACQUIRE", "f2", "b", "FAIR", "LEASE", "60000"],
         );
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "f2", "a", "FAIR", "BLOCK", "0"],
-            "f2",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE f2 a FAIR BLOCK 0", "f2");
         let before = keyspace(&mut c);
         let text = refused(
             &server,
@@ -180,9 +150,7 @@ fn a_fair_cycle_is_refused_without_a_queue_entry() {
 
 #[test]
 fn a_read_write_cycle_is_refused() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(
             &mut c,
             &["RLOCK.ACQUIRE", "r1", "a", "READ", "LEASE", "60000"],
@@ -192,12 +160,7 @@ fn a_read_write_cycle_is_refused() {
             &["RLOCK.ACQUIRE", "r2", "b", "WRITE", "LEASE", "60000"],
         );
         // a reads r2: waits for the writer b.
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "r2", "a", "READ", "BLOCK", "0"],
-            "r2",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE r2 a READ BLOCK 0", "r2");
         // b writes r1: waits for the reader a, who waits for b.
         let text = refused(
             &server,
@@ -212,12 +175,7 @@ fn a_read_write_cycle_is_refused() {
             &mut c,
             &["RLOCK.ACQUIRE", "r1", "c", "READ", "LEASE", "60000"],
         );
-        let mut cw = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "r2", "c", "WRITE", "BLOCK", "0"],
-            "r2",
-        );
+        let mut cw = blocked(&server, &mut c, "RLOCK.ACQUIRE r2 c WRITE BLOCK 0", "r2");
         ok(&mut c, &["RLOCK.RELEASE", "r2", "b", "WRITE"]);
         assert_eq!(a.reply(), Ok(Value::Int(1)), "{flavor}");
         ok(&mut c, &["RLOCK.RELEASE", "r2", "a", "READ"]);
@@ -228,17 +186,10 @@ fn a_read_write_cycle_is_refused() {
 
 #[test]
 fn a_multi_key_cycle_is_refused_and_takes_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "m1", "a", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "m2", "b", "LEASE", "60000"]);
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "m2", "a", "BLOCK", "0"],
-            "m2",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE m2 a BLOCK 0", "m2");
         let before = keyspace(&mut c);
         let text = refused(
             &server,
@@ -266,31 +217,14 @@ fn a_multi_key_cycle_is_refused_and_takes_nothing() {
 
 #[test]
 fn a_grant_that_closes_a_cycle_refuses_the_youngest_blocked_call() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "g1", "x", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "g2", "b", "LEASE", "60000"]);
         // a waits for g2 (b's) on one connection and for g1 (x's) on another; b then
         // waits for g1 too, behind a. No cycle yet: everyone waits for x or b.
-        let mut a_g2 = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "g2", "a", "BLOCK", "0"],
-            "g2",
-        );
-        let mut a_g1 = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "g1", "a", "BLOCK", "0"],
-            "g1",
-        );
-        let mut b_g1 = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "g1", "b", "BLOCK", "0"],
-            "g1",
-        );
+        let mut a_g2 = blocked(&server, &mut c, "RLOCK.ACQUIRE g2 a BLOCK 0", "g2");
+        let mut a_g1 = blocked(&server, &mut c, "RLOCK.ACQUIRE g1 a BLOCK 0", "g1");
+        let mut b_g1 = blocked(&server, &mut c, "RLOCK.ACQUIRE g1 b BLOCK 0", "g1");
         assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}");
         // x lets go: g1 goes to a, and b (waiting for g1) now waits for a, who waits
         // for g2, held by b. b's call is the youngest of the cycle.
@@ -322,12 +256,7 @@ fn switched_off_the_callers_wait_out_their_timeout() {
         let mut c = server.conn();
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "a", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "b", "LEASE", "60000"]);
-        let mut a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "a", "BLOCK", "400"],
-            "k2",
-        );
+        let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 400", "k2");
         let started = Instant::now();
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "300"]),
@@ -345,12 +274,7 @@ fn switched_off_the_callers_wait_out_their_timeout() {
             ),
             Ok(Value::Okay)
         );
-        let _a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "a", "BLOCK", "0"],
-            "k2",
-        );
+        let _a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 0", "k2");
         refused(&server, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "300"]);
         assert_eq!(rstat(&server, "deadlocks"), 1, "{flavor}");
         assert_eq!(
@@ -366,9 +290,7 @@ fn switched_off_the_callers_wait_out_their_timeout() {
 
 #[test]
 fn a_refusal_is_notified_on_the_key_asked_for() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kd"]),
             Ok(Value::Okay)
@@ -376,12 +298,7 @@ fn a_refusal_is_notified_on_the_key_asked_for() {
         let mut sub = Subscriber::new(&server, &[b"__keyspace@0__:k1", b"__keyspace@0__:k2"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "a", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "b", "LEASE", "60000"]);
-        let _a = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "a", "BLOCK", "0"],
-            "k2",
-        );
+        let _a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 0", "k2");
         sub.drain();
         refused(&server, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "0"]);
         assert_eq!(
@@ -395,8 +312,7 @@ fn a_refusal_is_notified_on_the_key_asked_for() {
 #[test]
 fn locks_taken_in_one_order_are_never_refused_under_load() {
     const KEYS: [&str; 4] = ["o1", "o2", "o3", "o4"];
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let stop = Arc::new(AtomicBool::new(false));
         let holds = Arc::new(AtomicUsize::new(0));
         let seed = test_seed();
@@ -478,17 +394,10 @@ fn locks_taken_in_one_order_are_never_refused_under_load() {
 
 #[test]
 fn a_lock_kept_for_a_multi_key_call_goes_to_whom_that_call_waits_for() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         // m waits for k1 (x's) and k3 (free: kept for m, the head of its line).
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
-        let mut m = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
-            "k3",
-        );
+        let mut m = blocked(&server, &mut c, "RLOCK.MACQUIRE m 2 k1 k3 BLOCK 0", "k3");
         // x, taking k1 then k3 in order, would wait for m, who waits for x: x takes k3.
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "k3", "x", "BLOCK", "5000"]),
@@ -499,18 +408,8 @@ fn a_lock_kept_for_a_multi_key_call_goes_to_whom_that_call_waits_for() {
         // y (holding k2) queues behind m for k3: no cycle yet. Then x, holding k1, asks
         // for k2: y waiting for m would now close a cycle, so k3 goes to y instead.
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);
-        let mut y = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k3", "y", "BLOCK", "0"],
-            "k3",
-        );
-        let mut x = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "x", "BLOCK", "0"],
-            "k2",
-        );
+        let mut y = blocked(&server, &mut c, "RLOCK.ACQUIRE k3 y BLOCK 0", "k3");
+        let mut x = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 x BLOCK 0", "k2");
         assert_eq!(y.reply(), Ok(Value::Int(1)), "{flavor}: k3 given to y");
         ok(&mut c, &["RLOCK.RELEASE", "k3", "y"]);
         ok(&mut c, &["RLOCK.RELEASE", "k2", "y"]);
@@ -534,12 +433,7 @@ fn x_holds_k1_m_waits_for_k1_and_k3(
     if z_holds_k3 {
         ok(&mut c, &["RLOCK.ACQUIRE", "k3", "z", "LEASE", "60000"]);
     }
-    let m = blocked(
-        &server,
-        &mut c,
-        &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
-        "k3",
-    );
+    let m = blocked(&server, &mut c, "RLOCK.MACQUIRE m 2 k1 k3 BLOCK 0", "k3");
     (server, c, m)
 }
 
@@ -552,10 +446,10 @@ fn x_holds_k1_m_waits_for_k1_and_k3(
 fn a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too() {
     for flavor in flavors() {
         let mut failures = Vec::new();
-        let kinds: [&[&str]; 3] = [
-            &["RLOCK.ACQUIRE", "k3", "x", "BLOCK", "5000"],
-            &["RLOCK.ACQUIRE", "k3", "x", "FAIR", "BLOCK", "5000"],
-            &["RLOCK.MACQUIRE", "x", "2", "k3", "k4", "BLOCK", "5000"],
+        let kinds = [
+            "RLOCK.ACQUIRE k3 x BLOCK 5000",
+            "RLOCK.ACQUIRE k3 x FAIR BLOCK 5000",
+            "RLOCK.MACQUIRE x 2 k3 k4 BLOCK 5000",
         ];
         for args in kinds {
             // x holds k1; m waits for k1 and k3 (held by z). x waits for k3 too, behind m;
@@ -570,7 +464,7 @@ fn a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too() {
             }
             // The same call made once k3 is kept for m.
             let (_server, mut c, _m) = x_holds_k1_m_waits_for_k1_and_k3(flavor, false);
-            let reply = call(&mut c, args);
+            let reply = call(&mut c, &args.split(' ').collect::<Vec<_>>());
             if !matches!(reply, Ok(Value::Int(n)) if n >= 1) {
                 failures.push(format!("newcomer, {args:?} replied {reply:?}"));
             }
@@ -583,33 +477,16 @@ fn a_lock_kept_for_a_multi_key_call_goes_to_a_fair_or_multi_key_caller_too() {
 /// first seemed to wait for the second, still in line: a false DEADLOCK.
 #[test]
 fn readers_granted_together_are_not_a_cycle() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "b", "LEASE", "60000"]);
         ok(
             &mut c,
             &["RLOCK.ACQUIRE", "rw", "w", "WRITE", "LEASE", "60000"],
         );
-        let mut a_rw = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "rw", "a", "READ", "BLOCK", "0"],
-            "rw",
-        );
-        let mut b_rw = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "rw", "b", "READ", "BLOCK", "0"],
-            "rw",
-        );
+        let mut a_rw = blocked(&server, &mut c, "RLOCK.ACQUIRE rw a READ BLOCK 0", "rw");
+        let mut b_rw = blocked(&server, &mut c, "RLOCK.ACQUIRE rw b READ BLOCK 0", "rw");
         // a waits for k, held by b, who waits to read rw, which the writer w holds.
-        let mut a_k = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k", "a", "BLOCK", "0"],
-            "k",
-        );
+        let mut a_k = blocked(&server, &mut c, "RLOCK.ACQUIRE k a BLOCK 0", "k");
         ok(&mut c, &["RLOCK.RELEASE", "rw", "w", "WRITE"]);
         assert_eq!(a_rw.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(b_rw.reply(), Ok(Value::Int(1)), "{flavor}");
@@ -624,34 +501,22 @@ fn readers_granted_together_are_not_a_cycle() {
 /// (it was off while the lock was kept), so its lease ran out unseen by the hand-off.
 #[test]
 fn a_kept_lock_given_away_is_handed_on_at_its_lease_end() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         // Only the module's timer may end the lease: the server's own expiry cycle is off.
         assert_eq!(
             call(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
             Ok(Value::Okay)
         );
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
-        let mut m = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
-            "k3",
-        );
+        let mut m = blocked(&server, &mut c, "RLOCK.MACQUIRE m 2 k1 k3 BLOCK 0", "k3");
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);
         let mut y = blocked(
             &server,
             &mut c,
-            &["RLOCK.ACQUIRE", "k3", "y", "LEASE", "500", "BLOCK", "0"],
+            "RLOCK.ACQUIRE k3 y LEASE 500 BLOCK 0",
             "k3",
         );
-        let mut x = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k2", "x", "BLOCK", "0"],
-            "k2",
-        );
+        let mut x = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 x BLOCK 0", "k2");
         assert_eq!(y.reply(), Ok(Value::Int(1)), "{flavor}: k3 given to y");
         ok(&mut c, &["RLOCK.RELEASE", "k2", "y"]);
         assert_eq!(x.reply(), Ok(Value::Int(1)), "{flavor}");
@@ -674,23 +539,11 @@ fn a_kept_lock_given_away_is_handed_on_at_its_lease_end() {
 /// takes k3 with k2 once k2 is free.
 #[test]
 fn a_multi_key_call_waits_and_takes_a_kept_lock_with_its_others() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);
-        let mut m = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.MACQUIRE", "m", "2", "k1", "k3", "BLOCK", "0"],
-            "k3",
-        );
-        let mut x = blocked(
-            &server,
-            &mut c,
-            &["RLOCK.MACQUIRE", "x", "2", "k2", "k3", "BLOCK", "0"],
-            "k2",
-        );
+        let mut m = blocked(&server, &mut c, "RLOCK.MACQUIRE m 2 k1 k3 BLOCK 0", "k3");
+        let mut x = blocked(&server, &mut c, "RLOCK.MACQUIRE x 2 k2 k3 BLOCK 0", "k2");
         assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}: x refused");
         ok(&mut c, &["RLOCK.RELEASE", "k2", "y"]);
         assert_eq!(x.reply(), Ok(Value::Int(2)), "{flavor}: x takes k2 and k3");

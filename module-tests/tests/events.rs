@@ -112,9 +112,7 @@ fn exercise(server: &Server, c: &mut redis::Connection) {
 
 #[test]
 fn every_event_fires_on_its_key() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
         let mut sub = subscribe(&server);
 
@@ -296,9 +294,7 @@ fn every_event_fires_on_its_key() {
 /// `K` alone: the events arrive on the key's own channel, named in the message.
 #[test]
 fn keyspace_channel_carries_the_event_name() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kd"]);
         let mut sub = Subscriber::new(&server, &[b"__keyspace@0__:orders"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "orders", "a"]);
@@ -329,9 +325,7 @@ fn keyspace_channel_carries_the_event_name() {
 /// and `E`: nothing published.
 #[test]
 fn none_while_off() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = subscribe(&server);
         let mut keys = Subscriber::new(&server, &[b"__keyspace@0__:x:lock"]);
         for config in ["", "KEg$lshzxet", "d"] {
@@ -374,9 +368,7 @@ fn none_while_off() {
 /// serves waiters as before: on release, on a delete, on a lease's end, in a fair queue.
 #[test]
 fn the_module_works_the_same_with_events_on() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "a"]);
         let b = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "k", "b", "BLOCK", "5000"]);
@@ -431,9 +423,7 @@ fn the_module_works_the_same_with_events_on() {
 /// The kill comes in the packet of the call that frees the key: the turn of the grant.
 #[test]
 fn a_grant_given_back_because_its_client_left_is_released() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
         ok(&mut c, &["RSEM.TRYSETPERMITS", "gone-sem", "1"]);
         let mut sub = subscribe(&server);

@@ -49,12 +49,7 @@ fn text(b: &[u8]) -> String {
 
 /// `LRANGE redisson_lock_queue:{K} 0 -1`.
 fn queue_list(con: &mut Connection, key: &str) -> Vec<String> {
-    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-        .arg(queue_key(key.as_bytes()))
-        .arg(0)
-        .arg(-1)
-        .query(con)
-        .expect("LRANGE queue");
+    let items = lrange(con, &queue_key(key.as_bytes()));
     items.iter().map(|b| text(b)).collect()
 }
 
@@ -206,9 +201,7 @@ fn assert_woken(
 
 #[test]
 fn fifty_blocked_fair_waiters_are_served_in_arrival_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "fifty";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         let names: Vec<String> = (0..50).map(|i| format!("w{i:02}")).collect();
@@ -271,9 +264,7 @@ fn fifty_blocked_fair_waiters_are_served_in_arrival_order() {
 
 #[test]
 fn mixed_blocked_and_polling_waiters_keep_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "mixed";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         assert_eq!(fair(&mut c, k, "p1"), Value::Nil, "{flavor}: p1 polls");
@@ -357,10 +348,7 @@ fn mixed_blocked_and_polling_waiters_keep_order() {
 
 #[test]
 fn killed_or_departed_waiters_do_not_delay_the_queue() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
-
+    for (flavor, server, mut c) in servers() {
         // The head is killed in the same turn as the release: the next one is served
         // on the following turn, not when the dead head's deadline passes.
         let k = "kill-head";
@@ -478,9 +466,7 @@ fn killed_or_departed_waiters_do_not_delay_the_queue() {
 
 #[test]
 fn silent_polling_waiter_is_purged_at_its_deadline() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "200"]);
 
         // The next one is blocked: served when the silent head's deadline passes.
@@ -547,9 +533,7 @@ fn silent_polling_waiter_is_purged_at_its_deadline() {
 
 #[test]
 fn deadlines_of_polling_blocked_and_scripted_callers() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "deadlines";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         let near = |flavor: Flavor, got: Option<i64>, want: i64, what: &str| {
@@ -644,9 +628,7 @@ fn deadlines_of_polling_blocked_and_scripted_callers() {
 
 #[test]
 fn reentry_by_the_holder_does_not_queue() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "reenter";
         assert_eq!(
             fair(&mut c, k, "h"),
@@ -676,9 +658,7 @@ fn reentry_by_the_holder_does_not_queue() {
 
 #[test]
 fn forcerelease_del_and_expiry_serve_the_queue() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "force";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         let mut b = blocked(&server, k, "b", "0");
@@ -729,9 +709,7 @@ fn forcerelease_del_and_expiry_serve_the_queue() {
 
 #[test]
 fn token_with_fair() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "tok";
         let tk = text(&token_key(k.as_bytes()));
         let acq = |c: &mut Connection, o: &str| run(c, &["RLOCK.ACQUIRE", k, o, "FAIR", "TOKEN"]);
@@ -869,9 +847,7 @@ fn replica_without_the_module_stays_identical() {
 
 #[test]
 fn bad_input_changes_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "bad";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         assert_eq!(fair(&mut c, k, "p"), Value::Nil);
@@ -935,9 +911,7 @@ fn bad_input_changes_nothing() {
 
 #[test]
 fn binary_owners_in_the_queue_and_wake_channel() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = b"bin";
         let polling: &[u8] = b"p\0o\xffll";
         let blocking: &[u8] = b"b\0\x01";
@@ -959,12 +933,7 @@ fn binary_owners_in_the_queue_and_wake_channel() {
             .send_packed_command(&cmd.get_packed_command())
             .expect("send");
         wait_blocked(flavor, &mut c, "bin", 1);
-        let list: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(queue_key(k))
-            .arg(0)
-            .arg(-1)
-            .query(&mut c)
-            .expect("LRANGE");
+        let list = lrange(&mut c, &queue_key(k));
         assert_eq!(
             list,
             vec![polling.to_vec(), blocking.to_vec()],
@@ -1013,9 +982,7 @@ fn binary_owners_in_the_queue_and_wake_channel() {
 
 #[test]
 fn plain_acquires_ignore_the_fair_queue() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "plain";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         assert_eq!(fair(&mut c, k, "p"), Value::Nil);
@@ -1166,9 +1133,7 @@ fn redisson_unlock(con: &mut Connection, key: &str, owner: &str) -> Value {
 
 #[test]
 fn redisson_client_at_the_head_is_never_overtaken() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "rsn";
         let tw = 5000;
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
@@ -1233,10 +1198,7 @@ fn redisson_client_at_the_head_is_never_overtaken() {
 
 #[test]
 fn blocked_waiter_rescored_by_redisson_is_still_served() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
-
+    for (flavor, server, mut c) in servers() {
         // Re-scored into the past, then an rlock call touches the queue: the blocked
         // waiter's real deadline is restored and it is served in its turn.
         let k = "rescore";
@@ -1390,9 +1352,7 @@ fn blocked_waiter_rescored_by_redisson_is_still_served() {
 #[test]
 fn queue_memory_per_waiter() {
     const Q: usize = 10_000;
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "mem";
         run(
             &mut c,
@@ -1461,9 +1421,7 @@ fn queue_memory_per_waiter() {
 
 #[test]
 fn session_holder_leaving_serves_the_fair_queue() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "sess";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         let mut s = Pending::new(&server);
@@ -1655,9 +1613,7 @@ fn queues_are_known_at_once_after_a_promotion_a_load_or_an_aof_restart() {
 /// rest keep their order and are served in it.
 #[test]
 fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let k = "killed-together";
         run(&mut c, &["RLOCK.ACQUIRE", k, "h", "FAIR", "LEASE", "60000"]);
         let names: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
@@ -1719,9 +1675,7 @@ fn waiters_killed_together_leave_together_and_the_rest_keep_order() {
 /// changes nothing: not even the purge of expired queue entries happens.
 #[test]
 fn a_failing_fair_acquire_leaves_the_queue_alone() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let k = "failing-fair";
         // A stale entry, expired long ago, that a successful call would purge.
         run(

@@ -178,9 +178,7 @@ fn counters_that_predate_the_module_are_bumped() {
 
 #[test]
 fn counters_restored_or_deleted_by_others() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         // A counter restored from a dump is seen.
         run(&mut c, &["RLOCK.ACQUIRE", "src", "a", "TOKEN"]);
         run(&mut c, &["RLOCK.RELEASE", "src", "a"]);
@@ -260,9 +258,7 @@ fn counters_created_by_others_are_bumped() {
 
 #[test]
 fn token_reentries_never_repeat_a_token_handed_to_another() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         assert_eq!(token_acquire(&mut c, "k", "a"), Some(1), "{flavor}");
         assert_eq!(
             token_acquire(&mut c, "k", "a"),
@@ -462,8 +458,7 @@ fn allkeys_eviction_is_reported() {
             .filter(|l| l.contains("rlock") && l.contains(policy) && l.contains("evict"))
             .count()
     };
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         assert_eq!(unsafe_flag(&server).as_deref(), Some("0"), "{flavor}");
         assert_eq!(warned(&server, "noeviction"), 0, "{flavor}");
 

@@ -58,8 +58,7 @@ fn scan_everything(con: &mut redis::Connection) {
 
 #[test]
 fn scan_samples_follow_the_threshold() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         assert_eq!(
             ok(&mut con, &["CONFIG", "GET", "latency-monitor-threshold"]),
@@ -116,8 +115,7 @@ fn scan_samples_follow_the_threshold() {
 #[test]
 fn deferred_samples_follow_the_threshold() {
     const LOCKS: usize = 20_000;
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let storm = |server: &Server| {
             let mut holder = server.conn();

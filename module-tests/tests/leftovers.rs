@@ -47,9 +47,7 @@ fn wait_untracked(server: &Server, within: Duration) -> (i64, i64) {
 /// (the polling head was woken and never came) or stays held.
 #[test]
 fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "500"]);
 
         // Freed: p heads the queue, is woken, and never calls again.
@@ -111,12 +109,7 @@ fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
             Value::Nil
         );
         thread::sleep(Duration::from_millis(900));
-        let list: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(&queue_keys("N")[0])
-            .arg(0)
-            .arg(-1)
-            .query(&mut c)
-            .expect("LRANGE");
+        let list = lrange(&mut c, &queue_keys("N")[0]);
         assert_eq!(
             list,
             vec![b"b".to_vec()],
@@ -195,9 +188,7 @@ fn hand_off_once(server: &Server, c: &mut Connection, key: &str) {
 /// not stay tracked once the semaphore's waiter has gone too.
 #[test]
 fn a_round_ends_when_its_lock_is_waited_on_as_a_semaphore() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         hand_off_once(&server, &mut c, "L");
         let replies = pipeline(
             &mut c,
@@ -232,9 +223,7 @@ fn a_round_ends_when_its_lock_is_waited_on_as_a_semaphore() {
 /// client leaves before the window ends: nobody takes it, and the round ends with it.
 #[test]
 fn a_round_ends_when_its_last_waiter_leaves_during_a_window() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let _listener = Subscriber::new(&server, &[&unlock_channel(b"L")]);
         // Two hand-offs with one client blocked: the next release opens a window.
         hand_off_once(&server, &mut c, "L");

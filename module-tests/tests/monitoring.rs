@@ -421,8 +421,7 @@ fn module_ver(con: &mut Connection) -> i64 {
 
 #[test]
 fn the_collector_returns_every_field_of_info_rlock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let blocked = contend(&server);
 

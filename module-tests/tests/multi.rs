@@ -33,9 +33,7 @@ fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
 
 #[test]
 fn every_lock_or_none() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let taken = run(
             &mut c,
             &["RLOCK.MACQUIRE", "o", "3", "a", "b", "c", "LEASE", "10000"],
@@ -82,9 +80,7 @@ fn every_lock_or_none() {
 
 #[test]
 fn bad_calls_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "held", "o"]);
         run(&mut c, &["RLOCK.ACQUIRE", "rw", "o", "READ"]);
         run(&mut c, &["SET", "str", "x"]);
@@ -153,14 +149,15 @@ fn server_alive(server: &Server) {
 
 #[test]
 fn a_blocked_call_waits_until_every_lock_is_free() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
-        let mut m = Pending::new(&server);
-        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 1);
+        let mut m = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "10000"],
+            ("a", 1),
+        );
         wait_blocked(flavor, &mut c, "b", 1);
         run(&mut c, &["RLOCK.RELEASE", "a", "h1"]);
         // `a` is free but kept for the caller that waited first: a newcomer waits.
@@ -178,9 +175,12 @@ fn a_blocked_call_waits_until_every_lock_is_free() {
         assert_eq!(holders(&mut c, "b"), held_by("m", 1), "{flavor}");
         // A Redisson unlock (DEL and a message) wakes it too.
         redisson_lock(&mut c, "r", "java:1");
-        let mut n = Pending::new(&server);
-        n.send(&["RLOCK.MACQUIRE", "n", "2", "s", "r", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "r", 1);
+        let mut n = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "n", "2", "s", "r", "BLOCK", "10000"],
+            ("r", 1),
+        );
         assert_eq!(redisson_unlock(&mut c, "r", "java:1"), Value::Int(1));
         assert_eq!(n.reply(), Ok(Value::Int(2)), "{flavor}");
         assert_eq!(holders(&mut c, "r"), held_by("n", 1), "{flavor}");
@@ -197,23 +197,33 @@ fn a_blocked_call_waits_until_every_lock_is_free() {
 
 #[test]
 fn waiters_are_served_in_arrival_order_without_deadlock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.MACQUIRE", "h", "2", "a", "b"]);
         // Two multi-key callers naming the keys in opposite orders, then single callers.
-        let mut m1 = Pending::new(&server);
-        m1.send(&["RLOCK.MACQUIRE", "m1", "2", "a", "b", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 1);
-        let mut m2 = Pending::new(&server);
-        m2.send(&["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 2);
-        let mut s = Pending::new(&server);
-        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 3);
-        let mut t = Pending::new(&server);
-        t.send(&["RLOCK.ACQUIRE", "b", "t", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "b", 3);
+        let mut m1 = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m1", "2", "a", "b", "BLOCK", "10000"],
+            ("a", 1),
+        );
+        let mut m2 = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"],
+            ("a", 2),
+        );
+        let mut s = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"],
+            ("a", 3),
+        );
+        let mut t = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "b", "t", "BLOCK", "10000"],
+            ("b", 3),
+        );
 
         assert_eq!(
             run(&mut c, &["RLOCK.MRELEASE", "h", "2", "a", "b"]),
@@ -235,17 +245,21 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
 
 #[test]
 fn a_waiter_that_leaves_lets_the_line_move() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
         run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
-        let mut m = Pending::new(&server);
-        m.send(&["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"]);
-        wait_blocked(flavor, &mut c, "a", 1);
-        let mut s = Pending::new(&server);
-        s.send(&["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"]);
-        wait_blocked(flavor, &mut c, "a", 2);
+        let m = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"],
+            ("a", 1),
+        );
+        let mut s = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "a", "s", "BLOCK", "10000"],
+            ("a", 2),
+        );
         run(&mut c, &["RLOCK.RELEASE", "a", "h"]);
         assert!(!exists(&mut c, "a"), "{flavor}: kept for m");
         // m's connection dies: s, behind it, gets `a` at once.
@@ -259,9 +273,7 @@ fn a_waiter_that_leaves_lets_the_line_move() {
 
 #[test]
 fn session_holds_end_with_the_connection() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut holder = server.conn();
         let r = run(
             &mut holder,
@@ -270,18 +282,21 @@ fn session_holds_end_with_the_connection() {
         assert_eq!(r, Value::Int(2), "{flavor}");
         // A blocked session grant too.
         run(&mut c, &["RLOCK.ACQUIRE", "d", "h"]);
-        let mut w = Pending::new(&server);
-        w.send(&[
-            "RLOCK.MACQUIRE",
-            "w",
-            "2",
-            "c",
-            "d",
-            "SESSION",
-            "BLOCK",
-            "10000",
-        ]);
-        wait_blocked(flavor, &mut c, "d", 1);
+        let mut w = Pending::blocked_on(
+            &server,
+            &mut c,
+            &[
+                "RLOCK.MACQUIRE",
+                "w",
+                "2",
+                "c",
+                "d",
+                "SESSION",
+                "BLOCK",
+                "10000",
+            ],
+            ("d", 1),
+        );
         run(&mut c, &["RLOCK.RELEASE", "d", "h"]);
         assert_eq!(w.reply(), Ok(Value::Int(2)), "{flavor}");
         drop(holder);
@@ -308,9 +323,7 @@ fn session_holds_end_with_the_connection() {
 
 #[test]
 fn scripts_and_transactions_never_block() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
         let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'b', 'BLOCK', '0')";
         assert_eq!(run(&mut c, &["EVAL", script, "0"]), Value::Nil, "{flavor}");

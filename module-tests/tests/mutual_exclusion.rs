@@ -168,8 +168,7 @@ fn client(server: &Server, me: usize, seed: u64, shared: &Shared) -> Result<(), 
 #[test]
 fn thirty_two_clients_never_hold_the_lock_together() {
     let seed = test_seed();
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let shared = Arc::new(Shared::new());
         let start = Instant::now();
         let server_ref = &server;

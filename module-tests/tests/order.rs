@@ -15,9 +15,7 @@ fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
 
 #[test]
 fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(
             &mut c,
             &["RLOCK.ACQUIRE", "k", "h", "FAIR", "LEASE", "60000"],
@@ -27,9 +25,12 @@ fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
             run(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"]),
             Value::Nil
         );
-        let mut w = Pending::new(&server);
-        w.send(&["RLOCK.ACQUIRE", "k", "w", "BLOCK", "5000"]);
-        wait_blocked(flavor, &mut c, "k", 1);
+        let mut w = Pending::blocked_on(
+            &server,
+            &mut c,
+            &["RLOCK.ACQUIRE", "k", "w", "BLOCK", "5000"],
+            ("k", 1),
+        );
         run(&mut c, &["RLOCK.RELEASE", "k", "h"]);
         assert_eq!(w.reply(), Ok(Value::Int(1)), "{flavor}: the plain waiter");
         // A newcomer without BLOCK gets nothing, and the poller keeps its place.
@@ -60,9 +61,7 @@ fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
 
 #[test]
 fn plain_and_fair_waiters_are_served_in_arrival_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "m", "h", "LEASE", "60000"]);
         let mut line = Vec::new();
         for (i, owner) in ["f1", "p1", "f2", "p2", "f3"].iter().enumerate() {
@@ -88,17 +87,18 @@ fn plain_and_fair_waiters_are_served_in_arrival_order() {
 /// module's timer passes it on: the newcomer's own call must serve the waiter first.
 #[test]
 fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         for fair_newcomer in [false, true] {
             let case = format!("{flavor} fair_newcomer={fair_newcomer}");
             let key = format!("n-{fair_newcomer}");
             let key = key.as_str();
             run(&mut c, &["RLOCK.ACQUIRE", key, "h", "LEASE", "100"]);
-            let mut w = Pending::new(&server);
-            w.send(&["RLOCK.ACQUIRE", key, "w", "BLOCK", "10000"]);
-            wait_blocked(flavor, &mut c, key, 1);
+            let mut w = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", key, "w", "BLOCK", "10000"],
+                (key, 1),
+            );
             let mut newcomer = Pending::new(&server);
             let mut acquire = vec!["RLOCK.ACQUIRE", key, "n"];
             if fair_newcomer {
@@ -123,15 +123,16 @@ fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
 /// are put back in line, oldest first, and served in that order.
 #[test]
 fn fair_waiters_are_served_after_their_queue_is_flushed() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "q", "h", "FAIR"]);
         let mut line = Vec::new();
         for (i, owner) in ["f1", "f2"].iter().enumerate() {
-            let mut w = Pending::new(&server);
-            w.send(&["RLOCK.ACQUIRE", "q", owner, "FAIR", "BLOCK", "10000"]);
-            wait_blocked(flavor, &mut c, "q", i as i64 + 1);
+            let w = Pending::blocked_on(
+                &server,
+                &mut c,
+                &["RLOCK.ACQUIRE", "q", owner, "FAIR", "BLOCK", "10000"],
+                ("q", i as i64 + 1),
+            );
             line.push((owner.to_string(), w));
         }
         run(&mut c, &["FLUSHDB"]);

@@ -118,9 +118,7 @@ fn redisson_release(c: &mut Connection, key: &str, raw_id: &[u8]) -> Value {
 
 #[test]
 fn leases_share_redissons_layout_both_ways() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&channel("s")]);
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "4"]);
         let before = now_ms();
@@ -206,9 +204,7 @@ fn leases_share_redissons_layout_both_ways() {
 
 #[test]
 fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&channel("s")]);
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
         assert_eq!(sub.drain().len(), 1, "{flavor}: the permits set");
@@ -266,9 +262,7 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
 
 #[test]
 fn a_session_lease_comes_back_when_its_connection_closes() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
         let mut holder = Pending::new(&server);
         holder.send(&[
@@ -333,9 +327,7 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
 
 #[test]
 fn blocked_leases_are_served_in_arrival_order_with_acquires() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut big = Pending::new(&server);
         big.send(&[
@@ -385,9 +377,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
 
 #[test]
 fn retried_leases_and_returns_with_req_are_applied_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
         let lease = [
             "RSEM.LEASE",
@@ -456,9 +446,7 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
 
 #[test]
 fn bad_lease_calls_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
         let id = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "60000"]))[0].clone();
         run(&mut c, &["SET", "{w}:timeout", "not a zset"]);
@@ -573,9 +561,7 @@ fn a_replica_without_the_module_ends_identical_after_leases() {
 
 #[test]
 fn a_replayed_lease_must_still_be_leased() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
         let lease = ["RSEM.LEASE", "s", "LEASE", "60000", "SESSION", "REQ", "r1"];
         let mut first = Pending::new(&server);
@@ -615,9 +601,7 @@ fn a_replayed_lease_must_still_be_leased() {
 
 #[test]
 fn a_request_granted_while_it_waited_is_not_granted_again() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut blocked = Pending::new(&server);
         blocked.send(&[
@@ -653,9 +637,7 @@ fn a_request_granted_while_it_waited_is_not_granted_again() {
 
 #[test]
 fn a_score_below_zero_is_nobodys_deadline() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
         run(&mut c, &["ZADD", &zset("s"), "-5", "aaaaaaaaaaaaaaaa"]);
         run(&mut c, &["RSEM.LEASE", "s", "LEASE", "60000"]);
@@ -682,9 +664,7 @@ fn a_score_below_zero_is_nobodys_deadline() {
 
 #[test]
 fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut acquire = Pending::new(&server);
         acquire.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"]);
@@ -716,9 +696,7 @@ fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
 
 #[test]
 fn leases_moved_by_swapdb_still_end_by_timer() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
         run(&mut c, &["RSEM.LEASE", "s", "LEASE", "300"]);
         run(&mut c, &["SWAPDB", "0", "1"]);

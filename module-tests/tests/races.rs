@@ -174,9 +174,7 @@ fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
 
 #[test]
 fn a_waiter_killed_in_the_turn_it_is_granted_holds_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         for session in [false, true] {
             for near_deadline in [false, true] {
                 let case = format!("{flavor} session={session} near_deadline={near_deadline}");
@@ -221,9 +219,7 @@ fn a_waiter_killed_in_the_turn_it_is_granted_holds_nothing() {
 
 #[test]
 fn a_block_that_runs_out_in_the_turn_of_a_grant_gets_the_grant_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "d", "h", "LEASE", "60000"]);
         let mut w = blocked_raw(flavor, &mut c, &server, "d", "w", "100", 1);
         let mut holder = Raw::new(&server);
@@ -307,9 +303,7 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
 /// instead. Either way the semaphore never holds more permits than it has.
 #[test]
 fn a_permit_grant_lost_with_its_client_is_not_replayed_by_its_request_id() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         for retry_in_same_turn in [false, true] {
             let case = format!("{flavor} retry_in_same_turn={retry_in_same_turn}");
             let key = format!("sem-{retry_in_same_turn}");

@@ -22,9 +22,7 @@ fn record(c: &mut Connection, key: &str, id: &str) -> Option<String> {
 
 #[test]
 fn a_retried_acquire_does_not_reenter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let acquire = ["RLOCK.ACQUIRE", "a", "o", "LEASE", "60000", "REQ", "r1"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}: retried");
@@ -63,9 +61,7 @@ fn a_retried_acquire_does_not_reenter() {
 
 #[test]
 fn a_retried_release_does_not_release_twice() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
         run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
         let undo = ["RLOCK.RELEASE", "r", "o", "REQ", "u1"];
@@ -87,9 +83,7 @@ fn a_retried_release_does_not_release_twice() {
 
 #[test]
 fn a_retried_renew_replies_the_same() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "n", "o", "LEASE", "1000"]);
         let renew = ["RLOCK.RENEW", "n", "o", "LEASE", "60000", "REQ", "n1"];
         assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
@@ -104,9 +98,7 @@ fn a_retried_renew_replies_the_same() {
 
 #[test]
 fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "c", "o", "REQ", "x"]);
         let before = keyspace(&mut c);
         for args in [
@@ -133,9 +125,7 @@ fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
 
 #[test]
 fn bad_request_ids_are_refused_and_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let long = "x".repeat(65);
         for (args, error) in [
             (
@@ -171,18 +161,12 @@ fn bad_request_ids_are_refused_and_change_nothing() {
 
 #[test]
 fn a_blocked_acquire_sent_twice_is_granted_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let acquire = ["RLOCK.ACQUIRE", "w", "o", "BLOCK", "10000", "REQ", "b1"];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "w", 1);
+        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("w", 1));
         // The client timed out and sent it again on a new connection.
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "w", 2);
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("w", 2));
         run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
@@ -216,9 +200,7 @@ fn records_replicate_and_answer_after_failover() {
 
 #[test]
 fn records_expire_with_the_lease() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let acquire = ["RLOCK.ACQUIRE", "e", "o", "LEASE", "100", "REQ", "e1"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1));
         std::thread::sleep(Duration::from_millis(250));
@@ -230,9 +212,7 @@ fn records_expire_with_the_lease() {
 
 #[test]
 fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "fw", "h", "FAIR"]);
         let acquire = [
             "RLOCK.ACQUIRE",
@@ -244,12 +224,8 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
             "REQ",
             "q1",
         ];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "fw", 1);
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "fw", 2);
+        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 2));
         run(&mut c, &["RLOCK.RELEASE", "fw", "h"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(
@@ -266,9 +242,7 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
 /// rather than report a hold that is gone.
 #[test]
 fn a_retry_after_the_hold_was_given_back_runs_again() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let acquire = ["RLOCK.ACQUIRE", "s", "o", "SESSION", "REQ", "s1"];
         let mut first = server.conn();
         assert_eq!(run(&mut first, &acquire), Value::Int(1));
@@ -314,17 +288,11 @@ fn a_retry_after_the_hold_was_given_back_runs_again() {
 /// waiting on a second connection got the reply, so the hold stays.
 #[test]
 fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
         let acquire = ["RLOCK.ACQUIRE", "g", "o", "BLOCK", "5000", "REQ", "g1"];
-        let mut first = Pending::new(&server);
-        first.send(&acquire);
-        wait_blocked(flavor, &mut c, "g", 1);
-        let mut second = Pending::new(&server);
-        second.send(&acquire);
-        wait_blocked(flavor, &mut c, "g", 2);
+        let first = Pending::blocked_on(&server, &mut c, &acquire, ("g", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("g", 2));
         let mut tx = redis::pipe();
         tx.cmd("RLOCK.RELEASE").arg("g").arg("h");
         tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
@@ -346,9 +314,7 @@ fn hget(c: &mut Connection, key: &str, field: &str) -> Option<String> {
 
 #[test]
 fn retries_on_a_read_write_lock_are_applied_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         // A write hold and a read hold by the same owner: each side has its records.
         let write = [
             "RLOCK.ACQUIRE",
@@ -415,12 +381,8 @@ fn retries_on_a_read_write_lock_are_applied_once() {
             "REQ",
             "b1",
         ];
-        let mut first = Pending::new(&server);
-        first.send(&blocked);
-        wait_blocked(flavor, &mut c, "rw", 1);
-        let mut second = Pending::new(&server);
-        second.send(&blocked);
-        wait_blocked(flavor, &mut c, "rw", 2);
+        let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 2));
         run(&mut c, &["RLOCK.RELEASE", "rw", "o", "WRITE"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");

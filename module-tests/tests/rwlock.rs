@@ -148,8 +148,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn readers_share_a_writer_excludes_and_the_layout_is_redissons() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&rw_channel("doc")]);
         let acquire = |con: &mut redis::Connection, owner: &str, mode: &str, lease: &str| {
@@ -231,8 +230,7 @@ fn readers_share_a_writer_excludes_and_the_layout_is_redissons() {
 
 #[test]
 fn the_writer_takes_read_holds_and_a_reader_never_waits_on_itself() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&rw_channel("cfg")]);
         assert_eq!(
@@ -295,8 +293,7 @@ fn the_writer_takes_read_holds_and_a_reader_never_waits_on_itself() {
 
 #[test]
 fn wrong_kind_and_colliding_owners_are_refused_and_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "o"]).expect("plain");
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "r", "READ"]).expect("read");
@@ -360,8 +357,7 @@ fn wrong_kind_and_colliding_owners_are_refused_and_change_nothing() {
 /// queued together are served together.
 #[test]
 fn blocked_clients_are_served_in_arrival_order_and_readers_together() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "q", "r1", "READ"]), ok(1));
         let writer =
@@ -399,8 +395,7 @@ fn blocked_clients_are_served_in_arrival_order_and_readers_together() {
 /// timer serves a blocked writer then, not whenever Redis's expiry gets to it.
 #[test]
 fn read_holds_lapse_and_a_blocked_writer_is_served_at_the_deadline() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let start = unix_ms_f64();
         call(
@@ -443,8 +438,7 @@ fn read_holds_lapse_and_a_blocked_writer_is_served_at_the_deadline() {
 
 #[test]
 fn session_holds_go_with_their_connection() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&rw_channel("s")]);
         let mut reader = server.conn();
@@ -495,8 +489,7 @@ fn session_holds_go_with_their_connection() {
 /// Redisson's scripts and these commands on one key, both ways.
 #[test]
 fn redisson_read_write_locks_and_the_module_exclude_and_share() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&rw_channel("mix")]);
         // A Redisson reader: a module reader joins, a module writer does not.
@@ -611,8 +604,7 @@ fn redisson_read_write_locks_and_the_module_exclude_and_share() {
 /// them unlocks (its `DEL`), not at a lease or a poll.
 #[test]
 fn a_blocked_writer_is_served_when_the_last_redisson_reader_unlocks() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         assert_eq!(
             redisson_read_lock(&mut con, "wr", "j:1", 100000),
@@ -646,8 +638,7 @@ fn a_blocked_writer_is_served_when_the_last_redisson_reader_unlocks() {
 /// `RLOCK.RENEW ... READ` renews every read hold of the owner as it does.
 #[test]
 fn read_holds_renew_by_redissons_task_and_by_renew() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         call(
             &mut con,
@@ -700,9 +691,7 @@ fn read_holds_renew_by_redissons_task_and_by_renew() {
 /// the reader believed it held).
 #[test]
 fn a_renewal_after_the_read_lease_ran_out_replies_0() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut con = server.conn();
+    for (flavor, _server, mut con) in servers() {
         let acquire = |con: &mut redis::Connection, owner: &str, lease: &str| {
             call(
                 con,
@@ -757,8 +746,7 @@ fn a_renewal_after_the_read_lease_ran_out_replies_0() {
 /// joining readers shares theirs.
 #[test]
 fn tokens_rise_from_free_and_joining_readers_share_them() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let token = |con: &mut redis::Connection, owner: &str, mode: &str| {
             call(con, &["RLOCK.ACQUIRE", "tk", owner, mode, "TOKEN"])
@@ -784,8 +772,7 @@ fn tokens_rise_from_free_and_joining_readers_share_them() {
 /// Inside MULTI, BLOCK is ignored: the call tries once.
 #[test]
 fn inside_multi_block_tries_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "mx", "w", "WRITE"]).unwrap();
         let got: Vec<Value> = redis::pipe()

@@ -159,8 +159,7 @@ fn fill(con: &mut redis::Connection) {
 
 #[test]
 fn a_full_iteration_finds_exactly_the_locks() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         fill(&mut con);
         let mut waiter = Pending::new(&server);
@@ -220,8 +219,7 @@ fn a_full_iteration_finds_exactly_the_locks() {
 
 #[test]
 fn match_and_type_filter() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         fill(&mut con);
         let keys = |found: BTreeMap<String, Entry>| found.into_keys().collect::<Vec<_>>();
@@ -246,8 +244,7 @@ fn match_and_type_filter() {
 
 #[test]
 fn an_empty_database_and_other_databases() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         assert_eq!(
             scan_once(&mut con, &["0"], false),
@@ -263,8 +260,7 @@ fn an_empty_database_and_other_databases() {
 
 #[test]
 fn bad_calls_are_refused_and_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         fill(&mut con);
         let before = keyspace(&mut con);
@@ -333,8 +329,7 @@ fn bad_calls_are_refused_and_change_nothing() {
 
 #[test]
 fn the_table_declares_a_keyless_read_only_command() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let Ok(Value::Array(info)) = call(&mut con, &["COMMAND", "INFO", "rlock.scan"]) else {
             panic!("{flavor}: COMMAND INFO");
@@ -359,23 +354,13 @@ fn the_table_declares_a_keyless_read_only_command() {
     }
 }
 
-fn user(
-    server: &Server,
-    admin: &mut redis::Connection,
-    name: &str,
-    rules: &[&str],
-) -> redis::Connection {
-    server.conn_as_user(admin, name, rules)
-}
-
 fn refused(reply: Result<Value, String>) -> bool {
     matches!(&reply, Err(e) if e.starts_with("NOPERM"))
 }
 
 #[test]
 fn a_reader_may_scan() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         ok(&mut admin, &["RLOCK.ACQUIRE", "orders", "admin"]);
         let categories = flavor == Flavor::Valkey || flavor.version() >= (7, 2, 0);
@@ -394,30 +379,26 @@ fn a_reader_may_scan() {
                 );
             }
             assert!(!cat(&mut admin, "write").iter().any(|c| c == "rlock.scan"));
-            let mut reader = user(&server, &mut admin, "reader", &["~*", "+@read"]);
+            let mut reader = server.conn_as_user(&mut admin, "reader", &["~*", "+@read"]);
             let (found, _) = scan_all(&mut reader, &[], false);
             assert!(found.contains_key("orders"), "{flavor}");
-            let mut writer = user(&server, &mut admin, "writer", &["~*", "+@all", "-@read"]);
+            let mut writer = server.conn_as_user(&mut admin, "writer", &["~*", "+@all", "-@read"]);
             assert!(
                 refused(call(&mut writer, &["RLOCK.SCAN", "0"])),
                 "{flavor}: -@read"
             );
         } else {
             // Redis 7.0: module commands sit in no category; rules name them.
-            let mut reader = user(&server, &mut admin, "reader", &["~*", "+@read"]);
+            let mut reader = server.conn_as_user(&mut admin, "reader", &["~*", "+@read"]);
             assert!(
                 refused(call(&mut reader, &["RLOCK.SCAN", "0"])),
                 "{flavor}: +@read"
             );
-            let mut named = user(&server, &mut admin, "named", &["~*", "+rlock.scan"]);
+            let mut named = server.conn_as_user(&mut admin, "named", &["~*", "+rlock.scan"]);
             let (found, _) = scan_all(&mut named, &[], false);
             assert!(found.contains_key("orders"), "{flavor}");
-            let mut denied = user(
-                &server,
-                &mut admin,
-                "denied",
-                &["~*", "+@all", "-rlock.scan"],
-            );
+            let mut denied =
+                server.conn_as_user(&mut admin, "denied", &["~*", "+@all", "-rlock.scan"]);
             assert!(refused(call(&mut denied, &["RLOCK.SCAN", "0"])), "{flavor}");
         }
     }
@@ -427,18 +408,17 @@ fn a_reader_may_scan() {
 /// sees only the locks its key patterns let it read.
 #[test]
 fn a_user_sees_only_the_locks_it_may_read() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         ok(&mut admin, &["RLOCK.ACQUIRE", "app:orders", "w1"]);
         ok(&mut admin, &["RLOCK.ACQUIRE", "billing:ledger", "w2"]);
         ok(&mut admin, &["RLOCK.ACQUIRE", "app:cart", "w3", "WRITE"]);
-        let mut app = user(&server, &mut admin, "app", &["~app:*", "+rlock.scan"]);
+        let mut app = server.conn_as_user(&mut admin, "app", &["~app:*", "+rlock.scan"]);
         let (found, _) = scan_all(&mut app, &[], false);
         let keys: Vec<&str> = found.keys().map(String::as_str).collect();
         assert_eq!(keys, ["app:cart", "app:orders"], "{flavor}");
         // Write-only patterns (7.0+: %W~) give no read.
-        let mut writer = user(&server, &mut admin, "w", &["%W~*", "+rlock.scan"]);
+        let mut writer = server.conn_as_user(&mut admin, "w", &["%W~*", "+rlock.scan"]);
         let (found, _) = scan_all(&mut writer, &[], false);
         assert!(found.is_empty(), "{flavor}: {found:?}");
         let (found, _) = scan_all(&mut admin, &[], false);

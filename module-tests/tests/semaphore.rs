@@ -35,9 +35,7 @@ fn get(c: &mut Connection, key: &str) -> Option<String> {
 
 #[test]
 fn permits_are_counted_as_redisson_counts_them() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&semaphore_channel("s")]);
         assert_eq!(run(&mut c, &["RSEM.AVAILABLE", "s"]), Value::Int(0));
         assert_eq!(
@@ -93,9 +91,7 @@ fn permits_are_counted_as_redisson_counts_them() {
 
 #[test]
 fn bad_calls_change_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
         run(&mut c, &["HSET", "h", "f", "1"]);
         run(&mut c, &["SET", "text", "abc"]);
@@ -155,9 +151,7 @@ fn bad_calls_change_nothing() {
 
 #[test]
 fn blocked_acquires_are_served_in_arrival_order() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut big = Pending::new(&server);
         big.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "10000"]);
@@ -191,9 +185,7 @@ fn blocked_acquires_are_served_in_arrival_order() {
 
 #[test]
 fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let channel = text(&semaphore_channel("s"));
         let mut waiter = Pending::new(&server);
         waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
@@ -230,9 +222,7 @@ fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
 
 #[test]
 fn a_grant_its_client_never_heard_goes_back() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut waiter = Pending::new(&server);
         waiter.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "0"]);
@@ -255,9 +245,7 @@ fn a_grant_its_client_never_heard_goes_back() {
 
 #[test]
 fn a_latch_opens_for_every_waiter_at_zero() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&latch_channel("l")]);
         assert_eq!(
             run(&mut c, &["RLATCH.AWAIT", "l"]),
@@ -296,9 +284,7 @@ fn a_latch_opens_for_every_waiter_at_zero() {
 
 #[test]
 fn redisson_counting_down_to_zero_releases_waiters_within_50_ms() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let channel = text(&latch_channel("l"));
         let set = [
             "EVAL",
@@ -367,9 +353,7 @@ fn a_replica_without_the_module_ends_identical() {
 
 #[test]
 fn retried_calls_with_req_are_applied_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
         let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2", "REQ", "a1"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");

@@ -94,8 +94,7 @@ fn check_latencies(flavor: Flavor, how: &str, mut late: Vec<f64>) {
 
 #[test]
 fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let late: Vec<f64> = (0..20)
             .map(|i| {
                 session_close_handoff(&server, &format!("fin{i}"), &mut |holder, _| {
@@ -110,8 +109,7 @@ fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
 
 #[test]
 fn client_kill_releases_the_session_hold() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let late: Vec<f64> = (0..20)
             .map(|i| {
                 session_close_handoff(&server, &format!("kill{i}"), &mut |holder, other| {
@@ -161,9 +159,7 @@ fn idle_timeout_releases_the_session_hold() {
 
 #[test]
 fn session_hold_granted_by_hand_off_ends_with_its_connection() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         run(&mut c, &["SELECT", "2"]);
         run(&mut c, &["RLOCK.ACQUIRE", "h", "first", "LEASE", "60000"]);
         let mut w1 = Pending::new(&server);
@@ -196,9 +192,7 @@ fn session_hold_granted_by_hand_off_ends_with_its_connection() {
 
 #[test]
 fn one_connection_many_session_holds_all_end() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut s = server.conn();
         for key in ["a1", "a2", "a3"] {
             run(&mut s, &["RLOCK.ACQUIRE", key, "o", "SESSION"]);
@@ -224,9 +218,7 @@ fn one_connection_many_session_holds_all_end() {
 /// whoever holds the key by then.
 #[test]
 fn closing_after_the_hold_ended_releases_nothing() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let cases: [(&str, &[&str]); 4] = [
             ("released", &["RLOCK.RELEASE", "k0", "o"]),
             ("deleted", &["DEL", "k1"]),
@@ -276,9 +268,7 @@ fn closing_after_the_hold_ended_releases_nothing() {
 /// SESSION inside MULTI and inside a script ties the hold to the calling connection.
 #[test]
 fn session_from_multi_and_script_ends_with_the_caller() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut s = server.conn();
         let r: Value = redis::pipe()
             .atomic()
@@ -343,9 +333,7 @@ fn used_memory(server: &Server) -> i64 {
 #[test]
 fn session_bookkeeping_returns_its_memory() {
     const HOLDS: usize = 150_000;
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut holder = server.conn();
         // Let the fresh connections' buffers settle before the baseline.
         std::thread::sleep(Duration::from_millis(300));

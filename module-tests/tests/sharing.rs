@@ -27,8 +27,7 @@ fn pipelined(con: &mut redis::Connection, commands: &[&[&str]]) -> Vec<Value> {
 
 #[test]
 fn a_lock_passed_to_a_blocked_client_is_not_announced() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&unlock_channel(b"door")]);
         assert_eq!(
@@ -66,8 +65,7 @@ fn a_lock_passed_to_a_blocked_client_is_not_announced() {
 /// gets it when the Redisson client unlocks.
 #[test]
 fn listening_redisson_clients_get_the_lock_once_per_round() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&unlock_channel(b"gate")]);
         assert_eq!(
@@ -127,8 +125,7 @@ fn listening_redisson_clients_get_the_lock_once_per_round() {
 /// A window nobody uses costs a few milliseconds: then the blocked client gets the lock.
 #[test]
 fn an_unused_window_ends_with_the_blocked_client_served() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut con = server.conn();
         let _listener = Subscriber::new(&server, &[&unlock_channel(b"idle")]);
         assert_eq!(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use rlock_module_tests::redis::Value;
-use rlock_module_tests::{call, flavors, Server};
+use rlock_module_tests::{call, servers};
 
 /// The workspace version in the root Cargo.toml, which the module crate takes.
 fn workspace_version() -> String {
@@ -98,9 +98,7 @@ fn pairs(v: &Value) -> Vec<(String, Value)> {
 fn module_list_and_info_give_the_crate_version() {
     let version = workspace_version();
     let (x, y, z) = parts(&version);
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let Ok(Value::Array(modules)) = call(&mut c, &["MODULE", "LIST"]) else {
             panic!("{flavor}: MODULE LIST");
         };
@@ -135,9 +133,7 @@ fn command_docs_since_matches_the_changelog() {
         "CHANGELOG.md has no section for {}",
         workspace_version()
     );
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         let Ok(Value::Array(list)) =
             call(&mut c, &["COMMAND", "LIST", "FILTERBY", "MODULE", "rlock"])
         else {

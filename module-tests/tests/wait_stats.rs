@@ -72,9 +72,7 @@ fn impose_wait(server: &Server, blocked: &[&str], free: &[&[&str]]) -> Value {
 
 #[test]
 fn every_family_gets_its_percentiles() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         assert!(
             latency(&server).is_empty(),
             "{flavor}: nothing before a wait"
@@ -161,9 +159,7 @@ fn every_family_gets_its_percentiles() {
 
 #[test]
 fn a_lease_that_runs_out_is_handed_off_from_its_deadline() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "a", "LEASE", "200"]);
         let waiting = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "k", "b", "BLOCK", "10000"]);
         assert_eq!(waiting.join().reply, Ok(Value::Int(1)), "{flavor}");
@@ -175,9 +171,7 @@ fn a_lease_that_runs_out_is_handed_off_from_its_deadline() {
 
 #[test]
 fn timeouts_and_cancels_are_counted() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "holder"]);
         assert_eq!(
             ok(&mut c, &["RLOCK.ACQUIRE", "k", "x", "BLOCK", "50"]),
@@ -269,9 +263,7 @@ fn text(entry: &HashMap<String, Value>, field: &str) -> String {
 
 #[test]
 fn top_shows_contention_now_and_in_the_window() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut c3 = server.conn_resp3();
         assert!(top(&mut c, &[], false).is_empty(), "{flavor}: nothing yet");
         ok(&mut c, &["RLOCK.ACQUIRE", "hot", "holder"]);
@@ -352,9 +344,7 @@ fn top_shows_contention_now_and_in_the_window() {
 
 #[test]
 fn resetstat_zeroes_counters_histograms_and_history() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "a"]);
         impose_wait(
             &server,
@@ -396,9 +386,7 @@ fn resetstat_zeroes_counters_histograms_and_history() {
 
 #[test]
 fn the_stats_window_follows_its_config() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let get = |c: &mut Connection| ok(c, &["CONFIG", "GET", "rlock.stats-window-ms"]);
         let pair = |v: &str| {
             Value::Array(vec![
@@ -435,8 +423,7 @@ fn the_stats_window_follows_its_config() {
 /// `RLOCK.RESETSTAT` `@admin` `@dangerous`; `@rlock` where the server has it.
 #[test]
 fn acl_categories_of_top_and_resetstat() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut admin = server.conn();
         let own = flavor == Flavor::Valkey || flavor.version() >= (7, 4, 0);
         let categories = flavor == Flavor::Valkey || flavor.version() >= (7, 2, 0);

@@ -120,9 +120,7 @@ fn check(
 
 #[test]
 fn every_kind_in_serving_order_in_resp2_and_resp3() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         let mut c3 = server.conn_resp3();
         // Locks: a plain waiter named and waiting forever, one with SESSION, a FAIR one, and
         // a multi-key one that stands in two lines.
@@ -333,9 +331,7 @@ fn every_kind_in_serving_order_in_resp2_and_resp3() {
 
 #[test]
 fn a_waiter_that_leaves_leaves_the_list() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, server, mut c) in servers() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k", "holder"]);
         let short = blocked(
             &server,
@@ -362,9 +358,7 @@ fn a_waiter_that_leaves_leaves_the_list() {
 
 #[test]
 fn a_wrong_call_is_refused() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, _server, mut c) in servers() {
         for args in [&["RLOCK.WAITERS"][..], &["RLOCK.WAITERS", "a", "b"]] {
             let error = call(&mut c, args).expect_err("wrong arity");
             assert!(

@@ -125,6 +125,20 @@ impl Pending {
         }
     }
 
+    /// A connection that sends `args`, once `RLOCK.INFO key` (read on `c`) counts `n`
+    /// blocked waiters: the call is waiting in the server.
+    pub fn blocked_on(
+        server: &Server,
+        c: &mut Connection,
+        args: &[&str],
+        (key, n): (&str, i64),
+    ) -> Pending {
+        let mut p = Pending::new(server);
+        p.send(args);
+        wait_blocked(server.flavor, c, key, n);
+        p
+    }
+
     /// Sends `args` without waiting for the reply.
     pub fn send(&mut self, args: &[&str]) {
         let mut cmd = redis::Cmd::new();
