@@ -32,7 +32,7 @@ run:
 # Python and Node suites, scripts/conformance); the cost check runs last and alone, since
 # callgrind's counts of time-driven work grow on a loaded machine. Each stream's output is
 # printed whole when it ends.
-TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node
+TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node monitoring
 test: test-prepare
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-workspace test-conformance
 	$(MAKE) --no-print-directory cost-check
@@ -152,7 +152,7 @@ bench-node:
 	cd clients/node && RLOCK_MODULE=$(RELEASE_MODULE) node bench/bench.mjs $(NODE_BENCH_ARGS)
 
 deps:
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node monitoring
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.
