@@ -10,9 +10,15 @@ PY_VENV := .venv
 
 .PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
 
+# The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
+CLI_MAX_BYTES := 10485760
 build:
 	scripts/deps.sh build
 	$(CARGO) build --release -p rlock -p rlock-cli
+	@size=$$(stat -c %s $(TARGET_DIR)/release/rlock); \
+	if [ "$$size" -gt $(CLI_MAX_BYTES) ]; then \
+		echo "make build: target/release/rlock is $$size bytes, over $(CLI_MAX_BYTES) (docs/CLI.md)" >&2; exit 1; fi; \
+	echo "rlock: $$size bytes"
 
 run:
 	scripts/deps.sh build redis
