@@ -8,7 +8,7 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
+.PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
 # The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
 CLI_MAX_BYTES := 10485760
@@ -164,6 +164,13 @@ deps:
 # restores them. Needs root; CI runs it.
 prove-setup:
 	scripts/prove-setup.sh
+
+# Builds docker/Dockerfile with buildah on stand-in base images (debootstrap, this machine's Rust
+# toolchain), runs the image's CMD and checks from the host that rlock answers; checks
+# docker/compose.yaml. Needs root and the network; about 5 to 10 minutes on 2 cores. CI runs it.
+docker-test:
+	scripts/deps.sh docker redis
+	scripts/docker-test.sh
 
 clean:
 	$(CARGO) clean

