@@ -764,7 +764,7 @@ impl Daemon {
                 child,
                 log: log.clone(),
             };
-            let deadline = Instant::now() + Duration::from_secs(30);
+            let deadline = Instant::now() + Duration::from_secs(60);
             while Instant::now() < deadline {
                 if daemon.child.try_wait().expect("try_wait").is_some() {
                     break;
@@ -1003,7 +1003,7 @@ fn the_real_exporter_and_prometheus_serve_the_kit() {
 
     // Three scrapes of every server with the module, so that rate() has points.
     let all: BTreeSet<String> = with_module.keys().cloned().collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let scraped = promql(
             &prometheus,
@@ -1074,7 +1074,7 @@ fn the_real_exporter_and_prometheus_serve_the_kit() {
     }
 
     // Every rule evaluates, healthy, and each rule's expression evaluates through the API.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let rule_names: BTreeSet<String> = rules().into_iter().map(|r| r.alert).collect();
     loop {
         let reply: serde_json::Value =
@@ -1106,7 +1106,7 @@ fn the_real_exporter_and_prometheus_serve_the_kit() {
     // The only alert: the collector failing, for each server without the module (pending for
     // its 5 minutes, then firing). The servers with the module are healthy: no alert.
     let want: BTreeSet<String> = without_module.keys().cloned().collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let reply: serde_json::Value =
             serde_json::from_str(&prometheus.get("/api/v1/alerts")).expect("alerts");
