@@ -167,7 +167,7 @@ prove-setup:
 
 # Builds docker/Dockerfile with buildah on stand-in base images (debootstrap, this machine's Rust
 # toolchain), runs the image's CMD and checks from the host that rlock answers; checks
-# docker/compose.yaml. Needs root and the network; about 5 to 10 minutes on 2 cores. CI runs it.
+# docker/compose.yaml. Needs root and the network; 3 minutes of CPU (README.md). CI runs it.
 docker-test:
 	scripts/deps.sh docker redis
 	scripts/docker-test.sh
