@@ -8,11 +8,17 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup clean
+.PHONY: build run test test-prepare test-workspace test-conformance test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
+# The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
+CLI_MAX_BYTES := 10485760
 build:
 	scripts/deps.sh build
 	$(CARGO) build --release -p rlock -p rlock-cli
+	@size=$$(stat -c %s $(TARGET_DIR)/release/rlock); \
+	if [ "$$size" -gt $(CLI_MAX_BYTES) ]; then \
+		echo "make build: target/release/rlock is $$size bytes, over $(CLI_MAX_BYTES) (docs/CLI.md)" >&2; exit 1; fi; \
+	echo "rlock: $$size bytes"
 
 run:
 	scripts/deps.sh build redis
@@ -32,7 +38,7 @@ run:
 # Python and Node suites, scripts/conformance); the cost check runs last and alone, since
 # callgrind's counts of time-driven work grow on a loaded machine. Each stream's output is
 # printed whole when it ends.
-TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node
+TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node monitoring
 test: test-prepare
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-workspace test-conformance
 	$(MAKE) --no-print-directory cost-check
@@ -152,12 +158,19 @@ bench-node:
 	cd clients/node && RLOCK_MODULE=$(RELEASE_MODULE) node bench/bench.mjs $(NODE_BENCH_ARGS)
 
 deps:
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node monitoring
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.
 prove-setup:
 	scripts/prove-setup.sh
+
+# Builds docker/Dockerfile with buildah on stand-in base images (debootstrap, this machine's Rust
+# toolchain), runs the image's CMD and checks from the host that rlock answers; checks
+# docker/compose.yaml. Needs root and the network; 3 minutes of CPU (README.md). CI runs it.
+docker-test:
+	scripts/deps.sh docker redis
+	scripts/docker-test.sh
 
 clean:
 	$(CARGO) clean

