@@ -145,8 +145,15 @@ async fn c15_a_grant_no_replica_acknowledges_is_released_and_refused() {
         let locks = Locks::builder(primary.client())
             .sync_replicas(1, Duration::from_millis(300))
             .build();
-        // Learn the replica while it answers; then it stops answering.
-        let g = locks.lock("warm").acquire().await.unwrap().unwrap();
+        // Learn the replica while it answers (a longer timeout here: a replica just attached
+        // on a loaded machine may take more than 300 ms); then it stops answering.
+        let g = locks
+            .lock("warm")
+            .sync_replicas(1, Duration::from_secs(5))
+            .acquire()
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(g.replicas_acked(), Some(1), "{flavor}");
         g.release().await.unwrap();
         let frozen = Frozen::new(&replica);
