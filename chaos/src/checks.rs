@@ -166,11 +166,14 @@ pub fn after_load(
         let module = info_field(&mut c, b"rlock", "rlock_allocated_bytes")?;
         let module_baseline = baseline_stats.get("rlock_allocated_bytes").copied();
         // The module's own code: back within 16 KB (its tables keep their largest
-        // capacity). The server: within 256 KB, what a peak of concurrency past the
-        // warm-up's leaves in its pools (docs/RELIABILITY.md). A leak per call or per
-        // hold, over tens of thousands of them, exceeds either.
+        // capacity). The server: within 512 KB, what a peak of concurrency past the
+        // warm-up's leaves in its pools: the semaphore, latch and read-write load of every
+        // phase raised the failovers phase's peaks to 175-290 KB over the warm baseline,
+        // all of it in MEMORY STATS' dataset.bytes while the module's own allocations stayed
+        // within 6 KB (docs/RELIABILITY.md, "Memory"). A leak per call or per hold, over tens
+        // of thousands of them, exceeds either.
         let module_back = module_baseline.map_or(true, |b| module <= b + (16 << 10));
-        if tracked == 0 && blocked == 0 && module_back && used <= baseline_memory + (256 << 10) {
+        if tracked == 0 && blocked == 0 && module_back && used <= baseline_memory + (512 << 10) {
             Ok(())
         } else {
             let moved = memory_stats_diff(baseline_stats, &memory_stats(&mut c)?);
