@@ -24,6 +24,8 @@ class TimeoutError extends RlockError {}
 
 /** A call given up on (cancelled or past its deadline) after the server may have granted it: what to give back. */
 export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
+/** After a wait given up without its reply read: finds a grant that still stands and releases it. */
+export type Recover = () => Promise<void>;
 
 interface Dedicated {
   conn: Conn;
@@ -221,10 +223,12 @@ export class Core {
    * call, the server ends it: `CLIENT KILL ID` from the shared connection while this one
    * still reads. A grant the server wrote before the kill is read here and `orphaned` gives
    * it back; one not yet written when the connection went, the server gives back itself.
+   * One written but never sent (the grant and the kill in one server turn: the server
+   * counts it delivered) is found by `recover` and released.
    * Closing the socket from this side instead could lose the first kind: the server would
    * count it delivered, and the hold would stay for its whole lease, held by nobody.
    */
-  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean, recover?: Recover): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
     signal?.throwIfAborted();
     const key = keyOf(cmds[0]!);
     let node = await this.topology.nodeFor(key, this);
@@ -253,7 +257,7 @@ export class Core {
       // The slot moved: the server ran nothing. Sent once more where it went.
       this.giveBack(d);
       await this.topology.refresh(this);
-      return this.blocking(cmds, waitMs, signal, orphaned, pinIf);
+      return this.blocking(cmds, waitMs, signal, orphaned, pinIf, recover);
     }
     if ("r" in first) {
       if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
@@ -276,7 +280,26 @@ export class Core {
     if (!killed) this.drop(d);
     const after = await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
     this.drop(d);
-    if (after) await orphaned(after).catch(() => {});
+    // The first reply read (a grant, null, or the server's error): `orphaned` gives back a grant.
+    // Not read (the connection went first): a grant may still stand. The server wrote it into the
+    // connection's buffer in the turn it ran RLOCK.RELEASE, and CLIENT KILL in that same turn
+    // dropped the buffer unsent (one packet on the shared connection carries both), so the module
+    // counted it delivered. `recover` finds and releases it (the same REQ id, no BLOCK).
+    const x = after?.[0];
+    const read = after !== null && !(x instanceof Error && !isServerError(x) && !(x instanceof RlockError));
+    if (read) {
+      try {
+        await orphaned(after!);
+      } catch {
+        // The give-back failed (a broken connection after its one resend): look again.
+        await recover?.().catch(() => {});
+      }
+    } else if (recover) {
+      // Closed from this side (no CLIENT KILL): let the server drop the connection first,
+      // so the wait cannot be granted after the look.
+      if (!killed) await new Promise((r) => setTimeout(r, 200));
+      await recover().catch(() => {});
+    }
     throw first.reason;
   }
 

@@ -218,7 +218,17 @@ export class Lock {
       // One round trip on the shared connection; resent with the same REQ id if it broke.
       replies = await this.shared(cmds(0));
     } else {
-      ({ replies, unpin } = await this.dedicated(cmds, wait, signal, sent, s.session));
+      // A wait given up without its reply read: a grant may still stand (the module counted it
+      // delivered). The wait has ended in the server, so none is made after this look. Held by
+      // this owner: the same acquire, same REQ id, no BLOCK/FAIR/SESSION, replays it while it
+      // stands (nothing more is taken; else it is one try) and a hold it replies is released.
+      const recover = async () => {
+        const held = await core.call(["HGET", this.key, command.field(this.owner, this.side)]);
+        if (held === null) return;
+        const r = await core.callOnce(command.acquire({ key: this.key, owner: this.owner, side: this.side, lease, wait: 0, fair: false, fenced: s.fenced, session: false, req }));
+        if (command.parseAcquire(r) !== null) await releaseHold(core, this.key, this.owner, this.side);
+      };
+      ({ replies, unpin } = await this.dedicated(cmds, wait, signal, sent, s.session, recover));
     }
     let granted: number | null;
     try {
@@ -267,7 +277,7 @@ export class Lock {
     }
   }
 
-  private async dedicated(cmds: (w: number) => string[][], wait: number, signal: AbortSignal | undefined, started: number, session: boolean): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+  private async dedicated(cmds: (w: number) => string[][], wait: number, signal: AbortSignal | undefined, started: number, session: boolean, recover: () => Promise<void>): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
     const orphaned = async (replies: Array<Reply | Error>) => {
       const r = replies[0];
       if (r !== null && !(r instanceof Error)) await releaseHold(this.core, this.key, this.owner, this.side);
@@ -276,7 +286,7 @@ export class Lock {
     for (;;) {
       const left = wait === Infinity ? Infinity : Math.max(0, wait - (Date.now() - started));
       const w = first ? wait : left === 0 ? 0 : Math.max(1, Math.ceil(left));
-      const out = await this.core.blocking(cmds(w), w, signal, orphaned, session ? (r) => r[0] !== null && !(r[0] instanceof Error) : undefined);
+      const out = await this.core.blocking(cmds(w), w, signal, orphaned, session ? (r) => r[0] !== null && !(r[0] instanceof Error) : undefined, recover);
       const broke = out.replies[0] instanceof Error && !(out.replies[0] instanceof RlockError);
       if (!broke || !first) return out;
       // The connection broke before the reply: once more, same REQ id, the wait that is left.
