@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{holders, Server};
+use common::{holders, Frozen, Server};
 use rlock_client::{redis, Error, Locks};
 
 fn wait_calls(server: &Server) -> u64 {
@@ -42,30 +42,6 @@ fn replica_of(primary: &Server) -> Server {
     });
     assert!(online, "{}: the replica never came online", primary.flavor);
     replica
-}
-
-/// Freezes a server process (`SIGSTOP`) until dropped.
-struct Frozen(String);
-
-impl Frozen {
-    fn new(server: &Server) -> Frozen {
-        let pid = server.info("server")["process_id"].clone();
-        let ok = std::process::Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-        Frozen(pid)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-CONT", &self.0])
-            .status();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{holders, raw, servers, Server};
+use common::{holders, raw, servers, Frozen, Server};
 use rlock_client::{Error, Leader, LeaderChanges, Leadership, Locks, ObserveMode};
 use rlock_module_tests::redis::Value;
 use tokio::time::Instant;
@@ -488,30 +488,6 @@ async fn values_are_checked_and_unique() {
         assert!(!a.is_lost());
         a.resign().await.unwrap();
         assert!(holders(&server, "unique").is_empty(), "{flavor}");
-    }
-}
-
-/// Freezes a server process (`SIGSTOP`) until dropped.
-struct Frozen(String);
-
-impl Frozen {
-    fn new(server: &Server) -> Frozen {
-        let pid = server.info("server")["process_id"].clone();
-        let ok = std::process::Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-        Frozen(pid)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-CONT", &self.0])
-            .status();
     }
 }
 

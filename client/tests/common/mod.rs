@@ -52,3 +52,28 @@ pub async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bo
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Freezes a server process (`SIGSTOP`) until dropped: a hung primary, or a replica that stops
+/// answering.
+pub struct Frozen(String);
+
+impl Frozen {
+    pub fn new(server: &Server) -> Frozen {
+        let pid = server.info("server")["process_id"].clone();
+        let ok = std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
