@@ -4,6 +4,8 @@ import sys
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 sys.path.insert(0, os.path.dirname(__file__))
 from servers import Server, flavors  # noqa: E402
@@ -29,7 +31,9 @@ def server(flavor):
 
 @pytest.fixture
 def r(server):
-    c = redis.Redis(port=server.port, socket_timeout=10)
+    # Retries off: this connection kills clients, and redis-py 6+ would resend a command
+    # after a timeout.
+    c = redis.Redis(port=server.port, socket_timeout=10, retry=Retry(NoBackoff(), 0))
     yield c
     c.close()
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 REPO = Path(__file__).resolve().parents[3]
 FLAVORS = ("redis", "redis8", "valkey")
@@ -159,6 +161,8 @@ class Server:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def client(self, **kw) -> redis.Redis:
+        # Retries off unless asked for: redis-py 6+ resends a command after a timeout.
+        kw.setdefault("retry", Retry(NoBackoff(), 0))
         return redis.Redis(port=self.port, **kw)
 
     def kill(self) -> None:
