@@ -397,3 +397,97 @@ fn retries_on_a_read_write_lock_are_applied_once() {
         );
     }
 }
+
+/// The first waiter is granted and killed in the same turn (the release and `CLIENT KILL`
+/// in one packet): the server frees the connection before its reply goes out, so what it
+/// was given goes to the next waiter, for a lock (with its `REQ` record: the request sent
+/// again is not told it holds), a semaphore's permit, a leased permit and a multi-key call.
+#[test]
+fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
+    for (flavor, server, mut c) in servers() {
+        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
+        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
+        run(&mut c, &["RSEM.ACQUIRE", "s"]);
+        run(&mut c, &["RSEM.TRYSETPERMITS", "l", "1"]);
+        let leased = match run(&mut c, &["RSEM.LEASE", "l", "LEASE", "60000"]) {
+            Value::Array(ids) => reply_text(&ids[0]),
+            other => panic!("{flavor}: RSEM.LEASE replied {other:?}"),
+        };
+        run(&mut c, &["RLOCK.ACQUIRE", "{m}1", "h"]);
+        let families: [(&str, [&str; 2], Vec<&str>); 4] = [
+            (
+                "g",
+                ["RLOCK.RELEASE", "g h"],
+                vec![
+                    "RLOCK.ACQUIRE",
+                    "g",
+                    "OWNER",
+                    "BLOCK",
+                    "5000",
+                    "LEASE",
+                    "30000",
+                    "REQ",
+                    "OWNER",
+                ],
+            ),
+            (
+                "s",
+                ["RSEM.RELEASE", "s"],
+                vec!["RSEM.ACQUIRE", "s", "BLOCK", "5000"],
+            ),
+            (
+                "l",
+                ["RSEM.RETURN", &format!("l {leased}")],
+                vec!["RSEM.LEASE", "l", "LEASE", "60000", "BLOCK", "5000"],
+            ),
+            (
+                "{m}1",
+                ["RLOCK.RELEASE", "{m}1 h"],
+                vec![
+                    "RLOCK.MACQUIRE",
+                    "OWNER",
+                    "2",
+                    "{m}1",
+                    "{m}2",
+                    "BLOCK",
+                    "5000",
+                ],
+            ),
+        ];
+        for (key, [verb, rest], wait) in families {
+            let with_owner = |owner: &'static str| -> Vec<&str> {
+                wait.iter()
+                    .map(|a| if *a == "OWNER" { owner } else { *a })
+                    .collect()
+            };
+            let mut first = Pending::new(&server);
+            first.send(&with_owner("o"));
+            wait_total_blocked(&server, 1);
+            let mut second = Pending::new(&server);
+            second.send(&with_owner("p"));
+            wait_total_blocked(&server, 2);
+            let mut tx = redis::pipe();
+            tx.cmd(verb);
+            for a in rest.split(' ') {
+                tx.arg(a);
+            }
+            tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+            let _: Vec<Value> = tx.query(&mut c).expect("pipeline");
+            let got = second.reply();
+            assert!(
+                matches!(got, Ok(Value::Int(1 | 2)) | Ok(Value::Array(_))),
+                "{flavor} {key}: the second waiter got {got:?}"
+            );
+        }
+        assert_eq!(holders(&mut c, "g"), held_by("p", 1), "{flavor}");
+        // The killed waiter's request, sent again, is not told it holds the lock.
+        let resend = ["RLOCK.ACQUIRE", "g", "o", "LEASE", "30000", "REQ", "o"];
+        assert_eq!(run(&mut c, &resend), Value::Nil, "{flavor}: resent");
+        assert_eq!(
+            run(&mut c, &["RSEM.AVAILABLE", "s"]),
+            Value::Int(0),
+            "{flavor}"
+        );
+        assert_eq!(holders(&mut c, "{m}2"), held_by("p", 1), "{flavor}");
+    }
+}
