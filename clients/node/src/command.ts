@@ -58,6 +58,12 @@ export function requestId(): string {
   return randomBytes(16).toString("hex");
 }
 
+/** Whether a `CLIENT LIST` line shows its connection blocked (`flags` with `b`) in `cmd` (lower case, as the server shows it). */
+export function blockedIn(line: string, cmd: string): boolean {
+  const fields = new Map(line.trim().split(/\s+/).map((f) => [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)] as const));
+  return (fields.get("flags") ?? "").includes("b") && fields.get("cmd") === cmd;
+}
+
 /** `BLOCK ms` for a wait: none for 0, `BLOCK 0` for Infinity. */
 export function blockArgs(wait: number): string[] {
   if (wait === 0) return [];

@@ -27,6 +27,22 @@ export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
 /** After a wait given up without its reply read: finds a grant that still stands and releases it. */
 export type Recover = () => Promise<void>;
 
+/**
+ * The `recover` of a call that carries a `REQ` id: `once` is that call with the same id and
+ * no `BLOCK` (nor `FAIR` or `SESSION`). The wait has ended in the server, so no grant comes
+ * after this. While the grant stands the server replays its reply and takes nothing more;
+ * if there was none (or the server gave it back), `once` runs as a single try. Either way
+ * what the reply says was granted is what this call holds: `giveBack` returns exactly that.
+ * `worthLooking`, when given, is asked first (a lock: does its owner hold it at all?).
+ */
+export function resending(core: Core, once: string[], giveBack: (granted: Reply) => Promise<void>, worthLooking?: () => Promise<boolean>): Recover {
+  return async () => {
+    if (worthLooking && !(await worthLooking())) return;
+    const r = await core.callOnce(once);
+    if (r !== null) await giveBack(r);
+  };
+}
+
 interface Dedicated {
   conn: Conn;
   id: number;
@@ -222,13 +238,22 @@ export class Core {
    * Given up (the signal aborts, or the deadline passes) while the server may hold the
    * call, the server ends it: `CLIENT KILL ID` from the shared connection while this one
    * still reads. A grant the server wrote before the kill is read here and `orphaned` gives
-   * it back; one not yet written when the connection went, the server gives back itself.
-   * One written but never sent (the grant and the kill in one server turn: the server
-   * counts it delivered) is found by `recover` and released.
+   * it back. A blocked call granted in the very turn of the kill (its reply not yet written)
+   * the module gives back itself. What neither covers is a call granted at once, without
+   * blocking (what it waits for came free before it arrived): its reply sits in the
+   * connection's output buffer until the server's next write phase, and a `CLIENT KILL` read
+   * in the same event-loop pass frees the connection with that buffer unsent. The module
+   * answered a command, not a blocked client, so nothing gives it back; this side sees the
+   * connection end with no reply (a FIN, no data). `recover` finds that grant afterwards
+   * (the call resent with its `REQ` id, see `resending`). A call that has no `REQ` id
+   * (`RLOCK.MACQUIRE`) names itself in `killOnlyBlocked` (as `CLIENT LIST` shows it): the
+   * kill is sent only once `CLIENT LIST ID` shows the connection blocked in that command, so
+   * a grant made at once is read here first (the reply to the look is written in the same
+   * write phase as anything already granted on this connection).
    * Closing the socket from this side instead could lose the first kind: the server would
    * count it delivered, and the hold would stay for its whole lease, held by nobody.
    */
-  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean, recover?: Recover): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean, recover?: Recover, killOnlyBlocked?: string): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
     signal?.throwIfAborted();
     const key = keyOf(cmds[0]!);
     let node = await this.topology.nodeFor(key, this);
@@ -257,7 +282,7 @@ export class Core {
       // The slot moved: the server ran nothing. Sent once more where it went.
       this.giveBack(d);
       await this.topology.refresh(this);
-      return this.blocking(cmds, waitMs, signal, orphaned, pinIf, recover);
+      return this.blocking(cmds, waitMs, signal, orphaned, pinIf, recover, killOnlyBlocked);
     }
     if ("r" in first) {
       if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
@@ -268,23 +293,28 @@ export class Core {
       } else this.giveBack(d);
       return { replies: first.r };
     }
-    // Given up: have the server end the call, read what it wrote, give back a grant.
-    let killed = false;
-    try {
-      await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
-      killed = true;
-    } catch (e) {
-      // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
-      killed = !(e instanceof RlockError && e.code === "NOPERM");
+    // Given up: have the server end the call, read what it wrote, give back a grant. A call
+    // that cannot be recovered is looked at first: answered already, it needs no kill.
+    const early = killOnlyBlocked === undefined ? null : await this.untilBlocked(d.id, killOnlyBlocked, key, replies);
+    let killed = early !== null;
+    if (!early) {
+      try {
+        await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
+        killed = true;
+      } catch (e) {
+        // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
+        killed = !(e instanceof RlockError && e.code === "NOPERM");
+      }
+      if (!killed) this.drop(d);
     }
-    if (!killed) this.drop(d);
-    const after = await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
+    const after = early ?? (await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]));
     this.drop(d);
     // The first reply read (a grant, null, or the server's error): `orphaned` gives back a grant.
-    // Not read (the connection went first): a grant may still stand. The server wrote it into the
-    // connection's buffer in the turn it ran RLOCK.RELEASE, and CLIENT KILL in that same turn
-    // dropped the buffer unsent (one packet on the shared connection carries both), so the module
-    // counted it delivered. `recover` finds and releases it (the same REQ id, no BLOCK).
+    // Not read (the connection ended with no reply, or nothing came within 3 s): a grant may still
+    // stand. Mostly one made at once: the call reached the server in the same event-loop pass as
+    // CLIENT KILL (on the shared connection), after what it waits for had come free; its reply was
+    // in the output buffer, which the kill freed unsent (Redis writes replies after the pass).
+    // `recover` finds and releases it (the same REQ id, no BLOCK).
     const x = after?.[0];
     const read = after !== null && !(x instanceof Error && !isServerError(x) && !(x instanceof RlockError));
     if (read) {
@@ -301,6 +331,31 @@ export class Core {
       await recover().catch(() => {});
     }
     throw first.reason;
+  }
+
+  /**
+   * Before the kill of a call that cannot be recovered: waits (up to 3 s) until `CLIENT LIST ID`
+   * shows connection `id` blocked in `cmd`, and returns null; or returns the replies if they
+   * come first (the call was answered without blocking). A refused or failed look: null.
+   */
+  private async untilBlocked(id: number, cmd: string, key: string | undefined, replies: Promise<Array<Reply | Error>>): Promise<Array<Reply | Error> | null> {
+    let answered: Array<Reply | Error> | null = null;
+    void replies.then((r) => (answered = r));
+    const end = Date.now() + 3000;
+    while (Date.now() < end) {
+      let line: string;
+      try {
+        line = String((await this.call(["CLIENT", "LIST", "ID", String(id)], this.options.responseTimeout, key)) ?? "");
+      } catch {
+        return answered;
+      }
+      if (answered) return answered;
+      if (command.blockedIn(line, cmd)) return null;
+      if (line.trim() === "") return null; // gone already
+      await Promise.race([replies, new Promise((r) => setTimeout(r, 20))]);
+      if (answered) return answered;
+    }
+    return answered;
   }
 
   /** Replicas attached to the server that serves `key` (`INFO replication`), read at most once a second. */

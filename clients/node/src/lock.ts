@@ -1,7 +1,7 @@
 // Lock handles (reentrant and read-write sides) and the Hold a successful acquire returns.
 import * as command from "./command.js";
 import type { Reply, Side } from "./command.js";
-import type { Core } from "./core.js";
+import { resending, type Core } from "./core.js";
 import { LockLostError, NotAcknowledgedError, NotAcquiredError, NotHeldError, RlockError } from "./errors.js";
 import type { Entry } from "./watchdog.js";
 
@@ -218,16 +218,13 @@ export class Lock {
       // One round trip on the shared connection; resent with the same REQ id if it broke.
       replies = await this.shared(cmds(0));
     } else {
-      // A wait given up without its reply read: a grant may still stand (the module counted it
-      // delivered). The wait has ended in the server, so none is made after this look. Held by
-      // this owner: the same acquire, same REQ id, no BLOCK/FAIR/SESSION, replays it while it
-      // stands (nothing more is taken; else it is one try) and a hold it replies is released.
-      const recover = async () => {
-        const held = await core.call(["HGET", this.key, command.field(this.owner, this.side)]);
-        if (held === null) return;
-        const r = await core.callOnce(command.acquire({ key: this.key, owner: this.owner, side: this.side, lease, wait: 0, fair: false, fenced: s.fenced, session: false, req }));
+      // A wait given up without its reply read: a grant may still stand (see Core.blocking).
+      // Only if this owner holds the lock: the same acquire, same REQ id, no BLOCK/FAIR/SESSION,
+      // and the hold it replies is released.
+      const once = command.acquire({ key: this.key, owner: this.owner, side: this.side, lease, wait: 0, fair: false, fenced: s.fenced, session: false, req });
+      const recover = resending(core, once, async (r) => {
         if (command.parseAcquire(r) !== null) await releaseHold(core, this.key, this.owner, this.side);
-      };
+      }, async () => (await core.call(["HGET", this.key, command.field(this.owner, this.side)])) !== null);
       ({ replies, unpin } = await this.dedicated(cmds, wait, signal, sent, s.session, recover));
     }
     let granted: number | null;

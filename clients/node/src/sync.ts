@@ -1,7 +1,7 @@
 // The other synchronizers: multi-key locks, semaphores, leased permits, latches, elections.
 import * as command from "./command.js";
 import type { Reply } from "./command.js";
-import type { Core } from "./core.js";
+import { resending, type Core, type Recover } from "./core.js";
 import { NotHeldError, RlockError } from "./errors.js";
 import { checkSignal, Lock, releaseHold, runHolding, settings, type AcquireOptions, type Hold } from "./lock.js";
 import type { Entry } from "./watchdog.js";
@@ -11,13 +11,18 @@ function replyOf(x: Reply | Error | undefined): Reply {
   return x ?? null;
 }
 
-/** Sends `cmd` that may wait `wait` ms: on the shared connection when it does not, else on a dedicated one (see Core.blocking). */
-async function maybeBlocking(core: Core, cmd: string[], wait: number, signal: AbortSignal | undefined, giveBack: (r: Reply) => Promise<void>, resend: boolean): Promise<Reply> {
+/**
+ * Sends `cmd` that may wait `wait` ms: on the shared connection when it does not, else on a
+ * dedicated one (see Core.blocking). Given up, a grant read is handed to `giveBack`; one not
+ * read is found by `recover` (a call with a `REQ` id: `resending`), or, for a call without one,
+ * never lost: `killOnlyBlocked` names it as `CLIENT LIST` does.
+ */
+async function maybeBlocking(core: Core, cmd: string[], wait: number, signal: AbortSignal | undefined, giveBack: (r: Reply) => Promise<void>, resend: boolean, recover?: Recover, killOnlyBlocked?: string): Promise<Reply> {
   if (wait === 0) return resend ? core.callOnce(cmd) : core.call(cmd);
   const { replies } = await core.blocking([cmd], wait, signal, async (r) => {
     const x = r[0];
     if (x !== null && x !== undefined && !(x instanceof Error)) await giveBack(x);
-  });
+  }, undefined, recover, killOnlyBlocked);
   return replyOf(replies[0]);
 }
 
@@ -107,10 +112,12 @@ export class MultiLock {
     const cmd = ["RLOCK.MACQUIRE", this.owner, String(this.keys.length), ...this.keys, "LEASE", String(lease), ...command.blockArgs(wait)];
     if (this.session) cmd.push("SESSION");
     const sent = Date.now();
-    // No REQ on MACQUIRE (the server refuses it): never resent.
+    // No REQ on MACQUIRE (the server refuses it): never resent, so nothing could find a grant
+    // whose reply was lost. Given up, the call is ended only once the server shows it blocked
+    // (a grant made at once is read first and given back).
     const r = await maybeBlocking(core, cmd, wait, signal, async () => {
       await core.call(["RLOCK.MRELEASE", this.owner, String(this.keys.length), ...this.keys]);
-    }, false);
+    }, false, undefined, "rlock.macquire");
     if (r === null) return null;
     const basis = wait === 0 ? sent : Date.now();
     const entries = this.keys.map((key) => core.watchdog.register({ key, owner: this.owner, side: undefined, permit: false }, lease, this.lease === undefined, basis));
@@ -181,14 +188,21 @@ export class Semaphore {
   /** Takes `permits` (default 1), waiting up to `wait` ms; null when not enough came in time. */
   async acquire(options?: PermitOptions): Promise<Permits | null> {
     const o = permitOptions(options);
-    const cmd = ["RSEM.ACQUIRE", this.key, "PERMITS", String(o.permits), ...command.blockArgs(o.wait), "REQ", command.requestId()];
-    const r = await maybeBlocking(this.core, cmd, o.wait, o.signal, async () => void (await this.release(o.permits)), true);
+    const req = command.requestId();
+    const cmd = (wait: number) => ["RSEM.ACQUIRE", this.key, "PERMITS", String(o.permits), ...command.blockArgs(wait), "REQ", req];
+    // A grant given back once: the give-back has one REQ id, whether a read grant's or one `recover` found.
+    const back = command.requestId();
+    const giveBack = async () => void (await this.releaseWith(o.permits, back));
+    const r = await maybeBlocking(this.core, cmd(o.wait), o.wait, o.signal, giveBack, true, resending(this.core, cmd(0), giveBack));
     return r === null ? null : new Permits(this, o.permits);
   }
   /** Gives `n` permits back (anyone may, as in Redisson): the permits now available. */
   async release(n = 1): Promise<number> {
     command.checkCount(n, "permits", 1);
-    return command.asInt(await this.core.callOnce(["RSEM.RELEASE", this.key, "PERMITS", String(n), "REQ", command.requestId()]), "RSEM.RELEASE");
+    return this.releaseWith(n, command.requestId());
+  }
+  private async releaseWith(n: number, req: string): Promise<number> {
+    return command.asInt(await this.core.callOnce(["RSEM.RELEASE", this.key, "PERMITS", String(n), "REQ", req]), "RSEM.RELEASE");
   }
 }
 
@@ -261,11 +275,14 @@ export class PermitSemaphore {
     const o = permitOptions({ ...(options?.permits !== undefined ? { permits: options.permits } : {}), ...(options?.wait !== undefined ? { wait: options.wait } : {}), ...(options?.signal ? { signal: options.signal } : {}) });
     const fixed = options?.lease === undefined ? undefined : command.checkLease(options.lease);
     const lease = fixed ?? this.core.options.watchdogLease;
-    const cmd = ["RSEM.LEASE", this.key, "LEASE", String(lease), "PERMITS", String(o.permits), ...command.blockArgs(o.wait), "REQ", command.requestId()];
+    const req = command.requestId();
+    const cmd = (wait: number) => ["RSEM.LEASE", this.key, "LEASE", String(lease), "PERMITS", String(o.permits), ...command.blockArgs(wait), "REQ", req];
     const sent = Date.now();
-    const r = await maybeBlocking(this.core, cmd, o.wait, o.signal, async (ids) => {
+    // The permits a reply names are returned by id (returning one twice changes nothing).
+    const giveBack = async (ids: Reply) => {
       if (Array.isArray(ids)) for (const id of ids) await this.release(String(id));
-    }, true);
+    };
+    const r = await maybeBlocking(this.core, cmd(o.wait), o.wait, o.signal, giveBack, true, resending(this.core, cmd(0), giveBack));
     if (r === null) return null;
     if (!Array.isArray(r)) throw new RlockError(`RSEM.LEASE replied ${JSON.stringify(r)}`);
     const basis = o.wait === 0 ? sent : Date.now();

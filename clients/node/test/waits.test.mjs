@@ -131,6 +131,90 @@ for (const flavor of flavors()) {
         assert.ok(aborted > 0, "some waits were cancelled");
       });
 
+      // Waits given up at the moment of their grant, in each family: the holder's release and
+      // the abort close together in either order; and, every third round, the grant made at once
+      // as CLIENT KILL arrives. For that one the server is paused (DEBUG SLEEP) while the wait,
+      // on a pooled connection, sends its call with what it waits for already free, and the abort
+      // sends the kill: the server reads both in one pass, grants at once (the reply waits in the
+      // connection's buffer for the pass to end) and then frees the connection, reply unsent.
+      // Afterwards nothing is held: every permit is available, every lock free, no waiter left.
+      for (const family of ["lock", "multi-key", "semaphore", "permit lease"]) {
+        test(`[${driver}] C06 40 ${family} waits cancelled by AbortSignal around grants, some granted at once as the kill arrives, leave nothing held (${flavor})`, async () => {
+          const locks = server.locks(driver);
+          const k = key(`c06-${family.replace(" ", "-")}`);
+          let take, wait, free, waiters;
+          if (family === "lock" || family === "multi-key") {
+            const [a, b] = [`{${k}}a`, `{${k}}b`];
+            take = async () => {
+              const h = await locks.lock(a).acquire();
+              return () => h.release();
+            };
+            wait = family === "lock" ? (signal) => locks.lock(a, { wait: 10_000 }).acquire({ signal }) : (signal) => locks.multi([a, b], { wait: 10_000 }).acquire({ signal });
+            free = async () => (await admin.call("EXISTS", a, b)) === 0;
+            waiters = async () => (await admin.call("RLOCK.WAITERS", a)).length + (await admin.call("RLOCK.WAITERS", b)).length;
+          } else {
+            const sem = family === "semaphore" ? locks.semaphore(k) : locks.permitSemaphore(k);
+            assert.ok(await sem.trySetPermits(1));
+            take = async () => {
+              const p = await sem.acquire();
+              return () => p.release();
+            };
+            wait = (signal) => sem.acquire({ wait: 10_000, signal });
+            free = async () => (await sem.available()) === 1 && (family === "semaphore" || (await admin.call("ZCARD", `{${k}}:timeout`)) === 0);
+            waiters = async () => (await admin.call("RLOCK.WAITERS", k)).length;
+          }
+          let granted = 0;
+          let aborted = 0;
+          for (let i = 0; i < 40; i++) {
+            const release = await take();
+            const ac = new AbortController();
+            const atOnce = i % 3 === 2;
+            if (atOnce) {
+              await release();
+              // A pooled connection (a wait granted at once gives its connection back), then the pause.
+              const warm = await wait(undefined);
+              assert.ok(warm, `round ${i}: granted at once`);
+              await warm.release();
+              void admin.call("DEBUG", "SLEEP", "0.1");
+              await sleep(5);
+            }
+            const waiting = wait(ac.signal).then(
+              async (h) => {
+                assert.ok(h, `round ${i}: a wait that ended with nothing`);
+                granted++;
+                await h.release();
+              },
+              (e) => {
+                assert.equal(e.name, "AbortError", String(e));
+                aborted++;
+              },
+            );
+            if (atOnce) {
+              await sleep(10);
+              ac.abort();
+            } else {
+              await sleep(Math.random() * 3);
+              const gap = Math.random() * 2;
+              if (i % 3 === 0) {
+                void release();
+                if (gap > 1) await sleep(gap - 1);
+                else await new Promise((r) => setImmediate(r));
+                ac.abort();
+              } else {
+                ac.abort();
+                if (gap > 1) await sleep(gap - 1);
+                await release();
+              }
+            }
+            await waiting;
+            assert.ok(await until(free, 2000, 5), `round ${i}${atOnce ? " (granted at once as the kill came)" : ""}: still held after the wait was given up`);
+          }
+          assert.equal(await waiters(), 0, "no waiter is left");
+          assert.equal(granted + aborted, 40);
+          assert.ok(aborted > 0, "some waits were cancelled");
+        });
+      }
+
       test(`[${driver}] C06 an abort before the grant ends the wait at once and leaves no waiter (${flavor})`, async () => {
         const locks = server.locks(driver);
         const k = key("c06b");
