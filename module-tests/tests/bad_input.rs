@@ -424,8 +424,7 @@ fn lock_cycle(server: &mut Server, key: &[u8], owner: &[u8]) {
 
 #[test]
 fn binary_owners_work() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
+    for (_, mut server) in each_server() {
         let owners: [&[u8]; 6] = [
             b"\x00",
             b"a\x00b",
@@ -443,8 +442,7 @@ fn binary_owners_work() {
 /// Keys are binary-safe in Redis, and so are the helper keys built from them.
 #[test]
 fn binary_key_names_work() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
+    for (_, mut server) in each_server() {
         let keys: [&[u8]; 4] = [b"k\x00x", b"\xff\xfe", b"a\r\nb", b"t{\x00}"];
         for key in keys {
             lock_cycle(&mut server, key, b"uuid:1");
@@ -510,27 +508,12 @@ fn non_owner_release_and_renew() {
             "NOTHELD",
             &[],
         );
-        let before = keyspace(&mut c);
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "held", "o2"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "held", "o2", "LEASE", "5"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "free", "o1"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            keyspace(&mut c),
-            before,
-            "{flavor}: a renew by a non-owner changed the keyspace"
-        );
+        let what = format!("{flavor}: a renew by a non-owner");
+        assert_keyspace_kept(&mut c, what, |c| {
+            assert_int(c, &["RLOCK.RENEW", "held", "o2"], 0);
+            assert_int(c, &["RLOCK.RENEW", "held", "o2", "LEASE", "5"], 0);
+            assert_int(c, &["RLOCK.RENEW", "free", "o1"], 0);
+        });
         server.assert_alive("non-owner calls");
     }
 }

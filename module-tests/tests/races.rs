@@ -110,9 +110,7 @@ fn blocked_raw(
 
 #[test]
 fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         for reason in ["TIMEOUT", "ERROR"] {
             // Near the deadline: the BLOCK runs out while the server sleeps, and the
             // grant, the unblock and the deadline all land in one turn.
@@ -239,18 +237,8 @@ fn a_block_that_runs_out_in_the_turn_of_a_grant_gets_the_grant_once() {
 /// members poll (nobody blocked here) needs none, so it must not hold one.
 #[test]
 fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
-        run(
-            &mut c,
-            &["RLOCK.ACQUIRE", "f", "h", "FAIR", "LEASE", "60000"],
-        );
-        // A polling FAIR caller queues for fair-wait-ms (300 s).
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "f", "p", "FAIR"]),
-            Value::Nil
-        );
+    for (flavor, mut server, mut c) in servers() {
+        hold_with_a_polling_fair_head(&mut c, "f");
         assert_eq!(
             call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
             Ok(Value::Okay),
@@ -264,10 +252,7 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
             &mut c,
             &["RLOCK.ACQUIRE", "g", "h", "FAIR", "LEASE", "60000"],
         );
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "g", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "g", "p", "FAIR"]);
         run(&mut c, &["RLOCK.RELEASE", "g", "h"]);
         assert_eq!(
             call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
@@ -280,10 +265,7 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
             &mut c,
             &["RLOCK.ACQUIRE", "t", "h", "FAIR", "LEASE", "60000"],
         );
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "t", "p", "FAIR"]);
         let mut w = Raw::new(&server);
         w.send(&[&["RLOCK.ACQUIRE", "t", "w", "FAIR", "BLOCK", "100"]]);
         assert_eq!(w.frame(), "$-1", "{flavor}: timed out");

@@ -173,21 +173,20 @@ fn a_blocked_acquire_sent_twice_is_granted_once() {
         assert_eq!(holders(&mut c, "w"), held_by("o", 1), "{flavor}");
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         // One release frees it.
-        assert_eq!(run(&mut c, &["RLOCK.RELEASE", "w", "o"]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.RELEASE", "w", "o"], 1);
         assert!(holders(&mut c, "w").is_empty(), "{flavor}");
     }
 }
 
 #[test]
 fn records_replicate_and_answer_after_failover() {
-    for flavor in flavors() {
-        let primary = Server::start(flavor);
+    for (flavor, primary) in each_server() {
         let replica = Server::builder(flavor).replica_of(primary.port).start();
         sync_replica(&primary, &replica);
         let mut c = primary.conn();
         let acquire = ["RLOCK.ACQUIRE", "p", "o", "LEASE", "60000", "REQ", "f1"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1));
-        assert_eq!(run(&mut c, &["WAIT", "1", "2000"]), Value::Int(1));
+        assert_int(&mut c, &["WAIT", "1", "2000"], 1);
         let mut r = replica.conn();
         run(&mut r, &["REPLICAOF", "NO", "ONE"]);
         // The retry reaches the promoted replica: the same reply, no re-entry.

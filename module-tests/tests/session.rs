@@ -72,11 +72,7 @@ fn session_close_handoff(
         "{flavor}: INFO rlock session_releases"
     );
     let mut con = got.con;
-    assert_eq!(
-        call(&mut con.con, &["RLOCK.RELEASE", key, "next"]),
-        Ok(Value::Int(1)),
-        "{flavor}"
-    );
+    assert_int(&mut con.con, &["RLOCK.RELEASE", key, "next"], 1);
     got.unix_ms - closed_at
 }
 
@@ -179,7 +175,7 @@ fn session_hold_granted_by_hand_off_ends_with_its_connection() {
         run(&mut w2.con, &["SELECT", "2"]);
         let w2 = w2.spawn(&["RLOCK.ACQUIRE", "h", "w2", "BLOCK", "10000"]);
         wait_blocked(flavor, &mut c, "h", 2);
-        assert_eq!(run(&mut c, &["RLOCK.RELEASE", "h", "first"]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.RELEASE", "h", "first"], 1);
         assert_eq!(w1.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(holders(&mut c, "h"), held_by("w1", 1), "{flavor}");
         let releases = rstat(&server, "session_releases");
