@@ -760,13 +760,8 @@ fn state_follows_the_keyspace() {
 
         // An expired hold is gone: the same owner starts again at 1.
         call(&mut c, &["RLOCK.ACQUIRE", "ex", "o", "LEASE", "1"]).expect("acquire");
-        assert!(
-            wait_until(std::time::Duration::from_secs(5), || call(
-                &mut c,
-                &["EXISTS", "ex"]
-            ) == Ok(Value::Int(0))),
-            "{flavor}: LEASE 1 did not expire"
-        );
+        let gone = wait_key_gone(&mut c, "ex", std::time::Duration::from_secs(5));
+        assert!(gone, "{flavor}: LEASE 1 did not expire");
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "ex", "o"]),
             Ok(Value::Int(1)),

@@ -304,13 +304,8 @@ fn lease_bounds_are_accepted() {
             Ok(Value::Int(1)),
             "{flavor}: LEASE 1"
         );
-        assert!(
-            wait_until(std::time::Duration::from_secs(5), || call(
-                &mut c,
-                &["EXISTS", "one"]
-            ) == Ok(Value::Int(0))),
-            "{flavor}: a LEASE 1 lock did not expire"
-        );
+        let gone = wait_key_gone(&mut c, "one", std::time::Duration::from_secs(5));
+        assert!(gone, "{flavor}: a LEASE 1 lock did not expire");
     }
 }
 

@@ -995,9 +995,7 @@ fn plain_acquires_ignore_the_fair_queue() {
         let k = "plain-stray";
         run(&mut c, &["SET", &text(&queue_key(k.as_bytes())), "junk"]);
         assert_int(&mut c, &["RLOCK.ACQUIRE", k, "h"], 1);
-        let mut w = Pending::new(&server);
-        w.send(&["RLOCK.ACQUIRE", k, "w", "BLOCK", "3000"]);
-        wait_total_blocked(&server, 1);
+        let mut w = Pending::blocked(&server, &["RLOCK.ACQUIRE", k, "w", "BLOCK", "3000"], 1);
         assert_int(&mut c, &["RLOCK.RELEASE", k, "h"], 1);
         assert_eq!(
             w.reply(),

@@ -31,6 +31,13 @@ fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
     )
 }
 
+/// Each (key, owner) of `held`: the owner holds the key, once.
+fn assert_held_once(flavor: Flavor, c: &mut Connection, held: &[(&str, &str)]) {
+    for (key, owner) in held {
+        assert_eq!(holders(c, key), held_by(owner, 1), "{flavor}: {key}");
+    }
+}
+
 #[test]
 fn every_lock_or_none() {
     for (flavor, server, mut c) in servers() {
@@ -200,8 +207,7 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
         run(&mut c, &["RLOCK.MRELEASE", "m2", "2", "a", "b"]);
         assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(t.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(holders(&mut c, "a"), held_by("s", 1), "{flavor}");
-        assert_eq!(holders(&mut c, "b"), held_by("t", 1), "{flavor}");
+        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "t")]);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }
@@ -223,8 +229,7 @@ fn a_waiter_that_leaves_lets_the_line_move() {
         // m's connection dies: s, behind it, gets `a` at once.
         run(&mut c, &["CLIENT", "KILL", "ID", &m.id.to_string()]);
         assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(holders(&mut c, "a"), held_by("s", 1), "{flavor}");
-        assert_eq!(holders(&mut c, "b"), held_by("h", 1), "{flavor}");
+        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "h")]);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }

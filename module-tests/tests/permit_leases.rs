@@ -271,18 +271,20 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
         // A plain lease on another connection does not go with it.
         run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
         let kept = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "600000"]));
-        let mut waiter = Pending::new(&server);
-        waiter.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "600000",
-            "PERMITS",
-            "2",
-            "BLOCK",
-            "5000",
-        ]);
-        wait_total_blocked(&server, 1);
+        let mut waiter = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "600000",
+                "PERMITS",
+                "2",
+                "BLOCK",
+                "5000",
+            ],
+            1,
+        );
         run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
         let served = ids_of(&waiter.reply().expect("served"));
         assert_eq!(served.len(), 2, "{flavor}");
@@ -322,21 +324,21 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
 fn blocked_leases_are_served_in_arrival_order_with_acquires() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::new(&server);
-        big.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "PERMITS",
-            "3",
-            "BLOCK",
-            "5000",
-        ]);
-        wait_total_blocked(&server, 1);
-        let mut small = Pending::new(&server);
-        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000"]);
-        wait_total_blocked(&server, 2);
+        let mut big = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "PERMITS",
+                "3",
+                "BLOCK",
+                "5000",
+            ],
+            1,
+        );
+        let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "5000"], 2);
         // Two permits: the head wants three, and the one behind it waits too.
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
         std::thread::sleep(Duration::from_millis(50));
@@ -419,12 +421,8 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
             "REQ",
             "b1",
         ];
-        let mut one = Pending::new(&server);
-        one.send(&blocked);
-        wait_total_blocked(&server, 1);
-        let mut two = Pending::new(&server);
-        two.send(&blocked);
-        wait_total_blocked(&server, 2);
+        let mut one = Pending::blocked(&server, &blocked, 1);
+        let mut two = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
         let (a, b) = (one.reply().expect("one"), two.reply().expect("two"));
         assert_eq!(ids_of(&a), ids_of(&b), "{flavor}");
@@ -582,18 +580,20 @@ fn a_replayed_lease_must_still_be_leased() {
 fn a_request_granted_while_it_waited_is_not_granted_again() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut blocked = Pending::new(&server);
-        blocked.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "0",
-            "REQ",
-            "r2",
-        ]);
-        wait_total_blocked(&server, 1);
+        let mut blocked = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "BLOCK",
+                "0",
+                "REQ",
+                "r2",
+            ],
+            1,
+        );
         // Permits appear and the same request arrives before the module's poll: one grant.
         let replies = redis::pipe()
             .atomic()
@@ -637,21 +637,25 @@ fn a_score_below_zero_is_nobodys_deadline() {
 fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut acquire = Pending::new(&server);
-        acquire.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"]);
-        wait_total_blocked(&server, 1);
-        let mut lease = Pending::new(&server);
-        lease.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "same",
-        ]);
-        wait_total_blocked(&server, 2);
+        let mut acquire = Pending::blocked(
+            &server,
+            &["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"],
+            1,
+        );
+        let mut lease = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "BLOCK",
+                "5000",
+                "REQ",
+                "same",
+            ],
+            2,
+        );
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(acquire.reply(), Ok(Value::Int(1)), "{flavor}");
         std::thread::sleep(Duration::from_millis(50));

@@ -93,6 +93,21 @@ fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
     call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
 }
 
+/// Sends, in one packet on `holder`, `h`'s release of `key` and then `other`, to run in
+/// the same turn; first a 250 ms `DEBUG SLEEP` when `near_deadline`, so that a 150 ms
+/// BLOCK runs out while the server sleeps. Reads the replies up to the release's.
+fn release_with(holder: &mut Raw, near_deadline: bool, key: &str, other: &[&str], case: &str) {
+    let sleep: &[&str] = &["DEBUG", "SLEEP", "0.25"];
+    let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
+    let mut packet = if near_deadline { vec![sleep] } else { vec![] };
+    packet.extend([release, other]);
+    holder.send(&packet);
+    if near_deadline {
+        assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
+    }
+    assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+}
+
 fn blocked_raw(
     flavor: Flavor,
     c: &mut redis::Connection,
@@ -124,18 +139,8 @@ fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
                 let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
                 let mut holder = Raw::new(&server);
                 let id = w.id.to_string();
-                let mut packet: Vec<&[&str]> = Vec::new();
-                if near_deadline {
-                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
-                }
-                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
-                let unblock: &[&str] = &["CLIENT", "UNBLOCK", &id, reason];
-                packet.extend([release, unblock]);
-                holder.send(&packet);
-                if near_deadline {
-                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
-                }
-                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                let unblock = ["CLIENT", "UNBLOCK", &id, reason];
+                release_with(&mut holder, near_deadline, key, &unblock, &case);
                 let unblocked = holder.frame();
                 let w_reply = w.frame();
                 if unblock_supported(flavor) && reason == "ERROR" {
@@ -190,18 +195,8 @@ fn a_waiter_killed_in_the_turn_it_is_granted_holds_nothing() {
                 let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
                 let mut holder = Raw::new(&server);
                 let id = w.id.to_string();
-                let mut packet: Vec<&[&str]> = Vec::new();
-                if near_deadline {
-                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
-                }
-                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
-                let kill: &[&str] = &["CLIENT", "KILL", "ID", &id];
-                packet.extend([release, kill]);
-                holder.send(&packet);
-                if near_deadline {
-                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
-                }
-                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                let kill = ["CLIENT", "KILL", "ID", &id];
+                release_with(&mut holder, near_deadline, key, &kill, &case);
                 assert_eq!(holder.frame(), ":1", "{case}: CLIENT KILL");
                 // The killed waiter's grant goes to the next in line, not for a lease.
                 assert_eq!(next.frame(), ":1", "{case}: the next waiter");

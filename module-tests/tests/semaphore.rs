@@ -21,6 +21,23 @@ fn semaphore_channel(key: &str) -> Vec<u8> {
     helper_key("redisson_sc", key.as_bytes())
 }
 
+/// Redisson's `RSemaphore.release()` of one permit on `key`, as its script sends it.
+fn redisson_release_one(c: &mut Connection, key: &str) -> Value {
+    let channel = text(&semaphore_channel(key));
+    run(
+        c,
+        &[
+            "EVAL",
+            SEMAPHORE_RELEASE,
+            "2",
+            key,
+            &channel,
+            "1",
+            "publish",
+        ],
+    )
+}
+
 fn latch_channel(key: &str) -> Vec<u8> {
     format!("redisson_countdownlatch__channel__{{{key}}}").into_bytes()
 }
@@ -54,22 +71,10 @@ fn permits_are_counted_as_redisson_counts_them() {
         let heard: Vec<String> = sub.drain().into_iter().map(|(_, m)| text(&m)).collect();
         assert_eq!(heard, ["3", "2", "-3", "1", "2"], "{flavor}");
         // Redisson's own scripts on the module's semaphore, and the other way round.
-        let channel = text(&semaphore_channel("s"));
         let r = run(&mut c, &["EVAL", SEMAPHORE_TRY_ACQUIRE, "1", "s", "2"]);
         assert_eq!(r, Value::Int(1), "{flavor}");
         assert_int(&mut c, &["RSEM.AVAILABLE", "s"], 0);
-        run(
-            &mut c,
-            &[
-                "EVAL",
-                SEMAPHORE_RELEASE,
-                "2",
-                "s",
-                &channel,
-                "1",
-                "publish",
-            ],
-        );
+        redisson_release_one(&mut c, "s");
         assert_int(&mut c, &["RSEM.ACQUIRE", "s"], 1);
         assert!(rstat(&server, "permit_acquires") >= 3, "{flavor}");
         assert!(rstat(&server, "permit_releases") >= 3, "{flavor}");
@@ -128,16 +133,18 @@ fn bad_calls_change_nothing() {
     }
 }
 
+/// Semaphore `s` set to 0 permits, and a caller blocked (`BLOCK block_ms`) for 2 of them.
+fn no_permits_and_a_wait_for_two(server: &Server, c: &mut Connection, block_ms: &str) -> Pending {
+    run(c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+    let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", block_ms];
+    Pending::blocked(server, &acquire, 1)
+}
+
 #[test]
 fn blocked_acquires_are_served_in_arrival_order() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::new(&server);
-        big.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
-        let mut small = Pending::new(&server);
-        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 2);
+        let mut big = no_permits_and_a_wait_for_two(&server, &mut c, "10000");
+        let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "10000"], 2);
         // One permit: the head wants two, and the one behind does not overtake it.
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(
@@ -165,25 +172,11 @@ fn blocked_acquires_are_served_in_arrival_order() {
 #[test]
 fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
     for (flavor, server, mut c) in servers() {
-        let channel = text(&semaphore_channel("s"));
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
+        let mut waiter = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "10000"], 1);
         let mut worst = Duration::ZERO;
         for round in 0..5 {
             let released = Instant::now();
-            run(
-                &mut c,
-                &[
-                    "EVAL",
-                    SEMAPHORE_RELEASE,
-                    "2",
-                    "s",
-                    &channel,
-                    "1",
-                    "publish",
-                ],
-            );
+            redisson_release_one(&mut c, "s");
             assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}: round {round}");
             worst = worst.max(released.elapsed());
             if round < 4 {
@@ -202,10 +195,7 @@ fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
 #[test]
 fn a_grant_its_client_never_heard_goes_back() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "0"]);
-        wait_total_blocked(&server, 1);
+        let waiter = no_permits_and_a_wait_for_two(&server, &mut c, "0");
         // Its connection dies: the wait ends, and permits given later stay.
         run(&mut c, &["CLIENT", "KILL", "ID", &waiter.id.to_string()]);
         let gone = wait_until(Duration::from_secs(2), || rstat(&server, "blocked") == 0);
@@ -230,9 +220,7 @@ fn a_latch_opens_for_every_waiter_at_zero() {
         assert_nil(&mut c, &["RLATCH.AWAIT", "l"]);
         let mut first = Pending::new(&server);
         first.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
-        let mut second = Pending::new(&server);
-        second.send(&["RLATCH.AWAIT", "l", "BLOCK", "0"]);
-        wait_total_blocked(&server, 2);
+        let mut second = Pending::blocked(&server, &["RLATCH.AWAIT", "l", "BLOCK", "0"], 2);
         assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 1);
         assert_eq!(rstat(&server, "blocked"), 2, "{flavor}");
         assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 0);
@@ -264,9 +252,7 @@ fn redisson_counting_down_to_zero_releases_waiters_within_50_ms() {
         ];
         assert_eq!(run(&mut c, &set), Value::Int(1), "{flavor}");
         assert_int(&mut c, &["RLATCH.COUNT", "l"], 1);
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
+        let mut waiter = Pending::blocked(&server, &["RLATCH.AWAIT", "l", "BLOCK", "10000"], 1);
         let counted = Instant::now();
         run(
             &mut c,
@@ -351,12 +337,8 @@ fn retried_calls_with_req_are_applied_once() {
         // A blocked call sent again on another connection is granted once.
         run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "3"]);
         let blocked = ["RSEM.ACQUIRE", "s", "BLOCK", "10000", "REQ", "b1"];
-        let mut first = Pending::new(&server);
-        first.send(&blocked);
-        wait_total_blocked(&server, 1);
-        let mut second = Pending::new(&server);
-        second.send(&blocked);
-        wait_total_blocked(&server, 2);
+        let mut first = Pending::blocked(&server, &blocked, 1);
+        let mut second = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");

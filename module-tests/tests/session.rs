@@ -76,6 +76,17 @@ fn session_close_handoff(
     got.unix_ms - closed_at
 }
 
+/// Twenty rounds of [`session_close_handoff`] on keys `{prefix}0` to `{prefix}19`.
+fn session_close_handoffs(
+    server: &Server,
+    prefix: &str,
+    close: &mut dyn FnMut(Pending, &mut redis::Connection) -> Option<f64>,
+) -> Vec<f64> {
+    (0..20)
+        .map(|i| session_close_handoff(server, &format!("{prefix}{i}"), close))
+        .collect()
+}
+
 fn check_latencies(flavor: Flavor, how: &str, mut late: Vec<f64>) {
     let p50 = quantile(&mut late, 0.5);
     let p90 = quantile(&mut late, 0.9);
@@ -91,14 +102,10 @@ fn check_latencies(flavor: Flavor, how: &str, mut late: Vec<f64>) {
 #[test]
 fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
     for (flavor, server) in each_server() {
-        let late: Vec<f64> = (0..20)
-            .map(|i| {
-                session_close_handoff(&server, &format!("fin{i}"), &mut |holder, _| {
-                    drop(holder);
-                    None
-                })
-            })
-            .collect();
+        let late = session_close_handoffs(&server, "fin", &mut |holder, _| {
+            drop(holder);
+            None
+        });
         check_latencies(flavor, "connection closed", late);
     }
 }
@@ -106,15 +113,11 @@ fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
 #[test]
 fn client_kill_releases_the_session_hold() {
     for (flavor, server) in each_server() {
-        let late: Vec<f64> = (0..20)
-            .map(|i| {
-                session_close_handoff(&server, &format!("kill{i}"), &mut |holder, other| {
-                    let r = call(other, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
-                    assert_eq!(r, Ok(Value::Int(1)), "{flavor}: CLIENT KILL");
-                    None
-                })
-            })
-            .collect();
+        let late = session_close_handoffs(&server, "kill", &mut |holder, other| {
+            let r = call(other, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
+            assert_eq!(r, Ok(Value::Int(1)), "{flavor}: CLIENT KILL");
+            None
+        });
         check_latencies(flavor, "CLIENT KILL", late);
     }
 }

@@ -139,6 +139,15 @@ impl Pending {
         p
     }
 
+    /// A connection that sends `args`, returned once `INFO rlock` counts `n` blocked
+    /// callers in all (for calls whose key `RLOCK.INFO` does not read: permits, latches).
+    pub fn blocked(server: &Server, args: &[&str], n: i64) -> Pending {
+        let mut p = Pending::new(server);
+        p.send(args);
+        wait_total_blocked(server, n);
+        p
+    }
+
     /// `RLOCK.ACQUIRE key owner BLOCK ms`, sent by [`Pending::blocked_on`]: returned once
     /// it is the `n`th caller blocked on `key`.
     pub fn blocked_acquire(
