@@ -942,13 +942,13 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-// ---------------------------------------------------------------------------
-// The contract's key layout and replies, shared by the tests.
-
 /// Waits (up to `within`) until `key` no longer exists; whether it went.
 pub fn wait_key_gone(con: &mut redis::Connection, key: &str, within: Duration) -> bool {
     wait_until(within, || call(con, &["EXISTS", key]) == Ok(Value::Int(0)))
 }
+
+// ---------------------------------------------------------------------------
+// The contract's key layout and replies, shared by the tests.
 
 /// `{K}`, or K itself when it already contains `{` (it names its own hash tag): how
 /// Redisson puts a key's name inside the names of its helper keys.
