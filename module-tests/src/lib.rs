@@ -746,6 +746,15 @@ pub fn error_text(e: &redis::RedisError) -> String {
     }
 }
 
+/// What a finished program wrote, its stdout then its stderr, as text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs a command of string arguments; an error reply becomes `Err("CODE detail")`.
 pub fn call(con: &mut redis::Connection, args: &[&str]) -> Result<Value, String> {
     let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -763,6 +772,125 @@ pub fn call_bytes(con: &mut redis::Connection, args: &[&[u8]]) -> Result<Value, 
         Ok(v) => Ok(v),
         Err(e) => Err(error_text(&e)),
     }
+}
+
+/// Runs `args` and asserts that the server replies `want`; `what` opens the failure
+/// message (a flavor, or a flavor and a step).
+#[track_caller]
+pub fn assert_reply(
+    con: &mut redis::Connection,
+    args: &[&str],
+    want: Value,
+    what: impl fmt::Display,
+) {
+    assert_eq!(call(con, args), Ok(want), "{what}: {args:?}");
+}
+
+/// Runs `args` and asserts that the server replies the integer `want`. The failure
+/// message names the server behind `con`, so callers need not pass their flavor.
+#[track_caller]
+pub fn assert_int(con: &mut redis::Connection, args: &[&str], want: i64) {
+    assert_reply_from(con, args, Value::Int(want));
+}
+
+/// [`assert_int`] for a nil reply.
+#[track_caller]
+pub fn assert_nil(con: &mut redis::Connection, args: &[&str]) {
+    assert_reply_from(con, args, Value::Nil);
+}
+
+/// [`assert_int`] for an `OK` reply.
+#[track_caller]
+pub fn assert_okay(con: &mut redis::Connection, args: &[&str]) {
+    assert_reply_from(con, args, Value::Okay);
+}
+
+#[track_caller]
+fn assert_reply_from(con: &mut redis::Connection, args: &[&str], want: Value) {
+    let got = call(con, args);
+    if got != Ok(want.clone()) {
+        let server = server_behind(con);
+        panic!("{server}: {args:?} replied {got:?}, expected {want:?}");
+    }
+}
+
+/// Which server `con` talks to, from `INFO server`, for a failure message.
+fn server_behind(con: &mut redis::Connection) -> String {
+    let Ok(info) = call(con, &["INFO", "server"]) else {
+        return "the server (INFO failed)".into();
+    };
+    let info = parse_info(&reply_text(&info));
+    let field = |name: &str| info.get(name).map(String::as_str).unwrap_or("?");
+    match info.get("valkey_version") {
+        Some(v) => format!("valkey {v} on port {}", field("tcp_port")),
+        None => format!(
+            "redis {} on port {}",
+            field("redis_version"),
+            field("tcp_port")
+        ),
+    }
+}
+
+/// Runs `args` and asserts that the server refuses it with an error that starts with
+/// `prefix`; `what` opens the failure message.
+#[track_caller]
+pub fn assert_refused_with(
+    con: &mut redis::Connection,
+    args: &[&str],
+    prefix: &str,
+    what: impl fmt::Display,
+) {
+    let got = call(con, args);
+    assert!(
+        matches!(&got, Err(e) if e.starts_with(prefix)),
+        "{what}: {args:?} gave {got:?}, expected {prefix}"
+    );
+}
+
+/// [`assert_refused_with`] for each (arguments, error prefix) of `cases`.
+#[track_caller]
+pub fn assert_each_refused(flavor: Flavor, con: &mut redis::Connection, cases: &[(&[&str], &str)]) {
+    for (args, prefix) in cases {
+        assert_refused_with(con, args, prefix, flavor);
+    }
+}
+
+/// [`assert_refused_with`], and the refused call leaves the keyspace as it was.
+#[track_caller]
+pub fn assert_refused_unchanged(
+    flavor: Flavor,
+    con: &mut redis::Connection,
+    args: &[&str],
+    prefix: &str,
+) {
+    let before = keyspace(con);
+    assert_refused_with(con, args, prefix, flavor);
+    assert_eq!(keyspace(con), before, "{flavor}: {args:?} changed keys");
+}
+
+/// [`assert_refused_unchanged`] for each (arguments, error prefix) of `cases`.
+#[track_caller]
+pub fn assert_each_refused_unchanged(
+    flavor: Flavor,
+    con: &mut redis::Connection,
+    cases: &[(&[&str], &str)],
+) {
+    for (args, prefix) in cases {
+        assert_refused_unchanged(flavor, con, args, prefix);
+    }
+}
+
+/// Runs `steps` on `con` and asserts that they leave the keyspace as it was; `what`
+/// names them in the failure message.
+#[track_caller]
+pub fn assert_keyspace_kept(
+    con: &mut redis::Connection,
+    what: impl fmt::Display,
+    steps: impl FnOnce(&mut redis::Connection),
+) {
+    let before = keyspace(con);
+    steps(con);
+    assert_eq!(keyspace(con), before, "{what} changed the keyspace");
 }
 
 /// What one key holds, for before/after comparisons.
@@ -812,6 +940,11 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         sleep(Duration::from_millis(5));
     }
+}
+
+/// Waits (up to `within`) until `key` no longer exists; whether it went.
+pub fn wait_key_gone(con: &mut redis::Connection, key: &str, within: Duration) -> bool {
+    wait_until(within, || call(con, &["EXISTS", key]) == Ok(Value::Int(0)))
 }
 
 // ---------------------------------------------------------------------------
@@ -928,6 +1061,52 @@ pub fn reply_fields(v: &Value, resp3: bool) -> Vec<(String, Value)> {
         .into_iter()
         .map(|(k, v)| (reply_text(&k), v))
         .collect()
+}
+
+/// The fields of one entry of a listing reply (`RLOCK.SCAN`, `RLOCK.WAITERS`) by name,
+/// read with a panic for a field of the wrong type.
+pub struct EntryFields(BTreeMap<String, Value>);
+
+impl EntryFields {
+    /// The fields of `v` ([`reply_fields`]); panics unless their names are `names`, sorted.
+    pub fn exactly(v: &Value, resp3: bool, names: &[&str]) -> EntryFields {
+        let fields: BTreeMap<String, Value> = reply_fields(v, resp3).into_iter().collect();
+        let got: Vec<&str> = fields.keys().map(String::as_str).collect();
+        assert_eq!(got, names, "entry fields: {v:?}");
+        EntryFields(fields)
+    }
+
+    pub fn get(&self, name: &str) -> &Value {
+        &self.0[name]
+    }
+
+    pub fn int(&self, name: &str) -> i64 {
+        match self.get(name) {
+            Value::Int(n) => *n,
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
+    pub fn text(&self, name: &str) -> String {
+        reply_text(self.get(name))
+    }
+
+    /// Text, or `None` for a nil.
+    pub fn text_or_nil(&self, name: &str) -> Option<String> {
+        match self.get(name) {
+            Value::Nil => None,
+            other => Some(reply_text(other)),
+        }
+    }
+
+    /// An integer, or `None` for a nil.
+    pub fn int_or_nil(&self, name: &str) -> Option<i64> {
+        match self.get(name) {
+            Value::Nil => None,
+            Value::Int(n) => Some(*n),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
 }
 
 /// Parses `RLOCK.INFO`: a map in RESP3, a flat array in RESP2 (nested `holders` likewise).

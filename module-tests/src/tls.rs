@@ -117,11 +117,7 @@ pub fn supports_tls(flavor: Flavor) -> bool {
         .args(["--save", "", "--appendonly", "no"])
         .output()
         .expect("run the server binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = crate::output_text(&out);
     !(text.contains("TLS support") || text.contains("connection type tls"))
 }
 

@@ -112,10 +112,7 @@ fn commands_sit_in_the_acl_categories_of_the_table() {
         }
 
         // A user without @write may look, not lock.
-        assert_eq!(
-            call(&mut admin, &["RLOCK.ACQUIRE", "orders", "admin"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut admin, &["RLOCK.ACQUIRE", "orders", "admin"], 1);
         let mut reader = server.conn_as_user(&mut admin, "reader", &["~*", "+@all", "-@write"]);
         for args in [
             &["RLOCK.ACQUIRE", "orders", "reader"][..],
@@ -267,14 +264,8 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
             Ok(Value::Int(1))
         );
         assert!(call(&mut locker, &["RLOCK.INFO", "job"]).is_ok());
-        assert_eq!(
-            call(&mut locker, &["RLOCK.RENEW", "job", "w1"]),
-            Ok(Value::Int(1))
-        );
-        assert_eq!(
-            call(&mut locker, &["RLOCK.RELEASE", "job", "w1"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut locker, &["RLOCK.RENEW", "job", "w1"], 1);
+        assert_int(&mut locker, &["RLOCK.RELEASE", "job", "w1"], 1);
         assert_refused(
             call(&mut locker, &["SET", "job", "x"]),
             &format!("{flavor}: +@rlock grants no other command"),
@@ -309,10 +300,7 @@ fn without_the_category_api_the_server_says_so_and_per_command_rules_work() {
             "worker",
             &["~*", "+@all", "-rlock.forcerelease"],
         );
-        assert_eq!(
-            call(&mut worker, &["RLOCK.ACQUIRE", "batch", "w"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut worker, &["RLOCK.ACQUIRE", "batch", "w"], 1);
         assert_refused(
             call(&mut worker, &["RLOCK.FORCERELEASE", "batch"]),
             &format!("{flavor}: -rlock.forcerelease"),
@@ -335,18 +323,12 @@ fn a_user_without_dangerous_cannot_force_a_release() {
         let server = Server::start(flavor);
         let mut admin = server.conn();
         let mut app = server.conn_as_user(&mut admin, "app", &["~*", "+@all", "-@dangerous"]);
-        assert_eq!(
-            call(&mut app, &["RLOCK.ACQUIRE", "door", "a"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut app, &["RLOCK.ACQUIRE", "door", "a"], 1);
         assert_refused(
             call(&mut app, &["RLOCK.FORCERELEASE", "door"]),
             &format!("{flavor}: FORCERELEASE without @dangerous"),
         );
-        assert_eq!(
-            call(&mut app, &["RLOCK.RELEASE", "door", "a"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut app, &["RLOCK.RELEASE", "door", "a"], 1);
     }
 }
 
@@ -401,9 +383,6 @@ fn key_patterns_and_read_only_access_apply() {
                 &format!("{flavor}: {args:?} with read-only key access"),
             );
         }
-        assert_eq!(
-            call(&mut tenant, &["RLOCK.RELEASE", "app:1", "t"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut tenant, &["RLOCK.RELEASE", "app:1", "t"], 1);
     }
 }

@@ -93,23 +93,11 @@ fn acquire_reenter_release_on_redisson_layout() {
         );
 
         // Release by a non-owner: NOTHELD, nothing changes.
-        let r = call(&mut c, &["RLOCK.RELEASE", "orders", "uuid-2:1"]);
-        assert!(
-            matches!(&r, Err(e) if e.starts_with("NOTHELD")),
-            "{flavor}: release by non-owner: expected NOTHELD error, got {r:?}"
-        );
-        assert_eq!(
-            keyspace(&mut c),
-            before,
-            "{flavor}: NOTHELD release changed the keyspace"
-        );
+        let release = ["RLOCK.RELEASE", "orders", "uuid-2:1"];
+        assert_refused_unchanged(flavor, &mut c, &release, "NOTHELD");
 
         // Undo the re-entry, then release fully.
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "orders", "uuid-1:7"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "orders", "uuid-1:7"], 0);
         assert_eq!(
             hgetall(&mut c, k),
             owners(&[(b"uuid-1:7", "1")]),
@@ -119,11 +107,7 @@ fn acquire_reenter_release_on_redisson_layout() {
             pttl(&mut c, k) > 0,
             "{flavor}: lock lost its lease after an undo"
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "orders", "uuid-1:7"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "orders", "uuid-1:7"], 1);
         assert_eq!(
             call(&mut c, &["EXISTS", "orders"]),
             Ok(Value::Int(0)),
@@ -152,11 +136,7 @@ fn acquire_reenter_release_on_redisson_layout() {
 #[test]
 fn default_lease_and_option_case() {
     for (flavor, _server, mut c) in servers() {
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "a", "o"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "a", "o"], 1);
         assert_pttl_near(flavor, pttl(&mut c, b"a"), 30_000, "default rlock.lease-ms");
         // Keywords are case-insensitive and come in any order.
         let r = call(
@@ -168,11 +148,7 @@ fn default_lease_and_option_case() {
             "{flavor}: lower-case options: {r:?}"
         );
         assert_pttl_near(flavor, pttl(&mut c, b"b"), 7_000, "lower-case lease");
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "b", "o", "LeAsE", "8000"]),
-            Ok(Value::Int(2)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "b", "o", "LeAsE", "8000"], 2);
         assert_pttl_near(flavor, pttl(&mut c, b"b"), 8_000, "mixed-case lease");
     }
 }
@@ -322,16 +298,8 @@ fn fencing_token_for_hold_taken_without_token() {
         let Value::Int(t1) = acquire_token(&mut c, b"f", b"o1") else {
             panic!("{flavor}: ACQUIRE TOKEN")
         };
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "f", "o1"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "f", "o2"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "f", "o1"], 1);
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "f", "o2"], 1);
         let Value::Int(t2) = acquire_token(&mut c, b"f", b"o2") else {
             panic!("{flavor}: re-entry TOKEN")
         };
@@ -421,51 +389,28 @@ fn renew_resets_lease_for_owner_only() {
     for (flavor, _server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "r", "o", "LEASE", "10000"]).expect("acquire");
         call(&mut c, &["RLOCK.ACQUIRE", "r", "o", "LEASE", "10000"]).expect("re-enter");
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "r", "o", "LEASE", "90000"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RENEW", "r", "o", "LEASE", "90000"], 1);
         assert_pttl_near(flavor, pttl(&mut c, b"r"), 90_000, "RENEW LEASE 90000");
         assert_eq!(
             hgetall(&mut c, b"r"),
             owners(&[(b"o", "2")]),
             "{flavor}: RENEW must not change the count"
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "r", "o"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RENEW", "r", "o"], 1);
         assert_pttl_near(
             flavor,
             pttl(&mut c, b"r"),
             30_000,
             "RENEW with default lease",
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "r", "o", "lease", "45000"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RENEW", "r", "o", "lease", "45000"], 1);
         assert_pttl_near(flavor, pttl(&mut c, b"r"), 45_000, "RENEW lease 45000");
 
-        let before = keyspace(&mut c);
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "r", "other", "LEASE", "90000"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "missing", "o"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            keyspace(&mut c),
-            before,
-            "{flavor}: a RENEW that answered 0 changed the keyspace"
-        );
+        let what = format!("{flavor}: a RENEW that answered 0");
+        assert_keyspace_kept(&mut c, what, |c| {
+            assert_int(c, &["RLOCK.RENEW", "r", "other", "LEASE", "90000"], 0);
+            assert_int(c, &["RLOCK.RENEW", "missing", "o"], 0);
+        });
     }
 }
 
@@ -475,26 +420,10 @@ fn force_release_deletes_whoever_holds() {
         for _ in 0..3 {
             call(&mut c, &["RLOCK.ACQUIRE", "fr", "o"]).expect("acquire");
         }
-        assert_eq!(
-            call(&mut c, &["RLOCK.FORCERELEASE", "fr"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["EXISTS", "fr"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.FORCERELEASE", "fr"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.FORCERELEASE", "never"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", "fr"], 1);
+        assert_int(&mut c, &["EXISTS", "fr"], 0);
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", "fr"], 0);
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", "never"], 0);
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "fr", "p"]),
             Ok(Value::Int(1)),
@@ -502,16 +431,8 @@ fn force_release_deletes_whoever_holds() {
         );
         // A lock written by someone else (Redisson) is force-released too.
         call(&mut c, &["HSET", "ext", "redisson-uuid:3", "2"]).expect("HSET");
-        assert_eq!(
-            call(&mut c, &["RLOCK.FORCERELEASE", "ext"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["EXISTS", "ext"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", "ext"], 1);
+        assert_int(&mut c, &["EXISTS", "ext"], 0);
     }
 }
 
@@ -625,11 +546,8 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             Ok(Value::Nil),
             "{flavor}: rlock must be excluded by a Redisson hold"
         );
-        let r = call(&mut c, &["RLOCK.RELEASE", "shared", "uuid-n:1"]);
-        assert!(
-            matches!(&r, Err(e) if e.starts_with("NOTHELD")),
-            "{flavor}: {r:?}"
-        );
+        let release = ["RLOCK.RELEASE", "shared", "uuid-n:1"];
+        assert_refused_with(&mut c, &release, "NOTHELD", flavor);
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "shared", "uuid-r:1"]),
             Ok(Value::Int(2)),
@@ -645,11 +563,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             owners(&[(b"uuid-r:1", "3")]),
             "{flavor}"
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "shared", "uuid-r:1"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "shared", "uuid-r:1"], 0);
         assert_eq!(
             lua_unlock(&mut c, "shared", "uuid-r:1").expect("lua unlock"),
             Value::Int(0),
@@ -700,11 +614,7 @@ fn redisson_lua_script_and_rlock_exclude_each_other() {
             Value::Int(0),
             "{flavor}"
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "shared", "uuid-n:1"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "shared", "uuid-n:1"], 1);
         assert_eq!(
             lua_lock(&mut c, "shared", "uuid-r:1"),
             Value::Nil,
@@ -836,7 +746,7 @@ fn state_follows_the_keyspace() {
             Ok(Value::Int(1)),
             "{flavor}: after DEL"
         );
-        assert_eq!(call(&mut c, &["FLUSHALL"]), Ok(Value::Okay), "{flavor}");
+        assert_okay(&mut c, &["FLUSHALL"]);
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "re", "y"]),
             Ok(Value::Int(1)),
@@ -850,13 +760,8 @@ fn state_follows_the_keyspace() {
 
         // An expired hold is gone: the same owner starts again at 1.
         call(&mut c, &["RLOCK.ACQUIRE", "ex", "o", "LEASE", "1"]).expect("acquire");
-        assert!(
-            wait_until(std::time::Duration::from_secs(5), || call(
-                &mut c,
-                &["EXISTS", "ex"]
-            ) == Ok(Value::Int(0))),
-            "{flavor}: LEASE 1 did not expire"
-        );
+        let gone = wait_key_gone(&mut c, "ex", std::time::Duration::from_secs(5));
+        assert!(gone, "{flavor}: LEASE 1 did not expire");
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "ex", "o"]),
             Ok(Value::Int(1)),
@@ -903,17 +808,8 @@ fn a_redisson_read_write_lock_is_wrongtype_for_the_reentrant_commands() {
         }
         assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
         // An owner called `mode` on a reentrant lock holds a count, not a mode.
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"]),
-            Ok(Value::Int(1))
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"]),
-            Ok(Value::Int(2))
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "plain", "mode"]),
-            Ok(Value::Int(0))
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"], 1);
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "plain", "mode"], 2);
+        assert_int(&mut c, &["RLOCK.RELEASE", "plain", "mode"], 0);
     }
 }

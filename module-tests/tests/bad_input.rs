@@ -304,13 +304,8 @@ fn lease_bounds_are_accepted() {
             Ok(Value::Int(1)),
             "{flavor}: LEASE 1"
         );
-        assert!(
-            wait_until(std::time::Duration::from_secs(5), || call(
-                &mut c,
-                &["EXISTS", "one"]
-            ) == Ok(Value::Int(0))),
-            "{flavor}: a LEASE 1 lock did not expire"
-        );
+        let gone = wait_key_gone(&mut c, "one", std::time::Duration::from_secs(5));
+        assert!(gone, "{flavor}: a LEASE 1 lock did not expire");
     }
 }
 
@@ -424,8 +419,7 @@ fn lock_cycle(server: &mut Server, key: &[u8], owner: &[u8]) {
 
 #[test]
 fn binary_owners_work() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
+    for (_, mut server) in each_server() {
         let owners: [&[u8]; 6] = [
             b"\x00",
             b"a\x00b",
@@ -443,8 +437,7 @@ fn binary_owners_work() {
 /// Keys are binary-safe in Redis, and so are the helper keys built from them.
 #[test]
 fn binary_key_names_work() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
+    for (_, mut server) in each_server() {
         let keys: [&[u8]; 4] = [b"k\x00x", b"\xff\xfe", b"a\r\nb", b"t{\x00}"];
         for key in keys {
             lock_cycle(&mut server, key, b"uuid:1");
@@ -510,27 +503,12 @@ fn non_owner_release_and_renew() {
             "NOTHELD",
             &[],
         );
-        let before = keyspace(&mut c);
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "held", "o2"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "held", "o2", "LEASE", "5"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "free", "o1"]),
-            Ok(Value::Int(0)),
-            "{flavor}"
-        );
-        assert_eq!(
-            keyspace(&mut c),
-            before,
-            "{flavor}: a renew by a non-owner changed the keyspace"
-        );
+        let what = format!("{flavor}: a renew by a non-owner");
+        assert_keyspace_kept(&mut c, what, |c| {
+            assert_int(c, &["RLOCK.RENEW", "held", "o2"], 0);
+            assert_int(c, &["RLOCK.RENEW", "held", "o2", "LEASE", "5"], 0);
+            assert_int(c, &["RLOCK.RENEW", "free", "o1"], 0);
+        });
         server.assert_alive("non-owner calls");
     }
 }

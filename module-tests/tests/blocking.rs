@@ -14,7 +14,8 @@ fn block_runs_out_with_null_and_leaves_no_waiter() {
     for (flavor, server, mut c) in servers() {
         assert_eq!(
             call(&mut c, &["RLOCK.ACQUIRE", "k", "holder", "LEASE", "60000"]),
-            Ok(Value::Int(1))
+            Ok(Value::Int(1)),
+            "{flavor}"
         );
         let mut w = Pending::new(&server);
         let start = Instant::now();
@@ -31,10 +32,7 @@ fn block_runs_out_with_null_and_leaves_no_waiter() {
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         assert_eq!(holders(&mut c, "k"), held_by("holder", 1), "{flavor}");
         // The timed-out waiter is never granted the lock later.
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "k", "holder"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "k", "holder"], 1);
         assert!(holders(&mut c, "k").is_empty(), "{flavor}");
         // The connection that timed out is usable, and acquires a free lock at once.
         assert_eq!(
@@ -72,11 +70,7 @@ fn waiters_served_in_arrival_order_with_their_acquire_reply() {
         assert_eq!(rstat(&server, "blocked"), 6, "{flavor}");
         assert_eq!(rstat(&server, "tracked_locks"), 1, "{flavor}");
         // A newcomer does not jump the line, blocking or not.
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "q", "late"]),
-            Ok(Value::Nil),
-            "{flavor}"
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "q", "late"]);
         let mut holder = "w0".to_string();
         for (i, w) in waiters.iter_mut().enumerate() {
             let i = i as i64 + 1;
@@ -110,10 +104,7 @@ fn waiters_served_in_arrival_order_with_their_acquire_reply() {
                 Ok(Value::Int(2)),
                 "{flavor}: {holder} re-enters"
             );
-            assert_eq!(
-                call(&mut w.con, &["RLOCK.RELEASE", "q", &holder]),
-                Ok(Value::Int(0))
-            );
+            assert_int(&mut w.con, &["RLOCK.RELEASE", "q", &holder], 0);
         }
         assert_eq!(rstat(&server, "handoffs") - before, 6, "{flavor}: handoffs");
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
@@ -136,10 +127,7 @@ fn block_zero_waits_until_served() {
         std::thread::sleep(Duration::from_millis(1200));
         assert!(!w.is_finished(), "{flavor}: BLOCK 0 replied early");
         assert_eq!(lock_info(&mut c, "z").blocked, 1, "{flavor}");
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "z", "h"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "z", "h"], 1);
         assert_eq!(w.join().reply, Ok(Value::Int(1)), "{flavor}");
         assert_eq!(holders(&mut c, "z"), held_by("w", 1), "{flavor}");
     }
@@ -149,18 +137,8 @@ fn block_zero_waits_until_served() {
 fn client_unblock_timeout_and_error() {
     for (flavor, server, mut c) in servers() {
         call(&mut c, &["RLOCK.ACQUIRE", "u", "h", "LEASE", "60000"]).expect("acquire");
-        let mut a = Pending::blocked_on(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "u", "a", "BLOCK", "0"],
-            ("u", 1),
-        );
-        let mut b = Pending::blocked_on(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "u", "b", "BLOCK", "0"],
-            ("u", 2),
-        );
+        let mut a = Pending::blocked_acquire(&server, &mut c, ("u", "a"), "0", 1);
+        let mut b = Pending::blocked_acquire(&server, &mut c, ("u", "b"), "0", 2);
 
         if !unblock_supported(flavor) {
             for (id, reason) in [(a.id, "TIMEOUT"), (b.id, "ERROR")] {
@@ -192,24 +170,15 @@ fn client_unblock_timeout_and_error() {
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         assert_eq!(rstat(&server, "tracked_locks"), 0, "{flavor}");
         // Neither is granted the lock afterwards.
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "u", "h"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "u", "h"], 1);
         assert!(
             holders(&mut c, "u").is_empty(),
             "{flavor}: {:?}",
             holders(&mut c, "u")
         );
         // Both connections still work.
-        assert_eq!(
-            call(&mut a.con, &["RLOCK.ACQUIRE", "u", "a"]),
-            Ok(Value::Int(1))
-        );
-        assert_eq!(
-            call(&mut b.con, &["RLOCK.ACQUIRE", "u", "b"]),
-            Ok(Value::Nil)
-        );
+        assert_int(&mut a.con, &["RLOCK.ACQUIRE", "u", "a"], 1);
+        assert_nil(&mut b.con, &["RLOCK.ACQUIRE", "u", "b"]);
     }
 }
 
@@ -223,12 +192,7 @@ fn killed_and_closed_waiters_are_forgotten_at_once() {
         call(&mut c, &["RLOCK.ACQUIRE", "x", "h", "LEASE", "60000"]).expect("acquire");
         let mut ws: Vec<Pending> = Vec::new();
         for (i, owner) in ["killed", "closed", "served"].iter().enumerate() {
-            let w = Pending::blocked_on(
-                &server,
-                &mut c,
-                &["RLOCK.ACQUIRE", "x", owner, "BLOCK", "0"],
-                ("x", i as i64 + 1),
-            );
+            let w = Pending::blocked_acquire(&server, &mut c, ("x", owner), "0", i as i64 + 1);
             ws.push(w);
         }
         let mut served = ws.pop().expect("served");
@@ -242,10 +206,7 @@ fn killed_and_closed_waiters_are_forgotten_at_once() {
         wait_blocked(flavor, &mut c, "x", 1);
         assert_eq!(rstat(&server, "blocked"), 1, "{flavor}");
 
-        assert_eq!(
-            call(&mut c, &["RLOCK.RELEASE", "x", "h"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut c, &["RLOCK.RELEASE", "x", "h"], 1);
         assert_eq!(holders(&mut c, "x"), held_by("served", 1), "{flavor}");
         assert_eq!(served.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
@@ -264,12 +225,7 @@ fn waiter_closing_during_hand_off_never_strands_the_lock() {
         for round in 0..25 {
             let key = format!("race{round}");
             call(&mut c, &["RLOCK.ACQUIRE", &key, "h", "LEASE", "60000"]).expect("acquire");
-            let gone = Pending::blocked_on(
-                &server,
-                &mut c,
-                &["RLOCK.ACQUIRE", &key, "gone", "BLOCK", "0"],
-                (&key, 1),
-            );
+            let gone = Pending::blocked_acquire(&server, &mut c, (&key, "gone"), "0", 1);
             let next = Pending::new(&server);
             let next = next.spawn(&["RLOCK.ACQUIRE", &key, "next", "BLOCK", "10000"]);
             wait_blocked(flavor, &mut c, &key, 2);
@@ -300,10 +256,7 @@ fn waiter_closing_during_hand_off_never_strands_the_lock() {
             );
             if state.0 == held_by("gone", 1) {
                 kept += 1;
-                assert_eq!(
-                    call(&mut c, &["RLOCK.FORCERELEASE", &key]),
-                    Ok(Value::Int(1))
-                );
+                assert_int(&mut c, &["RLOCK.FORCERELEASE", &key], 1);
             }
             let got = next.join();
             assert_eq!(
@@ -388,12 +341,7 @@ fn info_counts_blocked_waiters_and_tracked_locks() {
         }
         let mut ws = Vec::new();
         for (key, n) in [("i1", 1), ("i1", 2), ("i2", 1)] {
-            let w = Pending::blocked_on(
-                &server,
-                &mut c,
-                &["RLOCK.ACQUIRE", key, &format!("w{n}"), "BLOCK", "0"],
-                (key, n),
-            );
+            let w = Pending::blocked_acquire(&server, &mut c, (key, &format!("w{n}")), "0", n);
             ws.push(w);
         }
         let s = rstats(&server);
@@ -429,11 +377,12 @@ fn demotion_releases_waiters_with_unblocked_error() {
         call(&mut c, &["RLOCK.ACQUIRE", "d", "h", "LEASE", "60000"]).expect("acquire");
         let mut ws = Vec::new();
         for (i, block) in ["0", "30000"].iter().enumerate() {
-            let w = Pending::blocked_on(
+            let w = Pending::blocked_acquire(
                 &server,
                 &mut c,
-                &["RLOCK.ACQUIRE", "d", &format!("w{i}"), "BLOCK", block],
-                ("d", i as i64 + 1),
+                ("d", &format!("w{i}")),
+                block,
+                i as i64 + 1,
             );
             ws.push(w);
         }

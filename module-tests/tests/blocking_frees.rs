@@ -309,6 +309,26 @@ fn lease_expiry_hands_off_on_time_without_active_expiry() {
     }
 }
 
+/// `w`, blocked on `key`, gets it at `key`'s deadline as it stands now: not before
+/// (bar clock rounding) and within 1 s after. Returns what `w` got.
+fn served_at_the_deadline(
+    flavor: Flavor,
+    c: &mut Connection,
+    key: &str,
+    w: Waiting,
+    after: &str,
+) -> Replied {
+    let deadline = pexpiretime(c, key.as_bytes());
+    let got = w.join();
+    assert_eq!(got.reply, Ok(Value::Int(1)), "{flavor}");
+    let late = got.unix_ms - deadline as f64;
+    assert!(
+        (-1.5..=1000.0).contains(&late),
+        "{flavor}: after {after} the waiter got the lock {late:.1} ms after the deadline"
+    );
+    got
+}
+
 /// A lease changed under a waiter (a Redisson watchdog's PEXPIRE, a PERSIST) moves
 /// the hand-off with it.
 #[test]
@@ -319,27 +339,13 @@ fn lease_changed_by_pexpire_moves_the_hand_off() {
         let w = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "p", "w", "BLOCK", "10000"]);
         wait_blocked(flavor, &mut c, "p", 1);
         run(&mut c, &["PEXPIRE", "p", "150"]);
-        let deadline = pexpiretime(&mut c, b"p");
-        let got = w.join();
-        assert_eq!(got.reply, Ok(Value::Int(1)), "{flavor}");
-        let late = got.unix_ms - deadline as f64;
-        assert!(
-            (-1.5..=1000.0).contains(&late),
-            "{flavor}: after PEXPIRE 150 the waiter got the lock {late:.1} ms after the deadline"
-        );
+        let got = served_at_the_deadline(flavor, &mut c, "p", w, "PEXPIRE 150");
         // RENEW by the holder pushes the hand-off back.
         let w2 = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "p", "w2", "BLOCK", "10000"]);
         wait_blocked(flavor, &mut c, "p", 1);
         let mut wcon = got.con;
         run(&mut wcon.con, &["RLOCK.RENEW", "p", "w", "LEASE", "100"]);
         run(&mut wcon.con, &["RLOCK.RENEW", "p", "w", "LEASE", "400"]);
-        let deadline = pexpiretime(&mut c, b"p");
-        let got = w2.join();
-        assert_eq!(got.reply, Ok(Value::Int(1)), "{flavor}");
-        let late = got.unix_ms - deadline as f64;
-        assert!(
-            (-1.5..=1000.0).contains(&late),
-            "{flavor}: after RENEW LEASE 400 the waiter got the lock {late:.1} ms after the deadline"
-        );
+        served_at_the_deadline(flavor, &mut c, "p", w2, "RENEW LEASE 400");
     }
 }

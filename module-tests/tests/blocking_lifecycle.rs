@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -17,16 +16,9 @@ fn run(con: &mut redis::Connection, args: &[&str]) -> Value {
 
 #[test]
 fn module_unload_refused_while_clients_are_blocked() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "u", "h", "LEASE", "60000"]);
-        let mut w = Pending::blocked_on(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "u", "w", "BLOCK", "0"],
-            ("u", 1),
-        );
+        let mut w = Pending::blocked_acquire(&server, &mut c, ("u", "w"), "0", 1);
         let r = call(&mut c, &["MODULE", "UNLOAD", "rlock"]);
         assert!(
             r.is_err(),
@@ -53,11 +45,7 @@ fn module_unload_refused_while_clients_are_blocked() {
             Ok(Value::Okay),
             "{flavor}: MODULE LOAD again"
         );
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "again", "o"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "again", "o"], 1);
     }
 }
 
@@ -65,29 +53,25 @@ fn module_unload_refused_while_clients_are_blocked() {
 /// refuse MODULE UNLOAD, or fire into unloaded code.
 #[test]
 fn module_unload_works_after_waiters_time_out_or_leave() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "t", "h", "LEASE", "1500"]);
         let mut t = Pending::new(&server);
         t.send(&["RLOCK.ACQUIRE", "t", "w", "BLOCK", "50"]);
         assert_eq!(t.reply(), Ok(Value::Nil), "{flavor}: BLOCK 50 ran out");
         run(&mut c, &["RLOCK.ACQUIRE", "t2", "h", "LEASE", "1500"]);
-        let k = Pending::blocked_on(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "t2", "w", "BLOCK", "0"],
-            ("t2", 1),
-        );
+        let k = Pending::blocked_acquire(&server, &mut c, ("t2", "w"), "0", 1);
         drop(k);
         wait_blocked(flavor, &mut c, "t2", 0);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         let unloaded_at = Instant::now();
-        assert_eq!(
-            call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
-            Ok(Value::Okay),
-            "{flavor}: MODULE UNLOAD with nobody blocked, after one waiter timed out \
+        assert_reply(
+            &mut c,
+            &["MODULE", "UNLOAD", "rlock"],
+            Value::Okay,
+            format_args!(
+                "{flavor}: MODULE UNLOAD with nobody blocked, after one waiter timed out \
              and one closed, while their locks' leases (1500 ms) run"
+            ),
         );
         // Past the lease deadlines: a timer firing into unloaded code would crash.
         let wait = Duration::from_millis(1700).saturating_sub(unloaded_at.elapsed());
@@ -114,6 +98,14 @@ fn packed(args: &[&str]) -> Vec<u8> {
     cmd.get_packed_command()
 }
 
+/// In one buffer, the commands `each` packs for owners `{prefix}-0` to `{prefix}-{n - 1}`.
+fn packed_per_owner(prefix: &str, n: usize, each: impl Fn(&str) -> Vec<Vec<u8>>) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| each(&format!("{prefix}-{i}")))
+        .flatten()
+        .collect()
+}
+
 /// One round: `timeouts` waits that run out, `served` waits that are served (each
 /// holder releases to the next), `killed` waits whose connection is killed or closed.
 fn waits_round(server: &Server, timeouts: usize, served: usize, killed: usize) {
@@ -129,12 +121,9 @@ fn waits_round(server: &Server, timeouts: usize, served: usize, killed: usize) {
         for t in 0..TIMEOUT_CONNS {
             let n = timeouts / TIMEOUT_CONNS;
             jobs.push(s.spawn(move || {
-                let mut buf = Vec::new();
-                for i in 0..n {
-                    let owner = format!("t{t}-{i}");
-                    buf.write_all(&packed(&["RLOCK.ACQUIRE", "busy", &owner, "BLOCK", "1"]))
-                        .expect("buf");
-                }
+                let buf = packed_per_owner(&format!("t{t}"), n, |owner| {
+                    vec![packed(&["RLOCK.ACQUIRE", "busy", owner, "BLOCK", "1"])]
+                });
                 for (i, r) in pipelined(server, &buf, n).into_iter().enumerate() {
                     assert_eq!(r, Ok(Value::Nil), "{flavor}: timed wait {t}/{i}");
                 }
@@ -143,22 +132,18 @@ fn waits_round(server: &Server, timeouts: usize, served: usize, killed: usize) {
         for t in 0..SERVED_CONNS {
             let n = served / SERVED_CONNS;
             jobs.push(s.spawn(move || {
-                let mut buf = Vec::new();
-                for i in 0..n {
-                    let owner = format!("s{t}-{i}");
-                    buf.write_all(&packed(&[
+                let buf = packed_per_owner(&format!("s{t}"), n, |owner| {
+                    let acquire = [
                         "RLOCK.ACQUIRE",
                         "srv",
-                        &owner,
+                        owner,
                         "BLOCK",
                         "0",
                         "LEASE",
                         "60000",
-                    ]))
-                    .expect("buf");
-                    buf.write_all(&packed(&["RLOCK.RELEASE", "srv", &owner]))
-                        .expect("buf");
-                }
+                    ];
+                    vec![packed(&acquire), packed(&["RLOCK.RELEASE", "srv", owner])]
+                });
                 for (i, r) in pipelined(server, &buf, 2 * n).into_iter().enumerate() {
                     assert_eq!(r, Ok(Value::Int(1)), "{flavor}: served wait {t}/{}", i / 2);
                 }

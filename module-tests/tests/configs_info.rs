@@ -144,14 +144,8 @@ fn module_load_at_runtime_with_configs() {
 
 #[test]
 fn config_set_get_and_ranges() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
-        assert_eq!(
-            call(&mut c, &["CONFIG", "SET", "rlock.lease-ms", "12345"]),
-            Ok(Value::Okay),
-            "{flavor}"
-        );
+    for (flavor, mut server, mut c) in servers() {
+        assert_okay(&mut c, &["CONFIG", "SET", "rlock.lease-ms", "12345"]);
         assert_eq!(config_get(&mut c, "rlock.lease-ms"), "12345", "{flavor}");
         let p = default_lease_pttl(&mut c, "a");
         assert!(
@@ -159,22 +153,14 @@ fn config_set_get_and_ranges() {
             "{flavor}: PTTL {p} after CONFIG SET rlock.lease-ms 12345"
         );
         call(&mut c, &["RLOCK.RENEW", "a", "o", "LEASE", "90000"]).expect("renew");
-        assert_eq!(
-            call(&mut c, &["RLOCK.RENEW", "a", "o"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.RENEW", "a", "o"], 1);
         let p = pttl(&mut c, b"a");
         assert!(
             near(p, 12_345),
             "{flavor}: RENEW without LEASE gave PTTL {p}, want lease-ms 12345"
         );
 
-        assert_eq!(
-            call(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "5000"]),
-            Ok(Value::Okay),
-            "{flavor}"
-        );
+        assert_okay(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "5000"]);
         assert_eq!(config_get(&mut c, "rlock.fair-wait-ms"), "5000", "{flavor}");
 
         for (name, bad) in [
@@ -206,11 +192,7 @@ fn config_set_get_and_ranges() {
             release_publishes(&server, &mut c, "p1"),
             "{flavor}: publish yes (default) did not publish"
         );
-        assert_eq!(
-            call(&mut c, &["CONFIG", "SET", "rlock.publish", "no"]),
-            Ok(Value::Okay),
-            "{flavor}"
-        );
+        assert_okay(&mut c, &["CONFIG", "SET", "rlock.publish", "no"]);
         assert!(
             !release_publishes(&server, &mut c, "p2"),
             "{flavor}: published with rlock.publish no"
@@ -219,21 +201,13 @@ fn config_set_get_and_ranges() {
         let chan = unlock_channel(b"p3");
         let mut sub = Subscriber::new(&server, &[&chan]);
         call(&mut c, &["RLOCK.ACQUIRE", "p3", "o"]).expect("acquire");
-        assert_eq!(
-            call(&mut c, &["RLOCK.FORCERELEASE", "p3"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", "p3"], 1);
         assert_eq!(
             sub.drain(),
             vec![],
             "{flavor}: force-release published with rlock.publish no"
         );
-        assert_eq!(
-            call(&mut c, &["CONFIG", "SET", "rlock.publish", "yes"]),
-            Ok(Value::Okay),
-            "{flavor}"
-        );
+        assert_okay(&mut c, &["CONFIG", "SET", "rlock.publish", "yes"]);
         assert!(
             release_publishes(&server, &mut c, "p4"),
             "{flavor}: publish yes again did not publish"

@@ -258,11 +258,7 @@ fn switched_off_the_callers_wait_out_their_timeout() {
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "b", "LEASE", "60000"]);
         let mut a = blocked(&server, &mut c, "RLOCK.ACQUIRE k2 a BLOCK 400", "k2");
         let started = Instant::now();
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "300"]),
-            Ok(Value::Nil),
-            "{flavor}"
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "k1", "b", "BLOCK", "300"]);
         assert!(started.elapsed() >= Duration::from_millis(290), "{flavor}");
         assert_eq!(a.reply(), Ok(Value::Nil), "{flavor}");
         assert_eq!(rstat(&server, "deadlocks"), 0, "{flavor}");
@@ -291,10 +287,7 @@ fn switched_off_the_callers_wait_out_their_timeout() {
 #[test]
 fn a_refusal_is_notified_on_the_key_asked_for() {
     for (flavor, server, mut c) in servers() {
-        assert_eq!(
-            call(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kd"]),
-            Ok(Value::Okay)
-        );
+        assert_okay(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Kd"]);
         let mut sub = Subscriber::new(&server, &[b"__keyspace@0__:k1", b"__keyspace@0__:k2"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "a", "LEASE", "60000"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "b", "LEASE", "60000"]);
@@ -503,10 +496,7 @@ fn readers_granted_together_are_not_a_cycle() {
 fn a_kept_lock_given_away_is_handed_on_at_its_lease_end() {
     for (flavor, server, mut c) in servers() {
         // Only the module's timer may end the lease: the server's own expiry cycle is off.
-        assert_eq!(
-            call(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
-            Ok(Value::Okay)
-        );
+        assert_okay(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "k1", "x", "LEASE", "60000"]);
         let mut m = blocked(&server, &mut c, "RLOCK.MACQUIRE m 2 k1 k3 BLOCK 0", "k3");
         ok(&mut c, &["RLOCK.ACQUIRE", "k2", "y", "LEASE", "60000"]);

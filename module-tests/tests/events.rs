@@ -133,10 +133,7 @@ fn every_event_fires_on_its_key() {
         );
         // Held by another: no grant, no event. FAIR, READ/WRITE, and each key of MACQUIRE.
         ok(&mut c, &["RLOCK.ACQUIRE", "orders", "a"]);
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "orders", "b"]),
-            Ok(Value::Nil)
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "orders", "b"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "fair", "a", "FAIR"]);
         ok(&mut c, &["RLOCK.ACQUIRE", "catalog", "r", "READ"]);
         ok(&mut c, &["RLOCK.RELEASE", "catalog", "r", "READ"]);
@@ -163,14 +160,8 @@ fn every_event_fires_on_its_key() {
         wait_total_blocked(&server, 1);
         ok(&mut c, &["RLOCK.RELEASE", "orders", "a"]);
         assert_eq!(waiter.join().reply, Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(
-            call(&mut c, &["RLOCK.ACQUIRE", "orders", "c", "BLOCK", "50"]),
-            Ok(Value::Nil)
-        );
-        assert_eq!(
-            call(&mut c, &["RSEM.ACQUIRE", "empty", "BLOCK", "50"]),
-            Ok(Value::Nil)
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "orders", "c", "BLOCK", "50"]);
+        assert_nil(&mut c, &["RSEM.ACQUIRE", "empty", "BLOCK", "50"]);
         expect(
             flavor,
             &mut sub,
@@ -224,7 +215,7 @@ fn every_event_fires_on_its_key() {
         // Semaphores: taken, given back, leased, returned, taken back at a lease's end.
         ok(&mut c, &["RSEM.TRYSETPERMITS", "pool", "2"]);
         ok(&mut c, &["RSEM.ACQUIRE", "pool", "PERMITS", "2"]);
-        assert_eq!(call(&mut c, &["RSEM.ACQUIRE", "pool"]), Ok(Value::Nil));
+        assert_nil(&mut c, &["RSEM.ACQUIRE", "pool"]);
         ok(&mut c, &["RSEM.RELEASE", "pool", "PERMITS", "2"]);
         let id = match ok(&mut c, &["RSEM.LEASE", "pool", "LEASE", "60000"]) {
             Value::Array(ids) => match &ids[0] {
@@ -234,10 +225,7 @@ fn every_event_fires_on_its_key() {
             other => panic!("RSEM.LEASE: {other:?}"),
         };
         ok(&mut c, &["RSEM.RETURN", "pool", &id]);
-        assert_eq!(
-            call(&mut c, &["RSEM.RETURN", "pool", &id]),
-            Ok(Value::Int(0))
-        );
+        assert_int(&mut c, &["RSEM.RETURN", "pool", &id], 0);
         expect(
             flavor,
             &mut sub,
@@ -494,17 +482,9 @@ fn a_grant_given_back_because_its_client_left_is_released() {
         }
         // Every grant came back: both locks free, the permit available.
         for key in ["gone", "gone-rw"] {
-            assert_eq!(
-                call(&mut c, &["EXISTS", key]),
-                Ok(Value::Int(0)),
-                "{flavor}"
-            );
+            assert_int(&mut c, &["EXISTS", key], 0);
         }
-        assert_eq!(
-            call(&mut c, &["RSEM.AVAILABLE", "gone-sem"]),
-            Ok(Value::Int(1)),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RSEM.AVAILABLE", "gone-sem"], 1);
         assert_eq!(rstat(&server, "releases"), 4, "{flavor}: rlock_releases");
     }
 }

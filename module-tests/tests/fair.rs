@@ -395,11 +395,7 @@ fn killed_or_departed_waiters_do_not_delay_the_queue() {
         println!("{flavor}: killed mid-queue waiter left the queue within {gone:.2} ms");
         run(&mut c, &["RLOCK.RELEASE", k, "h"]);
         assert_eq!(b1.reply(), Ok(Value::Int(1)), "{flavor}: b1 served");
-        assert_eq!(
-            run(&mut b1.con, &["RLOCK.RELEASE", k, "b1"]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut b1.con, &["RLOCK.RELEASE", k, "b1"], 1);
         let released = unix_ms_f64();
         let got = b3.join();
         let delay = got.unix_ms - released;
@@ -447,7 +443,7 @@ fn killed_or_departed_waiters_do_not_delay_the_queue() {
             );
         } else {
             let id = unblocked.id.to_string();
-            assert_eq!(run(&mut c, &["CLIENT", "UNBLOCK", &id]), Value::Int(0));
+            assert_int(&mut c, &["CLIENT", "UNBLOCK", &id], 0);
             run(&mut c, &["CLIENT", "KILL", "ID", &id]);
         }
         wait_queue(flavor, &mut c, k, &["timed", "last"], false, "unblocked");
@@ -666,7 +662,7 @@ fn forcerelease_del_and_expiry_serve_the_queue() {
         assert_eq!(fair(&mut c, k, "p"), Value::Nil, "{flavor}");
         let mut b3 = blocked(&server, k, "b3", "0");
         wait_queued(flavor, &mut c, k, "b3");
-        assert_eq!(run(&mut c, &["RLOCK.FORCERELEASE", k]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", k], 1);
         assert_eq!(
             b.reply(),
             Ok(Value::Int(1)),
@@ -675,7 +671,7 @@ fn forcerelease_del_and_expiry_serve_the_queue() {
         check_queue(flavor, &mut c, k, &["p", "b3"], false, "FORCERELEASE");
         let chan = wake_channel(k.as_bytes(), b"p");
         let mut sub = Subscriber::new(&server, &[&chan]);
-        assert_eq!(run(&mut c, &["RLOCK.FORCERELEASE", k]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.FORCERELEASE", k], 1);
         assert_eq!(
             sub.drain(),
             vec![wake(k, "p")],
@@ -998,11 +994,9 @@ fn plain_acquires_ignore_the_fair_queue() {
         // A stray queue key of the wrong type does not strand plain blocked waiters.
         let k = "plain-stray";
         run(&mut c, &["SET", &text(&queue_key(k.as_bytes())), "junk"]);
-        assert_eq!(run(&mut c, &["RLOCK.ACQUIRE", k, "h"]), Value::Int(1));
-        let mut w = Pending::new(&server);
-        w.send(&["RLOCK.ACQUIRE", k, "w", "BLOCK", "3000"]);
-        wait_total_blocked(&server, 1);
-        assert_eq!(run(&mut c, &["RLOCK.RELEASE", k, "h"]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.ACQUIRE", k, "h"], 1);
+        let mut w = Pending::blocked(&server, &["RLOCK.ACQUIRE", k, "w", "BLOCK", "3000"], 1);
+        assert_int(&mut c, &["RLOCK.RELEASE", k, "h"], 1);
         assert_eq!(
             w.reply(),
             Ok(Value::Int(1)),
@@ -1456,9 +1450,7 @@ fn session_holder_leaving_serves_the_fair_queue() {
 /// the module learns of fair queues from keyspace events, loading included.
 #[test]
 fn queues_written_by_others_or_loaded_are_served() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         let k = "foreign";
         let wake = format!("redisson_lock__channel:{{{k}}}:r1");
         for restart in [false, true] {
@@ -1485,11 +1477,7 @@ fn queues_written_by_others_or_loaded_are_served() {
             }
             let mut sub = Subscriber::new(&server, &[wake.as_bytes()]);
             sub.drain();
-            assert_eq!(
-                run(&mut c, &["RLOCK.RELEASE", k, "h"]),
-                Value::Int(1),
-                "{flavor}"
-            );
+            assert_int(&mut c, &["RLOCK.RELEASE", k, "h"], 1);
             let woken = sub.drain();
             assert!(
                 woken
@@ -1498,21 +1486,9 @@ fn queues_written_by_others_or_loaded_are_served() {
                 "{flavor} (restart {restart}): head r1 not woken on {wake}: {woken:?}"
             );
             // r1 takes its turn; nobody else may before it.
-            assert_eq!(
-                run(&mut c, &["RLOCK.ACQUIRE", k, "x", "FAIR"]),
-                Value::Nil,
-                "{flavor}"
-            );
-            assert_eq!(
-                run(&mut c, &["RLOCK.ACQUIRE", k, "r1", "FAIR"]),
-                Value::Int(1),
-                "{flavor}"
-            );
-            assert_eq!(
-                run(&mut c, &["RLOCK.RELEASE", k, "r1"]),
-                Value::Int(1),
-                "{flavor}"
-            );
+            assert_nil(&mut c, &["RLOCK.ACQUIRE", k, "x", "FAIR"]);
+            assert_int(&mut c, &["RLOCK.ACQUIRE", k, "r1", "FAIR"], 1);
+            assert_int(&mut c, &["RLOCK.RELEASE", k, "r1"], 1);
             let queue_keys = [
                 format!("redisson_lock_queue:{{{k}}}"),
                 format!("redisson_lock_timeout:{{{k}}}"),
@@ -1527,7 +1503,7 @@ fn queues_written_by_others_or_loaded_are_served() {
 fn queue_a_polling_head(server: &Server, k: &str) -> Connection {
     let mut c = server.conn();
     run(&mut c, &["RLOCK.ACQUIRE", k, "h", "LEASE", "60000"]);
-    assert_eq!(run(&mut c, &["RLOCK.ACQUIRE", k, "b", "FAIR"]), Value::Nil);
+    assert_nil(&mut c, &["RLOCK.ACQUIRE", k, "b", "FAIR"]);
     c
 }
 
@@ -1574,16 +1550,11 @@ fn assert_known_and_served(server: &Server, k: &str, case: &str) {
 /// the head, never woken, waited for its own next poll.
 #[test]
 fn queues_are_known_at_once_after_a_promotion_a_load_or_an_aof_restart() {
-    for flavor in flavors() {
-        let primary = Server::start(flavor);
+    for (flavor, primary) in each_server() {
         let replica = Server::builder(flavor).replica_of(primary.port).start();
         let mut p = queue_a_polling_head(&primary, "k");
         // WAIT waits for the writes of the connection that sends it.
-        assert_eq!(
-            run(&mut p, &["WAIT", "1", "5000"]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut p, &["WAIT", "1", "5000"], 1);
         assert_eq!(rstat(&replica, "tracked_locks"), 0, "{flavor}: a replica");
         run(&mut replica.conn(), &["REPLICAOF", "NO", "ONE"]);
         assert_known_and_served(&replica, "k", &format!("{flavor} promotion"));
@@ -1687,17 +1658,8 @@ fn a_failing_fair_acquire_leaves_the_queue_alone() {
             &mut c,
             &["SET", &text(&token_key(k.as_bytes())), "not-a-number"],
         );
-        let before = keyspace(&mut c);
-        let reply = call(&mut c, &["RLOCK.ACQUIRE", k, "me", "FAIR", "TOKEN"]);
-        assert!(
-            matches!(&reply, Err(e) if e.starts_with("ERR the fencing counter")),
-            "{flavor}: {reply:?}"
-        );
-        assert_eq!(
-            keyspace(&mut c),
-            before,
-            "{flavor}: the failing call changed keys"
-        );
+        let args = ["RLOCK.ACQUIRE", k, "me", "FAIR", "TOKEN"];
+        assert_refused_unchanged(flavor, &mut c, &args, "ERR the fencing counter");
         assert_queue(flavor, &mut c, k, &["stale"], "after the failing call");
     }
 }
@@ -1707,8 +1669,7 @@ fn a_failing_fair_acquire_leaves_the_queue_alone() {
 /// goes, and a replica tracks none of the queues it receives.
 #[test]
 fn queues_written_by_others_are_not_tracked_forever() {
-    for flavor in flavors() {
-        let primary = Server::start(flavor);
+    for (flavor, primary) in each_server() {
         let replica = Server::builder(flavor).replica_of(primary.port).start();
         let mut c = primary.conn();
         let mut r = replica.conn();

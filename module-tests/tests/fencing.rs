@@ -149,10 +149,7 @@ fn counters_survive_aof_and_rdb_restarts() {
                 .config("appendfsync", "always")
                 .start();
             let mut c = server.conn();
-            assert_eq!(
-                run(&mut c, &["RLOCK.ACQUIRE", "f", "a", "TOKEN"]),
-                Value::Int(1)
-            );
+            assert_int(&mut c, &["RLOCK.ACQUIRE", "f", "a", "TOKEN"], 1);
             run(&mut c, &["RLOCK.RELEASE", "f", "a"]);
             if !aof {
                 run(&mut c, &["SAVE"]);
@@ -205,31 +202,21 @@ fn counters_restored_or_deleted_by_others() {
         check_bumps(flavor, "renamed", &mut c, "moved", 2);
         // A deleted counter is not recreated by a take without TOKEN.
         run(&mut c, &["DEL", "redisson_lock_token:{src}"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "src", "b"]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "src", "b"], 1);
         assert_eq!(
             token(&mut c, "src"),
             None,
             "{flavor}: deleted counter recreated"
         );
         run(&mut c, &["RLOCK.RELEASE", "src", "b"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "src", "b", "TOKEN"]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "src", "b", "TOKEN"], 1);
     }
 }
 
 #[test]
 fn counters_created_by_others_are_bumped() {
-    for flavor in flavors() {
-        // Started empty: the module remembers counters instead of looking them up.
-        let server = Server::start(flavor);
-        let mut c = server.conn();
+    // Started empty: the module remembers counters instead of looking them up.
+    for (flavor, _server, mut c) in servers() {
         // Redisson's fenced lock creates the counter with INCR inside a script.
         assert_eq!(fenced_lock(&mut c, "r", "uuid:1"), Some(1), "{flavor}");
         assert_eq!(unlock(&mut c, "r", "uuid:1"), Some(1), "{flavor}");
@@ -303,12 +290,7 @@ fn mixed_redisson_and_rlock_tokens_only_grow() {
     let seed = test_seed();
     eprintln!("RLOCK_SEED={seed}");
     for flavor in flavors() {
-        for loaded_late in [false, true] {
-            let what = if loaded_late {
-                "module loaded into data"
-            } else {
-                "fresh server"
-            };
+        for (loaded_late, what) in [(false, "fresh server"), (true, "module loaded into data")] {
             let server = Server::builder(flavor).module(!loaded_late).start();
             let mut c = server.conn();
             if loaded_late {

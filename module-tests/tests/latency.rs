@@ -30,6 +30,35 @@ fn ok(con: &mut redis::Connection, args: &[&str]) -> Value {
     call(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// With the threshold at 1 ms, `work` (`what`, which takes that or more) leaves an
+/// `event` sample; after `LATENCY RESET`, back at 0, it leaves none.
+fn sampled_from_1_ms_only(
+    flavor: Flavor,
+    con: &mut redis::Connection,
+    (event, what): (&str, &str),
+    mut work: impl FnMut(&mut redis::Connection),
+) {
+    set_threshold(con, "1");
+    work(con);
+    assert!(
+        latest(con).contains(event),
+        "{flavor}: {what} takes 1 ms or more: {:?}",
+        latest(con)
+    );
+    ok(con, &["LATENCY", "RESET"]);
+    set_threshold(con, "0");
+    work(con);
+    assert!(
+        !latest(con).contains(event),
+        "{flavor}: back to 0, no more samples"
+    );
+}
+
+/// `latency-monitor-threshold`: record what takes `ms` or more (`0`: nothing).
+fn set_threshold(con: &mut redis::Connection, ms: &str) {
+    ok(con, &["CONFIG", "SET", "latency-monitor-threshold", ms]);
+}
+
 /// ~200k keys: strings, and hashes the scan must look at.
 fn big_db(con: &mut redis::Connection) {
     ok(con, &["DEBUG", "POPULATE", "190000", "noise", "8"]);
@@ -78,33 +107,11 @@ fn scan_samples_follow_the_threshold() {
             "{flavor}: threshold 0 records nothing: {events:?}"
         );
 
-        ok(
-            &mut con,
-            &["CONFIG", "SET", "latency-monitor-threshold", "1"],
-        );
-        scan_everything(&mut con);
-        assert!(
-            latest(&mut con).contains("rlock-scan"),
-            "{flavor}: a scan of 200k keys takes 1 ms or more: {:?}",
-            latest(&mut con)
-        );
-
-        ok(&mut con, &["LATENCY", "RESET"]);
-        ok(
-            &mut con,
-            &["CONFIG", "SET", "latency-monitor-threshold", "0"],
-        );
-        scan_everything(&mut con);
-        assert!(
-            !latest(&mut con).contains("rlock-scan"),
-            "{flavor}: back to 0, no more samples"
-        );
+        let what = "a scan of 200k keys";
+        sampled_from_1_ms_only(flavor, &mut con, ("rlock-scan", what), scan_everything);
 
         // A threshold above what a scan takes records nothing either.
-        ok(
-            &mut con,
-            &["CONFIG", "SET", "latency-monitor-threshold", "100000"],
-        );
+        set_threshold(&mut con, "100000");
         scan_everything(&mut con);
         assert!(!latest(&mut con).contains("rlock-scan"), "{flavor}");
     }
@@ -142,26 +149,9 @@ fn deferred_samples_follow_the_threshold() {
             "{flavor}: threshold 0 records nothing"
         );
 
-        ok(
-            &mut con,
-            &["CONFIG", "SET", "latency-monitor-threshold", "1"],
-        );
-        storm(&server);
-        assert!(
-            latest(&mut con).contains("rlock-deferred"),
-            "{flavor}: releasing {LOCKS} holds takes 1 ms or more: {:?}",
-            latest(&mut con)
-        );
-
-        ok(&mut con, &["LATENCY", "RESET"]);
-        ok(
-            &mut con,
-            &["CONFIG", "SET", "latency-monitor-threshold", "0"],
-        );
-        storm(&server);
-        assert!(
-            !latest(&mut con).contains("rlock-deferred"),
-            "{flavor}: back to 0, no more samples"
-        );
+        let what = format!("releasing {LOCKS} holds");
+        sampled_from_1_ms_only(flavor, &mut con, ("rlock-deferred", &what), |_| {
+            storm(&server)
+        });
     }
 }

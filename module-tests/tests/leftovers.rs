@@ -52,17 +52,11 @@ fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
 
         // Freed: p heads the queue, is woken, and never calls again.
         run(&mut c, &["RLOCK.ACQUIRE", "L", "h", "LEASE", "60000"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "L", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "L", "p", "FAIR"]);
         run(&mut c, &["RLOCK.RELEASE", "L", "h"]);
         // Held: h2 never releases; p2 polls once behind it.
         run(&mut c, &["RLOCK.ACQUIRE", "M", "h2", "LEASE", "60000"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "M", "p2", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "M", "p2", "FAIR"]);
         let queued_at = Instant::now();
         for key in ["L", "M"] {
             for helper in queue_keys(key) {
@@ -99,15 +93,9 @@ fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
 
         // A queue of several pollers behind a hold: each goes at its own deadline.
         run(&mut c, &["RLOCK.ACQUIRE", "N", "h", "LEASE", "60000"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "N", "a", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "N", "a", "FAIR"]);
         run(&mut c, &["CONFIG", "SET", "rlock.fair-wait-ms", "1500"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "N", "b", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "N", "b", "FAIR"]);
         thread::sleep(Duration::from_millis(900));
         let list = lrange(&mut c, &queue_keys("N")[0]);
         assert_eq!(
@@ -126,10 +114,7 @@ fn a_polling_fair_caller_that_stops_leaves_nothing_behind() {
             "{flavor}: N"
         );
         // Polling callers hold up no MODULE UNLOAD: the module keeps no timer for them.
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "N", "q", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "N", "q", "FAIR"]);
         assert_eq!(
             call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
             Ok(Value::Okay),

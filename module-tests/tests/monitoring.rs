@@ -883,11 +883,7 @@ fn the_rule_unit_tests_pass_in_promtool() {
             .current_dir(kit_path("."))
             .output()
             .expect("promtool");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = output_text(&out);
         assert!(out.status.success(), "promtool {args:?}:\n{text}");
         text
     };
@@ -947,8 +943,7 @@ fn the_real_exporter_and_prometheus_serve_the_kit() {
     let mut kept = Vec::new();
     let mut with_module = BTreeMap::new();
     let mut without_module = BTreeMap::new();
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let blocked = contend(&server);
         let bare = Server::builder(flavor).module(false).start();
         let e = exporter(&format!("exporter-{flavor}"), &server);

@@ -16,29 +16,13 @@ fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
 #[test]
 fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
     for (flavor, server, mut c) in servers() {
-        run(
-            &mut c,
-            &["RLOCK.ACQUIRE", "k", "h", "FAIR", "LEASE", "60000"],
-        );
-        // A FAIR caller that polls heads the queue for fair-wait-ms (300 s).
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"]),
-            Value::Nil
-        );
-        let mut w = Pending::blocked_on(
-            &server,
-            &mut c,
-            &["RLOCK.ACQUIRE", "k", "w", "BLOCK", "5000"],
-            ("k", 1),
-        );
+        hold_with_a_polling_fair_head(&mut c, "k");
+        let mut w = Pending::blocked_acquire(&server, &mut c, ("k", "w"), "5000", 1);
         run(&mut c, &["RLOCK.RELEASE", "k", "h"]);
         assert_eq!(w.reply(), Ok(Value::Int(1)), "{flavor}: the plain waiter");
         // A newcomer without BLOCK gets nothing, and the poller keeps its place.
-        assert_eq!(run(&mut c, &["RLOCK.ACQUIRE", "k", "n"]), Value::Nil);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "k", "n"]);
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"]);
         let queue: Vec<String> = redis::cmd("LRANGE")
             .arg("redisson_lock_queue:{k}")
             .arg(0)
@@ -48,14 +32,8 @@ fn a_polling_fair_head_does_not_hold_back_a_plain_waiter() {
         assert_eq!(queue, vec!["p".to_string()], "{flavor}");
         // Once the plain waiter is done, the queue's head takes its turn.
         run(&mut w.con, &["RLOCK.RELEASE", "k", "w"]);
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "k", "n", "FAIR"]),
-            Value::Nil
-        );
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"]),
-            Value::Int(1)
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "k", "n", "FAIR"]);
+        assert_int(&mut c, &["RLOCK.ACQUIRE", "k", "p", "FAIR"], 1);
     }
 }
 
@@ -93,12 +71,7 @@ fn a_newcomer_never_takes_a_lock_a_blocked_waiter_may_take() {
             let key = format!("n-{fair_newcomer}");
             let key = key.as_str();
             run(&mut c, &["RLOCK.ACQUIRE", key, "h", "LEASE", "100"]);
-            let mut w = Pending::blocked_on(
-                &server,
-                &mut c,
-                &["RLOCK.ACQUIRE", key, "w", "BLOCK", "10000"],
-                (key, 1),
-            );
+            let mut w = Pending::blocked_acquire(&server, &mut c, (key, "w"), "10000", 1);
             let mut newcomer = Pending::new(&server);
             let mut acquire = vec!["RLOCK.ACQUIRE", key, "n"];
             if fair_newcomer {

@@ -98,12 +98,7 @@ fn each_case(
     pause: impl Fn(&mut redis::Connection, Vec<Pending>),
 ) {
     for flavor in flavors() {
-        for with_replica in [false, true] {
-            let what = if with_replica {
-                "with replica"
-            } else {
-                "alone"
-            };
+        for (with_replica, what) in [(false, "alone"), (true, "with replica")] {
             let (mut server, replica) = servers(flavor, with_replica);
             let mut c = server.conn();
             let kept = setup(&server, &mut c);

@@ -159,10 +159,7 @@ fn leases_share_redissons_layout_both_ways() {
         assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
         let moved = score(&mut c, "s", &theirs).unwrap() as i64;
         assert!(moved > now_ms() + 100_000, "{flavor}: renewed to {moved}");
-        assert_eq!(
-            run(&mut c, &["RSEM.RETURN", "s", &hex(&theirs)]),
-            Value::Int(1)
-        );
+        assert_int(&mut c, &["RSEM.RETURN", "s", &hex(&theirs)], 1);
         assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
         // Redisson renews a module lease.
         let now = now_ms().to_string();
@@ -188,7 +185,7 @@ fn leases_share_redissons_layout_both_ways() {
             Value::Int(1)
         );
         assert_eq!(get(&mut c, "s").as_deref(), Some("4"), "{flavor}");
-        assert_eq!(run(&mut c, &["EXISTS", &z]), Value::Int(0), "{flavor}");
+        assert_int(&mut c, &["EXISTS", &z], 0);
         // Each give-back published the new total, as Redisson's release does.
         let heard: Vec<String> = sub
             .drain()
@@ -221,11 +218,7 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
             [b"1".to_vec()],
             "{flavor}: the new total, as Redisson's reclaim"
         );
-        assert_eq!(
-            run(&mut c, &["RSEM.RETURN", "s", &id]),
-            Value::Int(0),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RSEM.RETURN", "s", &id], 0);
         // A waiter is served the moment a lease ends: the module's, or Redisson's.
         let mut worst = Duration::ZERO;
         for round in 0..6 {
@@ -278,18 +271,20 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
         // A plain lease on another connection does not go with it.
         run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
         let kept = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "600000"]));
-        let mut waiter = Pending::new(&server);
-        waiter.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "600000",
-            "PERMITS",
-            "2",
-            "BLOCK",
-            "5000",
-        ]);
-        wait_total_blocked(&server, 1);
+        let mut waiter = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "600000",
+                "PERMITS",
+                "2",
+                "BLOCK",
+                "5000",
+            ],
+            1,
+        );
         run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
         let served = ids_of(&waiter.reply().expect("served"));
         assert_eq!(served.len(), 2, "{flavor}");
@@ -329,21 +324,21 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
 fn blocked_leases_are_served_in_arrival_order_with_acquires() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::new(&server);
-        big.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "PERMITS",
-            "3",
-            "BLOCK",
-            "5000",
-        ]);
-        wait_total_blocked(&server, 1);
-        let mut small = Pending::new(&server);
-        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000"]);
-        wait_total_blocked(&server, 2);
+        let mut big = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "PERMITS",
+                "3",
+                "BLOCK",
+                "5000",
+            ],
+            1,
+        );
+        let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "5000"], 2);
         // Two permits: the head wants three, and the one behind it waits too.
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
         std::thread::sleep(Duration::from_millis(50));
@@ -426,21 +421,13 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
             "REQ",
             "b1",
         ];
-        let mut one = Pending::new(&server);
-        one.send(&blocked);
-        wait_total_blocked(&server, 1);
-        let mut two = Pending::new(&server);
-        two.send(&blocked);
-        wait_total_blocked(&server, 2);
+        let mut one = Pending::blocked(&server, &blocked, 1);
+        let mut two = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
         let (a, b) = (one.reply().expect("one"), two.reply().expect("two"));
         assert_eq!(ids_of(&a), ids_of(&b), "{flavor}");
         assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
-        assert_eq!(
-            run(&mut c, &["ZCARD", &zset("s")]),
-            Value::Int(2),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["ZCARD", &zset("s")], 2);
     }
 }
 
@@ -501,13 +488,7 @@ fn bad_lease_calls_change_nothing() {
             ),
             (&["RSEM.AVAILABLE", "w"], "WRONGTYPE"),
         ];
-        for (args, expected) in cases {
-            let r = call(&mut c, args);
-            assert!(
-                matches!(&r, Err(e) if e.starts_with(expected)),
-                "{flavor}: {args:?} gave {r:?}, wanted {expected}"
-            );
-        }
+        assert_each_refused(flavor, &mut c, cases);
         assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
         assert_eq!(
             run(&mut c, &["RSEM.RENEW", "s", &"0".repeat(32), "LEASE", "5"]),
@@ -517,11 +498,7 @@ fn bad_lease_calls_change_nothing() {
         // DEBUG DIGEST on Redis 7.0: found by the fuzzer).
         let renew = ["RSEM.RENEW", "none", &"0".repeat(32), "LEASE", "5"];
         assert_eq!(run(&mut c, &renew), Value::Int(0), "{flavor}");
-        assert_eq!(
-            run(&mut c, &["EXISTS", &zset("none")]),
-            Value::Int(0),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["EXISTS", &zset("none")], 0);
     }
 }
 
@@ -603,18 +580,20 @@ fn a_replayed_lease_must_still_be_leased() {
 fn a_request_granted_while_it_waited_is_not_granted_again() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut blocked = Pending::new(&server);
-        blocked.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "0",
-            "REQ",
-            "r2",
-        ]);
-        wait_total_blocked(&server, 1);
+        let mut blocked = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "BLOCK",
+                "0",
+                "REQ",
+                "r2",
+            ],
+            1,
+        );
         // Permits appear and the same request arrives before the module's poll: one grant.
         let replies = redis::pipe()
             .atomic()
@@ -626,11 +605,7 @@ fn a_request_granted_while_it_waited_is_not_granted_again() {
             .expect("MULTI");
         let waited = ids_of(&blocked.reply().expect("served"));
         assert_eq!(ids_of(&replies[1]), waited, "{flavor}");
-        assert_eq!(
-            run(&mut c, &["ZCARD", &zset("s")]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["ZCARD", &zset("s")], 1);
         assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
     }
 }
@@ -654,11 +629,7 @@ fn a_score_below_zero_is_nobodys_deadline() {
             "{flavor}: the idle server spent {spent} s of CPU in 1 s"
         );
         // As Redisson does, nobody takes it back.
-        assert_eq!(
-            run(&mut c, &["ZCARD", &zset("s")]),
-            Value::Int(2),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["ZCARD", &zset("s")], 2);
     }
 }
 
@@ -666,21 +637,25 @@ fn a_score_below_zero_is_nobodys_deadline() {
 fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut acquire = Pending::new(&server);
-        acquire.send(&["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"]);
-        wait_total_blocked(&server, 1);
-        let mut lease = Pending::new(&server);
-        lease.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "same",
-        ]);
-        wait_total_blocked(&server, 2);
+        let mut acquire = Pending::blocked(
+            &server,
+            &["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"],
+            1,
+        );
+        let mut lease = Pending::blocked(
+            &server,
+            &[
+                "RSEM.LEASE",
+                "s",
+                "LEASE",
+                "60000",
+                "BLOCK",
+                "5000",
+                "REQ",
+                "same",
+            ],
+            2,
+        );
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(acquire.reply(), Ok(Value::Int(1)), "{flavor}");
         std::thread::sleep(Duration::from_millis(50));
@@ -707,10 +682,6 @@ fn leases_moved_by_swapdb_still_end_by_timer() {
             get(&mut probe, "s").as_deref() == Some("1")
         });
         assert!(back, "{flavor}: the lease in database 1 came back");
-        assert_eq!(
-            run(&mut c, &["EXISTS", &zset("s")]),
-            Value::Int(0),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["EXISTS", &zset("s")], 0);
     }
 }

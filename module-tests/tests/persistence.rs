@@ -104,31 +104,24 @@ fn check_after_restart(
 
 /// After the restart the module still knows the holds: re-entry, exclusion, release, tokens.
 fn check_locks_still_work(flavor: Flavor, what: &str, c: &mut Connection, before: &[Saved]) {
-    assert_eq!(
-        call(c, &["RLOCK.ACQUIRE", "plock:2", "svc-2:2"]),
-        Ok(Value::Int(3)),
-        "{flavor}: {what}: re-entry"
-    );
-    assert_eq!(
-        call(c, &["RLOCK.ACQUIRE", "plock:3", "svc-9:9"]),
-        Ok(Value::Nil),
-        "{flavor}: {what}: exclusion"
-    );
-    assert_eq!(
-        call(c, &["RLOCK.RELEASE", "p{slot}lock", "svc-2:5"]),
-        Ok(Value::Int(0)),
-        "{flavor}: {what}: undo"
-    );
-    assert_eq!(
-        call(c, &["RLOCK.RELEASE", "p{slot}lock", "svc-2:5"]),
-        Ok(Value::Int(0)),
-        "{flavor}: {what}: undo"
-    );
-    assert_eq!(
-        call(c, &["RLOCK.RELEASE", "p{slot}lock", "svc-2:5"]),
-        Ok(Value::Int(1)),
-        "{flavor}: {what}: full release"
-    );
+    let undo = ["RLOCK.RELEASE", "p{slot}lock", "svc-2:5"];
+    for (args, want, step) in [
+        (
+            &["RLOCK.ACQUIRE", "plock:2", "svc-2:2"][..],
+            Value::Int(3),
+            "re-entry",
+        ),
+        (
+            &["RLOCK.ACQUIRE", "plock:3", "svc-9:9"],
+            Value::Nil,
+            "exclusion",
+        ),
+        (&undo, Value::Int(0), "undo"),
+        (&undo, Value::Int(0), "undo"),
+        (&undo, Value::Int(1), "full release"),
+    ] {
+        assert_reply(c, args, want, format_args!("{flavor}: {what}: {step}"));
+    }
     let old: i64 = String::from_utf8_lossy(before[4].token.as_ref().expect("token of lock 4"))
         .parse()
         .expect("int");
@@ -155,17 +148,32 @@ fn check_locks_still_work(flavor: Flavor, what: &str, c: &mut Connection, before
     );
 }
 
+/// A server that appends every write to its AOF and syncs it at once.
+fn aof_server(flavor: Flavor) -> Server {
+    Server::builder(flavor)
+        .config("appendonly", "yes")
+        .config("appendfsync", "always")
+        .start()
+}
+
+/// Runs the workload, then saves what its twelve locks hold, and when.
+fn workload_saved(flavor: Flavor, c: &mut Connection) -> (Vec<Saved>, Instant) {
+    workload(flavor, c);
+    let saved_at = Instant::now();
+    ((0..12).map(|i| save(c, &name(i))).collect(), saved_at)
+}
+
+/// [`workload_saved`] on an [`aof_server`].
+fn aof_server_after_workload(flavor: Flavor) -> (Server, Vec<Saved>, Instant) {
+    let server = aof_server(flavor);
+    let (before, saved_at) = workload_saved(flavor, &mut server.conn());
+    (server, before, saved_at)
+}
+
 #[test]
 fn aof_restart_keeps_locks_and_leases() {
     for flavor in flavors() {
-        let mut server = Server::builder(flavor)
-            .config("appendonly", "yes")
-            .config("appendfsync", "always")
-            .start();
-        let mut c = server.conn();
-        workload(flavor, &mut c);
-        let saved_at = Instant::now();
-        let before: Vec<Saved> = (0..12).map(|i| save(&mut c, &name(i))).collect();
+        let (mut server, before, saved_at) = aof_server_after_workload(flavor);
         server.restart();
         let mut c = server.conn();
         check_after_restart(flavor, "AOF restart", &mut c, &before, saved_at);
@@ -177,14 +185,7 @@ fn aof_restart_keeps_locks_and_leases() {
 #[test]
 fn aof_loads_without_the_module() {
     for flavor in flavors() {
-        let mut server = Server::builder(flavor)
-            .config("appendonly", "yes")
-            .config("appendfsync", "always")
-            .start();
-        let mut c = server.conn();
-        workload(flavor, &mut c);
-        let saved_at = Instant::now();
-        let before: Vec<Saved> = (0..12).map(|i| save(&mut c, &name(i))).collect();
+        let (mut server, before, saved_at) = aof_server_after_workload(flavor);
         server.stop();
         let dir = server.dir().display().to_string();
         let plain = Server::builder(flavor)
@@ -210,12 +211,8 @@ fn aof_loads_without_the_module() {
 
 #[test]
 fn rdb_restart_keeps_locks_and_leases() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
-        workload(flavor, &mut c);
-        let saved_at = Instant::now();
-        let before: Vec<Saved> = (0..12).map(|i| save(&mut c, &name(i))).collect();
+    for (flavor, mut server, mut c) in servers() {
+        let (before, saved_at) = workload_saved(flavor, &mut c);
         assert_eq!(call(&mut c, &["SAVE"]), Ok(Value::Okay), "{flavor}: SAVE");
         server.restart();
         let mut c = server.conn();

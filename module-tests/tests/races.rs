@@ -93,6 +93,21 @@ fn run(c: &mut redis::Connection, args: &[&str]) -> Value {
     call(c, args).unwrap_or_else(|e| panic!("`{}` failed: {e}", args.join(" ")))
 }
 
+/// Sends, in one packet on `holder`, `h`'s release of `key` and then `other`, to run in
+/// the same turn; first a 250 ms `DEBUG SLEEP` when `near_deadline`, so that a 150 ms
+/// BLOCK runs out while the server sleeps. Reads the replies up to the release's.
+fn release_with(holder: &mut Raw, near_deadline: bool, key: &str, other: &[&str], case: &str) {
+    let sleep: &[&str] = &["DEBUG", "SLEEP", "0.25"];
+    let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
+    let mut packet = if near_deadline { vec![sleep] } else { vec![] };
+    packet.extend([release, other]);
+    holder.send(&packet);
+    if near_deadline {
+        assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
+    }
+    assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+}
+
 fn blocked_raw(
     flavor: Flavor,
     c: &mut redis::Connection,
@@ -110,9 +125,7 @@ fn blocked_raw(
 
 #[test]
 fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         for reason in ["TIMEOUT", "ERROR"] {
             // Near the deadline: the BLOCK runs out while the server sleeps, and the
             // grant, the unblock and the deadline all land in one turn.
@@ -126,18 +139,8 @@ fn a_grant_and_client_unblock_in_one_turn_get_exactly_one_reply() {
                 let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
                 let mut holder = Raw::new(&server);
                 let id = w.id.to_string();
-                let mut packet: Vec<&[&str]> = Vec::new();
-                if near_deadline {
-                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
-                }
-                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
-                let unblock: &[&str] = &["CLIENT", "UNBLOCK", &id, reason];
-                packet.extend([release, unblock]);
-                holder.send(&packet);
-                if near_deadline {
-                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
-                }
-                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                let unblock = ["CLIENT", "UNBLOCK", &id, reason];
+                release_with(&mut holder, near_deadline, key, &unblock, &case);
                 let unblocked = holder.frame();
                 let w_reply = w.frame();
                 if unblock_supported(flavor) && reason == "ERROR" {
@@ -192,18 +195,8 @@ fn a_waiter_killed_in_the_turn_it_is_granted_holds_nothing() {
                 let mut next = blocked_raw(flavor, &mut c, &server, key, "next", "0", 2);
                 let mut holder = Raw::new(&server);
                 let id = w.id.to_string();
-                let mut packet: Vec<&[&str]> = Vec::new();
-                if near_deadline {
-                    packet.push(&["DEBUG", "SLEEP", "0.25"]);
-                }
-                let release: &[&str] = &["RLOCK.RELEASE", key, "h"];
-                let kill: &[&str] = &["CLIENT", "KILL", "ID", &id];
-                packet.extend([release, kill]);
-                holder.send(&packet);
-                if near_deadline {
-                    assert_eq!(holder.frame(), "+OK", "{case}: DEBUG SLEEP");
-                }
-                assert_eq!(holder.frame(), ":1", "{case}: RELEASE");
+                let kill = ["CLIENT", "KILL", "ID", &id];
+                release_with(&mut holder, near_deadline, key, &kill, &case);
                 assert_eq!(holder.frame(), ":1", "{case}: CLIENT KILL");
                 // The killed waiter's grant goes to the next in line, not for a lease.
                 assert_eq!(next.frame(), ":1", "{case}: the next waiter");
@@ -239,18 +232,8 @@ fn a_block_that_runs_out_in_the_turn_of_a_grant_gets_the_grant_once() {
 /// members poll (nobody blocked here) needs none, so it must not hold one.
 #[test]
 fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
-        run(
-            &mut c,
-            &["RLOCK.ACQUIRE", "f", "h", "FAIR", "LEASE", "60000"],
-        );
-        // A polling FAIR caller queues for fair-wait-ms (300 s).
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "f", "p", "FAIR"]),
-            Value::Nil
-        );
+    for (flavor, mut server, mut c) in servers() {
+        hold_with_a_polling_fair_head(&mut c, "f");
         assert_eq!(
             call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
             Ok(Value::Okay),
@@ -264,10 +247,7 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
             &mut c,
             &["RLOCK.ACQUIRE", "g", "h", "FAIR", "LEASE", "60000"],
         );
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "g", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "g", "p", "FAIR"]);
         run(&mut c, &["RLOCK.RELEASE", "g", "h"]);
         assert_eq!(
             call(&mut c, &["MODULE", "UNLOAD", "rlock"]),
@@ -280,10 +260,7 @@ fn module_unload_is_not_held_up_by_a_fair_queue_with_nobody_blocked() {
             &mut c,
             &["RLOCK.ACQUIRE", "t", "h", "FAIR", "LEASE", "60000"],
         );
-        assert_eq!(
-            run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "FAIR"]),
-            Value::Nil
-        );
+        assert_nil(&mut c, &["RLOCK.ACQUIRE", "t", "p", "FAIR"]);
         let mut w = Raw::new(&server);
         w.send(&[&["RLOCK.ACQUIRE", "t", "w", "FAIR", "BLOCK", "100"]]);
         assert_eq!(w.frame(), "$-1", "{flavor}: timed out");

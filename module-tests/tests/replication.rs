@@ -66,16 +66,18 @@ impl Workload<'_> {
         );
     }
 
+    /// A lease from 30 s to 10 min, in ms, as an argument.
+    fn lease(&mut self) -> Vec<u8> {
+        let ms = self.rng.random_range(30_000..600_000u64);
+        ms.to_string().into_bytes()
+    }
+
     fn owner(&mut self) -> Vec<u8> {
         OWNERS[self.rng.random_range(0..OWNERS.len())].to_vec()
     }
 
     fn acquire(&mut self, step: usize, i: usize, owner: Vec<u8>) {
-        let lease = self
-            .rng
-            .random_range(30_000..600_000u64)
-            .to_string()
-            .into_bytes();
+        let lease = self.lease();
         let token = self.rng.random_bool(0.3);
         let mut args = vec![
             b"RLOCK.ACQUIRE".to_vec(),
@@ -141,11 +143,7 @@ impl Workload<'_> {
     }
 
     fn renew(&mut self, step: usize, i: usize, owner: Vec<u8>) {
-        let lease = self
-            .rng
-            .random_range(30_000..600_000u64)
-            .to_string()
-            .into_bytes();
+        let lease = self.lease();
         let args = vec![
             b"RLOCK.RENEW".to_vec(),
             lock_name(i),

@@ -159,35 +159,51 @@ fn bad_request_ids_are_refused_and_change_nothing() {
     }
 }
 
+/// `args` (with a `REQ` id) blocks on `key`; the client times out and sends it again on
+/// a new connection, blocked behind it; `release` frees `key`. Both get `1` at once, and
+/// nobody is left blocked: one grant, two replies.
+fn sent_twice_granted_once(
+    server: &Server,
+    c: &mut Connection,
+    args: &[&str],
+    key: &str,
+    release: &[&str],
+) {
+    let flavor = server.flavor;
+    let mut first = Pending::blocked_on(server, c, args, (key, 1));
+    let mut second = Pending::blocked_on(server, c, args, (key, 2));
+    run(c, release);
+    assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
+    assert_eq!(
+        second.reply(),
+        Ok(Value::Int(1)),
+        "{flavor}: the same reply at once"
+    );
+    assert_eq!(rstat(server, "blocked"), 0, "{flavor}");
+}
+
 #[test]
 fn a_blocked_acquire_sent_twice_is_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let acquire = ["RLOCK.ACQUIRE", "w", "o", "BLOCK", "10000", "REQ", "b1"];
-        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("w", 1));
-        // The client timed out and sent it again on a new connection.
-        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("w", 2));
-        run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
-        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        sent_twice_granted_once(&server, &mut c, &acquire, "w", &["RLOCK.RELEASE", "w", "h"]);
         assert_eq!(holders(&mut c, "w"), held_by("o", 1), "{flavor}");
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         // One release frees it.
-        assert_eq!(run(&mut c, &["RLOCK.RELEASE", "w", "o"]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.RELEASE", "w", "o"], 1);
         assert!(holders(&mut c, "w").is_empty(), "{flavor}");
     }
 }
 
 #[test]
 fn records_replicate_and_answer_after_failover() {
-    for flavor in flavors() {
-        let primary = Server::start(flavor);
+    for (flavor, primary) in each_server() {
         let replica = Server::builder(flavor).replica_of(primary.port).start();
         sync_replica(&primary, &replica);
         let mut c = primary.conn();
         let acquire = ["RLOCK.ACQUIRE", "p", "o", "LEASE", "60000", "REQ", "f1"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1));
-        assert_eq!(run(&mut c, &["WAIT", "1", "2000"]), Value::Int(1));
+        assert_int(&mut c, &["WAIT", "1", "2000"], 1);
         let mut r = replica.conn();
         run(&mut r, &["REPLICAOF", "NO", "ONE"]);
         // The retry reaches the promoted replica: the same reply, no re-entry.
@@ -224,17 +240,9 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
             "REQ",
             "q1",
         ];
-        let mut first = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("fw", 2));
-        run(&mut c, &["RLOCK.RELEASE", "fw", "h"]);
-        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(
-            second.reply(),
-            Ok(Value::Int(1)),
-            "{flavor}: the same reply at once"
-        );
+        let release = ["RLOCK.RELEASE", "fw", "h"];
+        sent_twice_granted_once(&server, &mut c, &acquire, "fw", &release);
         assert_eq!(holders(&mut c, "fw"), held_by("o", 1), "{flavor}");
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }
 
@@ -312,32 +320,20 @@ fn hget(c: &mut Connection, key: &str, field: &str) -> Option<String> {
         .expect("HGET")
 }
 
+/// `verb rw o mode LEASE 60000 REQ req`: owner `o`'s call on the read-write lock `rw`,
+/// with the request id that makes a retry safe.
+fn owner_o_on_rw<'a>(verb: &'a str, mode: &'a str, req: &'a str) -> [&'a str; 8] {
+    [verb, "rw", "o", mode, "LEASE", "60000", "REQ", req]
+}
+
 #[test]
 fn retries_on_a_read_write_lock_are_applied_once() {
     for (flavor, server, mut c) in servers() {
         // A write hold and a read hold by the same owner: each side has its records.
-        let write = [
-            "RLOCK.ACQUIRE",
-            "rw",
-            "o",
-            "WRITE",
-            "LEASE",
-            "60000",
-            "REQ",
-            "w1",
-        ];
+        let write = owner_o_on_rw("RLOCK.ACQUIRE", "WRITE", "w1");
         assert_eq!(run(&mut c, &write), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &write), Value::Int(1), "{flavor}: retried");
-        let read = [
-            "RLOCK.ACQUIRE",
-            "rw",
-            "o",
-            "READ",
-            "LEASE",
-            "60000",
-            "REQ",
-            "r1",
-        ];
+        let read = owner_o_on_rw("RLOCK.ACQUIRE", "READ", "r1");
         assert_eq!(run(&mut c, &read), Value::Int(1), "{flavor}");
         let mut other = server.conn();
         assert_eq!(run(&mut other, &read), Value::Int(1), "{flavor}: retried");
@@ -346,16 +342,7 @@ fn retries_on_a_read_write_lock_are_applied_once() {
         assert_eq!(record(&mut c, "rw", "w1").as_deref(), Some("A:1:o:write"));
         assert_eq!(record(&mut c, "rw", "r1").as_deref(), Some("A:1:o"));
         // A renew, retried, replies the same.
-        let renew = [
-            "RLOCK.RENEW",
-            "rw",
-            "o",
-            "READ",
-            "LEASE",
-            "60000",
-            "REQ",
-            "n1",
-        ];
+        let renew = owner_o_on_rw("RLOCK.RENEW", "READ", "n1");
         assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &renew), Value::Int(1), "{flavor}");
         // Releasing the read, retried, does not take the write's count.
@@ -381,13 +368,9 @@ fn retries_on_a_read_write_lock_are_applied_once() {
             "REQ",
             "b1",
         ];
-        let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("rw", 2));
-        run(&mut c, &["RLOCK.RELEASE", "rw", "o", "WRITE"]);
-        assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
+        let release = ["RLOCK.RELEASE", "rw", "o", "WRITE"];
+        sent_twice_granted_once(&server, &mut c, &blocked, "rw", &release);
         assert_eq!(hget(&mut c, "rw", "p:write").as_deref(), Some("1"));
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         let done = ["RLOCK.RELEASE", "rw", "p", "WRITE"];
         assert_eq!(run(&mut c, &done), Value::Int(1), "{flavor}");
         assert_eq!(

@@ -319,13 +319,7 @@ fn wrong_kind_and_colliding_owners_are_refused_and_change_nothing() {
             (&["RLOCK.ACQUIRE", "rw", "r", "READ", "LEASE", "0"], "ERR LEASE"),
             (&["RLOCK.RELEASE", "rw", "r", "READ", "WRITE"], "ERR give one of READ or WRITE"),
         ];
-        for (args, error) in refused {
-            let got = call(&mut con, args);
-            assert!(
-                matches!(&got, Err(e) if e.starts_with(error)),
-                "{flavor}: {args:?} gave {got:?}, expected {error}"
-            );
-        }
+        assert_each_refused(flavor, &mut con, refused);
         let after = (
             fields(&mut con, "plain"),
             fields(&mut con, "rw"),
@@ -369,10 +363,7 @@ fn blocked_clients_are_served_in_arrival_order_and_readers_together() {
             Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "q", "r3", "READ", "BLOCK", "10000"]);
         wait_blocked(flavor, &mut con, "q", 3);
         // A newcomer reader does not overtake them; r1 re-enters (a holder never waits).
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "q", "r4", "READ"]),
-            Ok(Value::Nil)
-        );
+        assert_nil(&mut con, &["RLOCK.ACQUIRE", "q", "r4", "READ"]);
         assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "q", "r1", "READ"]), ok(2));
         assert_eq!(call(&mut con, &["RLOCK.RELEASE", "q", "r1", "READ"]), ok(0));
         assert!(!writer.is_finished() && !reader2.is_finished(), "{flavor}");
@@ -501,10 +492,7 @@ fn redisson_read_write_locks_and_the_module_exclude_and_share() {
             call(&mut con, &["RLOCK.ACQUIRE", "mix", "m:1", "READ"]),
             ok(1)
         );
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "mix", "m:2", "WRITE"]),
-            Ok(Value::Nil)
-        );
+        assert_nil(&mut con, &["RLOCK.ACQUIRE", "mix", "m:2", "WRITE"]);
         // Redisson's read unlock sees the module's hold alive (its timeout key).
         assert_eq!(
             redisson_read_unlock(&mut con, "mix", "j:1"),
@@ -578,14 +566,8 @@ fn redisson_read_write_locks_and_the_module_exclude_and_share() {
             redisson_write_lock(&mut con, "mix", "j:5", 30000),
             Value::Nil
         );
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "mix", "m:1", "READ"]),
-            Ok(Value::Nil)
-        );
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "mix", "m:1", "WRITE"]),
-            Ok(Value::Nil)
-        );
+        assert_nil(&mut con, &["RLOCK.ACQUIRE", "mix", "m:1", "READ"]);
+        assert_nil(&mut con, &["RLOCK.ACQUIRE", "mix", "m:1", "WRITE"]);
         assert_eq!(
             call(&mut con, &["RLOCK.ACQUIRE", "mix", "j:5", "WRITE"]),
             ok(2)
@@ -796,8 +778,7 @@ fn inside_multi_block_tries_once() {
 /// A replica without the module ends with the primary's keys, fields and expiries.
 #[test]
 fn a_replica_without_the_module_ends_identical() {
-    for flavor in flavors() {
-        let primary = Server::start(flavor);
+    for (flavor, primary) in each_server() {
         let replica = Server::builder(flavor)
             .module(false)
             .replica_of(primary.port)
@@ -869,9 +850,7 @@ fn a_replica_without_the_module_ends_identical() {
 /// increment instead frees it while the module still uses it.
 #[test]
 fn a_read_timeout_key_shares_its_value_with_nothing() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
-        let mut c = server.conn();
+    for (flavor, mut server, mut c) in servers() {
         for key in ["rt1", "rt2", "rt3"] {
             assert_eq!(
                 call(
@@ -889,7 +868,7 @@ fn a_read_timeout_key_shares_its_value_with_nothing() {
                 "{flavor}: {name}"
             );
         }
-        assert_eq!(call(&mut c, &["FLUSHALL", "ASYNC"]), Ok(Value::Okay));
+        assert_okay(&mut c, &["FLUSHALL", "ASYNC"]);
         server.assert_alive("FLUSHALL ASYNC");
     }
 }

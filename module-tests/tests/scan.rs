@@ -22,25 +22,13 @@ struct Entry {
 }
 
 fn entry(v: &Value, resp3: bool) -> Entry {
-    let fields: BTreeMap<String, Value> = reply_fields(v, resp3).into_iter().collect();
-    let names: Vec<&str> = fields.keys().map(String::as_str).collect();
-    assert_eq!(
-        names,
-        ["holders", "key", "mode", "pttl", "type", "waiters"],
-        "entry fields: {v:?}"
-    );
-    let int = |name: &str| match &fields[name] {
-        Value::Int(n) => *n,
-        other => panic!("{name}: {other:?}"),
-    };
+    let names = ["holders", "key", "mode", "pttl", "type", "waiters"];
+    let fields = EntryFields::exactly(v, resp3, &names);
     Entry {
-        key: reply_text(&fields["key"]),
-        kind: reply_text(&fields["type"]),
-        mode: match &fields["mode"] {
-            Value::Nil => None,
-            other => Some(reply_text(other)),
-        },
-        holders: reply_fields(&fields["holders"], resp3)
+        key: fields.text("key"),
+        kind: fields.text("type"),
+        mode: fields.text_or_nil("mode"),
+        holders: reply_fields(fields.get("holders"), resp3)
             .into_iter()
             .map(|(owner, count)| {
                 let count = match count {
@@ -51,8 +39,8 @@ fn entry(v: &Value, resp3: bool) -> Entry {
                 (owner, count)
             })
             .collect(),
-        pttl: int("pttl"),
-        waiters: int("waiters"),
+        pttl: fields.int("pttl"),
+        waiters: fields.int("waiters"),
     }
 }
 
@@ -287,13 +275,7 @@ fn bad_calls_are_refused_and_change_nothing() {
                 "ERR option TYPE given more than once",
             ),
         ];
-        for (args, want) in cases {
-            let got = call(&mut con, args);
-            assert!(
-                matches!(&got, Err(e) if e.starts_with(want)),
-                "{flavor}: {args:?} replied {got:?}, want {want}"
-            );
-        }
+        assert_each_refused(flavor, &mut con, cases);
         // The same mistakes, the same words as SCAN's.
         for (ours, scans) in [
             (&["RLOCK.SCAN", "x"][..], &["SCAN", "x"][..]),

@@ -21,6 +21,23 @@ fn semaphore_channel(key: &str) -> Vec<u8> {
     helper_key("redisson_sc", key.as_bytes())
 }
 
+/// Redisson's `RSemaphore.release()` of one permit on `key`, as its script sends it.
+fn redisson_release_one(c: &mut Connection, key: &str) -> Value {
+    let channel = text(&semaphore_channel(key));
+    run(
+        c,
+        &[
+            "EVAL",
+            SEMAPHORE_RELEASE,
+            "2",
+            key,
+            &channel,
+            "1",
+            "publish",
+        ],
+    )
+}
+
 fn latch_channel(key: &str) -> Vec<u8> {
     format!("redisson_countdownlatch__channel__{{{key}}}").into_bytes()
 }
@@ -37,53 +54,28 @@ fn get(c: &mut Connection, key: &str) -> Option<String> {
 fn permits_are_counted_as_redisson_counts_them() {
     for (flavor, server, mut c) in servers() {
         let mut sub = Subscriber::new(&server, &[&semaphore_channel("s")]);
-        assert_eq!(run(&mut c, &["RSEM.AVAILABLE", "s"]), Value::Int(0));
-        assert_eq!(
-            run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]),
-            Value::Int(1)
-        );
-        assert_eq!(
-            run(&mut c, &["RSEM.TRYSETPERMITS", "s", "9"]),
-            Value::Int(0)
-        );
+        assert_int(&mut c, &["RSEM.AVAILABLE", "s"], 0);
+        assert_int(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"], 1);
+        assert_int(&mut c, &["RSEM.TRYSETPERMITS", "s", "9"], 0);
         assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
         let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2"];
         assert_eq!(run(&mut c, &acquire), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &acquire), Value::Nil, "{flavor}: 1 left");
-        assert_eq!(run(&mut c, &["RSEM.ACQUIRE", "s"]), Value::Int(1));
-        assert_eq!(
-            run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]),
-            Value::Int(2)
-        );
-        assert_eq!(run(&mut c, &["RSEM.ADDPERMITS", "s", "-5"]), Value::Int(-3));
-        assert_eq!(run(&mut c, &["RSEM.ADDPERMITS", "s", "4"]), Value::Int(1));
-        assert_eq!(run(&mut c, &["RSEM.RELEASE", "s"]), Value::Int(2));
+        assert_int(&mut c, &["RSEM.ACQUIRE", "s"], 1);
+        assert_int(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"], 2);
+        assert_int(&mut c, &["RSEM.ADDPERMITS", "s", "-5"], -3);
+        assert_int(&mut c, &["RSEM.ADDPERMITS", "s", "4"], 1);
+        assert_int(&mut c, &["RSEM.RELEASE", "s"], 2);
         assert_eq!(get(&mut c, "s").as_deref(), Some("2"), "{flavor}");
         // Redisson's messages: the permits set, then each new total.
         let heard: Vec<String> = sub.drain().into_iter().map(|(_, m)| text(&m)).collect();
         assert_eq!(heard, ["3", "2", "-3", "1", "2"], "{flavor}");
         // Redisson's own scripts on the module's semaphore, and the other way round.
-        let channel = text(&semaphore_channel("s"));
         let r = run(&mut c, &["EVAL", SEMAPHORE_TRY_ACQUIRE, "1", "s", "2"]);
         assert_eq!(r, Value::Int(1), "{flavor}");
-        assert_eq!(run(&mut c, &["RSEM.AVAILABLE", "s"]), Value::Int(0));
-        run(
-            &mut c,
-            &[
-                "EVAL",
-                SEMAPHORE_RELEASE,
-                "2",
-                "s",
-                &channel,
-                "1",
-                "publish",
-            ],
-        );
-        assert_eq!(
-            run(&mut c, &["RSEM.ACQUIRE", "s"]),
-            Value::Int(1),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RSEM.AVAILABLE", "s"], 0);
+        redisson_release_one(&mut c, "s");
+        assert_int(&mut c, &["RSEM.ACQUIRE", "s"], 1);
         assert!(rstat(&server, "permit_acquires") >= 3, "{flavor}");
         assert!(rstat(&server, "permit_releases") >= 3, "{flavor}");
     }
@@ -96,7 +88,6 @@ fn bad_calls_change_nothing() {
         run(&mut c, &["HSET", "h", "f", "1"]);
         run(&mut c, &["SET", "text", "abc"]);
         run(&mut c, &["SET", "big", "9223372036854775807"]);
-        let before = keyspace(&mut c);
         let cases: &[(&[&str], &str)] = &[
             (
                 &["RSEM.TRYSETPERMITS", "x", "-1"],
@@ -138,27 +129,22 @@ fn bad_calls_change_nothing() {
             (&["RLATCH.AWAIT", "text"], "ERR the latch key holds a value"),
             (&["RLATCH.AWAIT", "l", "PERMITS", "1"], "ERR unknown option"),
         ];
-        for (args, expected) in cases {
-            let r = call(&mut c, args);
-            assert!(
-                matches!(&r, Err(e) if e.starts_with(expected)),
-                "{flavor}: {args:?} gave {r:?}, expected {expected}"
-            );
-            assert_eq!(keyspace(&mut c), before, "{flavor}: {args:?} changed keys");
-        }
+        assert_each_refused_unchanged(flavor, &mut c, cases);
     }
+}
+
+/// Semaphore `s` set to 0 permits, and a caller blocked (`BLOCK block_ms`) for 2 of them.
+fn no_permits_and_a_wait_for_two(server: &Server, c: &mut Connection, block_ms: &str) -> Pending {
+    run(c, &["RSEM.TRYSETPERMITS", "s", "0"]);
+    let acquire = ["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", block_ms];
+    Pending::blocked(server, &acquire, 1)
 }
 
 #[test]
 fn blocked_acquires_are_served_in_arrival_order() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::new(&server);
-        big.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
-        let mut small = Pending::new(&server);
-        small.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 2);
+        let mut big = no_permits_and_a_wait_for_two(&server, &mut c, "10000");
+        let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "10000"], 2);
         // One permit: the head wants two, and the one behind does not overtake it.
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(
@@ -179,32 +165,18 @@ fn blocked_acquires_are_served_in_arrival_order() {
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
         // Scripts and transactions never block.
         let script = "return redis.call('RSEM.ACQUIRE', 's', 'BLOCK', '0')";
-        assert_eq!(run(&mut c, &["EVAL", script, "0"]), Value::Nil, "{flavor}");
+        assert_nil(&mut c, &["EVAL", script, "0"]);
     }
 }
 
 #[test]
 fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
     for (flavor, server, mut c) in servers() {
-        let channel = text(&semaphore_channel("s"));
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RSEM.ACQUIRE", "s", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
+        let mut waiter = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "10000"], 1);
         let mut worst = Duration::ZERO;
         for round in 0..5 {
             let released = Instant::now();
-            run(
-                &mut c,
-                &[
-                    "EVAL",
-                    SEMAPHORE_RELEASE,
-                    "2",
-                    "s",
-                    &channel,
-                    "1",
-                    "publish",
-                ],
-            );
+            redisson_release_one(&mut c, "s");
             assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}: round {round}");
             worst = worst.max(released.elapsed());
             if round < 4 {
@@ -223,23 +195,13 @@ fn a_redisson_release_wakes_a_blocked_acquire_within_50_ms() {
 #[test]
 fn a_grant_its_client_never_heard_goes_back() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RSEM.ACQUIRE", "s", "PERMITS", "2", "BLOCK", "0"]);
-        wait_total_blocked(&server, 1);
+        let waiter = no_permits_and_a_wait_for_two(&server, &mut c, "0");
         // Its connection dies: the wait ends, and permits given later stay.
         run(&mut c, &["CLIENT", "KILL", "ID", &waiter.id.to_string()]);
         let gone = wait_until(Duration::from_secs(2), || rstat(&server, "blocked") == 0);
         assert!(gone, "{flavor}");
-        assert_eq!(
-            run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]),
-            Value::Int(2)
-        );
-        assert_eq!(
-            run(&mut c, &["RSEM.AVAILABLE", "s"]),
-            Value::Int(2),
-            "{flavor}"
-        );
+        assert_int(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"], 2);
+        assert_int(&mut c, &["RSEM.AVAILABLE", "s"], 2);
     }
 }
 
@@ -252,28 +214,20 @@ fn a_latch_opens_for_every_waiter_at_zero() {
             Value::Int(1),
             "{flavor}: no latch"
         );
-        assert_eq!(
-            run(&mut c, &["RLATCH.TRYSETCOUNT", "l", "2"]),
-            Value::Int(1)
-        );
-        assert_eq!(
-            run(&mut c, &["RLATCH.TRYSETCOUNT", "l", "5"]),
-            Value::Int(0)
-        );
-        assert_eq!(run(&mut c, &["RLATCH.COUNT", "l"]), Value::Int(2));
-        assert_eq!(run(&mut c, &["RLATCH.AWAIT", "l"]), Value::Nil, "{flavor}");
+        assert_int(&mut c, &["RLATCH.TRYSETCOUNT", "l", "2"], 1);
+        assert_int(&mut c, &["RLATCH.TRYSETCOUNT", "l", "5"], 0);
+        assert_int(&mut c, &["RLATCH.COUNT", "l"], 2);
+        assert_nil(&mut c, &["RLATCH.AWAIT", "l"]);
         let mut first = Pending::new(&server);
         first.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
-        let mut second = Pending::new(&server);
-        second.send(&["RLATCH.AWAIT", "l", "BLOCK", "0"]);
-        wait_total_blocked(&server, 2);
-        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(1));
+        let mut second = Pending::blocked(&server, &["RLATCH.AWAIT", "l", "BLOCK", "0"], 2);
+        assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 1);
         assert_eq!(rstat(&server, "blocked"), 2, "{flavor}");
-        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 0);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(get(&mut c, "l"), None, "{flavor}: the key goes at zero");
-        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 0);
         assert_eq!(get(&mut c, "l"), None, "{flavor}");
         let heard: Vec<String> = sub.drain().into_iter().map(|(_, m)| text(&m)).collect();
         assert_eq!(heard, ["1", "0"], "{flavor}: Redisson's messages");
@@ -297,10 +251,8 @@ fn redisson_counting_down_to_zero_releases_waiters_within_50_ms() {
             "publish",
         ];
         assert_eq!(run(&mut c, &set), Value::Int(1), "{flavor}");
-        assert_eq!(run(&mut c, &["RLATCH.COUNT", "l"]), Value::Int(1));
-        let mut waiter = Pending::new(&server);
-        waiter.send(&["RLATCH.AWAIT", "l", "BLOCK", "10000"]);
-        wait_total_blocked(&server, 1);
+        assert_int(&mut c, &["RLATCH.COUNT", "l"], 1);
+        let mut waiter = Pending::blocked(&server, &["RLATCH.AWAIT", "l", "BLOCK", "10000"], 1);
         let counted = Instant::now();
         run(
             &mut c,
@@ -311,7 +263,7 @@ fn redisson_counting_down_to_zero_releases_waiters_within_50_ms() {
         assert!(took < Duration::from_millis(50), "{flavor}: {took:?}");
         // And the module's count-down on Redisson's latch.
         run(&mut c, &set);
-        assert_eq!(run(&mut c, &["RLATCH.COUNTDOWN", "l"]), Value::Int(0));
+        assert_int(&mut c, &["RLATCH.COUNTDOWN", "l"], 0);
         assert_eq!(get(&mut c, "l"), None, "{flavor}");
     }
 }
@@ -385,12 +337,8 @@ fn retried_calls_with_req_are_applied_once() {
         // A blocked call sent again on another connection is granted once.
         run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "3"]);
         let blocked = ["RSEM.ACQUIRE", "s", "BLOCK", "10000", "REQ", "b1"];
-        let mut first = Pending::new(&server);
-        first.send(&blocked);
-        wait_total_blocked(&server, 1);
-        let mut second = Pending::new(&server);
-        second.send(&blocked);
-        wait_total_blocked(&server, 2);
+        let mut first = Pending::blocked(&server, &blocked, 1);
+        let mut second = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
         assert_eq!(first.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");

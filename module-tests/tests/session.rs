@@ -72,12 +72,19 @@ fn session_close_handoff(
         "{flavor}: INFO rlock session_releases"
     );
     let mut con = got.con;
-    assert_eq!(
-        call(&mut con.con, &["RLOCK.RELEASE", key, "next"]),
-        Ok(Value::Int(1)),
-        "{flavor}"
-    );
+    assert_int(&mut con.con, &["RLOCK.RELEASE", key, "next"], 1);
     got.unix_ms - closed_at
+}
+
+/// Twenty rounds of [`session_close_handoff`] on keys `{prefix}0` to `{prefix}19`.
+fn session_close_handoffs(
+    server: &Server,
+    prefix: &str,
+    close: &mut dyn FnMut(Pending, &mut redis::Connection) -> Option<f64>,
+) -> Vec<f64> {
+    (0..20)
+        .map(|i| session_close_handoff(server, &format!("{prefix}{i}"), close))
+        .collect()
 }
 
 fn check_latencies(flavor: Flavor, how: &str, mut late: Vec<f64>) {
@@ -95,14 +102,10 @@ fn check_latencies(flavor: Flavor, how: &str, mut late: Vec<f64>) {
 #[test]
 fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
     for (flavor, server) in each_server() {
-        let late: Vec<f64> = (0..20)
-            .map(|i| {
-                session_close_handoff(&server, &format!("fin{i}"), &mut |holder, _| {
-                    drop(holder);
-                    None
-                })
-            })
-            .collect();
+        let late = session_close_handoffs(&server, "fin", &mut |holder, _| {
+            drop(holder);
+            None
+        });
         check_latencies(flavor, "connection closed", late);
     }
 }
@@ -110,15 +113,11 @@ fn closing_the_connection_releases_every_reentry_and_serves_the_next() {
 #[test]
 fn client_kill_releases_the_session_hold() {
     for (flavor, server) in each_server() {
-        let late: Vec<f64> = (0..20)
-            .map(|i| {
-                session_close_handoff(&server, &format!("kill{i}"), &mut |holder, other| {
-                    let r = call(other, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
-                    assert_eq!(r, Ok(Value::Int(1)), "{flavor}: CLIENT KILL");
-                    None
-                })
-            })
-            .collect();
+        let late = session_close_handoffs(&server, "kill", &mut |holder, other| {
+            let r = call(other, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
+            assert_eq!(r, Ok(Value::Int(1)), "{flavor}: CLIENT KILL");
+            None
+        });
         check_latencies(flavor, "CLIENT KILL", late);
     }
 }
@@ -179,7 +178,7 @@ fn session_hold_granted_by_hand_off_ends_with_its_connection() {
         run(&mut w2.con, &["SELECT", "2"]);
         let w2 = w2.spawn(&["RLOCK.ACQUIRE", "h", "w2", "BLOCK", "10000"]);
         wait_blocked(flavor, &mut c, "h", 2);
-        assert_eq!(run(&mut c, &["RLOCK.RELEASE", "h", "first"]), Value::Int(1));
+        assert_int(&mut c, &["RLOCK.RELEASE", "h", "first"], 1);
         assert_eq!(w1.reply(), Ok(Value::Int(1)), "{flavor}");
         assert_eq!(holders(&mut c, "h"), held_by("w1", 1), "{flavor}");
         let releases = rstat(&server, "session_releases");

@@ -25,21 +25,39 @@ fn pipelined(con: &mut redis::Connection, commands: &[&[&str]]) -> Vec<Value> {
     pipe.query(con).expect("pipeline")
 }
 
+/// `a` takes `key`; `b1`, `b2` and `b3` block on it in that order; `a`, then `b1`,
+/// release, each serving the next. A round of hand-offs: `b2` holds, and `b3`, whose
+/// wait this returns, is still blocked.
+fn hand_off_round(server: &Server, con: &mut redis::Connection, key: &str) -> Waiting {
+    let flavor = server.flavor;
+    assert_reply(con, &["RLOCK.ACQUIRE", key, "a"], Value::Int(1), flavor);
+    let mut waits = Vec::new();
+    for (n, owner) in (1..).zip(["b1", "b2", "b3"]) {
+        waits.push(Pending::new(server).spawn(&["RLOCK.ACQUIRE", key, owner, "BLOCK", "5000"]));
+        wait_blocked(flavor, con, key, n);
+    }
+    let third = waits.pop().expect("b3");
+    for (releasing, next) in ["a", "b1"].into_iter().zip(waits) {
+        assert_reply(
+            con,
+            &["RLOCK.RELEASE", key, releasing],
+            Value::Int(1),
+            flavor,
+        );
+        assert_eq!(next.join().reply, Ok(Value::Int(1)), "{flavor}");
+    }
+    third
+}
+
 #[test]
 fn a_lock_passed_to_a_blocked_client_is_not_announced() {
     for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&unlock_channel(b"door")]);
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "door", "a"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "door", "a"], 1);
         let waiter = Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "door", "b", "BLOCK", "5000"]);
         wait_blocked(flavor, &mut con, "door", 1);
-        assert_eq!(
-            call(&mut con, &["RLOCK.RELEASE", "door", "a"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut con, &["RLOCK.RELEASE", "door", "a"], 1);
         assert_eq!(waiter.join().reply, Ok(Value::Int(1)), "{flavor}");
         assert_eq!(
             listener.drain(),
@@ -47,10 +65,7 @@ fn a_lock_passed_to_a_blocked_client_is_not_announced() {
             "{flavor}: no message for a lock that went straight on"
         );
         // Freed with nobody blocked: announced.
-        assert_eq!(
-            call(&mut con, &["RLOCK.RELEASE", "door", "b"]),
-            Ok(Value::Int(1))
-        );
+        assert_int(&mut con, &["RLOCK.RELEASE", "door", "b"], 1);
         assert_eq!(
             listener.drain(),
             vec![(unlock_channel(b"door"), b"0".to_vec())],
@@ -68,29 +83,10 @@ fn listening_redisson_clients_get_the_lock_once_per_round() {
     for (flavor, server) in each_server() {
         let mut con = server.conn();
         let mut listener = Subscriber::new(&server, &[&unlock_channel(b"gate")]);
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "gate", "a"]),
-            Ok(Value::Int(1))
-        );
         // Three clients blocked. A round is a hand-off to each client blocked at a
         // release and to the one releasing: at `b1`'s release, `b2` and `b3` wait, with
         // one hand-off made; at `b2`'s, `b3` waits, with two made: Redisson's turn.
-        let spawn = |owner: &str| {
-            Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "gate", owner, "BLOCK", "5000"])
-        };
-        let first = spawn("b1");
-        wait_blocked(flavor, &mut con, "gate", 1);
-        let second = spawn("b2");
-        wait_blocked(flavor, &mut con, "gate", 2);
-        let third = spawn("b3");
-        wait_blocked(flavor, &mut con, "gate", 3);
-        for (releasing, next) in [("a", first), ("b1", second)] {
-            assert_eq!(
-                call(&mut con, &["RLOCK.RELEASE", "gate", releasing]),
-                Ok(Value::Int(1))
-            );
-            assert_eq!(next.join().reply, Ok(Value::Int(1)), "{flavor}");
-        }
+        let third = hand_off_round(&server, &mut con, "gate");
         assert_eq!(listener.drain(), vec![], "{flavor}");
 
         // Redisson's turn: in one packet, the release, a newcomer here, Redisson's tryLock.
@@ -128,23 +124,7 @@ fn an_unused_window_ends_with_the_blocked_client_served() {
     for (flavor, server) in each_server() {
         let mut con = server.conn();
         let _listener = Subscriber::new(&server, &[&unlock_channel(b"idle")]);
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "idle", "a"]),
-            Ok(Value::Int(1))
-        );
-        let spawn = |owner: &str| {
-            Pending::new(&server).spawn(&["RLOCK.ACQUIRE", "idle", owner, "BLOCK", "5000"])
-        };
-        let first = spawn("b1");
-        wait_blocked(flavor, &mut con, "idle", 1);
-        let second = spawn("b2");
-        wait_blocked(flavor, &mut con, "idle", 2);
-        let third = spawn("b3");
-        wait_blocked(flavor, &mut con, "idle", 3);
-        for (releasing, next) in [("a", first), ("b1", second)] {
-            call(&mut con, &["RLOCK.RELEASE", "idle", releasing]).expect("release");
-            assert_eq!(next.join().reply, Ok(Value::Int(1)), "{flavor}");
-        }
+        let third = hand_off_round(&server, &mut con, "idle");
         let released = std::time::Instant::now();
         call(&mut con, &["RLOCK.RELEASE", "idle", "b2"]).expect("release");
         let served = third.join();

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::{wait_total_blocked, Pending, Waiting};
 use rlock_module_tests::redis::Value;
 use rlock_module_tests::*;
@@ -24,42 +22,26 @@ struct Entry {
 }
 
 fn entry(v: &Value, resp3: bool) -> Entry {
-    let fields: BTreeMap<String, Value> = reply_fields(v, resp3).into_iter().collect();
-    let names: Vec<&str> = fields.keys().map(String::as_str).collect();
-    assert_eq!(
-        names,
-        [
-            "client-id",
-            "client-name",
-            "kind",
-            "owner",
-            "permits",
-            "session",
-            "timeout-ms",
-            "waited-ms"
-        ],
-        "entry fields: {v:?}"
-    );
-    let int = |name: &str| match &fields[name] {
-        Value::Int(n) => *n,
-        other => panic!("{name}: {other:?}"),
-    };
+    let names = [
+        "client-id",
+        "client-name",
+        "kind",
+        "owner",
+        "permits",
+        "session",
+        "timeout-ms",
+        "waited-ms",
+    ];
+    let fields = EntryFields::exactly(v, resp3, &names);
     Entry {
-        client_id: int("client-id"),
-        client_name: reply_text(&fields["client-name"]),
-        kind: reply_text(&fields["kind"]),
-        owner: match &fields["owner"] {
-            Value::Nil => None,
-            other => Some(reply_text(other)),
-        },
-        permits: match &fields["permits"] {
-            Value::Nil => None,
-            Value::Int(n) => Some(*n),
-            other => panic!("permits: {other:?}"),
-        },
-        session: int("session"),
-        timeout_ms: int("timeout-ms"),
-        waited_ms: int("waited-ms"),
+        client_id: fields.int("client-id"),
+        client_name: fields.text("client-name"),
+        kind: fields.text("kind"),
+        owner: fields.text_or_nil("owner"),
+        permits: fields.int_or_nil("permits"),
+        session: fields.int("session"),
+        timeout_ms: fields.int("timeout-ms"),
+        waited_ms: fields.int("waited-ms"),
     }
 }
 

@@ -139,6 +139,28 @@ impl Pending {
         p
     }
 
+    /// A connection that sends `args`, returned once `INFO rlock` counts `n` blocked
+    /// callers in all (for calls whose key `RLOCK.INFO` does not read: permits, latches).
+    pub fn blocked(server: &Server, args: &[&str], n: i64) -> Pending {
+        let mut p = Pending::new(server);
+        p.send(args);
+        wait_total_blocked(server, n);
+        p
+    }
+
+    /// `RLOCK.ACQUIRE key owner BLOCK ms`, sent by [`Pending::blocked_on`]: returned once
+    /// it is the `n`th caller blocked on `key`.
+    pub fn blocked_acquire(
+        server: &Server,
+        c: &mut Connection,
+        (key, owner): (&str, &str),
+        block_ms: &str,
+        n: i64,
+    ) -> Pending {
+        let args = ["RLOCK.ACQUIRE", key, owner, "BLOCK", block_ms];
+        Pending::blocked_on(server, c, &args, (key, n))
+    }
+
     /// Sends `args` without waiting for the reply.
     pub fn send(&mut self, args: &[&str]) {
         let mut cmd = redis::Cmd::new();
@@ -210,6 +232,13 @@ impl Waiting {
     pub fn join(self) -> Replied {
         self.handle.join().expect("waiter thread")
     }
+}
+
+/// `h` takes `key` with `FAIR` (lease 60 s), and `p`, a `FAIR` caller that polls instead
+/// of blocking, heads its queue for fair-wait-ms (300 s).
+pub fn hold_with_a_polling_fair_head(c: &mut Connection, key: &str) {
+    call(c, &["RLOCK.ACQUIRE", key, "h", "FAIR", "LEASE", "60000"]).expect("acquire");
+    assert_nil(c, &["RLOCK.ACQUIRE", key, "p", "FAIR"]);
 }
 
 /// `p`-quantile (0..=1) of `samples` (sorted in place).
