@@ -28,14 +28,7 @@ pub struct Latch {
     wait: Wait,
 }
 
-impl std::fmt::Debug for Latch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Latch")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .finish()
-    }
-}
+debug_fields!(Latch |l| { key: l.key, wait: l.wait });
 
 impl Locks {
     /// The count-down latch `name`. See [`Latch`].

@@ -141,14 +141,7 @@ pub struct Locks {
     pub(crate) inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Locks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Locks")
-            .field("endpoint", &self.inner.endpoint)
-            .field("client_id", &self.inner.client_id)
-            .finish()
-    }
-}
+debug_fields!(Locks |l| { endpoint: l.inner.endpoint, client_id: l.inner.client_id });
 
 /// Configures a [`Locks`] before its first use.
 #[derive(Debug, Clone)]
@@ -449,21 +442,17 @@ pub struct Lock {
     replicas: Option<(usize, Duration)>,
 }
 
-impl std::fmt::Debug for Lock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
-            .field("side", &self.side)
-            .field("lease", &self.lease)
-            .field("wait", &self.wait)
-            .field("fair", &self.fair)
-            .field("fenced", &self.fenced)
-            .field("session", &self.session)
-            .field("replicas", &self.replicas)
-            .finish()
-    }
-}
+debug_fields!(Lock |l| {
+    key: l.key,
+    owner: l.owner,
+    side: l.side,
+    lease: l.lease,
+    wait: l.wait,
+    fair: l.fair,
+    fenced: l.fenced,
+    session: l.session,
+    replicas: l.replicas,
+});
 
 impl Lock {
     /// The lock's key.
@@ -1069,19 +1058,15 @@ pub struct Hold {
     lost: LostRx,
 }
 
-impl std::fmt::Debug for Hold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
-            .field("key", &self.name.key)
-            .field("owner", &self.name.owner)
-            .field("side", &self.name.side)
-            .field("token", &self.token)
-            .field("count", &self.count)
-            .field("replicas", &self.replicas)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(Hold |h| {
+    key: h.name.key,
+    owner: h.name.owner,
+    side: h.name.side,
+    token: h.token,
+    count: h.count,
+    replicas: h.replicas,
+    lost: h.is_lost(),
+});
 
 impl Hold {
     /// The lock's key.
@@ -1175,14 +1160,7 @@ pub struct Guard {
     done: bool,
 }
 
-impl std::fmt::Debug for Guard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
-            .field("hold", &self.hold)
-            .field("lease", &self.lease)
-            .finish()
-    }
-}
+debug_fields!(Guard |g| { hold: g.hold, lease: g.lease });
 
 impl std::ops::Deref for Guard {
     type Target = Hold;

@@ -51,17 +51,13 @@ pub struct MultiKeyLock {
     session: bool,
 }
 
-impl std::fmt::Debug for MultiKeyLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiKeyLock")
-            .field("groups", &self.groups)
-            .field("owner", &self.owner)
-            .field("lease", &self.lease)
-            .field("wait", &self.wait)
-            .field("session", &self.session)
-            .finish()
-    }
-}
+debug_fields!(MultiKeyLock |m| {
+    groups: m.groups,
+    owner: m.owner,
+    lease: m.lease,
+    wait: m.wait,
+    session: m.session,
+});
 
 impl Locks {
     /// The locks `names`, taken together, all or none, with a new owner id. See
@@ -337,15 +333,7 @@ pub struct MultiKeyGuard {
     done: bool,
 }
 
-impl std::fmt::Debug for MultiKeyGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiKeyGuard")
-            .field("groups", &self.groups)
-            .field("owner", &self.owner)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(MultiKeyGuard |m| { groups: m.groups, owner: m.owner, lost: m.is_lost() });
 
 impl MultiKeyGuard {
     /// Every key held.

@@ -48,15 +48,7 @@ pub struct PermitSemaphore {
     lease: Option<Duration>,
 }
 
-impl std::fmt::Debug for PermitSemaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermitSemaphore")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .field("lease", &self.lease)
-            .finish()
-    }
-}
+debug_fields!(PermitSemaphore |p| { key: p.key, wait: p.wait, lease: p.lease });
 
 impl Locks {
     /// The permit-expiring semaphore `name`. See [`PermitSemaphore`].
@@ -238,16 +230,12 @@ pub struct LeasedPermit {
     done: bool,
 }
 
-impl std::fmt::Debug for LeasedPermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeasedPermit")
-            .field("key", &self.name.key)
-            .field("id", &self.name.owner)
-            .field("lease", &self.lease)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(LeasedPermit |l| {
+    key: l.name.key,
+    id: l.name.owner,
+    lease: l.lease,
+    lost: l.is_lost(),
+});
 
 impl LeasedPermit {
     /// The permit's id: 32 hex characters, as Redisson shows it.

@@ -37,14 +37,7 @@ pub struct Semaphore {
     wait: Wait,
 }
 
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .finish()
-    }
-}
+debug_fields!(Semaphore |s| { key: s.key, wait: s.wait });
 
 impl Locks {
     /// The semaphore `name`. See [`Semaphore`].
@@ -172,14 +165,7 @@ pub struct Permits {
     done: bool,
 }
 
-impl std::fmt::Debug for Permits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permits")
-            .field("key", &self.key)
-            .field("permits", &self.permits)
-            .finish()
-    }
-}
+debug_fields!(Permits |p| { key: p.key, permits: p.permits });
 
 impl Permits {
     /// How many permits were taken.
