@@ -83,10 +83,8 @@ pub(crate) async fn send_following_redirects(
     pipe.add_command(cmd.clone());
     let mut reply = conn.pipeline_for_key(key, &mut pipe).await;
     while let Some(redirect) = redirect_of(&reply) {
-        if let Wait::For(d) = wait {
-            if d <= started.elapsed() {
-                return Ok(redis::Value::Nil);
-            }
+        if wait.left(started.elapsed()).is_none() {
+            return Ok(redis::Value::Nil);
         }
         reply = match redirect {
             Redirect::To { host, port, ask } => conn.pipeline_at(&host, port, ask, &pipe).await,

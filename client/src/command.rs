@@ -19,6 +19,28 @@ pub(crate) enum Wait {
     Forever,
 }
 
+impl Wait {
+    /// A handle's `wait(d)`: up to `d`, or a single try for zero.
+    pub(crate) fn at_most(d: Duration) -> Wait {
+        if d.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(d)
+        }
+    }
+
+    /// What is left of this wait `elapsed` after it began; `None` once a timed wait ran out.
+    pub(crate) fn left(self, elapsed: Duration) -> Option<Wait> {
+        match self {
+            Wait::For(d) => match d.checked_sub(elapsed) {
+                Some(left) if !left.is_zero() => Some(Wait::For(left)),
+                _ => None,
+            },
+            other => Some(other),
+        }
+    }
+}
+
 /// A side of a read-write lock (Redisson's `RReadWriteLock`): the `READ` or `WRITE` keyword.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {

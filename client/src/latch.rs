@@ -1,7 +1,6 @@
 //! [`Latch`]: Redisson's `RCountDownLatch` on `RLATCH.*`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::blocked;
 use crate::command::{self, Wait};
@@ -47,20 +46,11 @@ impl Latch {
         &self.key
     }
 
-    /// [`await_zero`](Self::await_zero) waits up to `wait` in the server (`BLOCK ms`).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// [`await_zero`](Self::await_zero) waits as long as it takes. Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// [`await_zero`](Self::await_zero) waits up to `wait` in the server (`BLOCK ms`).
+        fn wait;
+        /// [`await_zero`](Self::await_zero) waits as long as it takes. Drop the future to give up.
+        fn wait_forever;
     }
 
     /// `RLATCH.TRYSETCOUNT`: sets `count` (at least 1) if the latch has none. True if set.

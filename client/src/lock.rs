@@ -486,29 +486,16 @@ impl Lock {
         }
     }
 
-    /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
-    /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
-    /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
-    /// `Duration::ZERO` means try once. The wait runs on a pooled connection of its own.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits in the server as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
+        /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
+        /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
+        fn lease;
+        /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
+        /// `Duration::ZERO` means try once. The wait runs on a pooled connection of its own.
+        fn wait;
+        /// Waits in the server as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// First come, first served across all fair acquirers, Redisson's and rlock's (`FAIR`).
@@ -778,13 +765,11 @@ impl Lock {
         let started = Instant::now();
         let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts, req)).await;
         while let Some(redirect) = crate::conn::redirect_of(&reply) {
-            let wait = match opts.wait {
-                Wait::No => return reply,
-                Wait::Forever => Wait::Forever,
-                Wait::For(d) => match d.checked_sub(started.elapsed()) {
-                    Some(left) if !left.is_zero() => Wait::For(left),
-                    _ => return Ok(vec![redis::Value::Nil]),
-                },
+            if opts.wait == Wait::No {
+                return reply;
+            }
+            let Some(wait) = opts.wait.left(started.elapsed()) else {
+                return Ok(vec![redis::Value::Nil]);
             };
             let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts }, req);
             reply = match redirect {

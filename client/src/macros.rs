@@ -15,3 +15,37 @@ macro_rules! debug_fields {
         }
     };
 }
+
+/// Builder steps a handle shares with the others, each with the handle's own doc: `fn lease;`
+/// sets its `lease: Option<Duration>` field, `fn wait;` and `fn wait_forever;` its
+/// `wait: Wait` field.
+macro_rules! handle_steps {
+    () => {};
+    ($(#[$doc:meta])* fn lease; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn lease(mut self, lease: std::time::Duration) -> Self {
+            self.lease = Some(lease);
+            self
+        }
+
+        handle_steps!($($rest)*);
+    };
+    ($(#[$doc:meta])* fn wait; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn wait(mut self, wait: std::time::Duration) -> Self {
+            self.wait = $crate::command::Wait::at_most(wait);
+            self
+        }
+
+        handle_steps!($($rest)*);
+    };
+    ($(#[$doc:meta])* fn wait_forever; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub fn wait_forever(mut self) -> Self {
+            self.wait = $crate::command::Wait::Forever;
+            self
+        }
+
+        handle_steps!($($rest)*);
+    };
+}

@@ -114,28 +114,15 @@ impl MultiKeyLock {
         &self.owner
     }
 
-    /// A fixed lease for every lock (`LEASE ms`), not renewed by the watchdog. See
-    /// [`Lock::lease`](crate::Lock::lease).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Waits up to `wait`, in all, until every lock can be taken (`BLOCK ms` on each group,
-    /// with the time left). `Duration::ZERO`: try once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// A fixed lease for every lock (`LEASE ms`), not renewed by the watchdog. See
+        /// [`Lock::lease`](crate::Lock::lease).
+        fn lease;
+        /// Waits up to `wait`, in all, until every lock can be taken (`BLOCK ms` on each group,
+        /// with the time left). `Duration::ZERO`: try once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// Ties every hold to the connection that took it (`SESSION`): see
@@ -195,13 +182,7 @@ impl MultiKeyLock {
             if caller.is_closed() {
                 break; // Nobody waits for the rest: what was taken goes back below.
             }
-            let wait = match self.wait {
-                Wait::For(d) => match d.checked_sub(started.elapsed()) {
-                    Some(left) if !left.is_zero() => Wait::For(left),
-                    _ => Wait::No,
-                },
-                other => other,
-            };
+            let wait = self.wait.left(started.elapsed()).unwrap_or(Wait::No);
             let outcome = self.take_group(group, wait, caller).await;
             match outcome {
                 Ok(Some(dedicated)) => {

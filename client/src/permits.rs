@@ -68,28 +68,15 @@ impl PermitSemaphore {
         &self.key
     }
 
-    /// Waits up to `wait` in the server for the permits (`BLOCK ms`), in arrival order.
-    /// `Duration::ZERO`: try once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
-    }
-
-    /// A fixed lease, not renewed by the watchdog: the permit comes back when it ends,
-    /// whatever the guard does, and the guard reports it lost then.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
+    handle_steps! {
+        /// Waits up to `wait` in the server for the permits (`BLOCK ms`), in arrival order.
+        /// `Duration::ZERO`: try once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
+        /// A fixed lease, not renewed by the watchdog: the permit comes back when it ends,
+        /// whatever the guard does, and the guard reports it lost then.
+        fn lease;
     }
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.

@@ -56,21 +56,12 @@ impl Semaphore {
         &self.key
     }
 
-    /// Waits up to `wait` in the server for the permits (`BLOCK ms`). `Duration::ZERO`: try
-    /// once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// Waits up to `wait` in the server for the permits (`BLOCK ms`). `Duration::ZERO`: try
+        /// once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
