@@ -16,7 +16,7 @@ use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::replicas::Replicas;
-use crate::watchdog::{LostRx, Registry, Watched};
+use crate::watchdog::{self, LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
 #[derive(Debug, Clone)]
@@ -1115,15 +1115,7 @@ impl Hold {
     /// told within 100 ms (a plain `DEL` or expiry too when classes `g` and `x` are on). Not
     /// in a cluster, where renewals alone tell it.
     pub async fn lost(&self) -> Error {
-        let mut rx = self.lost.clone();
-        let lost = match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone(),
-            Err(_) => None,
-        };
-        match lost {
-            Some(e) => e,
-            None => std::future::pending().await,
-        }
+        watchdog::lost(&self.lost).await
     }
 
     fn lost_error(&self) -> Option<Error> {

@@ -14,7 +14,7 @@ use crate::command::{self, AcquireOptions, HoldName, Wait};
 use crate::conn::{cancel_wait, slot_of, Cancelled, Dedicated};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
-use crate::watchdog::LostRx;
+use crate::watchdog::{self, LostRx};
 
 /// Several locks taken together, all or none: Redisson's `RedissonMultiLock` on the server's
 /// `RLOCK.MACQUIRE`. Made by [`Locks::multi`].
@@ -332,16 +332,11 @@ impl MultiKeyGuard {
     /// Resolves with [`Error::Lost`] when any of the locks is lost (see
     /// [`Hold::lost`](crate::Hold::lost)); never while all are held.
     pub async fn lost(&self) -> Error {
-        let waits = self.holds.iter().map(|(_, _, lost)| {
-            let mut lost = lost.clone();
-            Box::pin(async move {
-                match lost.wait_for(Option::is_some).await {
-                    Ok(error) => error.clone(),
-                    Err(_) => None,
-                }
-            })
-        });
-        let waits: Vec<_> = waits.collect();
+        let waits = self
+            .holds
+            .iter()
+            .map(|(_, _, lost)| watchdog::lost_reason(lost));
+        let waits: Vec<_> = waits.map(Box::pin).collect();
         if waits.is_empty() {
             return std::future::pending().await;
         }

@@ -12,7 +12,7 @@ use crate::blocked;
 use crate::command::{self, HoldName, Wait};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
-use crate::watchdog::LostRx;
+use crate::watchdog::{self, LostRx};
 
 /// How long a call waits for the connection manager to reconnect before it resends.
 const RESEND_AFTER: Duration = Duration::from_millis(100);
@@ -243,15 +243,7 @@ impl LeasedPermit {
     /// Resolves with [`Error::Lost`] when the permit is lost. Never resolves while it is
     /// good, nor after a release.
     pub async fn lost(&self) -> Error {
-        let mut rx = self.lost.clone();
-        let lost = match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone(),
-            Err(_) => None,
-        };
-        match lost {
-            Some(e) => e,
-            None => std::future::pending().await,
-        }
+        watchdog::lost(&self.lost).await
     }
 
     /// Resets the lease to its full length now (`RSEM.RENEW`). [`Error::Lost`] if the

@@ -33,6 +33,27 @@ pub(crate) trait Watched: Send + Sync + 'static {
 /// What a guard learns about its hold: `None` while held, the reason once lost.
 pub(crate) type LostRx = watch::Receiver<Option<Error>>;
 
+/// Resolves once the hold is lost, with the reason; with `None` once it never will be (its
+/// entry is gone: released).
+pub(crate) async fn lost_reason(rx: &LostRx) -> Option<Error> {
+    let mut rx = rx.clone();
+    // Bound first: the borrow `wait_for` gives ends before `rx` does.
+    let lost = match rx.wait_for(Option::is_some).await {
+        Ok(v) => v.clone(),
+        Err(_) => None,
+    };
+    lost
+}
+
+/// Resolves with the reason once the hold is lost; never while it is held, nor after a
+/// release.
+pub(crate) async fn lost(rx: &LostRx) -> Error {
+    match lost_reason(rx).await {
+        Some(e) => e,
+        None => std::future::pending().await,
+    }
+}
+
 /// One hold (key, owner, side), shared by all guards of its re-entries.
 struct Entry {
     id: u64,
