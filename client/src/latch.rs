@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::blocked;
 use crate::command::{self, Wait};
 use crate::error::Result;
-use crate::lock::Locks;
+use crate::lock::{Inner, Locks};
 
 /// A count-down latch on Redisson's layout (`redisson.getCountDownLatch(name)` shares it):
 /// a count that clients count down; waiters pass together once it reaches zero. Made by
@@ -22,7 +22,7 @@ use crate::lock::Locks;
 /// ```
 #[derive(Clone)]
 pub struct Latch {
-    locks: Locks,
+    inner: Arc<Inner>,
     key: Arc<str>,
     wait: Wait,
 }
@@ -33,7 +33,7 @@ impl Locks {
     /// The count-down latch `name`. See [`Latch`].
     pub fn latch(&self, name: impl Into<String>) -> Latch {
         Latch {
-            locks: self.clone(),
+            inner: self.inner.clone(),
             key: Arc::from(name.into()),
             wait: Wait::No,
         }
@@ -55,47 +55,29 @@ impl Latch {
 
     /// `RLATCH.TRYSETCOUNT`: sets `count` (at least 1) if the latch has none. True if set.
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::try_set_count(&self.key, count.max(1)))
-            .await?;
-        command::parse_flag(v, "RLATCH.TRYSETCOUNT replied")
+        let cmd = command::try_set_count(&self.key, count.max(1));
+        self.inner.flag(&cmd, "RLATCH.TRYSETCOUNT replied").await
     }
 
     /// `RLATCH.COUNTDOWN`: one less; at zero every waiter passes. The count now.
     pub async fn count_down(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::count_down(&self.key))
-            .await?;
-        command::parse_integer(v, "RLATCH.COUNTDOWN replied")
+        let cmd = command::count_down(&self.key);
+        self.inner.integer(&cmd, "RLATCH.COUNTDOWN replied").await
     }
 
     /// `RLATCH.COUNT`: the count now (0 when the latch has none).
     pub async fn count(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::latch_count(&self.key))
-            .await?;
-        command::parse_integer(v, "RLATCH.COUNT replied")
+        let cmd = command::latch_count(&self.key);
+        self.inner.integer(&cmd, "RLATCH.COUNT replied").await
     }
 
     /// `RLATCH.AWAIT`: true once the count is zero (or the latch does not exist); false if
     /// the wait ran out first (at once without a wait).
     pub async fn await_zero(&self) -> Result<bool> {
         let cmd = command::await_latch(&self.key, self.wait);
-        let inner = &self.locks.inner;
-        let reply = match self.wait {
-            Wait::No => inner.query(&cmd).await?,
-            wait => {
-                // A latch grants nothing that would need giving back.
-                let orphaned: blocked::Orphaned = Box::new(|_, _| Box::pin(async {}));
-                blocked::call(inner, self.key.clone(), cmd, wait, orphaned).await?
-            }
-        };
+        // A latch grants nothing that would need giving back.
+        let orphaned = |_, _| async {};
+        let reply = blocked::send(&self.inner, &self.key, cmd, self.wait, orphaned).await?;
         Ok(command::parse_acquire(reply)?.is_some())
     }
 }

@@ -74,6 +74,33 @@ impl Inner {
         Ok(self.conn().await?.query(cmd).await?)
     }
 
+    /// `cmd` on the shared connection, its reply a flag (`what` names the reply in an error).
+    pub(crate) async fn flag(&self, cmd: &redis::Cmd, what: &'static str) -> Result<bool> {
+        command::parse_flag(self.query(cmd).await?, what)
+    }
+
+    /// `cmd` on the shared connection, its reply an integer (`what` as for `flag`).
+    pub(crate) async fn integer(&self, cmd: &redis::Cmd, what: &'static str) -> Result<i64> {
+        command::parse_integer(self.query(cmd).await?, what)
+    }
+
+    /// `query`, and once more with the same `REQ` id if the connection broke before the reply
+    /// came: for a command the server applies at most once.
+    pub(crate) async fn query_resent(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
+        let mut reply = self.query(cmd).await;
+        if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
+            tokio::time::sleep(RESEND_AFTER).await;
+            reply = self.query(cmd).await;
+        }
+        reply
+    }
+
+    /// A pooled connection of its own, for a command that waits in the server.
+    pub(crate) async fn dedicated(&self) -> Result<Dedicated> {
+        let conn = self.pool.take(&self.endpoint, self.config.response_timeout);
+        Ok(conn.await?)
+    }
+
     /// `RLOCK.INFO`, read so that it never fails on what the key holds: when the server
     /// refuses the key (`WRONGTYPE`) or sends hash fields that are not hold counts, the keys
     /// are read as they are (one more round trip, only then).
@@ -674,10 +701,7 @@ impl Lock {
 
     async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {
         let inner = &self.locks.inner;
-        let mut conn = inner
-            .pool
-            .take(&inner.endpoint, inner.config.response_timeout)
-            .await?;
+        let mut conn = inner.dedicated().await?;
         let blocks = opts.wait != Wait::No;
         let client_id = if blocks {
             Some(conn.client_id(&self.key).await?)

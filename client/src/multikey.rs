@@ -9,9 +9,9 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::blocked::send_following_redirects;
+use crate::blocked::send_unless_left;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
-use crate::conn::{cancel_wait, slot_of, Cancelled, Dedicated};
+use crate::conn::{slot_of, Dedicated};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
 use crate::watchdog::{self, LostRx};
@@ -219,31 +219,23 @@ impl MultiKeyLock {
             let v = inner.conn().await?.query_for_key(&keys[0], &cmd).await?;
             return Ok(command::parse_acquire(v)?.map(|_| None));
         }
-        let mut conn = inner
-            .pool
-            .take(&inner.endpoint, inner.config.response_timeout)
-            .await?;
+        let mut conn = inner.dedicated().await?;
         let client_id = conn.client_id(&keys[0]).await?;
-        let (reply, usable) = {
-            let request = send_following_redirects(&mut conn, &keys[0], &cmd, wait);
-            tokio::pin!(request);
-            tokio::select! {
-                biased;
-                r = &mut request => (r, true),
-                _ = caller.closed() => {
-                    let shared = inner.conn().await.ok();
-                    let (key, session) = (&keys[0], self.session);
-                    match cancel_wait(shared, key, client_id, &["rlock.macquire"], !session, request)
-                        .await
-                    {
-                        // Still blocked when the caller left: the connection closes here,
-                        // and the server forgets the waiter.
-                        Cancelled::Close => return Ok(None),
-                        Cancelled::Replied(r) => (r, true),
-                        Cancelled::Killed(r) => (r, false),
-                    }
-                }
-            }
+        let left = caller.closed();
+        let sent = send_unless_left(
+            inner,
+            &mut conn,
+            &keys[0],
+            &cmd,
+            wait,
+            client_id,
+            !self.session,
+            left,
+        );
+        // Still blocked when the caller left: the connection closes here, and the server
+        // forgets the waiter.
+        let Some((reply, usable)) = sent.await else {
+            return Ok(None);
         };
         let granted = command::parse_acquire(reply?)?;
         match granted {
