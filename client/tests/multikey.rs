@@ -76,9 +76,7 @@ async fn the_watchdog_renews_every_lock() {
     const LEASE: Duration = Duration::from_millis(600);
     for server in servers() {
         let flavor = server.flavor;
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let guard = locks
             .multi(["{w}:1", "{w}:2", "{w}:3"])
             .acquire()

@@ -128,9 +128,7 @@ async fn the_watchdog_renews_both_sides() {
     const LEASE: Duration = Duration::from_millis(600);
     for server in servers() {
         let flavor = server.flavor;
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let rw = locks.read_write("wd");
         let write = rw.write().acquire().await.unwrap().expect("free");
         let read = rw
