@@ -19,6 +19,28 @@ pub(crate) enum Wait {
     Forever,
 }
 
+impl Wait {
+    /// A handle's `wait(d)`: up to `d`, or a single try for zero.
+    pub(crate) fn at_most(d: Duration) -> Wait {
+        if d.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(d)
+        }
+    }
+
+    /// What is left of this wait `elapsed` after it began; `None` once a timed wait ran out.
+    pub(crate) fn left(self, elapsed: Duration) -> Option<Wait> {
+        match self {
+            Wait::For(d) => match d.checked_sub(elapsed) {
+                Some(left) if !left.is_zero() => Some(Wait::For(left)),
+                _ => None,
+            },
+            other => Some(other),
+        }
+    }
+}
+
 /// A side of a read-write lock (Redisson's `RReadWriteLock`): the `READ` or `WRITE` keyword.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -105,15 +127,7 @@ pub(crate) fn acquire_as(hold: &HoldName, o: &AcquireOptions, req: &str) -> redi
     let mut c = redis::cmd("RLOCK.ACQUIRE");
     hold.args(&mut c);
     c.arg("LEASE").arg(millis(o.lease));
-    match o.wait {
-        Wait::No => {}
-        Wait::For(d) => {
-            c.arg("BLOCK").arg(millis(d));
-        }
-        Wait::Forever => {
-            c.arg("BLOCK").arg(0);
-        }
-    }
+    block_args(&mut c, o.wait);
     if o.fair {
         c.arg("FAIR");
     }
@@ -161,15 +175,7 @@ pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> re
         c.arg(&**key);
     }
     c.arg("LEASE").arg(millis(o.lease));
-    match o.wait {
-        Wait::No => {}
-        Wait::For(d) => {
-            c.arg("BLOCK").arg(millis(d));
-        }
-        Wait::Forever => {
-            c.arg("BLOCK").arg(0);
-        }
-    }
+    block_args(&mut c, o.wait);
     if o.session {
         c.arg("SESSION");
     }
@@ -186,6 +192,20 @@ pub(crate) fn mrelease(owner: &str, keys: &[Arc<str>]) -> redis::Cmd {
     c
 }
 
+/// `name key`: a command on one key.
+fn on_key(name: &str, key: &str) -> redis::Cmd {
+    let mut c = redis::cmd(name);
+    c.arg(key);
+    c
+}
+
+/// `name key arg`.
+fn on_key_with(name: &str, key: &str, arg: impl redis::ToRedisArgs) -> redis::Cmd {
+    let mut c = on_key(name, key);
+    c.arg(arg);
+    c
+}
+
 fn block_args(c: &mut redis::Cmd, wait: Wait) {
     match wait {
         Wait::No => {}
@@ -199,21 +219,15 @@ fn block_args(c: &mut redis::Cmd, wait: Wait) {
 }
 
 pub(crate) fn try_set_permits(key: &str, permits: u32) -> redis::Cmd {
-    let mut c = redis::cmd("RSEM.TRYSETPERMITS");
-    c.arg(key).arg(permits);
-    c
+    on_key_with("RSEM.TRYSETPERMITS", key, permits)
 }
 
 pub(crate) fn add_permits(key: &str, permits: i32) -> redis::Cmd {
-    let mut c = redis::cmd("RSEM.ADDPERMITS");
-    c.arg(key).arg(permits);
-    c
+    on_key_with("RSEM.ADDPERMITS", key, permits)
 }
 
 pub(crate) fn available_permits(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("RSEM.AVAILABLE");
-    c.arg(key);
-    c
+    on_key("RSEM.AVAILABLE", key)
 }
 
 pub(crate) fn acquire_permits(key: &str, permits: u32, wait: Wait) -> redis::Cmd {
@@ -270,26 +284,19 @@ pub(crate) fn parse_leased(v: Value) -> Result<Option<Vec<String>>> {
 }
 
 pub(crate) fn try_set_count(key: &str, count: u64) -> redis::Cmd {
-    let mut c = redis::cmd("RLATCH.TRYSETCOUNT");
-    c.arg(key).arg(count);
-    c
+    on_key_with("RLATCH.TRYSETCOUNT", key, count)
 }
 
 pub(crate) fn count_down(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("RLATCH.COUNTDOWN");
-    c.arg(key);
-    c
+    on_key("RLATCH.COUNTDOWN", key)
 }
 
 pub(crate) fn latch_count(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("RLATCH.COUNT");
-    c.arg(key);
-    c
+    on_key("RLATCH.COUNT", key)
 }
 
 pub(crate) fn await_latch(key: &str, wait: Wait) -> redis::Cmd {
-    let mut c = redis::cmd("RLATCH.AWAIT");
-    c.arg(key);
+    let mut c = on_key("RLATCH.AWAIT", key);
     block_args(&mut c, wait);
     c
 }
@@ -336,15 +343,11 @@ pub(crate) fn worth_resending(e: &redis::RedisError) -> bool {
 }
 
 pub(crate) fn force_release(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("RLOCK.FORCERELEASE");
-    c.arg(key);
-    c
+    on_key("RLOCK.FORCERELEASE", key)
 }
 
 pub(crate) fn info(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("RLOCK.INFO");
-    c.arg(key);
-    c
+    on_key("RLOCK.INFO", key)
 }
 
 pub(crate) fn wait_replicas(n: usize, timeout: Duration) -> redis::Cmd {
@@ -639,9 +642,7 @@ pub(crate) fn parse_raw(values: Vec<Value>, blocked: u64) -> Result<LockInfo> {
 
 /// `HGET key owner`: the owner's hold count, 0 when it holds nothing.
 pub(crate) fn hold_count(key: &str, owner: &str) -> redis::Cmd {
-    let mut c = redis::cmd("HGET");
-    c.arg(key).arg(owner);
-    c
+    on_key_with("HGET", key, owner)
 }
 
 /// The reply of [`hold_count`].
@@ -656,21 +657,15 @@ pub(crate) fn parse_hold_count(v: Value) -> Result<u64> {
 }
 
 pub(crate) fn exists(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("EXISTS");
-    c.arg(key);
-    c
+    on_key("EXISTS", key)
 }
 
 pub(crate) fn hexists(key: &str, owner: &str) -> redis::Cmd {
-    let mut c = redis::cmd("HEXISTS");
-    c.arg(key).arg(owner);
-    c
+    on_key_with("HEXISTS", key, owner)
 }
 
 pub(crate) fn pttl(key: &str) -> redis::Cmd {
-    let mut c = redis::cmd("PTTL");
-    c.arg(key);
-    c
+    on_key("PTTL", key)
 }
 
 /// `PTTL` reply as the lease left: `None` when there is no key (-2) or it never expires (-1).

@@ -84,14 +84,7 @@ pub struct Election {
     replicas: Option<(usize, Duration)>,
 }
 
-impl std::fmt::Debug for Election {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Election")
-            .field("key", &self.key)
-            .field("replicas", &self.replicas)
-            .finish()
-    }
-}
+debug_fields!(Election |e| { key: e.key, replicas: e.replicas });
 
 impl Locks {
     /// The leader election `name`: the lock `name` (Redisson's layout, so its holder shows in
@@ -264,17 +257,13 @@ pub struct Leadership {
     term: u64,
 }
 
-impl std::fmt::Debug for Leadership {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Leadership")
-            .field("election", &self.guard.key())
-            .field("value", &self.value)
-            .field("term", &self.term)
-            .field("replicas_acked", &self.guard.replicas_acked())
-            .field("lost", &self.guard.is_lost())
-            .finish()
-    }
-}
+debug_fields!(Leadership |l| {
+    election: l.guard.key(),
+    value: l.value,
+    term: l.term,
+    replicas_acked: l.guard.replicas_acked(),
+    lost: l.guard.is_lost(),
+});
 
 impl Leadership {
     /// The election's name.
@@ -374,13 +363,7 @@ pub struct LeaderChanges {
     task: JoinHandle<()>,
 }
 
-impl std::fmt::Debug for LeaderChanges {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderChanges")
-            .field("mode", &self.mode())
-            .finish()
-    }
-}
+debug_fields!(LeaderChanges |l| { mode: l.mode() });
 
 impl LeaderChanges {
     /// The next item: the current state the first time, then the next change. Waits for it.

@@ -1,12 +1,11 @@
 //! [`Latch`]: Redisson's `RCountDownLatch` on `RLATCH.*`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::blocked;
 use crate::command::{self, Wait};
 use crate::error::Result;
-use crate::lock::Locks;
+use crate::lock::{Inner, Locks};
 
 /// A count-down latch on Redisson's layout (`redisson.getCountDownLatch(name)` shares it):
 /// a count that clients count down; waiters pass together once it reaches zero. Made by
@@ -23,25 +22,18 @@ use crate::lock::Locks;
 /// ```
 #[derive(Clone)]
 pub struct Latch {
-    locks: Locks,
+    inner: Arc<Inner>,
     key: Arc<str>,
     wait: Wait,
 }
 
-impl std::fmt::Debug for Latch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Latch")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .finish()
-    }
-}
+debug_fields!(Latch |l| { key: l.key, wait: l.wait });
 
 impl Locks {
     /// The count-down latch `name`. See [`Latch`].
     pub fn latch(&self, name: impl Into<String>) -> Latch {
         Latch {
-            locks: self.clone(),
+            inner: self.inner.clone(),
             key: Arc::from(name.into()),
             wait: Wait::No,
         }
@@ -54,65 +46,38 @@ impl Latch {
         &self.key
     }
 
-    /// [`await_zero`](Self::await_zero) waits up to `wait` in the server (`BLOCK ms`).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// [`await_zero`](Self::await_zero) waits as long as it takes. Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// [`await_zero`](Self::await_zero) waits up to `wait` in the server (`BLOCK ms`).
+        fn wait;
+        /// [`await_zero`](Self::await_zero) waits as long as it takes. Drop the future to give up.
+        fn wait_forever;
     }
 
     /// `RLATCH.TRYSETCOUNT`: sets `count` (at least 1) if the latch has none. True if set.
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::try_set_count(&self.key, count.max(1)))
-            .await?;
-        command::parse_flag(v, "RLATCH.TRYSETCOUNT replied")
+        let cmd = command::try_set_count(&self.key, count.max(1));
+        self.inner.flag(&cmd, "RLATCH.TRYSETCOUNT replied").await
     }
 
     /// `RLATCH.COUNTDOWN`: one less; at zero every waiter passes. The count now.
     pub async fn count_down(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::count_down(&self.key))
-            .await?;
-        command::parse_integer(v, "RLATCH.COUNTDOWN replied")
+        let cmd = command::count_down(&self.key);
+        self.inner.integer(&cmd, "RLATCH.COUNTDOWN replied").await
     }
 
     /// `RLATCH.COUNT`: the count now (0 when the latch has none).
     pub async fn count(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::latch_count(&self.key))
-            .await?;
-        command::parse_integer(v, "RLATCH.COUNT replied")
+        let cmd = command::latch_count(&self.key);
+        self.inner.integer(&cmd, "RLATCH.COUNT replied").await
     }
 
     /// `RLATCH.AWAIT`: true once the count is zero (or the latch does not exist); false if
     /// the wait ran out first (at once without a wait).
     pub async fn await_zero(&self) -> Result<bool> {
         let cmd = command::await_latch(&self.key, self.wait);
-        let inner = &self.locks.inner;
-        let reply = match self.wait {
-            Wait::No => inner.query(&cmd).await?,
-            wait => {
-                // A latch grants nothing that would need giving back.
-                let orphaned: blocked::Orphaned = Box::new(|_, _| Box::pin(async {}));
-                blocked::call(inner, self.key.clone(), cmd, wait, orphaned).await?
-            }
-        };
+        // A latch grants nothing that would need giving back.
+        let orphaned = |_, _| async {};
+        let reply = blocked::send(&self.inner, &self.key, cmd, self.wait, orphaned).await?;
         Ok(command::parse_acquire(reply)?.is_some())
     }
 }

@@ -62,6 +62,9 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod macros;
+
 mod blocked;
 pub mod blocking;
 mod command;

@@ -16,7 +16,7 @@ use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::replicas::Replicas;
-use crate::watchdog::{LostRx, Registry, Watched};
+use crate::watchdog::{self, LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
 #[derive(Debug, Clone)]
@@ -72,6 +72,33 @@ impl Inner {
 
     pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
         Ok(self.conn().await?.query(cmd).await?)
+    }
+
+    /// `cmd` on the shared connection, its reply a flag (`what` names the reply in an error).
+    pub(crate) async fn flag(&self, cmd: &redis::Cmd, what: &'static str) -> Result<bool> {
+        command::parse_flag(self.query(cmd).await?, what)
+    }
+
+    /// `cmd` on the shared connection, its reply an integer (`what` as for `flag`).
+    pub(crate) async fn integer(&self, cmd: &redis::Cmd, what: &'static str) -> Result<i64> {
+        command::parse_integer(self.query(cmd).await?, what)
+    }
+
+    /// `query`, and once more with the same `REQ` id if the connection broke before the reply
+    /// came: for a command the server applies at most once.
+    pub(crate) async fn query_resent(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
+        let mut reply = self.query(cmd).await;
+        if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
+            tokio::time::sleep(RESEND_AFTER).await;
+            reply = self.query(cmd).await;
+        }
+        reply
+    }
+
+    /// A pooled connection of its own, for a command that waits in the server.
+    pub(crate) async fn dedicated(&self) -> Result<Dedicated> {
+        let conn = self.pool.take(&self.endpoint, self.config.response_timeout);
+        Ok(conn.await?)
     }
 
     /// `RLOCK.INFO`, read so that it never fails on what the key holds: when the server
@@ -141,14 +168,7 @@ pub struct Locks {
     pub(crate) inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Locks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Locks")
-            .field("endpoint", &self.inner.endpoint)
-            .field("client_id", &self.inner.client_id)
-            .finish()
-    }
-}
+debug_fields!(Locks |l| { endpoint: l.inner.endpoint, client_id: l.inner.client_id });
 
 /// Configures a [`Locks`] before its first use.
 #[derive(Debug, Clone)]
@@ -449,21 +469,17 @@ pub struct Lock {
     replicas: Option<(usize, Duration)>,
 }
 
-impl std::fmt::Debug for Lock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
-            .field("side", &self.side)
-            .field("lease", &self.lease)
-            .field("wait", &self.wait)
-            .field("fair", &self.fair)
-            .field("fenced", &self.fenced)
-            .field("session", &self.session)
-            .field("replicas", &self.replicas)
-            .finish()
-    }
-}
+debug_fields!(Lock |l| {
+    key: l.key,
+    owner: l.owner,
+    side: l.side,
+    lease: l.lease,
+    wait: l.wait,
+    fair: l.fair,
+    fenced: l.fenced,
+    session: l.session,
+    replicas: l.replicas,
+});
 
 impl Lock {
     /// The lock's key.
@@ -497,29 +513,16 @@ impl Lock {
         }
     }
 
-    /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
-    /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
-    /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
-    /// `Duration::ZERO` means try once. The wait runs on a pooled connection of its own.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits in the server as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
+        /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
+        /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
+        fn lease;
+        /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
+        /// `Duration::ZERO` means try once. The wait runs on a pooled connection of its own.
+        fn wait;
+        /// Waits in the server as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// First come, first served across all fair acquirers, Redisson's and rlock's (`FAIR`).
@@ -698,10 +701,7 @@ impl Lock {
 
     async fn acquire_dedicated(&self, opts: AcquireOptions) -> Result<Option<Guard>> {
         let inner = &self.locks.inner;
-        let mut conn = inner
-            .pool
-            .take(&inner.endpoint, inner.config.response_timeout)
-            .await?;
+        let mut conn = inner.dedicated().await?;
         let blocks = opts.wait != Wait::No;
         let client_id = if blocks {
             Some(conn.client_id(&self.key).await?)
@@ -789,13 +789,11 @@ impl Lock {
         let started = Instant::now();
         let mut reply = conn.pipeline(&mut self.acquire_pipeline(&opts, req)).await;
         while let Some(redirect) = crate::conn::redirect_of(&reply) {
-            let wait = match opts.wait {
-                Wait::No => return reply,
-                Wait::Forever => Wait::Forever,
-                Wait::For(d) => match d.checked_sub(started.elapsed()) {
-                    Some(left) if !left.is_zero() => Wait::For(left),
-                    _ => return Ok(vec![redis::Value::Nil]),
-                },
+            if opts.wait == Wait::No {
+                return reply;
+            }
+            let Some(wait) = opts.wait.left(started.elapsed()) else {
+                return Ok(vec![redis::Value::Nil]);
             };
             let mut pipe = self.acquire_pipeline(&AcquireOptions { wait, ..opts }, req);
             reply = match redirect {
@@ -1069,19 +1067,15 @@ pub struct Hold {
     lost: LostRx,
 }
 
-impl std::fmt::Debug for Hold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
-            .field("key", &self.name.key)
-            .field("owner", &self.name.owner)
-            .field("side", &self.name.side)
-            .field("token", &self.token)
-            .field("count", &self.count)
-            .field("replicas", &self.replicas)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(Hold |h| {
+    key: h.name.key,
+    owner: h.name.owner,
+    side: h.name.side,
+    token: h.token,
+    count: h.count,
+    replicas: h.replicas,
+    lost: h.is_lost(),
+});
 
 impl Hold {
     /// The lock's key.
@@ -1145,15 +1139,7 @@ impl Hold {
     /// told within 100 ms (a plain `DEL` or expiry too when classes `g` and `x` are on). Not
     /// in a cluster, where renewals alone tell it.
     pub async fn lost(&self) -> Error {
-        let mut rx = self.lost.clone();
-        let lost = match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone(),
-            Err(_) => None,
-        };
-        match lost {
-            Some(e) => e,
-            None => std::future::pending().await,
-        }
+        watchdog::lost(&self.lost).await
     }
 
     fn lost_error(&self) -> Option<Error> {
@@ -1175,14 +1161,7 @@ pub struct Guard {
     done: bool,
 }
 
-impl std::fmt::Debug for Guard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
-            .field("hold", &self.hold)
-            .field("lease", &self.lease)
-            .finish()
-    }
-}
+debug_fields!(Guard |g| { hold: g.hold, lease: g.lease });
 
 impl std::ops::Deref for Guard {
     type Target = Hold;

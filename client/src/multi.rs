@@ -83,14 +83,7 @@ pub struct MultiLocks {
     inner: Arc<MultiInner>,
 }
 
-impl std::fmt::Debug for MultiLocks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiLocks")
-            .field("primaries", &self.inner.primaries.len())
-            .field("client_id", &self.inner.client_id)
-            .finish()
-    }
-}
+debug_fields!(MultiLocks |m| { primaries: m.inner.primaries.len(), client_id: m.inner.client_id });
 
 /// Configures a [`MultiLocks`].
 pub struct MultiLocksBuilder {
@@ -98,14 +91,7 @@ pub struct MultiLocksBuilder {
     node_timeout: Duration,
 }
 
-impl std::fmt::Debug for MultiLocksBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiLocksBuilder")
-            .field("primaries", &self.clients.len())
-            .field("node_timeout", &self.node_timeout)
-            .finish()
-    }
-}
+debug_fields!(MultiLocksBuilder |m| { primaries: m.clients.len(), node_timeout: m.node_timeout });
 
 impl MultiLocksBuilder {
     /// How long to wait for each primary's answer; a primary that is slower counts as not
@@ -180,17 +166,13 @@ pub struct MultiLock {
     fenced: bool,
 }
 
-impl std::fmt::Debug for MultiLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiLock")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
-            .field("lease", &self.lease)
-            .field("wait", &self.wait)
-            .field("fenced", &self.fenced)
-            .finish()
-    }
-}
+debug_fields!(MultiLock |m| {
+    key: m.key,
+    owner: m.owner,
+    lease: m.lease,
+    wait: m.wait,
+    fenced: m.fenced,
+});
 
 impl MultiLock {
     /// The lock's key (the same on every primary).
@@ -316,17 +298,13 @@ pub struct MultiGuard {
     done: bool,
 }
 
-impl std::fmt::Debug for MultiGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiGuard")
-            .field("key", &self.key)
-            .field("owner", &self.owner)
-            .field("held", &self.held)
-            .field("tokens", &self.tokens)
-            .field("validity", &self.validity())
-            .finish()
-    }
-}
+debug_fields!(MultiGuard |m| {
+    key: m.key,
+    owner: m.owner,
+    held: m.held,
+    tokens: m.tokens,
+    validity: m.validity(),
+});
 
 impl MultiGuard {
     /// The lock's key.

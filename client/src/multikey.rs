@@ -9,12 +9,12 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::blocked::send_following_redirects;
+use crate::blocked::send_unless_left;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
-use crate::conn::{cancel_wait, slot_of, Cancelled, Dedicated};
+use crate::conn::{slot_of, Dedicated};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
-use crate::watchdog::LostRx;
+use crate::watchdog::{self, LostRx};
 
 /// Several locks taken together, all or none: Redisson's `RedissonMultiLock` on the server's
 /// `RLOCK.MACQUIRE`. Made by [`Locks::multi`].
@@ -51,17 +51,13 @@ pub struct MultiKeyLock {
     session: bool,
 }
 
-impl std::fmt::Debug for MultiKeyLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiKeyLock")
-            .field("groups", &self.groups)
-            .field("owner", &self.owner)
-            .field("lease", &self.lease)
-            .field("wait", &self.wait)
-            .field("session", &self.session)
-            .finish()
-    }
-}
+debug_fields!(MultiKeyLock |m| {
+    groups: m.groups,
+    owner: m.owner,
+    lease: m.lease,
+    wait: m.wait,
+    session: m.session,
+});
 
 impl Locks {
     /// The locks `names`, taken together, all or none, with a new owner id. See
@@ -118,28 +114,15 @@ impl MultiKeyLock {
         &self.owner
     }
 
-    /// A fixed lease for every lock (`LEASE ms`), not renewed by the watchdog. See
-    /// [`Lock::lease`](crate::Lock::lease).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Waits up to `wait`, in all, until every lock can be taken (`BLOCK ms` on each group,
-    /// with the time left). `Duration::ZERO`: try once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// A fixed lease for every lock (`LEASE ms`), not renewed by the watchdog. See
+        /// [`Lock::lease`](crate::Lock::lease).
+        fn lease;
+        /// Waits up to `wait`, in all, until every lock can be taken (`BLOCK ms` on each group,
+        /// with the time left). `Duration::ZERO`: try once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// Ties every hold to the connection that took it (`SESSION`): see
@@ -199,13 +182,7 @@ impl MultiKeyLock {
             if caller.is_closed() {
                 break; // Nobody waits for the rest: what was taken goes back below.
             }
-            let wait = match self.wait {
-                Wait::For(d) => match d.checked_sub(started.elapsed()) {
-                    Some(left) if !left.is_zero() => Wait::For(left),
-                    _ => Wait::No,
-                },
-                other => other,
-            };
+            let wait = self.wait.left(started.elapsed()).unwrap_or(Wait::No);
             let outcome = self.take_group(group, wait, caller).await;
             match outcome {
                 Ok(Some(dedicated)) => {
@@ -242,31 +219,23 @@ impl MultiKeyLock {
             let v = inner.conn().await?.query_for_key(&keys[0], &cmd).await?;
             return Ok(command::parse_acquire(v)?.map(|_| None));
         }
-        let mut conn = inner
-            .pool
-            .take(&inner.endpoint, inner.config.response_timeout)
-            .await?;
+        let mut conn = inner.dedicated().await?;
         let client_id = conn.client_id(&keys[0]).await?;
-        let (reply, usable) = {
-            let request = send_following_redirects(&mut conn, &keys[0], &cmd, wait);
-            tokio::pin!(request);
-            tokio::select! {
-                biased;
-                r = &mut request => (r, true),
-                _ = caller.closed() => {
-                    let shared = inner.conn().await.ok();
-                    let (key, session) = (&keys[0], self.session);
-                    match cancel_wait(shared, key, client_id, &["rlock.macquire"], !session, request)
-                        .await
-                    {
-                        // Still blocked when the caller left: the connection closes here,
-                        // and the server forgets the waiter.
-                        Cancelled::Close => return Ok(None),
-                        Cancelled::Replied(r) => (r, true),
-                        Cancelled::Killed(r) => (r, false),
-                    }
-                }
-            }
+        let left = caller.closed();
+        let sent = send_unless_left(
+            inner,
+            &mut conn,
+            &keys[0],
+            &cmd,
+            wait,
+            client_id,
+            !self.session,
+            left,
+        );
+        // Still blocked when the caller left: the connection closes here, and the server
+        // forgets the waiter.
+        let Some((reply, usable)) = sent.await else {
+            return Ok(None);
         };
         let granted = command::parse_acquire(reply?)?;
         match granted {
@@ -337,15 +306,7 @@ pub struct MultiKeyGuard {
     done: bool,
 }
 
-impl std::fmt::Debug for MultiKeyGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiKeyGuard")
-            .field("groups", &self.groups)
-            .field("owner", &self.owner)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(MultiKeyGuard |m| { groups: m.groups, owner: m.owner, lost: m.is_lost() });
 
 impl MultiKeyGuard {
     /// Every key held.
@@ -363,16 +324,11 @@ impl MultiKeyGuard {
     /// Resolves with [`Error::Lost`] when any of the locks is lost (see
     /// [`Hold::lost`](crate::Hold::lost)); never while all are held.
     pub async fn lost(&self) -> Error {
-        let waits = self.holds.iter().map(|(_, _, lost)| {
-            let mut lost = lost.clone();
-            Box::pin(async move {
-                match lost.wait_for(Option::is_some).await {
-                    Ok(error) => error.clone(),
-                    Err(_) => None,
-                }
-            })
-        });
-        let waits: Vec<_> = waits.collect();
+        let waits = self
+            .holds
+            .iter()
+            .map(|(_, _, lost)| watchdog::lost_reason(lost));
+        let waits: Vec<_> = waits.map(Box::pin).collect();
         if waits.is_empty() {
             return std::future::pending().await;
         }

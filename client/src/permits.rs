@@ -12,10 +12,8 @@ use crate::blocked;
 use crate::command::{self, HoldName, Wait};
 use crate::error::{Error, Result};
 use crate::lock::{Inner, Locks};
-use crate::watchdog::LostRx;
-
-/// How long a call waits for the connection manager to reconnect before it resends.
-const RESEND_AFTER: Duration = Duration::from_millis(100);
+use crate::semaphore::Semaphore;
+use crate::watchdog::{self, LostRx};
 
 /// A permit-expiring semaphore on Redisson's layout
 /// (`redisson.getPermitExpirableSemaphore(name)` shares it): permits in the key, each
@@ -42,27 +40,19 @@ const RESEND_AFTER: Duration = Duration::from_millis(100);
 /// ```
 #[derive(Clone)]
 pub struct PermitSemaphore {
-    locks: Locks,
+    inner: Arc<Inner>,
     key: Arc<str>,
     wait: Wait,
     lease: Option<Duration>,
 }
 
-impl std::fmt::Debug for PermitSemaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermitSemaphore")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .field("lease", &self.lease)
-            .finish()
-    }
-}
+debug_fields!(PermitSemaphore |p| { key: p.key, wait: p.wait, lease: p.lease });
 
 impl Locks {
     /// The permit-expiring semaphore `name`. See [`PermitSemaphore`].
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         PermitSemaphore {
-            locks: self.clone(),
+            inner: self.inner.clone(),
             key: Arc::from(name.into()),
             wait: Wait::No,
             lease: None,
@@ -76,58 +66,35 @@ impl PermitSemaphore {
         &self.key
     }
 
-    /// Waits up to `wait` in the server for the permits (`BLOCK ms`), in arrival order.
-    /// `Duration::ZERO`: try once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
-    }
-
-    /// A fixed lease, not renewed by the watchdog: the permit comes back when it ends,
-    /// whatever the guard does, and the guard reports it lost then.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
+    handle_steps! {
+        /// Waits up to `wait` in the server for the permits (`BLOCK ms`), in arrival order.
+        /// `Duration::ZERO`: try once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
+        /// A fixed lease, not renewed by the watchdog: the permit comes back when it ends,
+        /// whatever the guard does, and the guard reports it lost then.
+        fn lease;
     }
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::try_set_permits(&self.key, permits))
-            .await?;
-        command::parse_flag(v, "RSEM.TRYSETPERMITS replied")
+        self.count().try_set_permits(permits).await
     }
 
     /// `RSEM.ADDPERMITS`: adds `permits` (negative takes them away). The permits available.
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::add_permits(&self.key, permits))
-            .await?;
-        command::parse_integer(v, "RSEM.ADDPERMITS replied")
+        self.count().add_permits(permits).await
     }
 
     /// `RSEM.AVAILABLE`: the permits available now, counting leases that ended.
     pub async fn available(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::available_permits(&self.key))
-            .await?;
-        command::parse_integer(v, "RSEM.AVAILABLE replied")
+        self.count().available().await
+    }
+
+    /// The count of permits in the key, which a [`Semaphore`] on the same key keeps too.
+    fn count(&self) -> Semaphore {
+        Semaphore::on(self.inner.clone(), self.key.clone())
     }
 
     /// `RSEM.LEASE`: leases one permit, or `None` when none is available (after the wait,
@@ -142,26 +109,19 @@ impl PermitSemaphore {
     /// permits granted in the meantime go back.
     pub async fn acquire_many(&self, permits: u32) -> Result<Option<Vec<LeasedPermit>>> {
         let permits = permits.max(1);
-        let inner = &self.locks.inner;
+        let inner = &self.inner;
         let lease = self.lease.unwrap_or(inner.config.watchdog_lease);
         let cmd = command::lease_permits(&self.key, permits, lease, self.wait);
         let sent = Instant::now();
-        let reply = match self.wait {
-            Wait::No => inner.query(&cmd).await?,
-            wait => {
-                let key = self.key.clone();
-                let orphaned: blocked::Orphaned = Box::new(move |inner, value| {
-                    Box::pin(async move {
-                        if let Ok(Some(ids)) = command::parse_leased(value) {
-                            for id in ids {
-                                let _ = give_back(&inner, &key, &id).await;
-                            }
-                        }
-                    })
-                });
-                blocked::call(inner, self.key.clone(), cmd, wait, orphaned).await?
+        let key = self.key.clone();
+        let orphaned = move |inner: Arc<Inner>, value| async move {
+            if let Ok(Some(ids)) = command::parse_leased(value) {
+                for id in ids {
+                    let _ = give_back(&inner, &key, &id).await;
+                }
             }
         };
+        let reply = blocked::send(inner, &self.key, cmd, self.wait, orphaned).await?;
         let Some(ids) = command::parse_leased(reply)? else {
             return Ok(None);
         };
@@ -203,20 +163,15 @@ impl PermitSemaphore {
     /// client's, or one of this process's guards, which then finds it lost at its next
     /// renewal). True if it was leased; false if unknown or its lease had ended.
     pub async fn release(&self, id: &str) -> Result<bool> {
-        give_back(&self.locks.inner, &self.key, id).await
+        give_back(&self.inner, &self.key, id).await
     }
 }
 
 /// Sends `RSEM.RETURN`, and once more with the same `REQ` id if the connection broke
 /// before the reply came: the server gives the permit back at most once.
 async fn give_back(inner: &Inner, key: &str, id: &str) -> Result<bool> {
-    let cmd = command::return_permit(key, id);
-    let mut reply = inner.query(&cmd).await;
-    if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
-        tokio::time::sleep(RESEND_AFTER).await;
-        reply = inner.query(&cmd).await;
-    }
-    command::parse_flag(reply?, "RSEM.RETURN replied")
+    let reply = inner.query_resent(&command::return_permit(key, id)).await?;
+    command::parse_flag(reply, "RSEM.RETURN replied")
 }
 
 /// One leased permit. [`release`](Self::release) gives it back; dropping it gives it back
@@ -238,16 +193,12 @@ pub struct LeasedPermit {
     done: bool,
 }
 
-impl std::fmt::Debug for LeasedPermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeasedPermit")
-            .field("key", &self.name.key)
-            .field("id", &self.name.owner)
-            .field("lease", &self.lease)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+debug_fields!(LeasedPermit |l| {
+    key: l.name.key,
+    id: l.name.owner,
+    lease: l.lease,
+    lost: l.is_lost(),
+});
 
 impl LeasedPermit {
     /// The permit's id: 32 hex characters, as Redisson shows it.
@@ -268,15 +219,7 @@ impl LeasedPermit {
     /// Resolves with [`Error::Lost`] when the permit is lost. Never resolves while it is
     /// good, nor after a release.
     pub async fn lost(&self) -> Error {
-        let mut rx = self.lost.clone();
-        let lost = match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone(),
-            Err(_) => None,
-        };
-        match lost {
-            Some(e) => e,
-            None => std::future::pending().await,
-        }
+        watchdog::lost(&self.lost).await
     }
 
     /// Resets the lease to its full length now (`RSEM.RENEW`). [`Error::Lost`] if the

@@ -2,13 +2,12 @@
 //! acquire took.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::runtime::Handle;
 
 use crate::blocked;
 use crate::command::{self, Wait};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::{Inner, Locks};
 
 /// A semaphore on Redisson's layout (`redisson.getSemaphore(name)` shares it): a count of
@@ -32,82 +31,59 @@ use crate::lock::{Inner, Locks};
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    locks: Locks,
+    inner: Arc<Inner>,
     key: Arc<str>,
     wait: Wait,
 }
 
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("key", &self.key)
-            .field("wait", &self.wait)
-            .finish()
-    }
-}
+debug_fields!(Semaphore |s| { key: s.key, wait: s.wait });
 
 impl Locks {
     /// The semaphore `name`. See [`Semaphore`].
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore {
-            locks: self.clone(),
-            key: Arc::from(name.into()),
-            wait: Wait::No,
-        }
+        Semaphore::on(self.inner.clone(), Arc::from(name.into()))
     }
 }
 
 impl Semaphore {
+    /// The semaphore on `key`, without a wait.
+    pub(crate) fn on(inner: Arc<Inner>, key: Arc<str>) -> Semaphore {
+        Semaphore {
+            inner,
+            key,
+            wait: Wait::No,
+        }
+    }
+
     /// The semaphore's key.
     pub fn key(&self) -> &str {
         &self.key
     }
 
-    /// Waits up to `wait` in the server for the permits (`BLOCK ms`). `Duration::ZERO`: try
-    /// once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self
-    }
-
-    /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
+    handle_steps! {
+        /// Waits up to `wait` in the server for the permits (`BLOCK ms`). `Duration::ZERO`: try
+        /// once.
+        fn wait;
+        /// Waits as long as it takes (`BLOCK 0`). Drop the future to give up.
+        fn wait_forever;
     }
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::try_set_permits(&self.key, permits))
-            .await?;
-        command::parse_flag(v, "RSEM.TRYSETPERMITS replied")
+        let cmd = command::try_set_permits(&self.key, permits);
+        self.inner.flag(&cmd, "RSEM.TRYSETPERMITS replied").await
     }
 
     /// `RSEM.ADDPERMITS`: adds `permits` (negative takes them away). The permits available.
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::add_permits(&self.key, permits))
-            .await?;
-        command::parse_integer(v, "RSEM.ADDPERMITS replied")
+        let cmd = command::add_permits(&self.key, permits);
+        self.inner.integer(&cmd, "RSEM.ADDPERMITS replied").await
     }
 
     /// `RSEM.AVAILABLE`: the permits available now.
     pub async fn available(&self) -> Result<i64> {
-        let v = self
-            .locks
-            .inner
-            .query(&command::available_permits(&self.key))
-            .await?;
-        command::parse_integer(v, "RSEM.AVAILABLE replied")
+        let cmd = command::available_permits(&self.key);
+        self.inner.integer(&cmd, "RSEM.AVAILABLE replied").await
     }
 
     /// `RSEM.ACQUIRE`: takes `permits` (at least 1), or `None` when not enough are
@@ -119,23 +95,15 @@ impl Semaphore {
     pub async fn acquire(&self, permits: u32) -> Result<Option<Permits>> {
         let permits = permits.max(1);
         let cmd = command::acquire_permits(&self.key, permits, self.wait);
-        let inner = &self.locks.inner;
-        let reply = match self.wait {
-            Wait::No => inner.query(&cmd).await?,
-            wait => {
-                let key = self.key.clone();
-                let orphaned: blocked::Orphaned = Box::new(move |inner, value| {
-                    Box::pin(async move {
-                        if matches!(command::parse_acquire(value), Ok(Some(_))) {
-                            let _ = inner.query(&command::release_permits(&key, permits)).await;
-                        }
-                    })
-                });
-                blocked::call(inner, self.key.clone(), cmd, wait, orphaned).await?
+        let key = self.key.clone();
+        let orphaned = move |inner: Arc<Inner>, value| async move {
+            if matches!(command::parse_acquire(value), Ok(Some(_))) {
+                let _ = inner.query(&command::release_permits(&key, permits)).await;
             }
         };
+        let reply = blocked::send(&self.inner, &self.key, cmd, self.wait, orphaned).await?;
         Ok(command::parse_acquire(reply)?.map(|_| Permits {
-            inner: inner.clone(),
+            inner: self.inner.clone(),
             key: self.key.clone(),
             permits,
             handle: Handle::current(),
@@ -145,7 +113,7 @@ impl Semaphore {
 
     /// `RSEM.RELEASE`: gives `permits` back, whoever took them. The permits available.
     pub async fn release(&self, permits: u32) -> Result<i64> {
-        release(&self.locks.inner, &self.key, permits).await
+        release(&self.inner, &self.key, permits).await
     }
 }
 
@@ -153,12 +121,7 @@ impl Semaphore {
 /// before the reply came: the server gives the permits back at most once.
 async fn release(inner: &Inner, key: &str, permits: u32) -> Result<i64> {
     let cmd = command::release_permits(key, permits.max(1));
-    let mut reply = inner.query(&cmd).await;
-    if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        reply = inner.query(&cmd).await;
-    }
-    command::parse_integer(reply?, "RSEM.RELEASE replied")
+    command::parse_integer(inner.query_resent(&cmd).await?, "RSEM.RELEASE replied")
 }
 
 /// Permits one [`Semaphore::acquire`] took. [`release`](Self::release) gives them back;
@@ -172,14 +135,7 @@ pub struct Permits {
     done: bool,
 }
 
-impl std::fmt::Debug for Permits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permits")
-            .field("key", &self.key)
-            .field("permits", &self.permits)
-            .finish()
-    }
-}
+debug_fields!(Permits |p| { key: p.key, permits: p.permits });
 
 impl Permits {
     /// How many permits were taken.

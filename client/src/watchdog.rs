@@ -33,6 +33,27 @@ pub(crate) trait Watched: Send + Sync + 'static {
 /// What a guard learns about its hold: `None` while held, the reason once lost.
 pub(crate) type LostRx = watch::Receiver<Option<Error>>;
 
+/// Resolves once the hold is lost, with the reason; with `None` once it never will be (its
+/// entry is gone: released).
+pub(crate) async fn lost_reason(rx: &LostRx) -> Option<Error> {
+    let mut rx = rx.clone();
+    // Bound first: the borrow `wait_for` gives ends before `rx` does.
+    let lost = match rx.wait_for(Option::is_some).await {
+        Ok(v) => v.clone(),
+        Err(_) => None,
+    };
+    lost
+}
+
+/// Resolves with the reason once the hold is lost; never while it is held, nor after a
+/// release.
+pub(crate) async fn lost(rx: &LostRx) -> Error {
+    match lost_reason(rx).await {
+        Some(e) => e,
+        None => std::future::pending().await,
+    }
+}
+
 /// One hold (key, owner, side), shared by all guards of its re-entries.
 struct Entry {
     id: u64,
@@ -394,11 +415,14 @@ mod tests {
         (hold("u:1"), hold("u:2"))
     }
 
+    /// An empty registry, a hold to register and the time now.
+    fn fresh() -> (Registry, HoldName, Instant) {
+        (Registry::new(), names().0, Instant::now())
+    }
+
     #[tokio::test(start_paused = true)]
     async fn reentries_share_one_entry_until_the_last_guard_goes() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         let (a, _) = r.register(&o, Duration::from_secs(3), true, now);
         let (b, _) = r.register(&o, Duration::from_secs(3), true, now);
         assert_eq!(a, b);
@@ -410,9 +434,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn renewals_come_due_at_a_third_of_the_lease_and_batch() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         r.register(&o, Duration::from_millis(3000), true, now);
         r.register(
             &names().1,
@@ -429,9 +451,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_refused_renewal_is_never_silent() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         let (_, rx) = r.register(&o, Duration::from_secs(3), true, now);
         let (batch, _) = r.collect(now + Duration::from_secs(1));
         r.apply(batch, vec![Ok(false)], now + Duration::from_secs(1));
@@ -442,9 +462,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failing_renewals_retry_then_lose_the_hold_at_the_lease_end() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         let lease = Duration::from_millis(1000);
         let (_, rx) = r.register(&o, lease, true, now);
         tokio::time::advance(Duration::from_millis(334)).await;
@@ -465,9 +483,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_explicit_lease_is_lost_when_it_runs_out() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         let (_, rx) = r.register(&o, Duration::from_millis(500), false, now);
         let (batch, next) = r.collect(now);
         assert!(batch.is_empty(), "not renewed");
@@ -517,9 +533,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stale_guard_does_not_touch_a_newer_hold() {
-        let r = Registry::new();
-        let (o, _) = names();
-        let now = Instant::now();
+        let (r, o, now) = fresh();
         let (old, _) = r.register(&o, Duration::from_secs(3), true, now);
         r.mark_lost(&o, old, "test");
         let (new, rx) = r.register(&o, Duration::from_secs(3), true, now);

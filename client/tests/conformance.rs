@@ -13,9 +13,7 @@ use tokio::time::Instant;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c07_long_wait_outlives_the_response_timeout() {
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .response_timeout(Duration::from_secs(1))
-            .build();
+        let locks = common::locks_with_timeout(&server, Duration::from_secs(1));
         let held = locks.lock("long").acquire().await.unwrap().unwrap();
         let waiter = locks.lock("long").wait(Duration::from_secs(5));
         let owner = waiter.owner().to_string();
@@ -77,9 +75,7 @@ async fn c10_tokens_increase_across_holders_and_an_aof_restart() {
 async fn c16_one_watchdog_renews_a_thousand_holds() {
     const LEASE: Duration = Duration::from_secs(3);
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let mut guards = Vec::new();
         for i in 0..1000 {
             let g = locks.lock(format!("many:{i}")).acquire().await.unwrap();

@@ -80,17 +80,7 @@ async fn the_applications_connection_carries_the_short_commands() {
 async fn stalled_acquire_is_sent_once(server: &Server, locks: &Locks, key: &str) {
     let lock = locks.lock(key).lease(Duration::from_secs(20));
     assert_eq!(lock.hold_count().await.unwrap(), 0); // connected and warm
-    let port = server.port;
-    let sleeper = std::thread::spawn(move || {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-        let mut con = client.get_connection().unwrap();
-        let _: redis::Value = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("1")
-            .query(&mut con)
-            .unwrap();
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sleeper = common::stall(server, "1").await;
     let result = lock.acquire().await;
     assert!(
         matches!(&result, Err(Error::Redis(e)) if e.is_timeout()),
@@ -112,9 +102,7 @@ async fn stalled_acquire_is_sent_once(server: &Server, locks: &Locks, key: &str)
 async fn c08_a_timed_out_acquire_is_never_sent_twice() {
     for server in servers() {
         // The crate's own ConnectionManager.
-        let locks = Locks::builder(server.client())
-            .response_timeout(Duration::from_millis(200))
-            .build();
+        let locks = common::locks_with_timeout(&server, Duration::from_millis(200));
         stalled_acquire_is_sent_once(&server, &locks, "once:manager").await;
         // The application's MultiplexedConnection.
         let config = redis::AsyncConnectionConfig::new()
@@ -135,23 +123,11 @@ async fn c08_a_timed_out_acquire_is_never_sent_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c08_a_release_sent_again_is_applied_once() {
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .response_timeout(Duration::from_millis(200))
-            .build();
+        let locks = common::locks_with_timeout(&server, Duration::from_millis(200));
         let lock = locks.lock("once:release");
         let outer = lock.acquire().await.unwrap().unwrap();
         let inner = lock.acquire().await.unwrap().unwrap();
-        let port = server.port;
-        let sleeper = std::thread::spawn(move || {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-            let mut con = client.get_connection().unwrap();
-            let _: redis::Value = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("0.5")
-                .query(&mut con)
-                .unwrap();
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sleeper = common::stall(&server, "0.5").await;
         let released = inner.release().await;
         sleeper.join().unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -133,9 +133,7 @@ async fn drop_releases_in_the_background_without_blocking() {
         drop(g);
         assert!(started.elapsed() < Duration::from_millis(50));
         assert!(
-            eventually(Duration::from_secs(2), || holders(&server, "dropped")
-                .is_empty())
-            .await,
+            common::freed_within(&server, "dropped", Duration::from_secs(2)).await,
             "{}: dropped guard released",
             server.flavor
         );
@@ -153,16 +151,14 @@ fn drop_on_a_current_thread_runtime_does_not_deadlock() {
         let locks = Locks::new(server.client());
         let g = locks.lock("ct").acquire().await.unwrap().unwrap();
         drop(g);
-        assert!(eventually(Duration::from_secs(2), || holders(&server, "ct").is_empty()).await);
+        assert!(common::freed_within(&server, "ct", Duration::from_secs(2)).await);
     });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_of_a_lock_taken_away_is_not_held() {
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(Duration::from_secs(30))
-            .build();
+        let locks = common::locks_with_lease(&server, Duration::from_secs(30));
         let g = locks.lock("taken").acquire().await.unwrap().unwrap();
         assert!(locks.force_release("taken").await.unwrap());
         assert!(!locks.force_release("taken").await.unwrap());
@@ -203,9 +199,7 @@ async fn with_lock_runs_and_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_stops_the_work_when_the_lock_is_lost() {
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(Duration::from_millis(600))
-            .build();
+        let locks = common::locks_with_lease(&server, Duration::from_millis(600));
         let key = "doomed";
         let result = locks
             .lock(key)

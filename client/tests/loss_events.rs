@@ -71,9 +71,7 @@ async fn c05_a_force_release_is_told_within_100ms_with_keyspace_events() {
     for server in servers() {
         for flags in ["Kd", "Ed"] {
             raw(&server, &["CONFIG", "SET", "notify-keyspace-events", flags]).unwrap();
-            let locks = Locks::builder(server.client())
-                .watchdog_lease(LEASE)
-                .build();
+            let locks = common::locks_with_lease(&server, LEASE);
             let key = format!("ev:{flags}");
             let renewed = locks.lock(&key).acquire().await.unwrap().unwrap();
             let reentry = locks.lock_as(&key, renewed.owner()).acquire().await;
@@ -143,9 +141,7 @@ async fn c05_a_deletion_and_an_expiry_are_told_within_100ms_with_their_events() 
             &["CONFIG", "SET", "notify-keyspace-events", "Kgxd"],
         )
         .unwrap();
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let g = locks.lock("ev:del").acquire().await.unwrap().unwrap();
         following(&server, "K", "ev:del").await;
         raw(&server, &["DEL", "ev:del"]).unwrap();
@@ -167,9 +163,7 @@ async fn c05_a_deletion_and_an_expiry_are_told_within_100ms_with_their_events() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c05_without_events_no_subscription_is_made() {
     for server in servers() {
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(Duration::from_millis(600))
-            .build();
+        let locks = common::locks_with_lease(&server, Duration::from_millis(600));
         let g = locks.lock("ev:none").acquire().await.unwrap().unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(pubsub_clients(&server), 0, "{}", server.flavor);
@@ -188,9 +182,7 @@ async fn c05_a_flush_raises_no_event_and_is_told_at_the_next_renewal() {
     for server in servers() {
         raw(&server, &["CONFIG", "SET", "notify-keyspace-events", "KA"]).unwrap();
         let lease = Duration::from_millis(900);
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(lease)
-            .build();
+        let locks = common::locks_with_lease(&server, lease);
         let g = locks.lock("ev:flush").acquire().await.unwrap().unwrap();
         following(&server, "K", "ev:flush").await;
         raw(&server, &["FLUSHDB"]).unwrap();

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{holders, pttl, raw, servers};
-use rlock_client::{Endpoint, Locks};
+use rlock_client::{Endpoint, Locks, MultiKeyLock};
 use rlock_module_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,9 +76,7 @@ async fn the_watchdog_renews_every_lock() {
     const LEASE: Duration = Duration::from_millis(600);
     for server in servers() {
         let flavor = server.flavor;
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let guard = locks
             .multi(["{w}:1", "{w}:2", "{w}:3"])
             .acquire()
@@ -130,24 +128,8 @@ async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
         let second = locks
             .multi(reversed[..6].to_vec())
             .wait(Duration::from_secs(10));
-        let a = tokio::spawn(async move {
-            let g = first.acquire().await;
-            if let Ok(Some(g)) = g {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                g.release().await.map(|_| true)
-            } else {
-                g.map(|g| g.is_some())
-            }
-        });
-        let b = tokio::spawn(async move {
-            let g = second.acquire().await;
-            if let Ok(Some(g)) = g {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                g.release().await.map(|_| true)
-            } else {
-                g.map(|g| g.is_some())
-            }
-        });
+        let a = tokio::spawn(hold_briefly(first));
+        let b = tokio::spawn(hold_briefly(second));
         tokio::time::sleep(Duration::from_millis(200)).await;
         guard.release().await.unwrap();
         assert!(a.await.unwrap().unwrap(), "{flavor}: first served");
@@ -158,5 +140,16 @@ async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
                 "{flavor}"
             );
         }
+    }
+}
+
+/// Acquires `set`, holds it 50 ms and releases it: true once served, false if never.
+async fn hold_briefly(set: MultiKeyLock) -> rlock_client::Result<bool> {
+    let g = set.acquire().await;
+    if let Ok(Some(g)) = g {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        g.release().await.map(|_| true)
+    } else {
+        g.map(|g| g.is_some())
     }
 }

@@ -10,13 +10,6 @@ use common::{raw, servers};
 use rlock_client::Locks;
 use rlock_module_tests::redis::Value;
 
-fn get(server: &common::Server, key: &str) -> Option<String> {
-    match raw(server, &["GET", key]).unwrap() {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-        _ => None,
-    }
-}
-
 fn leased(server: &common::Server, key: &str) -> i64 {
     match raw(server, &["ZCARD", &format!("{{{key}}}:timeout")]).unwrap() {
         Value::Int(n) => n,
@@ -28,9 +21,7 @@ fn leased(server: &common::Server, key: &str) -> i64 {
 async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
     for server in servers() {
         let flavor = server.flavor;
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(Duration::from_millis(300))
-            .build();
+        let locks = common::locks_with_lease(&server, Duration::from_millis(300));
         let slots = locks.permit_semaphore("slots");
         assert!(slots.try_set_permits(3).await.unwrap());
         let two = slots.acquire_many(2).await.unwrap().expect("3 available");
@@ -53,10 +44,7 @@ async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
         assert_eq!(slots.available().await.unwrap(), 2, "{flavor}");
         // Dropped: given back in the background.
         drop(two);
-        let back = common::eventually(Duration::from_secs(2), || {
-            get(&server, "slots").as_deref() == Some("3")
-        })
-        .await;
+        let back = common::reads_within(&server, "slots", "3", Duration::from_secs(2)).await;
         assert!(back, "{flavor}");
         // Forgotten: leased until someone gives it back by id, or its lease ends.
         let id = slots.acquire().await.unwrap().expect("free").forget();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{pttl, raw, servers, Server};
-use rlock_client::{Error, LockKind, Locks, Side};
+use rlock_client::{Error, Guard, LockKind, Locks, ReadWriteLock, Side};
 use rlock_module_tests::redis;
 
 /// `HGETALL key`: Redisson's read-write hash (`mode`, readers, `<owner>:write`).
@@ -92,12 +92,7 @@ async fn a_writer_takes_reads_and_a_reader_never_waits_on_itself() {
         assert_eq!(again.hold_count(), Some(2));
         assert!(!again.release().await.unwrap(), "still held by `write`");
         // Redisson's downgrade: the writer reads too; each side is its own hold.
-        let read = rw
-            .read()
-            .acquire()
-            .await
-            .unwrap()
-            .expect("the writer reads");
+        let read = writer_reads(&rw).await;
         assert!(write.release().await.unwrap(), "{flavor}");
         let f = fields(&server, "doc");
         assert_eq!(f.get("mode").map(String::as_str), Some("read"), "{flavor}");
@@ -128,17 +123,10 @@ async fn the_watchdog_renews_both_sides() {
     const LEASE: Duration = Duration::from_millis(600);
     for server in servers() {
         let flavor = server.flavor;
-        let locks = Locks::builder(server.client())
-            .watchdog_lease(LEASE)
-            .build();
+        let locks = common::locks_with_lease(&server, LEASE);
         let rw = locks.read_write("wd");
         let write = rw.write().acquire().await.unwrap().expect("free");
-        let read = rw
-            .read()
-            .acquire()
-            .await
-            .unwrap()
-            .expect("the writer reads");
+        let read = writer_reads(&rw).await;
         let reader = locks.read_write("wd2");
         let other_read = reader.read().acquire().await.unwrap().expect("free");
         tokio::time::sleep(LEASE * 3).await;
@@ -186,4 +174,13 @@ fn the_blocking_twin() {
         assert!(!a.is_locked().unwrap(), "{flavor}");
         assert_eq!(a.read().side(), Some(Side::Read));
     }
+}
+
+/// The read side of `rw`, taken by its writer (Redisson's downgrade): never waits.
+async fn writer_reads(rw: &ReadWriteLock) -> Guard {
+    rw.read()
+        .acquire()
+        .await
+        .unwrap()
+        .expect("the writer reads")
 }

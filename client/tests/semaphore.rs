@@ -4,16 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{raw, servers};
+use common::servers;
 use rlock_client::Locks;
-use rlock_module_tests::redis::Value;
-
-fn get(server: &common::Server, key: &str) -> Option<String> {
-    match raw(server, &["GET", key]).unwrap() {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-        _ => None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
@@ -35,10 +27,7 @@ async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
         assert_eq!(pool.available().await.unwrap(), 1, "{flavor}");
         // Dropping gives back in the background; forget keeps them taken.
         drop(got);
-        let back = common::eventually(Duration::from_secs(2), || {
-            get(&server, "pool").as_deref() == Some("3")
-        })
-        .await;
+        let back = common::reads_within(&server, "pool", "3", Duration::from_secs(2)).await;
         assert!(back, "{flavor}");
         pool.acquire(1).await.unwrap().expect("free").forget();
         tokio::time::sleep(Duration::from_millis(50)).await;

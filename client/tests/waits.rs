@@ -176,9 +176,7 @@ async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
             release.await.unwrap().unwrap();
             let _ = acquire.await;
             assert!(
-                eventually(Duration::from_secs(3), || holders(&server, "race")
-                    .is_empty())
-                .await,
+                common::freed_within(&server, "race", Duration::from_secs(3)).await,
                 "{} round {round}: a grant nobody took is still held",
                 server.flavor
             );
@@ -260,9 +258,7 @@ async fn a_fair_try_queues_the_caller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_a_session_hold_ends_when_its_connection_closes() {
     for server in servers() {
-        let owner_side = Locks::builder(server.client())
-            .watchdog_lease(Duration::from_secs(3))
-            .build();
+        let owner_side = common::locks_with_lease(&server, Duration::from_secs(3));
         let g = owner_side
             .lock("sess")
             .session()
@@ -274,9 +270,7 @@ async fn c09_a_session_hold_ends_when_its_connection_closes() {
         // Kill every other client: the owner's connection dies as a crashed process's would.
         raw(&server, &["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
         assert!(
-            eventually(Duration::from_millis(200), || holders(&server, "sess")
-                .is_empty())
-            .await,
+            common::freed_within(&server, "sess", Duration::from_millis(200)).await,
             "{}: released at once, long before the 3 s lease",
             server.flavor
         );

@@ -39,6 +39,55 @@ pub fn raw(server: &Server, args: &[&str]) -> redis::RedisResult<redis::Value> {
     c.query(&mut con)
 }
 
+/// `GET key` over a plain connection: a semaphore's permits, as the server keeps them.
+pub fn get(server: &Server, key: &str) -> Option<String> {
+    match raw(server, &["GET", key]).unwrap() {
+        redis::Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    }
+}
+
+/// Locks on `server` whose watchdog lease (the lease of a lock taken without one) is `lease`.
+pub fn locks_with_lease(server: &Server, lease: Duration) -> rlock_client::Locks {
+    rlock_client::Locks::builder(server.client())
+        .watchdog_lease(lease)
+        .build()
+}
+
+/// Locks on `server` whose short commands time out after `timeout`.
+pub fn locks_with_timeout(server: &Server, timeout: Duration) -> rlock_client::Locks {
+    rlock_client::Locks::builder(server.client())
+        .response_timeout(timeout)
+        .build()
+}
+
+/// Whether the lock `key` is free (no holder left in its hash) within `timeout`.
+pub async fn freed_within(server: &Server, key: &str, timeout: Duration) -> bool {
+    eventually(timeout, || holders(server, key).is_empty()).await
+}
+
+/// Whether `GET key` reads `want` within `timeout`: permits given back in the background.
+pub async fn reads_within(server: &Server, key: &str, want: &str, timeout: Duration) -> bool {
+    eventually(timeout, || get(server, key).as_deref() == Some(want)).await
+}
+
+/// Stalls `server` for `seconds` (`DEBUG SLEEP`, sent from a thread of its own) and returns
+/// 100 ms later, the stall begun; join the thread to wait for its end.
+pub async fn stall(server: &Server, seconds: &'static str) -> std::thread::JoinHandle<()> {
+    let port = server.port;
+    let sleeper = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let _: redis::Value = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(seconds)
+            .query(&mut con)
+            .unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sleeper
+}
+
 /// Polls `cond` every 10 ms until it holds or `timeout` passes.
 pub async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
