@@ -982,19 +982,20 @@ class Hold:
             if self._finalizer is not None:
                 self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            v = _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])
-        except Exception:
+            reply = self._locks._pipeline(self._key, [cmd], resend=True)[0]
+        except _LINK_ERRORS:
             raise
         except BaseException:
-            # Interrupted (KeyboardInterrupt...): the watchdog's thread sends it, with the
-            # same REQ id, so it is applied once whether or not it reached the server.
+            # Interrupted (KeyboardInterrupt, an exception raised in this thread): the
+            # watchdog's thread sends it, with the same REQ id, so it is applied once whether
+            # or not it reached the server.
             self._locks._watchdog.release_later(self._key, cmd)
             raise
         finally:
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
-        return v == 1
+        return _raise_if_error(reply) == 1
 
     def __enter__(self) -> "Hold":
         return self
