@@ -43,7 +43,9 @@ from ._core import (
     lease_ms,
     leader_of,
     new_client_id,
+    give_back_req,
     new_req_id,
+    pack,
     parse_info,
     parse_scan,
     parse_stats,
@@ -111,7 +113,7 @@ class _Server:
             if conn is None:
                 conn = self.settings.sync_connection(timeout)
             try:
-                conn.send_packed_command(conn.pack_commands(cmds))
+                conn.send_packed_command(_packed(conn, cmds))
                 out = []
                 for _ in cmds:
                     try:
@@ -127,7 +129,7 @@ class _Server:
             return out
         conn = self._take()
         try:
-            conn.send_packed_command(conn.pack_commands(cmds))
+            conn.send_packed_command(_packed(conn, cmds))
             out = []
             for _ in cmds:
                 try:
@@ -424,7 +426,7 @@ class Locks:
             replies: list = []
             try:
                 w.sent = True
-                conn.send_packed_command(conn.pack_commands(cmds))
+                conn.send_packed_command(_packed(conn, cmds))
                 while len(replies) < len(cmds):
                     # In slices, so that an exception raised in this thread lands within one.
                     while not conn.can_read(timeout=0.05):
@@ -639,6 +641,11 @@ def _granted(v: Any) -> bool:
 
 def _leave(locks: "Locks", key: bytes, w: _Wait, give_back: list) -> None:
     threading.Thread(target=locks._abandon, args=(key, w, give_back), name="rlock-abandon", daemon=True).start()
+
+
+def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
+    p = pack(cmds)
+    return [p] if p is not None else conn.pack_commands(cmds)
 
 
 def _safe(f: Any, *args: Any) -> None:
@@ -1080,7 +1087,7 @@ class Lock:
         # The wait runs on this thread. Whatever ends it early, from the send until the Hold is
         # returned, the grant is given back (with this one REQ id, however often it is tried).
         w = _Wait()
-        give_back = release_cmd(key, owner, spec.side, new_req_id())
+        give_back = release_cmd(key, owner, spec.side, give_back_req(req))
         try:
             replies, conn = locks._wait_here(key, cmds, block, w, pin=spec.session)
             return self._grant(replies, conn, owner, sent, block, replicas, w, give_back)
