@@ -12,8 +12,10 @@ from rlock_client._core import (
     client_is_blocked_in,
     event_channels,
     events_on,
+    give_back_req,
     lease_ms,
     lost_key,
+    pack,
     parse_cycle,
     parse_info,
     wait_ms,
@@ -43,6 +45,19 @@ def test_acquire_command_carries_every_option_and_a_req_id():
     spec = AcquireSpec(key=b"k", side="WRITE", lease_ms=5000, fenced=True, session=True)
     assert acquire_cmd(spec, b"o", "r1", 0) == [
         "RLOCK.ACQUIRE", b"k", b"o", "WRITE", "LEASE", 5000, "BLOCK", 0, "TOKEN", "SESSION", "REQ", "r1"]
+
+
+def test_pack_writes_what_the_driver_would_and_leaves_it_other_kinds():
+    import redis
+
+    conn = redis.Connection(port=1)  # never connected
+    cmds = [["RLOCK.ACQUIRE", b"k\xff", "\u00e9o", "LEASE", 30000, "BLOCK", 0, "REQ", "r1"], ["WAIT", 1, -5]]
+    assert pack(cmds) == b"".join(conn.pack_commands(cmds))
+    assert pack([["X", 1.5]]) is None and pack([["X", True]]) is None
+
+
+def test_a_give_back_has_one_req_id_of_its_own():
+    assert give_back_req("r1") == give_back_req("r1") != "r1"
 
 
 def test_client_list_line():

@@ -94,6 +94,51 @@ def test_c06_interrupted_thread_waits_leave_nothing(server, r, key):
     assert wait_free(r, key), (r.hgetall(key), r.execute_command("RLOCK.WAITERS", key))
 
 
+@pytest.mark.parametrize("step", ["reply read, not recorded", "replies recorded", "hold made"])
+def test_c06_interrupted_at_each_step_of_a_grant_leaves_nothing(server, r, key, monkeypatch, step):
+    """A lock's wait runs in the calling thread: an interruption that lands after the server
+    granted it, at each step before the Hold is returned, still gives the grant back."""
+    import rlock_client._sync as sync
+
+    locks = Locks.from_url(server.url)  # 30 s leases: an orphan would stay
+    holder = locks.lock(key, owner="holder").acquire()
+    if step == "reply read, not recorded":
+        take = sync._Server._take
+
+        def taking(self, waits=False):
+            conn = take(self, waits)
+            if waits:
+                read = conn.read_response
+
+                def read_then_interrupted(*a, **kw):
+                    read(*a, **kw)
+                    raise GaveUp()
+
+                conn.read_response = read_then_interrupted
+            return conn
+
+        monkeypatch.setattr(sync._Server, "_take", taking)
+    elif step == "replies recorded":
+        def granted_then_interrupted(*a, **kw):
+            raise GaveUp()
+
+        monkeypatch.setattr(sync.Lock, "_grant", granted_then_interrupted)
+    else:
+        activate = sync.Hold._activate
+
+        def activated_then_interrupted(self):
+            activate(self)
+            raise GaveUp()
+
+        monkeypatch.setattr(sync.Hold, "_activate", activated_then_interrupted)
+    threading.Timer(0.2, holder.release).start()
+    with pytest.raises(GaveUp):
+        locks.lock(key, wait=5).acquire()  # waits, then is granted
+    monkeypatch.undo()
+    assert wait_free(r, key), (r.hgetall(key), r.execute_command("RLOCK.WAITERS", key))
+    assert not locks._watchdog._entries
+
+
 def test_c08_acquire_cut_is_resent_with_the_same_req_id(server, r, key):
     proxy = CuttingProxy(server.port)
     try:

@@ -193,6 +193,31 @@ def wait_cmd(n: int, timeout_ms: int) -> list:
     return ["WAIT", n, timeout_ms]
 
 
+def give_back_req(req: str) -> str:
+    """The REQ id of the release that gives back what the acquire ``req`` was granted, when the
+    caller never got it: one id however often it is tried, so it is applied once."""
+    return "g" + req
+
+
+def pack(cmds: Sequence[Sequence[Any]]) -> Optional[bytes]:
+    """``cmds`` in RESP, for one write; None when an argument is of a kind left to the driver's
+    own packer. Ours: the driver's generic one cost more than the rest of a lock call."""
+    out = []
+    for cmd in cmds:
+        out.append(b"*%d\r\n" % len(cmd))
+        for a in cmd:
+            if type(a) is bytes:
+                b = a
+            elif type(a) is str:
+                b = a.encode()
+            elif type(a) is int:
+                b = b"%d" % a
+            else:
+                return None
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
 # ---------------------------------------------------------------- replies
 
 

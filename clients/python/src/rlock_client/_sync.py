@@ -43,7 +43,9 @@ from ._core import (
     lease_ms,
     leader_of,
     new_client_id,
+    give_back_req,
     new_req_id,
+    pack,
     parse_info,
     parse_scan,
     parse_stats,
@@ -111,7 +113,7 @@ class _Server:
             if conn is None:
                 conn = self.settings.sync_connection(timeout)
             try:
-                conn.send_packed_command(conn.pack_commands(cmds))
+                conn.send_packed_command(_packed(conn, cmds))
                 out = []
                 for _ in cmds:
                     try:
@@ -127,7 +129,7 @@ class _Server:
             return out
         conn = self._take()
         try:
-            conn.send_packed_command(conn.pack_commands(cmds))
+            conn.send_packed_command(_packed(conn, cmds))
             out = []
             for _ in cmds:
                 try:
@@ -393,12 +395,26 @@ class Locks:
 
     def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False,
                   state: Optional[dict] = None) -> tuple[list, Any]:
+        """``_wait_here`` in a helper thread (``_run_wait``), never interrupted: a grant read
+        before the link broke is given back (``orphan``); the caller may leave meanwhile
+        (``state["wait"].abandoned``: the wait is not sent again)."""
+        w = state["wait"] if state is not None else _Wait()
+        try:
+            return self._wait_here(key, cmds, block, w, pin)
+        except _LINK_ERRORS:
+            if w.replies is not None:
+                _safe(orphan, w.replies[0])
+            raise
+
+    def _wait_here(self, key: bytes, cmds: list, block: Optional[int], w: "_Wait", pin: bool = False) -> tuple[list, Any]:
         """Sends ``cmds`` (the first may block in the server up to ``block`` ms; 0 forever)
-        on a wait connection and returns (replies, the connection if ``pin``). A broken link
-        sends them again (REQ ids) with the wait that is left, unless the caller left
-        (``state["abandoned"]``). Runs in a helper thread (``_run_wait``), never interrupted."""
+        on a wait connection and returns (replies, the connection if ``pin``), on the calling
+        thread. A broken link sends them again (REQ ids) with the wait that is left. ``w``
+        records how far it got (what was sent, on which connection, the replies once all are
+        read) so that, if the thread is interrupted on the way, ``_abandon`` can end the wait
+        and give back its grant: a lock's waits run here, since a thread switch to a helper
+        and back cost more than the wait's own round trip under contention."""
         self._check_pid()
-        state = state if state is not None else {}
         server = self._router.server_for(key)
         started = time.monotonic()
         # A call without BLOCK (a SESSION acquire) replies at once: WAIT_MARGIN bounds it too.
@@ -406,11 +422,13 @@ class Locks:
         tries = 0
         while True:
             conn = server._take(waits=True)
-            state["conn"], state["server"], state["command"] = conn, server, cmds[0][0]
+            w.server, w.conn, w.cmd = server, conn, cmds[0]
             replies: list = []
             try:
-                conn.send_packed_command(conn.pack_commands(cmds))
+                w.sent = True
+                conn.send_packed_command(_packed(conn, cmds))
                 while len(replies) < len(cmds):
+                    # In slices, so that an exception raised in this thread lands within one.
                     while not conn.can_read(timeout=0.05):
                         if deadline is not None and time.monotonic() > deadline + WAIT_MARGIN:
                             raise RedisTimeoutError("the server did not answer a wait in time")
@@ -421,14 +439,12 @@ class Locks:
             except _LINK_ERRORS as e:
                 conn.disconnect()
                 if replies:
-                    # The grant was read; what follows (HGET, WAIT) is lost: give it back.
-                    _safe(orphan, replies[0])
+                    # The grant was read; what follows (HGET, WAIT) is lost: the caller gives it back.
+                    w.replies = replies
                     raise
                 tries += 1
                 left = None if deadline is None or not block else deadline - time.monotonic()
-                if state.get("abandoned") or tries > 3 or (left is not None and left <= 0):
-                    raise
-                if isinstance(e, RedisTimeoutError):
+                if w.abandoned or tries > 3 or (left is not None and left <= 0) or isinstance(e, RedisTimeoutError):
                     raise
                 time.sleep(RESEND_AFTER)
                 if left is not None:
@@ -439,13 +455,55 @@ class Locks:
                 raise
             moved = replies[0] if isinstance(replies[0], MovedError) else None
             if moved is not None and self._router.cluster is not None:
+                w.sent = False  # refused: nothing was applied
                 server._give(conn, waits=True)
                 server = self._router.moved(moved)
                 continue
+            w.pinned = pin
+            w.replies = replies
             if pin:
                 return replies, conn
             server._give(conn, waits=True)
             return replies, None
+
+    def _abandon(self, key: bytes, w: "_Wait", give_back: list) -> None:
+        """The thread that waited in ``_wait_here`` was interrupted (KeyboardInterrupt, an
+        exception raised in it) before its Hold reached it. Runs in a thread of its own: gives
+        back what the wait was granted, so that nothing is left held by nobody. ``give_back``
+        is the release, with one REQ id for every attempt, so it is applied at most once."""
+        if w.hold is not None:  # made, never handed over: it releases itself
+            _safe(w.hold.release)
+            return
+        if w.replies is not None:
+            if w.pinned:
+                _safe(w.conn.disconnect)  # the SESSION connection of what is given back
+            if _granted(w.replies[0]):
+                _safe(self._pipeline, key, [give_back], True)
+            return
+        if not w.sent or w.server is None:
+            return
+        # What was sent is unknown past this point: end it in the server (the connection's
+        # client freed: nothing it sent can run any more), then ask again with the same REQ id
+        # and a 1 ms wait. A grant the first call got is replayed; otherwise this call is new.
+        # Either way what it returns is given back.
+        server, cid = w.server, getattr(w.conn, "rlock_id", None)
+        _safe(w.conn.disconnect)
+        end = time.monotonic() + 5
+        while cid is not None and time.monotonic() < end:
+            try:
+                if not text(server.call("CLIENT", "LIST", "ID", cid)).strip():
+                    break
+                server.call("CLIENT", "KILL", "ID", cid)
+            except Exception:
+                pass
+            time.sleep(0.01)
+        again = _with_block(w.cmd, 1) if "BLOCK" in w.cmd else list(w.cmd)
+        try:
+            v = self._pipeline(key, [again], resend=True)[0]
+        except Exception:
+            return
+        if _granted(v):
+            _safe(self._pipeline, key, [give_back], True)
 
     def _run_wait(self, fn: Any, give_back: Any) -> Any:
         """Runs ``fn(state)`` (a wait and what it makes: a Hold, Permits...) in a helper
@@ -453,7 +511,8 @@ class Locks:
         an exception raised in it), the wait is ended in the server by another thread, and
         whatever it was granted meanwhile is given back (``give_back(result)``): nothing is
         left held by nobody."""
-        state: dict = {"abandoned": False}
+        w = _Wait()
+        state: dict = {"abandoned": False, "wait": w}
         box: dict = {}
         done = threading.Event()
         mutex = threading.Lock()
@@ -477,7 +536,7 @@ class Locks:
         except BaseException:
             with mutex:
                 if not done.is_set():
-                    state["abandoned"] = True
+                    state["abandoned"] = w.abandoned = True
                     threading.Thread(target=self._end_wait, args=(state,), daemon=True).start()
                     raise
             if "ok" in box:
@@ -493,12 +552,13 @@ class Locks:
         done: threading.Event = state["done"]
         end = time.monotonic() + 3
         while not done.is_set() and time.monotonic() < end:
-            conn, server = state.get("conn"), state.get("server")
+            w: _Wait = state["wait"]
+            conn, server = w.conn, w.server
             if conn is not None and server is not None:
                 cid = getattr(conn, "rlock_id", None)
                 try:
                     line = text(server.call("CLIENT", "LIST", "ID", cid))
-                    blocked = client_is_blocked_in(line, state.get("command", ""))
+                    blocked = client_is_blocked_in(line, w.cmd[0] if w.cmd else "")
                 except Exception:
                     blocked = False
                 if blocked:
@@ -559,6 +619,35 @@ class _Helper:
 _HELPERS = _Helpers()
 
 
+class _Wait:
+    """How far one wait on the calling thread got (``Locks._wait_here``)."""
+
+    __slots__ = ("server", "conn", "cmd", "sent", "replies", "pinned", "hold", "abandoned")
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.conn: Any = None
+        self.cmd: list = []
+        self.sent = False
+        self.replies: Optional[list] = None
+        self.pinned = False  # conn is the caller's (SESSION), not back in the pool
+        self.hold: Optional[Hold] = None
+        self.abandoned = False  # a helper's wait whose caller left: not sent again
+
+
+def _granted(v: Any) -> bool:
+    return v is not None and not isinstance(v, BaseException)
+
+
+def _leave(locks: "Locks", key: bytes, w: _Wait, give_back: list) -> None:
+    threading.Thread(target=locks._abandon, args=(key, w, give_back), name="rlock-abandon", daemon=True).start()
+
+
+def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
+    p = pack(cmds)
+    return [p] if p is not None else conn.pack_commands(cmds)
+
+
 def _safe(f: Any, *args: Any) -> None:
     try:
         f(*args)
@@ -609,13 +698,20 @@ class _Watchdog:
         self._pid = os.getpid()
         self._anchor = time.monotonic()
 
-    def add(self, r: Renewal, lost: threading.Event) -> int:
-        r.schedule(self._anchor, time.monotonic())
+    def new_entry(self) -> int:
+        """An id for ``add``, taken first so that one interrupted between the two can be removed."""
         with self._mutex:
             self._seq += 1
-            self._entries[self._seq] = (r, lost)
+            return self._seq
+
+    def add(self, r: Renewal, lost: threading.Event, n: int = 0) -> int:
+        r.schedule(self._anchor, time.monotonic())
+        with self._mutex:
+            if not n:
+                self._seq += 1
+                n = self._seq
+            self._entries[n] = (r, lost)
             self._ensure_thread()
-            n = self._seq
             # Woken only when this hold falls due before the thread would look again: a
             # thread switch per acquire would cost more than the acquire.
             early = r.due_at() < self._sleep_until
@@ -830,7 +926,8 @@ class Hold:
     ``lost`` (a threading.Event set when the hold is gone), ``check()``, ``release()``."""
 
     def __init__(self, locks: Locks, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
-                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None):
+                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None,
+                 activate: bool = True):
         self.key = key.decode("utf-8", "replace")
         self.owner = owner.decode("utf-8", "replace")
         self.side = side
@@ -845,8 +942,21 @@ class Hold:
         self._pid = os.getpid()
         self._released = False
         self._renewal = Renewal(key, owner, side, lease, renew, basis)
-        self._entry = locks._watchdog.add(self._renewal, self.lost)
-        self._finalizer = weakref.finalize(self, _dropped, locks._watchdog, self._entry, key, owner, side, self._pid)
+        self._entry = 0
+        self._finalizer: Optional[weakref.finalize] = None
+        self._gone = [False]  # set when released: a finalizer registered meanwhile does nothing
+        if activate:
+            self._activate()
+
+    def _activate(self) -> None:
+        """Renewed by the watchdog and given back if dropped. Apart from ``__init__`` so that a
+        wait can record the Hold first (``_Wait.hold``): if the thread is interrupted in here,
+        ``release()`` undoes what was done."""
+        dog = self._locks._watchdog
+        self._entry = dog.new_entry()
+        self._finalizer = weakref.finalize(self, _dropped, dog, self._entry, self._key, self._owner, self.side,
+                                           self._pid, self._gone)
+        dog.add(self._renewal, self.lost, self._entry)
 
     def check(self) -> None:
         """Raises Lost if the hold is gone."""
@@ -875,21 +985,24 @@ class Hold:
         cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
         try:
             self._released = True
-            self._finalizer.detach()
+            self._gone[0] = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            v = _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])
-        except Exception:
+            reply = self._locks._pipeline(self._key, [cmd], resend=True)[0]
+        except _LINK_ERRORS:
             raise
         except BaseException:
-            # Interrupted (KeyboardInterrupt...): the watchdog's thread sends it, with the
-            # same REQ id, so it is applied once whether or not it reached the server.
+            # Interrupted (KeyboardInterrupt, an exception raised in this thread): the
+            # watchdog's thread sends it, with the same REQ id, so it is applied once whether
+            # or not it reached the server.
             self._locks._watchdog.release_later(self._key, cmd)
             raise
         finally:
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
-        return v == 1
+        return _raise_if_error(reply) == 1
 
     def __enter__(self) -> "Hold":
         return self
@@ -911,8 +1024,9 @@ def _release_at_exit(hold: Hold, exc_type: Any) -> None:
                        f"{hold._renewal.lost_reason or 'not held at release'}") from e
 
 
-def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int) -> None:
-    if pid != os.getpid():
+def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int,
+             gone: list) -> None:
+    if pid != os.getpid() or gone[0]:
         return
     dog.remove(entry)
     dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
@@ -970,19 +1084,20 @@ class Lock:
         sent = time.monotonic()
         if block is None and not spec.session:
             return self._grant(locks._pipeline(key, cmds, resend=True), None, owner, sent, block, replicas)
-
-        def orphan(v: Any) -> None:
-            if v is not None and not isinstance(v, BaseException):
-                locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
-
-        def waiting(state: dict) -> Optional[Hold]:
-            replies, conn = locks._blocking(key, cmds, block, orphan, pin=spec.session, state=state)
-            return self._grant(replies, conn, owner, sent, block, replicas)
-
-        return locks._run_wait(waiting, lambda h: h is not None and h.release())
+        # The wait runs on this thread. Whatever ends it early, from the send until the Hold is
+        # returned, the grant is given back (with this one REQ id, however often it is tried).
+        w = _Wait()
+        give_back = release_cmd(key, owner, spec.side, give_back_req(req))
+        try:
+            replies, conn = locks._wait_here(key, cmds, block, w, pin=spec.session)
+            return self._grant(replies, conn, owner, sent, block, replicas, w, give_back)
+        except BaseException as e:
+            if w.replies is not None or not isinstance(e, _LINK_ERRORS):
+                _leave(locks, key, w, give_back)
+            raise
 
     def _grant(self, replies: list, conn: Any, owner: bytes, sent: float, block: Optional[int],
-               replicas: int) -> Optional[Hold]:
+               replicas: int, w: Optional[_Wait] = None, give_back: Optional[list] = None) -> Optional[Hold]:
         spec, locks, key = self._spec, self._locks, self._spec.key
         try:
             granted = _raise_if_error(replies[0])
@@ -1003,15 +1118,19 @@ class Lock:
             basis = max(sent, now - (spec.sync_timeout_ms / 1000 if replicas else 0))
         if replicas and (acked or 0) < replicas:
             try:
-                locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
+                locks._pipeline(key, [give_back or release_cmd(key, owner, spec.side, new_req_id())], resend=True)
             finally:
                 if conn is not None:
                     conn.disconnect()
             raise NotAcknowledged(
                 f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
                 f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
-        return Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
-                    n if spec.fenced else None, count, acked, conn)
+        hold = Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
+                    n if spec.fenced else None, count, acked, conn, activate=False)
+        if w is not None:
+            w.hold = hold
+        hold._activate()
+        return hold
 
     def __enter__(self) -> Hold:
         hold = self.acquire()
