@@ -11,7 +11,7 @@ use common::*;
 
 #[test]
 fn one_leader_at_a_time_and_each_term_greater() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script = "echo start $RLOCK_VALUE $RLOCK_TERM >> {log}; sleep 0.1; \
                       echo end $RLOCK_VALUE $RLOCK_TERM >> {log}";
         let (log, script) = logging_script(&server, "elect", script);
@@ -79,7 +79,7 @@ fn one_leader_at_a_time_and_each_term_greater() {
 
 #[test]
 fn observe_prints_the_leader_then_every_change() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let mut observer = rlock(&server, &["elect", "--observe", "sched"])
             .stderr(Stdio::inherit())
             .spawn()

@@ -9,7 +9,7 @@ use common::*;
 
 #[test]
 fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script = "echo \"$RLOCK_KEY|$RLOCK_OWNER|$RLOCK_TOKEN\" > {log}; exit 7";
         let (file, script) = logging_script(&server, "env", script);
         let lock = ["lock", "jobs:env", "--", "sh", "-c", &script];
@@ -62,7 +62,7 @@ fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
 
 #[test]
 fn six_concurrent_runs_never_overlap() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script = "echo start $$ >> {log}; sleep 0.05; echo end $$ >> {log}";
         let (log, script) = logging_script(&server, "six", script);
         let args = owned(&["lock", "-w", "20s", "shared", "--", "sh", "-c", &script]);
@@ -73,7 +73,7 @@ fn six_concurrent_runs_never_overlap() {
 
 #[test]
 fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
         hold(&mut c, "busy", "someone", "30000");
 
@@ -130,7 +130,7 @@ fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
 
 #[test]
 fn a_run_longer_than_its_lease_keeps_the_lock() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let lock = ["lock", "--lease", "1s", "long", "--", "sleep", "3"];
         let mut long = spawn_holding(&server, &lock, "long");
         for _ in 0..3 {
@@ -154,7 +154,7 @@ fn a_run_longer_than_its_lease_keeps_the_lock() {
 
 #[test]
 fn a_force_release_stops_cmd_and_rlock_exits_70_within_the_lease() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script = "trap 'echo term > {log}; exit 0' TERM; while true; do sleep 0.05; done";
         let (marker, script) = logging_script(&server, "lost", script);
         let lock = [
@@ -183,7 +183,7 @@ fn a_force_release_stops_cmd_and_rlock_exits_70_within_the_lease() {
 
 #[test]
 fn sigkill_follows_when_cmd_ignores_sigterm() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script = "trap '' TERM; while true; do sleep 0.05; done";
         let lock = [
             "lock",
@@ -215,7 +215,7 @@ fn sigkill_follows_when_cmd_ignores_sigterm() {
 
 #[test]
 fn sigint_and_sigterm_to_rlock_go_to_cmd_and_the_lock_is_released_after() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let dir = scratch(&server, "signals");
         for (sig, code) in [("INT", 5), ("TERM", 6)] {
             let marker = dir.join(sig);
@@ -244,7 +244,7 @@ fn sigint_and_sigterm_to_rlock_go_to_cmd_and_the_lock_is_released_after() {
 
 #[test]
 fn read_sides_share_and_a_writer_waits() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let read = ["lock", "--read", "catalog", "--", "sleep", "1"];
         let mut reader = spawn_holding(&server, &read, "catalog");
         let second = ["lock", "--read", "-w", "0", "catalog", "--", "true"];
@@ -266,7 +266,7 @@ fn read_sides_share_and_a_writer_waits() {
 
 #[test]
 fn a_server_that_stalls_within_the_lease_loses_nothing_one_gone_past_it_loses_the_lock() {
-    for (flavor, mut server) in servers() {
+    for (flavor, mut server) in each_server() {
         // Stalled (CLIENT PAUSE) for 1.6 s of a 3 s lease: the renewal due at 1 s times out
         // (a third of the lease), the retry gets through when the pause ends.
         let steady = ["lock", "--lease", "3s", "steady", "--", "sleep", "3"];

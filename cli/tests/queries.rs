@@ -20,7 +20,7 @@ fn json(server: &Server, args: &[&str]) -> Json {
 
 #[test]
 fn info_waiters_and_ls_show_holders_leases_and_waiters() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
         call(
             &mut c,
@@ -171,7 +171,7 @@ fn a_server_that_is_not_there_is_exit_69_with_a_message() {
 
 #[test]
 fn release_force_asks_on_a_terminal() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         hold(&mut server.conn(), "stuck", "gone-host", "60000");
         let tmux = Tmux::new();
         for (answer, code, held) in [("n", 1, true), ("y", 0, false)] {

@@ -6,7 +6,7 @@ use common::*;
 
 #[test]
 fn never_more_than_n_at_once() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let script =
             "test -n \"$RLOCK_PERMIT\" || exit 99; echo + >> {log}; sleep 0.3; echo - >> {log}";
         let (log, script) = logging_script(&server, "sem", script);

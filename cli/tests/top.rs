@@ -10,7 +10,7 @@ use common::*;
 
 #[test]
 fn stat_prints_a_header_then_a_line_per_interval_with_rates_that_move() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let load = Load::start(&server, "busy:key", 3);
         let mut top = rlock(&server, &["top", "--stat", "-i", "0.3"])
             .stderr(Stdio::inherit())
@@ -55,7 +55,7 @@ fn stat_says_plainly_when_the_server_is_not_there() {
 
 #[test]
 fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
-    for (flavor, server) in servers() {
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
         hold(&mut c, "contended:key", "holder", "30000");
         let waiter = blocked_waiter(&server, "contended:key", "waiter", "8000");

@@ -11,16 +11,10 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use rlock_module_tests::{call, flavors, wait_until, Flavor, Server};
+pub use rlock_module_tests::{call, each_server, flavors, wait_until, Server};
 
 mod locks;
 pub use locks::{blocked_waiter, hold, waiting};
-
-/// A server of each flavor under test in turn, each started as the loop reaches it (and
-/// stopped at the end of its turn).
-pub fn servers() -> impl Iterator<Item = (Flavor, Server)> {
-    flavors().into_iter().map(|f| (f, Server::start(f)))
-}
 
 /// How long one `rlock` run may take before a test gives up on it.
 pub const LIMIT: Duration = Duration::from_secs(20);
