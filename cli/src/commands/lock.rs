@@ -77,17 +77,6 @@ pub struct LockArgs {
     pub command: Vec<String>,
 }
 
-/// A lease too short to renew in time is refused before anything is sent.
-pub fn check_lease(lease: Option<Duration>) -> Result<(), u8> {
-    match lease {
-        Some(l) if l < Duration::from_millis(100) => {
-            eprintln!("rlock: --lease must be at least 100ms");
-            Err(exit::USAGE)
-        }
-        _ => Ok(()),
-    }
-}
-
 pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     let locks = match leased_client(conn, args.lease) {
         Ok(l) => l,

@@ -33,10 +33,21 @@ pub fn client(conn: &ConnectArgs, lease: Option<Duration>) -> Result<Locks, u8> 
     conn.locks(lease).map_err(unavailable)
 }
 
+/// A lease too short to renew in time is refused before anything is sent.
+pub fn check_lease(lease: Option<Duration>) -> Result<(), u8> {
+    match lease {
+        Some(l) if l < Duration::from_millis(100) => {
+            eprintln!("rlock: --lease must be at least 100ms");
+            Err(exit::USAGE)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The client for a run of CMD that holds something with `lease` (refused when too short to
 /// renew in time), or the exit status.
 pub fn leased_client(conn: &ConnectArgs, lease: Option<Duration>) -> Result<Locks, u8> {
-    lock::check_lease(lease)?;
+    check_lease(lease)?;
     client(conn, lease)
 }
 

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::lock::check_lease;
-use super::{acquire_or_refuse, catch_signals, client, unavailable};
+use super::{acquire_or_refuse, catch_signals, check_lease, client, unavailable};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::duration;
