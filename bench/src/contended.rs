@@ -49,13 +49,12 @@ pub struct WaitRun {
     pub trouble: Trouble,
 }
 
+crate::windowed!(WaitRun {
+    handoffs_per_sec: handoffs,
+    acquisitions_per_sec: acquisitions,
+});
+
 impl WaitRun {
-    pub fn handoffs_per_sec(&self) -> f64 {
-        self.handoffs as f64 / self.window.secs
-    }
-    pub fn acquisitions_per_sec(&self) -> f64 {
-        self.acquisitions as f64 / self.window.secs
-    }
     /// min/max acquisitions per client; 1.0 is perfectly even.
     pub fn fairness(&self) -> f64 {
         min_over_max(&self.per_client)
@@ -63,12 +62,7 @@ impl WaitRun {
     pub fn tries_per_handoff(&self) -> f64 {
         ratio(self.tries as f64, self.handoffs as f64)
     }
-    pub fn problems(&self) -> u64 {
-        self.trouble.total()
-    }
 }
-
-crate::windowed!(WaitRun);
 
 crate::progress!(WaitRun, |r| {
     format!(
@@ -176,16 +170,22 @@ impl Shared {
         }
     }
 
-    fn acquired(&self, me: usize) {
-        let now = self.now_ns();
+    /// The holder passes from `from` to `to`; any other holder is a violation (and `to` holds
+    /// all the same).
+    fn pass(&self, from: usize, to: usize) {
         if self
             .holder
-            .compare_exchange(NONE, me, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
             self.violations.fetch_add(1, Ordering::SeqCst);
-            self.holder.store(me, Ordering::SeqCst);
+            self.holder.store(to, Ordering::SeqCst);
         }
+    }
+
+    fn acquired(&self, me: usize) {
+        let now = self.now_ns();
+        self.pass(NONE, me);
         self.acquisitions[me].fetch_add(1, Ordering::Relaxed);
         let previous = self.last_holder.swap(me, Ordering::SeqCst);
         if previous == NONE || (previous == me && self.clients > 1) {
@@ -201,32 +201,19 @@ impl Shared {
 
     /// Called just before the release is sent.
     fn releasing(&self, me: usize) {
-        if self
-            .holder
-            .compare_exchange(me, NONE, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            self.violations.fetch_add(1, Ordering::SeqCst);
-            self.holder.store(NONE, Ordering::SeqCst);
-        }
+        self.pass(me, NONE);
         self.release_sent_ns.store(self.now_ns(), Ordering::SeqCst);
     }
 }
 
 impl harness::Shared for Shared {
     fn counts(&self) -> Counts {
-        let load = |a: &AtomicU64| a.load(Ordering::SeqCst);
-        Counts {
-            per_client: self.acquisitions.iter().map(load).collect(),
-            totals: [&self.handoffs, &self.tries, &self.violations, &self.errors]
-                .into_iter()
-                .map(load)
-                .collect(),
-        }
+        let totals = [&self.handoffs, &self.tries, &self.violations, &self.errors];
+        Counts::read(&self.acquisitions, &totals)
     }
 
-    fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
+    fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
     }
 
     fn measuring(&self, on: bool) {
@@ -355,10 +342,8 @@ pub async fn run_once(
         }
         .run()
     };
-    let mut cleanup = redis::cmd("RLOCK.FORCERELEASE");
-    cleanup.arg(key);
     let clients = seats(server, plan, clients, (key, hold_ms), listens).await;
-    let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let m = measure_clients(control, plan, &*shared, clients, client).await;
 
     let mut latencies = std::mem::take(&mut *shared.latencies_ms.lock().expect("latencies"));
     latencies.sort_by(f64::total_cmp);

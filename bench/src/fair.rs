@@ -92,10 +92,11 @@ pub struct FairRun {
     pub queued: usize,
 }
 
+crate::windowed!(FairRun {
+    cycles_per_sec: cycles
+});
+
 impl FairRun {
-    pub fn cycles_per_sec(&self) -> f64 {
-        self.cycles as f64 / self.window.secs
-    }
     pub fn wall_us_per_cycle(&self) -> f64 {
         ratio(self.window.secs * 1e6, self.cycles as f64)
     }
@@ -103,8 +104,6 @@ impl FairRun {
         ratio(self.queue_bytes as f64, self.queued as f64)
     }
 }
-
-crate::windowed!(FairRun);
 
 crate::progress!(FairRun, |r| {
     format!(

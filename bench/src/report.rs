@@ -468,7 +468,7 @@ fn contended_section(w: &mut String, c: &Contended) {
             num(cell.med(WaitRun::tries_per_handoff), 1),
             num(cell.server_us_per(|r| r.handoffs), 1),
             num(cell.server_busy(), 0),
-            cell.sum(WaitRun::problems).to_string(),
+            cell.sum(|r| r.trouble.total()).to_string(),
         ]
     });
     table(w, &columns, rows);
@@ -687,7 +687,7 @@ fn read_write_section(w: &mut String, rw: &crate::rwlock::ReadWrite) {
             versus,
             num(cell.med(RwRun::tries_per_op), 2),
             num(cell.server_busy(), 0),
-            cell.sum(RwRun::problems).to_string(),
+            cell.sum(|r| r.trouble.total()).to_string(),
         ]
     });
     table(w, &columns, rows);
@@ -772,7 +772,7 @@ fn semaphore_section(w: &mut String, sem: &crate::semaphore::SemaphoreReport) {
             cell.sum(|r| r.fallbacks).to_string(),
             num(cell.server_us_per(|r| r.acquisitions), 1),
             num(cell.server_busy(), 0),
-            cell.sum(SemRun::problems).to_string(),
+            cell.sum(|r| r.trouble.total()).to_string(),
         ]
     });
     table(w, &columns, rows);

@@ -18,7 +18,7 @@ use rlock_module_tests::Server;
 
 use crate::harness::load::{hold_for, seats, Seat, Trouble};
 use crate::harness::wake::{any_message, forget_stale, wait_wakeup, Wakes};
-use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path};
+use crate::harness::{self, measure_clients, Cell, Counts, Grid, Path, Windowed};
 use crate::measure::{connect, ratio, Rng, Window};
 use crate::paths;
 use crate::scripts::{rw_channel, Shas};
@@ -47,22 +47,18 @@ pub struct RwRun {
     pub trouble: Trouble,
 }
 
+crate::windowed!(RwRun {
+    writes_per_sec: writes
+});
+
 impl RwRun {
     pub fn ops_per_sec(&self) -> f64 {
-        (self.reads + self.writes) as f64 / self.window.secs
-    }
-    pub fn writes_per_sec(&self) -> f64 {
-        self.writes as f64 / self.window.secs
+        self.per_sec(self.reads + self.writes)
     }
     pub fn tries_per_op(&self) -> f64 {
         ratio(self.tries as f64, (self.reads + self.writes) as f64)
     }
-    pub fn problems(&self) -> u64 {
-        self.trouble.total()
-    }
 }
-
-crate::windowed!(RwRun);
 
 crate::progress!(RwRun, |r| {
     format!(
@@ -164,14 +160,11 @@ impl harness::Shared for Shared {
             &self.violations,
             &self.errors,
         ];
-        Counts {
-            per_client: Vec::new(),
-            totals: totals.map(|a| a.load(Ordering::SeqCst)).to_vec(),
-        }
+        Counts::read(&[], &totals)
     }
 
-    fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
+    fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
     }
 }
 
@@ -319,10 +312,8 @@ async fn run_once(
         }
         .run()
     };
-    let mut cleanup = redis::cmd("RLOCK.FORCERELEASE");
-    cleanup.arg(key);
     let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
-    let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let m = measure_clients(control, plan, &*shared, clients, client).await;
     let trouble = Trouble::of(&m, 3, 4);
     RwRun {
         reads: m.totals[0],

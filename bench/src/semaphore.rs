@@ -345,13 +345,12 @@ pub struct SemRun {
     pub trouble: Trouble,
 }
 
+crate::windowed!(SemRun {
+    handoffs_per_sec: handoffs,
+    acquisitions_per_sec: acquisitions,
+});
+
 impl SemRun {
-    pub fn handoffs_per_sec(&self) -> f64 {
-        self.handoffs as f64 / self.window.secs
-    }
-    pub fn acquisitions_per_sec(&self) -> f64 {
-        self.acquisitions as f64 / self.window.secs
-    }
     pub fn tries_per_acquisition(&self) -> f64 {
         ratio(self.tries as f64, self.acquisitions as f64)
     }
@@ -359,12 +358,7 @@ impl SemRun {
     pub fn fairness(&self) -> f64 {
         min_over_max(&self.per_client)
     }
-    pub fn problems(&self) -> u64 {
-        self.trouble.total()
-    }
 }
-
-crate::windowed!(SemRun);
 
 crate::progress!(SemRun, |r| {
     format!(
@@ -466,24 +460,23 @@ impl Shared {
 
 impl harness::Shared for Shared {
     fn counts(&self) -> Counts {
-        let load = |a: &AtomicU64| a.load(Ordering::SeqCst);
-        Counts {
-            per_client: self.acquisitions.iter().map(load).collect(),
-            totals: [
-                &self.handoffs,
-                &self.tries,
-                &self.fallbacks,
-                &self.violations,
-                &self.errors,
-            ]
-            .into_iter()
-            .map(load)
-            .collect(),
-        }
+        let totals = [
+            &self.handoffs,
+            &self.tries,
+            &self.fallbacks,
+            &self.violations,
+            &self.errors,
+        ];
+        Counts::read(&self.acquisitions, &totals)
     }
 
-    fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
+    fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
+    }
+
+    /// A semaphore is no lock to force-release: its key is deleted.
+    fn cleanup(&self) -> &'static str {
+        "DEL"
     }
 
     fn measuring(&self, on: bool) {
@@ -624,10 +617,8 @@ async fn contended_once(
         }
         .run()
     };
-    let mut cleanup = redis::cmd("DEL");
-    cleanup.arg(key);
     let clients = seats(server, plan, CLIENTS, (key, hold_ms), listens).await;
-    let m = measure_clients(control, plan, &*shared, clients, client, &cleanup).await;
+    let m = measure_clients(control, plan, &*shared, clients, client).await;
     let d = |i: usize| m.totals[i];
     let trouble = Trouble::of(&m, 3, 4);
     SemRun {

@@ -1,12 +1,14 @@
 //! `--quick` end to end against a real server: every path of every scenario makes
 //! progress with no unexpected replies, and the report renders.
 
-use rlock_bench::contended::{WaitPath, WaitRun};
+use rlock_bench::contended::WaitPath;
 use rlock_bench::expiry::ExpiryPath;
 use rlock_bench::fair::{FairPath, FairRun, MIN_CYCLES};
+use rlock_bench::harness::pairs::PairRun;
+use rlock_bench::harness::Cell;
 use rlock_bench::memory::{MemPath, MemRun};
 use rlock_bench::report::{markdown, Meta};
-use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemRun, SemWaitPath, PERMITS};
+use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, PERMITS};
 use rlock_bench::stall::StallPath;
 use rlock_bench::uncontended::{PairPath, FAIR_PIPELINE};
 use rlock_bench::{run, FlavorReport, Plan};
@@ -29,21 +31,22 @@ fn quick_run_makes_progress_on_every_path() {
     check_markdown(&text);
 }
 
+/// Every run of a cell of pairs made some, with no unexpected replies; `what` names the cell.
+fn check_pairs<P, S>(cell: &Cell<P, S, PairRun>, what: &str) {
+    assert!(
+        cell.runs.iter().all(|run| run.done > 0),
+        "{what} made no pairs"
+    );
+    assert_eq!(cell.sum(|r| r.errors), 0, "{what} had unexpected replies");
+}
+
 /// Every scenario of one server made progress, with no errors and no two holders.
 fn check_report(plan: &Plan, r: &FlavorReport) {
     let u = r.uncontended.as_ref().expect("uncontended ran");
     for &pipeline in &plan.pipelines {
         for path in PairPath::PLAIN {
             let cell = u.cell(path, pipeline).expect("cell");
-            assert!(
-                cell.runs.iter().all(|run| run.done > 0),
-                "{path:?} p{pipeline} made no pairs"
-            );
-            assert_eq!(
-                cell.sum(|r| r.errors),
-                0,
-                "{path:?} p{pipeline} had unexpected replies"
-            );
+            check_pairs(cell, &format!("{path:?} p{pipeline}"));
         }
     }
 
@@ -84,7 +87,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
                     "{path:?} N={clients}: two holders at once"
                 );
                 assert_eq!(
-                    cell.sum(WaitRun::problems),
+                    cell.sum(|r| r.trouble.total()),
                     0,
                     "{path:?} N={clients} hold={hold}: errors"
                 );
@@ -137,11 +140,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     let fu = r.fair_uncontended.as_ref().expect("FAIR vs plain ran");
     for path in PairPath::FAIR_VS_PLAIN {
         let cell = fu.cell(path, FAIR_PIPELINE).expect("cell");
-        assert!(
-            cell.runs.iter().all(|run| run.done > 0),
-            "{path:?}: no pairs"
-        );
-        assert_eq!(cell.sum(|r| r.errors), 0, "{path:?}: unexpected replies");
+        check_pairs(cell, &format!("{path:?}"));
     }
 
     let m = r.memory.as_ref().expect("memory ran");
@@ -174,15 +173,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
     for &pipeline in &plan.pipelines {
         for path in SemPairPath::ALL {
             let cell = sem.pairs.cell(path, pipeline).expect("cell");
-            assert!(
-                cell.runs.iter().all(|run| run.done > 0),
-                "semaphore {path:?} p{pipeline}: no pairs"
-            );
-            assert_eq!(
-                cell.sum(|r| r.errors),
-                0,
-                "semaphore {path:?} p{pipeline}: errors"
-            );
+            check_pairs(cell, &format!("semaphore {path:?} p{pipeline}"));
         }
     }
     for &hold in &plan.holds_ms {
@@ -193,7 +184,7 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
                 "semaphore {path:?} hold={hold}: never acquired"
             );
             assert_eq!(
-                cell.sum(SemRun::problems),
+                cell.sum(|r| r.trouble.total()),
                 0,
                 "semaphore {path:?} hold={hold}: problems"
             );

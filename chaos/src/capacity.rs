@@ -267,6 +267,15 @@ mod tests {
         }
     }
 
+    /// Holds `(owner, weight, from, to)` of semaphore `s`, in ms after `t0`.
+    fn holds_of_s(t0: Instant, holds: &[(&str, u64, u64, u64)]) -> PermitHistory {
+        let mut h = PermitHistory::default();
+        for &(owner, weight, from, to) in holds {
+            h.add(hold(t0, "s", owner, weight, from, to));
+        }
+        h
+    }
+
     fn ledger(key: &str, permits: u64) -> Ledger {
         let mut ledger = Ledger::default();
         ledger.semaphores.insert(
@@ -283,11 +292,8 @@ mod tests {
     fn weights_add_up_to_the_permits_and_no_further() {
         let t0 = Instant::now();
         let ledger = ledger("s", 3);
-        let mut h = PermitHistory::default();
-        h.add(hold(t0, "s", "a", 2, 0, 100));
-        h.add(hold(t0, "s", "b", 1, 10, 50));
         // c starts as b ends: three held at b's start and at c's.
-        h.add(hold(t0, "s", "c", 1, 50, 80));
+        let mut h = holds_of_s(t0, &[("a", 2, 0, 100), ("b", 1, 10, 50), ("c", 1, 50, 80)]);
         let found = over_capacity(&h, &ledger, &[]);
         assert!(found.violations.is_empty(), "{:?}", found.violations);
         assert_eq!(found.peak, 3);
@@ -305,11 +311,15 @@ mod tests {
     fn a_long_hold_counts_past_short_ones_between() {
         let t0 = Instant::now();
         let ledger = ledger("s", 2);
-        let mut h = PermitHistory::default();
-        h.add(hold(t0, "s", "long", 1, 0, 1000));
-        h.add(hold(t0, "s", "short", 1, 10, 20));
-        h.add(hold(t0, "s", "x", 1, 500, 510));
-        h.add(hold(t0, "s", "y", 1, 505, 520));
+        let h = holds_of_s(
+            t0,
+            &[
+                ("long", 1, 0, 1000),
+                ("short", 1, 10, 20),
+                ("x", 1, 500, 510),
+                ("y", 1, 505, 520),
+            ],
+        );
         assert_eq!(over_capacity(&h, &ledger, &[]).violations.len(), 1);
     }
 
@@ -317,9 +327,7 @@ mod tests {
     fn a_possible_double_give_back_raises_the_capacity_from_its_send() {
         let t0 = Instant::now();
         let mut ledger = ledger("s", 1);
-        let mut h = PermitHistory::default();
-        h.add(hold(t0, "s", "a", 1, 0, 100));
-        h.add(hold(t0, "s", "b", 1, 50, 60));
+        let h = holds_of_s(t0, &[("a", 1, 0, 100), ("b", 1, 50, 60)]);
         assert_eq!(over_capacity(&h, &ledger, &[]).violations.len(), 1);
         let account = ledger.semaphores.get_mut("s").unwrap();
         account
@@ -357,9 +365,7 @@ mod tests {
     #[test]
     fn empty_holds_are_not_recorded() {
         let t0 = Instant::now();
-        let mut h = PermitHistory::default();
-        h.add(hold(t0, "s", "a", 1, 10, 10));
-        h.add(hold(t0, "s", "b", 0, 10, 20));
+        let h = holds_of_s(t0, &[("a", 1, 10, 10), ("b", 0, 10, 20)]);
         assert!(h.holds.is_empty());
     }
 }

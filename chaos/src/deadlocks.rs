@@ -189,27 +189,32 @@ pub fn parse_cycle(error: &str) -> Option<Vec<Edge>> {
     let mut rest = error.strip_prefix("DEADLOCK ")?;
     let mut edges = Vec::new();
     loop {
-        let (owner, after) = unquote(rest)?;
-        let (key, after) = unquote(after.strip_prefix(" waits for ")?)?;
-        let (kept, after) = match (
-            after.strip_prefix(" held by "),
-            after.strip_prefix(" kept for "),
-        ) {
-            (Some(after), _) => (false, after),
-            (None, Some(after)) => (true, after),
-            (None, None) => return None,
-        };
-        let (holder, after) = unquote(after)?;
-        edges.push(Edge {
-            owner,
-            key,
-            holder,
-            kept,
-        });
+        let (edge, after) = Edge::read(rest)?;
+        edges.push(edge);
         if after.is_empty() {
             return Some(edges);
         }
         rest = after.strip_prefix("; ")?;
+    }
+}
+
+impl Edge {
+    /// The wait `"o1" waits for "k1" held by "o2"` (or `kept for`) at the start of `text`,
+    /// and the rest.
+    fn read(text: &str) -> Option<(Edge, &str)> {
+        let (owner, after) = unquote(text)?;
+        let (key, after) = unquote(after.strip_prefix(" waits for ")?)?;
+        let (kept, after) = [(false, " held by "), (true, " kept for ")]
+            .into_iter()
+            .find_map(|(kept, link)| Some((kept, after.strip_prefix(link)?)))?;
+        let (holder, rest) = unquote(after)?;
+        let edge = Edge {
+            owner,
+            key,
+            holder,
+            kept,
+        };
+        Some((edge, rest))
     }
 }
 

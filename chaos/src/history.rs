@@ -223,31 +223,33 @@ mod tests {
         }
     }
 
+    /// Holds `(lock, owner, from, to)`, in ms after `t0`, without tokens.
+    fn history(t0: Instant, holds: &[(&str, &str, u64, u64)]) -> History {
+        let mut h = History::default();
+        for &(lock, owner, from, to) in holds {
+            h.add(hold(t0, lock, owner, from, to, None));
+        }
+        h
+    }
+
     #[test]
     fn overlapping_holds_of_two_owners_are_caught() {
         let t0 = Instant::now();
-        let mut h = History::default();
-        h.add(hold(t0, "a", "x", 0, 10, None));
-        h.add(hold(t0, "a", "y", 10, 20, None));
-        h.add(hold(t0, "b", "z", 5, 15, None));
-        assert!(
-            mutual_exclusion(&h, &[]).is_empty(),
-            "{:?}",
-            mutual_exclusion(&h, &[])
+        let mut h = history(
+            t0,
+            &[("a", "x", 0, 10), ("a", "y", 10, 20), ("b", "z", 5, 15)],
         );
+        let found = mutual_exclusion(&h, &[]);
+        assert!(found.is_empty(), "{found:?}");
         h.add(hold(t0, "a", "w", 19, 30, None));
         assert_eq!(mutual_exclusion(&h, &[]).len(), 1);
         // A long hold overlapping a later one, with a short one between.
-        let mut h = History::default();
-        h.add(hold(t0, "a", "x", 0, 100, None));
-        h.add(hold(t0, "a", "x", 10, 20, None));
-        h.add(hold(t0, "a", "y", 50, 60, None));
-        assert_eq!(
-            mutual_exclusion(&h, &[]).len(),
-            1,
-            "{:?}",
-            mutual_exclusion(&h, &[])
+        let h = history(
+            t0,
+            &[("a", "x", 0, 100), ("a", "x", 10, 20), ("a", "y", 50, 60)],
         );
+        let found = mutual_exclusion(&h, &[]);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 
     #[test]
@@ -282,9 +284,7 @@ mod tests {
     #[test]
     fn a_force_release_ends_the_hold_it_met() {
         let t0 = Instant::now();
-        let mut h = History::default();
-        h.add(hold(t0, "a", "x", 0, 100, None));
-        h.add(hold(t0, "a", "y", 50, 60, None));
+        let mut h = history(t0, &[("a", "x", 0, 100), ("a", "y", 50, 60)]);
         assert_eq!(mutual_exclusion(&h, &[]).len(), 1);
         let force = |sent: u64, replied: Option<u64>| Force {
             lock: "a".into(),

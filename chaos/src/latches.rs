@@ -27,10 +27,7 @@ use rlock_module_tests::redisson::{LATCH_COUNT_DOWN, LATCH_TRY_SET_COUNT};
 use crate::resp::{since_epoch, Conn, ConnError, Frame};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
-use crate::workload::{
-    acknowledged_always, after_cycle, connection, drop_connection, error_reply, moved_if_read_only,
-    Shared,
-};
+use crate::workload::{acknowledged_always, error_reply, moved_if_read_only, ClientConn, Shared};
 
 /// Latches per run.
 pub const LATCHES: usize = 2;
@@ -210,22 +207,10 @@ fn channel(shared: &Shared, key: &str) -> (Vec<u8>, &'static [u8]) {
 fn coordinate(shared: &Shared, latches: &Latches, latch: usize, mut rng: Rng) {
     let key = latches.key(latch);
     let log = &latches.logs[latch];
-    let mut conn: Option<Conn> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        let Some(c) = connection(shared, &mut conn, &key) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        let result = round(shared, c, &key, log, &mut rng);
-        after_cycle(
-            shared,
-            &mut conn,
-            result,
-            Some("latch connection lost or moved"),
-            || format!("latch coordinator on {key}"),
-        );
-    }
-    drop_connection(shared, &mut conn);
+    ClientConn::until_stopped(shared, Some("latch connection lost or moved"), |_, conn| {
+        let who = || format!("latch coordinator on {key}");
+        conn.cycle(&key, who, |c| round(shared, c, &key, log, &mut rng));
+    });
 }
 
 /// A not-run error reply: counted; `Moved` when the server takes no writes.
@@ -361,13 +346,9 @@ fn wait(shared: &Shared, latches: &Latches, latch: usize, waiter: usize, mut rng
     let key = latches.key(latch);
     let log = &latches.logs[latch];
     let who = format!("latch waiter {latch}.{waiter}");
-    let mut conn: Option<Conn> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        let Some(c) = connection(shared, &mut conn, &key) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        let result = (|| -> Result<(), ConnError> {
+    ClientConn::until_stopped(shared, None, |_, conn| {
+        let on = || format!("{who} on {key}");
+        conn.cycle(&key, on, |c| -> Result<(), ConnError> {
             let sent = Instant::now();
             let (reply, how) = if waiter == 0 || rng.chance(40) {
                 let block = (waiter == 0).then(|| rng.range(20, 600).to_string());
@@ -435,12 +416,8 @@ fn wait(shared: &Shared, latches: &Latches, latch: usize, waiter: usize, mut rng
             c.check_in_step()?;
             thread::sleep(Duration::from_millis(rng.below(if open { 30 } else { 5 })));
             Ok(())
-        })();
-        after_cycle(shared, &mut conn, result, None, || {
-            format!("{who} on {key}")
         });
-    }
-    drop_connection(shared, &mut conn);
+    });
 }
 
 #[cfg(test)]

@@ -45,8 +45,8 @@ use crate::resp::{encode, refs, since_epoch, Conn, ConnError, Frame, Journal};
 use crate::rng::Rng;
 use crate::scripts::evalsha;
 use crate::workload::{
-    acknowledged_always, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
-    error_reply, moved_if_read_only, not_granted, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged_always, acquire_failed, blocking_call, connection, drop_connection, error_reply,
+    moved_if_read_only, not_granted, push_wait_options, ClientConn, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The permits of every semaphore.
@@ -236,53 +236,45 @@ pub fn client(
     redisson: bool,
 ) -> PermitHistory {
     let mut history = PermitHistory::default();
-    let mut conn: Option<Conn> = None;
-    let mut seq = 0u64;
-    while !shared.stop.load(Ordering::SeqCst) {
-        seq += 1;
-        let kind = if rng.chance(50) {
-            Kind::Leased
-        } else {
-            Kind::Plain
-        };
-        let key = semaphores.current(kind);
-        let prefix = if redisson { "js" } else { "sm" };
-        let owner = format!("{prefix}{index}-{seq}");
-        let Some(c) = connection(&shared, &mut conn, &key) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        c.set_journal(&semaphores.journal);
-        let mut cycle = Cycle {
-            shared: &shared,
-            semaphores: &semaphores,
-            key: key.clone(),
-            owner: owner.clone(),
-            rng: &mut rng,
-            history: &mut history,
-        };
-        let result = cycle.set(c, redisson, kind).and_then(|()| {
-            if cycle.rng.chance(15) {
-                cycle.available(c, redisson, kind)?;
-            }
-            match (redisson, kind) {
-                (false, Kind::Plain) => cycle.module_acquire(c),
-                // Plain takes on the leased semaphore too: one count, one line of waiters.
-                (false, Kind::Leased) if cycle.rng.chance(25) => cycle.module_acquire(c),
-                (false, Kind::Leased) => cycle.module_lease(c),
-                (true, Kind::Plain) => cycle.redisson_plain(c),
-                (true, Kind::Leased) => cycle.redisson_lease(c),
-            }
-        });
-        after_cycle(
-            &shared,
-            &mut conn,
-            result,
-            Some("semaphore connection lost or moved"),
-            || format!("semaphore client {owner} on {key}"),
-        );
-    }
-    drop_connection(&shared, &mut conn);
+    ClientConn::until_stopped(
+        &shared,
+        Some("semaphore connection lost or moved"),
+        |seq, conn| {
+            let kind = if rng.chance(50) {
+                Kind::Leased
+            } else {
+                Kind::Plain
+            };
+            let key = semaphores.current(kind);
+            let prefix = if redisson { "js" } else { "sm" };
+            let owner = format!("{prefix}{index}-{seq}");
+            let who = || format!("semaphore client {owner} on {key}");
+            conn.cycle(&key, who, |c| {
+                c.set_journal(&semaphores.journal);
+                let mut cycle = Cycle {
+                    shared: &shared,
+                    semaphores: &semaphores,
+                    key: key.clone(),
+                    owner: owner.clone(),
+                    rng: &mut rng,
+                    history: &mut history,
+                };
+                cycle.set(c, redisson, kind).and_then(|()| {
+                    if cycle.rng.chance(15) {
+                        cycle.available(c, redisson, kind)?;
+                    }
+                    match (redisson, kind) {
+                        (false, Kind::Plain) => cycle.module_acquire(c),
+                        // Plain takes on the leased semaphore too: one count, one line of waiters.
+                        (false, Kind::Leased) if cycle.rng.chance(25) => cycle.module_acquire(c),
+                        (false, Kind::Leased) => cycle.module_lease(c),
+                        (true, Kind::Plain) => cycle.redisson_plain(c),
+                        (true, Kind::Leased) => cycle.redisson_lease(c),
+                    }
+                })
+            });
+        },
+    );
     history
 }
 
@@ -306,6 +298,15 @@ enum Resent {
     Unknown(Instant),
 }
 
+/// A renewal of one leased permit as reports name it ([`Cycle::renewal_reply`]): the call,
+/// the permit, what is counted when the lease had ended, the label of an error reply.
+struct Renewal<'n> {
+    call: &'n str,
+    id: String,
+    ended: &'n str,
+    label: &'n str,
+}
+
 impl Cycle<'_> {
     fn doubt(&self, doubt: Doubt, why: &str) {
         self.semaphores.doubt(self.shared, &self.key, doubt, why);
@@ -317,6 +318,42 @@ impl Cycle<'_> {
         !acknowledged
             && self.shared.acknowledge
             && self.shared.promoted_between(sent, Instant::now())
+    }
+
+    /// The reply to `renewal` of a permit, its `lease` being its bound before the renewal and
+    /// after it, and whether its grant was acknowledged and when it was sent: `bound` moves
+    /// to the renewed one once acknowledged; a 0 while the lease had to run still is a
+    /// violation.
+    fn renewal_reply(
+        &self,
+        c: &mut Conn,
+        reply: Frame,
+        bound: &mut Instant,
+        renewal: Renewal,
+        (before, renewed, granted_for_sure, sent): (Instant, Instant, bool, Instant),
+    ) -> Result<(), ConnError> {
+        match reply {
+            Frame::Int(1) => {
+                if acknowledged_always(self.shared, c)? {
+                    *bound = renewed;
+                }
+            }
+            Frame::Int(0)
+                if Instant::now() < before && !self.may_be_lost(granted_for_sure, sent) =>
+            {
+                self.shared.violation(format!(
+                    "{}: {} of {} replied 0 before its lease could have ended",
+                    self.owner, renewal.call, renewal.id
+                ));
+            }
+            Frame::Int(0) => self.shared.count(renewal.ended),
+            Frame::Error(e) => error_reply(self.shared, &self.key, renewal.label, &e),
+            other => self.shared.violation(format!(
+                "{}: {} replied {other:?}",
+                self.owner, renewal.call
+            )),
+        }
+        Ok(())
     }
 
     /// A give-back of plain permits sent at `sent` that no replica acknowledged (where the
@@ -990,15 +1027,7 @@ impl Cycle<'_> {
         if explicit {
             args.extend([&b"PERMITS"[..], weight_text.as_bytes()]);
         }
-        if let Some(block) = &block {
-            args.extend([&b"BLOCK"[..], block.as_bytes()]);
-        }
-        if session {
-            args.push(b"SESSION");
-        }
-        if let Some(id) = &req {
-            args.extend([&b"REQ"[..], id.as_bytes()]);
-        }
+        push_wait_options(&mut args, block.as_deref(), session, req.as_deref());
         self.shared.count("sem lease");
         let (sent, reply) = blocking_call(self.shared, c, &key, block.is_some(), &args);
         let ids: Vec<String> = match reply? {
@@ -1042,26 +1071,15 @@ impl Cycle<'_> {
                     b"LEASE",
                     text.as_bytes(),
                 ];
-                match c.call(&args)? {
-                    Frame::Int(1) => {
-                        if acknowledged_always(self.shared, c)? {
-                            bounds[i] = renewed;
-                        }
-                    }
-                    Frame::Int(0)
-                        if Instant::now() < before && !self.may_be_lost(granted_for_sure, sent) =>
-                    {
-                        self.shared.violation(format!(
-                            "{}: RSEM.RENEW of {} replied 0 before its lease could have ended",
-                            self.owner, ids[i]
-                        ));
-                    }
-                    Frame::Int(0) => self.shared.count("sem renew: the lease had ended"),
-                    Frame::Error(e) => error_reply(self.shared, &key, "sem renew", &e),
-                    other => self
-                        .shared
-                        .violation(format!("{}: RSEM.RENEW replied {other:?}", self.owner)),
-                }
+                let reply = c.call(&args)?;
+                let renewal = Renewal {
+                    call: "RSEM.RENEW",
+                    id: ids[i].clone(),
+                    ended: "sem renew: the lease had ended",
+                    label: "sem renew",
+                };
+                let lease = (before, renewed, granted_for_sure, sent);
+                self.renewal_reply(c, reply, &mut bounds[i], renewal, lease)?;
             }
             thread::sleep(Duration::from_millis(self.rng.below(30)));
             for (i, id) in ids.iter().enumerate() {
@@ -1302,33 +1320,20 @@ impl Cycle<'_> {
                 let before = bounds[i];
                 let renewed = renew_sent + Duration::from_millis(renewal) - CLOCK_SLACK;
                 bounds[i] = before.min(renewed);
-                match self.script(
+                let reply = self.script(
                     c,
                     PERMIT_UPDATE_LEASE,
                     &[key.as_bytes(), zset.as_bytes(), &channel],
                     &[&ids[i], deadline.as_bytes(), now.as_bytes(), publish],
-                )? {
-                    Frame::Int(1) => {
-                        if acknowledged_always(self.shared, c)? {
-                            bounds[i] = renewed;
-                        }
-                    }
-                    Frame::Int(0)
-                        if Instant::now() < before && !self.may_be_lost(granted_for_sure, sent) =>
-                    {
-                        self.shared.violation(format!(
-                            "{}: Redisson's updateLeaseTime of {} replied 0 before its lease \
-                             could have ended",
-                            self.owner,
-                            hex(&ids[i])
-                        ));
-                    }
-                    Frame::Int(0) => self.shared.count("redisson permit update: lease ended"),
-                    Frame::Error(e) => error_reply(self.shared, &key, "redisson permit update", &e),
-                    other => self
-                        .shared
-                        .violation(format!("Redisson's updateLeaseTime replied {other:?}")),
-                }
+                )?;
+                let renewal = Renewal {
+                    call: "Redisson's updateLeaseTime",
+                    id: hex(&ids[i]),
+                    ended: "redisson permit update: lease ended",
+                    label: "redisson permit update",
+                };
+                let lease = (before, renewed, granted_for_sure, sent);
+                self.renewal_reply(c, reply, &mut bounds[i], renewal, lease)?;
             }
             thread::sleep(Duration::from_millis(self.rng.below(30)));
             if weight > 1 && self.rng.chance(50) {

@@ -16,9 +16,8 @@ use rlock_module_tests::unlock_channel;
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
-use crate::workload::{
-    after_cycle, connection, drop_connection, error_reply, not_granted, try_failed, Shared,
-};
+use crate::scripts::eval;
+use crate::workload::{error_reply, not_granted, try_failed, ClientConn, Shared};
 
 /// Unlock messages heard, and the condition a waiting client sleeps on.
 type Wakeups = Arc<(Mutex<u64>, Condvar)>;
@@ -31,26 +30,18 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
         thread::spawn(move || listen(&shared, &locks, &wakeups))
     };
     let mut history = History::default();
-    let mut conn: Option<Conn> = None;
-    let mut seq = 0u64;
-    while !shared.stop.load(Ordering::SeqCst) {
-        seq += 1;
-        let lock = rng.pick(&locks).clone();
-        let owner = format!("r{index}-{seq}");
-        let Some(c) = connection(&shared, &mut conn, &lock) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        let result = cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history);
-        after_cycle(
-            &shared,
-            &mut conn,
-            result,
-            Some("redisson connection lost or moved"),
-            || format!("redisson client r{index} on {lock}"),
-        );
-    }
-    drop_connection(&shared, &mut conn);
+    ClientConn::until_stopped(
+        &shared,
+        Some("redisson connection lost or moved"),
+        |seq, conn| {
+            let lock = rng.pick(&locks).clone();
+            let owner = format!("r{index}-{seq}");
+            let who = || format!("redisson client r{index} on {lock}");
+            conn.cycle(&lock, who, |c| {
+                cycle(&shared, c, &lock, &owner, &mut rng, &wakeups, &mut history)
+            });
+        },
+    );
     let _ = listener.join();
     history
 }
@@ -75,14 +66,8 @@ fn cycle(
         let heard = *wakeups.0.lock().unwrap();
         shared.count("redisson tryLock");
         let sent = Instant::now();
-        let reply = c.call(&[
-            b"EVAL",
-            TRY_LOCK.as_bytes(),
-            b"1",
-            lock.as_bytes(),
-            lease_text.as_bytes(),
-            owner.as_bytes(),
-        ])?;
+        let args = [lease_text.as_bytes(), owner.as_bytes()];
+        let reply = eval(c, TRY_LOCK, &[lock.as_bytes()], &args)?;
         match reply {
             Frame::Bulk(None) => break (sent, Instant::now()),
             Frame::Int(ttl) => {
@@ -103,16 +88,8 @@ fn cycle(
     thread::sleep(Duration::from_millis(rng.below(30)));
     let channel = unlock_channel(lock.as_bytes());
     let released = Instant::now();
-    let reply = c.call(&[
-        b"EVAL",
-        UNLOCK.as_bytes(),
-        b"2",
-        lock.as_bytes(),
-        &channel,
-        b"0",
-        lease_text.as_bytes(),
-        owner.as_bytes(),
-    ]);
+    let args: [&[u8]; 3] = [b"0", lease_text.as_bytes(), owner.as_bytes()];
+    let reply = eval(c, UNLOCK, &[lock.as_bytes(), &channel], &args);
     // The unlock once sent may have run, whatever came back: the hold may end there.
     history.add(Hold {
         lock: lock.to_string(),

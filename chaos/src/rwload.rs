@@ -4,7 +4,6 @@
 //! into the history marked read or write; the checker lets reads overlap and nothing
 //! else (see `history::mutual_exclusion`).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -15,9 +14,10 @@ use rlock_module_tests::redisson::{READ_LOCK, READ_UNLOCK, WRITE_LOCK, WRITE_UNL
 use crate::history::{History, Hold};
 use crate::resp::{Conn, ConnError, Frame};
 use crate::rng::Rng;
+use crate::scripts::eval;
 use crate::workload::{
-    acknowledged, acquire_failed, after_cycle, blocking_call, connection, drop_connection,
-    error_reply, not_granted, try_failed, Shared, MIN_DEFAULT_LEASE_MS,
+    acknowledged, acquire_failed, blocking_call, error_reply, not_granted, push_wait_options,
+    try_failed, ClientConn, Shared, MIN_DEFAULT_LEASE_MS,
 };
 
 /// The read-write locks of a run: apart from the reentrant ones, since a key is one or
@@ -35,32 +35,63 @@ pub fn client(
     redisson: bool,
 ) -> History {
     let mut history = History::default();
-    let mut conn: Option<Conn> = None;
-    let mut seq = 0u64;
-    while !shared.stop.load(Ordering::SeqCst) {
-        seq += 1;
+    ClientConn::until_stopped(&shared, Some("rw connection lost or moved"), |seq, conn| {
         let lock = rng.pick(&locks).clone();
         let prefix = if redisson { "jr" } else { "rw" };
         let owner = format!("{prefix}{index}-{seq}");
         let write = rng.chance(30);
-        let Some(c) = connection(&shared, &mut conn, &lock) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        let result = match redisson {
-            false => module_cycle(&shared, c, &lock, &owner, write, &mut rng, &mut history),
-            true => redisson_cycle(&shared, c, &lock, &owner, write, &mut rng, &mut history),
-        };
-        after_cycle(
-            &shared,
-            &mut conn,
-            result,
-            Some("rw connection lost or moved"),
-            || format!("rw client {owner} on {lock}"),
-        );
-    }
-    drop_connection(&shared, &mut conn);
+        let who = || format!("rw client {owner} on {lock}");
+        conn.cycle(&lock, who, |c| {
+            let turn = Turn {
+                shared: &shared,
+                lock: &lock,
+                owner: &owner,
+                write,
+            };
+            match redisson {
+                false => module_cycle(turn, c, &mut rng, &mut history),
+                true => redisson_cycle(turn, c, &mut rng, &mut history),
+            }
+        });
+    });
     history
+}
+
+/// How a cycle ends: an error ends the connection too (see `after_cycle`).
+type CycleResult = Result<(), ConnError>;
+
+/// One cycle's lock, owner and side.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    shared: &'a Shared,
+    lock: &'a str,
+    owner: &'a str,
+    write: bool,
+}
+
+impl Turn<'_> {
+    /// The hold from the acquire sent at `asked`, granted at `start`, to `end`, into
+    /// `history` once settled: a read hold is shared.
+    fn settle(
+        self,
+        c: &mut Conn,
+        (asked, start, end): (Instant, Instant, Instant),
+        granted_for_sure: bool,
+        history: &mut History,
+    ) {
+        let hold = Hold {
+            lock: self.lock.to_string(),
+            owner: self.owner.to_string(),
+            asked,
+            start,
+            end,
+            token: None,
+            shared: !self.write,
+            acknowledged: true,
+            timeline: c.take_timeline(),
+        };
+        self.shared.settle(hold, granted_for_sure, history);
+    }
 }
 
 fn side(write: bool) -> &'static [u8] {
@@ -72,15 +103,8 @@ fn side(write: bool) -> &'static [u8] {
 }
 
 /// One module acquire of a side and, if granted, a renewal now and then and the release.
-fn module_cycle(
-    shared: &Shared,
-    c: &mut Conn,
-    lock: &str,
-    owner: &str,
-    write: bool,
-    rng: &mut Rng,
-    history: &mut History,
-) -> Result<(), ConnError> {
+fn module_cycle(turn: Turn, c: &mut Conn, rng: &mut Rng, history: &mut History) -> CycleResult {
+    let (shared, lock, owner, write) = (turn.shared, turn.lock, turn.owner, turn.write);
     let lease = (!rng.chance(10)).then(|| rng.range(150, 2000));
     let block = rng.chance(60).then(|| rng.range(20, 1500));
     let session = rng.chance(30);
@@ -95,15 +119,7 @@ fn module_cycle(
     if let Some(lease) = &lease_text {
         args.extend([&b"LEASE"[..], lease.as_bytes()]);
     }
-    if let Some(block) = &block_text {
-        args.extend([&b"BLOCK"[..], block.as_bytes()]);
-    }
-    if session {
-        args.push(b"SESSION");
-    }
-    if let Some(id) = &req {
-        args.extend([&b"REQ"[..], id.as_bytes()]);
-    }
+    push_wait_options(&mut args, block_text.as_deref(), session, req.as_deref());
     shared.count("rw acquire");
     let (sent, reply) = blocking_call(shared, c, lock, block.is_some(), &args);
     match reply? {
@@ -175,21 +191,7 @@ fn module_cycle(
             end = end.min(*killed);
         }
     }
-    shared.settle(
-        Hold {
-            lock: lock.to_string(),
-            owner: owner.to_string(),
-            asked: sent,
-            start,
-            end,
-            token: None,
-            shared: !write,
-            acknowledged: true,
-            timeline: c.take_timeline(),
-        },
-        granted_for_sure,
-        history,
-    );
+    turn.settle(c, (sent, start, end), granted_for_sure, history);
     outcome?;
     c.check_in_step()
 }
@@ -205,15 +207,8 @@ fn suffixed(key: &str, suffix: &str) -> String {
 
 /// Redisson's read or write `tryLock(wait, lease)`: its script, polled until the wait
 /// is over; once it holds, works a little and unlocks with its script.
-fn redisson_cycle(
-    shared: &Shared,
-    c: &mut Conn,
-    lock: &str,
-    owner: &str,
-    write: bool,
-    rng: &mut Rng,
-    history: &mut History,
-) -> Result<(), ConnError> {
+fn redisson_cycle(turn: Turn, c: &mut Conn, rng: &mut Rng, history: &mut History) -> CycleResult {
+    let (shared, lock, owner, write) = (turn.shared, turn.lock, turn.owner, turn.write);
     let lease = rng.range(150, 2000).to_string();
     let write_field = format!("{owner}:write");
     let timeouts = suffixed(lock, owner) + ":rwlock_timeout";
@@ -223,24 +218,18 @@ fn redisson_cycle(
         shared.count("redisson rw tryLock");
         let sent = Instant::now();
         let reply = match write {
-            true => c.call(&[
-                b"EVAL",
-                WRITE_LOCK.as_bytes(),
-                b"1",
-                lock.as_bytes(),
-                lease.as_bytes(),
-                write_field.as_bytes(),
-            ])?,
-            false => c.call(&[
-                b"EVAL",
-                READ_LOCK.as_bytes(),
-                b"2",
-                lock.as_bytes(),
-                timeouts.as_bytes(),
-                lease.as_bytes(),
-                owner.as_bytes(),
-                write_field.as_bytes(),
-            ])?,
+            true => eval(
+                c,
+                WRITE_LOCK,
+                &[lock.as_bytes()],
+                &[lease.as_bytes(), write_field.as_bytes()],
+            )?,
+            false => eval(
+                c,
+                READ_LOCK,
+                &[lock.as_bytes(), timeouts.as_bytes()],
+                &[lease.as_bytes(), owner.as_bytes(), write_field.as_bytes()],
+            )?,
         };
         match reply {
             Frame::Bulk(None) => break (sent, Instant::now()),
@@ -274,53 +263,32 @@ fn redisson_cycle(
     );
     let released = Instant::now();
     let reply = match write {
-        true => c.call(&[
-            b"EVAL",
-            WRITE_UNLOCK.as_bytes(),
-            b"3",
-            lock.as_bytes(),
-            &channel,
-            latch.as_bytes(),
-            b"1",
-            b"30000",
-            write_field.as_bytes(),
-            publish,
-            b"1000",
-        ]),
+        true => eval(
+            c,
+            WRITE_UNLOCK,
+            &[lock.as_bytes(), &channel, latch.as_bytes()],
+            &[b"1", b"30000", write_field.as_bytes(), publish, b"1000"],
+        ),
         false => {
             let key_prefix = suffixed(lock, "x");
             let key_prefix = key_prefix.trim_end_matches(":x");
-            c.call(&[
-                b"EVAL",
-                READ_UNLOCK.as_bytes(),
-                b"5",
+            let keys: [&[u8]; 5] = [
                 lock.as_bytes(),
                 &channel,
                 timeouts.as_bytes(),
                 key_prefix.as_bytes(),
                 latch.as_bytes(),
-                b"0",
-                owner.as_bytes(),
-                publish,
-                b"1000",
-            ])
+            ];
+            eval(
+                c,
+                READ_UNLOCK,
+                &keys,
+                &[b"0", owner.as_bytes(), publish, b"1000"],
+            )
         }
     };
-    shared.settle(
-        Hold {
-            lock: lock.to_string(),
-            owner: owner.to_string(),
-            asked: sent,
-            start,
-            end: bound.min(released),
-            token: None,
-            shared: !write,
-            acknowledged: true,
-            timeline: c.take_timeline(),
-        },
-        granted_for_sure,
-        history,
-    );
+    let end = bound.min(released);
+    turn.settle(c, (sent, start, end), granted_for_sure, history);
     match reply? {
         Frame::Int(_) => {}
         // The lease ran out first.

@@ -59,19 +59,35 @@ pub fn evalsha(
     args: &[&[u8]],
 ) -> Result<(Frame, bool), ConnError> {
     let sha = sha1_hex(script.as_bytes());
-    let numkeys = keys.len().to_string();
-    let call = |c: &mut Conn, first: &[u8], body: &[u8]| {
-        let mut all: Vec<&[u8]> = vec![first, body, numkeys.as_bytes()];
-        all.extend_from_slice(keys);
-        all.extend_from_slice(args);
-        c.call(&all)
-    };
-    match call(c, b"EVALSHA", sha.as_bytes())? {
-        Frame::Error(e) if e.starts_with("NOSCRIPT") => {
-            Ok((call(c, b"EVAL", script.as_bytes())?, true))
-        }
+    match call(c, b"EVALSHA", sha.as_bytes(), keys, args)? {
+        Frame::Error(e) if e.starts_with("NOSCRIPT") => Ok((eval(c, script, keys, args)?, true)),
         reply => Ok((reply, false)),
     }
+}
+
+/// Runs `script` with `EVAL`, as Redisson's read-write and plain locks send theirs.
+pub fn eval(
+    c: &mut Conn,
+    script: &str,
+    keys: &[&[u8]],
+    args: &[&[u8]],
+) -> Result<Frame, ConnError> {
+    call(c, b"EVAL", script.as_bytes(), keys, args)
+}
+
+/// `EVAL`-shaped `command body numkeys keys... args...`.
+fn call(
+    c: &mut Conn,
+    command: &[u8],
+    body: &[u8],
+    keys: &[&[u8]],
+    args: &[&[u8]],
+) -> Result<Frame, ConnError> {
+    let numkeys = keys.len().to_string();
+    let mut all: Vec<&[u8]> = vec![command, body, numkeys.as_bytes()];
+    all.extend_from_slice(keys);
+    all.extend_from_slice(args);
+    c.call(&all)
 }
 
 #[cfg(test)]

@@ -215,10 +215,7 @@ impl Call {
 /// `stop`. Returns the holds it saw.
 pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String>) -> History {
     let mut history = History::default();
-    let mut conn: Option<Conn> = None;
-    let mut seq = 0u64;
-    while !shared.stop.load(Ordering::SeqCst) {
-        seq += 1;
+    ClientConn::until_stopped(&shared, Some("connection lost or moved"), |seq, conn| {
         let call = Call {
             lock: rng.pick(&locks).clone(),
             owner: format!("c{index}-{seq}"),
@@ -229,32 +226,23 @@ pub fn client(shared: Arc<Shared>, index: usize, mut rng: Rng, locks: Vec<String
             session: rng.chance(30),
             req: (shared.req && rng.chance(70)).then(|| format!("{index}-{seq}-a")),
         };
-        let Some(c) = connection(&shared, &mut conn, &call.lock) else {
-            thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        // Now and then two locks at once, all or none (not in a cluster, where these
-        // locks are in different slots).
-        let result = if !shared.cluster && locks.len() > 1 && rng.chance(10) {
-            let other = loop {
-                let other = rng.pick(&locks);
-                if *other != call.lock {
-                    break other.clone();
-                }
-            };
-            multi_cycle(&shared, c, &call, &other, &mut history)
-        } else {
-            cycle(&shared, c, &call, &mut rng, &mut history)
-        };
-        after_cycle(
-            &shared,
-            &mut conn,
-            result,
-            Some("connection lost or moved"),
-            || format!("client c{index} on {}", call.lock),
-        );
-    }
-    drop_connection(&shared, &mut conn);
+        let who = || format!("client c{index} on {}", call.lock);
+        conn.cycle(&call.lock, who, |c| {
+            // Now and then two locks at once, all or none (not in a cluster, where these
+            // locks are in different slots).
+            if !shared.cluster && locks.len() > 1 && rng.chance(10) {
+                let other = loop {
+                    let other = rng.pick(&locks);
+                    if *other != call.lock {
+                        break other.clone();
+                    }
+                };
+                multi_cycle(&shared, c, &call, &other, &mut history)
+            } else {
+                cycle(&shared, c, &call, &mut rng, &mut history)
+            }
+        });
+    });
     history
 }
 
@@ -280,6 +268,83 @@ pub fn connection<'a>(
 pub fn drop_connection(shared: &Shared, conn: &mut Option<Conn>) {
     if let Some(c) = conn.take() {
         shared.live.lock().unwrap().retain(|id| *id != c.id);
+    }
+}
+
+/// Appends the options of an acquire that come after its own: `BLOCK ms`, `SESSION`,
+/// `REQ id`, each where given.
+pub fn push_wait_options<'a>(
+    args: &mut Vec<&'a [u8]>,
+    block: Option<&'a str>,
+    session: bool,
+    req: Option<&'a str>,
+) {
+    if let Some(block) = block {
+        args.extend([&b"BLOCK"[..], block.as_bytes()]);
+    }
+    if session {
+        args.push(b"SESSION");
+    }
+    if let Some(id) = req {
+        args.extend([&b"REQ"[..], id.as_bytes()]);
+    }
+}
+
+/// A client thread's connection across its cycles: to the server of each cycle's key
+/// ([`connection`]), dropped and found again after a cut or a move ([`after_cycle`], counted
+/// as `lost` if named), given up when the client ends.
+pub struct ClientConn<'a> {
+    shared: &'a Shared,
+    conn: Option<Conn>,
+    lost: Option<&'static str>,
+}
+
+impl<'a> ClientConn<'a> {
+    pub fn new(shared: &'a Shared, lost: Option<&'static str>) -> ClientConn<'a> {
+        ClientConn {
+            shared,
+            conn: None,
+            lost,
+        }
+    }
+
+    /// One cycle on the connection to `key`'s server; without one, a pause instead. An
+    /// error other than a cut or a move is a violation, told as `who`.
+    pub fn cycle(
+        &mut self,
+        key: &str,
+        who: impl FnOnce() -> String,
+        cycle: impl FnOnce(&mut Conn) -> Result<(), ConnError>,
+    ) {
+        let Some(c) = connection(self.shared, &mut self.conn, key) else {
+            thread::sleep(Duration::from_millis(20));
+            return;
+        };
+        let result = cycle(c);
+        after_cycle(self.shared, &mut self.conn, result, self.lost, who);
+    }
+}
+
+impl<'a> ClientConn<'a> {
+    /// A client's cycles until the load stops, on one connection: `turn` gets each cycle's
+    /// number (from 1) and the connection.
+    pub fn until_stopped(
+        shared: &'a Shared,
+        lost: Option<&'static str>,
+        mut turn: impl FnMut(u64, &mut ClientConn<'a>),
+    ) {
+        let mut conn = ClientConn::new(shared, lost);
+        let mut seq = 0;
+        while !shared.stop.load(Ordering::SeqCst) {
+            seq += 1;
+            turn(seq, &mut conn);
+        }
+    }
+}
+
+impl Drop for ClientConn<'_> {
+    fn drop(&mut self) {
+        drop_connection(self.shared, &mut self.conn);
     }
 }
 
@@ -566,12 +631,7 @@ fn multi_cycle(
     if let Some(lease) = &lease {
         args.extend([&b"LEASE"[..], lease.as_bytes()]);
     }
-    if let Some(block) = &block {
-        args.extend([&b"BLOCK"[..], block.as_bytes()]);
-    }
-    if call.session {
-        args.push(b"SESSION");
-    }
+    push_wait_options(&mut args, block.as_deref(), call.session, None);
     shared.count("multi acquire");
     let (sent, reply) = blocking_call(shared, conn, &call.lock, call.block_ms.is_some(), &args);
     match reply? {

@@ -9,8 +9,6 @@ use common::*;
 use rlock_module_tests::cluster::Cluster;
 use serde_json::Value as Json;
 
-const LIMIT: Duration = Duration::from_secs(20);
-
 #[test]
 fn lock_ls_and_top_span_every_primary() {
     for flavor in flavors() {
@@ -20,29 +18,14 @@ fn lock_ls_and_top_span_every_primary() {
         // One lock on each primary, taken through the tool.
         let keys: Vec<String> = primaries.iter().map(|p| cluster.key_on(p, "job")).collect();
         for key in &keys {
-            let out = run(
-                rlock(seed, &["--cluster", "lock", key, "--", "true"]),
-                LIMIT,
-                "cluster lock",
-            );
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{flavor}: {}",
-                text(&out.stderr)
-            );
+            let lock = ["--cluster", "lock", key, "--", "true"];
+            assert_exit(&run_on(seed, &lock, "cluster lock"), 0, flavor);
         }
         for (p, key) in primaries.iter().zip(&keys) {
-            let mut c = p.conn();
-            call(&mut c, &["RLOCK.ACQUIRE", key, "holder", "LEASE", "30000"]).unwrap();
+            hold(&mut p.conn(), key, "holder", "30000");
         }
-        let out = run(rlock(seed, &["--cluster", "ls", "--json"]), LIMIT, "ls");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        let out = run_on(seed, &["--cluster", "ls", "--json"], "ls");
+        assert_exit(&out, 0, flavor);
         let listed: Json = serde_json::from_slice(&out.stdout).unwrap();
         let mut found: Vec<String> = listed
             .as_array()
@@ -59,12 +42,7 @@ fn lock_ls_and_top_span_every_primary() {
         let waiters: Vec<_> = primaries[..2]
             .iter()
             .zip(&keys)
-            .map(|(p, key)| {
-                let (mut c, key) = (p.conn(), key.clone());
-                std::thread::spawn(move || {
-                    call(&mut c, &["RLOCK.ACQUIRE", &key, "w", "BLOCK", "2500"])
-                })
-            })
+            .map(|(p, key)| blocked_waiter(p, key, "w", "2500"))
             .collect();
         let blocked = wait_until(Duration::from_secs(5), || {
             primaries[..2]

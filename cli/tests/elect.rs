@@ -5,26 +5,19 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
 
-const LIMIT: Duration = Duration::from_secs(20);
-
 #[test]
 fn one_leader_at_a_time_and_each_term_greater() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let dir = scratch(&server, "elect");
-        let log = dir.join("log");
-        let script = format!(
-            "echo start $RLOCK_VALUE $RLOCK_TERM >> {0}; sleep 0.1; echo end $RLOCK_VALUE $RLOCK_TERM >> {0}",
-            log.display()
-        );
+    for (flavor, server) in each_server() {
+        let script = "echo start $RLOCK_VALUE $RLOCK_TERM >> {log}; sleep 0.1; \
+                      echo end $RLOCK_VALUE $RLOCK_TERM >> {log}";
+        let (log, script) = logging_script(&server, "elect", script);
         let candidates: Vec<Vec<String>> = (0..4)
             .map(|i| {
-                [
+                owned(&[
                     "elect",
                     "sched",
                     &format!("node-{i}"),
@@ -32,9 +25,7 @@ fn one_leader_at_a_time_and_each_term_greater() {
                     "sh",
                     "-c",
                     &script,
-                ]
-                .map(str::to_owned)
-                .to_vec()
+                ])
             })
             .collect();
         run_together(&server, &candidates, LIMIT, "candidate");
@@ -53,45 +44,15 @@ fn one_leader_at_a_time_and_each_term_greater() {
         assert!(!exists(&server, "sched"), "{flavor}: the last resigned");
 
         // Someone leads: --wait 0 is 75, a duplicate value too, CMD not run.
-        let mut leader = rlock(
-            &server,
-            &[
-                "elect", "--lease", "1s", "sched", "boss", "--", "sleep", "30",
-            ],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "sched"
-        )));
-        let other = run(
-            rlock(
-                &server,
-                &["elect", "-w", "0", "sched", "other", "--", "true"],
-            ),
-            LIMIT,
-            "other",
-        );
-        assert_eq!(
-            other.status.code(),
-            Some(75),
-            "{flavor}: {}",
-            text(&other.stderr)
-        );
-        let dup = run(
-            rlock(
-                &server,
-                &["elect", "-w", "0", "sched", "boss", "--", "true"],
-            ),
-            LIMIT,
-            "duplicate",
-        );
-        assert_eq!(
-            dup.status.code(),
-            Some(75),
-            "{flavor}: {}",
-            text(&dup.stderr)
-        );
+        let elect = [
+            "elect", "--lease", "1s", "sched", "boss", "--", "sleep", "30",
+        ];
+        let mut leader = spawn_holding(&server, &elect, "sched");
+        let other = ["elect", "-w", "0", "sched", "other", "--", "true"];
+        assert_exit(&run_on(&server, &other, "other"), 75, flavor);
+        let dup = ["elect", "-w", "0", "sched", "boss", "--", "true"];
+        let dup = run_on(&server, &dup, "duplicate");
+        assert_exit(&dup, 75, flavor);
         assert!(
             text(&dup.stderr).contains("boss"),
             "{flavor}: {}",
@@ -109,50 +70,29 @@ fn one_leader_at_a_time_and_each_term_greater() {
             "{flavor}: within a third of the lease"
         );
 
-        let invalid = run(
-            rlock(&server, &["elect", "sched", "", "--", "true"]),
-            LIMIT,
-            "empty",
-        );
-        assert_eq!(
-            invalid.status.code(),
-            Some(64),
-            "{flavor}: {}",
-            text(&invalid.stderr)
-        );
-        let usage = run(rlock(&server, &["elect", "sched", "v"]), LIMIT, "no CMD");
+        let invalid = run_on(&server, &["elect", "sched", "", "--", "true"], "empty");
+        assert_exit(&invalid, 64, flavor);
+        let usage = run_on(&server, &["elect", "sched", "v"], "no CMD");
         assert_eq!(usage.status.code(), Some(64), "{flavor}: CMD is required");
     }
 }
 
 #[test]
 fn observe_prints_the_leader_then_every_change() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut observer = rlock(&server, &["elect", "--observe", "sched"])
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let stdout = observer.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let rx = stdout_lines(&mut observer);
         let next = |what: &str| -> String {
             rx.recv_timeout(Duration::from_secs(5))
                 .unwrap_or_else(|_| panic!("{flavor}: no line for {what}"))
         };
         assert!(next("the start").ends_with("no leader"), "{flavor}");
         let t = Instant::now();
-        let leader = run(
-            rlock(&server, &["elect", "sched", "node-a", "--", "sleep", "0.6"]),
-            LIMIT,
-            "leader",
-        );
+        let leader = ["elect", "sched", "node-a", "--", "sleep", "0.6"];
+        let leader = run_on(&server, &leader, "leader");
         assert_eq!(leader.status.code(), Some(0), "{flavor}");
         let elected = next("the election");
         assert!(

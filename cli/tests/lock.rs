@@ -7,29 +7,13 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const LIMIT: Duration = Duration::from_secs(20);
-
 #[test]
 fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let dir = scratch(&server, "env");
-        let file = dir.join("env");
-        let script = format!(
-            "echo \"$RLOCK_KEY|$RLOCK_OWNER|$RLOCK_TOKEN\" > {}; exit 7",
-            file.display()
-        );
-        let out = run(
-            rlock(&server, &["lock", "jobs:env", "--", "sh", "-c", &script]),
-            LIMIT,
-            "lock env",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(7),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+    for (flavor, server) in each_server() {
+        let script = "echo \"$RLOCK_KEY|$RLOCK_OWNER|$RLOCK_TOKEN\" > {log}; exit 7";
+        let (file, script) = logging_script(&server, "env", script);
+        let lock = ["lock", "jobs:env", "--", "sh", "-c", &script];
+        assert_exit(&run_on(&server, &lock, "lock env"), 7, flavor);
         let env = read(&file);
         let parts: Vec<&str> = env.trim().split('|').collect();
         assert_eq!(parts[0], "jobs:env", "{flavor}: {env}");
@@ -44,11 +28,7 @@ fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
         assert!(!exists(&server, "jobs:env"), "{flavor}: released after CMD");
 
         // A second run gets a higher token: the lock changed hands.
-        run(
-            rlock(&server, &["lock", "jobs:env", "--", "sh", "-c", &script]),
-            LIMIT,
-            "lock env again",
-        );
+        run_on(&server, &lock, "lock env again");
         let again: u64 = read(&file)
             .trim()
             .rsplit('|')
@@ -58,25 +38,16 @@ fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
             .unwrap();
         assert!(again > parts[2].parse().unwrap(), "{flavor}");
 
-        let killed = run(
-            rlock(
-                &server,
-                &["lock", "jobs:env", "--", "sh", "-c", "kill -KILL $$"],
-            ),
-            LIMIT,
-            "lock killed",
-        );
+        let killed = ["lock", "jobs:env", "--", "sh", "-c", "kill -KILL $$"];
+        let killed = run_on(&server, &killed, "lock killed");
         assert_eq!(
             killed.status.code(),
             Some(128 + 9),
             "{flavor}: 128+signal, as shells"
         );
 
-        let missing = run(
-            rlock(&server, &["lock", "jobs:env", "--", "/no/such/command"]),
-            LIMIT,
-            "lock missing",
-        );
+        let missing = ["lock", "jobs:env", "--", "/no/such/command"];
+        let missing = run_on(&server, &missing, "lock missing");
         assert_eq!(missing.status.code(), Some(127), "{flavor}");
         assert!(
             text(&missing.stderr).contains("/no/such/command"),
@@ -84,24 +55,17 @@ fn cmd_gets_the_lock_s_environment_and_rlock_exits_with_its_status() {
         );
         assert!(!exists(&server, "jobs:env"), "{flavor}: released after all");
 
-        let usage = run(rlock(&server, &["lock", "jobs:env"]), LIMIT, "no CMD");
+        let usage = run_on(&server, &["lock", "jobs:env"], "no CMD");
         assert_eq!(usage.status.code(), Some(64), "{flavor}: CMD is required");
     }
 }
 
 #[test]
 fn six_concurrent_runs_never_overlap() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let dir = scratch(&server, "six");
-        let log = dir.join("log");
-        let script = format!(
-            "echo start $$ >> {0}; sleep 0.05; echo end $$ >> {0}",
-            log.display()
-        );
-        let args: Vec<String> = ["lock", "-w", "20s", "shared", "--", "sh", "-c", &script]
-            .map(str::to_owned)
-            .to_vec();
+    for (flavor, server) in each_server() {
+        let script = "echo start $$ >> {log}; sleep 0.05; echo end $$ >> {log}";
+        let (log, script) = logging_script(&server, "six", script);
+        let args = owned(&["lock", "-w", "20s", "shared", "--", "sh", "-c", &script]);
         run_together(&server, &vec![args; 6], LIMIT, "six");
         one_at_a_time(&log, 6, &format!("{flavor}: runs overlapped"));
     }
@@ -109,39 +73,23 @@ fn six_concurrent_runs_never_overlap() {
 
 #[test]
 fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
-        call(
-            &mut c,
-            &["RLOCK.ACQUIRE", "busy", "someone", "LEASE", "30000"],
-        )
-        .unwrap();
+        hold(&mut c, "busy", "someone", "30000");
 
         let t = Instant::now();
-        let out = run(
-            rlock(
-                &server,
-                &[
-                    "lock",
-                    "--wait",
-                    "400ms",
-                    "busy",
-                    "--",
-                    "touch",
-                    "/dev/null",
-                ],
-            ),
-            LIMIT,
-            "wait 400ms",
-        );
+        let wait = [
+            "lock",
+            "--wait",
+            "400ms",
+            "busy",
+            "--",
+            "touch",
+            "/dev/null",
+        ];
+        let out = run_on(&server, &wait, "wait 400ms");
         let took = t.elapsed();
-        assert_eq!(
-            out.status.code(),
-            Some(75),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit(&out, 75, flavor);
         assert!(text(&out.stderr).contains("not acquired"), "{flavor}");
         assert!(
             took >= Duration::from_millis(380) && took < Duration::from_secs(3),
@@ -151,16 +99,10 @@ fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
         let dir = scratch(&server, "wait");
         let marker = dir.join("ran");
         let touch = format!("touch {}", marker.display());
-        let out = run(
-            rlock(
-                &server,
-                &[
-                    "lock", "-w", "0", "-E", "9", "busy", "--", "sh", "-c", &touch,
-                ],
-            ),
-            LIMIT,
-            "-E",
-        );
+        let try_once = [
+            "lock", "-w", "0", "-E", "9", "busy", "--", "sh", "-c", &touch,
+        ];
+        let out = run_on(&server, &try_once, "-E");
         assert_eq!(out.status.code(), Some(9), "{flavor}: -E 9");
         assert!(!marker.exists(), "{flavor}: CMD did not run");
 
@@ -169,9 +111,7 @@ fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
             .spawn()
             .unwrap();
         assert!(
-            wait_until(Duration::from_secs(5), || {
-                matches!(call(&mut c, &["RLOCK.WAITERS", "busy"]), Ok(redis::Value::Array(a)) if a.len() == 1)
-            }),
+            wait_until(Duration::from_secs(5), || waiting(&mut c, "busy") == 1),
             "{flavor}: the run waits in the server"
         );
         std::thread::sleep(Duration::from_millis(300));
@@ -190,24 +130,13 @@ fn waits_time_out_with_75_or_e_and_a_waiter_proceeds_on_release() {
 
 #[test]
 fn a_run_longer_than_its_lease_keeps_the_lock() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut long = rlock(
-            &server,
-            &["lock", "--lease", "1s", "long", "--", "sleep", "3"],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "long"
-        )));
+    for (flavor, server) in each_server() {
+        let lock = ["lock", "--lease", "1s", "long", "--", "sleep", "3"];
+        let mut long = spawn_holding(&server, &lock, "long");
         for _ in 0..3 {
             std::thread::sleep(Duration::from_millis(700));
-            let other = run(
-                rlock(&server, &["lock", "--wait", "100ms", "long", "--", "true"]),
-                LIMIT,
-                "other",
-            );
+            let other = ["lock", "--wait", "100ms", "long", "--", "true"];
+            let other = run_on(&server, &other, "other");
             assert_eq!(
                 other.status.code(),
                 Some(75),
@@ -225,25 +154,13 @@ fn a_run_longer_than_its_lease_keeps_the_lock() {
 
 #[test]
 fn a_force_release_stops_cmd_and_rlock_exits_70_within_the_lease() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let dir = scratch(&server, "lost");
-        let marker = dir.join("term");
-        let script = format!(
-            "trap 'echo term > {}; exit 0' TERM; while true; do sleep 0.05; done",
-            marker.display()
-        );
-        let mut holder = rlock(
-            &server,
-            &[
-                "lock", "--lease", "1500ms", "precious", "--", "sh", "-c", &script,
-            ],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "precious"
-        )));
+    for (flavor, server) in each_server() {
+        let script = "trap 'echo term > {log}; exit 0' TERM; while true; do sleep 0.05; done";
+        let (marker, script) = logging_script(&server, "lost", script);
+        let lock = [
+            "lock", "--lease", "1500ms", "precious", "--", "sh", "-c", &script,
+        ];
+        let mut holder = spawn_holding(&server, &lock, "precious");
         std::thread::sleep(Duration::from_millis(200));
         let mut c = server.conn();
         let t = Instant::now();
@@ -256,8 +173,7 @@ fn a_force_release_stops_cmd_and_rlock_exits_70_within_the_lease() {
             "{flavor}: noticed in {took:?}"
         );
         assert_eq!(read(&marker).trim(), "term", "{flavor}: CMD got SIGTERM");
-        let mut err = String::new();
-        std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+        let err = stderr_of(&mut holder);
         assert!(
             err.contains("lost") && err.contains("force-released") && err.contains("SIGTERM"),
             "{flavor}: says why: {err}"
@@ -267,28 +183,21 @@ fn a_force_release_stops_cmd_and_rlock_exits_70_within_the_lease() {
 
 #[test]
 fn sigkill_follows_when_cmd_ignores_sigterm() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut holder = rlock(
-            &server,
-            &[
-                "lock",
-                "--lease",
-                "900ms",
-                "--kill-after",
-                "300ms",
-                "stubborn",
-                "--",
-                "sh",
-                "-c",
-                "trap '' TERM; while true; do sleep 0.05; done",
-            ],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "stubborn"
-        )));
+    for (flavor, server) in each_server() {
+        let script = "trap '' TERM; while true; do sleep 0.05; done";
+        let lock = [
+            "lock",
+            "--lease",
+            "900ms",
+            "--kill-after",
+            "300ms",
+            "stubborn",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ];
+        let mut holder = spawn_holding(&server, &lock, "stubborn");
         let mut c = server.conn();
         call(&mut c, &["RLOCK.FORCERELEASE", "stubborn"]).unwrap();
         let t = Instant::now();
@@ -306,8 +215,7 @@ fn sigkill_follows_when_cmd_ignores_sigterm() {
 
 #[test]
 fn sigint_and_sigterm_to_rlock_go_to_cmd_and_the_lock_is_released_after() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let dir = scratch(&server, "signals");
         for (sig, code) in [("INT", 5), ("TERM", 6)] {
             let marker = dir.join(sig);
@@ -315,12 +223,8 @@ fn sigint_and_sigterm_to_rlock_go_to_cmd_and_the_lock_is_released_after() {
                 "trap 'sleep 0.3; echo {sig} > {}; exit {code}' {sig}; while true; do sleep 0.05; done",
                 marker.display()
             );
-            let mut holder = rlock(&server, &["lock", "sig", "--", "sh", "-c", &script])
-                .spawn()
-                .unwrap();
-            assert!(wait_until(Duration::from_secs(5), || exists(
-                &server, "sig"
-            )));
+            let lock = ["lock", "sig", "--", "sh", "-c", &script];
+            let mut holder = spawn_holding(&server, &lock, "sig");
             std::thread::sleep(Duration::from_millis(200));
             signal(holder.id(), sig);
             // CMD takes 0.3 s to finish: the lock stays held meanwhile.
@@ -340,70 +244,38 @@ fn sigint_and_sigterm_to_rlock_go_to_cmd_and_the_lock_is_released_after() {
 
 #[test]
 fn read_sides_share_and_a_writer_waits() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut reader = rlock(&server, &["lock", "--read", "catalog", "--", "sleep", "1"])
-            .spawn()
-            .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "catalog"
-        )));
-        let second = run(
-            rlock(
-                &server,
-                &["lock", "--read", "-w", "0", "catalog", "--", "true"],
-            ),
-            LIMIT,
-            "second reader",
-        );
+    for (flavor, server) in each_server() {
+        let read = ["lock", "--read", "catalog", "--", "sleep", "1"];
+        let mut reader = spawn_holding(&server, &read, "catalog");
+        let second = ["lock", "--read", "-w", "0", "catalog", "--", "true"];
+        let second = run_on(&server, &second, "second reader");
         assert_eq!(second.status.code(), Some(0), "{flavor}: readers share");
-        let writer = run(
-            rlock(
-                &server,
-                &["lock", "--write", "-w", "100ms", "catalog", "--", "true"],
-            ),
-            LIMIT,
-            "writer",
-        );
+        let writer = ["lock", "--write", "-w", "100ms", "catalog", "--", "true"];
+        let writer = run_on(&server, &writer, "writer");
         assert_eq!(
             writer.status.code(),
             Some(75),
             "{flavor}: a writer is alone"
         );
         assert_eq!(wait_for(&mut reader, LIMIT, "reader").code(), Some(0));
-        let usage = run(
-            rlock(
-                &server,
-                &["lock", "--read", "--write", "catalog", "--", "true"],
-            ),
-            LIMIT,
-            "both",
-        );
+        let both = ["lock", "--read", "--write", "catalog", "--", "true"];
+        let usage = run_on(&server, &both, "both");
         assert_eq!(usage.status.code(), Some(64), "{flavor}");
     }
 }
 
 #[test]
 fn a_server_that_stalls_within_the_lease_loses_nothing_one_gone_past_it_loses_the_lock() {
-    for flavor in flavors() {
-        let mut server = Server::start(flavor);
+    for (flavor, mut server) in each_server() {
         // Stalled (CLIENT PAUSE) for 1.6 s of a 3 s lease: the renewal due at 1 s times out
         // (a third of the lease), the retry gets through when the pause ends.
-        let mut holder = rlock(
-            &server,
-            &["lock", "--lease", "3s", "steady", "--", "sleep", "3"],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "steady"
-        )));
+        let steady = ["lock", "--lease", "3s", "steady", "--", "sleep", "3"];
+        let mut holder = spawn_holding(&server, &steady, "steady");
         std::thread::sleep(Duration::from_millis(700));
         let mut c = server.conn();
         call(&mut c, &["CLIENT", "PAUSE", "1600", "ALL"]).unwrap();
         let status = wait_for(&mut holder, LIMIT, "steady");
-        let mut err = String::new();
-        std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+        let err = stderr_of(&mut holder);
         assert_eq!(
             status.code(),
             Some(0),
@@ -411,21 +283,13 @@ fn a_server_that_stalls_within_the_lease_loses_nothing_one_gone_past_it_loses_th
         );
 
         // Gone for good: lost when the 1 s lease runs out, not before, not much after.
-        let mut holder = rlock(
-            &server,
-            &["lock", "--lease", "1s", "orphan", "--", "sleep", "30"],
-        )
-        .spawn()
-        .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || exists(
-            &server, "orphan"
-        )));
+        let orphan = ["lock", "--lease", "1s", "orphan", "--", "sleep", "30"];
+        let mut holder = spawn_holding(&server, &orphan, "orphan");
         let t = Instant::now();
         server.stop();
         let status = wait_for(&mut holder, LIMIT, "orphan");
         let took = t.elapsed();
-        let mut err = String::new();
-        std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+        let err = stderr_of(&mut holder);
         assert_eq!(status.code(), Some(70), "{flavor}: {err}");
         assert!(
             took < Duration::from_millis(2500),

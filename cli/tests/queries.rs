@@ -7,16 +7,9 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value as Json;
 
-const LIMIT: Duration = Duration::from_secs(20);
-
 fn ok(server: &Server, args: &[&str]) -> String {
-    let out = run(rlock(server, args), LIMIT, &args.join(" "));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        text(&out.stderr)
-    );
+    let out = run_on(server, args, &args.join(" "));
+    assert_exit(&out, 0, format_args!("{args:?}"));
     text(&out.stdout)
 }
 
@@ -27,8 +20,7 @@ fn json(server: &Server, args: &[&str]) -> Json {
 
 #[test]
 fn info_waiters_and_ls_show_holders_leases_and_waiters() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
         call(
             &mut c,
@@ -54,11 +46,7 @@ fn info_waiters_and_ls_show_holders_leases_and_waiters() {
             ],
         )
         .unwrap();
-        call(
-            &mut c,
-            &["RLOCK.ACQUIRE", "other:x", "dan", "LEASE", "60000"],
-        )
-        .unwrap();
+        hold(&mut c, "other:x", "dan", "60000");
         let waiter = {
             let mut w = server.conn();
             std::thread::spawn(move || {
@@ -69,9 +57,10 @@ fn info_waiters_and_ls_show_holders_leases_and_waiters() {
                 )
             })
         };
-        assert!(wait_until(Duration::from_secs(5), || {
-            matches!(call(&mut c, &["RLOCK.WAITERS", "app:orders"]), Ok(redis::Value::Array(a)) if a.len() == 1)
-        }));
+        assert!(wait_until(Duration::from_secs(5), || waiting(
+            &mut c,
+            "app:orders"
+        ) == 1));
 
         let info = ok(&server, &["info", "app:orders"]);
         assert!(
@@ -148,11 +137,7 @@ fn info_waiters_and_ls_show_holders_leases_and_waiters() {
         assert!(ok(&server, &["ls", "none:*"]).contains("no locks"));
 
         // release --force: refused without --yes when stdin is not a terminal.
-        let refused = run(
-            rlock(&server, &["release", "--force", "app:orders"]),
-            LIMIT,
-            "refused",
-        );
+        let refused = run_on(&server, &["release", "--force", "app:orders"], "refused");
         assert_eq!(refused.status.code(), Some(64), "{flavor}");
         assert!(text(&refused.stderr).contains("--yes"), "{flavor}");
         assert!(exists(&server, "app:orders"), "{flavor}: still held");
@@ -165,7 +150,7 @@ fn info_waiters_and_ls_show_holders_leases_and_waiters() {
         let got = waiter.join().unwrap();
         assert!(matches!(got, Ok(redis::Value::Int(1))), "{flavor}: {got:?}");
         assert!(ok(&server, &["release", "--force", "--yes", "nothing"]).contains("was not locked"));
-        let no_force = run(rlock(&server, &["release", "app:x"]), LIMIT, "no --force");
+        let no_force = run_on(&server, &["release", "app:x"], "no --force");
         assert_eq!(
             no_force.status.code(),
             Some(64),
@@ -176,48 +161,18 @@ fn info_waiters_and_ls_show_holders_leases_and_waiters() {
 
 #[test]
 fn a_server_that_is_not_there_is_exit_69_with_a_message() {
-    let out = run(
-        {
-            let mut c = std::process::Command::new(bin());
-            c.args(["-u", "redis://127.0.0.1:1", "info", "x"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            c
-        },
-        LIMIT,
-        "no server",
-    );
-    assert_eq!(out.status.code(), Some(69));
-    assert!(
-        text(&out.stderr).starts_with("rlock: "),
-        "{}",
-        text(&out.stderr)
-    );
-    let tls = run(
-        {
-            let mut c = std::process::Command::new(bin());
-            c.args(["-u", "unix:///tmp/rlock-none.sock", "--tls", "info", "x"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            c
-        },
-        LIMIT,
-        "tls on a unix socket",
-    );
+    let err = run_without_server(&["info", "x"], "no server");
+    assert!(err.starts_with("rlock: "), "{err}");
+    let tls = ["-u", "unix:///tmp/rlock-none.sock", "--tls", "info", "x"];
+    let tls = run_alone(&tls, "tls on a unix socket");
     assert_eq!(tls.status.code(), Some(64));
     assert!(text(&tls.stderr).contains("--tls"), "{}", text(&tls.stderr));
 }
 
 #[test]
 fn release_force_asks_on_a_terminal() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let mut c = server.conn();
-        call(
-            &mut c,
-            &["RLOCK.ACQUIRE", "stuck", "gone-host", "LEASE", "60000"],
-        )
-        .unwrap();
+    for (flavor, server) in each_server() {
+        hold(&mut server.conn(), "stuck", "gone-host", "60000");
         let tmux = Tmux::new();
         for (answer, code, held) in [("n", 1, true), ("y", 0, false)] {
             let command = format!(
@@ -225,33 +180,15 @@ fn release_force_asks_on_a_terminal() {
                 bin(),
                 server.url()
             );
-            let started = tmux.cmd(&[
-                "new-session",
-                "-d",
-                "-s",
-                answer,
-                "-x",
-                "100",
-                "-y",
-                "10",
-                &command,
-            ]);
-            assert!(started.status.success(), "{}", text(&started.stderr));
-            let mut screen = String::new();
-            let asked = wait_until(Duration::from_secs(10), || {
-                screen = tmux.screen(answer);
-                screen.contains("[y/N]")
-            });
+            tmux.start(answer, 100, 10, &command);
+            let (asked, screen) = tmux.wait_for_screen(answer, |s| s.contains("[y/N]"));
             assert!(asked, "{flavor}: asks first:\n{screen}");
             assert!(
                 screen.contains("gone-host"),
                 "{flavor}: names the holder:\n{screen}"
             );
             tmux.cmd(&["send-keys", "-t", answer, answer, "Enter"]);
-            let done = wait_until(Duration::from_secs(10), || {
-                screen = tmux.screen(answer);
-                screen.contains("rc=")
-            });
+            let (done, screen) = tmux.wait_for_screen(answer, |s| s.contains("rc="));
             assert!(done, "{flavor}:\n{screen}");
             assert!(
                 screen.contains(&format!("rc={code}")),

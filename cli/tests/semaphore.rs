@@ -2,23 +2,15 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-
-const LIMIT: Duration = Duration::from_secs(20);
 
 #[test]
 fn never_more_than_n_at_once() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
-        let dir = scratch(&server, "sem");
-        let log = dir.join("log");
-        let script = format!(
-            "test -n \"$RLOCK_PERMIT\" || exit 99; echo + >> {0}; sleep 0.3; echo - >> {0}",
-            log.display()
-        );
-        let args: Vec<String> = [
+    for (flavor, server) in each_server() {
+        let script =
+            "test -n \"$RLOCK_PERMIT\" || exit 99; echo + >> {log}; sleep 0.3; echo - >> {log}";
+        let (log, script) = logging_script(&server, "sem", script);
+        let args = owned(&[
             "semaphore",
             "slots",
             "--permits",
@@ -27,9 +19,7 @@ fn never_more_than_n_at_once() {
             "sh",
             "-c",
             &script,
-        ]
-        .map(str::to_owned)
-        .to_vec();
+        ]);
         run_together(&server, &vec![args; 6], LIMIT, "semaphore");
         let (mut now, mut most) = (0i32, 0i32);
         let log = read(&log);
@@ -47,19 +37,7 @@ fn never_more_than_n_at_once() {
             &["RSEM.LEASE", "slots", "LEASE", "30000", "PERMITS", "2"],
         )
         .unwrap();
-        let out = run(
-            rlock(
-                &server,
-                &["semaphore", "slots", "-p", "2", "-w", "200ms", "--", "true"],
-            ),
-            LIMIT,
-            "full",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(75),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        let full = ["semaphore", "slots", "-p", "2", "-w", "200ms", "--", "true"];
+        assert_exit(&run_on(&server, &full, "full"), 75, flavor);
     }
 }

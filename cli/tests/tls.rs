@@ -4,12 +4,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use rlock_module_tests::tls::{start_tls_server, supports_tls, TlsFiles};
-
-const LIMIT: Duration = Duration::from_secs(20);
 
 fn path(p: &std::path::Path) -> String {
     p.display().to_string()
@@ -36,7 +32,7 @@ fn tls_options_reach_a_tls_server_and_a_wrong_ca_is_refused() {
             args.extend(extra.iter().map(|s| s.to_string()));
             args.extend(rest.iter().map(|s| s.to_string()));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run(rlock(&server, &args), LIMIT, "rlock over TLS")
+            run_on(&server, &args, "rlock over TLS")
         };
         let ca = path(&files.ca);
         let other = path(&files.other_ca);
@@ -51,30 +47,15 @@ fn tls_options_reach_a_tls_server_and_a_wrong_ca_is_refused() {
                 &["--tls", "--cacert", &ca]
             };
             let out = with(url.clone(), tls, &["lock", "tls:job", "--", "true"]);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{flavor} {url}: {}",
-                text(&out.stderr)
-            );
+            assert_exit(&out, 0, format_args!("{flavor} {url}"));
             let out = with(url.clone(), tls, &["info", "tls:job"]);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{flavor}: {}",
-                text(&out.stderr)
-            );
+            assert_exit(&out, 0, flavor);
             assert!(text(&out.stdout).contains("free"), "{}", text(&out.stdout));
         }
         // A CA that did not sign the server's certificate: refused.
         let url = format!("rediss://127.0.0.1:{port}");
         let out = with(url.clone(), &["--cacert", &other], &["info", "x"]);
-        assert_eq!(
-            out.status.code(),
-            Some(69),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit(&out, 69, flavor);
         assert!(
             text(&out.stderr).to_lowercase().contains("certificate")
                 || text(&out.stderr).contains("UnknownIssuer"),
@@ -87,36 +68,17 @@ fn tls_options_reach_a_tls_server_and_a_wrong_ca_is_refused() {
             &["--cacert", &other, "--insecure"],
             &["info", "x"],
         );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit(&out, 0, flavor);
         // Without the client certificate the server refuses.
-        let out = run(
-            rlock(&server, &["-u", &url, "--cacert", &ca, "info", "x"]),
-            LIMIT,
-            "no client certificate",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(69),
-            "{flavor}: {}",
-            text(&out.stderr)
+        let no_cert = ["-u", &url, "--cacert", &ca, "info", "x"];
+        assert_exit(
+            &run_on(&server, &no_cert, "no client certificate"),
+            69,
+            flavor,
         );
         // TLS options on a plain URL without --tls: a usage error, nothing sent.
         let plain = format!("redis://127.0.0.1:{}", server.port);
-        let out = run(
-            rlock(&server, &["-u", &plain, "--cacert", &ca, "info", "x"]),
-            LIMIT,
-            "--cacert without TLS",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(64),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        let plain = ["-u", &plain, "--cacert", &ca, "info", "x"];
+        assert_exit(&run_on(&server, &plain, "--cacert without TLS"), 64, flavor);
     }
 }

@@ -3,30 +3,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
 
 #[test]
 fn stat_prints_a_header_then_a_line_per_interval_with_rates_that_move() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let load = Load::start(&server, "busy:key", 3);
         let mut top = rlock(&server, &["top", "--stat", "-i", "0.3"])
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let stdout = top.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let rx = stdout_lines(&mut top);
         let mut lines = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(10);
         while lines.len() < 4 && Instant::now() < deadline {
@@ -59,60 +49,21 @@ fn stat_prints_a_header_then_a_line_per_interval_with_rates_that_move() {
 
 #[test]
 fn stat_says_plainly_when_the_server_is_not_there() {
-    let out = run(
-        {
-            let mut c = Command::new(bin());
-            c.args(["-u", "redis://127.0.0.1:1", "top", "--stat"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            c
-        },
-        Duration::from_secs(20),
-        "top no server",
-    );
-    assert_eq!(out.status.code(), Some(69));
-    assert!(
-        text(&out.stderr).contains("127.0.0.1:1"),
-        "{}",
-        text(&out.stderr)
-    );
+    let err = run_without_server(&["top", "--stat"], "top no server");
+    assert!(err.contains("127.0.0.1:1"), "{err}");
 }
 
 #[test]
 fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
-    for flavor in flavors() {
-        let server = Server::start(flavor);
+    for (flavor, server) in each_server() {
         let mut c = server.conn();
-        call(
-            &mut c,
-            &["RLOCK.ACQUIRE", "contended:key", "holder", "LEASE", "30000"],
-        )
-        .unwrap();
-        let mut w = server.conn();
-        let waiter = std::thread::spawn(move || {
-            call(
-                &mut w,
-                &["RLOCK.ACQUIRE", "contended:key", "waiter", "BLOCK", "8000"],
-            )
-        });
+        hold(&mut c, "contended:key", "holder", "30000");
+        let waiter = blocked_waiter(&server, "contended:key", "waiter", "8000");
         let tmux = Tmux::new();
         let command = format!("{} top -i 0.3 -u {}", bin(), server.url());
-        let started = tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "top",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &command,
-        ]);
-        assert!(started.status.success(), "{}", text(&started.stderr));
-        let mut screen = String::new();
-        let shown = wait_until(Duration::from_secs(10), || {
-            screen = tmux.screen("top");
-            screen.contains("contended:key") && screen.contains("blocked now 1")
+        tmux.start("top", 120, 40, &command);
+        let (shown, screen) = tmux.wait_for_screen("top", |s| {
+            s.contains("contended:key") && s.contains("blocked now 1")
         });
         assert!(shown, "{flavor}: the screen:\n{screen}");
         for heading in [
@@ -147,11 +98,7 @@ fn the_full_screen_shows_headings_and_the_contended_key_and_q_quits() {
 #[test]
 fn the_full_screen_needs_a_terminal() {
     let server = Server::start(flavors()[0]);
-    let out = run(
-        rlock(&server, &["top"]),
-        Duration::from_secs(20),
-        "top in a pipe",
-    );
+    let out = run_on(&server, &["top"], "top in a pipe");
     assert_eq!(out.status.code(), Some(64));
     assert!(
         text(&out.stderr).contains("--stat"),

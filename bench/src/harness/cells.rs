@@ -41,9 +41,18 @@ macro_rules! paths {
     };
 }
 
-/// Runs that carry their measured window ([`Windowed`]) in a field named `window`.
+/// Runs that carry their measured window ([`Windowed`]) in a field named `window`. With
+/// `{ rate: count, ... }`, also a method `rate` for each: the field `count` per second.
 #[macro_export]
 macro_rules! windowed {
+    ($run:ty { $($rate:ident: $count:ident),+ $(,)? }) => {
+        $crate::windowed!($run);
+        impl $run {
+            $(pub fn $rate(&self) -> f64 {
+                $crate::harness::Windowed::per_sec(self, self.$count)
+            })+
+        }
+    };
     ($($run:ty),+) => {
         $(impl $crate::harness::Windowed for $run {
             fn window(&self) -> &$crate::measure::Window {
@@ -95,6 +104,11 @@ impl<P, S, R> Cell<P, S, R> {
 /// A run measured over a window of wall and CPU time.
 pub trait Windowed {
     fn window(&self) -> &Window;
+
+    /// `count` per second of the window.
+    fn per_sec(&self, count: u64) -> f64 {
+        count as f64 / self.window().secs
+    }
 }
 
 impl<P, S, R: Windowed> Cell<P, S, R> {

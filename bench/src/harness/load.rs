@@ -98,12 +98,31 @@ pub struct Counts {
     pub totals: Vec<u64>,
 }
 
+impl Counts {
+    /// Reads `per_client` and `totals` now.
+    pub fn read(per_client: &[AtomicU64], totals: &[&AtomicU64]) -> Counts {
+        let load = |a: &AtomicU64| a.load(Ordering::SeqCst);
+        Counts {
+            per_client: per_client.iter().map(load).collect(),
+            totals: totals.iter().map(|a| load(a)).collect(),
+        }
+    }
+}
+
 /// What the clients of one run on one key share: their counts and the stop flag.
 pub trait Shared: Send + Sync {
     fn counts(&self) -> Counts;
-    fn stop(&self);
+    /// The flag the clients look at before each turn.
+    fn stop_flag(&self) -> &AtomicBool;
+    fn stop(&self) {
+        self.stop_flag().store(true, Ordering::SeqCst);
+    }
     /// The window opens (`true`) or closes: for what only counts inside it.
     fn measuring(&self, _on: bool) {}
+    /// The command that clears the run's key once the clients are gone.
+    fn cleanup(&self) -> &'static str {
+        "RLOCK.FORCERELEASE"
+    }
 }
 
 /// What clients on one key did inside the window.
@@ -124,14 +143,18 @@ pub fn give_up(plan: &Plan) -> Instant {
 
 /// Starts a `client` on each seat, lets them warm up, measures them for the plan's contended
 /// run, then stops them: everyone leaves at its next turn; a client still stuck after 10 s is
-/// cut off and counted. The listeners (pub/sub) are stopped last, then `cleanup` runs.
+/// cut off and counted. The listeners (pub/sub) are stopped last, then the key is cleared
+/// ([`Shared::cleanup`]).
 pub async fn measure_clients<F>(
     control: &mut MultiplexedConnection,
     plan: &Plan,
     shared: &dyn Shared,
-    (seats, listeners): (Vec<Seat>, Vec<JoinHandle<()>>),
+    Seats {
+        seats,
+        listeners,
+        key,
+    }: Seats,
     client: impl Fn(Seat) -> F,
-    cleanup: &redis::Cmd,
 ) -> Measured
 where
     F: Future<Output = ()> + Send + 'static,
@@ -162,7 +185,11 @@ where
     for listener in listeners {
         listener.abort();
     }
-    let _: redis::Value = cleanup.query_async(control).await.expect("clean-up");
+    let _: redis::Value = redis::cmd(shared.cleanup())
+        .arg(key)
+        .query_async(control)
+        .await
+        .expect("clean-up");
     let diff = |b: &[u64], a: &[u64]| b.iter().zip(a).map(|(b, a)| b - a).collect();
     Measured {
         per_client: diff(&c1.per_client, &c0.per_client),
@@ -195,16 +222,23 @@ pub struct Seat {
     pub give_up: Instant,
 }
 
+/// The seats of a run on one key, and the subscriptions that wake them.
+pub struct Seats {
+    pub seats: Vec<Seat>,
+    pub listeners: Vec<JoinHandle<()>>,
+    pub key: String,
+}
+
 /// `clients` seats on `key`, a connection each; a client for which `listens` names a
 /// channel gets a subscription of its own for the run (it stands for a JVM of its own),
-/// whose messages that wake it add permits to its latch. Returns the listeners too.
+/// whose messages that wake it add permits to its latch.
 pub async fn seats(
     server: &Server,
     plan: &Plan,
     clients: usize,
     (key, hold_ms): (&str, u64),
     listens: impl Fn(usize) -> Option<(Vec<u8>, Wakes)>,
-) -> (Vec<Seat>, Vec<JoinHandle<()>>) {
+) -> Seats {
     let conns = connect_many(server, clients).await;
     let give_up = give_up(plan);
     let mut listeners = Vec::new();
@@ -224,7 +258,11 @@ pub async fn seats(
             give_up,
         });
     }
-    (seats, listeners)
+    Seats {
+        seats,
+        listeners,
+        key: key.to_owned(),
+    }
 }
 
 /// What went wrong in a run of clients on one key: two holders where there may be one (or

@@ -17,13 +17,9 @@ use crate::{Plan, OWNER_PREFIX};
 /// One measured run of one path: pairs done, unexpected replies, the window.
 pub type PairRun = LoadRun;
 
-impl LoadRun {
-    pub fn pairs_per_sec(&self) -> f64 {
-        self.done as f64 / self.window.secs
-    }
-}
-
-crate::windowed!(LoadRun);
+crate::windowed!(LoadRun {
+    pairs_per_sec: done
+});
 
 crate::progress!(LoadRun, |r| {
     format!(

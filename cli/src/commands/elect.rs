@@ -8,9 +8,8 @@ use clap::Args;
 use rlock_client::{Error, Leader};
 use serde_json::json;
 
-use super::lock::check_lease;
-use super::{acquire_or_signal, unavailable};
-use crate::child::{self, GivenBack, Signals};
+use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -87,12 +86,9 @@ pub struct ElectArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
-    if let Err(code) = check_lease(args.lease) {
-        return code;
-    }
-    let locks = match conn.locks(args.lease) {
+    let locks = match leased_client(conn, args.lease) {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(code) => return code,
     };
     let election = locks.election(args.name.as_str());
     if args.observe {
@@ -103,9 +99,9 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         .clone()
         .expect("clap requires it without --observe");
     let what = format!("election {:?}", args.name);
-    let mut signals = match Signals::catch() {
+    let mut signals = match catch_signals() {
         Ok(s) => s,
-        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
+        Err(code) => return code,
     };
     let campaign = async {
         match args.wait {
@@ -113,16 +109,20 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
             Some(d) => election.campaign_for(value.as_str(), d).await,
         }
     };
-    let leadership = match acquire_or_signal(&mut signals, &what, campaign).await {
+    let refused = |within| format!("not elected in {what}{within}: someone else leads");
+    let conflict = args.conflict_exit_code;
+    let leadership = match acquire_or_refuse(
+        &mut signals,
+        &what,
+        campaign,
+        args.wait,
+        refused,
+        conflict,
+    )
+    .await
+    {
         Err(code) => return code,
-        Ok(Ok(Some(l))) => l,
-        Ok(Ok(None)) => {
-            let within = args
-                .wait
-                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
-            eprintln!("rlock: not elected in {what}{within}: someone else leads; CMD not run");
-            return args.conflict_exit_code;
-        }
+        Ok(Ok(l)) => l,
         Ok(Err(e @ Error::DuplicateValue { .. })) => {
             eprintln!("rlock: {e}; CMD not run");
             return args.conflict_exit_code;

@@ -4,7 +4,7 @@ use clap::Args;
 use rlock_client::LockKind;
 use serde_json::json;
 
-use super::unavailable;
+use super::{ask, holders_json};
 use crate::connect::ConnectArgs;
 use crate::exit;
 use crate::output;
@@ -41,27 +41,23 @@ fn kind_name(kind: &LockKind) -> (&'static str, Option<String>) {
 }
 
 pub async fn run(conn: &ConnectArgs, args: InfoArgs) -> u8 {
-    let locks = match conn.locks(None) {
-        Ok(l) => l,
-        Err(e) => return unavailable(e),
-    };
-    let info = match locks.info(&args.name).await {
+    let name = &args.name;
+    let info = match ask(conn, format!("lock {name:?}"), |l| async move {
+        l.info(name).await
+    })
+    .await
+    {
         Ok(i) => i,
-        Err(e) => return unavailable(format!("lock {:?}: {e}", args.name)),
+        Err(code) => return code,
     };
     let (kind, detail) = kind_name(&info.kind);
     if args.json {
-        let holders: Vec<_> = info
-            .holders
-            .iter()
-            .map(|(owner, count)| json!({"owner": owner, "count": count}))
-            .collect();
         let v = json!({
             "key": args.name,
             "kind": kind,
             "mode": if matches!(info.kind, LockKind::ReadWrite { .. }) { detail.clone() } else { None },
             "type": if matches!(info.kind, LockKind::NotALock { .. }) { detail.clone() } else { None },
-            "holders": holders,
+            "holders": holders_json(&info.holders),
             "pttl_ms": info.pttl,
             "queue": info.queue,
             "blocked": info.blocked,

@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::Args;
 use rlock_client::Error;
 
-use super::{acquire_or_signal, unavailable};
-use crate::child::{self, GivenBack, Signals};
+use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -77,24 +77,10 @@ pub struct LockArgs {
     pub command: Vec<String>,
 }
 
-/// A lease too short to renew in time is refused before anything is sent.
-pub fn check_lease(lease: Option<Duration>) -> Result<(), u8> {
-    match lease {
-        Some(l) if l < Duration::from_millis(100) => {
-            eprintln!("rlock: --lease must be at least 100ms");
-            Err(exit::USAGE)
-        }
-        _ => Ok(()),
-    }
-}
-
 pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
-    if let Err(code) = check_lease(args.lease) {
-        return code;
-    }
-    let locks = match conn.locks(args.lease) {
+    let locks = match leased_client(conn, args.lease) {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(code) => return code,
     };
     let mut lock = if args.read || args.write {
         let rw = locks.read_write(args.name.as_str());
@@ -115,23 +101,20 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
         Some(d) if d.is_zero() => lock,
         Some(d) => lock.wait(d),
     };
-    let mut signals = match Signals::catch() {
+    let mut signals = match catch_signals() {
         Ok(s) => s,
-        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
+        Err(code) => return code,
     };
     let what = format!("lock {:?}", args.name);
-    let guard = match acquire_or_signal(&mut signals, &what, lock.acquire()).await {
-        Err(code) => return code,
-        Ok(Ok(Some(g))) => g,
-        Ok(Ok(None)) => {
-            let within = args
-                .wait
-                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
-            eprintln!("rlock: {what} not acquired{within}: held by someone else; CMD not run");
-            return args.conflict_exit_code;
-        }
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-    };
+    let refused = |within| format!("{what} not acquired{within}: held by someone else");
+    let acquire = lock.acquire();
+    let conflict = args.conflict_exit_code;
+    let guard =
+        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
+            Err(code) => return code,
+            Ok(Ok(g)) => g,
+            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+        };
     let mut env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_OWNER".to_owned(), lock.owner().to_owned()),

@@ -1,9 +1,10 @@
 //! `rlock ls [PATTERN]`: the locks of the database.
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
+use rlock_client::ScannedLock;
+use serde_json::{json, Value};
 
-use super::unavailable;
+use super::{ask, holders_json, print_json_array};
 use crate::connect::ConnectArgs;
 use crate::exit;
 use crate::output;
@@ -40,41 +41,35 @@ pub struct LsArgs {
     pub json: bool,
 }
 
+/// One element of `--json`'s array.
+fn lock_json(l: &ScannedLock) -> Value {
+    json!({
+        "key": l.key,
+        "type": l.kind,
+        "mode": l.mode,
+        "holders": holders_json(&l.holders),
+        "pttl_ms": l.pttl,
+        "waiters": l.waiters,
+    })
+}
+
 pub async fn run(conn: &ConnectArgs, args: LsArgs) -> u8 {
-    let locks = match conn.locks(None) {
-        Ok(l) => l,
-        Err(e) => return unavailable(e),
-    };
     let kind = args.kind.map(|k| match k {
         Kind::Lock => "lock",
         Kind::Rwlock => "rwlock",
     });
-    let mut found = match locks.scan(args.pattern.as_deref(), kind).await {
+    let pattern = args.pattern.as_deref();
+    let mut found = match ask(conn, "listing locks", |l| async move {
+        l.scan(pattern, kind).await
+    })
+    .await
+    {
         Ok(f) => f,
-        Err(e) => return unavailable(format!("listing locks: {e}")),
+        Err(code) => return code,
     };
     found.sort_by(|a, b| a.key.cmp(&b.key));
     if args.json {
-        let list: Vec<_> = found
-            .iter()
-            .map(|l| {
-                let holders: Vec<_> = l
-                    .holders
-                    .iter()
-                    .map(|(owner, count)| json!({"owner": owner, "count": count}))
-                    .collect();
-                json!({
-                    "key": l.key,
-                    "type": l.kind,
-                    "mode": l.mode,
-                    "holders": holders,
-                    "pttl_ms": l.pttl,
-                    "waiters": l.waiters,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(list));
-        return exit::OK;
+        return print_json_array(found.iter().map(lock_json));
     }
     if found.is_empty() {
         println!("no locks");

@@ -11,14 +11,97 @@ pub mod waiters;
 
 use std::fmt::Display;
 use std::future::Future;
+use std::time::Duration;
+
+use rlock_client::Locks;
+use serde_json::{json, Value};
 
 use crate::child::Signals;
+use crate::connect::ConnectArgs;
+use crate::duration;
 use crate::exit;
 
 /// Says what failed on stderr; the exit status for a server that failed us.
 pub fn unavailable(what: impl Display) -> u8 {
     eprintln!("rlock: {what}");
     exit::UNAVAILABLE
+}
+
+/// The client for the server `conn` names (leases of `lease`, the client's default without),
+/// or the exit status when it names none.
+pub fn client(conn: &ConnectArgs, lease: Option<Duration>) -> Result<Locks, u8> {
+    conn.locks(lease).map_err(unavailable)
+}
+
+/// A lease too short to renew in time is refused before anything is sent.
+pub fn check_lease(lease: Option<Duration>) -> Result<(), u8> {
+    match lease {
+        Some(l) if l < Duration::from_millis(100) => {
+            eprintln!("rlock: --lease must be at least 100ms");
+            Err(exit::USAGE)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The client for a run of CMD that holds something with `lease` (refused when too short to
+/// renew in time), or the exit status.
+pub fn leased_client(conn: &ConnectArgs, lease: Option<Duration>) -> Result<Locks, u8> {
+    check_lease(lease)?;
+    client(conn, lease)
+}
+
+/// One question to the server `conn` names: the answer, or the exit status once a message
+/// said what failed (`what` names the thing asked about).
+pub async fn ask<T, E: Display, F: Future<Output = Result<T, E>>>(
+    conn: &ConnectArgs,
+    what: impl Display,
+    question: impl FnOnce(Locks) -> F,
+) -> Result<T, u8> {
+    question(client(conn, None)?)
+        .await
+        .map_err(|e| unavailable(format!("{what}: {e}")))
+}
+
+/// SIGINT, SIGTERM and SIGHUP caught for CMD, or the exit status when they cannot be.
+pub fn catch_signals() -> Result<Signals, u8> {
+    Signals::catch().map_err(|e| unavailable(format!("cannot catch signals: {e}")))
+}
+
+/// Waits for `acquire` as [`acquire_or_signal`] does. Nothing acquired within `wait` is
+/// `conflict`, the exit status, once `refused` (given ` within WAIT`, or nothing without a
+/// wait) said why.
+pub async fn acquire_or_refuse<T, E>(
+    signals: &mut Signals,
+    what: &str,
+    acquire: impl Future<Output = Result<Option<T>, E>>,
+    wait: Option<Duration>,
+    refused: impl FnOnce(String) -> String,
+    conflict: u8,
+) -> Result<Result<T, E>, u8> {
+    match acquire_or_signal(signals, what, acquire).await? {
+        Ok(Some(held)) => Ok(Ok(held)),
+        Ok(None) => {
+            let within = wait.map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
+            eprintln!("rlock: {}; CMD not run", refused(within));
+            Err(conflict)
+        }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Prints `list` as one JSON array: the exit status of a `--json` listing.
+pub fn print_json_array(list: impl Iterator<Item = Value>) -> u8 {
+    println!("{}", Value::Array(list.collect()));
+    exit::OK
+}
+
+/// A lock's holders as JSON: `[{owner, count}]`.
+pub fn holders_json(holders: &[(String, u64)]) -> Value {
+    holders
+        .iter()
+        .map(|(owner, count)| json!({"owner": owner, "count": count}))
+        .collect()
 }
 
 /// Waits for `acquire` unless SIGINT/SIGTERM/SIGHUP comes first: then the wait is given up

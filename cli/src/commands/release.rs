@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use clap::Args;
 use serde_json::json;
 
-use super::unavailable;
+use super::{client, unavailable};
 use crate::connect::ConnectArgs;
 use crate::exit;
 use crate::output;
@@ -41,9 +41,9 @@ pub struct ReleaseArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: ReleaseArgs) -> u8 {
-    let locks = match conn.locks(None) {
+    let locks = match client(conn, None) {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(code) => return code,
     };
     if !args.yes {
         if !std::io::stdin().is_terminal() {

@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::lock::check_lease;
-use super::{acquire_or_signal, unavailable};
-use crate::child::{self, GivenBack, Signals};
+use super::{acquire_or_refuse, catch_signals, check_lease, client, unavailable};
+use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -65,9 +64,9 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
         eprintln!("rlock: --permits must be at least 1");
         return exit::USAGE;
     }
-    let locks = match conn.locks(args.lease) {
+    let locks = match client(conn, args.lease) {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(code) => return code,
     };
     let what = format!("a permit of semaphore {:?}", args.name);
     let mut sem = locks.permit_semaphore(args.name.as_str());
@@ -79,25 +78,18 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
         Some(d) if d.is_zero() => sem,
         Some(d) => sem.wait(d),
     };
-    let mut signals = match Signals::catch() {
+    let mut signals = match catch_signals() {
         Ok(s) => s,
-        Err(e) => return unavailable(format!("cannot catch signals: {e}")),
-    };
-    let permit = match acquire_or_signal(&mut signals, &what, sem.acquire()).await {
         Err(code) => return code,
-        Ok(Ok(Some(p))) => p,
-        Ok(Ok(None)) => {
-            let within = args
-                .wait
-                .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
-            eprintln!(
-                "rlock: no permit of semaphore {:?}{within}: all taken; CMD not run",
-                args.name
-            );
-            return args.conflict_exit_code;
-        }
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
     };
+    let refused = |within| format!("no permit of semaphore {:?}{within}: all taken", args.name);
+    let (acquire, conflict) = (sem.acquire(), args.conflict_exit_code);
+    let permit =
+        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
+            Err(code) => return code,
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+        };
     let env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_PERMIT".to_owned(), permit.id().to_owned()),

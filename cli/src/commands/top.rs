@@ -7,7 +7,7 @@ use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use tokio::sync::mpsc;
 
-use super::unavailable;
+use super::{client, unavailable};
 use crate::connect::ConnectArgs;
 use crate::exit;
 use crate::top::{self, view, Sampler};
@@ -56,9 +56,9 @@ pub async fn run(conn: &ConnectArgs, args: TopArgs) -> u8 {
         );
         return exit::USAGE;
     }
-    let locks = match conn.locks(None) {
+    let locks = match client(conn, None) {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(code) => return code,
     };
     let interval = Duration::from_secs_f64(args.interval);
     let target = if conn.cluster {

@@ -1,9 +1,10 @@
 //! `rlock waiters NAME`: the calls blocked on a key, in serving order.
 
 use clap::Args;
-use serde_json::json;
+use rlock_client::Waiter;
+use serde_json::{json, Value};
 
-use super::unavailable;
+use super::{ask, print_json_array};
 use crate::connect::ConnectArgs;
 use crate::exit;
 use crate::output;
@@ -29,33 +30,29 @@ pub struct WaitersArgs {
     pub json: bool,
 }
 
+/// One element of `--json`'s array.
+fn waiter_json(w: &Waiter) -> Value {
+    json!({
+        "client_id": w.client_id,
+        "client_name": w.client_name,
+        "kind": w.kind,
+        "owner": w.owner,
+        "permits": w.permits,
+        "session": w.session,
+        "timeout_ms": w.timeout_ms,
+        "waited_ms": w.waited_ms,
+    })
+}
+
 pub async fn run(conn: &ConnectArgs, args: WaitersArgs) -> u8 {
-    let locks = match conn.locks(None) {
-        Ok(l) => l,
-        Err(e) => return unavailable(e),
-    };
-    let waiters = match locks.waiters(&args.name).await {
+    let name = &args.name;
+    let what = format!("waiters of {name:?}");
+    let waiters = match ask(conn, what, |l| async move { l.waiters(name).await }).await {
         Ok(w) => w,
-        Err(e) => return unavailable(format!("waiters of {:?}: {e}", args.name)),
+        Err(code) => return code,
     };
     if args.json {
-        let list: Vec<_> = waiters
-            .iter()
-            .map(|w| {
-                json!({
-                    "client_id": w.client_id,
-                    "client_name": w.client_name,
-                    "kind": w.kind,
-                    "owner": w.owner,
-                    "permits": w.permits,
-                    "session": w.session,
-                    "timeout_ms": w.timeout_ms,
-                    "waited_ms": w.waited_ms,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(list));
-        return exit::OK;
+        return print_json_array(waiters.iter().map(waiter_json));
     }
     if waiters.is_empty() {
         println!("nobody waits for {:?}", args.name);

@@ -290,6 +290,12 @@ pub fn stat_line(s: &TopState) -> Option<String> {
     ))
 }
 
+// The integration tests' holder and blocked waiter, for the live test below.
+#[cfg(test)]
+#[path = "../../tests/common/locks.rs"]
+#[allow(dead_code)] // what the integration tests alone use
+mod test_locks;
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -297,6 +303,8 @@ mod tests {
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
     use rlock_module_tests::{call, flavors, Server};
+
+    use super::test_locks::{blocked_waiter, hold};
 
     use super::*;
 
@@ -336,18 +344,8 @@ mod tests {
         for flavor in flavors() {
             let server = Server::start(flavor);
             let mut c = server.conn();
-            call(
-                &mut c,
-                &["RLOCK.ACQUIRE", "hot:key", "holder", "LEASE", "30000"],
-            )
-            .unwrap();
-            let mut w = server.conn();
-            let waiter = std::thread::spawn(move || {
-                call(
-                    &mut w,
-                    &["RLOCK.ACQUIRE", "hot:key", "waiter", "BLOCK", "1500"],
-                )
-            });
+            hold(&mut c, "hot:key", "holder", "30000");
+            let waiter = blocked_waiter(&server, "hot:key", "waiter", "1500");
             let locks = Locks::from_url(&server.url()).unwrap();
             let mut sampler = Sampler::new(locks, server.url(), Duration::from_millis(200), 10);
             sampler.look().await;

@@ -3,19 +3,87 @@
 
 #![allow(dead_code, unused_imports)]
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use rlock_module_tests::{call, flavors, wait_until, Server};
+pub use rlock_module_tests::{call, each_server, flavors, wait_until, Server};
+
+mod locks;
+pub use locks::{blocked_waiter, hold, waiting};
+
+/// How long one `rlock` run may take before a test gives up on it.
+pub const LIMIT: Duration = Duration::from_secs(20);
 
 /// The `rlock` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_rlock")
+}
+
+/// `rlock ARGS` with nothing but ARGS (no server of the test's; `-u` names one, or none is
+/// there), run to its end (at most [`LIMIT`]).
+pub fn run_alone(args: &[&str], what: &str) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    run(c, LIMIT, what)
+}
+
+/// `rlock ARGS` against `server`, run to its end (at most [`LIMIT`]).
+pub fn run_on(server: &Server, args: &[&str], what: &str) -> Output {
+    run(rlock(server, args), LIMIT, what)
+}
+
+/// Fails unless `out` exited with `code`; the message is `context` and `out`'s stderr.
+pub fn assert_exit(out: &Output, code: i32, context: impl std::fmt::Display) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{context}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// `rlock ARGS` started against `server`, returned once `key` exists (within 5 s): it holds
+/// `key` while it runs.
+pub fn spawn_holding(server: &Server, args: &[&str], key: &str) -> Child {
+    let child = rlock(server, args).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || exists(server, key)));
+    child
+}
+
+/// The lines `child` prints on stdout, as they come (from a thread of their own).
+pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// What `child` printed on stderr, once it exited.
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .as_mut()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
+}
+
+/// `rlock` arguments as the owned list [`run_together`] takes.
+pub fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|&a| a.to_owned()).collect()
 }
 
 /// `rlock ARGS` against `server`, its output captured, stdin closed.
@@ -108,6 +176,22 @@ pub fn one_at_a_time(log: &Path, runs: usize, what: &str) -> Vec<String> {
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The path of a log in a fresh scratch directory `dir`, and `script` with `{log}` standing
+/// for it: a shell script for runs that say what they do in the log.
+pub fn logging_script(server: &Server, dir: &str, script: &str) -> (PathBuf, String) {
+    let log = scratch(server, dir).join("log");
+    let script = script.replace("{log}", &log.display().to_string());
+    (log, script)
+}
+
+/// `rlock -u redis://127.0.0.1:1 ARGS`, where nothing listens: fails unless it exits 69
+/// (unavailable). Its stderr.
+pub fn run_without_server(args: &[&str], what: &str) -> String {
+    let out = run_alone(&[&["-u", "redis://127.0.0.1:1"], args].concat(), what);
+    assert_eq!(out.status.code(), Some(69));
+    text(&out.stderr)
 }
 
 /// A fresh scratch directory under the server's own (removed with it).
@@ -209,6 +293,34 @@ impl Tmux {
             .args(args)
             .output()
             .expect("tmux")
+    }
+
+    /// Session `name` running `command` in a terminal of `width` x `height`.
+    pub fn start(&self, name: &str, width: u16, height: u16, command: &str) {
+        let (width, height) = (width.to_string(), height.to_string());
+        let started = self.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            &width,
+            "-y",
+            &height,
+            command,
+        ]);
+        assert!(started.status.success(), "{}", text(&started.stderr));
+    }
+
+    /// Waits up to 10 s until session `name` shows what `wanted` accepts: whether it did, and
+    /// the last screen seen.
+    pub fn wait_for_screen(&self, name: &str, wanted: impl Fn(&str) -> bool) -> (bool, String) {
+        let mut screen = String::new();
+        let shown = wait_until(Duration::from_secs(10), || {
+            screen = self.screen(name);
+            wanted(&screen)
+        });
+        (shown, screen)
     }
 
     /// What session `name` shows now.
