@@ -5,8 +5,8 @@
 //! Instruction counts do not swing with the machine's load as timings do. The server runs under
 //! `valgrind --tool=callgrind --dump-before=echoCommand`: every `ECHO` makes callgrind write the
 //! instructions counted since the previous dump and start again from zero, synchronously, at the
-//! same point of the command's processing. Each window is: `FLUSHALL`, the path's set-up, a
-//! warm-up, `ECHO`, K pairs, `ECHO`. Windows of N and of 2N pairs are measured and the per-pair
+//! same point of the command's processing. Each window is: `FLUSHALL SYNC`, the path's set-up,
+//! a warm-up, `ECHO`, K pairs, `ECHO`. Windows of N and of 2N pairs are measured and the per-pair
 //! cost is their difference over N, so what a window costs besides its pairs (the two `ECHO`s, the
 //! event-loop turns around them) cancels out. The server runs with `hz 1` and `dynamic-hz no`, so
 //! that its periodic work (`serverCron`: about once a second) adds well under 0.1 % to a window.
@@ -696,10 +696,14 @@ impl Driver {
         id
     }
 
-    /// `FLUSHALL`, then for a semaphore path `SEM_POOL` semaphores of one permit.
+    /// `FLUSHALL SYNC`, then for a semaphore path `SEM_POOL` semaphores of one permit.
+    ///
+    /// `SYNC`: Valkey 8+ flushes on its lazy-free thread by default, and its frees, racing
+    /// the window's allocations in glibc's malloc (Valkey's allocator as packaged), moved
+    /// Valkey's per-pair counts by up to 6 % between runs of the same module.
     fn setup(&mut self, c: &mut Counted) -> Result<(), String> {
         let mut pipe = redis::pipe();
-        pipe.cmd("FLUSHALL");
+        pipe.cmd("FLUSHALL").arg("SYNC");
         c.query(&pipe)?;
         self.pool = None;
         if matches!(self.path, CostPath::Sem | CostPath::SemLease) {

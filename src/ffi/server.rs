@@ -142,6 +142,12 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.get_raw()) }
 }
 
+/// How many keys the database selected on `ctx` holds.
+pub fn db_size(ctx: &Context) -> u64 {
+    // SAFETY: ctx is live.
+    unsafe { raw::RedisModule_DbSize.unwrap()(ctx.get_raw()) }
+}
+
 /// Selects `db` for the keys opened next through `ctx`; false if it does not exist.
 pub fn select_db(ctx: &Context, db: i32) -> bool {
     // SAFETY: ctx is live.
