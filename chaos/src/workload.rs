@@ -531,9 +531,9 @@ fn cycle(
         }
     };
     shared.count("grant");
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mut bound = sent + call.lease();
-    let granted_for_sure = match acknowledged(shared, conn) {
+    let mut granted_for_sure = match acknowledged(shared, conn) {
         Ok(acknowledged) => acknowledged,
         Err(e) => {
             // Cut while waiting for the replica (a killed primary): a grant of unknown
@@ -556,14 +556,41 @@ fn cycle(
         }
     };
     // A retried acquire replays its reply and adds no hold.
+    let (mut sent, mut token) = (sent, token);
     if call.req.is_some() && rng.chance(20) {
         shared.count("acquire resent");
-        match conn.call(&refs(&args))? {
+        let resent = Instant::now();
+        let again = conn.call(&refs(&args))?;
+        // The hold may have ended before the resend ran (its lease, while a `WAIT` waited
+        // for a replica that a failover left behind; a force release): then the call ran
+        // again, and a grant is a new hold, the same reply as a replay.
+        let may_have_ended =
+            Instant::now() >= bound || shared.force_released_since(&call.lock, sent);
+        match again {
+            Frame::Int(n) if may_have_ended => {
+                shared.count("acquire resent after its hold may have ended");
+                // The first hold ends at its lease; the one the reply may be starts with
+                // the reply. As a replay of a hold about to lapse it may end at once:
+                // only a renewal or a re-entry extends it.
+                let first = Hold {
+                    lock: call.lock.clone(),
+                    owner: call.owner.clone(),
+                    asked: sent,
+                    start,
+                    end: bound,
+                    token,
+                    shared: false,
+                    acknowledged: true,
+                    timeline: conn.take_timeline(),
+                };
+                shared.settle(first, granted_for_sure, history);
+                conn.start_timeline();
+                (sent, start, bound) = (resent, Instant::now(), resent);
+                token = call.token.then_some(n);
+                granted_for_sure = acknowledged(shared, conn)?;
+            }
             Frame::Int(n) if Some(n) == token || (token.is_none() && n == 1) => {}
-            // The hold may have ended since (its lease, a force release): then the call
-            // runs again.
-            Frame::Int(_) | Frame::Bulk(None)
-                if Instant::now() >= bound || shared.force_released_since(&call.lock, sent) => {}
+            Frame::Bulk(None) if may_have_ended => {}
             Frame::Error(e) => error_reply(shared, &call.lock, "acquire resent", &e),
             other => shared.violation(format!(
                 "{}: a resent acquire with REQ replied {other:?}, the first {reply:?}",
