@@ -189,13 +189,16 @@ async def contended_tasks_async(name: str, port: int, workers: int, seconds: flo
     key = f"a:{name}:{uuid.uuid4().hex[:6]}"
     stop = asyncio.Event()
     tally = Tally(workers)
+    clients = [aredis.Redis(port=port, max_connections=workers * 2)]
+    shared = clients[0]
     if name == "rlock_client":
-        locks = rl_async.Locks(aredis.Redis(port=port))
-    shared = aredis.Redis(port=port, max_connections=workers * 2)
+        clients.append(aredis.Redis(port=port))
+        locks = rl_async.Locks(clients[-1])
 
     async def worker(i: int) -> None:
         if name == "raw":
             c = aredis.Redis(port=port, retry=None, socket_timeout=None, single_connection_client=True)
+            clients.append(c)
             owner = f"raw-{i}"
             while not stop.is_set():
                 if await c.execute_command("RLOCK.ACQUIRE", key, owner, "LEASE", 30000, "BLOCK", 1000) is None:
@@ -235,6 +238,9 @@ async def contended_tasks_async(name: str, port: int, workers: int, seconds: flo
     await asyncio.wait(tasks, timeout=5)
     for t in tasks:
         t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for c in clients:
+        await c.aclose()
     total = sum(counts)
     return {
         "handoffs": total / elapsed,
