@@ -249,21 +249,23 @@ export interface LeaseOptions extends PermitOptions {
 
 /** Redisson's RPermitExpirableSemaphore: permits that come back by themselves when their lease ends. */
 export class PermitSemaphore {
+  /** The permit counts, kept by the same commands as a plain semaphore's. */
+  private readonly counts: Semaphore;
   /** @internal */
   constructor(
     private readonly core: Core,
     readonly key: string,
-  ) {}
-  async trySetPermits(n: number): Promise<boolean> {
-    command.checkCount(n, "permits", 0);
-    return (await this.core.call(["RSEM.TRYSETPERMITS", this.key, String(n)])) === 1;
+  ) {
+    this.counts = new Semaphore(core, key);
   }
-  async addPermits(n: number): Promise<number> {
-    command.checkCount(n, "permits", -(2 ** 31));
-    return command.asInt(await this.core.call(["RSEM.ADDPERMITS", this.key, String(n)]), "RSEM.ADDPERMITS");
+  trySetPermits(n: number): Promise<boolean> {
+    return this.counts.trySetPermits(n);
   }
-  async available(): Promise<number> {
-    return command.asInt(await this.core.call(["RSEM.AVAILABLE", this.key]), "RSEM.AVAILABLE");
+  addPermits(n: number): Promise<number> {
+    return this.counts.addPermits(n);
+  }
+  available(): Promise<number> {
+    return this.counts.available();
   }
   /** One leased permit, or null when none came within the wait. */
   async acquire(options?: LeaseOptions): Promise<LeasedPermit | null> {

@@ -90,6 +90,23 @@ process.on("exit", () => {
   for (const s of running) s.kill();
 });
 
+/** `PING` on socket `s` once it emits `ready`: whether `+PONG` came back within 500 ms. */
+function pingOver(s, ready) {
+  return new Promise((resolve) => {
+    s.setTimeout(500);
+    s.on(ready, () => s.write("PING\r\n"));
+    s.on("data", (d) => {
+      s.destroy();
+      resolve(d.toString().startsWith("+PONG"));
+    });
+    s.on("error", () => resolve(false));
+    s.on("timeout", () => {
+      s.destroy();
+      resolve(false);
+    });
+  });
+}
+
 export class Server {
   constructor(flavor, opts = {}) {
     this.flavor = flavor;
@@ -135,40 +152,11 @@ export class Server {
     throw new Error("no free port");
   }
 
-  ping() {
-    if (this.opts.tls) return this.pingTls();
-    return new Promise((resolve) => {
-      const s = net.connect(this.port, "127.0.0.1");
-      s.setTimeout(500);
-      s.on("connect", () => s.write("PING\r\n"));
-      s.on("data", (d) => {
-        s.destroy();
-        resolve(d.toString().startsWith("+PONG"));
-      });
-      s.on("error", () => resolve(false));
-      s.on("timeout", () => {
-        s.destroy();
-        resolve(false);
-      });
-    });
-  }
-
-  async pingTls() {
+  async ping() {
+    if (!this.opts.tls) return pingOver(net.connect(this.port, "127.0.0.1"), "connect");
     const tls = await import("node:tls");
-    return new Promise((resolve) => {
-      const s = tls.connect({ port: this.port, host: "127.0.0.1", ca: readFileSync(this.opts.tls.ca), servername: "localhost" });
-      s.setTimeout(500);
-      s.on("secureConnect", () => s.write("PING\r\n"));
-      s.on("data", (d) => {
-        s.destroy();
-        resolve(d.toString().startsWith("+PONG"));
-      });
-      s.on("error", () => resolve(false));
-      s.on("timeout", () => {
-        s.destroy();
-        resolve(false);
-      });
-    });
+    const s = tls.connect({ port: this.port, host: "127.0.0.1", ca: readFileSync(this.opts.tls.ca), servername: "localhost" });
+    return pingOver(s, "secureConnect");
   }
 
   log() {
