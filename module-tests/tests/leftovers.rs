@@ -204,6 +204,45 @@ fn a_round_ends_when_its_lock_is_waited_on_as_a_semaphore() {
     }
 }
 
+/// A semaphore with a running permit lease shares its name with a held lock that a
+/// client waits on in another database, and `SWAPDB` swaps them: the waiter's serve
+/// (a lock's) must not stop the timer that watches the lease. The lease is taken back
+/// at its end without a call touching the semaphore, and nothing stays tracked.
+#[test]
+fn a_lease_swapped_under_a_locks_waiter_is_still_taken_back() {
+    for (flavor, server, mut c) in servers() {
+        run(&mut c, &["SELECT", "1"]);
+        run(&mut c, &["RSEM.TRYSETPERMITS", "S", "1"]);
+        run(&mut c, &["RSEM.LEASE", "S", "LEASE", "400"]);
+        run(&mut c, &["SELECT", "0"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "S", "h", "LEASE", "60000"]);
+        let mut waiter = Pending::blocked_acquire(&server, &mut c, ("S", "w"), "3000", 1);
+        let leased_at = Instant::now();
+        run(&mut c, &["SWAPDB", "0", "1"]);
+        // The waiter now waits on a semaphore's name in database 0: told so, or timed out.
+        let _ = waiter.recv();
+        wait_total_blocked(&server, 0);
+        let reclaimed = wait_until(Duration::from_secs(3), || {
+            rstat(&server, "permit_reclaims") == 1
+        });
+        assert!(
+            reclaimed,
+            "{flavor}: the lease not taken back {:?} after it was made (400 ms)",
+            leased_at.elapsed()
+        );
+        assert_eq!(
+            wait_untracked(&server, Duration::from_secs(1)),
+            (0, 0),
+            "{flavor}: (tracked_locks, blocked) once the lease was taken back"
+        );
+        assert_eq!(
+            run(&mut c, &["RSEM.AVAILABLE", "S"]),
+            Value::Int(1),
+            "{flavor}"
+        );
+    }
+}
+
 /// A lock left free for Redisson clients (`core::sharing`'s window) whose last blocked
 /// client leaves before the window ends: nobody takes it, and the round ends with it.
 #[test]

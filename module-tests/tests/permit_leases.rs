@@ -220,7 +220,7 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
         );
         assert_int(&mut c, &["RSEM.RETURN", "s", &id], 0);
         // A waiter is served the moment a lease ends: the module's, or Redisson's.
-        let mut worst = Duration::ZERO;
+        let mut late_ms = Vec::new();
         for round in 0..6 {
             let lease_ms = 200;
             let deadline = if round % 2 == 0 {
@@ -240,13 +240,17 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
                 1,
                 "{flavor}: round {round}"
             );
-            worst = worst.max(late);
+            late_ms.push(late.as_secs_f64() * 1000.0);
             run(&mut c, &["DEL", "s", &zset("s")]);
             run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
         }
+        // Served by the lease's end, not the wait's (5 s): within ms as a rule (the
+        // median), and never long after on a loaded machine.
+        let median = quantile(&mut late_ms, 0.5);
+        let worst = late_ms[late_ms.len() - 1];
         assert!(
-            worst < Duration::from_millis(50),
-            "{flavor}: a waiter served {worst:?} after the deadline"
+            median < 50.0 && worst < 1000.0,
+            "{flavor}: waiters served {median:.1} ms (median), {worst:.1} ms (worst) after the deadline"
         );
         assert!(rstat(&server, "permit_reclaims") >= 4, "{flavor}");
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");

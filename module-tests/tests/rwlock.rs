@@ -420,8 +420,10 @@ fn read_holds_lapse_and_a_blocked_writer_is_served_at_the_deadline() {
         let replied = writer.join();
         assert_eq!(replied.reply, ok(1), "{flavor}");
         let waited = replied.unix_ms - start;
+        // Never before r2's lease ends; and by the module's timer, not at the end of
+        // the writer's 5 s wait (how soon after the deadline is `make bench`'s figure).
         assert!(
-            (690.0..1200.0).contains(&waited),
+            (690.0..3000.0).contains(&waited),
             "{flavor}: served {waited:.0} ms after the 700 ms hold began"
         );
     }

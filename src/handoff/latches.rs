@@ -27,15 +27,15 @@ pub(super) fn open(ctx: &Context, lock: &LockId) {
 /// next turn. Nobody waiting, no timer.
 pub(super) fn watch(ctx: &Context, lock: &LockId) {
     if !waiters::has_waiters(lock) || !ffi::is_primary(ctx) {
-        return timers::cancel(ctx, lock);
+        return super::stop_timer(ctx, lock);
     }
     slots::watch(ctx);
     // Redis expires a key once the clock is past its deadline, hence the +1.
     match store::pttl(ctx, lock) {
-        -1 => timers::cancel(ctx, lock),
+        -1 => super::stop_timer(ctx, lock),
         -2 => {
             deferred::push(ctx, Work::Serve { lock: lock.clone() });
-            timers::cancel(ctx, lock);
+            super::stop_timer(ctx, lock);
         }
         pttl => timers::arm(ctx, lock, ffi::now_ms() + pttl + 1),
     }

@@ -269,7 +269,7 @@ pub(super) fn watch(ctx: &Context, lock: &LockId) {
     let (has_waiters, fair) =
         state::with(|s| (s.waiters.has_waiters(lock), s.fair_queues.contains(lock)));
     if !has_waiters || !ffi::is_primary(ctx) {
-        timers::cancel(ctx, lock);
+        super::stop_timer(ctx, lock);
         // Held, the round goes on with the clients that come back; free, it is over. A
         // hold without a lease (not one rlock or Redisson made) ends only by a delete the
         // module hears, or never: the round is over too, rather than kept for good.
@@ -313,7 +313,7 @@ pub(super) fn watch(ctx: &Context, lock: &LockId) {
     };
     match deadline {
         Some(deadline) => timers::arm(ctx, lock, deadline),
-        None => timers::cancel(ctx, lock),
+        None => super::stop_timer(ctx, lock),
     }
 }
 

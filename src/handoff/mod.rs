@@ -29,7 +29,7 @@ use redis_module::{Context, RedisString};
 use crate::core::shrink_map;
 use crate::core::waitlist::{LockId, WaiterId, Wants};
 use crate::store::{self, FairQueue, Unlock};
-use crate::{ffi, state, stats, waiters};
+use crate::{ffi, state, stats, timers, waiters};
 
 pub use locks::{left_to_redisson, purge_expired, review_queue};
 pub use multi::{kept_for_multi, kept_lock_goes_to};
@@ -210,6 +210,18 @@ pub fn watch(ctx: &Context, lock: &LockId) {
         Family::Permits if ffi::is_primary(ctx) => permits::watch(ctx, lock),
         Family::Latch if ffi::is_primary(ctx) => latches::watch(ctx, lock),
         _ => locks::watch(ctx, lock),
+    }
+}
+
+/// Stops `lock`'s timer for a lock or latch that needs it no more, unless permit leases
+/// run under the same name (a semaphore swapped, moved or renamed in under a lock's
+/// waiter): the timer then watches their ends (see `permits::watch`), or they would
+/// never be taken back until a call touched the semaphore.
+fn stop_timer(ctx: &Context, lock: &LockId) {
+    if ffi::is_primary(ctx) && state::with(|s| s.leased_semaphores.contains(lock)) {
+        permits::watch(ctx, lock);
+    } else {
+        timers::cancel(ctx, lock);
     }
 }
 
