@@ -4,16 +4,18 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::holds::forget_session_hold;
 use crate::core::args::{
-    check_no_options, check_owner, key_count, parse_multi_acquire_options, MAX_MULTI_KEYS,
+    check_owner, key_count, parse_multi_acquire_options, parse_multi_release_options,
+    AcquireOptions, MAX_MULTI_KEYS,
 };
 use crate::core::cluster::key_slot;
 use crate::core::fair::queue_deadline;
 use crate::core::integer::parse_i64;
 use crate::core::keyevents::KeyEvent;
+use crate::core::requests::{RequestId, RequestKind};
 use crate::core::waitlist::LockId;
-use crate::store::{self, TakeAll, Unlock};
+use crate::store::{self, RequestRecord, TakeAll, Unlock};
 use crate::waiters::WaitFor;
-use crate::{errors, ffi, guard, handoff, keyevents, state, stats, waiters};
+use crate::{config, errors, ffi, guard, handoff, keyevents, state, stats, waiters};
 
 /// The server asks where the keys are (cluster routing, ACL key patterns): the
 /// `numkeys` arguments after `owner numkeys`. A bad count names none, and the call
@@ -62,8 +64,51 @@ fn owner_keys_rest<'a>(
     Ok(MultiCall { owner, keys, rest })
 }
 
-/// `RLOCK.MACQUIRE owner numkeys key [key ...] [LEASE ms] [BLOCK ms] [SESSION]`: every
-/// lock or none. Replies the number of locks taken, or null.
+/// The record of a multi-key call made with `REQ id`: on the first key it names, which
+/// is in the slot of every other.
+fn multi_record(
+    ctx: &Context,
+    keys: &[RedisString],
+    id: Option<RequestId>,
+) -> Option<RequestRecord> {
+    id.map(|id| RequestRecord::new(ctx, &keys[0], &id))
+}
+
+/// The reply of the same `RLOCK.MACQUIRE` made before with this `REQ id`, while `owner`
+/// still holds every one of its locks; `None` when there was none, or a hold was given
+/// back since (the call is then new again). A SESSION call replayed moves its holds to
+/// this connection, as `RLOCK.ACQUIRE` does.
+fn replayed_acquire(
+    ctx: &Context,
+    keys: &[RedisString],
+    owner: &RedisString,
+    options: &AcquireOptions,
+    record: &Option<RequestRecord>,
+) -> Result<Option<i64>, RedisError> {
+    let Some(record) = record else {
+        return Ok(None);
+    };
+    let field = owner.as_slice();
+    let Some(reply) = record.earlier_reply(ctx, RequestKind::MultiAcquire, field)? else {
+        return Ok(None);
+    };
+    if !store::holds_all(ctx, keys, owner)? {
+        return Ok(None);
+    }
+    if options.session {
+        let client = ffi::client_id(ctx);
+        let locks: Vec<LockId> = keys.iter().map(|key| store::lock_id(ctx, key)).collect();
+        state::with(|s| {
+            for lock in locks {
+                s.sessions.record(client, lock, field.to_vec());
+            }
+        });
+    }
+    Ok(Some(reply))
+}
+
+/// `RLOCK.MACQUIRE owner numkeys key [key ...] [LEASE ms] [BLOCK ms] [SESSION] [REQ id]`:
+/// every lock or none. Replies the number of locks taken, or null.
 ///
 /// A lock the owner does not hold yet is not taken while clients wait for it: with
 /// `BLOCK` the caller joins the tail of every lock's line, and is served once it is
@@ -76,6 +121,10 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let options = parse_multi_acquire_options(rest).map_err(errors::arg_error)?;
     if options.session && ffi::in_script(ctx) {
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
+    }
+    let record = multi_record(ctx, keys, options.req);
+    if let Some(reply) = replayed_acquire(ctx, keys, owner, &options, &record)? {
+        return Ok(RedisValue::Integer(reply));
     }
     let locks: Vec<LockId> = keys.iter().map(|key| store::lock_id(ctx, key)).collect();
     let watching = !state::all_idle();
@@ -92,6 +141,12 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     };
     match store::take_all(ctx, keys, owner, &options, may_take)? {
         TakeAll::Taken => {
+            let reply = locks.len() as i64;
+            if let Some(record) = &record {
+                let lease = options.lease.unwrap_or_else(config::default_lease);
+                let kind = RequestKind::MultiAcquire;
+                record.write(ctx, kind, owner.as_slice(), reply, lease.ms());
+            }
             stats::MULTI_ACQUIRES.incr();
             for key in keys {
                 keyevents::key(ctx, KeyEvent::Acquire, key);
@@ -111,7 +166,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                     handoff::settle_new_hold(ctx, owner.as_slice(), lock);
                 }
             }
-            Ok(RedisValue::Integer(locks.len() as i64))
+            Ok(RedisValue::Integer(reply))
         }
         TakeAll::Busy => match options.block {
             Some(wait) if ffi::may_block(ctx) => {
@@ -132,15 +187,22 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
 }
 
-/// `RLOCK.MRELEASE owner numkeys key [key ...]`: one hold of the owner on every lock,
-/// or none (`NOTHELD` when it does not hold one of them). Replies how many of the
+/// `RLOCK.MRELEASE owner numkeys key [key ...] [REQ id]`: one hold of the owner on every
+/// lock, or none (`NOTHELD` when it does not hold one of them). Replies how many of the
 /// locks are free now; the others are still held by the owner's re-entries.
 pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if ctx.is_keys_position_request() {
         return name_the_keys(ctx, args);
     }
     let MultiCall { owner, keys, rest } = owner_keys_rest(ctx, args)?;
-    check_no_options(rest).map_err(errors::arg_error)?;
+    let req = parse_multi_release_options(rest).map_err(errors::arg_error)?;
+    let record = multi_record(ctx, keys, req);
+    if let Some(record) = &record {
+        let kind = RequestKind::MultiRelease;
+        if let Some(reply) = record.earlier_reply(ctx, kind, owner.as_slice())? {
+            return Ok(RedisValue::Integer(reply));
+        }
+    }
     let freed = store::release_all(ctx, keys, owner)?;
     stats::MULTI_RELEASES.incr();
     for (key, freed) in keys.iter().zip(&freed) {
@@ -151,7 +213,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
             handoff::freed_key(ctx, key, Unlock::Lock);
         }
     }
-    Ok(RedisValue::Integer(
-        freed.iter().filter(|f| **f).count() as i64
-    ))
+    let reply = freed.iter().filter(|f| **f).count() as i64;
+    if let Some(record) = &record {
+        let (kind, ttl) = (RequestKind::MultiRelease, config::default_lease().ms());
+        record.write(ctx, kind, owner.as_slice(), reply, ttl);
+    }
+    Ok(RedisValue::Integer(reply))
 }

@@ -205,6 +205,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             LEASE,
             ArgDoc::option(c"ms", ArgKind::Integer, c"BLOCK", c"wait up to ms until all can be taken; 0 waits forever"),
             ArgDoc::option(c"session", ArgKind::Flag, c"SESSION", c"release the holds when this connection closes"),
+            REQ,
         ],
     },
     CommandSpec {
@@ -222,6 +223,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             OWNER,
             NUMKEYS,
             ArgDoc::many(c"key", ArgKind::Key, c"a lock's name"),
+            REQ,
         ],
     },
     CommandSpec {

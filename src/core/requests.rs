@@ -80,6 +80,10 @@ pub enum RequestKind {
     Lease,
     /// `RSEM.RETURN`.
     Return,
+    /// `RLOCK.MACQUIRE`: recorded on the first key it names.
+    MultiAcquire,
+    /// `RLOCK.MRELEASE`: recorded on the first key it names.
+    MultiRelease,
 }
 
 impl RequestKind {
@@ -90,6 +94,8 @@ impl RequestKind {
             RequestKind::Renew => b'N',
             RequestKind::Lease => b'L',
             RequestKind::Return => b'T',
+            RequestKind::MultiAcquire => b'M',
+            RequestKind::MultiRelease => b'U',
         }
     }
 }
@@ -195,6 +201,38 @@ mod tests {
         assert_eq!(
             replay(&negative, RequestKind::Renew, b"o"),
             Replay::Reply(-1)
+        );
+    }
+
+    #[test]
+    fn multi_key_records_are_their_own_calls() {
+        let acquired = encode(RequestKind::MultiAcquire, 2, b"o");
+        assert_eq!(acquired, b"M:2:o");
+        let released = encode(RequestKind::MultiRelease, 1, b"o");
+        assert_eq!(released, b"U:1:o");
+        assert_eq!(
+            replay(&acquired, RequestKind::MultiAcquire, b"o"),
+            Replay::Reply(2)
+        );
+        assert_eq!(
+            replay(&released, RequestKind::MultiRelease, b"o"),
+            Replay::Reply(1)
+        );
+        for (record, kind) in [
+            (&acquired, RequestKind::Acquire),
+            (&acquired, RequestKind::MultiRelease),
+            (&released, RequestKind::Release),
+            (&released, RequestKind::MultiAcquire),
+        ] {
+            assert_eq!(replay(record, kind, b"o"), Replay::Conflict, "{kind:?}");
+        }
+        assert_eq!(
+            replay(
+                &encode(RequestKind::Acquire, 1, b"o"),
+                RequestKind::MultiAcquire,
+                b"o"
+            ),
+            Replay::Conflict
         );
     }
 

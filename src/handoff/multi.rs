@@ -4,9 +4,11 @@
 use redis_module::{Context, RedisString};
 
 use super::{settle_later, Grant};
+use crate::config;
 use crate::core::keyevents::KeyEvent;
+use crate::core::requests::RequestKind;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
-use crate::store::{self, TakeAll};
+use crate::store::{self, RequestRecord, TakeAll};
 use crate::waiters::WaiterView;
 use crate::{deadlock, ffi, keyevents, state, stats, waiters};
 
@@ -45,6 +47,30 @@ pub(super) fn grant_all(
     let locks = waiters::locks_of(id);
     let keys: Vec<RedisString> = locks.iter().map(|l| ffi::string(ctx, &l.key)).collect();
     let owner = ffi::string(ctx, &waiter.owner);
+    // A `REQ` call records its grant on the first key it named, as a direct one does.
+    let record = match (waiter.options.req, keys.first()) {
+        (Some(req), Some(first)) => Some(RequestRecord::new(ctx, first, &req)),
+        _ => None,
+    };
+    // The same request, granted before and still holding every lock (sent again while
+    // its hold stood): answered the same, with no second hold.
+    if let Some(record) = &record {
+        let earlier = record
+            .earlier_reply(ctx, RequestKind::MultiAcquire, &waiter.owner)
+            .and_then(|reply| match reply {
+                Some(reply) if store::holds_all(ctx, &keys, &owner)? => Ok(Some(reply)),
+                _ => Ok(None),
+            });
+        let answer = match earlier {
+            Ok(None) => None,
+            Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
+            Err(error) => Some(BlockedReply::Failed(error.to_string())),
+        };
+        if let Some(answer) = answer {
+            waiters::answer(ctx, id, answer);
+            return Grant::Failed;
+        }
+    }
     // A lock it does not hold yet: when first in its line, or when kept for a multi-key
     // call ahead that waits for this one (it would wait for that call forever).
     let may_take_new = |i: usize| {
@@ -60,6 +86,12 @@ pub(super) fn grant_all(
             return Grant::Failed;
         }
     }
+    let reply = locks.len() as i64;
+    if let Some(record) = &record {
+        let lease = waiter.options.lease.unwrap_or_else(config::default_lease);
+        let kind = RequestKind::MultiAcquire;
+        record.write(ctx, kind, &waiter.owner, reply, lease.ms());
+    }
     stats::HANDOFFS.incr();
     for key in &keys {
         keyevents::key(ctx, KeyEvent::Acquire, key);
@@ -72,7 +104,7 @@ pub(super) fn grant_all(
             }
         });
     }
-    waiters::answer(ctx, id, BlockedReply::Granted(locks.len() as i64));
+    waiters::answer(ctx, id, BlockedReply::Granted(reply));
     // The other locks' timers now follow their new lease.
     for lock in &locks[1..] {
         super::watch(ctx, lock);

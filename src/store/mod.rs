@@ -33,7 +33,7 @@ pub use holders::holding_owners;
 pub use latch::Latch;
 pub use leases::PermitLeases;
 pub use lock::{AcquirePlan, LockKey, RwPlanned};
-pub use multi::{release_all, take_all, TakeAll};
+pub use multi::{holds_all, release_all, take_all, TakeAll};
 pub use queue::{find_queues, FairQueue};
 pub use report::{read_report, LockReport};
 pub use request::RequestRecord;

@@ -43,6 +43,21 @@ pub fn take_all(
     Ok(TakeAll::Taken)
 }
 
+/// Whether `owner` holds every lock in `keys` (a `REQ` replay of `RLOCK.MACQUIRE` stands
+/// only then). A key that is not a reentrant lock is its error.
+pub fn holds_all(
+    ctx: &Context,
+    keys: &[RedisString],
+    owner: &RedisString,
+) -> Result<bool, RedisError> {
+    for key in keys {
+        if !LockKey::open(ctx, key)?.is_held_by(owner)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Releases one hold of `owner` on every lock in `keys`, or none: `NOTHELD` when it
 /// does not hold one of them. Returns, per key, whether the lock is free now.
 pub fn release_all(

@@ -21,7 +21,9 @@ pub use lock::{
     parse_acquire_options, parse_release_options, parse_renew_options, AcquireOptions,
     ReleaseOptions, RenewOptions,
 };
-pub use multi::{check_no_options, key_count, parse_multi_acquire_options, MAX_MULTI_KEYS};
+pub use multi::{
+    key_count, parse_multi_acquire_options, parse_multi_release_options, MAX_MULTI_KEYS,
+};
 pub use permits::{parse_permit_options, PermitGrammar, PermitOptions};
 pub use stats::{parse_top_count, MAX_TOP_COUNT};
 

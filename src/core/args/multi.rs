@@ -1,7 +1,8 @@
 //! The grammar of the multi-key commands: `RLOCK.MACQUIRE` and `RLOCK.MRELEASE`.
 
 use super::lock::parse_acquire_options;
-use super::{parse_i64, printable, AcquireOptions, ArgError};
+use super::{once, parse_i64, printable, request_id, AcquireOptions, ArgError, Keyword};
+use crate::core::requests::RequestId;
 
 /// How many locks one `RLOCK.MACQUIRE` or `RLOCK.MRELEASE` takes.
 pub const MAX_MULTI_KEYS: usize = 1024;
@@ -22,7 +23,8 @@ pub fn key_count(numkeys: &[u8], words: &[&[u8]]) -> Result<usize, ArgError> {
     Ok(count)
 }
 
-/// Parses the options after the keys of `RLOCK.MACQUIRE`: `LEASE`, `BLOCK`, `SESSION`.
+/// Parses the options after the keys of `RLOCK.MACQUIRE`: `LEASE`, `BLOCK`, `SESSION`,
+/// `REQ`.
 pub fn parse_multi_acquire_options<'a>(
     words: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<AcquireOptions, ArgError> {
@@ -31,7 +33,6 @@ pub fn parse_multi_acquire_options<'a>(
         (parsed.fair, "FAIR"),
         (parsed.token, "TOKEN"),
         (parsed.mode.is_some(), "READ or WRITE"),
-        (parsed.req.is_some(), "REQ"),
     ];
     match refused.into_iter().find(|(given, _)| *given) {
         Some((_, option)) => Err(ArgError::NotForMultiKey(option)),
@@ -39,12 +40,22 @@ pub fn parse_multi_acquire_options<'a>(
     }
 }
 
-/// `RLOCK.MRELEASE` takes no options after its keys.
-pub fn check_no_options<'a>(words: impl IntoIterator<Item = &'a [u8]>) -> Result<(), ArgError> {
-    match words.into_iter().next() {
-        Some(word) => Err(ArgError::UnknownOption(printable(word))),
-        None => Ok(()),
+/// Parses the options after the keys of `RLOCK.MRELEASE`: `REQ id` alone.
+pub fn parse_multi_release_options<'a>(
+    words: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Option<RequestId>, ArgError> {
+    let mut req = None;
+    let mut rest = words.into_iter();
+    while let Some(word) = rest.next() {
+        match Keyword::of(word) {
+            Some(Keyword::Req) => {
+                once(req.is_some(), "REQ")?;
+                req = Some(request_id(rest.next())?);
+            }
+            _ => return Err(ArgError::UnknownOption(printable(word))),
+        }
     }
+    Ok(req)
 }
 
 #[cfg(test)]
@@ -69,7 +80,6 @@ mod tests {
             (&["FAIR"][..], "FAIR"),
             (&["TOKEN"], "TOKEN"),
             (&["WRITE"], "READ or WRITE"),
-            (&["REQ", "r"], "REQ"),
         ] {
             let words = words.iter().map(|w| w.as_bytes());
             assert_eq!(
@@ -80,5 +90,30 @@ mod tests {
         let session = parse_multi_acquire_options([&b"SESSION"[..], b"BLOCK", b"0"]).unwrap();
         assert!(session.session);
         assert_eq!(session.block, Some(Wait::Forever));
+        let req = parse_multi_acquire_options([&b"REQ"[..], b"r1"]).unwrap();
+        assert_eq!(req.req, Some(RequestId::parse(b"r1").unwrap()));
+    }
+
+    #[test]
+    fn a_multi_key_release_takes_a_request_id_alone() {
+        let words =
+            |w: &[&'static str]| -> Vec<&'static [u8]> { w.iter().map(|w| w.as_bytes()).collect() };
+        assert_eq!(parse_multi_release_options(words(&[])), Ok(None));
+        assert_eq!(
+            parse_multi_release_options(words(&["req", "u1"])),
+            Ok(Some(RequestId::parse(b"u1").unwrap()))
+        );
+        for (given, error) in [
+            (&["REQ"][..], ArgError::MissingRequestId),
+            (&["REQ", "a", "REQ", "b"], ArgError::RepeatedOption("REQ")),
+            (&["LEASE", "10"], ArgError::UnknownOption("LEASE".into())),
+            (&["READ"], ArgError::UnknownOption("READ".into())),
+            (
+                &["REQ", "a{b"],
+                ArgError::BadRequestId(crate::core::requests::RequestIdError::Braces),
+            ),
+        ] {
+            assert_eq!(parse_multi_release_options(words(given)), Err(error));
+        }
     }
 }

@@ -219,6 +219,7 @@ impl<H> WaitList<H> {
                 self.waiters.get(id).is_some_and(|w| {
                     w.options.req.as_ref() == Some(req)
                         && w.wants == like.wants
+                        && w.more_locks == like.more_locks
                         && w.options.lease.is_some() == like.options.lease.is_some()
                 })
             })

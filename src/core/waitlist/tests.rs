@@ -98,6 +98,24 @@ fn fair_waiters_and_requests_are_found() {
 }
 
 #[test]
+fn a_multi_key_request_answers_only_the_same_locks() {
+    let mut list = WaitList::default();
+    let req = RequestId::parse(b"r").unwrap();
+    let with = |more: &[&str]| {
+        let mut w = waiter("k", "o");
+        w.more_locks = more.iter().map(|k| lock(k)).collect();
+        w.options.req = Some(req);
+        w
+    };
+    let single = list.push(with(&[]));
+    let both = list.push(with(&["j"]));
+    let again = list.push(with(&["j"]));
+    list.push(with(&["i"]));
+    assert_eq!(list.same_request(&with(&["j"]), &req), vec![both, again]);
+    assert_eq!(list.same_request(&with(&[]), &req), vec![single]);
+}
+
+#[test]
 fn the_line_and_each_kind() {
     let mut list = WaitList::default();
     let mut fair = waiter("k", "f");
