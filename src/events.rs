@@ -483,6 +483,7 @@ extern "C" fn on_client(
                     lock,
                     field,
                     all: true,
+                    req: None,
                 },
             );
         }

@@ -20,6 +20,9 @@ pub enum Work {
         /// The hold's hash field: its owner, or a read-write lock's `owner:write`.
         field: Vec<u8>,
         all: bool,
+        /// The `REQ` id of the grant given back, whose record beside `lock` goes with it
+        /// (a retry is a new call); on the first lock of a multi-key grant only.
+        req: Option<RequestId>,
     },
     /// A grant of `n` semaphore permits whose client left before hearing it: they go back,
     /// and the record of its `REQ` id goes with them (a retry is a new call).
@@ -122,6 +125,7 @@ mod tests {
             lock: lock("a"),
             field: b"o".to_vec(),
             all: true,
+            req: None,
         });
         deferred.push(Work::Serve { lock: lock("a") });
         deferred.push(Work::Requeue { lock: lock("b") });

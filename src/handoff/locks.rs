@@ -11,7 +11,7 @@ use crate::config;
 use crate::core::deferred::Work;
 use crate::core::fair::{next_turn, on_expired, Expired, FairHead, Turn};
 use crate::core::keyevents::KeyEvent;
-use crate::core::requests::RequestKind;
+use crate::core::requests::{RequestId, RequestKind};
 use crate::core::sharing::Next;
 use crate::core::waitlist::{BlockedReply, LockId, WaiterId};
 use crate::store::{self, FairQueue, LockKey, RequestRecord};
@@ -319,9 +319,19 @@ pub(super) fn watch(ctx: &Context, lock: &LockId) {
 
 /// Gives back the hold recorded as `field` on `lock` (an owner, or a read-write lock's
 /// `owner:write`): every re-entry when `all` (its SESSION connection closed), else one
-/// (a grant its client never heard).
-pub(super) fn release_hold(ctx: &Context, lock: &LockId, field: &[u8], all: bool) {
+/// (a grant its client never heard). The record of the grant's `REQ` id, `req`, goes:
+/// the request sent again must not be told it holds what was given back.
+pub(super) fn release_hold(
+    ctx: &Context,
+    lock: &LockId,
+    field: &[u8],
+    all: bool,
+    req: Option<RequestId>,
+) {
     let key = ffi::string(ctx, &lock.key);
+    if let Some(req) = req {
+        RequestRecord::new(ctx, &key, &req).forget(ctx);
+    }
     let field = ffi::string(ctx, field);
     let released = match LockKey::open(ctx, &key).and_then(|l| l.release_field(&field, all)) {
         Ok(released) => released,

@@ -39,7 +39,9 @@ pub fn perform(ctx: &Context, work: Work) {
     match work {
         Work::Leave { owners, .. } => leave_queue(ctx, &lock, owners),
         Work::Requeue { .. } => requeue_missing(ctx, &lock),
-        Work::Release { field, all, .. } => release_hold(ctx, &lock, &field, all),
+        Work::Release {
+            field, all, req, ..
+        } => release_hold(ctx, &lock, &field, all, req),
         Work::ReturnPermits { n, req, .. } => return_permits(ctx, &lock, n, req),
         Work::ReturnLeases { ids, .. } => return_leases(ctx, &lock, &ids),
         Work::LeaseDeadline { .. } => {

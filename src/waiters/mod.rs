@@ -463,6 +463,8 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
                 },
             );
         } else if !(gone && grant.session) {
+            // The record of its `REQ` id is on the first lock (a multi-key call's first key).
+            let mut req = grant.req;
             for lock in std::iter::once(grant.lock).chain(grant.more_locks) {
                 let field = grant.field.clone();
                 deferred::push(
@@ -471,6 +473,7 @@ extern "C" fn on_disconnect(ctx: RawCtx, handle: RawBlocked) {
                         lock,
                         field,
                         all: false,
+                        req: req.take(),
                     },
                 );
             }
