@@ -314,11 +314,22 @@ fn a_replica_without_the_module_ends_identical() {
             &mut c,
             &["RLOCK.MACQUIRE", "o", "3", "x", "y", "z", "LEASE", "60000"],
         );
+        // With REQ: the records replicate as plain writes too.
         run(
             &mut c,
-            &["RLOCK.MACQUIRE", "o", "2", "x", "y", "LEASE", "50000"],
+            &[
+                "RLOCK.MACQUIRE",
+                "o",
+                "2",
+                "x",
+                "y",
+                "LEASE",
+                "50000",
+                "REQ",
+                "r1",
+            ],
         );
-        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z"]);
+        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z", "REQ", "r2"]);
         run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let mut m = Pending::new(&primary);
         m.send(&[
@@ -331,6 +342,8 @@ fn a_replica_without_the_module_ends_identical() {
             "10000",
             "LEASE",
             "70000",
+            "REQ",
+            "r3",
         ]);
         wait_blocked(flavor, &mut c, "w", 1);
         run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
@@ -340,5 +353,16 @@ fn a_replica_without_the_module_ends_identical() {
         assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
         assert_eq!(holders(&mut r, "x"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut r, "v"), held_by("m", 1), "{flavor}");
+        for (record, value) in [
+            ("rlock_request:{x}:r1", "M:2:o"),
+            ("rlock_request:{y}:r2", "U:1:o"),
+            ("rlock_request:{v}:r3", "M:2:m"),
+        ] {
+            assert_eq!(
+                run(&mut r, &["GET", record]),
+                Value::BulkString(value.as_bytes().to_vec()),
+                "{flavor}: {record}"
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
-//! Idempotent retries: `REQ id` on ACQUIRE, RELEASE and RENEW. The same call sent
-//! again by the same owner within the lease replies the first reply and changes
-//! nothing, on the same connection or another, blocked or not, on a replica after
-//! failover too (the record is a replicated key).
+//! Idempotent retries: `REQ id` on ACQUIRE, RELEASE, RENEW, MACQUIRE and MRELEASE.
+//! The same call sent again by the same owner within the lease replies the first
+//! reply and changes nothing, on the same connection or another, blocked or not, on
+//! a replica after failover too (the record is a replicated key).
 
 mod common;
 
@@ -472,5 +472,373 @@ fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
             "{flavor}"
         );
         assert_eq!(holders(&mut c, "{m}2"), held_by("p", 1), "{flavor}");
+    }
+}
+
+/// `RLOCK.MACQUIRE owner 2 first second LEASE 60000 REQ req`.
+fn macquire<'a>(owner: &'a str, [first, second]: [&'a str; 2], req: &'a str) -> [&'a str; 9] {
+    [
+        "RLOCK.MACQUIRE",
+        owner,
+        "2",
+        first,
+        second,
+        "LEASE",
+        "60000",
+        "REQ",
+        req,
+    ]
+}
+
+#[test]
+fn a_retried_macquire_does_not_reenter() {
+    for (flavor, server, mut c) in servers() {
+        let acquire = macquire("o", ["ma", "mb"], "m1");
+        assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}");
+        assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}: retried");
+        let mut other = server.conn();
+        assert_eq!(run(&mut other, &acquire), Value::Int(2), "{flavor}");
+        for key in ["ma", "mb"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
+        }
+        // On the first key named, and there alone.
+        assert_eq!(record(&mut c, "ma", "m1").as_deref(), Some("M:2:o"));
+        assert_eq!(record(&mut c, "mb", "m1"), None, "{flavor}");
+        let ttl = pttl(&mut c, b"rlock_request:{ma}:m1");
+        assert!(
+            (59_000..=60_000).contains(&ttl),
+            "{flavor}: record TTL {ttl}"
+        );
+        // Another id is another call: a re-entry, itself applied once.
+        let reenter = macquire("o", ["mb", "ma"], "m2");
+        assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}");
+        assert_eq!(run(&mut c, &reenter), Value::Int(2), "{flavor}: retried");
+        for key in ["ma", "mb"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 2), "{flavor}: {key}");
+        }
+        assert_eq!(record(&mut c, "mb", "m2").as_deref(), Some("M:2:o"));
+        // The default lease when none is named.
+        let plain = ["RLOCK.MACQUIRE", "o", "1", "mc", "REQ", "m3"];
+        assert_eq!(run(&mut c, &plain), Value::Int(1), "{flavor}");
+        let ttl = pttl(&mut c, b"rlock_request:{mc}:m3");
+        assert!((29_000..=30_000).contains(&ttl), "{flavor}: TTL {ttl}");
+        // A null reply writes no record.
+        let busy = macquire("p", ["md", "ma"], "m4");
+        assert_eq!(run(&mut c, &busy), Value::Nil, "{flavor}");
+        assert_eq!(record(&mut c, "md", "m4"), None, "{flavor}");
+        assert!(holders(&mut c, "md").is_empty(), "{flavor}");
+    }
+}
+
+#[test]
+fn a_retried_mrelease_does_not_release_twice() {
+    for (flavor, _server, mut c) in servers() {
+        let keys = ["RLOCK.MACQUIRE", "o", "2", "ua", "ub"];
+        run(&mut c, &keys);
+        run(&mut c, &keys);
+        let undo = ["RLOCK.MRELEASE", "o", "2", "ua", "ub", "REQ", "u1"];
+        assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}");
+        assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}: retried");
+        for key in ["ua", "ub"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
+        }
+        assert_eq!(record(&mut c, "ua", "u1").as_deref(), Some("U:0:o"));
+        let ttl = pttl(&mut c, b"rlock_request:{ua}:u1");
+        assert!((29_000..=30_000).contains(&ttl), "{flavor}: TTL {ttl}");
+        let last = ["RLOCK.MRELEASE", "o", "2", "ua", "ub", "REQ", "u2"];
+        assert_eq!(run(&mut c, &last), Value::Int(2), "{flavor}");
+        // Someone else took a lock since: the retry neither errs nor touches it.
+        run(&mut c, &["RLOCK.ACQUIRE", "ua", "p"]);
+        assert_eq!(run(&mut c, &last), Value::Int(2), "{flavor}: retried");
+        assert_eq!(holders(&mut c, "ua"), held_by("p", 1), "{flavor}");
+        assert_eq!(record(&mut c, "ua", "u2").as_deref(), Some("U:2:o"));
+        // A release that fails records nothing: a retry fails the same way.
+        let failed = ["RLOCK.MRELEASE", "o", "2", "ua", "ub", "REQ", "u3"];
+        for _ in 0..2 {
+            let r = call(&mut c, &failed);
+            assert!(matches!(&r, Err(e) if e.starts_with("NOTHELD")), "{r:?}");
+        }
+        assert_eq!(record(&mut c, "ua", "u3"), None, "{flavor}");
+        assert_eq!(holders(&mut c, "ua"), held_by("p", 1), "{flavor}");
+    }
+}
+
+/// The record outlives a hold given back; a retry then runs again rather than report
+/// holds that are gone, and runs again if one of its locks alone was given back.
+#[test]
+fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
+    for (flavor, server, mut c) in servers() {
+        let session = [
+            "RLOCK.MACQUIRE",
+            "o",
+            "2",
+            "sa",
+            "sb",
+            "SESSION",
+            "REQ",
+            "s1",
+        ];
+        let mut first = server.conn();
+        assert_eq!(run(&mut first, &session), Value::Int(2), "{flavor}");
+        drop(first);
+        assert!(
+            wait_until(Duration::from_secs(2), || holders(&mut c, "sa").is_empty()),
+            "{flavor}: the SESSION holds went with their connection"
+        );
+        assert!(holders(&mut c, "sb").is_empty(), "{flavor}");
+        let mut retry = server.conn();
+        assert_eq!(run(&mut retry, &session), Value::Int(2), "{flavor}");
+        assert_eq!(holders(&mut c, "sb"), held_by("o", 1), "{flavor}");
+        // The retry's holds are tied to the retrying connection.
+        drop(retry);
+        assert!(
+            wait_until(Duration::from_secs(2), || holders(&mut c, "sb").is_empty()),
+            "{flavor}: the retried SESSION holds went with the retrying connection"
+        );
+        // Released, then sent again: taken again.
+        let acquire = macquire("o", ["ra", "rb"], "r1");
+        assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}");
+        assert_int(&mut c, &["RLOCK.MRELEASE", "o", "2", "ra", "rb"], 2);
+        assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}: again");
+        assert_eq!(holders(&mut c, "rb"), held_by("o", 1), "{flavor}");
+        // One of its locks given back: the call runs again (a re-entry on the other).
+        assert_int(&mut c, &["RLOCK.RELEASE", "rb", "o"], 1);
+        assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}: again");
+        assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
+        assert_eq!(holders(&mut c, "rb"), held_by("o", 1), "{flavor}");
+        // Held by someone else by the time the retry comes: not acquired.
+        run(&mut c, &["RLOCK.FORCERELEASE", "rb"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "rb", "p"]);
+        assert_eq!(run(&mut c, &acquire), Value::Nil, "{flavor}");
+        assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
+        assert_eq!(holders(&mut c, "rb"), held_by("p", 1), "{flavor}");
+        // Past its lease the record is gone with the holds: the call is new again.
+        let short = [
+            "RLOCK.MACQUIRE",
+            "o",
+            "2",
+            "ea",
+            "eb",
+            "LEASE",
+            "100",
+            "REQ",
+            "e1",
+        ];
+        assert_eq!(run(&mut c, &short), Value::Int(2), "{flavor}");
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(record(&mut c, "ea", "e1"), None, "{flavor}");
+        assert_eq!(run(&mut c, &short), Value::Int(2), "{flavor}");
+        assert_eq!(holders(&mut c, "ea"), held_by("o", 1), "{flavor}");
+    }
+}
+
+#[test]
+fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
+    for (flavor, _server, mut c) in servers() {
+        run(&mut c, &macquire("o", ["ca", "cb"], "x"));
+        run(&mut c, &["RLOCK.ACQUIRE", "ca", "o", "REQ", "y"]);
+        run(&mut c, &["RLOCK.MRELEASE", "o", "1", "cb", "REQ", "z"]);
+        run(&mut c, &["RLOCK.ACQUIRE", "cb", "o"]);
+        let before = keyspace(&mut c);
+        for args in [
+            &macquire("other", ["ca", "cb"], "x")[..],
+            &["RLOCK.MRELEASE", "o", "2", "ca", "cb", "REQ", "x"],
+            &["RLOCK.ACQUIRE", "ca", "o", "REQ", "x"],
+            &["RLOCK.RELEASE", "ca", "o", "REQ", "x"],
+            &macquire("o", ["ca", "cb"], "y"),
+            &["RLOCK.MRELEASE", "o", "2", "ca", "cb", "REQ", "y"],
+            &macquire("o", ["cb", "ca"], "z"),
+            &["RLOCK.MRELEASE", "other", "1", "cb", "REQ", "z"],
+            &["RLOCK.RELEASE", "cb", "o", "REQ", "z"],
+        ] {
+            let r = call(&mut c, args);
+            assert!(
+                matches!(&r, Err(e) if e == "ERR REQ id already used by another owner or command on this lock"),
+                "{flavor}: {args:?} gave {r:?}"
+            );
+        }
+        // A record key that is not a string.
+        run(&mut c, &["RPUSH", "rlock_request:{ca}:w", "junk"]);
+        let before_w = keyspace(&mut c);
+        for args in [
+            &macquire("o", ["ca", "cb"], "w")[..],
+            &["RLOCK.MRELEASE", "o", "2", "ca", "cb", "REQ", "w"],
+        ] {
+            let r = call(&mut c, args);
+            assert!(matches!(&r, Err(e) if e.starts_with("WRONGTYPE")), "{r:?}");
+        }
+        assert_eq!(keyspace(&mut c), before_w, "{flavor}");
+        run(&mut c, &["DEL", "rlock_request:{ca}:w"]);
+        assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
+    }
+}
+
+#[test]
+fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
+    for (flavor, _server, mut c) in servers() {
+        let long = "x".repeat(65);
+        for (args, error) in [
+            (
+                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ"],
+                "ERR option REQ needs a request id",
+            ),
+            (
+                vec!["RLOCK.MACQUIRE", "o", "2", "b", "c", "REQ", ""],
+                "ERR REQ id must be 1 to 64 bytes",
+            ),
+            (
+                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", long.as_str()],
+                "ERR REQ id must be 1 to 64 bytes",
+            ),
+            (
+                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a}"],
+                "ERR REQ id must not contain '{' or '}'",
+            ),
+            (
+                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a", "REQ", "b"],
+                "ERR option REQ given more than once",
+            ),
+            (
+                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ"],
+                "ERR option REQ needs a request id",
+            ),
+            (
+                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", long.as_str()],
+                "ERR REQ id must be 1 to 64 bytes",
+            ),
+            (
+                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "{a"],
+                "ERR REQ id must not contain '{' or '}'",
+            ),
+            (
+                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "a", "REQ", "a"],
+                "ERR option REQ given more than once",
+            ),
+            (
+                vec!["RLOCK.MRELEASE", "o", "1", "b", "LEASE", "10"],
+                "ERR unknown option 'LEASE'",
+            ),
+        ] {
+            assert_eq!(call(&mut c, &args), Err(error.to_string()), "{flavor}");
+        }
+        assert!(keyspace(&mut c).is_empty(), "{flavor}: nothing written");
+    }
+}
+
+/// A blocked `RLOCK.MACQUIRE` with `REQ`, granted by hand-off, records its grant in that
+/// turn; sent again on a new connection while the first waits, it is granted once: both
+/// get the reply at once, and the holds stay if the first connection dies unanswered.
+#[test]
+fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
+    for (flavor, server, mut c) in servers() {
+        run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
+        let blocked = [
+            "RLOCK.MACQUIRE",
+            "o",
+            "2",
+            "ba",
+            "bb",
+            "BLOCK",
+            "10000",
+            "LEASE",
+            "60000",
+            "REQ",
+            "b1",
+        ];
+        let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 2));
+        run(&mut c, &["RLOCK.RELEASE", "bb", "h"]);
+        assert_eq!(first.reply(), Ok(Value::Int(2)), "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(2)), "{flavor}: at once");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        for key in ["ba", "bb"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
+        }
+        assert_eq!(record(&mut c, "ba", "b1").as_deref(), Some("M:2:o"));
+        let ttl = pttl(&mut c, b"rlock_request:{ba}:b1");
+        assert!(
+            (59_000..=60_000).contains(&ttl),
+            "{flavor}: record TTL {ttl}"
+        );
+        // Sent again once granted: replayed, no re-entry.
+        assert_eq!(run(&mut c, &blocked), Value::Int(2), "{flavor}");
+        assert_eq!(holders(&mut c, "ba"), held_by("o", 1), "{flavor}");
+        assert_int(&mut c, &["RLOCK.MRELEASE", "o", "2", "ba", "bb"], 2);
+        // The first connection granted and killed in one turn: the retry heard the
+        // reply, so the holds and the record stay.
+        run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
+        let again = [
+            "RLOCK.MACQUIRE",
+            "o",
+            "2",
+            "ba",
+            "bb",
+            "BLOCK",
+            "10000",
+            "REQ",
+            "b2",
+        ];
+        let first = Pending::blocked_on(&server, &mut c, &again, ("bb", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &again, ("bb", 2));
+        let mut tx = redis::pipe();
+        tx.cmd("RLOCK.RELEASE").arg("bb").arg("h");
+        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
+        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(2)), "{flavor}");
+        std::thread::sleep(Duration::from_millis(100));
+        for key in ["ba", "bb"] {
+            assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
+        }
+        assert_eq!(record(&mut c, "ba", "b2").as_deref(), Some("M:2:o"));
+    }
+}
+
+/// A blocked `RLOCK.MACQUIRE` with `REQ` is granted and killed in the same turn (the
+/// release and `CLIENT KILL` in one packet): its holds go to the next waiter and its
+/// record goes, so the request sent again is not told it holds the locks.
+#[test]
+fn a_multi_key_grant_never_sent_is_given_back_with_its_record() {
+    for (flavor, server, mut c) in servers() {
+        run(&mut c, &["RLOCK.ACQUIRE", "kb", "h"]);
+        let wait = |owner: &'static str, req: &'static str| {
+            [
+                "RLOCK.MACQUIRE",
+                owner,
+                "2",
+                "ka",
+                "kb",
+                "BLOCK",
+                "5000",
+                "LEASE",
+                "30000",
+                "REQ",
+                req,
+            ]
+        };
+        let first = Pending::blocked_on(&server, &mut c, &wait("o", "k1"), ("kb", 1));
+        let mut second = Pending::blocked_on(&server, &mut c, &wait("p", "k2"), ("kb", 2));
+        let mut tx = redis::pipe();
+        tx.cmd("RLOCK.RELEASE").arg("kb").arg("h");
+        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
+        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
+        assert_eq!(second.reply(), Ok(Value::Int(2)), "{flavor}");
+        for key in ["ka", "kb"] {
+            assert_eq!(holders(&mut c, key), held_by("p", 1), "{flavor}: {key}");
+        }
+        assert_eq!(
+            record(&mut c, "ka", "k1"),
+            None,
+            "{flavor}: record forgotten"
+        );
+        assert_eq!(record(&mut c, "ka", "k2").as_deref(), Some("M:2:p"));
+        // Sent again: runs again, and finds the locks taken.
+        let resend = macquire("o", ["ka", "kb"], "k1");
+        assert_eq!(run(&mut c, &resend), Value::Nil, "{flavor}: resent");
+        assert_int(&mut c, &["RLOCK.MRELEASE", "p", "2", "ka", "kb"], 2);
+        assert_eq!(run(&mut c, &resend), Value::Int(2), "{flavor}: resent");
+        assert_eq!(holders(&mut c, "ka"), held_by("o", 1), "{flavor}");
+        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }
