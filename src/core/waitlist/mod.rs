@@ -206,8 +206,9 @@ impl<H> WaitList<H> {
             .find(|id| self.waiters.get(id).is_some_and(|w| w.options.fair))
     }
 
-    /// Other waiters blocked on the same request (`REQ id`) as `like`: the same lock,
-    /// owner and call (an `RSEM.ACQUIRE` and an `RSEM.LEASE` never answer each other).
+    /// Other waiters blocked on the same request (`REQ id`) as `like`: the same locks,
+    /// owner and call (an `RSEM.ACQUIRE` and an `RSEM.LEASE` never answer each other, nor
+    /// an `RLOCK.ACQUIRE` and an `RLOCK.MACQUIRE`).
     pub fn same_request(&self, like: &Waiter<H>, req: &RequestId) -> Vec<WaiterId> {
         let (lock, owner) = (&like.lock, &like.owner);
         self.by_owner
