@@ -463,6 +463,8 @@ fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
             );
         }
         assert_eq!(holders(&mut c, "g"), held_by("p", 1), "{flavor}");
+        // Its record went with the grant given back.
+        assert_eq!(record(&mut c, "g", "o"), None, "{flavor}: record forgotten");
         // The killed waiter's request, sent again, is not told it holds the lock.
         let resend = ["RLOCK.ACQUIRE", "g", "o", "LEASE", "30000", "REQ", "o"];
         assert_eq!(run(&mut c, &resend), Value::Nil, "{flavor}: resent");
