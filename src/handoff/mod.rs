@@ -218,7 +218,9 @@ pub fn watch(ctx: &Context, lock: &LockId) {
 /// waiter): the timer then watches their ends (see `permits::watch`), or they would
 /// never be taken back until a call touched the semaphore.
 fn stop_timer(ctx: &Context, lock: &LockId) {
-    if ffi::is_primary(ctx) && state::with(|s| s.leased_semaphores.contains(lock)) {
+    // The set first: it is empty but for semaphores with leases, and asking the server
+    // for its role costs a lock's release more (about 2 % of a FAIR pair on Valkey).
+    if state::with(|s| s.leased_semaphores.contains(lock)) && ffi::is_primary(ctx) {
         permits::watch(ctx, lock);
     } else {
         timers::cancel(ctx, lock);
