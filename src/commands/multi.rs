@@ -2,7 +2,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::holds::forget_session_hold;
+use super::holds::{earlier_reply, forget_session_hold, request_record};
 use crate::core::args::{
     check_owner, key_count, parse_multi_acquire_options, parse_multi_release_options,
     AcquireOptions, MAX_MULTI_KEYS,
@@ -11,7 +11,7 @@ use crate::core::cluster::key_slot;
 use crate::core::fair::queue_deadline;
 use crate::core::integer::parse_i64;
 use crate::core::keyevents::KeyEvent;
-use crate::core::requests::{RequestId, RequestKind};
+use crate::core::requests::RequestKind;
 use crate::core::waitlist::LockId;
 use crate::store::{self, RequestRecord, TakeAll, Unlock};
 use crate::waiters::WaitFor;
@@ -64,16 +64,6 @@ fn owner_keys_rest<'a>(
     Ok(MultiCall { owner, keys, rest })
 }
 
-/// The record of a multi-key call made with `REQ id`: on the first key it names, which
-/// is in the slot of every other.
-fn multi_record(
-    ctx: &Context,
-    keys: &[RedisString],
-    id: Option<RequestId>,
-) -> Option<RequestRecord> {
-    id.map(|id| RequestRecord::new(ctx, &keys[0], &id))
-}
-
 /// The reply of the same `RLOCK.MACQUIRE` made before with this `REQ id`, while `owner`
 /// still holds every one of its locks; `None` when there was none, or a hold was given
 /// back since (the call is then new again). A SESSION call replayed moves its holds to
@@ -85,11 +75,8 @@ fn replayed_acquire(
     options: &AcquireOptions,
     record: &Option<RequestRecord>,
 ) -> Result<Option<i64>, RedisError> {
-    let Some(record) = record else {
-        return Ok(None);
-    };
     let field = owner.as_slice();
-    let Some(reply) = record.earlier_reply(ctx, RequestKind::MultiAcquire, field)? else {
+    let Some(reply) = earlier_reply(ctx, record, field, RequestKind::MultiAcquire)? else {
         return Ok(None);
     };
     if !store::holds_all(ctx, keys, owner)? {
@@ -122,7 +109,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if options.session && ffi::in_script(ctx) {
         return Err(RedisError::Str(errors::SESSION_IN_SCRIPT));
     }
-    let record = multi_record(ctx, keys, options.req);
+    // A multi-key call's record is on the first key it names, in the slot of every other.
+    let record = request_record(ctx, &keys[0], options.req);
     if let Some(reply) = replayed_acquire(ctx, keys, owner, &options, &record)? {
         return Ok(RedisValue::Integer(reply));
     }
@@ -196,12 +184,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     let MultiCall { owner, keys, rest } = owner_keys_rest(ctx, args)?;
     let req = parse_multi_release_options(rest).map_err(errors::arg_error)?;
-    let record = multi_record(ctx, keys, req);
-    if let Some(record) = &record {
-        let kind = RequestKind::MultiRelease;
-        if let Some(reply) = record.earlier_reply(ctx, kind, owner.as_slice())? {
-            return Ok(RedisValue::Integer(reply));
-        }
+    let record = request_record(ctx, &keys[0], req);
+    let kind = RequestKind::MultiRelease;
+    if let Some(reply) = earlier_reply(ctx, &record, owner.as_slice(), kind)? {
+        return Ok(RedisValue::Integer(reply));
     }
     let freed = store::release_all(ctx, keys, owner)?;
     stats::MULTI_RELEASES.incr();

@@ -133,19 +133,10 @@ pub(super) fn grant(
         .req
         .map(|id| RequestRecord::new(ctx, key, &id));
     if let Some(record) = &record {
-        let earlier = record
-            .earlier_reply(ctx, RequestKind::Acquire, &field)
-            .and_then(|reply| match reply {
-                // Replayed only while the hold it reported still stands.
-                Some(reply) if LockKey::open(ctx, key)?.holds(&owner, mode)? => Ok(Some(reply)),
-                _ => Ok(None),
-            });
-        let answer = match earlier {
-            Ok(None) => None,
-            Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
-            Err(error) => Some(BlockedReply::Failed(error.to_string())),
-        };
-        if let Some(answer) = answer {
+        // Replayed only while the hold it reported still stands.
+        let still_held = || LockKey::open(ctx, key)?.holds(&owner, mode);
+        if let Some(answer) = super::replayed(ctx, record, RequestKind::Acquire, &field, still_held)
+        {
             if let Some(queue) = queue {
                 queue.dequeue(&waiter.owner, true);
             }

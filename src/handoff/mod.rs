@@ -24,11 +24,12 @@ mod perform;
 mod permits;
 mod settle;
 
-use redis_module::{Context, RedisString};
+use redis_module::{Context, RedisError, RedisString};
 
+use crate::core::requests::RequestKind;
 use crate::core::shrink_map;
-use crate::core::waitlist::{LockId, WaiterId, Wants};
-use crate::store::{self, FairQueue, Unlock};
+use crate::core::waitlist::{BlockedReply, LockId, WaiterId, Wants};
+use crate::store::{self, FairQueue, RequestRecord, Unlock};
 use crate::{ffi, state, stats, timers, waiters};
 
 pub use locks::{left_to_redisson, purge_expired, review_queue};
@@ -278,6 +279,29 @@ fn grant_kept(ctx: &Context, lock: &LockId, key: &RedisString, id: WaiterId) -> 
             }
         }
         granted => granted,
+    }
+}
+
+/// How a blocked `REQ` call granted before is answered now: the earlier reply of `kind`
+/// recorded for `field` in `record`, while its holds still stand (`still_held`), with no
+/// second grant; an error reading either, as its error. `None`: the call is new.
+fn replayed(
+    ctx: &Context,
+    record: &RequestRecord,
+    kind: RequestKind,
+    field: &[u8],
+    still_held: impl FnOnce() -> Result<bool, RedisError>,
+) -> Option<BlockedReply> {
+    let earlier = record
+        .earlier_reply(ctx, kind, field)
+        .and_then(|reply| match reply {
+            Some(reply) if still_held()? => Ok(Some(reply)),
+            _ => Ok(None),
+        });
+    match earlier {
+        Ok(None) => None,
+        Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
+        Err(error) => Some(BlockedReply::Failed(error.to_string())),
     }
 }
 

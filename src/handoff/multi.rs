@@ -55,18 +55,9 @@ pub(super) fn grant_all(
     // The same request, granted before and still holding every lock (sent again while
     // its hold stood): answered the same, with no second hold.
     if let Some(record) = &record {
-        let earlier = record
-            .earlier_reply(ctx, RequestKind::MultiAcquire, &waiter.owner)
-            .and_then(|reply| match reply {
-                Some(reply) if store::holds_all(ctx, &keys, &owner)? => Ok(Some(reply)),
-                _ => Ok(None),
-            });
-        let answer = match earlier {
-            Ok(None) => None,
-            Ok(Some(reply)) => Some(BlockedReply::Repeated(reply)),
-            Err(error) => Some(BlockedReply::Failed(error.to_string())),
-        };
-        if let Some(answer) = answer {
+        let kind = RequestKind::MultiAcquire;
+        let still_held = || store::holds_all(ctx, &keys, &owner);
+        if let Some(answer) = super::replayed(ctx, record, kind, &waiter.owner, still_held) {
             waiters::answer(ctx, id, answer);
             return Grant::Failed;
         }
