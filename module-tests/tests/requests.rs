@@ -96,6 +96,35 @@ fn a_retried_renew_replies_the_same() {
     }
 }
 
+/// A record key `record_key` that is not a string: each of `calls` (using its id) is
+/// refused with `WRONGTYPE` and changes nothing; the key is deleted again after.
+fn a_record_not_a_string_is_wrongtype(
+    flavor: Flavor,
+    c: &mut Connection,
+    record_key: &str,
+    calls: &[&[&str]],
+) {
+    run(c, &["RPUSH", record_key, "junk"]);
+    let before = keyspace(c);
+    for args in calls {
+        let r = call(c, args);
+        assert!(
+            matches!(&r, Err(e) if e.starts_with("WRONGTYPE")),
+            "{flavor}: {args:?} gave {r:?}"
+        );
+    }
+    assert_eq!(keyspace(c), before, "{flavor}");
+    run(c, &["DEL", record_key]);
+}
+
+/// Each call of `cases` gets its error, and nothing is written to the (empty) keyspace.
+fn refused_writing_nothing(flavor: Flavor, c: &mut Connection, cases: &[(Vec<&str>, &str)]) {
+    for (args, error) in cases {
+        assert_eq!(call(c, args), Err(error.to_string()), "{flavor}: {args:?}");
+    }
+    assert!(keyspace(c).is_empty(), "{flavor}: nothing written");
+}
+
 #[test]
 fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
     for (flavor, _server, mut c) in servers() {
@@ -112,13 +141,8 @@ fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
                 "{flavor}: {args:?} gave {r:?}"
             );
         }
-        // A record key that is not a string.
-        run(&mut c, &["RPUSH", "rlock_request:{c}:y", "junk"]);
-        let before_y = keyspace(&mut c);
-        let r = call(&mut c, &["RLOCK.RELEASE", "c", "o", "REQ", "y"]);
-        assert!(matches!(&r, Err(e) if e.starts_with("WRONGTYPE")), "{r:?}");
-        assert_eq!(keyspace(&mut c), before_y, "{flavor}");
-        run(&mut c, &["DEL", "rlock_request:{c}:y"]);
+        let calls = [&["RLOCK.RELEASE", "c", "o", "REQ", "y"][..]];
+        a_record_not_a_string_is_wrongtype(flavor, &mut c, "rlock_request:{c}:y", &calls);
         assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
     }
 }
@@ -127,7 +151,7 @@ fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
 fn bad_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
         let long = "x".repeat(65);
-        for (args, error) in [
+        let cases = [
             (
                 vec!["RLOCK.ACQUIRE", "b", "o", "REQ"],
                 "ERR option REQ needs a request id",
@@ -152,10 +176,8 @@ fn bad_request_ids_are_refused_and_change_nothing() {
                 vec!["RLOCK.RELEASE", "b", "o", "LEASE", "10"],
                 "ERR unknown option 'LEASE'",
             ),
-        ] {
-            assert_eq!(call(&mut c, &args), Err(error.to_string()), "{flavor}");
-        }
-        assert!(keyspace(&mut c).is_empty(), "{flavor}: nothing written");
+        ];
+        refused_writing_nothing(flavor, &mut c, &cases);
     }
 }
 
@@ -659,18 +681,11 @@ fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
                 "{flavor}: {args:?} gave {r:?}"
             );
         }
-        // A record key that is not a string.
-        run(&mut c, &["RPUSH", "rlock_request:{ca}:w", "junk"]);
-        let before_w = keyspace(&mut c);
-        for args in [
+        let calls = [
             &macquire("o", ["ca", "cb"], "w")[..],
             &["RLOCK.MRELEASE", "o", "2", "ca", "cb", "REQ", "w"],
-        ] {
-            let r = call(&mut c, args);
-            assert!(matches!(&r, Err(e) if e.starts_with("WRONGTYPE")), "{r:?}");
-        }
-        assert_eq!(keyspace(&mut c), before_w, "{flavor}");
-        run(&mut c, &["DEL", "rlock_request:{ca}:w"]);
+        ];
+        a_record_not_a_string_is_wrongtype(flavor, &mut c, "rlock_request:{ca}:w", &calls);
         assert_eq!(keyspace(&mut c), before, "{flavor}: nothing changed");
     }
 }
@@ -679,7 +694,7 @@ fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
 fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
         let long = "x".repeat(65);
-        for (args, error) in [
+        let cases = [
             (
                 vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ"],
                 "ERR option REQ needs a request id",
@@ -720,10 +735,8 @@ fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
                 vec!["RLOCK.MRELEASE", "o", "1", "b", "LEASE", "10"],
                 "ERR unknown option 'LEASE'",
             ),
-        ] {
-            assert_eq!(call(&mut c, &args), Err(error.to_string()), "{flavor}");
-        }
-        assert!(keyspace(&mut c).is_empty(), "{flavor}: nothing written");
+        ];
+        refused_writing_nothing(flavor, &mut c, &cases);
     }
 }
 
