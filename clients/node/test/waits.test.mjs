@@ -9,6 +9,24 @@ import { Locks } from "../dist/esm/index.js";
 let n = 0;
 const key = (what) => `t:${what}:${process.pid}:${n++}`;
 
+/**
+ * Frees what a wait waits for and aborts the wait within 0–2 ms of each other: the release
+ * first (not awaited; the abort on the next turn at the soonest), or the abort first.
+ */
+async function releaseAndAbort(release, ac, releaseFirst) {
+  const gap = Math.random() * 2;
+  if (releaseFirst) {
+    void release();
+    if (gap > 1) await sleep(gap - 1);
+    else await new Promise((r) => setImmediate(r));
+    ac.abort();
+  } else {
+    ac.abort();
+    if (gap > 1) await sleep(gap - 1);
+    await release();
+  }
+}
+
 /** A TCP proxy to the server that can cut the connection after a command has reached the server, before its reply gets back. */
 class CuttingProxy {
   constructor(target) {
@@ -109,18 +127,7 @@ for (const flavor of flavors()) {
             );
           await sleep(Math.random() * 3);
           // Release and abort close together, in either order.
-          const releaseFirst = Math.random() < 0.5;
-          const gap = Math.random() * 2;
-          if (releaseFirst) {
-            void holder.release();
-            if (gap > 1) await sleep(gap - 1);
-            else await new Promise((r) => setImmediate(r));
-            ac.abort();
-          } else {
-            ac.abort();
-            if (gap > 1) await sleep(gap - 1);
-            await holder.release();
-          }
+          await releaseAndAbort(() => holder.release(), ac, Math.random() < 0.5);
           await wait;
           // Nothing left: the lock is free (or comes free at once), no waiter blocked.
           const free = await until(async () => (await admin.call("EXISTS", k)) === 0, 2000, 5);
@@ -194,17 +201,7 @@ for (const flavor of flavors()) {
               ac.abort();
             } else {
               await sleep(Math.random() * 3);
-              const gap = Math.random() * 2;
-              if (i % 3 === 0) {
-                void release();
-                if (gap > 1) await sleep(gap - 1);
-                else await new Promise((r) => setImmediate(r));
-                ac.abort();
-              } else {
-                ac.abort();
-                if (gap > 1) await sleep(gap - 1);
-                await release();
-              }
+              await releaseAndAbort(release, ac, i % 3 === 0);
             }
             await waiting;
             assert.ok(await until(free, 2000, 5), `round ${i}${atOnce ? " (granted at once as the kill came)" : ""}: still held after the wait was given up`);
