@@ -173,7 +173,7 @@ const REMEASURES: usize = 2;
 /// Measures again, on a fresh server, each path of `costs` found more than 5 % over its
 /// baseline, up to `REMEASURES` times, and keeps its lowest count. Where the server's
 /// allocator puts things varies with each start, and on Valkey (glibc's malloc as
-/// packaged) that moves a path's count by up to 4 % between runs of the same module; a
+/// packaged) that moves a path's count by up to 5 % between runs of the same module; a
 /// change that costs more costs more in every run.
 fn remeasure_over_limit(
     flavor: rlock_module_tests::Flavor,
