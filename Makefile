@@ -8,7 +8,7 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
+.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
 # The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
 CLI_MAX_BYTES := 10485760
@@ -48,6 +48,8 @@ test-prepare: $(PY_VENV)/.ready
 	scripts/deps.sh $(TEST_DEPS)
 	python3 scripts/import_cycles.py --self-test
 	python3 scripts/import_cycles.py src client/src cli/src
+	python3 scripts/versions.py --self-test
+	python3 scripts/versions.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p rlock -p rlock-chaos -p rlock-bench
@@ -56,6 +58,7 @@ test-prepare: $(PY_VENV)/.ready
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
 	cd clients/node && npm ci --no-audit --no-fund
+	$(MAKE) --no-print-directory dist
 
 test-workspace:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace --exclude rlock-client --exclude rlock-bench --no-fail-fast
@@ -111,6 +114,16 @@ test-node:
 
 unit:
 	$(CARGO) test -p rlock
+
+# Every artifact a user installs, built from this checkout into dist/ and checked by its
+# ecosystem's tool (scripts/dist.sh, docs/PACKAGES.md): the module and tool tarball with its
+# checksum, the client crate, the Python wheel and sdist, the npm tarball, the Java jars and the
+# Go module. DIST_TARGETS narrows them (module crate python node java go).
+DIST_TARGETS ?=
+dist: $(PY_VENV)/.ready
+	scripts/deps.sh build node
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r scripts/dist/requirements.txt
+	scripts/dist.sh $(DIST_TARGETS)
 
 lint:
 	python3 scripts/import_cycles.py src client/src cli/src
