@@ -8,7 +8,7 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
+.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node test-java bench-java unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
 # The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
 CLI_MAX_BYTES := 10485760
@@ -38,7 +38,7 @@ run:
 # Python and Node suites, scripts/conformance); the bench's tests and the cost check run last and
 # alone, since timings and callgrind's counts of time-driven work move on a loaded machine. Each stream's output is
 # printed whole when it ends.
-TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node monitoring
+TEST_DEPS := build redis redis8 valkey python pyvenv valgrind tmux node java go monitoring
 test: test-prepare
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-workspace test-conformance
 	$(MAKE) --no-print-directory test-quiet
@@ -66,7 +66,7 @@ test-workspace:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
 
 test-conformance:
-	RLOCK_MODULE=$(DEBUG_MODULE) scripts/conformance
+	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(DEBUG_MODULE) scripts/conformance
 
 # What measures time or counts time-driven work runs alone, after the two streams: the bench's
 # tests (its smoke run checks that nobody gets a lock before its lease ends, within 5 ms of a
@@ -177,8 +177,27 @@ bench-node:
 	cd clients/node && npm ci --no-audit --no-fund && npm run build
 	cd clients/node && RLOCK_MODULE=$(RELEASE_MODULE) node bench/bench.mjs $(NODE_BENCH_ARGS)
 
+# The Java client (clients/java: the rlock-client jar, the Spring module and the Redisson suite,
+# which runs the real Redisson beside rlock on the three servers): Maven fetches the pom's pinned
+# dependencies from Maven Central. JAVA_TEST_ARGS goes to mvn (-Dtest=..., -pl rlock-client);
+# RLOCK_FLAVORS narrows the servers.
+JAVA_TEST_ARGS ?=
+test-java:
+	scripts/deps.sh build redis redis8 valkey java
+	$(CARGO) build -p rlock
+	cd clients/java && env $$(../../scripts/deps.sh --servers) RLOCK_MODULE=$(DEBUG_MODULE) mvn -B verify $(JAVA_TEST_ARGS)
+
+# The Java client against raw Lettuce, Redisson's RLock and Spring's RedisLockRegistry
+# (docs/BENCHMARKS.md): server on core 0, the JVM on core 1, medians of rounds.
+# JAVA_BENCH_ARGS: --flavors redis,redis8,valkey, and clients/java/bench/run.sh's others.
+JAVA_BENCH_ARGS ?=
+bench-java:
+	scripts/deps.sh build redis redis8 valkey java
+	$(CARGO) build --release -p rlock
+	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(RELEASE_MODULE) clients/java/bench/run.sh $(JAVA_BENCH_ARGS)
+
 deps:
-	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node monitoring
+	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node java go monitoring
 
 # Removes the packages the project installs, runs `make run` and `make test` in a fresh clone,
 # restores them. Needs root; CI runs it.

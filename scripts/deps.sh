@@ -22,6 +22,9 @@
 #             pinned modules
 #   docker  - buildah, debootstrap and docker-compose, with which `make docker-test` builds
 #             docker/Dockerfile and checks compose.yaml without a Docker engine or a registry
+# Usage: scripts/deps.sh --servers   print REDIS_SERVER=... REDIS8_SERVER=... VALKEY_SERVER=..., the
+#   three server binaries as the module tests find them, for suites that take them from the
+#   environment alone (the Java client's)
 # Usage: scripts/deps.sh [--check] build redis redis8 valkey python pyvenv valgrind tmux node java go monitoring docker
 #   --check  only report what is missing (exit 1 if anything is), install nothing
 #
@@ -232,6 +235,13 @@ how_to() {
     apt-get install -y buildah debootstrap docker-compose." ;;
     esac
 }
+
+if [ "${1:-}" = --servers ]; then
+    redis7=${REDIS_SERVER:-$(command -v redis-server || echo /usr/bin/redis-server)}
+    valkey=${VALKEY_SERVER:-$(valkey_binary || command -v valkey-server || true)}
+    echo "REDIS_SERVER=$redis7 REDIS8_SERVER=$(redis8_binary || true) VALKEY_SERVER=$valkey"
+    exit 0
+fi
 
 missing=()
 for want in "$@"; do

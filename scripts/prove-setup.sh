@@ -88,6 +88,10 @@ fi
 git clone -q "$ROOT" "$clone/rlock"
 cd "$clone/rlock"
 export CARGO_TARGET_DIR="$clone/rlock/target"
+# Empty package caches, so that Maven, Go and npm fetch what the poms, go.sum and lockfiles pin
+# instead of finding it left on this machine by earlier work.
+export MAVEN_OPTS="${MAVEN_OPTS:-} -Dmaven.repo.local=$clone/m2"
+export GOMODCACHE="$clone/gomod" GOCACHE="$clone/gocache" npm_config_cache="$clone/npm"
 
 step "cargo build in the clone fails for want of libclang, as on a fresh machine"
 if cargo_err=$(cargo build -q -p rlock 2>&1); then
