@@ -100,6 +100,18 @@ func (k *Lock) Acquire(ctx context.Context) (*Hold, error) {
 	if err := k.usable(ctx); err != nil {
 		return nil, err
 	}
+	h, err := k.acquire(ctx)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrNotAcknowledged) {
+		// The context ended before a request was sent (or its reply was read and given back).
+		return nil, fmt.Errorf("%w: %w", ErrNotAcquired, ctx.Err())
+	}
+	return h, err
+}
+
+func (k *Lock) acquire(ctx context.Context) (*Hold, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	replicas, timeout, err := k.replicasWanted(ctx)
 	if err != nil {
 		return nil, err
@@ -109,12 +121,20 @@ func (k *Lock) Acquire(ctx context.Context) (*Hold, error) {
 	cmds := p.pipeline(req, replicas, timeout)
 	basis := time.Now()
 	var replies []reply
+	var pinned *pin
 	if !p.wait.blocks() && replicas == 0 {
-		replies, err = k.l.pipe(ctx, k.name, true, cmds...)
+		// Once sent, a single try is read to its end: a reply cut off by ctx could be a grant.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		replies, err = k.l.pipe(context.WithoutCancel(ctx), k.name, true, cmds...)
 	} else {
 		b := blocking{key: k.name, cmds: cmds, names: []string{"rlock.acquire", "wait"}, wait: p.wait}
 		if replicas > 0 {
 			b.extra = timeout
+		}
+		if p.session {
+			b.keep = func(n *node, d *dedicated) { pinned = &pin{n: n, d: d} }
 		}
 		replies, err = k.l.callBlocking(ctx, b, func(rs []reply, read bool) { k.undo(p, req, rs, read) })
 	}
@@ -127,11 +147,21 @@ func (k *Lock) Acquire(ctx context.Context) (*Hold, error) {
 			basis = b
 		}
 	}
-	return k.grant(ctx, replies, replicas, basis)
+	h, err := k.grant(ctx, replies, replicas, basis, pinned)
+	if err != nil && pinned != nil {
+		pinned.n.giveBack(pinned.d)
+	}
+	return h, err
+}
+
+// pin is the connection a SESSION hold taken with a wait lives on.
+type pin struct {
+	n *node
+	d *dedicated
 }
 
 // grant reads an acquire's replies into a Hold.
-func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis time.Time) (*Hold, error) {
+func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis time.Time, pinned *pin) (*Hold, error) {
 	first := replies[0]
 	if first.err != nil {
 		return nil, mapError(first.err, k.name, k.o.owner)
@@ -144,6 +174,7 @@ func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis t
 		return nil, newError(ErrNotAcquired, k.name, "held by another owner")
 	}
 	h := k.newHold(basis)
+	h.pinned = pinned
 	i := 1
 	if k.o.fenced {
 		h.token = n
@@ -159,6 +190,7 @@ func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis t
 		h.acked = int(acked)
 		if h.acked < replicas {
 			k.l.staleReplicas()
+			h.pinned = nil
 			_, _ = h.Release(context.WithoutCancel(ctx))
 			return nil, newError(ErrNotAcknowledged, k.name, fmt.Sprintf("%d of %d replicas acknowledged the grant", acked, replicas))
 		}
@@ -178,7 +210,8 @@ func (k *Lock) undo(p acquirePlan, req string, rs []reply, read bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*k.l.cfg.responseTimeout)
 	defer cancel()
 	if read {
-		if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil && !p.session {
+		// A SESSION grant read here is released too: its connection may live on.
+		if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil {
 			_, _ = k.release(ctx)
 		}
 		return
@@ -253,6 +286,7 @@ type Hold struct {
 	cancel context.CancelCauseFunc
 	entry  *entry
 	hid    uint64
+	pinned *pin
 	mu     sync.Mutex
 	done   bool
 }
@@ -330,8 +364,40 @@ func (h *Hold) Release(ctx context.Context) (bool, error) {
 	lost := h.Err()
 	k.l.wd.unregister(k.hk(), h.entry, h.hid)
 	free, err := k.release(ctx)
+	if h.pinned != nil {
+		h.pinned.n.giveBack(h.pinned.d)
+	}
 	if lost != nil {
 		return free, lost
 	}
 	return free, err
+}
+
+// Do acquires, runs fn with the hold, and releases. It waits until granted unless the handle
+// sets a Wait, and returns an error wrapping ErrNotAcquired without running fn when the wait
+// ends first. fn's context is the hold's, cancelled if the hold is lost; a loss while fn ran
+// is returned (wrapping ErrLost) when fn itself returned nil.
+func (k *Lock) Do(ctx context.Context, fn func(ctx context.Context, h *Hold) error) error {
+	if err := k.usable(ctx); err != nil {
+		return err
+	}
+	if fn == nil {
+		return invalid(k.name, "a nil function")
+	}
+	lk := k
+	if !k.o.waitSet {
+		c := *k
+		c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
+		lk = &c
+	}
+	h, err := lk.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	ran := fn(h.Context(), h)
+	_, rerr := h.Release(context.WithoutCancel(ctx))
+	if ran != nil {
+		return ran
+	}
+	return rerr
 }

@@ -326,7 +326,9 @@ func (l *Locks) pipe(ctx context.Context, key string, resend bool, cmds ...[]any
 		if err != nil {
 			return nil, err
 		}
-		out, err = sendPipe(ctx, n.short, cmds)
+		// Not ctx itself: go-redis counts a dial cut by a context as a failed dial, and after
+		// a few it fails every dial for a while. The response timeout bounds the call.
+		out, err = sendPipe(context.WithoutCancel(ctx), n.short, cmds)
 		switch {
 		case err == nil && l.cluster != nil && len(out) > 0 && movedTo(out[0].err):
 			l.cluster.ReloadState(ctx)
@@ -386,6 +388,9 @@ type blocking struct {
 	names []string
 	wait  waitSpec
 	extra time.Duration // what the pipeline may take beyond the wait (a WAIT)
+	// keep, when set, takes the connection of a granted call instead of the idle pool: a
+	// SESSION hold lives as long as its connection.
+	keep func(n *node, d *dedicated)
 }
 
 // sent is what came back from a blocking call: the replies (nil when they could not be read)
@@ -435,7 +440,11 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 				_ = d.conn.Close()
 				return nil, s.err
 			}
-			n.giveBack(d)
+			if b.keep != nil && len(s.replies) > 0 && s.replies[0].err == nil && !s.replies[0].isNil {
+				b.keep(n, d)
+			} else {
+				n.giveBack(d)
+			}
 			if l.cluster != nil && len(s.replies) > 0 && movedTo(s.replies[0].err) && attempt < 4 {
 				left, ok := b.wait.left(time.Since(started))
 				if !ok {
@@ -558,7 +567,7 @@ func (l *Locks) replicasOf(ctx context.Context, key string) (int, error) {
 	if ok && time.Since(known.at) < time.Second {
 		return known.n, nil
 	}
-	info, err := n.short.Info(ctx, "replication").Result()
+	info, err := n.short.Info(context.WithoutCancel(ctx), "replication").Result()
 	if err != nil {
 		return 0, err
 	}
