@@ -157,6 +157,15 @@ func (w *watchdog) collect(now time.Time) (due []dueHold, expired []dueHold, nex
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	next = now.Add(time.Minute)
+	// When one renewal is due, those due within a sixth of their lease go with it, so that
+	// holds taken close together settle into one pipeline per tick.
+	anyDue := false
+	for _, e := range w.entries {
+		if e.renew && !now.Before(e.due) {
+			anyDue = true
+			break
+		}
+	}
 	for k, e := range w.entries {
 		if !now.Before(e.validUntil) {
 			expired = append(expired, dueHold{k: k, e: e})
@@ -169,7 +178,7 @@ func (w *watchdog) collect(now time.Time) (due []dueHold, expired []dueHold, nex
 			if e.renew {
 				e.due = now.Add(retryAfter(e.lease))
 			}
-		case e.renew && !now.Before(e.due):
+		case e.renew && anyDue && !now.Add(e.lease/6).Before(e.due):
 			due = append(due, dueHold{k: k, e: e})
 			e.due = now.Add(retryAfter(e.lease)) // until the reply moves it on
 		}
