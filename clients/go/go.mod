@@ -1,4 +1,4 @@
-module github.com/rlock-dev/rlock/clients/go
+module github.com/rlock-dev/rlock/clients/go/v4
 
 go 1.22
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	rlock "github.com/rlock-dev/rlock/clients/go"
+	rlock "github.com/rlock-dev/rlock/clients/go/v4"
 )
 
 func newLocks(t *testing.T, c redis.UniversalClient, opts ...rlock.LocksOption) *rlock.Locks {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	rlock "github.com/rlock-dev/rlock/clients/go"
+	rlock "github.com/rlock-dev/rlock/clients/go/v4"
 )
 
 // TestHelperSessionHolder is not a test: C09 runs the test binary as a separate process

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	rlock "github.com/rlock-dev/rlock/clients/go"
+	rlock "github.com/rlock-dev/rlock/clients/go/v4"
 )
 
 func makeCerts(t *testing.T) *tlsFiles {

@@ -6,7 +6,7 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.13.0
 	github.com/redis/go-redis/v9 v9.7.3
-	github.com/rlock-dev/rlock/clients/go v0.0.0
+	github.com/rlock-dev/rlock/clients/go/v4 v4.1.0
 )
 
 require (
@@ -16,4 +16,4 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 )
 
-replace github.com/rlock-dev/rlock/clients/go => ../
+replace github.com/rlock-dev/rlock/clients/go/v4 => ../

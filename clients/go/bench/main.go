@@ -36,7 +36,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	rlock "github.com/rlock-dev/rlock/clients/go"
+	rlock "github.com/rlock-dev/rlock/clients/go/v4"
 )
 
 const workers = 32
