@@ -359,9 +359,44 @@ func TestC08_NoDoubleEffectOnRetry(t *testing.T) {
 		if n := hcount(t, c, k, lock.OwnerID()); n != 1 {
 			t.Fatalf("hold count %d after a resent release, want 1", n)
 		}
+		// A blocked acquire whose connection is cut (CLIENT KILL) is sent again with its REQ
+		// id on a new connection, and granted once.
+		waiter := locks.Lock(k, rlock.Wait(5*time.Second))
+		got := make(chan *rlock.Hold, 1)
+		go func() {
+			h, err := waiter.Acquire(bg())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		var blocked []rlock.Waiter
+		eventually(2*time.Second, func() bool { blocked, _ = locks.Waiters(bg(), k); return len(blocked) == 1 })
+		if len(blocked) != 1 {
+			t.Fatal("the waiter did not block")
+		}
+		if err := c.ClientKillByFilter(bg(), "ID", fmt.Sprint(blocked[0].ClientID)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(2*time.Second, func() bool {
+			w, _ := locks.Waiters(bg(), k)
+			return len(w) == 1 && w[0].ClientID != blocked[0].ClientID
+		}) {
+			t.Fatal("the waiter was not sent again")
+		}
 		if _, err := h.Release(bg()); err != nil {
 			t.Fatal(err)
 		}
+		wh := <-got
+		if wh == nil || wh.Count() != 1 || hcount(t, c, k, waiter.OwnerID()) != 1 {
+			t.Fatalf("the resent wait: %v", wh)
+		}
+		acquires = p.sent("RLOCK.ACQUIRE")
+		last := acquires[len(acquires)-2:]
+		if reqID(last[0]) != reqID(last[1]) {
+			t.Fatalf("the resent wait changed its REQ id: %q", last)
+		}
+		_, _ = wh.Release(bg())
 	})
 }
 

@@ -413,6 +413,7 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 	}
+	b.cmds = append([][]any(nil), b.cmds...)
 	started := time.Now()
 	for attempt := 0; ; attempt++ {
 		n, err := l.nodeFor(ctx, b.key)
@@ -438,6 +439,15 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 		case s := <-done:
 			if s.err != nil {
 				_ = d.conn.Close()
+				// The connection was cut (CLIENT KILL, a restart, a proxy): the same call
+				// again, with its REQ id, on a new one, for the wait that is left. The server
+				// replies the first reply if it granted, and does not grant twice.
+				left, ok := b.wait.left(time.Since(started))
+				if attempt < 2 && ok && isNetworkError(s.err) && !isTimeout(s.err) && ctx.Err() == nil {
+					b.cmds[0] = blockArgsReplaced(b.cmds[0], left)
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
 				return nil, s.err
 			}
 			if b.keep != nil && len(s.replies) > 0 && s.replies[0].err == nil && !s.replies[0].isNil {
@@ -461,6 +471,11 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, ctx.Err())
 		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout() || errors.Is(err, context.DeadlineExceeded)
 }
 
 // blockArgsReplaced is args with its BLOCK value set to what is left of the wait.
