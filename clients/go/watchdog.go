@@ -131,11 +131,13 @@ func (w *watchdog) markLost(k holdKey, e *entry, reason string) {
 	for _, c := range e.holds {
 		cancels = append(cancels, c)
 	}
-	close(e.lost)
+	err := e.err
 	w.mu.Unlock()
+	// Contexts first, so that whoever sees Lost() closed sees them cancelled too.
 	for _, c := range cancels {
-		c(e.err)
+		c(err)
 	}
+	close(e.lost)
 	poke(w.keysWake)
 }
 
