@@ -306,11 +306,20 @@ func run(addr string) {
 	var uRlock, uRaw []float64
 	var cRlock, cRedsync, cRedislock []contendedResult
 	for r := 0; r < *rounds; r++ {
-		uRaw = append(uRaw, uncontended(rawPair))
-		uRlock = append(uRlock, uncontended(rlockPair))
-		cRlock = append(cRlock, contended(rlockWorker))
-		cRedsync = append(cRedsync, contended(redsyncWorker))
-		cRedislock = append(cRedislock, contended(redislockWorker))
+		// Alternate who goes first, so that a drift of the machine's load favours nobody.
+		if r%2 == 0 {
+			uRaw = append(uRaw, uncontended(rawPair))
+			uRlock = append(uRlock, uncontended(rlockPair))
+			cRlock = append(cRlock, contended(rlockWorker))
+			cRedsync = append(cRedsync, contended(redsyncWorker))
+			cRedislock = append(cRedislock, contended(redislockWorker))
+		} else {
+			uRlock = append(uRlock, uncontended(rlockPair))
+			uRaw = append(uRaw, uncontended(rawPair))
+			cRedislock = append(cRedislock, contended(redislockWorker))
+			cRedsync = append(cRedsync, contended(redsyncWorker))
+			cRlock = append(cRlock, contended(rlockWorker))
+		}
 		fmt.Fprintf(os.Stderr, "round %d/%d done\n", r+1, *rounds)
 	}
 	med := func(rs []contendedResult) contendedResult {
