@@ -334,6 +334,9 @@ func (w *watchdog) listen() {
 	sync := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.responseTimeout)
 		defer cancel()
+		if ps == nil && time.Since(checked) < time.Second {
+			return // events were off a moment ago: no need to look at every hold
+		}
 		keys := w.heldKeys()
 		if len(keys) == 0 && ps == nil {
 			return
