@@ -258,6 +258,9 @@ func (w *watchdog) renewBatch(due []dueHold) {
 		for i, d := range list {
 			r := replies[i]
 			if r.err != nil {
+				if l.cluster != nil && movedTo(r.err) {
+					l.cluster.ReloadState(ctx) // the slot moved: routed anew at the retry
+				}
 				continue
 			}
 			ok, err := parseFlag(r.val, "RLOCK.RENEW")
