@@ -274,21 +274,35 @@ func (k *Lock) IsLocked(ctx context.Context) (bool, error) {
 	return parseFlag(v, "EXISTS")
 }
 
+// releaseOnce lets a hold be released once: a second Release sends nothing.
+type releaseOnce struct {
+	mu   sync.Mutex
+	done bool
+}
+
+// first is true the first time only.
+func (r *releaseOnce) first() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := !r.done
+	r.done = true
+	return first
+}
+
 // Hold is what a successful Acquire returns. Its Context is cancelled when the hold is
 // lost (cause: an error wrapping ErrLost) or released, so work started under the lock stops
 // with it. Release it from any goroutine.
 type Hold struct {
-	lock   *Lock
-	token  int64
-	count  int64
-	acked  int
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	entry  *entry
-	hid    uint64
-	pinned *pin
-	mu     sync.Mutex
-	done   bool
+	lock     *Lock
+	token    int64
+	count    int64
+	acked    int
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	entry    *entry
+	hid      uint64
+	pinned   *pin
+	released releaseOnce
 }
 
 // Name is the lock's name.
@@ -354,11 +368,7 @@ func (h *Hold) Release(ctx context.Context) (bool, error) {
 	if err := k.usable(ctx); err != nil {
 		return false, err
 	}
-	h.mu.Lock()
-	done := h.done
-	h.done = true
-	h.mu.Unlock()
-	if done {
+	if !h.released.first() {
 		return false, newError(ErrNotHeld, k.name, "released already")
 	}
 	lost := h.Err()

@@ -507,18 +507,22 @@ func (l *Locks) cancelWait(n *node, d *dedicated, names []string, done chan sent
 			undo(nil, false)
 		}
 	}
+	// The server closes the connection after what it wrote to it, which is read here.
+	killAndRead := func() {
+		_ = n.short.Do(ctx, "CLIENT", "KILL", "ID", d.id).Err()
+		select {
+		case s := <-done:
+			finish(s, true)
+		case <-time.After(3 * time.Second):
+			l.later(func() { <-done })
+			finish(sent{}, false)
+		}
+	}
 	giveUp := time.Now().Add(3 * time.Second)
 	for time.Now().Before(giveUp) {
 		line, err := n.short.Do(ctx, "CLIENT", "LIST", "ID", d.id).Text()
 		if err == nil && clientBlockedIn(line, names...) {
-			_ = n.short.Do(ctx, "CLIENT", "KILL", "ID", d.id).Err()
-			select {
-			case s := <-done:
-				finish(s, true)
-			case <-time.After(3 * time.Second):
-				l.later(func() { <-done })
-				finish(sent{}, false)
-			}
+			killAndRead()
 			return
 		}
 		select {
@@ -533,14 +537,7 @@ func (l *Locks) cancelWait(n *node, d *dedicated, names []string, done chan sent
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	_ = n.short.Do(ctx, "CLIENT", "KILL", "ID", d.id).Err()
-	select {
-	case s := <-done:
-		finish(s, true)
-	case <-time.After(3 * time.Second):
-		l.later(func() { <-done })
-		finish(sent{}, false)
-	}
+	killAndRead()
 }
 
 // awaitGone waits (up to 3 s) until the server has dropped client id, so that a wait on it
@@ -567,6 +564,35 @@ func (l *Locks) later(f func()) {
 		defer l.bg.Done()
 		f()
 	}()
+}
+
+// takeCall sends a call that takes something (permits, several locks) with REQ id req,
+// waiting in the server when w blocks. Given up during a wait, what it took is given back by
+// giveBack: the reply read, or the reply of once (the same call without BLOCK, same REQ
+// id) when the connection's replies were lost.
+func (l *Locks) takeCall(ctx context.Context, key string, args, once []any, names []string, w waitSpec,
+	giveBack func(ctx context.Context, r reply)) (reply, error) {
+	var r []reply
+	var err error
+	if w.blocks() {
+		b := blocking{key: key, cmds: [][]any{args}, names: names, wait: w}
+		r, err = l.callBlocking(ctx, b, func(rs []reply, read bool) {
+			uctx, cancel := context.WithTimeout(context.Background(), 3*l.cfg.responseTimeout)
+			defer cancel()
+			if !read {
+				rs, _ = l.pipe(uctx, key, true, once)
+			}
+			if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil {
+				giveBack(uctx, rs[0])
+			}
+		})
+	} else {
+		r, err = l.pipe(ctx, key, true, args)
+	}
+	if err != nil {
+		return reply{}, err
+	}
+	return r[0], nil
 }
 
 // replicasOf is how many replicas key's primary has online, read with INFO replication and

@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -46,12 +45,11 @@ func (m *MultiLock) lease() time.Duration {
 
 // MultiHold is what a MultiLock's Acquire returns.
 type MultiHold struct {
-	m      *MultiLock
-	holds  []*Hold
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	done   bool
+	m        *MultiLock
+	holds    []*Hold
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	released releaseOnce
 }
 
 // Acquire takes every lock or none; an error wrapping ErrNotAcquired when not all could be
@@ -67,23 +65,19 @@ func (m *MultiLock) Acquire(ctx context.Context) (*MultiHold, error) {
 		return nil, err
 	}
 	req := newRequestID()
-	args := macquireArgs(m.o.owner, m.names, m.lease(), m.o.wait, m.o.session, req)
 	basis := time.Now()
-	var r []reply
-	var err error
-	if m.o.wait.blocks() {
-		b := blocking{key: m.names[0], cmds: [][]any{args}, names: []string{"rlock.macquire"}, wait: m.o.wait}
-		r, err = m.l.callBlocking(ctx, b, func(rs []reply, read bool) { m.undo(req, rs, read) })
-	} else {
-		r, err = m.l.pipe(ctx, m.names[0], true, args)
-	}
+	r, err := m.l.takeCall(ctx, m.names[0], macquireArgs(m.o.owner, m.names, m.lease(), m.o.wait, m.o.session, req),
+		macquireArgs(m.o.owner, m.names, m.lease(), waitSpec{}, false, req), []string{"rlock.macquire"}, m.o.wait,
+		func(ctx context.Context, _ reply) {
+			_, _ = m.l.do(ctx, m.names[0], true, mreleaseArgs(m.o.owner, m.names, newRequestID())...)
+		})
 	if err != nil {
 		return nil, err
 	}
-	if r[0].err != nil {
-		return nil, mapError(r[0].err, m.names[0], m.o.owner)
+	if r.err != nil {
+		return nil, mapError(r.err, m.names[0], m.o.owner)
 	}
-	if r[0].isNil {
+	if r.isNil {
 		return nil, newError(ErrNotAcquired, m.names[0], "a lock of the set is held by another owner")
 	}
 	if m.o.wait.blocks() {
@@ -98,24 +92,6 @@ func (m *MultiLock) Acquire(ctx context.Context) (*MultiHold, error) {
 		mh.holds = append(mh.holds, h)
 	}
 	return mh, nil
-}
-
-func (m *MultiLock) undo(req string, rs []reply, read bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*m.l.cfg.responseTimeout)
-	defer cancel()
-	if read {
-		if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil && !m.o.session {
-			_, _ = m.l.do(ctx, m.names[0], true, mreleaseArgs(m.o.owner, m.names, newRequestID())...)
-		}
-		return
-	}
-	if m.o.session {
-		return
-	}
-	r, err := m.l.do(ctx, m.names[0], true, macquireArgs(m.o.owner, m.names, m.lease(), waitSpec{}, false, req)...)
-	if err == nil && r.err == nil && !r.isNil {
-		_, _ = m.l.do(ctx, m.names[0], true, mreleaseArgs(m.o.owner, m.names, newRequestID())...)
-	}
 }
 
 // Context is cancelled when any of the locks is lost, or the set is released.
@@ -137,11 +113,7 @@ func (h *MultiHold) Release(ctx context.Context) (int, error) {
 	if err := m.l.usable(ctx); err != nil {
 		return 0, err
 	}
-	h.mu.Lock()
-	done := h.done
-	h.done = true
-	h.mu.Unlock()
-	if done {
+	if !h.released.first() {
 		return 0, newError(ErrNotHeld, m.names[0], "released already")
 	}
 	lost := h.Err()

@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -80,10 +79,9 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 
 // Permits are permits taken from a Semaphore.
 type Permits struct {
-	s    *Semaphore
-	n    int
-	mu   sync.Mutex
-	done bool
+	s        *Semaphore
+	n        int
+	released releaseOnce
 }
 
 // Count is how many permits these are.
@@ -99,31 +97,17 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permits, error) {
 		return nil, err
 	}
 	req := newRequestID()
-	args := semAcquireArgs(s.name, n, s.o.wait, req)
-	var r []reply
-	var err error
-	if s.o.wait.blocks() {
-		b := blocking{key: s.name, cmds: [][]any{args}, names: []string{"rsem.acquire"}, wait: s.o.wait}
-		r, err = s.l.callBlocking(ctx, b, func(rs []reply, read bool) {
-			uctx, cancel := context.WithTimeout(context.Background(), 3*s.l.cfg.responseTimeout)
-			defer cancel()
-			if !read {
-				rs, _ = s.l.pipe(uctx, s.name, true, semAcquireArgs(s.name, n, waitSpec{}, req))
-			}
-			if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil {
-				_, _ = s.l.do(uctx, s.name, true, semReleaseArgs(s.name, n, newRequestID())...)
-			}
+	r, err := s.l.takeCall(ctx, s.name, semAcquireArgs(s.name, n, s.o.wait, req), semAcquireArgs(s.name, n, waitSpec{}, req),
+		[]string{"rsem.acquire"}, s.o.wait, func(ctx context.Context, _ reply) {
+			_, _ = s.l.do(ctx, s.name, true, semReleaseArgs(s.name, n, newRequestID())...)
 		})
-	} else {
-		r, err = s.l.pipe(ctx, s.name, true, args)
-	}
 	if err != nil {
 		return nil, err
 	}
-	if r[0].err != nil {
-		return nil, r[0].err
+	if r.err != nil {
+		return nil, r.err
 	}
-	if r[0].isNil {
+	if r.isNil {
 		return nil, newError(ErrNotAcquired, s.name, "not enough permits")
 	}
 	return &Permits{s: s, n: n}, nil
@@ -135,11 +119,7 @@ func (p *Permits) Release(ctx context.Context) (int64, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, err
 	}
-	p.mu.Lock()
-	done := p.done
-	p.done = true
-	p.mu.Unlock()
-	if done {
+	if !p.released.first() {
 		return 0, newError(ErrNotHeld, s.name, "released already")
 	}
 	return s.l.intCall(ctx, s.name, true, semReleaseArgs(s.name, p.n, newRequestID())...)
@@ -159,13 +139,12 @@ func (l *Locks) PermitExpirableSemaphore(name string, opts ...Option) *PermitExp
 
 // LeasedPermit is one leased permit.
 type LeasedPermit struct {
-	s     *PermitExpirableSemaphore
-	id    string
-	entry *entry
-	hid   uint64
-	ctx   context.Context
-	mu    sync.Mutex
-	done  bool
+	s        *PermitExpirableSemaphore
+	id       string
+	entry    *entry
+	hid      uint64
+	ctx      context.Context
+	released releaseOnce
 }
 
 // ID is the permit's id, 32 hex characters.
@@ -191,45 +170,29 @@ func (s *PermitExpirableSemaphore) Acquire(ctx context.Context) (*LeasedPermit, 
 		return nil, err
 	}
 	req := newRequestID()
-	args := semLeaseArgs(s.name, 1, s.lease(), s.o.wait, req)
 	basis := time.Now()
-	ret := func(ctx context.Context, rs []reply) {
-		if len(rs) > 0 && rs[0].err == nil && !rs[0].isNil {
-			if ids, ok := rs[0].val.([]any); ok {
-				for _, id := range ids {
-					_, _ = s.l.do(ctx, s.name, true, "RSEM.RETURN", s.name, id, "REQ", newRequestID())
-				}
+	r, err := s.l.takeCall(ctx, s.name, semLeaseArgs(s.name, 1, s.lease(), s.o.wait, req), semLeaseArgs(s.name, 1, s.lease(), waitSpec{}, req),
+		[]string{"rsem.lease"}, s.o.wait, func(ctx context.Context, r reply) {
+			ids, _ := r.val.([]any)
+			for _, id := range ids {
+				_, _ = s.l.do(ctx, s.name, true, "RSEM.RETURN", s.name, id, "REQ", newRequestID())
 			}
-		}
-	}
-	var r []reply
-	var err error
-	if s.o.wait.blocks() {
-		b := blocking{key: s.name, cmds: [][]any{args}, names: []string{"rsem.lease"}, wait: s.o.wait}
-		r, err = s.l.callBlocking(ctx, b, func(rs []reply, read bool) {
-			uctx, cancel := context.WithTimeout(context.Background(), 3*s.l.cfg.responseTimeout)
-			defer cancel()
-			if !read {
-				rs, _ = s.l.pipe(uctx, s.name, true, semLeaseArgs(s.name, 1, s.lease(), waitSpec{}, req))
-			}
-			ret(uctx, rs)
 		})
-		basis = time.Now()
-	} else {
-		r, err = s.l.pipe(ctx, s.name, true, args)
-	}
 	if err != nil {
 		return nil, err
 	}
-	if r[0].err != nil {
-		return nil, r[0].err
+	if s.o.wait.blocks() {
+		basis = time.Now()
 	}
-	if r[0].isNil {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.isNil {
 		return nil, newError(ErrNotAcquired, s.name, "no permit available")
 	}
-	ids, ok := r[0].val.([]any)
+	ids, ok := r.val.([]any)
 	if !ok || len(ids) != 1 {
-		return nil, unexpected("RSEM.LEASE", r[0].val)
+		return nil, unexpected("RSEM.LEASE", r.val)
 	}
 	id, _ := asText(ids[0])
 	pctx, cancel := context.WithCancelCause(context.Background())
@@ -265,11 +228,7 @@ func (p *LeasedPermit) Release(ctx context.Context) (bool, error) {
 	if err := s.usable(ctx); err != nil {
 		return false, err
 	}
-	p.mu.Lock()
-	done := p.done
-	p.done = true
-	p.mu.Unlock()
-	if done {
+	if !p.released.first() {
 		return false, newError(ErrNotHeld, s.name, "released already")
 	}
 	s.l.wd.unregister(holdKey{key: s.name, owner: p.id, permit: true}, p.entry, p.hid)
