@@ -45,7 +45,7 @@ var (
 	flavor  = flag.String("flavor", "redis", "redis, redis8 or valkey")
 	rounds  = flag.Int("rounds", 5, "rounds; each figure is the median")
 	seconds = flag.Float64("seconds", 1.5, "seconds per scenario and round")
-	out     = flag.String("json", "bench-go.json", "where to write the results")
+	out     = flag.String("json", filepath.Join(os.TempDir(), "rlock-bench-go.json"), "where to write the results")
 )
 
 func main() {
