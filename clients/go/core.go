@@ -119,7 +119,8 @@ func Fenced() Option { return func(o *options) { o.fenced = true } }
 func Fair() Option { return func(o *options) { o.fair = true } }
 
 // Session ties the hold to the connection that took it (SESSION): when it closes, as when
-// this process dies, the server releases the hold at once.
+// this process dies, the server releases the hold at once. The hold keeps a connection of
+// its own until it is released.
 func Session() Option { return func(o *options) { o.session = true } }
 
 // Owner names the owner id (1 to 1024 bytes) instead of the handle's own: handles with the

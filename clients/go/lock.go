@@ -122,7 +122,9 @@ func (k *Lock) acquire(ctx context.Context) (*Hold, error) {
 	basis := time.Now()
 	var replies []reply
 	var pinned *pin
-	if !p.wait.blocks() && replicas == 0 {
+	// A SESSION hold lives on a connection of its own (pinned to the Hold), never on a
+	// pooled one that go-redis may close or hand to other commands.
+	if !p.wait.blocks() && replicas == 0 && !p.session {
 		// Once sent, a single try is read to its end: a reply cut off by ctx could be a grant.
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -28,9 +28,12 @@ func TestHelperSessionHolder(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	locks := rlock.New(c)
-	if _, err := locks.Lock(name, rlock.Session(), rlock.Wait(time.Second)).Acquire(bg()); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
+	for _, opts := range [][]rlock.Option{{rlock.Session(), rlock.Wait(time.Second)}, {rlock.Session()}} {
+		if _, err := locks.Lock(name, opts...).Acquire(bg()); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		name += ":once"
 	}
 	fmt.Println("held")
 	time.Sleep(time.Minute)
@@ -52,13 +55,13 @@ func TestC09_SessionHolds(t *testing.T) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("the holder said %q", buf[:n])
 		}
-		if e, _ := c.Exists(bg(), k).Result(); e != 1 {
+		if e, _ := c.Exists(bg(), k, k+":once").Result(); e != 2 {
 			t.Fatal("not held")
 		}
 		killed := time.Now()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		if !eventually(time.Second, func() bool { e, _ := c.Exists(bg(), k).Result(); return e == 0 }) {
+		if !eventually(time.Second, func() bool { e, _ := c.Exists(bg(), k, k+":once").Result(); return e == 0 }) {
 			t.Fatal("the session hold outlived its process")
 		}
 		if d := time.Since(killed); d > 500*time.Millisecond {
