@@ -304,7 +304,55 @@ func TestC06_CancelledWaitsLeaveNothing(t *testing.T) {
 			info, _ := locks.Info(bg(), k)
 			t.Fatalf("an orphaned hold: %+v", info)
 		}
+		// The same for the families that wait: permits and multi-key locks.
+		tag := "{" + k + "}"
+		sem := locks.Semaphore(tag+"sem", rlock.WaitForever())
+		if _, err := sem.TrySetPermits(bg(), 1); err != nil {
+			t.Fatal(err)
+		}
+		multi := []string{tag + "m1", tag + "m2"}
+		cancelledRace(t, 20, func(ctx context.Context, i int) error {
+			if i%2 == 0 {
+				p, err := sem.Acquire(ctx, 1)
+				if err == nil {
+					_, err = p.Release(bg())
+				}
+				return err
+			}
+			h, err := locks.MultiLock(multi, rlock.WaitForever()).Acquire(ctx)
+			if err == nil {
+				_, err = h.Release(bg())
+			}
+			return err
+		})
+		if !eventually(2*time.Second, func() bool {
+			n, _ := sem.Available(bg())
+			e, _ := c.Exists(bg(), multi...).Result()
+			return n == 1 && e == 0
+		}) {
+			n, _ := sem.Available(bg())
+			t.Fatalf("permits %d of 1 after cancelled waits, or a multi-key lock left", n)
+		}
 	})
+}
+
+// cancelledRace runs n calls at once, each with a context that ends 1 to 30 ms after it
+// starts; a call's error must be a cancellation.
+func cancelledRace(t *testing.T, n int, call func(ctx context.Context, i int) error) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(i)))
+			ctx, cancel := context.WithTimeout(bg(), time.Duration(1+r.Intn(30))*time.Millisecond)
+			defer cancel()
+			if err := call(ctx, i); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
 }
 
 func TestC07_LongWaitOutlivesSocketTimeouts(t *testing.T) {
