@@ -199,7 +199,7 @@ func TestC05_LossIsTold(t *testing.T) {
 	onEachServer(t, func(t *testing.T, s *server) {
 		c := s.client(t)
 		lease := 900 * time.Millisecond
-		for _, events := range []string{"", "Kd"} {
+		for _, events := range []string{"", "Kd", "Ed"} {
 			if err := c.ConfigSet(bg(), "notify-keyspace-events", events).Err(); err != nil {
 				t.Fatal(err)
 			}
