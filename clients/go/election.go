@@ -82,7 +82,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 		return nil, err
 	}
 	out := make(chan Leader, 16)
-	e.l.later(func() {
+	started := e.l.later(func() {
 		defer close(out)
 		var last *Leader
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -108,5 +108,9 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 			}
 		}
 	})
+	if !started {
+		close(out)
+		return nil, ErrClosed
+	}
 	return out, nil
 }

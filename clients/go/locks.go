@@ -27,6 +27,7 @@ type Locks struct {
 	nextOwner atomic.Uint64
 
 	mu       sync.Mutex
+	closing  bool
 	nodes    map[string]*node
 	replicas map[string]replicaCount
 
@@ -45,8 +46,9 @@ type config struct {
 }
 
 type replicaCount struct {
-	n  int
-	at time.Time
+	n       int
+	at      time.Time
+	reading bool
 }
 
 // LocksOption configures a Locks.
@@ -134,6 +136,9 @@ func (l *Locks) newOwner() string {
 func (l *Locks) Close() error {
 	l.once.Do(func() {
 		close(l.closed)
+		l.mu.Lock()
+		l.closing = true
+		l.mu.Unlock()
 		l.wd.stop()
 		l.bg.Wait()
 		l.mu.Lock()
@@ -557,13 +562,20 @@ func (l *Locks) awaitGone(n *node, id int64) {
 	}
 }
 
-// later runs f in the background; Close waits for it.
-func (l *Locks) later(f func()) {
+// later runs f in the background; Close waits for it. False (and f does not run) once
+// Close has begun.
+func (l *Locks) later(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return false
+	}
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
 		f()
 	}()
+	return true
 }
 
 // takeCall sends a call that takes something (permits, several locks) with REQ id req,
@@ -595,8 +607,9 @@ func (l *Locks) takeCall(ctx context.Context, key string, args, once []any, name
 	return r[0], nil
 }
 
-// replicasOf is how many replicas key's primary has online, read with INFO replication and
-// kept for a second.
+// replicasOf is how many replicas key's primary has online, read with INFO replication. The
+// count is kept: once older than a second it is read again in the background, so only the
+// first acquire on a node waits for it.
 func (l *Locks) replicasOf(ctx context.Context, key string) (int, error) {
 	n, err := l.nodeFor(ctx, key)
 	if err != nil {
@@ -604,18 +617,34 @@ func (l *Locks) replicasOf(ctx context.Context, key string) (int, error) {
 	}
 	l.mu.Lock()
 	known, ok := l.replicas[n.addr]
+	stale := ok && time.Since(known.at) >= time.Second && !known.reading
+	if stale {
+		known.reading = true
+		l.replicas[n.addr] = known
+	}
 	l.mu.Unlock()
-	if ok && time.Since(known.at) < time.Second {
+	if stale {
+		l.later(func() { _, _ = l.readReplicas(context.Background(), n) })
+	}
+	if ok {
 		return known.n, nil
 	}
+	return l.readReplicas(ctx, n)
+}
+
+func (l *Locks) readReplicas(ctx context.Context, n *node) (int, error) {
 	info, err := n.short.Info(context.WithoutCancel(ctx), "replication").Result()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
+		if known, ok := l.replicas[n.addr]; ok {
+			known.reading = false
+			l.replicas[n.addr] = known
+		}
 		return 0, err
 	}
 	count := onlineReplicas(info)
-	l.mu.Lock()
 	l.replicas[n.addr] = replicaCount{n: count, at: time.Now()}
-	l.mu.Unlock()
 	return count, nil
 }
 
