@@ -398,8 +398,8 @@ type blocking struct {
 	keep func(n *node, d *dedicated)
 }
 
-// sent is what came back from a blocking call: the replies (nil when they could not be read)
-// and whether the connection was cut by this side's cancellation.
+// sent is what came back from a blocking call: the replies, or the connection's error (then
+// no reply could be read: go-redis fails a whole pipeline whose connection broke).
 type sent struct {
 	replies []reply
 	err     error

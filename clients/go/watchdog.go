@@ -141,6 +141,7 @@ func (w *watchdog) markLost(k holdKey, e *entry, reason string) {
 	poke(w.keysWake)
 }
 
+// lostErr is the loss, under the watchdog's lock (mu), nil while the hold is good.
 func (e *entry) lostErr(mu *sync.Mutex) error {
 	mu.Lock()
 	defer mu.Unlock()
