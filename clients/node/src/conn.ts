@@ -8,7 +8,8 @@
 // - no command or socket timeout on connections that wait in the server (`BLOCK`, `WAIT`):
 //   the wait's own deadline plus a margin is enforced here instead;
 // - RESP2, so replies have one shape whichever protocol the application picked.
-import { serverError, slotOf, type Reply } from "./command.js";
+import { slotOf } from "./core/commands.js";
+import { serverError, type Reply } from "./core/replies.js";
 import { RlockError } from "./errors.js";
 
 export type DriverName = "ioredis" | "node-redis";
@@ -41,19 +42,41 @@ export interface Driver {
   subscriber(timeoutMs: number): Promise<Subscriber>;
 }
 
-/** Whether an error is a reply from the server (as opposed to a broken connection or a timeout). */
-export function isServerError(e: unknown): boolean {
-  if (!(e instanceof Error)) return false;
-  if (e.name === "ReplyError") return true; // ioredis
-  for (let p = Object.getPrototypeOf(e); p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
-    if (p.constructor?.name === "ErrorReply") return true; // node-redis
+type ErrorClass = abstract new (...args: never[]) => Error;
+const replyErrors = new Map<DriverName, Promise<ErrorClass[]>>();
+
+/**
+ * The classes of a driver's error replies, from the driver's own package (a peer dependency,
+ * so the application's copy): node-redis's `ErrorReply`, ioredis's `ReplyError`. Told apart by
+ * class, never by name, which a minifier may change.
+ */
+function replyErrorClasses(driver: DriverName): Promise<ErrorClass[]> {
+  let p = replyErrors.get(driver);
+  if (!p) {
+    const packages = driver === "ioredis" ? [["ioredis", "ReplyError"]] : [["redis", "ErrorReply"], ["@redis/client", "ErrorReply"]];
+    p = Promise.all(
+      packages.map(async ([name, cls]) => {
+        try {
+          const mod: any = await import(name!);
+          const c = mod[cls!] ?? mod.default?.[cls!];
+          return typeof c === "function" ? (c as ErrorClass) : null;
+        } catch {
+          return null;
+        }
+      }),
+    ).then((found) => {
+      const classes = found.filter((c): c is ErrorClass => c !== null);
+      if (classes.length === 0) throw new RlockError(`rlock-client could not load the ${driver} package to tell its error replies apart: install ${packages[0]![0]} beside rlock-client`);
+      return classes;
+    });
+    replyErrors.set(driver, p);
   }
-  return false;
+  return p;
 }
 
-function convert(e: unknown): unknown {
-  if (isServerError(e)) return serverError((e as Error).message);
-  return e;
+/** Server error replies as this package's errors (`ServerError`, `DeadlockError`, ...); anything else (a broken connection, a timeout) as it is. */
+function converter(classes: ErrorClass[]): (e: unknown) => unknown {
+  return (e) => (classes.some((c) => e instanceof c) ? serverError((e as Error).message) : e);
 }
 
 function normalize(v: unknown): Reply {
@@ -272,6 +295,7 @@ class IoredisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
+    const convert = converter(await replyErrorClasses(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
@@ -350,6 +374,7 @@ class NodeRedisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
+    const convert = converter(await replyErrorClasses(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;

@@ -9,15 +9,28 @@ export class RlockError extends Error {
   }
 }
 
-/** The lock was not acquired within the wait (`using` never runs its callback then). */
+/** A server error reply this package gives no class of its own: `code` is its first word (`ERR`, `WRONGTYPE`, `NOPERM`, ...). */
+export class ServerError extends RlockError {}
+
+/** No reply came within the deadline (the response timeout, or a wait plus its margin): the command may or may not have run. */
+export class NoReplyError extends RlockError {}
+
+/** The lock (or every lock of a multi-key lock) was not acquired within the wait: `using` never runs its callback then. */
 export class NotAcquiredError extends RlockError {
+  /** The lock's name (a multi-key lock's names joined with ", "). */
+  readonly key: string;
   constructor(
-    readonly key: string,
+    key: string | string[],
     readonly waited: number,
   ) {
+    const names = typeof key === "string" ? [key] : key;
+    const within = waited === Infinity ? "the wait" : `${waited} ms`;
     super(
-      `lock ${JSON.stringify(key)} was not acquired within ${waited === Infinity ? "the wait" : `${waited} ms`}: another owner holds it`,
+      names.length === 1
+        ? `lock ${JSON.stringify(names[0])} was not acquired within ${within}: another owner holds it`
+        : `locks ${JSON.stringify(names)} were not acquired within ${within}: another owner holds one of them`,
     );
+    this.key = names.join(", ");
   }
 }
 

@@ -79,7 +79,7 @@ for (const flavor of flavors()) {
         await p.release();
         const latch = locks.latch(key("c14l"));
         await latch.trySetCount(1);
-        const opened = latch.await({ wait: 3000 });
+        const opened = latch.awaitZero({ wait: 3000 });
         await sleep(20);
         await latch.countDown();
         assert.equal(await opened, true);

@@ -124,7 +124,7 @@ for (const flavor of flavors()) {
           const locks = server.locks(driver, { watchdogLease: 30_000 });
           const k = key("c05e");
           const hold = await locks.lock(k).acquire();
-          assert.equal(await locks.core.followsEvents(), true);
+          assert.equal(await locks.hub.followsEvents(), true);
           await sleep(100); // the subscription is made in the background
           const lost = new Promise((r) => hold.signal.addEventListener("abort", () => r(performance.now())));
           await admin.call("RLOCK.FORCERELEASE", k);
