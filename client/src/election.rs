@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::command::{self, LockInfo, LockKind};
 use crate::conn::Endpoint;
 use crate::error::{Error, Result};
+use crate::keyspace;
 use crate::lock::{Guard, Hold, Lock, Locks};
 
 /// The longest value a candidate may have, in bytes: the server's limit on an owner.
@@ -437,7 +438,7 @@ impl Subscription {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg("notify-keyspace-events");
         let flags = match locks.inner.query(&cmd).await {
-            Ok(v) => config_value(v).unwrap_or_default(),
+            Ok(v) => keyspace::config_value(v).unwrap_or_default(),
             Err(_) => String::new(),
         };
         source_for(&flags)
@@ -455,10 +456,10 @@ impl Subscription {
         let channels: Vec<String> = match source {
             Source::Nothing => Vec::new(),
             Source::Unlock => vec![command::helper_key("redisson_lock__channel", key)],
-            Source::Keyspace => vec![format!("__keyspace@{db}__:{key}")],
+            Source::Keyspace => vec![keyspace::keyspace_channel(db, key)],
             Source::Keyevent => LOCK_EVENTS
                 .iter()
-                .map(|e| format!("__keyevent@{db}__:{e}"))
+                .map(|e| keyspace::keyevent_channel(db, e))
                 .collect(),
         };
         let connect = async {
@@ -487,30 +488,13 @@ impl Subscription {
     }
 }
 
-/// The value of a `CONFIG GET name` reply (RESP2 pair or RESP3 map).
-pub(crate) fn config_value(v: redis::Value) -> Option<String> {
-    let text = |v: &redis::Value| match v {
-        redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        redis::Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    };
-    match v {
-        redis::Value::Array(a) => a.get(1).and_then(text),
-        redis::Value::Map(m) => m.first().and_then(|(_, v)| text(v)),
-        _ => None,
-    }
-}
-
-/// What to listen to, for `notify-keyspace-events` = `flags`: module events (`d`, or `A`
-/// which includes it) on the key's channel (`K`) or the events' channels (`E`).
+/// What to listen to, for `notify-keyspace-events` = `flags` (see [`keyspace::mode`]); the
+/// unlock channel when the module's events are not published.
 pub(crate) fn source_for(flags: &str) -> Source {
-    let module = flags.contains('d') || flags.contains('A');
-    if module && flags.contains('K') {
-        Source::Keyspace
-    } else if module && flags.contains('E') {
-        Source::Keyevent
-    } else {
-        Source::Unlock
+    match keyspace::mode(flags) {
+        Some(keyspace::Mode::Keyspace) => Source::Keyspace,
+        Some(keyspace::Mode::Keyevent) => Source::Keyevent,
+        None => Source::Unlock,
     }
 }
 
@@ -625,16 +609,6 @@ mod tests {
         assert_eq!(source_for("AKE"), Source::Keyspace);
         assert_eq!(source_for("dE"), Source::Keyevent);
         assert_eq!(source_for("AE"), Source::Keyevent);
-    }
-
-    #[test]
-    fn config_get_replies_in_both_protocols() {
-        let bulk = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = redis::Value::Array(vec![bulk("notify-keyspace-events"), bulk("dK")]);
-        assert_eq!(config_value(resp2).as_deref(), Some("dK"));
-        let resp3 = redis::Value::Map(vec![(bulk("notify-keyspace-events"), bulk("AE"))]);
-        assert_eq!(config_value(resp3).as_deref(), Some("AE"));
-        assert_eq!(config_value(redis::Value::Array(vec![])), None);
     }
 
     #[test]

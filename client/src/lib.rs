@@ -72,6 +72,7 @@ mod conn;
 mod election;
 mod error;
 mod inspect;
+mod keyspace;
 mod latch;
 mod lock;
 mod lossevents;

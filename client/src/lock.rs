@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -16,7 +16,7 @@ use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
 use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
 use crate::error::{Error, Result};
 use crate::replicas::Replicas;
-use crate::watchdog::{self, LostRx, Registry, Watched};
+use crate::watchdog::{self, Listener, LostRx, Registry, Watched};
 
 /// Settings of a [`Locks`]; see [`LocksBuilder`].
 #[derive(Debug, Clone)]
@@ -136,6 +136,10 @@ impl Watched for Inner {
             Endpoint::Server(client) => Some((client.clone(), self.config.response_timeout)),
             Endpoint::Cluster(_) => None,
         }
+    }
+
+    fn listen(&self, me: Weak<dyn Watched>) -> Option<Listener> {
+        crate::lossevents::spawn(me, self.registry.keys_wake.clone())
     }
 }
 
