@@ -397,7 +397,7 @@ export class Hub {
         const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
         const db = this.topology.db;
         sub.onMessage((channel, message) => {
-          const key = lossKey(mode, db, channel, message);
+          const key = lossKey(db, channel, message);
           if (key !== null && this.followed.has(key)) void this.watchdog.check(key);
         });
         // keyevent: one channel per event, the key as the message, subscribed once for every key.

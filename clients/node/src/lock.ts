@@ -1,7 +1,7 @@
 // Lock handles (reentrant and read-write sides) and the Hold a successful acquire returns.
-import { acquirePlan, holdCount, release, renew, replicasWanted, requestId, type Side } from "./core/commands.js";
+import { acquirePlan, field, holdCount, release, renew, replicasWanted, requestId, type Side } from "./core/commands.js";
 import { acquireSignal, type AcquireOptions, type Settings } from "./core/args.js";
-import { asInt, isBroken, notHeld, readGrant, type Reply } from "./core/replies.js";
+import { asInt, isBroken, notHeld, readGrant, released, renewal, type Reply } from "./core/replies.js";
 import { resending, type Hub } from "./hub.js";
 import { LockLostError, NotAcknowledgedError, NotAcquiredError, NotHeldError, RlockError } from "./errors.js";
 import { onAbort } from "./signals.js";
@@ -59,8 +59,11 @@ export class Hold implements AsyncDisposable {
     if (this.released) throw new RlockError("this hold was released");
     const e = this.entry;
     const sent = Date.now();
-    const r = await this.hub.callOnce(renew(e.key, e.owner, e.side, e.lease, requestId()));
-    if (r === 1) this.hub.watchdog.renewed(e, sent);
+    const r = await this.hub.callOnce(renew(e.key, e.owner, e.side, e.lease, requestId())).catch((err: unknown) => {
+      if (renewal(err as Error) === "lost") return 0;
+      throw err;
+    });
+    if (renewal(r) === "renewed") this.hub.watchdog.renewed(e, sent);
     else {
       this.hub.watchdog.markLost(e, "the server refused the renewal: the lock expired, was deleted or was force-released");
       this.throwIfLost();
@@ -105,7 +108,7 @@ export class Hold implements AsyncDisposable {
 /** `RLOCK.RELEASE` with a `REQ` id, sent once more with the same id if the connection broke. */
 export async function releaseHold(hub: Hub, key: string, owner: string, side: Side | undefined): Promise<boolean> {
   try {
-    return asInt(await hub.callOnce(release(key, owner, side, requestId())), "RLOCK.RELEASE") === 1;
+    return released(await hub.callOnce(release(key, owner, side, requestId())));
   } catch (e) {
     throw notHeld(e, key, owner);
   }
@@ -227,6 +230,11 @@ export class Lock {
   /** Whether anyone holds the lock (`EXISTS`). */
   async isLocked(): Promise<boolean> {
     return (await this.hub.call(["EXISTS", this.key])) === 1;
+  }
+
+  /** Whether this handle's owner holds the lock (`HEXISTS`), whatever hold object took it. */
+  async isHeldByOwner(): Promise<boolean> {
+    return (await this.hub.call(["HEXISTS", this.key, field(this.owner, this.side)])) === 1;
   }
 
   /** This handle's owner's hold count (0 when none). */

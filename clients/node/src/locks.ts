@@ -140,7 +140,7 @@ export class Locks {
   }
 
   /** `RLOCK.SCAN` followed to the end: every lock (and read-write lock) in the database. */
-  scan(options?: { match?: string; type?: "lock" | "rwlock" }): Promise<ScannedLock[]> {
+  scan(options?: { match?: string; type?: "lock" | "rwlock" | "LOCK" | "RWLOCK" }): Promise<ScannedLock[]> {
     return queries.scan(this.hub, options);
   }
 

@@ -25,7 +25,7 @@ async function releaseAll(hub: Hub, owner: string, keys: string[], req: string):
   try {
     return asInt(await hub.callOnce(mrelease(owner, keys, req)), "RLOCK.MRELEASE");
   } catch (e) {
-    throw notHeld(e, keys.join(", "), owner);
+    throw notHeld(e, keys[0]!, owner);
   }
 }
 

@@ -1,7 +1,7 @@
 // PermitSemaphore: Redisson's RPermitExpirableSemaphore, permits with a lease of their own.
 import { checkName, permitOptions, type LeaseOptions } from "./core/args.js";
-import { requestId, semLease, semReturn } from "./core/commands.js";
-import type { Reply } from "./core/replies.js";
+import { requestId, semLease, semRenew, semReturn } from "./core/commands.js";
+import { renewal, type Reply } from "./core/replies.js";
 import { resending, type Hub } from "./hub.js";
 import { RlockError } from "./errors.js";
 import { Semaphore } from "./semaphore.js";
@@ -29,6 +29,23 @@ export class LeasedPermit implements AsyncDisposable {
   get lost(): boolean {
     return this.signal.aborted;
   }
+  /** Resets the permit's lease to its full length now (`RSEM.RENEW`). LockLostError if it is no longer leased. */
+  async renew(): Promise<void> {
+    this.signal.throwIfAborted();
+    if (this.released) throw new RlockError("this permit was released");
+    const e = this.entry;
+    const sent = Date.now();
+    const r = await this.hub.callOnce(semRenew(e.key, e.owner, e.lease)).catch((err: unknown) => {
+      if (renewal(err as Error) === "lost") return 0;
+      throw err;
+    });
+    if (renewal(r) === "renewed") this.hub.watchdog.renewed(e, sent);
+    else {
+      this.hub.watchdog.markLost(e, "the server refused the renewal: the lease ended, or the permit was given back or deleted");
+      this.signal.throwIfAborted();
+    }
+  }
+
   /** Gives the permit back (`RSEM.RETURN`): false when it was no longer leased. */
   release(): Promise<boolean> {
     this.released ??= (async () => {

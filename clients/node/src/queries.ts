@@ -12,18 +12,19 @@ export async function waiters(hub: Hub, key: string): Promise<Waiter[]> {
 }
 
 /** `RLOCK.SCAN` followed to the end on every primary. */
-export async function scan(hub: Hub, options?: { match?: string; type?: "lock" | "rwlock" }): Promise<ScannedLock[]> {
+export async function scan(hub: Hub, options?: { match?: string; type?: "lock" | "rwlock" | "LOCK" | "RWLOCK" }): Promise<ScannedLock[]> {
   const extra: string[] = [];
   if (options?.match !== undefined) extra.push("MATCH", checkName(options.match, "match"));
   if (options?.type !== undefined) {
-    if (options.type !== "lock" && options.type !== "rwlock") throw new RangeError('type must be "lock" or "rwlock"');
-    extra.push("TYPE", options.type);
+    const type = typeof options.type === "string" ? options.type.toLowerCase() : options.type;
+    if (type !== "lock" && type !== "rwlock") throw new RangeError('type must be "lock" or "rwlock"');
+    extra.push("TYPE", type.toUpperCase());
   }
   const out: ScannedLock[] = [];
   for (const node of await hub.primaries()) {
     let cursor = "0";
     do {
-      const page = readScanPage(await hub.callOn(node, ["RLOCK.SCAN", cursor, ...extra, "COUNT", "100"]));
+      const page = readScanPage(await hub.callOn(node, ["RLOCK.SCAN", cursor, "COUNT", "500", ...extra]));
       out.push(...page.locks);
       cursor = page.cursor;
     } while (cursor !== "0");

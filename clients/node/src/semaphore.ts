@@ -32,7 +32,7 @@ export class Semaphore {
     readonly key: string,
   ) {}
   async trySetPermits(n: number): Promise<boolean> {
-    checkCount(n, "permits", 0);
+    checkCount(n, "permits", 1);
     return (await this.hub.call(["RSEM.TRYSETPERMITS", this.key, String(n)])) === 1;
   }
   async addPermits(n: number): Promise<number> {

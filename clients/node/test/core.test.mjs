@@ -52,7 +52,8 @@ test("argument checks: TypeError for a wrong type, RangeError for a wrong value"
   assert.throws(() => args.checkOwner("x".repeat(1025)), RangeError);
   assert.throws(() => args.checkName(null), TypeError);
   assert.throws(() => args.settings({ leese: 1 }), TypeError);
-  assert.throws(() => args.checkMultiNames(["a", "a"], undefined), RangeError);
+  assert.throws(() => args.checkMultiNames([], undefined), RangeError);
+  assert.deepEqual(args.checkMultiNames(["b", "a", "b"], undefined), ["a", "b"], "sorted, each once");
   assert.throws(() => args.checkMultiNames(["a", "b"], () => false), RangeError);
   assert.throws(() => args.permitOptions({ permits: 0 }, new Set(["permits"])), RangeError);
   assert.throws(() => args.acquireSignal({ signal: "now" }), TypeError);
@@ -96,7 +97,9 @@ test("replies: acquire null/count, a grant's token, count and acks, renewals, fl
   assert.throws(() => replies.readGrant([new ServerError("WRONGTYPE x", { code: "WRONGTYPE" })], false, 0), ServerError);
   assert.equal(replies.renewal(1), "renewed");
   assert.equal(replies.renewal(0), "lost");
-  assert.equal(replies.renewal(new ServerError("WRONGTYPE x", { code: "WRONGTYPE" })), "retry");
+  assert.equal(replies.renewal(new ServerError("WRONGTYPE x", { code: "WRONGTYPE" })), "lost");
+  assert.equal(replies.renewal(new ServerError("LOADING x", { code: "LOADING" })), "retry");
+  assert.equal(replies.renewal(new Error("socket closed")), "retry");
   assert.deepEqual(replies.pairs(["a", 1, "b", "x"]), { a: 1, b: "x" });
   assert.deepEqual(replies.parseInfo("# rlock\r\nrlock_acquires:5\r\n"), { rlock_acquires: "5" });
 });
@@ -112,12 +115,13 @@ test("keyspace flags: the subscription mode; loss events by channel and message"
   assert.equal(events.eventMode("Kd"), "keyspace");
   assert.equal(events.eventMode("KA"), "keyspace");
   assert.equal(events.eventMode("Ed"), "keyevent");
+  assert.equal(events.eventMode("KEd"), "keyspace", "K wins: it hears only the keys held");
   assert.equal(events.eventMode("Ex"), null);
   assert.equal(events.eventMode(""), null);
-  assert.equal(events.lossKey("keyspace", 0, "__keyspace@0__:k", "rlock.forcerelease"), "k");
-  assert.equal(events.lossKey("keyspace", 0, "__keyspace@0__:k", "pexpire"), null);
-  assert.equal(events.lossKey("keyspace", 0, "__keyspace@1__:k", "del"), null);
-  assert.equal(events.lossKey("keyevent", 0, "__keyevent@0__:del", "k"), "k");
+  assert.equal(events.lossKey(0, "__keyspace@0__:k", "rlock.forcerelease"), "k");
+  assert.equal(events.lossKey(0, "__keyspace@0__:k", "pexpire"), null);
+  assert.equal(events.lossKey(0, "__keyspace@1__:k", "del"), null);
+  assert.equal(events.lossKey(0, "__keyevent@0__:del", "k"), "k");
   assert.deepEqual(events.eventChannels("keyspace", 3, "k"), ["__keyspace@3__:k"]);
   assert.ok(events.eventChannels("keyevent", 0).every((c) => c.startsWith("__keyevent@0__:")));
 });

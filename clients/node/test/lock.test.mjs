@@ -216,7 +216,8 @@ for (const flavor of flavors()) {
         assert.throws(() => locks.lock("k", { fair: "yes" }), TypeError);
         assert.throws(() => locks.lock("k", { owner: "" }), RangeError);
         assert.throws(() => locks.lock("k", { leese: 5 }), TypeError);
-        assert.throws(() => locks.multi(["a", "a"]), RangeError);
+        assert.throws(() => locks.multi([]), RangeError);
+        assert.throws(() => locks.multi(["a", ""]), RangeError);
         assert.throws(() => locks.semaphore(""), RangeError);
         await assert.rejects(locks.lock("k").acquire({ signal: "now" }), TypeError);
         await assert.rejects(locks.semaphore("s").acquire({ permits: 0 }), RangeError);

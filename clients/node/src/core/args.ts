@@ -117,16 +117,19 @@ export function acquireSignal(o: AcquireOptions | undefined): AbortSignal | unde
   return checkSignal(o.signal);
 }
 
-/** The names of a multi-key lock: 1 to 1024 distinct names; in a cluster all in one slot. */
+/**
+ * The names of a multi-key lock as sent: each once, sorted bytewise (every client names a set of
+ * locks the same way, whatever order the caller gave); 1 to 1024 of them; in a cluster all in one slot.
+ */
 export function checkMultiNames(names: unknown, oneSlot: ((names: string[]) => boolean) | undefined): string[] {
   if (!Array.isArray(names)) throw new TypeError("multi takes an array of lock names");
-  if (names.length < 1 || names.length > 1024) throw new RangeError("multi takes 1 to 1024 lock names");
   names.forEach((n) => checkName(n));
-  if (new Set(names).size !== names.length) throw new RangeError("a lock is named more than once");
-  if (oneSlot && !oneSlot(names)) {
-    throw new RangeError(`in a cluster the locks of one multi must share a slot (use a hash tag, as {order:7}:stock and {order:7}:payment): ${JSON.stringify(names)}`);
+  const keys = [...new Set(names as string[])].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  if (keys.length < 1 || keys.length > 1024) throw new RangeError("multi takes 1 to 1024 lock names");
+  if (oneSlot && !oneSlot(keys)) {
+    throw new RangeError(`in a cluster the locks of one multi must share a slot (use a hash tag, as {order:7}:stock and {order:7}:payment): ${JSON.stringify(keys)}`);
   }
-  return [...names];
+  return keys;
 }
 
 export interface PermitOptions {

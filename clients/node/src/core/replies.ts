@@ -55,11 +55,23 @@ export function readGrant(replies: Array<Reply | Error>, fenced: boolean, wanted
   return { token: fenced ? granted : null, holdCount, acked };
 }
 
-/** `RLOCK.RENEW` / `RSEM.RENEW`: renewed, lost (0: the server no longer has it), or no answer to act on (try again soon). */
+/**
+ * `RLOCK.RENEW` / `RSEM.RENEW`: renewed; lost (0, or `WRONGTYPE`: the key is no longer this
+ * kind of lock, so the hold is gone); or no answer to act on (another error, a broken
+ * connection: try again soon, until the lease runs out).
+ */
 export function renewal(r: Reply | Error | undefined): "renewed" | "lost" | "retry" {
   if (r === 1) return "renewed";
   if (r === 0) return "lost";
+  if (r instanceof RlockError && r.code === "WRONGTYPE") return "lost";
   return "retry";
+}
+
+/** `RLOCK.RELEASE`: true when the lock is free now, false when a re-entry was undone. */
+export function released(r: Reply): boolean {
+  if (r === 1) return true;
+  if (r === 0) return false;
+  throw new RlockError(`RLOCK.RELEASE replied ${JSON.stringify(r)}`);
 }
 
 /** A server error as this package's error: `DEADLOCK` with its cycle, `NOTHELD`, or a `ServerError` with its code. */
