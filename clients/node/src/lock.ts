@@ -77,31 +77,42 @@ export class Hold implements AsyncDisposable {
    * calls return the first call's promise.
    */
   release(): Promise<boolean> {
-    this.released ??= (async () => {
-      const e = this.entry;
-      const lost = e.isLost ? (this.signal.reason as Error) : undefined;
-      this.hub.watchdog.unregister(e);
-      let r: boolean;
-      try {
-        r = await releaseHold(this.hub, e.key, e.owner, e.side);
-      } catch (err) {
-        throw lost ?? err;
-      } finally {
-        this.unpin?.();
-      }
-      if (lost) throw lost;
-      return r;
-    })();
+    const e = this.entry;
+    this.released ??= releaseTellingLoss(this.hub, e, () => releaseHold(this.hub, e.key, e.owner, e.side).finally(() => this.unpin?.()));
     return this.released;
   }
 
   /** `await using hold = ...`: released at the end of the block. A loss already told by `signal` is not thrown again here. */
   async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      await this.release();
-    } catch (e) {
-      if (!(e instanceof LockLostError) && !(e instanceof NotHeldError)) throw e;
-    }
+    await releaseAtScopeEnd(() => this.release());
+  }
+}
+
+/**
+ * A hold's release, whatever its kind: the watchdog lets go of `entries`, `send` releases in
+ * the server, and a loss told before the release is thrown in place of what `send` returned
+ * (the release is sent all the same, so nothing stays held).
+ */
+export async function releaseTellingLoss<T>(hub: Hub, entries: Entry | Entry[], send: () => Promise<T>): Promise<T> {
+  const all = Array.isArray(entries) ? entries : [entries];
+  const lost = all.find((e) => e.isLost)?.controller.signal.reason as Error | undefined;
+  for (const e of all) hub.watchdog.unregister(e);
+  let r: T;
+  try {
+    r = await send();
+  } catch (err) {
+    throw lost ?? err;
+  }
+  if (lost) throw lost;
+  return r;
+}
+
+/** What `await using` does with a hold: releases it; a loss already told by its signal, or a hold the server no longer had, is not thrown again there. */
+export async function releaseAtScopeEnd(release: () => Promise<unknown>): Promise<void> {
+  try {
+    await release();
+  } catch (e) {
+    if (!(e instanceof LockLostError) && !(e instanceof NotHeldError)) throw e;
   }
 }
 

@@ -3,8 +3,8 @@ import { checkMultiNames, checkOptions, checkLease, checkWait, checkBool, ownerO
 import { macquire, mrelease, requestId, slotOf } from "./core/commands.js";
 import { asInt, notHeld } from "./core/replies.js";
 import { resending, type Hub } from "./hub.js";
-import { LockLostError, NotAcquiredError, NotHeldError } from "./errors.js";
-import { runHolding } from "./lock.js";
+import { NotAcquiredError } from "./errors.js";
+import { releaseAtScopeEnd, releaseTellingLoss, runHolding } from "./lock.js";
 import type { Entry } from "./watchdog.js";
 
 export interface MultiOptions {
@@ -47,27 +47,12 @@ export class MultiHold implements AsyncDisposable {
   }
   /** `RLOCK.MRELEASE`: how many of the locks are free now. The loss, if one of them was lost; NotHeldError if the server no longer had one. */
   release(): Promise<number> {
-    this.released ??= (async () => {
-      const lost = this.signal.aborted ? (this.signal.reason as Error) : undefined;
-      for (const e of this.entries) this.hub.watchdog.unregister(e);
-      let n: number;
-      try {
-        n = await releaseAll(this.hub, this.owner, this.keys, requestId());
-      } catch (err) {
-        throw lost ?? err;
-      }
-      if (lost) throw lost;
-      return n;
-    })();
+    this.released ??= releaseTellingLoss(this.hub, this.entries, () => releaseAll(this.hub, this.owner, this.keys, requestId()));
     return this.released;
   }
   /** `await using`: released at the end of the block. A loss already told by `signal` is not thrown again here. */
   async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      await this.release();
-    } catch (e) {
-      if (!(e instanceof LockLostError) && !(e instanceof NotHeldError)) throw e;
-    }
+    await releaseAtScopeEnd(() => this.release());
   }
 }
 

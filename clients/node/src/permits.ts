@@ -4,6 +4,7 @@ import { requestId, semLease, semRenew, semReturn } from "./core/commands.js";
 import { renewal, type Reply } from "./core/replies.js";
 import { resending, type Hub } from "./hub.js";
 import { RlockError } from "./errors.js";
+import { releaseTellingLoss } from "./lock.js";
 import { Semaphore } from "./semaphore.js";
 import type { Entry } from "./watchdog.js";
 
@@ -48,13 +49,7 @@ export class LeasedPermit implements AsyncDisposable {
 
   /** Gives the permit back (`RSEM.RETURN`): false when it was no longer leased. */
   release(): Promise<boolean> {
-    this.released ??= (async () => {
-      const lost = this.signal.aborted ? (this.signal.reason as Error) : undefined;
-      this.hub.watchdog.unregister(this.entry);
-      const r = await this.hub.callOnce(semReturn(this.key, this.id, requestId()));
-      if (lost) throw lost;
-      return r === 1;
-    })();
+    this.released ??= releaseTellingLoss(this.hub, this.entry, async () => (await this.hub.callOnce(semReturn(this.key, this.id, requestId()))) === 1);
     return this.released;
   }
   async [Symbol.asyncDispose](): Promise<void> {
