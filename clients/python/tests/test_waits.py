@@ -122,7 +122,7 @@ def test_c06_interrupted_at_each_step_of_a_grant_leaves_nothing(server, r, key, 
         def granted_then_interrupted(*a, **kw):
             raise GaveUp()
 
-        monkeypatch.setattr(sync.Lock, "_grant", granted_then_interrupted)
+        monkeypatch.setattr(sync, "read_grant", granted_then_interrupted)
     else:
         activate = sync.Hold._activate
 

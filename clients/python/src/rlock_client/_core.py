@@ -121,6 +121,25 @@ def check_flag(v: Any, what: str) -> bool:
     return v
 
 
+def check_names(names: Any) -> list[bytes]:
+    """The names of a multi-key lock: 1 to 1024, each once."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        raise TypeError("names must be a list or tuple of names")
+    keys = [check_name(n) for n in names]
+    if not 1 <= len(keys) <= 1024:
+        raise ValueError("a multi-key lock takes 1 to 1024 names")
+    if len(set(keys)) != len(keys):
+        raise ValueError("a name is given more than once")
+    return keys
+
+
+def scoped_wait(wait: Any) -> Any:
+    """How long a scoped call (``with lock:``) waits: the handle's ``wait`` when it set one,
+    else until granted, as ``with threading.Lock():`` does. ``acquire()`` without a wait
+    tries once."""
+    return math.inf if wait is None else wait
+
+
 def slot_of(key: bytes) -> int:
     return key_slot(key)
 
@@ -193,10 +212,19 @@ def wait_cmd(n: int, timeout_ms: int) -> list:
     return ["WAIT", n, timeout_ms]
 
 
-def give_back_req(req: str) -> str:
-    """The REQ id of the release that gives back what the acquire ``req`` was granted, when the
-    caller never got it: one id however often it is tried, so it is applied once."""
-    return "g" + req
+def give_back_req(req: str, n: int = 0) -> str:
+    """The REQ id of the ``n``-th release that gives back what the acquire ``req`` was granted,
+    when the caller never got it: one id however often it is tried, so it is applied once."""
+    return ("g" if n == 0 else f"g{n}.") + req
+
+
+def with_block(cmd: Sequence[Any], block: int) -> list:
+    """``cmd`` with its ``BLOCK`` argument set to ``block`` ms."""
+    out = list(cmd)
+    for i, a in enumerate(out):
+        if a == "BLOCK":
+            out[i + 1] = block
+    return out
 
 
 def pack(cmds: Sequence[Sequence[Any]]) -> Optional[bytes]:
@@ -216,6 +244,208 @@ def pack(cmds: Sequence[Sequence[Any]]) -> Optional[bytes]:
                 return None
             out.append(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(out)
+
+
+# ---------------------------------------------------------------- one call's plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one acquiring call sends, and how a grant it may leave unclaimed is given back.
+
+    ``cmds`` go in one write; ``cmds[0]`` is the call itself (it may block in the server),
+    carrying ``req`` when it takes something. ``waits``: it goes on a wait connection (a
+    ``BLOCK`` or a ``SESSION``) and may be abandoned. ``give_back(reply)``: the commands that
+    return what ``cmds[0]`` replied, each with a REQ id derived from ``req`` (so every path
+    that gives one grant back is applied once); empty when nothing was granted."""
+
+    key: bytes
+    cmds: list
+    block: Optional[int]
+    req: str
+    waits: bool
+    give_back: Any  # Callable[[Any], list[list]]
+
+    def again(self) -> list:
+        """``cmds[0]`` sent again after the caller left: the same REQ id and a 1 ms wait. The
+        server replays a grant the first call got, or runs it anew, so what it replies is
+        what to give back."""
+        return with_block(self.cmds[0], 1) if "BLOCK" in self.cmds[0] else list(self.cmds[0])
+
+
+def granted(v: Any) -> bool:
+    """Whether the reply of an acquiring call grants something."""
+    return v is not None and not isinstance(v, BaseException)
+
+
+def lock_plan(spec: AcquireSpec, owner: bytes, block: Optional[int], replicas: int,
+              req: Optional[str] = None) -> Plan:
+    """A lock's acquire: RLOCK.ACQUIRE, then ``HGET`` of the hold count (fenced: the reply is
+    the token) and ``WAIT`` (``replicas``), in one pipeline."""
+    req = req or new_req_id()
+    key = spec.key
+    cmds = [acquire_cmd(spec, owner, req, block)]
+    if spec.fenced:
+        cmds.append(["HGET", key, field_of(owner, spec.side)])
+    if replicas:
+        cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+    back = release_cmd(key, owner, spec.side, give_back_req(req))
+    return Plan(key, cmds, block, req, block is not None or spec.session,
+                lambda v: [back] if granted(v) else [])
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A lock's grant read from its pipeline's replies."""
+
+    token: Optional[int]
+    count: Optional[int]
+    acked: Optional[int]
+    short: bool  # fewer replicas than asked acknowledged it: give it back, raise NotAcknowledged
+
+
+def read_grant(spec: AcquireSpec, replies: list, replicas: int) -> Optional[Grant]:
+    """None when not granted; raises the server's error as the package's."""
+    n = as_int(raise_if_error(replies[0]))
+    if n is None:
+        return None
+    count = as_int(raise_if_error(replies[1])) if spec.fenced else n
+    acked = as_int(raise_if_error(replies[-1])) if replicas else None
+    return Grant(n if spec.fenced else None, count, acked, bool(replicas) and (acked or 0) < replicas)
+
+
+def grant_basis(sent: float, now: float, block: Optional[int], spec: AcquireSpec, replicas: int) -> float:
+    """When a grant's lease is known to start: at the send for a call that did not wait; after a
+    wait, at its reply, less the ``WAIT`` that followed the grant."""
+    if block is None:
+        return sent
+    return max(sent, now - (spec.sync_timeout_ms / 1000 if replicas else 0))
+
+
+def mrelease_cmd(owner: bytes, keys: Sequence[bytes], req: str) -> list:
+    return ["RLOCK.MRELEASE", owner, len(keys), *keys, "REQ", req]
+
+
+def multi_plan(keys: Sequence[bytes], owner: bytes, lease: int, block: Optional[int], session: bool,
+               req: Optional[str] = None) -> Plan:
+    """RLOCK.MACQUIRE, all or none, with ``REQ``: a given-up wait is recovered as a lock's is."""
+    req = req or new_req_id()
+    cmd: list = ["RLOCK.MACQUIRE", owner, len(keys), *keys, "LEASE", lease]
+    if block is not None:
+        cmd += ["BLOCK", block]
+    if session:
+        cmd.append("SESSION")
+    cmd += ["REQ", req]
+    back = mrelease_cmd(owner, keys, give_back_req(req))
+    return Plan(keys[0], [cmd], block, req, block is not None or session,
+                lambda v: [back] if granted(v) else [])
+
+
+def semaphore_plan(key: bytes, permits: int, block: Optional[int], req: Optional[str] = None) -> Plan:
+    req = req or new_req_id()
+    cmd: list = ["RSEM.ACQUIRE", key, "PERMITS", permits]
+    if block is not None:
+        cmd += ["BLOCK", block]
+    cmd += ["REQ", req]
+    back = ["RSEM.RELEASE", key, "PERMITS", permits, "REQ", give_back_req(req)]
+    return Plan(key, [cmd], block, req, block is not None, lambda v: [back] if granted(v) else [])
+
+
+def lease_plan(key: bytes, lease: int, permits: int, block: Optional[int], req: Optional[str] = None) -> Plan:
+    """RSEM.LEASE; what it leased is given back one permit id at a time (RSEM.RETURN)."""
+    req = req or new_req_id()
+    cmd: list = ["RSEM.LEASE", key, "LEASE", lease, "PERMITS", permits]
+    if block is not None:
+        cmd += ["BLOCK", block]
+    cmd += ["REQ", req]
+
+    def back(v: Any) -> list:
+        ids = v if granted(v) else []
+        return [["RSEM.RETURN", key, i, "REQ", give_back_req(req, n + 1)] for n, i in enumerate(ids)]
+
+    return Plan(key, [cmd], block, req, block is not None, back)
+
+
+def latch_plan(key: bytes, block: Optional[int]) -> Plan:
+    """RLATCH.AWAIT: nothing is taken, so nothing is given back."""
+    cmd: list = ["RLATCH.AWAIT", key]
+    if block is not None:
+        cmd += ["BLOCK", block]
+    return Plan(key, [cmd], block, "", block is not None, lambda v: [])
+
+
+def raise_if_error(v: Any) -> Any:
+    """A reply as a value, or its error raised (the server's as the package's)."""
+    if isinstance(v, ResponseError):
+        raise server_error(v)
+    if isinstance(v, BaseException):
+        raise v
+    return v
+
+
+# ---------------------------------------------------------------- waits
+
+
+def wait_deadline(started: float, block: Optional[int]) -> Optional[float]:
+    """When a wait of ``block`` ms (0: forever; None: no BLOCK, replies at once) must have
+    ended in the server; past it plus WAIT_MARGIN a silent socket is given up."""
+    return None if block == 0 else started + (block or 0) / 1000
+
+
+def resend_wait(cmd: list, tries: int, timed_out: bool, block: Optional[int], deadline: Optional[float],
+                now: float) -> Optional[list]:
+    """The retry rule of a wait whose link broke before any reply was read, ``tries`` breaks so
+    far: None to give up, else ``cmd`` to send again (same REQ id) with the wait that is left.
+    A timeout is not retried: the server did not answer within the wait and its margin."""
+    if tries > 3 or timed_out:
+        return None
+    if deadline is None or not block:
+        return cmd
+    left = deadline - now
+    if left <= 0:
+        return None
+    return with_block(cmd, max(1, int(left * 1000)))
+
+
+# ---------------------------------------------------------------- the watchdog's decisions
+
+RENEWED, REFUSED, RAN_OUT, AGAIN = "renewed", "refused", "ran out", "again"
+
+
+def renewal_outcome(v: Any, r: "Renewal", now: float) -> str:
+    """What a renewal's reply ``v`` (None: no reply, the link broke) means for ``r``: renewed;
+    refused (0, or WRONGTYPE: the key is no longer this lock), the hold is lost; no answer and
+    the lease ran out meanwhile, lost; else tried again at its next turn."""
+    if v == 1:
+        return RENEWED
+    if v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
+        return REFUSED
+    if now >= r.expires_at():
+        return RAN_OUT
+    return AGAIN
+
+
+LOST_REASONS = {
+    REFUSED: "the renewal was refused: the lock is no longer held",
+    RAN_OUT: "the lease ran out while renewals failed",
+}
+
+
+def renewal_timeout(leases_ms: Sequence[int]) -> float:
+    """How long one server's renewal pipeline may take: a hung server must not hold the
+    watchdog past a lease (loss is told at its end)."""
+    return max(0.05, min(leases_ms) / 3000)
+
+
+def due_now(entries: Sequence[tuple], now: float) -> list:
+    """The watchdog's entries ``(n, (Renewal, event))`` whose turn has come, as ``(n, r, event)``."""
+    return [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+
+
+def next_look(entries: Sequence[tuple], now: float) -> float:
+    """How long the watchdog sleeps: until the next hold falls due, at most a second."""
+    nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
+    return max(0.0, min(nxt - now, 1.0))
 
 
 # ---------------------------------------------------------------- replies
