@@ -20,43 +20,61 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
+    LOST_REASONS,
     READ,
+    RENEWED,
     RESEND_AFTER,
     WAIT_MARGIN,
     WRITE,
     AcquireSpec,
     Leader,
     LockInfo,
+    Plan,
     Renewal,
     ScannedLock,
     Waiter,
-    acquire_cmd,
     as_int,
     check_count,
     check_flag,
     check_name,
+    check_names,
     check_owner,
     check_replicas,
     check_same_slot,
-    client_is_blocked_in,
+    due_now,
     event_channels,
     events_on,
     field_of,
-    lost_key,
-    lease_ms,
+    grant_basis,
+    granted,
+    latch_plan,
     leader_of,
+    lease_ms,
+    lease_plan,
+    lock_plan,
+    lost_key,
+    mrelease_cmd,
+    multi_plan,
     new_client_id,
     new_req_id,
+    next_look,
+    pack,
     parse_info,
     parse_scan,
     parse_stats,
     parse_top,
     parse_waiters,
+    raise_if_error,
+    read_grant,
     release_cmd,
     renew_args,
-    server_error,
+    renewal_outcome,
+    renewal_timeout,
+    resend_wait,
+    scoped_wait,
+    semaphore_plan,
     text,
-    wait_cmd,
+    wait_deadline,
     wait_ms,
 )
 from .errors import (
@@ -110,14 +128,6 @@ def _spawn(coro: Any) -> asyncio.Task:
     return t
 
 
-def _raise_if_error(v: Any) -> Any:
-    if isinstance(v, ResponseError):
-        raise server_error(v)
-    if isinstance(v, BaseException):
-        raise v
-    return v
-
-
 async def _quietly(coro: Any) -> None:
     try:
         await coro
@@ -151,7 +161,7 @@ class _Server:
     async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
         conn = await self.take()
         try:
-            await conn.send_packed_command(conn.pack_commands(cmds))
+            await conn.send_packed_command(_packed(conn, cmds))
             out = []
             for _ in cmds:
                 try:
@@ -165,7 +175,7 @@ class _Server:
         return out
 
     async def call(self, *args: Any) -> Any:
-        return _raise_if_error((await self.pipeline([args]))[0])
+        return raise_if_error((await self.pipeline([args]))[0])
 
     def forget(self) -> None:
         self._idle = []
@@ -345,7 +355,7 @@ class Locks:
 
     # plumbing
     async def _call(self, key: bytes, *args: Any) -> Any:
-        return _raise_if_error((await self._pipeline(key, [args]))[0])
+        return raise_if_error((await self._pipeline(key, [args]))[0])
 
     async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
         self._check_pid()
@@ -379,36 +389,36 @@ class Locks:
             self._replicas[id(server)] = seen
         return 1 if seen[1] > 0 else 0
 
-    async def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False) -> tuple[list, Any]:
-        """As the sync twin: the wait runs in a task of its own; if the caller is cancelled,
-        the wait is ended in the server and a grant that raced it is given back."""
+    async def _blocking(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
+        """The one wait of the asyncio face: ``plan`` runs in a task of its own, whose replies
+        reach the caller through ``fut``, a future of the caller's. Cancelling the caller
+        cancels ``fut``, never the wait; the wait is then abandoned (``_abandon``) and what it
+        was granted is given back (Rust: a oneshot channel). Returns (replies, the connection
+        if ``pin``)."""
         self._check_pid()
-        server = await self._router.server_for(key)
+        server = await self._router.server_for(plan.key)
         conn = await server.take(waits=True)
-        state: dict = {"conn": conn, "server": server}
-        # The wait's task hands its replies over through ``fut``, a future of the caller's:
-        # cancelling the caller cancels ``fut`` (never the wait), and the wait's task, finding
-        # it cancelled, returns its replies to ``_abandon`` instead (Rust: a oneshot channel).
+        state: dict = {"conn": conn, "server": server, "left": False}
         fut = asyncio.get_running_loop().create_future()
-        inner = _spawn(self._wait_into(fut, state, key, cmds, block, orphan))
+        inner = _spawn(self._wait_into(fut, state, plan))
         try:
             replies = await fut
         except asyncio.CancelledError:
+            state["left"] = True
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                _spawn(_give_back(orphan, fut.result()[0], state))  # granted as we were cancelled
+                replies = fut.result()  # granted as we were cancelled
             else:
-                await _shielded(_spawn(self._abandon(state, inner, cmds[0][0], orphan)))
+                replies = None
+            _spawn(self._abandon(state, inner, plan, replies))
             raise
-        conn = state["conn"]
         if pin:
-            return replies, conn
-        state["server"].give(conn, waits=True)
+            return replies, state["conn"]
+        state["server"].give(state["conn"], waits=True)
         return replies, None
 
-    async def _wait_into(self, fut: asyncio.Future, state: dict, key: bytes, cmds: list, block: Optional[int],
-                         orphan: Any) -> Optional[list]:
+    async def _wait_into(self, fut: asyncio.Future, state: dict, plan: Plan) -> Optional[list]:
         try:
-            replies = await self._wait(state, key, cmds, block, orphan)
+            replies = await self._wait(state, plan)
         except BaseException as e:
             if not fut.done():
                 fut.set_exception(e)
@@ -418,15 +428,18 @@ class Locks:
         fut.set_result(replies)
         return None
 
-    async def _wait(self, state: dict, key: bytes, cmds: list, block: Optional[int], orphan: Any) -> list:
-        deadline = None if block == 0 else time.monotonic() + (block or 0) / 1000
+    async def _wait(self, state: dict, plan: Plan) -> list:
+        """Sends ``plan.cmds``; a broken link sends them again (REQ ids) with the wait that
+        is left (``_core.resend_wait``), unless the caller left."""
+        cmds = plan.cmds
+        deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
             conn = state["conn"]
             replies: list = []
             state["replies"] = replies
             try:
-                await conn.send_packed_command(conn.pack_commands(cmds))
+                await conn.send_packed_command(_packed(conn, cmds))
                 while len(replies) < len(cmds):
                     t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
                     try:
@@ -439,15 +452,15 @@ class Locks:
             except _LINK_ERRORS as e:
                 await _quietly(conn.disconnect(nowait=True))
                 if replies:
-                    await _quietly(orphan(replies[0]))
+                    await self._give_back(plan, replies[0])
                     raise
                 tries += 1
-                left = None if deadline is None or not block else deadline - time.monotonic()
-                if tries > 3 or isinstance(e, RedisTimeoutError) or (left is not None and left <= 0):
+                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
+                                    time.monotonic())
+                if again is None or state["left"]:
                     raise
                 await asyncio.sleep(RESEND_AFTER)
-                if left is not None:
-                    cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
+                cmds = [again] + list(cmds[1:])
                 state["conn"] = await state["server"].take(waits=True)
                 continue
             moved = replies[0] if isinstance(replies[0], MovedError) else None
@@ -458,56 +471,46 @@ class Locks:
                 continue
             return replies
 
-    async def _abandon(self, state: dict, inner: asyncio.Task, command: str, orphan: Any) -> None:
-        try:
-            # Until the wait's task ends, or the server shows the request blocked and is told to
-            # close its connection (it may not have arrived yet: look again every 50 ms).
-            end = time.monotonic() + 3
-            while not inner.done() and not state.get("replies") and time.monotonic() < end:
-                conn, server = state["conn"], state["server"]
-                cid = getattr(conn, "rlock_id", None)
-                try:
-                    line = text(await server.call("CLIENT", "LIST", "ID", cid))
-                    blocked = client_is_blocked_in(line, command)
-                except Exception:
-                    blocked = False
-                if blocked:
-                    await _quietly(server.call("CLIENT", "KILL", "ID", cid))
-                    break
-                await asyncio.wait({inner}, timeout=0.05)
-            try:
-                replies = await asyncio.wait_for(asyncio.shield(inner), 3)
-            except BaseException:
-                replies = state.get("replies") or []
-            if replies and not isinstance(replies[0], BaseException):
-                await _quietly(orphan(replies[0]))
-        finally:
-            if not inner.done():
-                inner.cancel()
-            await _quietly(state["conn"].disconnect(nowait=True))
-
-
-async def _shielded(task: asyncio.Task) -> None:
-    try:
-        await asyncio.shield(task)
-    except BaseException:
-        pass
-
-
-async def _give_back(orphan: Any, first: Any, state: dict) -> None:
-    try:
-        if not isinstance(first, BaseException):
-            await orphan(first)
-    finally:
+    async def _abandon(self, state: dict, inner: asyncio.Task, plan: Plan, replies: Optional[list]) -> None:
+        """The caller left a wait. Its connection is closed (the server frees a blocked client
+        whose socket closed: no CLIENT KILL, which an ACL may refuse), then, unless its replies
+        are known, the call is sent again with its REQ id and a 1 ms wait: a grant the first
+        got is replayed, or the call runs anew. What either replied is given back."""
+        if replies is None and not inner.done():
+            inner.cancel()
+        await _quietly(asyncio.wait({inner}, timeout=1))
         await _quietly(state["conn"].disconnect(nowait=True))
+        if replies is None and inner.done() and not inner.cancelled() and inner.exception() is None:
+            replies = inner.result()  # read as the caller left
+        if replies is None and plan.req:
+            try:
+                replies = await self._pipeline(plan.key, [plan.again()], resend=True)
+            except Exception:
+                return
+        if replies:
+            await self._give_back(plan, replies[0])
+
+    async def _replies(self, plan: Plan) -> list:
+        """The replies of a plan that pins no connection: waited for, or sent at once."""
+        if plan.waits:
+            return (await self._blocking(plan))[0]
+        return await self._pipeline(plan.key, plan.cmds, resend=True)
+
+    async def _give_back(self, plan: Plan, reply: Any) -> None:
+        cmds = plan.give_back(reply)
+        if cmds:
+            await _quietly(self._pipeline(plan.key, cmds, True))
 
 
-def _with_block(cmd: Sequence[Any], block: int) -> list:
-    out = list(cmd)
-    for i, a in enumerate(out):
-        if a == "BLOCK":
-            out[i + 1] = block
-    return out
+async def _closed(conn: Any) -> None:
+    """Closes a wait's pinned connection, if any (a SESSION connection that holds nothing)."""
+    if conn is not None:
+        await _quietly(conn.disconnect(nowait=True))
+
+
+def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
+    p = pack(cmds)
+    return [p] if p is not None else conn.pack_commands(cmds)
 
 
 # ---------------------------------------------------------------- the watchdog
@@ -592,16 +595,15 @@ class _Watchdog:
                         return
                 else:
                     idle_since = None
-                due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+                due = due_now(entries, now)
                 if due:
                     await self._renew(locks, due)
                     continue
-                nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
                 await self._sync_events(locks, entries)
                 del locks
                 assert self._wake is not None
                 self._wake.clear()
-                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                timeout = next_look(entries, time.monotonic())
                 self._sleep_until = time.monotonic() + timeout
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
@@ -696,7 +698,7 @@ class _Watchdog:
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
-                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
                 replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
             except Exception:
                 replies = [None] * len(group)
@@ -704,15 +706,13 @@ class _Watchdog:
                 self.renewals += 1
                 if n not in self._entries:
                     continue
-                if v == 1:
+                outcome = renewal_outcome(v, r, time.monotonic())
+                if outcome in LOST_REASONS:
+                    self._lose(n, r, ev, LOST_REASONS[outcome])
+                    continue
+                if outcome == RENEWED:
                     r.basis = now
-                    r.schedule(self._anchor, time.monotonic())
-                elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
-                    self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
-                elif time.monotonic() >= r.expires_at():
-                    self._lose(n, r, ev, "the lease ran out while renewals failed")
-                else:
-                    r.schedule(self._anchor, time.monotonic())
+                r.schedule(self._anchor, time.monotonic())
 
 
 # ---------------------------------------------------------------- locks
@@ -768,7 +768,7 @@ class Hold:
         self._locks._watchdog.remove(self._entry)
         cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
         try:
-            v = _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
+            v = raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
         except asyncio.CancelledError:
             # The caller was cancelled meanwhile: the watchdog sends it again, with the same
             # REQ id, so it is applied once whether or not it reached the server.
@@ -806,6 +806,7 @@ class Lock:
         self._locks = locks
         self._owner = None if owner is None else check_owner(owner)
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
+        self._scoped_wait = scoped_wait(wait)
         self.name = key.decode("utf-8", "replace")
 
     def owner(self) -> str:
@@ -820,54 +821,33 @@ class Lock:
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        key = spec.key
-        replicas = spec.sync_replicas if spec.sync_replicas is not None else await locks._replicas_for(key)
-        cmds = [acquire_cmd(spec, owner, new_req_id(), block)]
-        if spec.fenced:
-            cmds.append(["HGET", key, field_of(owner, spec.side)])
-        if replicas:
-            cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+        replicas = spec.sync_replicas if spec.sync_replicas is not None else await locks._replicas_for(spec.key)
+        plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
         conn = None
-
-        async def orphan(v: Any) -> None:
-            if v is not None and not isinstance(v, BaseException):
-                await locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
-
-        if block is None and not spec.session:
-            replies = await locks._pipeline(key, cmds, resend=True)
+        if plan.waits:
+            replies, conn = await locks._blocking(plan, pin=spec.session)
         else:
-            replies, conn = await locks._blocking(key, cmds, block, orphan, pin=spec.session)
+            replies = await locks._pipeline(spec.key, plan.cmds, resend=True)
         try:
-            granted = _raise_if_error(replies[0])
+            grant = read_grant(spec, replies, replicas)
+            if grant is not None and grant.short:
+                await locks._give_back(plan, replies[0])
+                raise NotAcknowledged(
+                    f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
+                    f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
         except BaseException:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+            await _closed(conn)
             raise
-        if granted is None:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+        if grant is None:
+            await _closed(conn)
             return None
-        n = as_int(granted)
-        count = as_int(_raise_if_error(replies[1])) if spec.fenced else n
-        acked = as_int(_raise_if_error(replies[-1])) if replicas else None
-        basis = sent
-        if block is not None:
-            basis = max(sent, time.monotonic() - (spec.sync_timeout_ms / 1000 if replicas else 0))
-        if replicas and (acked or 0) < replicas:
-            try:
-                await orphan(granted)
-            finally:
-                if conn is not None:
-                    await _quietly(conn.disconnect(nowait=True))
-            raise NotAcknowledged(
-                f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
-                f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
-        return Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
-                    n if spec.fenced else None, count, acked, conn)
+        return Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew,
+                    grant_basis(sent, time.monotonic(), block, spec, replicas), grant.token, grant.count,
+                    grant.acked, conn)
 
     async def __aenter__(self) -> Hold:
-        hold = await self.acquire()
+        hold = await self.acquire(wait=self._scoped_wait)
         if hold is None:
             raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
         task = asyncio.current_task()
@@ -903,7 +883,7 @@ class Lock:
     async def unlock(self) -> bool:
         key = self._spec.key
         cmd = release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())
-        return _raise_if_error((await self._locks._pipeline(key, [cmd], resend=True))[0]) == 1
+        return raise_if_error((await self._locks._pipeline(key, [cmd], resend=True))[0]) == 1
 
 
 class ReadWriteLock:
@@ -931,6 +911,9 @@ class ReadWriteLock:
     async def info(self) -> LockInfo:
         return await self._locks.info(self._key)
 
+    async def is_locked(self) -> bool:
+        return (await self.info()).locked
+
     async def force_release(self) -> bool:
         return await self._locks.force_release(self._key)
 
@@ -944,22 +927,24 @@ class MultiHold:
         self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
         self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
         self._released = False
+        self._pid = os.getpid()
 
     def check(self) -> None:
         if self.lost.is_set():
             raise Lost(f"a lock of {self.keys!r} was lost")
 
     async def release(self) -> int:
-        if self._released:
+        if self._released or self._pid != os.getpid():
             return 0
         self._released = True
         for e in self._entries:
             self._locks._watchdog.remove(e)
+        cmd = mrelease_cmd(self._owner, self._keys, new_req_id())
         try:
-            return as_int(await self._locks._call(self._keys[0], "RLOCK.MRELEASE", self._owner, len(self._keys), *self._keys)) or 0
+            return as_int(raise_if_error((await self._locks._pipeline(self._keys[0], [cmd], resend=True))[0])) or 0
         finally:
-            if self._conn is not None:
-                await _quietly(self._conn.disconnect(nowait=True))
+            await _closed(self._conn)
+            self._conn = None
 
     async def __aenter__(self) -> "MultiHold":
         return self
@@ -970,19 +955,14 @@ class MultiHold:
 
 class MultiLock:
     def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
-            raise TypeError("names must be a list or tuple of names")
-        self._keys = [check_name(n) for n in names]
-        if not 1 <= len(self._keys) <= 1024:
-            raise ValueError("a multi-key lock takes 1 to 1024 names")
-        if len(set(self._keys)) != len(self._keys):
-            raise ValueError("a name is given more than once")
+        self._keys = check_names(names)
         if locks._router.cluster is not None:
             check_same_slot(self._keys)
         self._locks = locks
         self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         self._renew = lease is None
         self._wait = wait_ms(wait)
+        self._scoped_wait = scoped_wait(wait)
         self._session = check_flag(session, "session")
         self._owner = None if owner is None else check_owner(owner)
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
@@ -990,32 +970,27 @@ class MultiLock:
     async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
         block = self._wait if wait is _UNSET else wait_ms(wait)
         locks = self._locks
+        locks._check_pid()
         owner = self._owner or locks.owner().encode()
-        keys = self._keys
-        cmd: list = ["RLOCK.MACQUIRE", owner, len(keys), *keys, "LEASE", self._lease]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        if self._session:
-            cmd.append("SESSION")
+        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
         conn = None
-
-        async def orphan(v: Any) -> None:
-            if v is not None:
-                await locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
-
-        if block is None and not self._session:
-            replies = await locks._pipeline(keys[0], [cmd])
+        if plan.waits:
+            replies, conn = await locks._blocking(plan, pin=self._session)
+            sent = time.monotonic()
         else:
-            replies, conn = await locks._blocking(keys[0], [cmd], block, orphan, pin=self._session)
-        if _raise_if_error(replies[0]) is None:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+            replies = await locks._pipeline(plan.key, plan.cmds, resend=True)
+        try:
+            taken = raise_if_error(replies[0])
+        finally:
+            if conn is not None and not granted(replies[0]):
+                await _closed(conn)
+        if taken is None:
             return None
-        return MultiHold(locks, keys, owner, self._lease, self._renew, sent if block is None else time.monotonic(), conn)
+        return MultiHold(locks, self._keys, owner, self._lease, self._renew, sent, conn)
 
     async def __aenter__(self) -> MultiHold:
-        h = await self.acquire()
+        h = await self.acquire(wait=self._scoped_wait)
         if h is None:
             raise NotAcquired("the locks were not all acquired within the wait")
         self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
@@ -1063,26 +1038,14 @@ class Semaphore:
 
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
         check_count(permits, "permits")
-        block = wait_ms(wait)
-        cmd: list = ["RSEM.ACQUIRE", self._key, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", new_req_id()]
-
-        async def orphan(v: Any) -> None:
-            if v is not None:
-                await self.release(permits)
-
-        if block is None:
-            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
-        else:
-            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
-        return None if _raise_if_error(v) is None else Permits(self, permits)
+        plan = semaphore_plan(self._key, permits, wait_ms(wait))
+        replies = await self._locks._replies(plan)
+        return None if raise_if_error(replies[0]) is None else Permits(self, permits)
 
     async def release(self, permits: int = 1) -> int:
         check_count(permits, "permits")
         cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
-        return as_int(_raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])) or 0
+        return as_int(raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])) or 0
 
 
 class LeasedPermit:
@@ -1097,6 +1060,13 @@ class LeasedPermit:
     def check(self) -> None:
         if self.lost.is_set():
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
+
+    async def renew(self) -> None:
+        v = await self._sem._locks._call(self._sem._key, *renew_args(self._renewal, ""))
+        if v != 1:
+            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
+            self.check()
+        self._renewal.basis = time.monotonic()
 
     async def release(self) -> bool:
         if self._released:
@@ -1116,31 +1086,16 @@ class PermitSemaphore(Semaphore):
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
                       lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
         check_count(permits, "permits", 1, 1024)
-        block = wait_ms(wait)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        cmd: list = ["RSEM.LEASE", self._key, "LEASE", lms, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", new_req_id()]
-        sent = time.monotonic()
-
-        async def orphan(v: Any) -> None:
-            for i in v or []:
-                await self._locks._call(self._key, "RSEM.RETURN", self._key, i)
-
-        if block is None:
-            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
-        else:
-            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
-            sent = time.monotonic()
-        ids = _raise_if_error(v)
+        plan = lease_plan(self._key, lms, permits, wait_ms(wait))
+        ids = raise_if_error((await self._locks._replies(plan))[0])
         if ids is None:
             return None
-        return [LeasedPermit(self, text(i), lms, lease is None, sent) for i in ids]
+        return [LeasedPermit(self, text(i), lms, lease is None, time.monotonic()) for i in ids]
 
     async def release(self, permit_id: str) -> bool:  # type: ignore[override]
         cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
-        return _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0]) == 1
+        return raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0]) == 1
 
 
 class Latch:
@@ -1159,16 +1114,7 @@ class Latch:
         return as_int(await self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
 
     async def await_zero(self, wait: Optional[float] = None) -> bool:
-        block = wait_ms(wait)
-        cmd: list = ["RLATCH.AWAIT", self._key]
-        if block is None:
-            return _raise_if_error((await self._locks._pipeline(self._key, [cmd]))[0]) == 1
-        cmd += ["BLOCK", block]
-
-        async def nothing(v: Any) -> None:
-            return None
-
-        return _raise_if_error((await self._locks._blocking(self._key, [cmd], block, nothing))[0][0]) == 1
+        return raise_if_error((await self._locks._replies(latch_plan(self._key, wait_ms(wait))))[0]) == 1
 
 
 class Leadership:
