@@ -281,3 +281,23 @@ def test_exit_after_a_loss_raises_lost(server, r, key):
         with locks.lock(key) as hold:
             r.execute_command("RLOCK.FORCERELEASE", key)
             1 / 0
+
+
+def test_with_waits_until_granted_unless_the_handle_sets_a_wait(locks, key):
+    """``with lock:`` waits as ``with threading.Lock():`` does; ``acquire()`` tries once."""
+    holder = locks.lock(key, owner="holder").acquire()
+    assert locks.lock(key).acquire() is None
+    with pytest.raises(NotAcquired):
+        with locks.lock(key, wait=0):
+            pass
+    with pytest.raises(NotAcquired):
+        with locks.multi([key], wait=0.05):
+            pass
+    threading.Timer(0.2, holder.release).start()
+    t0 = time.monotonic()
+    with locks.lock(key) as hold:
+        assert hold is not None and time.monotonic() - t0 > 0.15
+    holder = locks.lock(key, owner="holder").acquire()
+    threading.Timer(0.2, holder.release).start()
+    with locks.multi([key]) as held:
+        assert held.keys == [key]

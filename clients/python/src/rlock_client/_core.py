@@ -515,12 +515,6 @@ def parse_cycle(msg: str) -> list[DeadlockWait]:
     ]
 
 
-def client_is_blocked_in(line: str, command: str) -> bool:
-    """Whether a ``CLIENT LIST`` line shows a client blocked in ``command``."""
-    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-    return "b" in fields.get("flags", "") and fields.get("cmd", "").lower() == command.lower()
-
-
 def keyspace_channel(db: int, key: bytes) -> bytes:
     return b"__keyspace@" + str(db).encode() + b"__:" + key
 

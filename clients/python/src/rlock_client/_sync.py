@@ -100,7 +100,10 @@ class _Server:
             conn = self.settings.sync_connection(None)
             conn.connect()
             conn.send_command("CLIENT", "ID")
-            conn.rlock_id = conn.read_response()
+            try:
+                conn.rlock_id = conn.read_response()
+            except ResponseError:  # CLIENT refused by ACL: waits are then ended by closing
+                conn.rlock_id = None
             return conn
         return self.settings.sync_connection(self.settings.socket_timeout)
 

@@ -149,8 +149,6 @@ class _Server:
         if waits:
             conn = self.settings.async_connection(None)
             await conn.connect()
-            await conn.send_command("CLIENT", "ID")
-            conn.rlock_id = await conn.read_response()
             return conn
         return self.settings.async_connection(self.settings.socket_timeout)
 
