@@ -325,7 +325,7 @@ impl Locks {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn multi<I, S>(&self, names: I) -> MultiKeyLock
+    pub fn multi<I, S>(&self, names: I) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -334,7 +334,7 @@ impl Locks {
     }
 
     /// See [`crate::Locks::multi_as`].
-    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiKeyLock
+    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -345,7 +345,7 @@ impl Locks {
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     /// See [`Lock::with_lock`].
     pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(Hold) -> T) -> Result<T> {
-        self.lock(name).wait_forever().with_lock(f)
+        self.lock(name).with_lock(f)
     }
 
     calls! {
@@ -516,11 +516,11 @@ impl Latch {
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiKeyLock`]: several locks, all or none.
-    MultiKeyLock(crate::MultiKeyLock)
+    /// Blocking twin of [`crate::MultiLock`]: several locks, all or none.
+    MultiLock(crate::MultiLock)
 }
 
-impl MultiKeyLock {
+impl MultiLock {
     /// Every key.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.inner.keys()
@@ -532,35 +532,35 @@ impl MultiKeyLock {
     }
 
     steps! {
-        /// See [`crate::MultiKeyLock::lease`].
+        /// See [`crate::MultiLock::lease`].
         fn lease(lease: Duration);
-        /// See [`crate::MultiKeyLock::wait`].
+        /// See [`crate::MultiLock::wait`].
         fn wait(wait: Duration);
-        /// See [`crate::MultiKeyLock::wait_forever`].
+        /// See [`crate::MultiLock::wait_forever`].
         fn wait_forever();
-        /// See [`crate::MultiKeyLock::session`].
+        /// See [`crate::MultiLock::session`].
         fn session();
     }
 
     acquires! {
-        /// See [`crate::MultiKeyLock::acquire`].
-        fn acquire(&self) -> MultiKeyGuard;
+        /// See [`crate::MultiLock::acquire`].
+        fn acquire(&self) -> MultiGuard;
     }
 }
 
 guard_twin! {
-    /// Blocking twin of [`crate::MultiKeyGuard`]. Dropping it releases the locks in the
+    /// Blocking twin of [`crate::MultiGuard`]. Dropping it releases the locks in the
     /// background.
-    MultiKeyGuard(crate::MultiKeyGuard)
+    MultiGuard(crate::MultiGuard)
 }
 
-impl MultiKeyGuard {
+impl MultiGuard {
     /// True once any of the locks is lost.
     pub fn is_lost(&self) -> bool {
         self.inner.as_ref().is_some_and(|g| g.is_lost())
     }
 
-    /// See [`crate::MultiKeyGuard::release`].
+    /// See [`crate::MultiGuard::release`].
     pub fn release(mut self) -> Result<()> {
         match self.inner.take() {
             Some(guard) => self.rt.block_on(guard.release()),
@@ -648,7 +648,8 @@ impl Lock {
     /// Acquires, runs `f` on this thread, and releases: the same shape as the async
     /// [`crate::Lock::with_lock`]. `f` gets the [`Hold`] by value and its output is returned as
     /// `Ok(output)` (an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors).
-    /// [`Error::Timeout`] if the lock was not acquired. Unlike the async twin, `f` cannot be
+    /// Waits as long as it takes unless the handle sets a wait; [`Error::NotAcquired`] if that
+    /// wait ended first. Unlike the async twin, `f` cannot be
     /// interrupted: if the hold was lost while it ran, the result is [`Error::Lost`], since
     /// `f`'s work may have overlapped another holder.
     ///
@@ -660,9 +661,13 @@ impl Lock {
     /// # let _ = token; Ok(()) }
     /// ```
     pub fn with_lock<T>(&self, f: impl FnOnce(Hold) -> T) -> Result<T> {
-        let guard = self.acquire()?.ok_or_else(|| Error::Timeout {
+        let scoped = Lock {
+            inner: self.inner.scoped(),
+            rt: self.rt.clone(),
+        };
+        let guard = scoped.acquire()?.ok_or_else(|| Error::NotAcquired {
             key: self.key().to_owned(),
-            waited: self.inner.waited(),
+            waited: scoped.inner.waited(),
         })?;
         let out = f(guard.hold());
         guard.release()?;
@@ -898,68 +903,68 @@ impl Iterator for LeaderChanges {
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiLocks`].
-    MultiLocks(crate::MultiLocks)
+    /// Blocking twin of [`crate::RedLocks`].
+    RedLocks(crate::RedLocks)
 }
 
-impl MultiLocks {
-    /// See [`crate::MultiLocks::new`]. Fails only if the runtime thread cannot start.
-    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> Result<MultiLocks> {
-        MultiLocks::from_async(crate::MultiLocks::new(primaries))
+impl RedLocks {
+    /// See [`crate::RedLocks::new`]. Fails only if the runtime thread cannot start.
+    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> Result<RedLocks> {
+        RedLocks::from_async(crate::RedLocks::new(primaries))
     }
 
-    /// Wraps an async [`crate::MultiLocks`] built with its builder.
-    pub fn from_async(inner: crate::MultiLocks) -> Result<MultiLocks> {
-        Ok(MultiLocks::twin(inner, Runtime::new()?))
+    /// Wraps an async [`crate::RedLocks`] built with its builder.
+    pub fn from_async(inner: crate::RedLocks) -> Result<RedLocks> {
+        Ok(RedLocks::twin(inner, Runtime::new()?))
     }
 
     makes! {
-        /// See [`crate::MultiLocks::lock`].
-        fn lock(&self, name: impl Into<String>) -> MultiLock;
+        /// See [`crate::RedLocks::lock`].
+        fn lock(&self, name: impl Into<String>) -> RedLock;
     }
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiLock`].
-    MultiLock(crate::MultiLock)
+    /// Blocking twin of [`crate::RedLock`].
+    RedLock(crate::RedLock)
 }
 
-impl MultiLock {
+impl RedLock {
     steps! {
-        /// See [`crate::MultiLock::lease`].
+        /// See [`crate::RedLock::lease`].
         fn lease(lease: Duration);
-        /// See [`crate::MultiLock::wait`].
+        /// See [`crate::RedLock::wait`].
         fn wait(wait: Duration);
-        /// See [`crate::MultiLock::fenced`].
+        /// See [`crate::RedLock::fenced`].
         fn fenced();
     }
 
     acquires! {
-        /// See [`crate::MultiLock::acquire`].
-        fn acquire(&self) -> MultiGuard;
+        /// See [`crate::RedLock::acquire`].
+        fn acquire(&self) -> RedLockGuard;
     }
 }
 
 guard_twin! {
-    /// Blocking twin of [`crate::MultiGuard`].
-    MultiGuard(crate::MultiGuard)
+    /// Blocking twin of [`crate::RedLockGuard`].
+    RedLockGuard(crate::RedLockGuard)
 }
 
-impl std::ops::Deref for MultiGuard {
-    type Target = crate::MultiGuard;
-    fn deref(&self) -> &crate::MultiGuard {
+impl std::ops::Deref for RedLockGuard {
+    type Target = crate::RedLockGuard;
+    fn deref(&self) -> &crate::RedLockGuard {
         self.inner.as_ref().expect("present until release")
     }
 }
 
-impl MultiGuard {
-    /// See [`crate::MultiGuard::renew`].
+impl RedLockGuard {
+    /// See [`crate::RedLockGuard::renew`].
     pub fn renew(&mut self) -> Result<()> {
         let g = self.inner.as_mut().expect("present until release");
         self.rt.block_on(g.renew())
     }
 
-    /// See [`crate::MultiGuard::release`].
+    /// See [`crate::RedLockGuard::release`].
     pub fn release(mut self) -> usize {
         let g = self.inner.take().expect("present until release");
         self.rt.block_on(g.release())

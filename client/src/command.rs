@@ -166,9 +166,15 @@ pub(crate) fn renew(hold: &HoldName, lease: Duration) -> redis::Cmd {
     c
 }
 
-/// `RLOCK.MACQUIRE owner numkeys key... LEASE ms [BLOCK ms] [SESSION]`: every lock of one
-/// slot, or none. `FAIR` and `TOKEN` do not apply.
-pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> redis::Cmd {
+/// `RLOCK.MACQUIRE owner numkeys key... LEASE ms [BLOCK ms] [SESSION] REQ id`: every lock of
+/// one slot, or none. `FAIR` and `TOKEN` do not apply. Sent again with the same `req`, the
+/// server replies `numkeys` while the owner holds every lock, and takes nothing more.
+pub(crate) fn macquire(
+    owner: &str,
+    keys: &[Arc<str>],
+    o: &AcquireOptions,
+    req: &str,
+) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.MACQUIRE");
     c.arg(owner).arg(keys.len());
     for key in keys {
@@ -179,17 +185,32 @@ pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> re
     if o.session {
         c.arg("SESSION");
     }
+    c.arg("REQ").arg(req);
     c
 }
 
-/// `RLOCK.MRELEASE owner numkeys key...`.
+/// `RLOCK.MRELEASE owner numkeys key... REQ id`.
 pub(crate) fn mrelease(owner: &str, keys: &[Arc<str>]) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.MRELEASE");
     c.arg(owner).arg(keys.len());
     for key in keys {
         c.arg(&**key);
     }
+    c.arg("REQ").arg(request_id());
     c
+}
+
+/// `RLOCK.MRELEASE` reply: how many of the locks are free now; `NOTHELD` (nothing released)
+/// names the first key sent.
+pub(crate) fn parse_mrelease(v: Value, keys: &[Arc<str>], owner: &str) -> Result<u64> {
+    let first = keys.first().map_or("", |k| &**k);
+    match v {
+        Value::ServerError(e) if e.code() == "NOTHELD" => Err(Error::NotHeld {
+            key: first.to_owned(),
+            owner: owner.to_owned(),
+        }),
+        v => parse_count(v, "RLOCK.MRELEASE replied"),
+    }
 }
 
 /// `name key`: a command on one key.
@@ -350,6 +371,45 @@ pub(crate) fn info(key: &str) -> redis::Cmd {
     on_key("RLOCK.INFO", key)
 }
 
+pub(crate) fn waiters(key: &str) -> redis::Cmd {
+    on_key("RLOCK.WAITERS", key)
+}
+
+/// One page of `RLOCK.SCAN`, 500 keys a call.
+pub(crate) fn scan_page(cursor: &str, pattern: Option<&str>, kind: Option<&str>) -> redis::Cmd {
+    let mut cmd = redis::cmd("RLOCK.SCAN");
+    cmd.arg(cursor).arg("COUNT").arg(500);
+    if let Some(p) = pattern {
+        cmd.arg("MATCH").arg(p);
+    }
+    if let Some(k) = kind {
+        cmd.arg("TYPE").arg(k);
+    }
+    cmd
+}
+
+pub(crate) fn stats() -> redis::Cmd {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("rlock");
+    cmd
+}
+
+/// The largest `COUNT` of `RLOCK.TOP`.
+pub(crate) const TOP_MAX: u32 = 1000;
+
+/// `RLOCK.TOP COUNT n`, n from 1 to [`TOP_MAX`].
+pub(crate) fn top(count: u32) -> Result<redis::Cmd> {
+    if !(1..=TOP_MAX).contains(&count) {
+        return Err(Error::InvalidArgument {
+            key: String::new(),
+            reason: format!("RLOCK.TOP takes a count from 1 to {TOP_MAX}, not {count}"),
+        });
+    }
+    let mut cmd = redis::cmd("RLOCK.TOP");
+    cmd.arg("COUNT").arg(count);
+    Ok(cmd)
+}
+
 pub(crate) fn wait_replicas(n: usize, timeout: Duration) -> redis::Cmd {
     let mut c = redis::cmd("WAIT");
     c.arg(n).arg(timeout.as_millis() as u64);
@@ -408,6 +468,42 @@ pub(crate) fn release_error(e: redis::RedisError, key: &str, owner: &str) -> Err
         }
     } else {
         Error::Redis(e)
+    }
+}
+
+/// What a renewal's reply (`RLOCK.RENEW`, `RSEM.RENEW`) says of the hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// `1`: renewed for another lease.
+    Renewed,
+    /// `0`, or `WRONGTYPE` (the key is no longer this kind of lock: it was deleted and
+    /// written over): the server no longer has the hold.
+    Lost,
+    /// Another error: the hold may stand; try again (until its lease ends).
+    Retry(String),
+}
+
+pub(crate) fn renewal(reply: redis::RedisResult<Value>) -> Renewal {
+    match reply {
+        Err(e) if e.code() == Some("WRONGTYPE") => Renewal::Lost,
+        Err(e) => Renewal::Retry(e.to_string()),
+        Ok(Value::ServerError(e)) if e.code() == "WRONGTYPE" => Renewal::Lost,
+        Ok(v) => match parse_flag(v, "the renewal replied") {
+            Ok(true) => Renewal::Renewed,
+            Ok(false) => Renewal::Lost,
+            Err(e) => Renewal::Retry(e.to_string()),
+        },
+    }
+}
+
+impl Renewal {
+    /// As the watchdog keeps it: renewed, lost, or the error to retry after.
+    pub(crate) fn into_result(self) -> std::result::Result<bool, String> {
+        match self {
+            Renewal::Renewed => Ok(true),
+            Renewal::Lost => Ok(false),
+            Renewal::Retry(e) => Err(e),
+        }
     }
 }
 
@@ -811,35 +907,6 @@ mod tests {
         );
         assert_eq!(parse_integer(Value::Int(-3), "x").unwrap(), -3);
         assert!(parse_integer(Value::Nil, "x").is_err());
-    }
-
-    #[test]
-    fn multi_key_commands_count_their_keys() {
-        let keys: Vec<Arc<str>> = vec![Arc::from("{o}:a"), Arc::from("{o}:b")];
-        let waits = AcquireOptions {
-            wait: Wait::For(Duration::from_millis(250)),
-            session: true,
-            ..opts()
-        };
-        assert_eq!(
-            args(&macquire("u:1", &keys, &waits)),
-            [
-                "RLOCK.MACQUIRE",
-                "u:1",
-                "2",
-                "{o}:a",
-                "{o}:b",
-                "LEASE",
-                "30000",
-                "BLOCK",
-                "250",
-                "SESSION"
-            ]
-        );
-        assert_eq!(
-            args(&mrelease("u:1", &keys)),
-            ["RLOCK.MRELEASE", "u:1", "2", "{o}:a", "{o}:b"]
-        );
     }
 
     #[test]

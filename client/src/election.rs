@@ -194,7 +194,7 @@ impl Election {
         Ok(Arc::from(value))
     }
 
-    fn lock(&self, value: &str) -> Lock {
+    pub(crate) fn lock(&self, value: &str) -> Lock {
         let lock = self.locks.lock_as(&*self.key, value).fenced();
         match self.replicas {
             Some((n, timeout)) => lock.sync_replicas(n, timeout),
@@ -238,7 +238,7 @@ impl Election {
 }
 
 /// The leader of `info`'s lock, if it is a held reentrant lock.
-fn leader_of(info: &LockInfo) -> Option<Leader> {
+pub(crate) fn leader_of(info: &LockInfo) -> Option<Leader> {
     if !matches!(info.kind, LockKind::Reentrant) {
         return None;
     }

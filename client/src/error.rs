@@ -23,8 +23,9 @@ pub enum Error {
         /// Why the hold was judged lost.
         reason: String,
     },
-    /// The lock was not acquired within the wait that was asked for.
-    Timeout {
+    /// The lock was not acquired within the wait that was asked for (a scoped call,
+    /// `with_lock`, whose wait ended first). Named `Timeout` before 4.1.
+    NotAcquired {
         /// The lock's key.
         key: String,
         /// How long the call waited; `None` for a single try without a wait.
@@ -100,9 +101,22 @@ impl Error {
         matches!(self, Error::Deadlock { .. })
     }
 
+    /// True for [`Error::NotAcquired`]: a wait that ended without a grant.
+    pub fn is_not_acquired(&self) -> bool {
+        matches!(self, Error::NotAcquired { .. })
+    }
+
     /// True for [`Error::Lost`].
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. })
+    }
+
+    /// [`Error::InvalidArgument`]: a call refused before anything is sent.
+    pub(crate) fn invalid(key: &str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            key: key.to_owned(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn lost(key: &str, reason: impl Into<String>) -> Self {
@@ -133,11 +147,11 @@ impl fmt::Display for Error {
                 f,
                 "lock {key:?} was lost ({reason}); stop work that relies on it and acquire it again"
             ),
-            Error::Timeout {
+            Error::NotAcquired {
                 key,
                 waited: Some(w),
             } => write!(f, "lock {key:?} was not acquired within {w:?}"),
-            Error::Timeout { key, waited: None } => write!(
+            Error::NotAcquired { key, waited: None } => write!(
                 f,
                 "lock {key:?} is held by someone else (tried once; use .wait(..) to wait for it)"
             ),
@@ -193,6 +207,17 @@ impl From<redis::RedisError> for Error {
             }
         }
         Error::Redis(e)
+    }
+}
+
+/// Refuses an empty name, and a count of zero where one is given (`what`: its name).
+pub(crate) fn check_args(key: &str, counts: &[(&str, u64)]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid(key, "a name must not be empty"));
+    }
+    match counts.iter().find(|(_, n)| *n == 0) {
+        Some((what, _)) => Err(Error::invalid(key, format!("{what} must be at least 1"))),
+        None => Ok(()),
     }
 }
 
@@ -298,7 +323,7 @@ mod tests {
         assert!(e.is_lost());
         let text = e.to_string();
         assert!(text.contains("\"orders\"") && text.contains("renewal refused"));
-        let t = Error::Timeout {
+        let t = Error::NotAcquired {
             key: "k".into(),
             waited: None,
         };

@@ -382,7 +382,7 @@ impl Locks {
             owner,
             side: None,
             lease: None,
-            wait: Wait::No,
+            wait: None,
             fair: false,
             fenced: false,
             session: false,
@@ -392,13 +392,13 @@ impl Locks {
 
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     ///
-    /// Shorthand for `self.lock(name).wait_forever().with_lock(f)`: see [`Lock::with_lock`].
+    /// Shorthand for `self.lock(name).with_lock(f)`: see [`Lock::with_lock`].
     pub async fn with_lock<F, Fut, T>(&self, name: impl Into<String>, f: F) -> Result<T>
     where
         F: FnOnce(Hold) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.lock(name).wait_forever().with_lock(f).await
+        self.lock(name).with_lock(f).await
     }
 
     /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
@@ -436,6 +436,18 @@ impl Locks {
     }
 }
 
+/// A grant read from an acquire's replies (see [`Lock::read_grant`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The acquire's reply: the token when fenced, else the hold count.
+    pub reply: u64,
+    /// The hold count, when known.
+    pub count: Option<u64>,
+    pub token: Option<u64>,
+    /// Replicas that acknowledged the grant, after a `WAIT`.
+    pub replicas: Option<u64>,
+}
+
 /// A handle on one lock, carrying one owner id, and the builder of its acquires.
 ///
 /// **Owners, threads and tasks.** Redisson names the owner after the thread, so a thread
@@ -466,7 +478,9 @@ pub struct Lock {
     owner: Arc<str>,
     side: Option<Side>,
     lease: Option<Duration>,
-    wait: Wait,
+    /// `None`: not set; [`acquire`](Lock::acquire) tries once, [`with_lock`](Lock::with_lock)
+    /// waits as long as it takes.
+    wait: Option<Wait>,
     fair: bool,
     fenced: bool,
     session: bool,
@@ -508,7 +522,7 @@ impl Lock {
         self
     }
 
-    fn hold_name(&self) -> HoldName {
+    pub(crate) fn hold_name(&self) -> HoldName {
         HoldName {
             key: self.key.clone(),
             owner: self.owner.clone(),
@@ -591,7 +605,7 @@ impl Lock {
     fn options(&self) -> AcquireOptions {
         AcquireOptions {
             lease: self.lease.unwrap_or(self.locks.inner.config.watchdog_lease),
-            wait: self.wait,
+            wait: self.wait.unwrap_or(Wait::No),
             fair: self.fair,
             fenced: self.fenced,
             session: self.session,
@@ -599,10 +613,19 @@ impl Lock {
     }
 
     pub(crate) fn waited(&self) -> Option<Duration> {
-        match self.wait {
+        match self.wait.unwrap_or(Wait::No) {
             Wait::No => None,
             Wait::For(d) => Some(d),
             Wait::Forever => Some(Duration::MAX),
+        }
+    }
+
+    /// This handle as the scoped call ([`with_lock`](Self::with_lock)) uses it: waiting as
+    /// long as it takes unless a wait was set, as `threading.Lock` and Redisson's `lock()` do.
+    pub(crate) fn scoped(&self) -> Lock {
+        Lock {
+            wait: Some(self.wait.unwrap_or(Wait::Forever)),
+            ..self.clone()
         }
     }
 
@@ -634,10 +657,8 @@ impl Lock {
                 return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
             }
             let mut pipe = self.acquire_pipeline(&opts, &command::request_id());
-            let mut values = conn.pipeline(&mut pipe).await?.into_iter();
-            let granted = command::parse_acquire(values.next().unwrap_or_default())?;
-            let count = hold_count_after(values.next());
-            Ok(granted.map(|token| self.guard(token, count, sent, None)))
+            let grant = self.read_grant(conn.pipeline(&mut pipe).await?)?;
+            Ok(grant.map(|g| self.guard(g.reply, g.count, sent, None)))
         } else {
             self.acquire_dedicated(opts).await
         }
@@ -664,22 +685,68 @@ impl Lock {
     /// replica count of the lock's primary (kept, see `replicas.rs`).
     async fn durable(&self) -> Result<Lock> {
         let inner = &self.locks.inner;
+        let attached = if self.replicas.is_none() && inner.config.durable.0 > 0 {
+            let conn = inner.conn().await?;
+            inner.replicas.of(&conn, &self.key).await.unwrap_or(0)
+        } else {
+            0
+        };
+        Ok(self.settled(attached))
+    }
+
+    /// This handle with its acknowledgement settled, given the replicas `attached` to the
+    /// lock's primary: `sync_replicas(n, t)` if set, else the default's `n` capped at
+    /// `attached`; none (no `WAIT`) when that is 0.
+    pub(crate) fn settled(&self, attached: u64) -> Lock {
         let wanted = match self.replicas {
             Some((n, t)) => (n > 0).then_some((n, t)),
-            None => match inner.config.durable {
-                (0, _) => None,
-                (n, t) => {
-                    let conn = inner.conn().await?;
-                    let attached = inner.replicas.of(&conn, &self.key).await.unwrap_or(0);
-                    let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
-                    (n > 0).then_some((n, t))
-                }
-            },
+            None => {
+                let (n, t) = self.locks.inner.config.durable;
+                let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
+                (n > 0).then_some((n, t))
+            }
         };
-        Ok(Lock {
+        Lock {
             replicas: wanted,
             ..self.clone()
-        })
+        }
+    }
+
+    /// What an acquire of this handle sends, the replicas `attached` known, with the
+    /// `REQ` id `req`: the same pipeline [`acquire`](Self::acquire) sends (its single-try,
+    /// unfenced, unacknowledged case sends the pipeline's one command alone).
+    #[cfg(test)]
+    pub(crate) fn plan(&self, attached: u64, req: &str) -> redis::Pipeline {
+        let settled = self.settled(attached);
+        settled.acquire_pipeline(&settled.options(), req)
+    }
+
+    /// The grant in the replies of [`acquire_pipeline`](Self::acquire_pipeline): the
+    /// acquire's reply (the token when fenced, else the hold count), the hold count read
+    /// beside a fenced grant, the replicas that acknowledged it (after a `WAIT`).
+    pub(crate) fn read_grant(&self, values: Vec<redis::Value>) -> Result<Option<Grant>> {
+        let mut values = values.into_iter();
+        let granted = command::parse_acquire(values.next().unwrap_or_default())?;
+        let count = if self.fenced {
+            hold_count_after(values.next())
+        } else {
+            None
+        };
+        let replicas = match values.next() {
+            Some(v) if self.replicas.is_some() => Some(command::parse_count(v, "WAIT replied")?),
+            _ => None,
+        };
+        Ok(granted.map(|reply| Grant {
+            reply,
+            count: if self.fenced { count } else { Some(reply) },
+            token: self.fenced.then_some(reply),
+            replicas,
+        }))
+    }
+
+    /// Whether `acked` replicas are as many as this (settled) handle asks.
+    pub(crate) fn acknowledged(&self, acked: u64) -> bool {
+        acked >= self.replicas.map_or(0, |(n, _)| n) as u64
     }
 
     /// The acquire, on a pooled connection with its `WAIT`; a grant acknowledged by fewer
@@ -690,7 +757,7 @@ impl Lock {
         };
         let wanted = self.replicas.map_or(0, |(n, _)| n);
         let acked = guard.replicas_acked().unwrap_or(0);
-        if acked >= wanted as u64 {
+        if self.acknowledged(acked) {
             return Ok(Some(guard));
         }
         self.locks.inner.replicas.stale();
@@ -847,22 +914,7 @@ impl Lock {
             return; // unreachable server: the lease ends the hold, if any
         };
         if let Some(id) = closed {
-            let until = Instant::now() + Duration::from_secs(3);
-            loop {
-                let mut list = redis::cmd("CLIENT");
-                list.arg("LIST").arg("ID").arg(id);
-                match conn.query_on_node_of(&self.key, list).await {
-                    Ok(v) if command::text(&v).is_some_and(|t| t.trim().is_empty()) => break,
-                    Ok(_) if Instant::now() < until => {
-                        tokio::time::sleep(Duration::from_millis(10)).await
-                    }
-                    Ok(_) => break,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        break;
-                    }
-                }
-            }
+            crate::conn::until_gone(&conn, &self.key, id).await;
         }
         let once = AcquireOptions {
             wait: Wait::No,
@@ -885,18 +937,7 @@ impl Lock {
         blocked: bool,
         _conn: &mut Dedicated,
     ) -> Result<Option<Guard>> {
-        let mut values = reply?.into_iter();
-        let granted = command::parse_acquire(values.next().unwrap_or_default())?;
-        let count = if self.fenced {
-            hold_count_after(values.next())
-        } else {
-            None
-        };
-        let replicas = match values.next() {
-            Some(v) => Some(command::parse_count(v, "WAIT replied")?),
-            None => None,
-        };
-        let Some(n) = granted else {
+        let Some(grant) = self.read_grant(reply?)? else {
             return Ok(None);
         };
         // A blocked acquire was granted some time between send and reply; the reply is the
@@ -908,8 +949,8 @@ impl Lock {
         } else {
             sent
         };
-        let mut guard = self.guard(n, count, basis, None);
-        guard.hold.replicas = replicas;
+        let mut guard = self.guard(grant.reply, grant.count, basis, None);
+        guard.hold.replicas = grant.replicas;
         Ok(Some(guard))
     }
 
@@ -953,7 +994,12 @@ impl Lock {
     /// `f` gets the [`Hold`] by value (token, lost signal) and its output is returned as
     /// `Ok(output)`; an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors.
     /// If the lock is lost while `f` runs, `f` is dropped at its next await point and
-    /// [`Error::Lost`] is returned. If the lock is not acquired, [`Error::Timeout`] is returned.
+    /// [`Error::Lost`] is returned.
+    ///
+    /// It waits as long as it takes unless the handle sets a [`wait`](Self::wait) (as
+    /// `threading.Lock` and Redisson's `lock()` do), while [`acquire`](Self::acquire) without
+    /// one tries once. If the wait set ends first (or `wait(Duration::ZERO)` found the lock
+    /// held), [`Error::NotAcquired`] is returned and `f` never runs.
     /// The blocking twin, [`blocking::Lock::with_lock`](crate::blocking::Lock::with_lock), has
     /// the same shape with a plain closure: `|hold| ..` instead of `|hold| async move { .. }`.
     ///
@@ -968,9 +1014,10 @@ impl Lock {
         F: FnOnce(Hold) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire().await?.ok_or_else(|| Error::Timeout {
+        let scoped = self.scoped();
+        let guard = scoped.acquire().await?.ok_or_else(|| Error::NotAcquired {
             key: self.key.to_string(),
-            waited: self.waited(),
+            waited: scoped.waited(),
         })?;
         let hold = guard.hold();
         let out = tokio::select! {
@@ -1194,19 +1241,25 @@ impl Guard {
             tokio::time::sleep(RESEND_AFTER).await;
             reply = self.inner.conn().await?.query(&cmd).await;
         }
-        let v = reply?;
         let hold = &self.hold.name;
-        if command::parse_flag(v, "RLOCK.RENEW replied")? {
-            self.inner.registry.renewed(hold, self.entry, sent);
-            Ok(())
-        } else {
-            let reason = "the server refused the renewal: the lock expired, was deleted or was \
-                          force-released";
-            self.inner.registry.mark_lost(hold, self.entry, reason);
-            Err(self
-                .hold
-                .lost_error()
-                .unwrap_or_else(|| Error::lost(&hold.key, reason)))
+        match command::renewal(reply.clone()) {
+            command::Renewal::Renewed => {
+                self.inner.registry.renewed(hold, self.entry, sent);
+                Ok(())
+            }
+            command::Renewal::Retry(_) => Err(match reply {
+                Err(e) => e.into(),
+                Ok(v) => Error::unexpected("RLOCK.RENEW replied", &v),
+            }),
+            command::Renewal::Lost => {
+                let reason = "the server refused the renewal: the lock expired, was deleted, \
+                              written over or force-released";
+                self.inner.registry.mark_lost(hold, self.entry, reason);
+                Err(self
+                    .hold
+                    .lost_error()
+                    .unwrap_or_else(|| Error::lost(&hold.key, reason)))
+            }
         }
     }
 

@@ -343,8 +343,7 @@ async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
         match reply {
             Ok(values) => {
                 for (i, v) in idx.into_iter().zip(values) {
-                    out[i] =
-                        command::parse_flag(v, "RLOCK.RENEW replied").map_err(|e| e.to_string());
+                    out[i] = command::renewal(Ok(v)).into_result();
                 }
             }
             Err(e) => {

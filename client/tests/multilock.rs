@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{holders, pttl, raw, servers};
-use rlock_client::{Endpoint, Locks, MultiKeyLock};
+use rlock_client::{Endpoint, Locks, MultiLock};
 use rlock_module_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +144,7 @@ async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
 }
 
 /// Acquires `set`, holds it 50 ms and releases it: true once served, false if never.
-async fn hold_briefly(set: MultiKeyLock) -> rlock_client::Result<bool> {
+async fn hold_briefly(set: MultiLock) -> rlock_client::Result<bool> {
     let g = set.acquire().await;
     if let Ok(Some(g)) = g {
         tokio::time::sleep(Duration::from_millis(50)).await;
