@@ -532,3 +532,53 @@ impl Drop for MultiGuard {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock_module_tests::{flavors, Server};
+
+    fn holders(server: &Server, key: &str) -> Vec<(String, i64)> {
+        let map: std::collections::BTreeMap<String, i64> = redis::cmd("HGETALL")
+            .arg(key)
+            .query(&mut server.conn())
+            .expect("HGETALL");
+        map.into_iter().collect()
+    }
+
+    fn macquire(server: &Server, owner: &str, req: &str) -> redis::Value {
+        redis::cmd("RLOCK.MACQUIRE")
+            .arg(owner)
+            .arg(2)
+            .arg("{o}:a")
+            .arg("{o}:b")
+            .arg("LEASE")
+            .arg(30_000)
+            .arg("REQ")
+            .arg(req)
+            .query(&mut server.conn())
+            .expect("RLOCK.MACQUIRE")
+    }
+
+    /// A grant whose reply was lost (taken here by a raw `RLOCK.MACQUIRE` with the REQ id of
+    /// the wait) is found by that id and given back; where nothing was granted and the locks
+    /// are still held by someone else, the recovery takes nothing.
+    #[tokio::test]
+    async fn a_lost_multi_key_grant_is_found_by_its_req_id_and_given_back() {
+        for flavor in flavors() {
+            let server = Server::start(flavor);
+            let locks = Locks::new(server.client());
+            let set = locks.multi_as(["{o}:b", "{o}:a"], "waiter");
+            let keys = set.groups()[0].clone();
+            assert_eq!(macquire(&server, "waiter", "r1"), redis::Value::Int(2));
+            set.recover(&keys, None, "r1").await;
+            assert!(holders(&server, "{o}:a").is_empty(), "{flavor:?}");
+            assert!(holders(&server, "{o}:b").is_empty(), "{flavor:?}");
+
+            assert_eq!(macquire(&server, "someone", "r2"), redis::Value::Int(2));
+            set.recover(&keys, None, "r3").await;
+            assert_eq!(holders(&server, "{o}:a"), [("someone".into(), 1)], "{flavor:?}");
+            assert_eq!(holders(&server, "{o}:b"), [("someone".into(), 1)], "{flavor:?}");
+        }
+    }
+}

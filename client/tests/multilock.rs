@@ -153,3 +153,56 @@ async fn hold_briefly(set: MultiLock) -> rlock_client::Result<bool> {
         g.map(|g| g.is_some())
     }
 }
+
+/// C06 and issue 38 §5: multi-key waits given up at moments around their grant, for the
+/// default user (whose cancel kills the waiting connection) and for a user whose ACL refuses
+/// `CLIENT KILL` (whose connection is closed instead, a grant perhaps already written to it):
+/// every grant is found (read, or by the wait's `REQ` id) and given back, none is left held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
+    for server in servers() {
+        let flavor = server.flavor;
+        raw(
+            &server,
+            &["ACL", "SETUSER", "nokill", "on", ">pw", "~*", "&*", "+@all", "-client|kill"],
+        )
+        .unwrap();
+        let limited = rlock_module_tests::redis::Client::open(format!(
+            "redis://nokill:pw@127.0.0.1:{}/",
+            server.port
+        ))
+        .unwrap();
+        for (who, locks) in [
+            ("default user", Locks::new(server.client())),
+            ("no CLIENT KILL", Locks::new(limited)),
+        ] {
+            for i in 0..16u64 {
+                raw(&server, &["RLOCK.ACQUIRE", "{r}:b", "someone", "LEASE", "30000"]).unwrap();
+                let set = locks.multi(["{r}:a", "{r}:b"]).wait_forever();
+                let task = tokio::spawn(async move { set.acquire().await });
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                // The release and the give-up a few hundred microseconds apart, either first.
+                let (release_at, abort_at) = ((i % 4) * 300, ((i / 4) % 4) * 300);
+                let release = async {
+                    tokio::time::sleep(Duration::from_micros(release_at)).await;
+                    raw(&server, &["RLOCK.RELEASE", "{r}:b", "someone"]).unwrap();
+                };
+                let abort = async {
+                    tokio::time::sleep(Duration::from_micros(abort_at)).await;
+                    task.abort();
+                };
+                tokio::join!(release, abort);
+                let freed = common::eventually(Duration::from_secs(5), || {
+                    holders(&server, "{r}:a").is_empty() && holders(&server, "{r}:b").is_empty()
+                })
+                .await;
+                assert!(
+                    freed,
+                    "{flavor} {who} #{i}: left held: {:?} {:?}",
+                    holders(&server, "{r}:a"),
+                    holders(&server, "{r}:b")
+                );
+            }
+        }
+    }
+}
