@@ -278,7 +278,6 @@ async def test_c06_a_cancelled_wait_of_each_family_leaves_nothing(server, r, key
             free = holder.release
             call = locks.lock(keys[0], wait=5).acquire() if kind == "lock" else locks.multi(keys, wait=5).acquire()
         else:
-            await sem.try_set_permits(0)
             free = lambda: sem.add_permits(1)  # noqa: E731
             call = sem.acquire(wait=5)
         t = asyncio.create_task(call)

@@ -10,8 +10,6 @@ from rlock_client._core import (
     AcquireSpec,
     Renewal,
     acquire_cmd,
-    event_channels,
-    events_on,
     LOST_REASONS,
     RENEWED,
     give_back_req,
@@ -129,15 +127,11 @@ def test_a_scoped_call_waits_unless_the_handle_says():
     assert scoped_wait(None) == math.inf and scoped_wait(0) == 0 and scoped_wait(2) == 2
 
 
-def test_events_modes_and_messages():
-    assert events_on("Kd") == "K" and events_on("KEA") == "K" and events_on("Ed") == "E"
-    assert events_on("Kg") is None and events_on("") is None
-    assert event_channels("K", 0, {b"x"}) == {b"__keyspace@0__:x"}
-    assert b"__keyevent@2__:rlock.forcerelease" in event_channels("E", 2, {b"x"})
-    assert lost_key([b"message", b"__keyspace@0__:x", b"rlock.forcerelease"]) == b"x"
-    assert lost_key([b"message", b"__keyspace@0__:x", b"rlock.acquire"]) is None
-    assert lost_key([b"message", b"__keyevent@0__:rlock.expire", b"y"]) == b"y"
-    assert lost_key([b"subscribe", b"__keyspace@0__:x", 1]) is None
+def test_only_published_messages_tell_of_a_loss():
+    """The rest of the keyspace decisions are the shared vectors' (test_spec.py)."""
+    assert lost_key([b"message", b"__keyspace@0__:x", b"del"], 0) == b"x"
+    assert lost_key([b"subscribe", b"__keyspace@0__:x", 1], 0) is None
+    assert lost_key([b"pmessage", b"__keyspace@0__:x", b"del"], 0) is None
 
 
 def test_renewals_fall_on_one_grid():

@@ -192,7 +192,8 @@ def test_c17_bad_input_raises_before_sending(locks, r, key):
     with pytest.raises(TypeError):
         locks.multi("ab")
     with pytest.raises(ValueError):
-        locks.multi([key, key])
+        locks.multi([])
+    assert locks.multi([key, key])._keys == [key.encode()]  # named once (the shared vectors)
     with pytest.raises(ValueError):
         locks.latch(key).try_set_count(0)
     with pytest.raises(TypeError):

@@ -228,7 +228,8 @@ def _family(kind, locks, r, key):
                 time.sleep(0.02)
             return sem.available() == 1 and not r.execute_command("RLOCK.WAITERS", key)
 
-        return lambda: sem.try_set_permits(0), call, lambda: sem.add_permits(1), settled
+        # A semaphore never set has no permits: the waiter waits.
+        return lambda: None, call, lambda: sem.add_permits(1), settled
     latch = locks.latch(key)
     return (lambda: latch.try_set_count(1), lambda: latch.await_zero(5), latch.count_down,
             lambda: wait_free(r, key))

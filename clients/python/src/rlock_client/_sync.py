@@ -21,16 +21,17 @@ from ._core import (
     READ,
     RENEWED,
     RESEND_AFTER,
+    SCAN_COUNT,
     WAIT_MARGIN,
     WRITE,
     AcquireSpec,
+    Call,
     Leader,
     LockInfo,
     Plan,
     Renewal,
     ScannedLock,
     Waiter,
-    as_int,
     check_count,
     check_flag,
     check_name,
@@ -38,40 +39,61 @@ from ._core import (
     check_owner,
     check_replicas,
     check_same_slot,
+    check_value,
     due_now,
+    election_leader,
     event_channels,
     events_on,
     field_of,
     grant_basis,
+    latch_count,
+    latch_count_down,
     latch_plan,
-    leader_of,
+    latch_try_set_count,
     lease_ms,
     lease_plan,
+    lock_force_release,
+    lock_hold_count,
+    lock_info,
+    lock_is_held_by,
+    lock_is_locked,
     lock_plan,
+    lock_release,
+    lock_remaining_lease,
+    lock_renew,
     lost_key,
-    mrelease_cmd,
     multi_plan,
+    multi_release,
     new_client_id,
     new_req_id,
     next_look,
     pack,
-    parse_info,
     parse_scan,
     parse_stats,
     parse_top,
-    parse_waiters,
+    permit_renew,
+    permit_return,
     raise_if_error,
     read_grant,
+    read_latch,
+    read_multi,
     release_cmd,
     renew_args,
     renewal_outcome,
     renewal_timeout,
     resend_wait,
+    scan_cmd,
     scoped_wait,
+    semaphore_add_permits,
+    semaphore_available,
     semaphore_plan,
+    semaphore_release,
+    semaphore_try_set_permits,
     text,
+    top_cmd,
     wait_deadline,
     wait_ms,
+    waiters_call,
 )
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotAcquired, NotHeld
 
@@ -313,31 +335,21 @@ class Locks:
     # ------------------------------------------------------------ queries
 
     def info(self, name: Any) -> LockInfo:
-        key = check_name(name)
-        return parse_info(self._call(key, "RLOCK.INFO", key))
+        return self._do(lock_info(check_name(name)))
 
     def force_release(self, name: Any) -> bool:
-        key = check_name(name)
-        return bool(self._call(key, "RLOCK.FORCERELEASE", key))
+        return self._do(lock_force_release(check_name(name)))
 
     def waiters(self, name: Any) -> list[Waiter]:
-        key = check_name(name)
-        return parse_waiters(self._call(key, "RLOCK.WAITERS", key))
+        return self._do(waiters_call(check_name(name)))
 
-    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> Iterator[ScannedLock]:
+    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = SCAN_COUNT) -> Iterator[ScannedLock]:
         """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary."""
-        if type is not None and type.lower() not in ("lock", "rwlock"):
-            raise ValueError("type must be 'lock', 'rwlock' or None")
-        check_count(count, "count")
+        scan_cmd(0, match, type, count)  # refused here, before anything is sent
         for server in self._router.all():
             cursor = 0
             while True:
-                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
-                if match is not None:
-                    args += ["MATCH", match]
-                if type is not None:
-                    args += ["TYPE", type.upper()]
-                cursor, entries = parse_scan(server.call(*args))
+                cursor, entries = parse_scan(server.call(*scan_cmd(cursor, match, type, count)))
                 yield from entries
                 if cursor == 0:
                     break
@@ -352,10 +364,10 @@ class Locks:
 
     def top(self, count: int = 10) -> list[dict]:
         """``RLOCK.TOP``: the most contended keys, on every primary."""
-        check_count(count, "count", 1, 1000)
+        cmd = top_cmd(count)
         out: list = []
         for s in self._router.all():
-            out += parse_top(s.call("RLOCK.TOP", "COUNT", count))
+            out += parse_top(s.call(*cmd))
         out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
         return out[:count]
 
@@ -367,6 +379,9 @@ class Locks:
 
     def _call(self, key: bytes, *args: Any) -> Any:
         return raise_if_error(self._pipeline(key, [args])[0])
+
+    def _do(self, c: Call) -> Any:
+        return c.read(self._pipeline(c.key, c.cmds, resend=c.resend))
 
     def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
                   timeout: Optional[float] = None) -> list:
@@ -731,6 +746,7 @@ class _Subscriber:
         self.channels: set = set()
         self.checked = 0.0
         self.on: Optional[str] = None
+        self.db = 0
 
     @property
     def active(self) -> bool:
@@ -755,8 +771,8 @@ class _Subscriber:
         if not self.on:
             self.close()
             return
-        db = locks._router.db
-        want = event_channels(self.on, db, {r.key for _, (r, _) in entries})
+        db = self.db = locks._router.db
+        want = set(event_channels(self.on, db, sorted({r.key for _, (r, _) in entries})))
         try:
             if self.conn is None:
                 self.conn = locks._router.single.settings.sync_connection(None)
@@ -776,7 +792,7 @@ class _Subscriber:
         try:
             end = time.monotonic() + timeout
             while self.conn.can_read(timeout=max(0.0, end - time.monotonic())):
-                key = lost_key(self.conn.read_response())
+                key = lost_key(self.conn.read_response(), self.db)
                 if key is not None:
                     hit.add(key)
                     if not self.conn.can_read(timeout=0):
@@ -850,11 +866,13 @@ class Hold:
     def renew(self) -> None:
         """Renews the lease now (the watchdog does it by itself)."""
         self.check()
-        v = self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
-        if v != 1:
-            self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
-            self.check()
-        self._renewal.basis = time.monotonic()
+        r = self._renewal
+        try:
+            self._locks._do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
+        except Lost:
+            self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
+            raise
+        r.basis = time.monotonic()
 
     def release(self) -> bool:
         """Gives this hold back. True when the lock is free now, False when a re-entry was
@@ -862,14 +880,15 @@ class Hold:
         after fork(), releases nothing of the parent's and returns False."""
         if self._pid != os.getpid() or self._released:
             return False
-        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        call = lock_release(self._key, self._owner, self.side)
+        cmd = call.cmds[0]
         try:
             self._released = True
             self._gone[0] = True
             if self._finalizer is not None:
                 self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            reply = self._locks._pipeline(self._key, [cmd], resend=True)[0]
+            replies = self._locks._pipeline(self._key, [cmd], resend=True)
         except _LINK_ERRORS:
             raise
         except BaseException:
@@ -882,7 +901,7 @@ class Hold:
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
-        return raise_if_error(reply) == 1
+        return bool(call.read(replies))
 
     def __enter__(self) -> "Hold":
         return self
@@ -1008,25 +1027,28 @@ class Lock:
         return self._locks.info(self._spec.key)
 
     def is_locked(self) -> bool:
-        return self.info().locked
+        return bool(self._locks._do(lock_is_locked(self._spec.key)))
+
+    def is_held_by(self, owner: Any = None) -> bool:
+        """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
+        who = self._owner_bytes() if owner is None else check_owner(owner)
+        return bool(self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side)))
 
     def hold_count(self) -> int:
         """This handle's owner's hold count (on its side for a read-write lock)."""
-        field = field_of(self._owner_bytes(), self._spec.side)
-        return as_int(self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+        return int(self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
 
     def remaining_lease(self) -> Optional[float]:
-        pttl = self.info().pttl
-        return None if pttl is None else pttl / 1000
+        """The lease left in seconds; None when the lock is free (or has no expiry)."""
+        ms = self._locks._do(lock_remaining_lease(self._spec.key))
+        return None if ms is None else ms / 1000
 
     def force_release(self) -> bool:
         return self._locks.force_release(self._spec.key)
 
     def unlock(self) -> bool:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        key = self._spec.key
-        v = self._locks._pipeline(key, [release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())], resend=True)[0]
-        return raise_if_error(v) == 1
+        return bool(self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
 class ReadWriteLock:
@@ -1060,7 +1082,7 @@ class ReadWriteLock:
         return self._locks.info(self._key)
 
     def is_locked(self) -> bool:
-        return self.info().locked
+        return bool(self._locks._do(lock_is_locked(self._key)))
 
     def force_release(self) -> bool:
         return self._locks.force_release(self._key)
@@ -1091,9 +1113,8 @@ class MultiHold:
         self._released = True
         for e in self._entries:
             self._locks._watchdog.remove(e)
-        cmd = mrelease_cmd(self._owner, self._keys, new_req_id())
         try:
-            return as_int(raise_if_error(self._locks._pipeline(self._keys[0], [cmd], resend=True)[0])) or 0
+            return int(self._locks._do(multi_release(self._owner, self._keys)))
         finally:
             if self._conn is not None:
                 self._conn.disconnect()
@@ -1134,12 +1155,12 @@ class MultiLock:
 
         def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[MultiHold]:
             try:
-                taken = raise_if_error(replies[0])
+                taken = read_multi(replies[0])
             except BaseException:
                 if conn is not None:
                     conn.disconnect()
                 raise
-            if taken is None:
+            if not taken:
                 if conn is not None:
                     conn.disconnect()
                 return None
@@ -1198,15 +1219,13 @@ class Semaphore:
         self._key = check_name(name)
 
     def try_set_permits(self, n: int) -> bool:
-        check_count(n, "permits", 0)
-        return bool(self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+        return bool(self._locks._do(semaphore_try_set_permits(self._key, n)))
 
     def add_permits(self, n: int) -> int:
-        check_count(n, "permits", -2147483647)
-        return as_int(self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+        return int(self._locks._do(semaphore_add_permits(self._key, n)))
 
     def available(self) -> int:
-        return as_int(self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+        return int(self._locks._do(semaphore_available(self._key)))
 
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
         """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
@@ -1227,9 +1246,7 @@ class Semaphore:
         return self._locks._wait(plan, make)
 
     def release(self, permits: int = 1) -> int:
-        check_count(permits, "permits")
-        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
-        return as_int(raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])) or 0
+        return int(self._locks._do(semaphore_release(self._key, permits)))
 
 
 class LeasedPermit:
@@ -1249,11 +1266,13 @@ class LeasedPermit:
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
 
     def renew(self) -> None:
-        v = self._sem._locks._call(self._sem._key, *renew_args(self._renewal, ""))
-        if v != 1:
-            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
+        r = self._renewal
+        try:
+            self._sem._locks._do(permit_renew(r.key, r.owner, r.lease_ms))
+        except Lost:
+            self._sem._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
             self.check()
-        self._renewal.basis = time.monotonic()
+        r.basis = time.monotonic()
 
     def release(self) -> bool:
         if self._released:
@@ -1309,8 +1328,7 @@ class PermitSemaphore:
         return self._locks._wait(plan, make)
 
     def release(self, permit_id: str) -> bool:
-        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
-        return raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0]) == 1
+        return bool(self._locks._do(permit_return(self._key, permit_id)))
 
 
 class Latch:
@@ -1321,22 +1339,21 @@ class Latch:
         self._key = check_name(name)
 
     def try_set_count(self, n: int) -> bool:
-        check_count(n, "count")
-        return bool(self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+        return bool(self._locks._do(latch_try_set_count(self._key, n)))
 
     def count_down(self) -> int:
-        return as_int(self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+        return int(self._locks._do(latch_count_down(self._key)))
 
     def count(self) -> int:
-        return as_int(self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+        return int(self._locks._do(latch_count(self._key)))
 
     def await_zero(self, wait: Optional[float] = None) -> bool:
         """True once the count is zero; False if the wait ends first (None: look once). The
         wait runs in the server, on the calling thread."""
         plan = latch_plan(self._key, wait_ms(wait))
         if not plan.waits:
-            return raise_if_error(self._locks._pipeline(self._key, plan.cmds)[0]) == 1
-        return self._locks._wait(plan, lambda replies, conn, w: raise_if_error(replies[0]) == 1)
+            return read_latch(self._locks._pipeline(self._key, plan.cmds)[0])
+        return self._locks._wait(plan, lambda replies, conn, w: read_latch(replies[0]))
 
 
 # ---------------------------------------------------------------- election
@@ -1381,9 +1398,7 @@ class Election:
 
     def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
         """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
-        if not isinstance(value, str):
-            raise TypeError("value must be a str")
-        check_owner(value)
+        check_value(value)
         lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
                     self._sync_timeout, value)
         hold = lock.acquire()
@@ -1395,7 +1410,7 @@ class Election:
         return Leadership(hold, value)
 
     def leader(self) -> Optional[Leader]:
-        return leader_of(self._locks.info(self._key))
+        return self._locks._do(election_leader(self._key))
 
     def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,

@@ -24,16 +24,17 @@ from ._core import (
     READ,
     RENEWED,
     RESEND_AFTER,
+    SCAN_COUNT,
     WAIT_MARGIN,
     WRITE,
     AcquireSpec,
+    Call,
     Leader,
     LockInfo,
     Plan,
     Renewal,
     ScannedLock,
     Waiter,
-    as_int,
     check_count,
     check_flag,
     check_name,
@@ -41,41 +42,62 @@ from ._core import (
     check_owner,
     check_replicas,
     check_same_slot,
+    check_value,
     due_now,
+    election_leader,
     event_channels,
     events_on,
     field_of,
     grant_basis,
     granted,
+    latch_count,
+    latch_count_down,
     latch_plan,
-    leader_of,
+    latch_try_set_count,
     lease_ms,
     lease_plan,
+    lock_force_release,
+    lock_hold_count,
+    lock_info,
+    lock_is_held_by,
+    lock_is_locked,
     lock_plan,
+    lock_release,
+    lock_remaining_lease,
+    lock_renew,
     lost_key,
-    mrelease_cmd,
     multi_plan,
+    multi_release,
     new_client_id,
     new_req_id,
     next_look,
     pack,
-    parse_info,
     parse_scan,
     parse_stats,
     parse_top,
-    parse_waiters,
+    permit_renew,
+    permit_return,
     raise_if_error,
     read_grant,
+    read_latch,
+    read_multi,
     release_cmd,
     renew_args,
     renewal_outcome,
     renewal_timeout,
     resend_wait,
+    scan_cmd,
     scoped_wait,
+    semaphore_add_permits,
+    semaphore_available,
     semaphore_plan,
+    semaphore_release,
+    semaphore_try_set_permits,
     text,
+    top_cmd,
     wait_deadline,
     wait_ms,
+    waiters_call,
 )
 from .errors import (
     Deadlock,
@@ -307,34 +329,23 @@ class Locks:
 
     # queries
     async def info(self, name: Any) -> LockInfo:
-        key = check_name(name)
-        return parse_info(await self._call(key, "RLOCK.INFO", key))
+        return await self._do(lock_info(check_name(name)))
 
     async def force_release(self, name: Any) -> bool:
-        key = check_name(name)
-        return bool(await self._call(key, "RLOCK.FORCERELEASE", key))
+        return await self._do(lock_force_release(check_name(name)))
 
     async def waiters(self, name: Any) -> list[Waiter]:
-        key = check_name(name)
-        return parse_waiters(await self._call(key, "RLOCK.WAITERS", key))
+        return await self._do(waiters_call(check_name(name)))
 
-    async def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> AsyncIterator[ScannedLock]:
-        if type is not None and type.lower() not in ("lock", "rwlock"):
-            raise ValueError("type must be 'lock', 'rwlock' or None")
-        check_count(count, "count")
+    async def scan(self, match: Optional[str] = None, type: Optional[str] = None,
+                   count: int = SCAN_COUNT) -> AsyncIterator[ScannedLock]:
+        scan_cmd(0, match, type, count)
         for server in await self._router.all():
-            cursor = 0
-            while True:
-                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
-                if match is not None:
-                    args += ["MATCH", match]
-                if type is not None:
-                    args += ["TYPE", type.upper()]
-                cursor, entries = parse_scan(await server.call(*args))
+            cursor: Optional[int] = None
+            while cursor != 0:
+                cursor, entries = parse_scan(await server.call(*scan_cmd(cursor or 0, match, type, count)))
                 for e in entries:
                     yield e
-                if cursor == 0:
-                    break
 
     async def stats(self) -> dict:
         out = {}
@@ -344,16 +355,19 @@ class Locks:
         return out
 
     async def top(self, count: int = 10) -> list[dict]:
-        check_count(count, "count", 1, 1000)
+        cmd = top_cmd(count)
         out: list = []
         for s in await self._router.all():
-            out += parse_top(await s.call("RLOCK.TOP", "COUNT", count))
+            out += parse_top(await s.call(*cmd))
         out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
         return out[:count]
 
     # plumbing
     async def _call(self, key: bytes, *args: Any) -> Any:
         return raise_if_error((await self._pipeline(key, [args]))[0])
+
+    async def _do(self, c: Call) -> Any:
+        return c.read(await self._pipeline(c.key, c.cmds, resend=c.resend))
 
     async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
         self._check_pid()
@@ -629,13 +643,13 @@ class _Watchdog:
         if not self._events:
             await self._close_events()
             return
-        want = event_channels(self._events, locks._router.db, {r.key for _, (r, _) in entries})
+        want = set(event_channels(self._events, locks._router.db, sorted({r.key for _, (r, _) in entries})))
         try:
             if self._sub is None:
                 self._sub = locks._router.single.settings.async_connection(None)
                 await self._sub.connect()
                 self._channels = set()
-                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub))
+                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub, locks._router.db))
             add, drop = want - self._channels, self._channels - want
             if add:
                 await self._sub.send_command("SUBSCRIBE", *add)
@@ -645,10 +659,10 @@ class _Watchdog:
         except Exception:
             await self._close_events()
 
-    async def _listen(self, conn: Any) -> None:
+    async def _listen(self, conn: Any, db: int) -> None:
         try:
             while True:
-                key = lost_key(await conn.read_response(timeout=math.inf))
+                key = lost_key(await conn.read_response(timeout=math.inf), db)
                 if key is not None:
                     await self.check_now({key})
         except BaseException:
@@ -752,10 +766,11 @@ class Hold:
 
     async def renew(self) -> None:
         self.check()
-        v = await self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
-        if v != 1:
+        try:
+            await self._locks._do(lock_renew(self._key, self._owner, self.side, self._renewal.lease_ms))
+        except Lost:
             self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
-            self.check()
+            raise
         self._renewal.basis = time.monotonic()
 
     async def release(self) -> bool:
@@ -764,9 +779,10 @@ class Hold:
         self._released = True
         self._finalizer.detach()
         self._locks._watchdog.remove(self._entry)
-        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        call = lock_release(self._key, self._owner, self.side)
+        cmd = call.cmds[0]
         try:
-            v = raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
+            replies = await self._locks._pipeline(self._key, [cmd], resend=True)
         except asyncio.CancelledError:
             # The caller was cancelled meanwhile: the watchdog sends it again, with the same
             # REQ id, so it is applied once whether or not it reached the server.
@@ -776,7 +792,7 @@ class Hold:
             if self._conn is not None:
                 await _quietly(self._conn.disconnect(nowait=True))
                 self._conn = None
-        return v == 1
+        return bool(call.read(replies))
 
     async def __aenter__(self) -> "Hold":
         return self
@@ -865,23 +881,24 @@ class Lock:
         return await self._locks.info(self._spec.key)
 
     async def is_locked(self) -> bool:
-        return (await self.info()).locked
+        return await self._locks._do(lock_is_locked(self._spec.key))
+
+    async def is_held_by(self, owner: Any = None) -> bool:
+        who = check_owner(owner) if owner is not None else self._owner_bytes()
+        return await self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side))
 
     async def hold_count(self) -> int:
-        field = field_of(self._owner_bytes(), self._spec.side)
-        return as_int(await self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+        return await self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side))
 
     async def remaining_lease(self) -> Optional[float]:
-        pttl = (await self.info()).pttl
-        return None if pttl is None else pttl / 1000
+        ms = await self._locks._do(lock_remaining_lease(self._spec.key))
+        return ms / 1000 if ms is not None else None
 
     async def force_release(self) -> bool:
         return await self._locks.force_release(self._spec.key)
 
     async def unlock(self) -> bool:
-        key = self._spec.key
-        cmd = release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())
-        return raise_if_error((await self._locks._pipeline(key, [cmd], resend=True))[0]) == 1
+        return await self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side))
 
 
 class ReadWriteLock:
@@ -910,7 +927,7 @@ class ReadWriteLock:
         return await self._locks.info(self._key)
 
     async def is_locked(self) -> bool:
-        return (await self.info()).locked
+        return await self._locks._do(lock_is_locked(self._key))
 
     async def force_release(self) -> bool:
         return await self._locks.force_release(self._key)
@@ -937,9 +954,8 @@ class MultiHold:
         self._released = True
         for e in self._entries:
             self._locks._watchdog.remove(e)
-        cmd = mrelease_cmd(self._owner, self._keys, new_req_id())
         try:
-            return as_int(raise_if_error((await self._locks._pipeline(self._keys[0], [cmd], resend=True))[0])) or 0
+            return await self._locks._do(multi_release(self._owner, self._keys))
         finally:
             await _closed(self._conn)
             self._conn = None
@@ -979,11 +995,11 @@ class MultiLock:
         else:
             replies = await locks._pipeline(plan.key, plan.cmds, resend=True)
         try:
-            taken = raise_if_error(replies[0])
+            taken = read_multi(replies[0])
         finally:
             if conn is not None and not granted(replies[0]):
                 await _closed(conn)
-        if taken is None:
+        if not taken:
             return None
         return MultiHold(locks, self._keys, owner, self._lease, self._renew, sent, conn)
 
@@ -1024,15 +1040,13 @@ class Semaphore:
         self.name = self._key.decode("utf-8", "replace")
 
     async def try_set_permits(self, n: int) -> bool:
-        check_count(n, "permits", 0)
-        return bool(await self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+        return await self._locks._do(semaphore_try_set_permits(self._key, n))
 
     async def add_permits(self, n: int) -> int:
-        check_count(n, "permits", -2147483647)
-        return as_int(await self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+        return await self._locks._do(semaphore_add_permits(self._key, n))
 
     async def available(self) -> int:
-        return as_int(await self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+        return await self._locks._do(semaphore_available(self._key))
 
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
         check_count(permits, "permits")
@@ -1041,9 +1055,7 @@ class Semaphore:
         return None if raise_if_error(replies[0]) is None else Permits(self, permits)
 
     async def release(self, permits: int = 1) -> int:
-        check_count(permits, "permits")
-        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
-        return as_int(raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])) or 0
+        return await self._locks._do(semaphore_release(self._key, permits))
 
 
 class LeasedPermit:
@@ -1060,8 +1072,9 @@ class LeasedPermit:
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
 
     async def renew(self) -> None:
-        v = await self._sem._locks._call(self._sem._key, *renew_args(self._renewal, ""))
-        if v != 1:
+        try:
+            await self._sem._locks._do(permit_renew(self._renewal.key, self._renewal.owner, self._renewal.lease_ms))
+        except Lost:
             self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
             self.check()
         self._renewal.basis = time.monotonic()
@@ -1092,8 +1105,7 @@ class PermitSemaphore(Semaphore):
         return [LeasedPermit(self, text(i), lms, lease is None, time.monotonic()) for i in ids]
 
     async def release(self, permit_id: str) -> bool:  # type: ignore[override]
-        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
-        return raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0]) == 1
+        return await self._locks._do(permit_return(self._key, permit_id))
 
 
 class Latch:
@@ -1102,17 +1114,16 @@ class Latch:
         self._key = check_name(name)
 
     async def try_set_count(self, n: int) -> bool:
-        check_count(n, "count")
-        return bool(await self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+        return await self._locks._do(latch_try_set_count(self._key, n))
 
     async def count_down(self) -> int:
-        return as_int(await self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+        return await self._locks._do(latch_count_down(self._key))
 
     async def count(self) -> int:
-        return as_int(await self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+        return await self._locks._do(latch_count(self._key))
 
     async def await_zero(self, wait: Optional[float] = None) -> bool:
-        return raise_if_error((await self._locks._replies(latch_plan(self._key, wait_ms(wait))))[0]) == 1
+        return read_latch((await self._locks._replies(latch_plan(self._key, wait_ms(wait))))[0])
 
 
 class Leadership:
@@ -1148,9 +1159,7 @@ class Election:
         self._sync_timeout = sync_timeout
 
     async def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
-        if not isinstance(value, str):
-            raise TypeError("value must be a str")
-        check_owner(value)
+        check_value(value)
         lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
                     self._sync_timeout, value)
         hold = await lock.acquire()
@@ -1162,7 +1171,7 @@ class Election:
         return Leadership(hold, value)
 
     async def leader(self) -> Optional[Leader]:
-        return leader_of(await self._locks.info(self._key))
+        return await self._locks._do(election_leader(self._key))
 
     async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
         last: Any = _UNSET
