@@ -141,10 +141,6 @@ function lockOptions(a) {
   return o;
 }
 
-function waitOf(a) {
-  return "wait_ms" in a ? (a.wait_ms === "forever" ? Infinity : value(a.wait_ms)) : undefined;
-}
-
 function lockHandle(locks, a) {
   const o = lockOptions(a);
   if (a.side) {
@@ -157,10 +153,50 @@ function lockHandle(locks, a) {
 /** What a grant says, in the vectors' words. */
 const granted = (h) => (h ? { granted: true, hold_count: h.holdCount, token: h.token, replicas_acked: h.replicasAcked } : { granted: false });
 
+/** Calls that send one command and read its reply: the handle is made, the call sent, its result named as the vectors name it. */
+const QUERIES = {
+  "lock.is_locked": async (locks, a) => ({ locked: await lockHandle(locks, a).isLocked() }),
+  "lock.is_held_by": async (locks, a) => ({ held: await lockHandle(locks, a).isHeldByOwner() }),
+  "lock.hold_count": async (locks, a) => ({ hold_count: await lockHandle(locks, a).holdCount() }),
+  "lock.remaining_lease": async (locks, a) => ({ remaining_ms: await lockHandle(locks, a).remainingLease() }),
+  "lock.release": async (locks, a) => ({ freed: await lockHandle(locks, a).unlock() }),
+  "lock.force_release": async (locks, a) => ({ removed: await locks.forceRelease(value(a.key)) }),
+  "lock.info": (locks, a) => locks.info(value(a.key)),
+  "semaphore.try_set_permits": async (locks, a) => ({ set: await locks.semaphore(value(a.key)).trySetPermits(value(a.permits)) }),
+  "permits.try_set_permits": async (locks, a) => ({ set: await locks.permitSemaphore(value(a.key)).trySetPermits(value(a.permits)) }),
+  "semaphore.add_permits": async (locks, a) => ({ available: await locks.semaphore(value(a.key)).addPermits(value(a.permits)) }),
+  "semaphore.available": async (locks, a) => ({ available: await locks.semaphore(value(a.key)).available() }),
+  "semaphore.acquire": async (locks, a) => ({ granted: (await locks.semaphore(value(a.key)).acquire({ permits: value(a.permits), ...waitOption(a) })) !== null }),
+  "semaphore.release": async (locks, a) => ({ available: await locks.semaphore(value(a.key)).release(value(a.permits)) }),
+  "permits.acquire": async (locks, a) => {
+    const got = await locks.permitSemaphore(value(a.key)).acquireMany({ permits: value(a.permits), ...("lease_ms" in a ? { lease: value(a.lease_ms) } : {}), ...waitOption(a) });
+    return got ? { granted: true, ids: got.map((p) => p.id) } : { granted: false };
+  },
+  "permits.release": async (locks, a) => ({ returned: await locks.permitSemaphore(value(a.key)).release(value(a.id)) }),
+  "latch.try_set_count": async (locks, a) => ({ set: await locks.latch(value(a.key)).trySetCount(value(a.count)) }),
+  "latch.count_down": async (locks, a) => ({ count: await locks.latch(value(a.key)).countDown() }),
+  "latch.count": async (locks, a) => ({ count: await locks.latch(value(a.key)).count() }),
+  "latch.await_zero": async (locks, a) => ({ open: await locks.latch(value(a.key)).awaitZero(waitOption(a)) }),
+  "election.campaign": async (locks, a) => {
+    const l = await locks.election(value(a.key)).campaign(value(a.value), waitOption(a));
+    return { leader: l ? { value: l.value, term: l.term } : null };
+  },
+  "election.leader": async (locks, a) => ({ leader: await locks.election(value(a.key)).leader() }),
+  "election.resign": async (locks, a) => ({ resigned: await locks.election(value(a.key)).resign(value(a.value)) }),
+  "queries.waiters": (locks, a) => locks.waiters(value(a.key)),
+  "queries.scan": (locks, a) => locks.scan({ ...("match" in a ? { match: a.match } : {}), ...("type" in a ? { type: a.type } : {}) }),
+  "queries.stats": (locks) => locks.stats(),
+  "queries.top": (locks, a) => locks.top(value(a.count)),
+};
+
+function waitOption(a) {
+  return "wait_ms" in a ? { wait: a.wait_ms === "forever" ? Infinity : value(a.wait_ms) } : {};
+}
+
 /**
- * Runs one call of the vectors through the public API. `setup` replies come first (a hold to
- * release or renew is taken by an acquire the script grants), then `script.sent` is cleared,
- * so what is recorded is the call's own. Returns the call's result in the vectors' words.
+ * Runs one call of the vectors through the public API. A hold to release or renew is taken
+ * first by an acquire the script grants; then `script.sent` is cleared, so what is recorded is
+ * the call's own. Returns the call's result in the vectors' words.
  */
 async function run(driver, c, replies = []) {
   const a = c.args ?? {};
@@ -171,15 +207,16 @@ async function run(driver, c, replies = []) {
     script.queue = [...rs];
   };
   try {
-    const [family, verb] = c.call.split(".");
-    const key = value(a.key);
+    if (QUERIES[c.call]) {
+      go(replies);
+      return await QUERIES[c.call](locks, a);
+    }
     switch (c.call) {
-      case "lock.acquire":
-        return await (async () => {
-          const lock = lockHandle(locks, a);
-          go(replies);
-          return granted(await lock.acquire());
-        })();
+      case "lock.acquire": {
+        const lock = lockHandle(locks, a);
+        go(replies);
+        return granted(await lock.acquire());
+      }
       case "lock.scoped": {
         const lock = lockHandle(locks, a);
         go(replies);
@@ -189,11 +226,6 @@ async function run(driver, c, replies = []) {
         });
         return seen;
       }
-      case "lock.release": {
-        const lock = lockHandle(locks, a);
-        go(replies);
-        return { freed: await lock.unlock() };
-      }
       case "lock.renew": {
         const lock = lockHandle(locks, a);
         go([1]);
@@ -202,33 +234,14 @@ async function run(driver, c, replies = []) {
         await hold.renew();
         return { renewed: true };
       }
-      case "lock.is_locked":
-        go(replies);
-        return { locked: await lockHandle(locks, a).isLocked() };
-      case "lock.is_held_by":
-        go(replies);
-        return { held: await lockHandle(locks, a).isHeldByOwner() };
-      case "lock.hold_count":
-        go(replies);
-        return { hold_count: await lockHandle(locks, a).holdCount() };
-      case "lock.remaining_lease":
-        go(replies);
-        return { remaining_ms: await lockHandle(locks, a).remainingLease() };
-      case "lock.force_release":
-        go(replies);
-        return { removed: await locks.forceRelease(key) };
-      case "lock.info":
-        go(replies);
-        return await locks.info(key);
       case "multi.acquire":
       case "multi.scoped": {
-        const o = { owner: value(a.owner) };
+        const o = { owner: value(a.owner), ...waitOption(a) };
         if ("lease_ms" in a) o.lease = value(a.lease_ms);
-        if ("wait_ms" in a) o.wait = waitOf(a);
         if ("session" in a) o.session = a.session;
         const multi = locks.multi(a.keys.map(value), o);
         go(replies);
-        if (verb === "acquire") return { granted: (await multi.acquire()) !== null };
+        if (c.call === "multi.acquire") return { granted: (await multi.acquire()) !== null };
         await multi.using(() => {});
         return { granted: true };
       }
@@ -239,96 +252,14 @@ async function run(driver, c, replies = []) {
         go(replies);
         return { freed: await hold.release() };
       }
-      case "semaphore.try_set_permits":
-      case "permits.try_set_permits": {
-        const sem = family === "semaphore" ? locks.semaphore(key) : locks.permitSemaphore(key);
-        go(replies);
-        return { set: await sem.trySetPermits(value(a.permits)) };
-      }
-      case "semaphore.add_permits":
-        go(replies);
-        return { available: await locks.semaphore(key).addPermits(value(a.permits)) };
-      case "semaphore.available":
-        go(replies);
-        return { available: await locks.semaphore(key).available() };
-      case "semaphore.acquire": {
-        const sem = locks.semaphore(key);
-        const o = { permits: value(a.permits) };
-        if ("wait_ms" in a) o.wait = waitOf(a);
-        go(replies);
-        return { granted: (await sem.acquire(o)) !== null };
-      }
-      case "semaphore.release": {
-        const sem = locks.semaphore(key);
-        go(replies);
-        return { available: await sem.release(value(a.permits)) };
-      }
-      case "permits.acquire": {
-        const sem = locks.permitSemaphore(key);
-        const o = { permits: value(a.permits) };
-        if ("lease_ms" in a) o.lease = value(a.lease_ms);
-        if ("wait_ms" in a) o.wait = waitOf(a);
-        go(replies);
-        const got = await sem.acquireMany(o);
-        return got ? { granted: true, ids: got.map((p) => p.id) } : { granted: false };
-      }
-      case "permits.release": {
-        const sem = locks.permitSemaphore(key);
-        go(replies);
-        return { returned: await sem.release(value(a.id)) };
-      }
       case "permits.renew": {
-        const sem = locks.permitSemaphore(key);
+        const sem = locks.permitSemaphore(value(a.key));
         go([[value(a.id)]]);
         const [permit] = await sem.acquireMany({ permits: 1, lease: value(a.lease_ms) });
         go(replies);
         await permit.renew();
         return { renewed: true };
       }
-      case "latch.try_set_count":
-        go(replies);
-        return { set: await locks.latch(key).trySetCount(value(a.count)) };
-      case "latch.count_down":
-        go(replies);
-        return { count: await locks.latch(key).countDown() };
-      case "latch.count":
-        go(replies);
-        return { count: await locks.latch(key).count() };
-      case "latch.await_zero": {
-        const latch = locks.latch(key);
-        go(replies);
-        return { open: await latch.awaitZero("wait_ms" in a ? { wait: waitOf(a) } : undefined) };
-      }
-      case "election.campaign": {
-        const election = locks.election(key);
-        go(replies);
-        const l = await election.campaign(value(a.value), "wait_ms" in a ? { wait: waitOf(a) } : undefined);
-        return { leader: l ? { value: l.value, term: l.term } : null };
-      }
-      case "election.leader":
-        go(replies);
-        return { leader: await locks.election(key).leader() };
-      case "election.resign": {
-        const election = locks.election(key);
-        go(replies);
-        return { resigned: await election.resign(value(a.value)) };
-      }
-      case "queries.waiters":
-        go(replies);
-        return await locks.waiters(key);
-      case "queries.scan": {
-        const o = {};
-        if ("match" in a) o.match = a.match;
-        if ("type" in a) o.type = a.type;
-        go(replies);
-        return await locks.scan(o);
-      }
-      case "queries.stats":
-        go(replies);
-        return await locks.stats();
-      case "queries.top":
-        go(replies);
-        return await locks.top(value(a.count));
       default:
         throw new Error(`case ${c.id}: the call ${c.call} is not one this test knows: a call the client cannot express`);
     }
