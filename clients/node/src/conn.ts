@@ -43,40 +43,43 @@ export interface Driver {
 }
 
 type ErrorClass = abstract new (...args: never[]) => Error;
-const replyErrors = new Map<DriverName, Promise<ErrorClass[]>>();
+const replyErrors = new Map<DriverName, Promise<ErrorClass>>();
 
 /**
- * The classes of a driver's error replies, from the driver's own package (a peer dependency,
- * so the application's copy): node-redis's `ErrorReply`, ioredis's `ReplyError`. Told apart by
- * class, never by name, which a minifier may change.
+ * The class of a driver's error replies, from the driver's own package (a peer dependency, so
+ * the application's copy): node-redis's `ErrorReply`, ioredis's `ReplyError`. Told apart by
+ * class, never by name, which a minifier may change. The imports are literal, so a bundler
+ * that bundles the driver bundles these too.
  */
-function replyErrorClasses(driver: DriverName): Promise<ErrorClass[]> {
+function replyErrorClass(driver: DriverName): Promise<ErrorClass> {
   let p = replyErrors.get(driver);
   if (!p) {
-    const packages = driver === "ioredis" ? [["ioredis", "ReplyError"]] : [["redis", "ErrorReply"], ["@redis/client", "ErrorReply"]];
-    p = Promise.all(
-      packages.map(async ([name, cls]) => {
-        try {
-          const mod: any = await import(name!);
-          const c = mod[cls!] ?? mod.default?.[cls!];
-          return typeof c === "function" ? (c as ErrorClass) : null;
-        } catch {
-          return null;
-        }
-      }),
-    ).then((found) => {
-      const classes = found.filter((c): c is ErrorClass => c !== null);
-      if (classes.length === 0) throw new RlockError(`rlock-client could not load the ${driver} package to tell its error replies apart: install ${packages[0]![0]} beside rlock-client`);
-      return classes;
-    });
+    const load = async (): Promise<unknown> => {
+      if (driver === "ioredis") {
+        const mod: any = await import("ioredis");
+        return mod.ReplyError ?? mod.default?.ReplyError;
+      }
+      const mod: any = await import("redis");
+      return mod.ErrorReply ?? mod.default?.ErrorReply;
+    };
+    p = load().then(
+      (c) => {
+        if (typeof c !== "function") throw new RlockError(`the ${driver} package has no error reply class where rlock-client looks for it`);
+        return c as ErrorClass;
+      },
+      (e: unknown) => {
+        replyErrors.delete(driver);
+        throw new RlockError(`rlock-client could not load the ${driver} package to tell its error replies apart: install ${driver === "ioredis" ? "ioredis" : "redis"} beside rlock-client`, { cause: e });
+      },
+    );
     replyErrors.set(driver, p);
   }
   return p;
 }
 
 /** Server error replies as this package's errors (`ServerError`, `DeadlockError`, ...); anything else (a broken connection, a timeout) as it is. */
-function converter(classes: ErrorClass[]): (e: unknown) => unknown {
-  return (e) => (classes.some((c) => e instanceof c) ? serverError((e as Error).message) : e);
+function converter(replyError: ErrorClass): (e: unknown) => unknown {
+  return (e) => (e instanceof replyError ? serverError(e.message) : e);
 }
 
 function normalize(v: unknown): Reply {
@@ -295,7 +298,7 @@ class IoredisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
-    const convert = converter(await replyErrorClasses(this.name));
+    const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
@@ -374,7 +377,7 @@ class NodeRedisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
-    const convert = converter(await replyErrorClasses(this.name));
+    const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
