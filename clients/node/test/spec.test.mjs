@@ -413,3 +413,16 @@ for (const driver of DRIVERS) {
     });
   }
 }
+
+// Errors are told apart by class, never by name: with the drivers' error classes and this
+// package's renamed as a minifier renames them, every error case still agrees.
+test("error replies are told apart by class: errors.json agrees with every class renamed as a minifier would", async () => {
+  const classes = [ErrorReply, ReplyError, RlockError, ServerError, NotHeldError, DeadlockError, NotAcquiredError, LockLostError, NotAcknowledgedError];
+  const names = classes.map((c) => Object.getOwnPropertyDescriptor(c, "name"));
+  classes.forEach((c, i) => Object.defineProperty(c, "name", { value: `m${i}`, configurable: true }));
+  try {
+    for (const driver of DRIVERS) await checkErrors(driver, load("errors"));
+  } finally {
+    classes.forEach((c, i) => Object.defineProperty(c, "name", names[i]));
+  }
+});
