@@ -251,7 +251,14 @@ def test_c18_hold_released_from_another_thread(locks, r, key):
 
 
 def test_version():
-    assert rlock_client.__version__ == "4.0.0"
+    """The package says the version its pyproject.toml builds (4.1.0: issue 38)."""
+    import os
+    import re
+
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+    with open(pyproject) as f:
+        (version,) = re.findall(r'^version = "([^"]+)"', f.read(), re.M)
+    assert rlock_client.__version__ == version
 
 
 def test_wait_forever_is_math_inf(locks, key):

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from .errors import Deadlock, DeadlockWait, Lost, NotHeld, Unexpected
+from .errors import Deadlock, DeadlockWait, Lost, NotAcquired, NotHeld, Unexpected
 
 Name = Union[str, bytes]
 
@@ -168,6 +168,63 @@ class AcquireSpec:
     session: bool = False
     sync_replicas: Optional[int] = None  # None: 1 if a replica is attached
     sync_timeout_ms: int = int(DEFAULT_SYNC_TIMEOUT * 1000)
+
+
+def lock_spec(name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any, session: Any,
+              sync_replicas: Any, sync_timeout: Any, watchdog_lease_ms: int) -> AcquireSpec:
+    """A lock handle's options, checked (before anything is sent) and fixed. ``lease`` None:
+    the watchdog's lease, renewed."""
+    spec = AcquireSpec(
+        key=check_name(name),
+        side=side,
+        lease_ms=watchdog_lease_ms if lease is None else lease_ms(lease),
+        renew=lease is None,
+        wait_ms=wait_ms(wait),
+        fair=check_flag(fair, "fair"),
+        fenced=check_flag(fenced, "fenced"),
+        session=check_flag(session, "session"),
+        sync_replicas=check_replicas(sync_replicas),
+        sync_timeout_ms=lease_ms(sync_timeout),
+    )
+    if spec.fair and side:
+        raise ValueError("fair does not apply to a read-write lock")
+    return spec
+
+
+def acknowledgements(spec: AcquireSpec, attached_replicas: int) -> int:
+    """How many replicas must acknowledge a grant (``WAIT``): as asked, else one when the key's
+    primary has a replica attached (C15)."""
+    return spec.sync_replicas if spec.sync_replicas is not None else min(1, attached_replicas)
+
+
+@dataclass(frozen=True)
+class MultiSpec:
+    keys: list
+    lease_ms: int
+    renew: bool
+    wait_ms: Optional[int]
+    scoped_wait: Any
+    session: bool
+    owner: Optional[bytes]
+
+
+def multi_spec(names: Any, lease: Any, wait: Any, session: Any, owner: Any, watchdog_lease_ms: int,
+               cluster: bool) -> MultiSpec:
+    keys = check_names(names)
+    if cluster:
+        check_same_slot(keys)
+    return MultiSpec(keys, watchdog_lease_ms if lease is None else lease_ms(lease), lease is None, wait_ms(wait),
+                     scoped_wait(wait), check_flag(session, "session"), None if owner is None else check_owner(owner))
+
+
+def scoped(got: Any, what: str) -> Any:
+    """A scoped call's grant, or NotAcquired: its body never runs."""
+    if got is None:
+        raise NotAcquired(f"{what} was not acquired within the wait")
+    return got
+
+
+STATS_CMD = ["INFO", "rlock"]
 
 
 def field_of(owner: bytes, side: Optional[str]) -> bytes:
@@ -341,7 +398,8 @@ def multi_plan(keys: Sequence[bytes], owner: bytes, lease: int, block: Optional[
                 lambda v: [back] if granted(v) else [])
 
 
-def semaphore_plan(key: bytes, permits: int, block: Optional[int], req: Optional[str] = None) -> Plan:
+def semaphore_plan(key: bytes, permits: Any, block: Optional[int], req: Optional[str] = None) -> Plan:
+    check_count(permits, "permits")
     req = req or new_req_id()
     cmd: list = ["RSEM.ACQUIRE", key, "PERMITS", permits]
     if block is not None:
@@ -351,8 +409,9 @@ def semaphore_plan(key: bytes, permits: int, block: Optional[int], req: Optional
     return Plan(key, [cmd], block, req, block is not None, lambda v: [back] if granted(v) else [])
 
 
-def lease_plan(key: bytes, lease: int, permits: int, block: Optional[int], req: Optional[str] = None) -> Plan:
+def lease_plan(key: bytes, lease: int, permits: Any, block: Optional[int], req: Optional[str] = None) -> Plan:
     """RSEM.LEASE; what it leased is given back one permit id at a time (RSEM.RETURN)."""
+    check_count(permits, "permits", 1, 1024)
     req = req or new_req_id()
     cmd: list = ["RSEM.LEASE", key, "LEASE", lease, "PERMITS", permits]
     if block is not None:
@@ -466,8 +525,15 @@ def multi_release(owner: bytes, keys: Sequence[bytes]) -> Call:
     return _one(keys[0], mrelease_cmd(owner, keys, new_req_id()), _count, owner=owner)
 
 
-def read_multi(v: Any) -> bool:
+def read_taken(v: Any) -> bool:
+    """Whether a multi-key acquire or a semaphore's acquire took what it asked for."""
     return granted(raise_if_error(v))
+
+
+def read_leased(v: Any) -> Optional[list[str]]:
+    """RSEM.LEASE: the ids of the permits leased, or None."""
+    ids = raise_if_error(v)
+    return None if ids is None else [text(i) for i in ids]
 
 
 def semaphore_try_set_permits(key: bytes, n: Any) -> Call:

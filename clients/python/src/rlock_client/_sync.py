@@ -22,9 +22,9 @@ from ._core import (
     RENEWED,
     RESEND_AFTER,
     SCAN_COUNT,
+    STATS_CMD,
     WAIT_MARGIN,
     WRITE,
-    AcquireSpec,
     Call,
     Leader,
     LockInfo,
@@ -32,13 +32,10 @@ from ._core import (
     Renewal,
     ScannedLock,
     Waiter,
-    check_count,
-    check_flag,
+    acknowledgements,
     check_name,
-    check_names,
     check_owner,
     check_replicas,
-    check_same_slot,
     check_value,
     due_now,
     election_leader,
@@ -61,9 +58,11 @@ from ._core import (
     lock_release,
     lock_remaining_lease,
     lock_renew,
+    lock_spec,
     lost_key,
     multi_plan,
     multi_release,
+    multi_spec,
     new_client_id,
     new_req_id,
     next_look,
@@ -76,13 +75,15 @@ from ._core import (
     raise_if_error,
     read_grant,
     read_latch,
-    read_multi,
+    read_leased,
+    read_taken,
     release_cmd,
     renew_args,
     renewal_outcome,
     renewal_timeout,
     resend_wait,
     scan_cmd,
+    scoped,
     scoped_wait,
     semaphore_add_permits,
     semaphore_available,
@@ -95,7 +96,7 @@ from ._core import (
     wait_ms,
     waiters_call,
 )
-from .errors import DuplicateValue, Lost, NotAcknowledged, NotAcquired, NotHeld
+from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 _LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
@@ -359,7 +360,7 @@ class Locks:
         out = {}
         for s in self._router.all():
             kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(s.call("INFO", "rlock"))
+            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(s.call(*STATS_CMD))
         return out
 
     def top(self, count: int = 10) -> list[dict]:
@@ -404,7 +405,7 @@ class Locks:
         return out
 
     def _replicas_for(self, key: bytes) -> int:
-        """1 when the key's server has a replica attached (looked up once a second)."""
+        """How many replicas the key's server has attached (looked up once a second)."""
         server = self._router.server_for(key)
         now = time.monotonic()
         seen = self._replicas.get(id(server))
@@ -416,7 +417,7 @@ class Locks:
                     n = int(line.split(":", 1)[1])
             seen = (now, n)
             self._replicas[id(server)] = seen
-        return 1 if seen[1] > 0 else 0
+        return int(seen[1])
 
     def _wait(self, plan: Plan, make: Any, pin: bool = False) -> Any:
         """The one wait of the sync face, on the calling thread: sends ``plan`` on a wait
@@ -937,21 +938,9 @@ class Lock:
 
     def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
                  session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        key = check_name(name)
-        self._spec = AcquireSpec(
-            key=key,
-            side=side,
-            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
-            renew=lease is None,
-            wait_ms=wait_ms(wait),
-            fair=check_flag(fair, "fair"),
-            fenced=check_flag(fenced, "fenced"),
-            session=check_flag(session, "session"),
-            sync_replicas=check_replicas(sync_replicas),
-            sync_timeout_ms=lease_ms(sync_timeout),
-        )
-        if fair and side:
-            raise ValueError("fair does not apply to a read-write lock")
+        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               locks._watchdog_lease_ms)
+        key = self._spec.key
         self._locks = locks
         self._owner = None if owner is None else check_owner(owner)
         self._stack = threading.local()
@@ -973,7 +962,7 @@ class Lock:
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        replicas = spec.sync_replicas if spec.sync_replicas is not None else locks._replicas_for(spec.key)
+        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else locks._replicas_for(spec.key))
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
 
@@ -1010,9 +999,7 @@ class Lock:
         return locks._wait(plan, make, pin=spec.session)
 
     def __enter__(self) -> Hold:
-        hold = self.acquire(wait=self._scoped_wait)
-        if hold is None:
-            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        hold = scoped(self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
         stack = getattr(self._stack, "holds", None)
         if stack is None:
             stack = self._stack.holds = []
@@ -1131,16 +1118,10 @@ class MultiLock:
     slot (a hash tag): names in several slots are refused before anything is sent."""
 
     def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        self._keys = check_names(names)
-        if locks._router.cluster is not None:
-            check_same_slot(self._keys)
-        self._locks = locks
-        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        self._renew = lease is None
-        self._wait = wait_ms(wait)
-        self._scoped_wait = scoped_wait(wait)
-        self._session = check_flag(session, "session")
-        self._owner = None if owner is None else check_owner(owner)
+        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
+                                 locks._router.cluster is not None)
+        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
+        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
         self._stack = threading.local()
 
     def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
@@ -1155,7 +1136,7 @@ class MultiLock:
 
         def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[MultiHold]:
             try:
-                taken = read_multi(replies[0])
+                taken = read_taken(replies[0])
             except BaseException:
                 if conn is not None:
                     conn.disconnect()
@@ -1175,9 +1156,7 @@ class MultiLock:
         return locks._wait(plan, make, pin=self._session)
 
     def __enter__(self) -> MultiHold:
-        h = self.acquire(wait=self._scoped_wait)
-        if h is None:
-            raise NotAcquired("the locks were not all acquired within the wait")
+        h = scoped(self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
         if not hasattr(self._stack, "holds"):
             self._stack.holds = []
         self._stack.holds.append(h)
@@ -1230,11 +1209,10 @@ class Semaphore:
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
         """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
         one try). The wait runs in the server, on the calling thread."""
-        check_count(permits, "permits")
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
 
         def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[Permits]:
-            if raise_if_error(replies[0]) is None:
+            if not read_taken(replies[0]):
                 return None
             got = Permits(self, permits)
             if w is not None:
@@ -1303,14 +1281,13 @@ class PermitSemaphore:
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None, lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
         """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
         ``wait`` (None: one try)."""
-        check_count(permits, "permits", 1, 1024)
         block = wait_ms(wait)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         plan = lease_plan(self._key, lms, permits, block)
         sent = time.monotonic()
 
         def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[list[LeasedPermit]]:
-            ids = raise_if_error(replies[0])
+            ids = read_leased(replies[0])
             if ids is None:
                 return None
             basis = sent if block is None else time.monotonic()
@@ -1320,7 +1297,7 @@ class PermitSemaphore:
                 w.undo = lambda: ([p.release() for p in made],
                                   self._locks._pipeline(self._key, plan.give_back(ids)[len(made):] or [["PING"]], True))
             for i in ids:
-                made.append(LeasedPermit(self, text(i), lms, lease is None, basis))
+                made.append(LeasedPermit(self, i, lms, lease is None, basis))
             return made
 
         if not plan.waits:

@@ -25,9 +25,9 @@ from ._core import (
     RENEWED,
     RESEND_AFTER,
     SCAN_COUNT,
+    STATS_CMD,
     WAIT_MARGIN,
     WRITE,
-    AcquireSpec,
     Call,
     Leader,
     LockInfo,
@@ -35,13 +35,10 @@ from ._core import (
     Renewal,
     ScannedLock,
     Waiter,
-    check_count,
-    check_flag,
+    acknowledgements,
     check_name,
-    check_names,
     check_owner,
     check_replicas,
-    check_same_slot,
     check_value,
     due_now,
     election_leader,
@@ -65,9 +62,11 @@ from ._core import (
     lock_release,
     lock_remaining_lease,
     lock_renew,
+    lock_spec,
     lost_key,
     multi_plan,
     multi_release,
+    multi_spec,
     new_client_id,
     new_req_id,
     next_look,
@@ -80,13 +79,15 @@ from ._core import (
     raise_if_error,
     read_grant,
     read_latch,
-    read_multi,
+    read_leased,
+    read_taken,
     release_cmd,
     renew_args,
     renewal_outcome,
     renewal_timeout,
     resend_wait,
     scan_cmd,
+    scoped,
     scoped_wait,
     semaphore_add_permits,
     semaphore_available,
@@ -108,6 +109,7 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    Unexpected,
 )
 
 __all__ = [
@@ -131,6 +133,7 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",
@@ -351,7 +354,7 @@ class Locks:
         out = {}
         for s in await self._router.all():
             kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(await s.call("INFO", "rlock"))
+            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(await s.call(*STATS_CMD))
         return out
 
     async def top(self, count: int = 10) -> list[dict]:
@@ -399,7 +402,7 @@ class Locks:
                     n = int(line.split(":", 1)[1])
             seen = (now, n)
             self._replicas[id(server)] = seen
-        return 1 if seen[1] > 0 else 0
+        return int(seen[1])
 
     async def _blocking(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
         """The one wait of the asyncio face: ``plan`` runs in a task of its own, whose replies
@@ -807,16 +810,9 @@ class Hold:
 class Lock:
     def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
                  session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        key = check_name(name)
-        self._spec = AcquireSpec(
-            key=key, side=side,
-            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
-            renew=lease is None, wait_ms=wait_ms(wait), fair=check_flag(fair, "fair"),
-            fenced=check_flag(fenced, "fenced"), session=check_flag(session, "session"),
-            sync_replicas=check_replicas(sync_replicas), sync_timeout_ms=lease_ms(sync_timeout),
-        )
-        if fair and side:
-            raise ValueError("fair does not apply to a read-write lock")
+        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               locks._watchdog_lease_ms)
+        key = self._spec.key
         self._locks = locks
         self._owner = None if owner is None else check_owner(owner)
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
@@ -835,7 +831,7 @@ class Lock:
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        replicas = spec.sync_replicas if spec.sync_replicas is not None else await locks._replicas_for(spec.key)
+        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else await locks._replicas_for(spec.key))
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
         conn = None
@@ -861,9 +857,7 @@ class Lock:
                     grant.acked, conn)
 
     async def __aenter__(self) -> Hold:
-        hold = await self.acquire(wait=self._scoped_wait)
-        if hold is None:
-            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        hold = scoped(await self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
         task = asyncio.current_task()
         self._stacks.setdefault(task, []).append(hold)  # type: ignore[arg-type]
         return hold
@@ -969,16 +963,10 @@ class MultiHold:
 
 class MultiLock:
     def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        self._keys = check_names(names)
-        if locks._router.cluster is not None:
-            check_same_slot(self._keys)
-        self._locks = locks
-        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        self._renew = lease is None
-        self._wait = wait_ms(wait)
-        self._scoped_wait = scoped_wait(wait)
-        self._session = check_flag(session, "session")
-        self._owner = None if owner is None else check_owner(owner)
+        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
+                                 locks._router.cluster is not None)
+        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
+        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
 
     async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
@@ -995,7 +983,7 @@ class MultiLock:
         else:
             replies = await locks._pipeline(plan.key, plan.cmds, resend=True)
         try:
-            taken = read_multi(replies[0])
+            taken = read_taken(replies[0])
         finally:
             if conn is not None and not granted(replies[0]):
                 await _closed(conn)
@@ -1004,9 +992,7 @@ class MultiLock:
         return MultiHold(locks, self._keys, owner, self._lease, self._renew, sent, conn)
 
     async def __aenter__(self) -> MultiHold:
-        h = await self.acquire(wait=self._scoped_wait)
-        if h is None:
-            raise NotAcquired("the locks were not all acquired within the wait")
+        h = scoped(await self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
         self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
         return h
 
@@ -1049,10 +1035,9 @@ class Semaphore:
         return await self._locks._do(semaphore_available(self._key))
 
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
-        check_count(permits, "permits")
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
         replies = await self._locks._replies(plan)
-        return None if raise_if_error(replies[0]) is None else Permits(self, permits)
+        return Permits(self, permits) if read_taken(replies[0]) else None
 
     async def release(self, permits: int = 1) -> int:
         return await self._locks._do(semaphore_release(self._key, permits))
@@ -1096,13 +1081,12 @@ class LeasedPermit:
 class PermitSemaphore(Semaphore):
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
                       lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
-        check_count(permits, "permits", 1, 1024)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         plan = lease_plan(self._key, lms, permits, wait_ms(wait))
-        ids = raise_if_error((await self._locks._replies(plan))[0])
+        ids = read_leased((await self._locks._replies(plan))[0])
         if ids is None:
             return None
-        return [LeasedPermit(self, text(i), lms, lease is None, time.monotonic()) for i in ids]
+        return [LeasedPermit(self, i, lms, lease is None, time.monotonic()) for i in ids]
 
     async def release(self, permit_id: str) -> bool:  # type: ignore[override]
         return await self._locks._do(permit_return(self._key, permit_id))
