@@ -591,12 +591,6 @@ def check_value(value: Any) -> bytes:
     return check_owner(value)
 
 
-def campaign_spec(key: bytes, lease: int, wait: Any, sync_replicas: Any, sync_timeout: Any) -> AcquireSpec:
-    """A campaign is a fenced acquire that waits forever unless given a wait."""
-    return AcquireSpec(key=key, lease_ms=lease, renew=True, wait_ms=wait_ms(wait), fenced=True,
-                       sync_replicas=check_replicas(sync_replicas), sync_timeout_ms=lease_ms(sync_timeout))
-
-
 SCAN_COUNT = 500
 
 
