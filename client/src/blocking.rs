@@ -28,7 +28,7 @@ use crate::command::{LockInfo, Side};
 use crate::conn::Endpoint;
 use crate::election::{Leader, ObserveMode};
 use crate::error::{Error, Result};
-use crate::lock::Hold;
+use crate::hold::Hold;
 
 /// Owns the private runtime. On drop it gives spawned work (background releases) a moment to
 /// finish, without blocking if it is dropped inside another runtime.

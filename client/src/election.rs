@@ -17,8 +17,10 @@ use tokio::time::Instant;
 use crate::command::{self, LockInfo, LockKind};
 use crate::conn::Endpoint;
 use crate::error::{Error, Result};
+use crate::hold::{Guard, Hold};
 use crate::keyspace;
-use crate::lock::{Guard, Hold, Lock, Locks};
+use crate::lock::Lock;
+use crate::locks::Locks;
 
 /// The longest value a candidate may have, in bytes: the server's limit on an owner.
 pub(crate) const MAX_VALUE_LEN: usize = 1024;

@@ -10,7 +10,7 @@ use redis::{Cmd, Value};
 use crate::command::{self, text};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::lock::Locks;
+use crate::locks::Locks;
 
 /// A call blocked in the server on one key, as `RLOCK.WAITERS` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::blocked;
 use crate::command::{self, Wait};
 use crate::error::{check_args, Result};
-use crate::lock::{Inner, Locks};
+use crate::locks::{Inner, Locks};
 
 /// A count-down latch on Redisson's layout (`redisson.getCountDownLatch(name)` shares it):
 /// a count that clients count down; waiters pass together once it reaches zero. Made by

@@ -13,7 +13,7 @@ use crate::blocked::send_unless_left;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
 use crate::conn::{slot_of, Conn, Dedicated};
 use crate::error::{Error, Result};
-use crate::lock::{Inner, Locks};
+use crate::locks::{Inner, Locks};
 use crate::watchdog::{self, LostRx};
 
 /// Several locks taken together, all or none: Redisson's `RedissonMultiLock` on the server's
@@ -577,8 +577,16 @@ mod tests {
 
             assert_eq!(macquire(&server, "someone", "r2"), redis::Value::Int(2));
             set.recover(&keys, None, "r3").await;
-            assert_eq!(holders(&server, "{o}:a"), [("someone".into(), 1)], "{flavor:?}");
-            assert_eq!(holders(&server, "{o}:b"), [("someone".into(), 1)], "{flavor:?}");
+            assert_eq!(
+                holders(&server, "{o}:a"),
+                [("someone".into(), 1)],
+                "{flavor:?}"
+            );
+            assert_eq!(
+                holders(&server, "{o}:b"),
+                [("someone".into(), 1)],
+                "{flavor:?}"
+            );
         }
     }
 }

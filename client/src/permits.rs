@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::blocked;
 use crate::command::{self, HoldName, Wait};
 use crate::error::{check_args, Error, Result};
-use crate::lock::{Inner, Locks};
+use crate::locks::{Inner, Locks};
 use crate::semaphore::Semaphore;
 use crate::watchdog::{self, LostRx};
 

@@ -8,7 +8,7 @@ use tokio::runtime::Handle;
 use crate::blocked;
 use crate::command::{self, Wait};
 use crate::error::{check_args, Result};
-use crate::lock::{Inner, Locks};
+use crate::locks::{Inner, Locks};
 
 /// A semaphore on Redisson's layout (`redisson.getSemaphore(name)` shares it): a count of
 /// permits that any client takes and gives back. Made by [`Locks::semaphore`].
