@@ -25,19 +25,22 @@ _ASYNC = re.compile(r"\b(async|await)\s+")
 def code_lines(source: str) -> list[str]:
     """The code lines of ``source``: no comments, docstrings, blank lines or indentation."""
     skip: set[int] = set()
+    cut: dict[int, int] = {}  # line -> the column its comment starts at
     prev = tokenize.INDENT
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         # A string that is a statement of its own (a docstring) is not code.
         if tok.type == tokenize.STRING and prev in (tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE):
             skip.update(range(tok.start[0], tok.end[0] + 1))
+        if tok.type == tokenize.COMMENT:
+            cut[tok.start[0]] = tok.start[1]
         if tok.type not in (tokenize.NL, tokenize.COMMENT):
             prev = tok.type
     out = []
     for n, line in enumerate(source.splitlines(), 1):
         if n in skip:
             continue
-        text = line.split("#", 1)[0].strip() if "#" in line and "'" not in line and '"' not in line else line.strip()
-        if text and not text.startswith("#"):
+        text = line[: cut.get(n, len(line))].strip()
+        if text:
             out.append(text)
     return out
 
