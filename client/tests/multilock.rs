@@ -164,7 +164,17 @@ async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
         let flavor = server.flavor;
         raw(
             &server,
-            &["ACL", "SETUSER", "nokill", "on", ">pw", "~*", "&*", "+@all", "-client|kill"],
+            &[
+                "ACL",
+                "SETUSER",
+                "nokill",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-client|kill",
+            ],
         )
         .unwrap();
         let limited = rlock_module_tests::redis::Client::open(format!(
@@ -177,7 +187,11 @@ async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
             ("no CLIENT KILL", Locks::new(limited)),
         ] {
             for i in 0..16u64 {
-                raw(&server, &["RLOCK.ACQUIRE", "{r}:b", "someone", "LEASE", "30000"]).unwrap();
+                raw(
+                    &server,
+                    &["RLOCK.ACQUIRE", "{r}:b", "someone", "LEASE", "30000"],
+                )
+                .unwrap();
                 let set = locks.multi(["{r}:a", "{r}:b"]).wait_forever();
                 let task = tokio::spawn(async move { set.acquire().await });
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -192,6 +206,8 @@ async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
                     task.abort();
                 };
                 tokio::join!(release, abort);
+                // Granted before the abort: the caller got the guard, and dropping it releases.
+                drop(task.await);
                 let freed = common::eventually(Duration::from_secs(5), || {
                     holders(&server, "{r}:a").is_empty() && holders(&server, "{r}:b").is_empty()
                 })
