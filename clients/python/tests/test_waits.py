@@ -21,6 +21,28 @@ def interrupt(thread: threading.Thread) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(GaveUp))
 
 
+def interrupt_after_the_first_reply(monkeypatch):
+    """A wait connection's first reply is read, then GaveUp is raised in the waiting thread, as an
+    interruption landing between the grant's arrival and its recording would."""
+    import rlock_client._sync as sync
+
+    take = sync._Server._take
+
+    def taking(self, waits=False):
+        conn = take(self, waits)
+        if waits:
+            read = conn.read_response
+
+            def read_then_interrupted(*a, **kw):
+                read(*a, **kw)
+                raise GaveUp()
+
+            conn.read_response = read_then_interrupted
+        return conn
+
+    monkeypatch.setattr(sync._Server, "_take", taking)
+
+
 def wait_free(r, key, within=5.0):
     end = time.monotonic() + within
     while time.monotonic() < end:
@@ -103,21 +125,7 @@ def test_c06_interrupted_at_each_step_of_a_grant_leaves_nothing(server, r, key, 
     locks = Locks.from_url(server.url)  # 30 s leases: an orphan would stay
     holder = locks.lock(key, owner="holder").acquire()
     if step == "reply read, not recorded":
-        take = sync._Server._take
-
-        def taking(self, waits=False):
-            conn = take(self, waits)
-            if waits:
-                read = conn.read_response
-
-                def read_then_interrupted(*a, **kw):
-                    read(*a, **kw)
-                    raise GaveUp()
-
-                conn.read_response = read_then_interrupted
-            return conn
-
-        monkeypatch.setattr(sync._Server, "_take", taking)
+        interrupt_after_the_first_reply(monkeypatch)
     elif step == "replies recorded":
         def granted_then_interrupted(*a, **kw):
             raise GaveUp()
@@ -275,8 +283,6 @@ def test_c06_a_grant_read_then_interrupted_is_given_back_once(server, r, key, mo
     """The grant reached the client and the thread was interrupted before it was recorded: the
     wait is sent again with its REQ id (the grant is replayed) and given back under the id
     derived from it, also for a user whose ACL refuses CLIENT KILL."""
-    import rlock_client._sync as sync
-
     url = server.url
     if acl:
         r.execute_command("ACL", "SETUSER", "nokill", "on", ">pw", "~*", "&*", "+@all", "-client|kill")
@@ -284,21 +290,7 @@ def test_c06_a_grant_read_then_interrupted_is_given_back_once(server, r, key, mo
     locks = Locks.from_url(url)
     start, call, free, left = _family(kind, locks, r, key)
     start()
-    take = sync._Server._take
-
-    def taking(self, waits=False):
-        conn = take(self, waits)
-        if waits:
-            read = conn.read_response
-
-            def read_then_interrupted(*a, **kw):
-                read(*a, **kw)
-                raise GaveUp()
-
-            conn.read_response = read_then_interrupted
-        return conn
-
-    monkeypatch.setattr(sync._Server, "_take", taking)
+    interrupt_after_the_first_reply(monkeypatch)
     threading.Timer(0.2, free).start()
     with pytest.raises(GaveUp):
         call()  # waits, then is granted
