@@ -70,7 +70,8 @@ impl Semaphore {
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        check_args(&self.key, &[("permits", permits.into())])?;
+        // 0 is a semaphore that starts empty (`add_permits` fills it).
+        check_args(&self.key, &[])?;
         let cmd = command::try_set_permits(&self.key, permits);
         self.inner.flag(&cmd, "RSEM.TRYSETPERMITS replied").await
     }
