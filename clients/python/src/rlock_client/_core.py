@@ -537,7 +537,7 @@ def read_leased(v: Any) -> Optional[list[str]]:
 
 
 def semaphore_try_set_permits(key: bytes, n: Any) -> Call:
-    return _one(key, ["RSEM.TRYSETPERMITS", key, check_count(n, "permits")], _flag)
+    return _one(key, ["RSEM.TRYSETPERMITS", key, check_count(n, "permits", 0)], _flag)
 
 
 def semaphore_add_permits(key: bytes, n: Any) -> Call:
