@@ -1,6 +1,6 @@
 // Election: leader election on a fenced lock; the owner is the candidate's value, the token the term.
 import { checkLease, checkOptions, checkOwner, checkSignal, settings } from "./core/args.js";
-import { leaderOf, readLockInfo, type Leader } from "./core/replies.js";
+import { leaderOf, readLockInfo, type Leader, type Reply } from "./core/replies.js";
 import type { Hub } from "./hub.js";
 import { RlockError } from "./errors.js";
 import { Lock, releaseHold, type Hold } from "./lock.js";
@@ -24,6 +24,10 @@ export class Leadership implements AsyncDisposable {
   }
   get lost(): boolean {
     return this.hold.lost;
+  }
+  /** Runs `command` only while this leadership stands, in this term (`hold.guard`): a deposed leader's command is refused with `NotHeldError` or `StaleTokenError`, and not run. */
+  guard(...command: unknown[]): Promise<Reply> {
+    return this.hold.guard(...command);
   }
   /** Steps down: the next candidate waiting is elected at once. */
   async resign(): Promise<void> {

@@ -34,15 +34,40 @@ export class NotAcquiredError extends RlockError {
   }
 }
 
-/** A release for an owner that no longer holds the lock: its lease ran out or it was force-released, so another holder may have overlapped. */
+/**
+ * The server's `NOTHELD`: a release, or a guarded command (`hold.guard`), for an owner that no
+ * longer holds the lock: its lease ran out or it was force-released, so another holder may
+ * have overlapped. A guarded command was not run.
+ */
 export class NotHeldError extends RlockError {
   constructor(
     readonly key: string,
     readonly owner: string,
+    message = `lock ${JSON.stringify(key)} is not held by ${JSON.stringify(owner)}: its lease ran out or it was force-released before this release, so another holder may have overlapped`,
+    code = "NOTHELD",
+  ) {
+    super(message, { code });
+  }
+}
+
+/**
+ * The server's `STALETOKEN`, for a guarded command (`hold.guard`) of a fenced hold: the owner
+ * holds the lock, but not as the hold that got `token`: the lock was taken again since (by
+ * anyone), and its fencing token is `current` now. The command was not run.
+ */
+export class StaleTokenError extends NotHeldError {
+  constructor(
+    key: string,
+    owner: string,
+    readonly token: number,
+    /** The lock's fencing token now, as the server said; null if its message did not say. */
+    readonly current: number | null,
   ) {
     super(
-      `lock ${JSON.stringify(key)} is not held by ${JSON.stringify(owner)}: its lease ran out or it was force-released before this release, so another holder may have overlapped`,
-      { code: "NOTHELD" },
+      key,
+      owner,
+      `lock ${JSON.stringify(key)} was taken again since this hold got fencing token ${token}${current === null ? "" : ` (it is ${current} now)`}, so the guarded command was not run`,
+      "STALETOKEN",
     );
   }
 }

@@ -9,8 +9,8 @@ export { Latch } from "./latch.js";
 export { Election, Leadership } from "./election.js";
 export type { LockOptions, AcquireOptions, PermitOptions, LeaseOptions } from "./core/args.js";
 export type { Side } from "./core/commands.js";
-export type { LockInfo, Waiter, ScannedLock, ContendedKey, Leader } from "./core/replies.js";
-export { RlockError, ServerError, NoReplyError, NotAcquiredError, NotHeldError, LockLostError, DeadlockError, NotAcknowledgedError, type DeadlockWait } from "./errors.js";
+export type { LockInfo, Waiter, ScannedLock, ContendedKey, Leader, Reply } from "./core/replies.js";
+export { RlockError, ServerError, NoReplyError, NotAcquiredError, NotHeldError, StaleTokenError, LockLostError, DeadlockError, NotAcknowledgedError, type DeadlockWait } from "./errors.js";
 export type { UrlOptions, DriverName } from "./conn.js";
 /** This package's version, which is also the version of the rlock module it is made for. */
 export const VERSION = "4.1.0";

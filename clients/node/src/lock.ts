@@ -1,7 +1,7 @@
 // Lock handles (reentrant and read-write sides) and the Hold a successful acquire returns.
-import { acquirePlan, field, holdCount, release, renew, replicasWanted, requestId, type Side } from "./core/commands.js";
-import { acquireSignal, type AcquireOptions, type Settings } from "./core/args.js";
-import { asInt, isBroken, notHeld, readGrant, released, renewal, type Reply } from "./core/replies.js";
+import { acquirePlan, field, guard, holdCount, release, renew, replicasWanted, requestId, type Side } from "./core/commands.js";
+import { acquireSignal, checkGuarded, type AcquireOptions, type Settings } from "./core/args.js";
+import { asInt, guardRefusal, isBroken, notHeld, readGrant, released, renewal, type Reply } from "./core/replies.js";
 import { resending, type Hub } from "./hub.js";
 import { LockLostError, NotAcknowledgedError, NotAcquiredError, NotHeldError, RlockError } from "./errors.js";
 import { onAbort } from "./signals.js";
@@ -67,6 +67,30 @@ export class Hold implements AsyncDisposable {
     else {
       this.hub.watchdog.markLost(e, "the server refused the renewal: the lock expired, was deleted or was force-released");
       this.throwIfLost();
+    }
+  }
+
+  /**
+   * Runs `command` in the server only while this hold stands (`RLOCK.GUARD`), checked in the
+   * same server turn as the command runs, and returns the command's reply (its own error
+   * reply rejects, as a `ServerError`). Give it as `guard("SET", key, value)` or
+   * `guard(["SET", key, value])`, every word a string.
+   *
+   * Refused, with nothing run: `NotHeldError` once the owner no longer holds the lock (its
+   * lease ran out, it was force-released), `StaleTokenError` for a fenced hold once the lock
+   * was taken again since this hold got its token. The server decides, not this process's
+   * view of the hold. Sent once: a broken connection rejects without a resend, since the
+   * command may have run. In a cluster the command's keys must be in the lock's slot (a hash
+   * tag: lock `orders`, key `order:{orders}:1`), or the server refuses it with `CROSSSLOT`.
+   */
+  async guard(...command: unknown[]): Promise<Reply> {
+    const words = checkGuarded(command);
+    if (this.released) throw new RlockError("this hold was released");
+    const e = this.entry;
+    try {
+      return await this.hub.call(guard(e.key, e.owner, e.side, this.token, words));
+    } catch (err) {
+      throw guardRefusal(err, e.key, e.owner, this.token);
     }
   }
 

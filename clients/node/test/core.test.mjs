@@ -5,7 +5,7 @@ import * as args from "../dist/esm/core/args.js";
 import * as commands from "../dist/esm/core/commands.js";
 import * as replies from "../dist/esm/core/replies.js";
 import * as events from "../dist/esm/core/events.js";
-import { DeadlockError, NoReplyError, NotHeldError, RlockError, ServerError } from "../dist/esm/index.js";
+import { DeadlockError, NoReplyError, NotHeldError, RlockError, ServerError, StaleTokenError } from "../dist/esm/index.js";
 
 test("acquire arguments: lease, BLOCK (0 forever, none for 0), keywords, REQ last", () => {
   const a = commands.acquire({ key: "k", owner: "o", lease: 100, wait: Infinity, fair: true, fenced: true, session: true, req: "r" });
@@ -75,6 +75,48 @@ test("a DEADLOCK reply becomes DeadlockError with its cycle; NOTHELD names key a
   assert.ok(wrong instanceof ServerError);
   assert.equal(wrong.code, "WRONGTYPE");
   assert.ok(replies.notHeld(replies.serverError("NOTHELD no"), "k", "o") instanceof NotHeldError);
+});
+
+test("a guarded command's plan: the hold's key, owner, side and token, then CALL and the command as given", () => {
+  assert.deepEqual(commands.guard("k", "o", undefined, null, ["SET", "x", "1"]), ["RLOCK.GUARD", "k", "o", "CALL", "SET", "x", "1"]);
+  assert.deepEqual(commands.guard("k", "o", "write", 7, ["HSET", "h", "f", "v"]), ["RLOCK.GUARD", "k", "o", "WRITE", "TOKEN", "7", "CALL", "HSET", "h", "f", "v"]);
+  assert.deepEqual(commands.guard("k", "o", "read", null, ["GET", "TOKEN"]), ["RLOCK.GUARD", "k", "o", "READ", "CALL", "GET", "TOKEN"], "words after CALL are the command's, even option names");
+  assert.deepEqual(commands.guard("k", "o", undefined, 0, ["PING"]), ["RLOCK.GUARD", "k", "o", "TOKEN", "0", "CALL", "PING"]);
+  assert.equal(commands.keyOf(commands.guard("lock", "o", undefined, 3, ["SET", "other", "v"])), "lock", "routed by the lock's key");
+});
+
+test("a guarded command is words or one array of words, every one a string: TypeError otherwise, RangeError for an empty name", () => {
+  assert.deepEqual(args.checkGuarded(["SET", "k", "v"]), ["SET", "k", "v"]);
+  assert.deepEqual(args.checkGuarded([["SET", "k", "v"]]), ["SET", "k", "v"]);
+  assert.deepEqual(args.checkGuarded([["PING"]]), ["PING"]);
+  assert.deepEqual(args.checkGuarded(["SET", "k", ""]), ["SET", "k", ""], "an empty argument is an argument");
+  assert.throws(() => args.checkGuarded([]), TypeError);
+  assert.throws(() => args.checkGuarded([[]]), TypeError);
+  assert.throws(() => args.checkGuarded(["SET", "k", 1]), TypeError);
+  assert.throws(() => args.checkGuarded(["SET", "k", Buffer.from("v")]), TypeError);
+  assert.throws(() => args.checkGuarded([["SET", "k"], "v"]), TypeError, "an array and more words");
+  assert.throws(() => args.checkGuarded([["SET", ["k"]]]), TypeError);
+  assert.throws(() => args.checkGuarded([null]), TypeError);
+  assert.throws(() => args.checkGuarded([""]), RangeError);
+});
+
+test("a guard's refusals: NOTHELD is NotHeldError, STALETOKEN a StaleTokenError (a NotHeldError) with the token now; other errors as they are", () => {
+  const notHeld = replies.guardRefusal(replies.serverError("NOTHELD the lock is not held by this owner"), "k", "o", null);
+  assert.ok(notHeld instanceof NotHeldError && !(notHeld instanceof StaleTokenError));
+  assert.equal(notHeld.key, "k");
+  assert.equal(notHeld.owner, "o");
+  assert.equal(notHeld.code, "NOTHELD");
+  assert.match(notHeld.message, /guarded command was not run/);
+  const stale = replies.guardRefusal(replies.serverError("STALETOKEN the lock's fencing token is now 8, not 7"), "k", "o", 7);
+  assert.ok(stale instanceof StaleTokenError && stale instanceof NotHeldError);
+  assert.deepEqual([stale.key, stale.owner, stale.token, stale.current, stale.code], ["k", "o", 7, 8, "STALETOKEN"]);
+  const none = replies.guardRefusal(replies.serverError("STALETOKEN the lock has no fencing token, not 7"), "k", "o", 7);
+  assert.ok(none instanceof StaleTokenError);
+  assert.equal(none.current, null);
+  const inner = replies.serverError("WRONGTYPE Operation against a key holding the wrong kind of value");
+  assert.equal(replies.guardRefusal(inner, "k", "o", 7), inner, "the inner command's own error passes through");
+  const broken = new Error("socket closed");
+  assert.equal(replies.guardRefusal(broken, "k", "o", null), broken);
 });
 
 test("a broken connection or a deadline is no reply; a server error is one", () => {

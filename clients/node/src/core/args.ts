@@ -46,6 +46,20 @@ export function checkBool(v: unknown, what: string): boolean {
   return v;
 }
 
+/**
+ * The command a guard runs, given as `guard("SET", "k", "v")` or `guard(["SET", "k", "v"])`:
+ * a command name and its arguments, every one a string.
+ */
+export function checkGuarded(given: readonly unknown[]): string[] {
+  const words = given.length === 1 && Array.isArray(given[0]) ? (given[0] as unknown[]) : given;
+  if (words.length === 0) throw new TypeError("guard needs a command: guard(\"SET\", key, value) or guard([\"SET\", key, value])");
+  words.forEach((w, i) => {
+    if (typeof w !== "string") throw new TypeError(`guard's ${i === 0 ? "command" : `argument ${i}`} must be a string, got ${Array.isArray(w) ? "an array" : typeof w}`);
+  });
+  if (words[0] === "") throw new RangeError("guard's command must not be empty");
+  return words as string[];
+}
+
 export function checkOptions(o: unknown, allowed: ReadonlySet<string>, what = "options"): Record<string, unknown> {
   if (o === undefined) return {};
   if (o === null || typeof o !== "object") throw new TypeError(`${what} must be an object`);

@@ -62,6 +62,18 @@ export function holdCount(key: string, owner: string, side: Side | undefined): s
   return ["HGET", key, field(owner, side)];
 }
 
+/**
+ * `RLOCK.GUARD`: `command` runs in the server only while `owner` holds `key` (on that side of a
+ * read-write lock, and as the hold that got `token` when it has one), in the same turn as the check.
+ */
+export function guard(key: string, owner: string, side: Side | undefined, token: number | null, command: readonly string[]): string[] {
+  const c = ["RLOCK.GUARD", key, owner];
+  if (side) c.push(side.toUpperCase());
+  if (token !== null) c.push("TOKEN", String(token));
+  c.push("CALL", ...command);
+  return c;
+}
+
 /** `WAIT n ms`: replicas that must acknowledge a grant. */
 export function waitReplicas(wanted: number, timeoutMs: number): string[] {
   return ["WAIT", String(wanted), String(timeoutMs)];

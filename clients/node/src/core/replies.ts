@@ -1,6 +1,6 @@
 // What each reply means, and which error each server error becomes. Pure: the faces hand
 // replies here and act on what comes back.
-import { DeadlockError, NoReplyError, NotHeldError, RlockError, ServerError, type DeadlockWait } from "../errors.js";
+import { DeadlockError, NoReplyError, NotHeldError, RlockError, ServerError, StaleTokenError, type DeadlockWait } from "../errors.js";
 
 export type Reply = null | number | string | Reply[];
 
@@ -90,6 +90,22 @@ export function serverError(message: string, ctx?: { key: string; owner: string 
 /** A server's `NOTHELD` (already a `ServerError`) as `NotHeldError` naming the key and owner; any other error as it is. */
 export function notHeld(e: unknown, key: string, owner: string): unknown {
   return e instanceof RlockError && e.code === "NOTHELD" && !(e instanceof NotHeldError) ? new NotHeldError(key, owner) : e;
+}
+
+/**
+ * A guarded command's refusal (`RLOCK.GUARD`) as this package's error: `NOTHELD` as
+ * `NotHeldError`, `STALETOKEN` as `StaleTokenError` (with the token the server says is the
+ * lock's now); any other error (the inner command's own, a bad call) as it is.
+ */
+export function guardRefusal(e: unknown, key: string, owner: string, token: number | null): unknown {
+  if (!(e instanceof RlockError) || e instanceof NotHeldError) return e;
+  if (e.code === "NOTHELD") return new NotHeldError(key, owner, `lock ${JSON.stringify(key)} is not held by ${JSON.stringify(owner)}: its lease ran out or it was force-released, so the guarded command was not run`);
+  if (e.code === "STALETOKEN" && token !== null) {
+    // "STALETOKEN the lock's fencing token is now 8, not 7"
+    const now = /\bis now (\d+)/.exec(e.message);
+    return new StaleTokenError(key, owner, token, now ? Number(now[1]) : null);
+  }
+  return e;
 }
 
 /** `MOVED slot host:port` / `ASK slot host:port`: where the command must go (the server ran nothing). */
