@@ -149,3 +149,28 @@ def test_parse_info_resp2():
     assert info.holders == {"alice": 2} and info.pttl == 900 and info.token == 7 and info.locked
     free = parse_info([b"blocked", 0, b"holders", [], b"pttl", -2, b"queue", [], b"token", None])
     assert free.pttl is None and not free.locked
+
+
+def test_the_watchdogs_bookkeeping():
+    from rlock_client._core import after_renewal, hit_by_events, split_due
+
+    r = Renewal(b"k", b"o", None, 3000, True, basis=0.0)
+    fixed = Renewal(b"f", b"o", None, 3000, False, basis=0.0)
+    assert after_renewal(r, 1, 5.0, 5.1, 0.0) is None and r.basis == 5.0 and r.next_due > 5.1
+    assert after_renewal(r, None, 6.0, 6.1, 0.0) is None and r.basis == 5.0  # tried again
+    assert after_renewal(r, 0, 6.0, 6.1, 0.0) == LOST_REASONS["refused"]
+    assert split_due([(1, r, None), (2, fixed, None)]) == ([(2, fixed, None)], [(1, r, None)])
+    entries = [(1, (r, "e1")), (2, (fixed, "e2"))]
+    assert hit_by_events(entries, {b"k", b"f"}) == ([(1, r, "e1")], [(2, fixed, "e2")])
+    assert hit_by_events(entries, {b"x"}) == ([], [])
+
+
+def test_server_facts():
+    from rlock_client._core import attached_replicas, merge_top, owner_id, server_name
+
+    assert attached_replicas(b"# Replication\r\nrole:master\r\nconnected_slaves:2\r\n") == 2
+    assert attached_replicas("role:master") == 0
+    assert server_name({"host": "h", "port": 1}) == "h:1" and server_name({"path": "/s"}) == "/s:"
+    top = [{"key": "a", "waiters": 1, "waits": 9}, {"key": "b", "waiters": 2}, {"key": "c", "waiters": 1, "waits": 10}]
+    assert [e["key"] for e in merge_top(top, 2)] == ["b", "c"]
+    assert owner_id("u", 3) == "u:3"

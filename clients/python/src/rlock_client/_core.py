@@ -965,6 +965,61 @@ class Renewal:
         return self.basis + self.lease_ms / 1000
 
 
+def after_renewal(r: Renewal, v: Any, sent: float, now: float, anchor: float) -> Optional[str]:
+    """Applies a renewal's reply ``v`` (None: no reply) to ``r``: the reason it is lost, or None
+    (renewed from ``sent``, or tried again at its next turn)."""
+    outcome = renewal_outcome(v, r, now)
+    if outcome in LOST_REASONS:
+        return LOST_REASONS[outcome]
+    if outcome == RENEWED:
+        r.basis = sent
+    r.schedule(anchor, now)
+    return None
+
+
+def split_due(due: Sequence[tuple]) -> tuple[list, list]:
+    """The watchdog's due entries ``(n, r, event)``: (fixed leases that ran out, holds to renew)."""
+    return [d for d in due if not d[1].renew], [d for d in due if d[1].renew]
+
+
+def hit_by_events(entries: Sequence[tuple], keys: set) -> tuple[list, list]:
+    """Entries ``(n, (r, event))`` whose keys an event named: (renewed at once, checked with
+    ``held_cmd``: a fixed lease is not renewed)."""
+    hit = [(n, r, ev) for n, (r, ev) in entries if r.key in keys]
+    return [h for h in hit if h[1].renew], [h for h in hit if not h[1].renew]
+
+
+def held_cmd(r: Renewal) -> list:
+    return ["HEXISTS", r.key, field_of(r.owner, r.side)]
+
+
+RAN_OUT_FIXED = "the lease ran out"
+LOST_BY_OTHERS = "the lock was released or deleted by someone else"
+
+
+def attached_replicas(info: Any) -> int:
+    """``connected_slaves`` of ``INFO replication``."""
+    for line in text(info).splitlines():
+        if line.startswith("connected_slaves:"):
+            return int(line.split(":", 1)[1])
+    return 0
+
+
+def server_name(kwargs: dict) -> str:
+    """How ``stats()`` names a server: ``host:port`` (a unix socket: its path)."""
+    return f"{kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
+
+
+def merge_top(entries: list, count: int) -> list:
+    """``RLOCK.TOP`` of every primary as one list: the most waiters first, then the most waits."""
+    return sorted(entries, key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))[:count]
+
+
+def owner_id(client_id: str, seq: int) -> str:
+    """A default owner (a thread's, a task's): ``<client-uuid>:<n>``, as Redisson's ``<uuid>:<thread>``."""
+    return f"{client_id}:{seq}"
+
+
 def renew_args(r: Renewal, req: str) -> list:
     if r.kind == "permit":
         return ["RSEM.RENEW", r.key, r.owner, "LEASE", r.lease_ms]

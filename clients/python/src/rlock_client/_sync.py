@@ -17,9 +17,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
-    LOST_REASONS,
+    LOST_BY_OTHERS,
+    RAN_OUT_FIXED,
     READ,
-    RENEWED,
     RESEND_AFTER,
     SCAN_COUNT,
     STATS_CMD,
@@ -33,6 +33,8 @@ from ._core import (
     ScannedLock,
     Waiter,
     acknowledgements,
+    after_renewal,
+    attached_replicas,
     check_name,
     check_owner,
     check_replicas,
@@ -41,8 +43,9 @@ from ._core import (
     election_leader,
     event_channels,
     events_on,
-    field_of,
     grant_basis,
+    held_cmd,
+    hit_by_events,
     latch_count,
     latch_count_down,
     latch_plan,
@@ -60,12 +63,14 @@ from ._core import (
     lock_renew,
     lock_spec,
     lost_key,
+    merge_top,
     multi_plan,
     multi_release,
     multi_spec,
     new_client_id,
     new_req_id,
     next_look,
+    owner_id,
     pack,
     parse_scan,
     parse_stats,
@@ -79,7 +84,6 @@ from ._core import (
     read_taken,
     release_cmd,
     renew_args,
-    renewal_outcome,
     renewal_timeout,
     resend_wait,
     scan_cmd,
@@ -90,6 +94,8 @@ from ._core import (
     semaphore_plan,
     semaphore_release,
     semaphore_try_set_permits,
+    server_name,
+    split_due,
     text,
     top_cmd,
     wait_deadline,
@@ -274,7 +280,7 @@ class Locks:
         if o is None or getattr(self._owners, "pid", None) != os.getpid():
             with self._owner_mutex:
                 self._owner_seq += 1
-                o = f"{self.client_id}:{self._owner_seq}"
+                o = owner_id(self.client_id, self._owner_seq)
             self._owners.id = o
             self._owners.pid = os.getpid()
         return o
@@ -359,8 +365,7 @@ class Locks:
         """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
         out = {}
         for s in self._router.all():
-            kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(s.call(*STATS_CMD))
+            out[server_name(s.settings.kwargs)] = parse_stats(s.call(*STATS_CMD))
         return out
 
     def top(self, count: int = 10) -> list[dict]:
@@ -369,8 +374,7 @@ class Locks:
         out: list = []
         for s in self._router.all():
             out += parse_top(s.call(*cmd))
-        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
-        return out[:count]
+        return merge_top(out, count)
 
     # ------------------------------------------------------------ plumbing
 
@@ -410,12 +414,7 @@ class Locks:
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            info = text(server.call("INFO", "replication"))
-            n = 0
-            for line in info.splitlines():
-                if line.startswith("connected_slaves:"):
-                    n = int(line.split(":", 1)[1])
-            seen = (now, n)
+            seen = (now, attached_replicas(server.call("INFO", "replication")))
             self._replicas[id(server)] = seen
         return int(seen[1])
 
@@ -693,17 +692,16 @@ class _Watchdog:
         if locks is None:
             return
         with self._mutex:
-            hit = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and r.renew]
-            fixed = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and not r.renew]
+            hit, fixed = hit_by_events(list(self._entries.items()), keys)
         if hit:
             self._renew(locks, hit)
         for n, r, ev in fixed:
             try:
-                held = locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
+                held = locks._call(r.key, *held_cmd(r))
             except Exception:
                 continue
             if not held:
-                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+                self._lose(n, r, ev, LOST_BY_OTHERS)
 
     def _lose(self, n: int, r: Renewal, ev: threading.Event, why: str) -> None:
         r.lost_reason = why
@@ -713,11 +711,11 @@ class _Watchdog:
     def _renew(self, locks: Locks, due: list) -> None:
         self.rounds += 1
         now = time.monotonic()
+        ran_out, renewable = split_due(due)
+        for n, r, ev in ran_out:
+            self._lose(n, r, ev, RAN_OUT_FIXED)
         by_server: dict = {}
-        for n, r, ev in due:
-            if not r.renew:
-                self._lose(n, r, ev, "the lease ran out")
-                continue
+        for n, r, ev in renewable:
             by_server.setdefault(id(locks._router.server_for(r.key)), []).append((n, r, ev))
         for group in by_server.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
@@ -728,13 +726,9 @@ class _Watchdog:
                 replies = [None] * len(group)
             for (n, r, ev), v in zip(group, replies):
                 self.renewals += 1
-                outcome = renewal_outcome(v, r, time.monotonic())
-                if outcome == RENEWED:
-                    r.basis = now
-                if outcome in LOST_REASONS:
-                    self._lose(n, r, ev, LOST_REASONS[outcome])
-                else:
-                    r.schedule(self._anchor, time.monotonic())
+                why = after_renewal(r, v, now, time.monotonic(), self._anchor)
+                if why is not None:
+                    self._lose(n, r, ev, why)
 
 
 class _Subscriber:

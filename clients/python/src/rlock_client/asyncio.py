@@ -20,9 +20,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
-    LOST_REASONS,
+    LOST_BY_OTHERS,
+    RAN_OUT_FIXED,
     READ,
-    RENEWED,
     RESEND_AFTER,
     SCAN_COUNT,
     STATS_CMD,
@@ -36,6 +36,8 @@ from ._core import (
     ScannedLock,
     Waiter,
     acknowledgements,
+    after_renewal,
+    attached_replicas,
     check_name,
     check_owner,
     check_replicas,
@@ -44,9 +46,10 @@ from ._core import (
     election_leader,
     event_channels,
     events_on,
-    field_of,
     grant_basis,
     granted,
+    held_cmd,
+    hit_by_events,
     latch_count,
     latch_count_down,
     latch_plan,
@@ -64,12 +67,14 @@ from ._core import (
     lock_renew,
     lock_spec,
     lost_key,
+    merge_top,
     multi_plan,
     multi_release,
     multi_spec,
     new_client_id,
     new_req_id,
     next_look,
+    owner_id,
     pack,
     parse_scan,
     parse_stats,
@@ -83,7 +88,6 @@ from ._core import (
     read_taken,
     release_cmd,
     renew_args,
-    renewal_outcome,
     renewal_timeout,
     resend_wait,
     scan_cmd,
@@ -94,6 +98,8 @@ from ._core import (
     semaphore_plan,
     semaphore_release,
     semaphore_try_set_permits,
+    server_name,
+    split_due,
     text,
     top_cmd,
     wait_deadline,
@@ -293,7 +299,7 @@ class Locks:
         o = self._owners.get(task)
         if o is None:
             self._owner_seq += 1
-            o = self._owners[task] = f"{self.client_id}:{self._owner_seq}"
+            o = self._owners[task] = owner_id(self.client_id, self._owner_seq)
         return o
 
     def _check_pid(self) -> None:
@@ -353,8 +359,7 @@ class Locks:
     async def stats(self) -> dict:
         out = {}
         for s in await self._router.all():
-            kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(await s.call(*STATS_CMD))
+            out[server_name(s.settings.kwargs)] = parse_stats(await s.call(*STATS_CMD))
         return out
 
     async def top(self, count: int = 10) -> list[dict]:
@@ -362,8 +367,7 @@ class Locks:
         out: list = []
         for s in await self._router.all():
             out += parse_top(await s.call(*cmd))
-        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
-        return out[:count]
+        return merge_top(out, count)
 
     # plumbing
     async def _call(self, key: bytes, *args: Any) -> Any:
@@ -395,12 +399,7 @@ class Locks:
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            info = text(await server.call("INFO", "replication"))
-            n = 0
-            for line in info.splitlines():
-                if line.startswith("connected_slaves:"):
-                    n = int(line.split(":", 1)[1])
-            seen = (now, n)
+            seen = (now, attached_replicas(await server.call("INFO", "replication")))
             self._replicas[id(server)] = seen
         return int(seen[1])
 
@@ -684,17 +683,13 @@ class _Watchdog:
         locks = self._locks()
         if locks is None:
             return
-        hit = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and r.renew]
-        fixed = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and not r.renew]
+        hit, fixed = hit_by_events(list(self._entries.items()), keys)
         if hit:
             await self._renew(locks, hit)
-        for n, r, ev in fixed:
-            try:
-                held = await locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
-            except Exception:
-                continue
-            if not held:
-                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+        held = await asyncio.gather(*(locks._call(r.key, *held_cmd(r)) for _, r, _ in fixed), return_exceptions=True)
+        for (n, r, ev), v in zip(fixed, held):
+            if v == 0:
+                self._lose(n, r, ev, LOST_BY_OTHERS)
 
     def _lose(self, n: int, r: Renewal, ev: asyncio.Event, why: str) -> None:
         r.lost_reason = why
@@ -704,12 +699,12 @@ class _Watchdog:
     async def _renew(self, locks: Locks, due: list) -> None:
         self.rounds += 1
         now = time.monotonic()
+        ran_out, renewable = split_due(due)
+        for n, r, ev in ran_out:
+            self._lose(n, r, ev, RAN_OUT_FIXED)
         groups: dict = {}
-        for n, r, ev in due:
-            if not r.renew:
-                self._lose(n, r, ev, "the lease ran out")
-                continue
-            groups.setdefault(id(await locks._router.server_for(r.key)), []).append((n, r, ev))
+        for entry in renewable:
+            groups.setdefault(id(await locks._router.server_for(entry[1].key)), []).append(entry)
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
@@ -717,17 +712,11 @@ class _Watchdog:
                 replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
             except Exception:
                 replies = [None] * len(group)
+            self.renewals += len(group)
             for (n, r, ev), v in zip(group, replies):
-                self.renewals += 1
-                if n not in self._entries:
-                    continue
-                outcome = renewal_outcome(v, r, time.monotonic())
-                if outcome in LOST_REASONS:
-                    self._lose(n, r, ev, LOST_REASONS[outcome])
-                    continue
-                if outcome == RENEWED:
-                    r.basis = now
-                r.schedule(self._anchor, time.monotonic())
+                why = after_renewal(r, v, now, time.monotonic(), self._anchor) if n in self._entries else None
+                if why is not None:
+                    self._lose(n, r, ev, why)
 
 
 # ---------------------------------------------------------------- locks
