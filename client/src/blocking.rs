@@ -546,7 +546,31 @@ impl MultiLock {
         /// See [`crate::MultiLock::acquire`].
         fn acquire(&self) -> MultiGuard;
     }
+
+    /// Takes every lock (waiting as long as it takes unless the handle sets a wait), runs `f`
+    /// on this thread, and releases them: see [`crate::MultiLock::with_lock`].
+    /// [`Error::NotAcquired`] if a wait set ended first; [`Error::Lost`] if a lock was lost
+    /// while `f` ran (which cannot be interrupted).
+    pub fn with_lock<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let scoped = MultiLock {
+            inner: self.inner.scoped(),
+            rt: self.rt.clone(),
+        };
+        let guard = scoped
+            .acquire()?
+            .ok_or_else(|| scoped.inner.not_acquired())?;
+        let out = f();
+        guard.release()?;
+        Ok(out)
+    }
 }
+
+/// The name of [`MultiLock`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed MultiLock, Redisson's name for it")]
+pub type MultiKeyLock = MultiLock;
+/// The name of [`MultiGuard`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed MultiGuard")]
+pub type MultiKeyGuard = MultiGuard;
 
 guard_twin! {
     /// Blocking twin of [`crate::MultiGuard`]. Dropping it releases the locks in the
@@ -906,6 +930,10 @@ twin! {
     /// Blocking twin of [`crate::RedLocks`].
     RedLocks(crate::RedLocks)
 }
+
+/// The name of [`RedLocks`] before 4.1 (the quorum is Redisson's `RedLock`).
+#[deprecated(since = "4.1.0", note = "renamed RedLocks")]
+pub type MultiLocks = RedLocks;
 
 impl RedLocks {
     /// See [`crate::RedLocks::new`]. Fails only if the runtime thread cannot start.

@@ -175,20 +175,28 @@ impl MultiLock {
         Fut: std::future::Future<Output = T>,
     {
         let scoped = self.scoped();
-        let guard = scoped.acquire().await?.ok_or_else(|| Error::NotAcquired {
-            key: self.keys().next().unwrap_or("").to_owned(),
-            waited: match scoped.wait {
-                Some(Wait::For(d)) => Some(d),
-                Some(Wait::Forever) => Some(Duration::MAX),
-                _ => None,
-            },
-        })?;
+        let guard = scoped
+            .acquire()
+            .await?
+            .ok_or_else(|| scoped.not_acquired())?;
         let out = tokio::select! {
             out = f() => out,
             lost = guard.lost() => return Err(lost),
         };
         guard.release().await?;
         Ok(out)
+    }
+
+    /// The error of a scoped call whose wait ended without a grant.
+    pub(crate) fn not_acquired(&self) -> Error {
+        Error::NotAcquired {
+            key: self.keys().next().unwrap_or("").to_owned(),
+            waited: match self.wait {
+                Some(Wait::For(d)) => Some(d),
+                Some(Wait::Forever) => Some(Duration::MAX),
+                _ => None,
+            },
+        }
     }
 
     /// What an acquire sends for each group, with the `REQ` id `req` (one id per group in

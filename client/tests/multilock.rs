@@ -102,7 +102,18 @@ fn the_blocking_twin() {
         let set = locks.multi(["{t}:a", "{t}:b"]);
         let guard = set.acquire().unwrap().expect("free");
         assert!(locks.multi(["{t}:b"]).acquire().unwrap().is_none());
+        // The scoped call: with a zero wait it tries once and never runs `f` unlocked.
+        let busy = locks.multi(["{t}:b"]).wait(Duration::ZERO).with_lock(|| ());
+        assert!(
+            matches!(busy, Err(rlock_client::Error::NotAcquired { .. })),
+            "{busy:?}"
+        );
         guard.release().unwrap();
+        assert!(holders(&server, "{t}:a").is_empty(), "{}", server.flavor);
+        // Without a wait set it waits until granted, and releases after `f`.
+        let held = holders(&server, "{t}:a");
+        let seen = set.with_lock(|| holders(&server, "{t}:a")).unwrap();
+        assert!(held.is_empty() && seen.len() == 1, "{seen:?}");
         assert!(holders(&server, "{t}:a").is_empty(), "{}", server.flavor);
     }
 }
