@@ -31,8 +31,9 @@ export class Semaphore {
     private readonly hub: Hub,
     readonly key: string,
   ) {}
+  /** Sets the permits when the semaphore has none set yet: 0 (one that starts empty) to 2^31-1. */
   async trySetPermits(n: number): Promise<boolean> {
-    checkCount(n, "permits", 1);
+    checkCount(n, "permits", 0);
     return (await this.hub.call(["RSEM.TRYSETPERMITS", this.key, String(n)])) === 1;
   }
   async addPermits(n: number): Promise<number> {
