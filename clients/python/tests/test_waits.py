@@ -43,6 +43,14 @@ def interrupt_after_the_first_reply(monkeypatch):
     monkeypatch.setattr(sync._Server, "_take", taking)
 
 
+def abandoned(within=10.0):
+    """Waits for the package's threads that end given-up waits (``rlock-abandon``) to finish, so
+    that what is checked next is what they left, not a moment of their work."""
+    for t in [t for t in threading.enumerate() if t.name == "rlock-abandon"]:
+        t.join(within)
+        assert not t.is_alive(), "a given-up wait was not ended in time"
+
+
 def wait_free(r, key, within=5.0):
     end = time.monotonic() + within
     while time.monotonic() < end:
@@ -273,6 +281,7 @@ def test_c06_every_wait_runs_on_the_calling_thread_and_an_interrupt_leaves_nothi
     t.join(5)
     assert out.get("gave up"), out
     free()
+    abandoned()
     assert left()
     assert not locks._watchdog._entries
 
@@ -295,6 +304,7 @@ def test_c06_a_grant_read_then_interrupted_is_given_back_once(server, r, key, mo
     with pytest.raises(GaveUp):
         call()  # waits, then is granted
     monkeypatch.undo()
+    abandoned()
     assert left()
     assert not locks._watchdog._entries
 
