@@ -50,14 +50,14 @@ impl Hold {
         self.name.side
     }
 
-    /// The fencing token, for a [`fenced`](Lock::fenced) acquire.
+    /// The fencing token, for a [`fenced`](crate::Lock::fenced) acquire.
     pub fn token(&self) -> Option<u64> {
         self.token
     }
 
     /// The owner's hold count after this acquire (1, or more for a re-entry).
     ///
-    /// For a [`fenced`](Lock::fenced) acquire, whose reply is the token, the count is read
+    /// For a [`fenced`](crate::Lock::fenced) acquire, whose reply is the token, the count is read
     /// with an `HGET` pipelined right after the acquire (same round trip). It is `None` only if
     /// the hold was already gone by then (a lease shorter than the round trip, a force-release).
     ///
@@ -74,7 +74,7 @@ impl Hold {
         self.count
     }
 
-    /// How many replicas acknowledged, with [`sync_replicas`](Lock::sync_replicas).
+    /// How many replicas acknowledged, with [`sync_replicas`](crate::Lock::sync_replicas).
     pub fn replicas_acked(&self) -> Option<u64> {
         self.replicas
     }
@@ -92,7 +92,7 @@ impl Hold {
     /// A refused renewal is seen a third of the lease later at most. When the server publishes
     /// the module's keyspace events (`notify-keyspace-events` with `d`, or `A`, and `K` or
     /// `E`, e.g. `Kd`), the watchdog follows the held keys on one pub/sub connection per
-    /// [`Locks`] and checks a hold at once on an event that may end it: a force release is
+    /// [`Locks`](crate::Locks) and checks a hold at once on an event that may end it: a force release is
     /// told within 100 ms (a plain `DEL` or expiry too when classes `g` and `x` are on). Not
     /// in a cluster, where renewals alone tell it.
     pub async fn lost(&self) -> Error {
@@ -107,7 +107,7 @@ impl Hold {
 /// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
 /// background (a task on the runtime that acquired it), without blocking.
 ///
-/// Derefs to its [`Hold`] for `token()`, `lost()` and the rest.
+/// Derefs to its [`Hold`](crate::Hold) for `token()`, `lost()` and the rest.
 pub struct Guard {
     pub(crate) hold: Hold,
     pub(crate) inner: Arc<Inner>,
@@ -128,7 +128,7 @@ impl std::ops::Deref for Guard {
 }
 
 impl Guard {
-    /// A clone of the [`Hold`], to hand to code that needs the token or the lost signal.
+    /// A clone of the [`Hold`](crate::Hold), to hand to code that needs the token or the lost signal.
     pub fn hold(&self) -> Hold {
         self.hold.clone()
     }

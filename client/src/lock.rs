@@ -20,7 +20,7 @@ impl Locks {
     /// A handle on the lock `name` with a new owner id `<client-uuid>:<n>`.
     ///
     /// Each call gives a new owner: two handles from two calls exclude each other, even in
-    /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`].
+    /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`](crate::Lock).
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         self.handle(name.into(), self.inner.new_owner())
     }
@@ -29,8 +29,8 @@ impl Locks {
     ///
     /// For a service that shares a lock with a Redisson service under Redisson's owner
     /// (`<client-uuid>:<thread-id>`), or that resumes holds it took before a restart: a handle
-    /// with the owner of an existing hold re-enters it ([`Lock::acquire`]), counts it
-    /// ([`Lock::hold_count`]) and releases it ([`Lock::unlock`]). Two handles with the same
+    /// with the owner of an existing hold re-enters it ([`Lock::acquire`](crate::Lock::acquire)), counts it
+    /// ([`Lock::hold_count`](crate::Lock::hold_count)) and releases it ([`Lock::unlock`](crate::Lock::unlock)). Two handles with the same
     /// owner are the same owner, exactly as two clones are; give contenders different owners.
     /// The server takes owners of 1 to 1024 bytes.
     ///
@@ -53,7 +53,7 @@ impl Locks {
 
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     ///
-    /// Shorthand for `self.lock(name).with_lock(f)`: see [`Lock::with_lock`].
+    /// Shorthand for `self.lock(name).with_lock(f)`: see [`Lock::with_lock`](crate::Lock::with_lock).
     pub async fn with_lock<F, Fut, T>(&self, name: impl Into<String>, f: F) -> Result<T>
     where
         F: FnOnce(Hold) -> Fut,
@@ -63,7 +63,7 @@ impl Locks {
     }
 }
 
-/// A grant read from an acquire's replies (see [`Lock::read_grant`]).
+/// A grant read from an acquire's replies (see [`Lock::read_grant`](crate::Lock::read_grant)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Grant {
     /// The acquire's reply: the token when fenced, else the hold count.
@@ -79,12 +79,12 @@ pub(crate) struct Grant {
 ///
 /// **Owners, threads and tasks.** Redisson names the owner after the thread, so a thread
 /// re-enters its own locks. Async tasks move between threads and share them, so here the
-/// owner is the handle: [`Locks::lock`] makes a new owner `<client-uuid>:<n>`, and every clone
+/// owner is the handle: [`Locks::lock`](crate::Locks::lock) makes a new owner `<client-uuid>:<n>`, and every clone
 /// of that handle is the same owner.
 /// - To re-enter (a function that takes the lock calls another that takes it too), pass a clone
-///   of the handle down; each acquire returns its own [`Guard`] and the lock is free once all of
+///   of the handle down; each acquire returns its own [`Guard`](crate::Guard) and the lock is free once all of
 ///   them are released.
-/// - To contend (workers, tasks, threads), give each its own handle from [`Locks::lock`].
+/// - To contend (workers, tasks, threads), give each its own handle from [`Locks::lock`](crate::Locks::lock).
 ///
 /// Builder methods return a changed copy; the owner stays the same.
 ///
@@ -153,7 +153,7 @@ impl Lock {
         &self.owner
     }
 
-    /// The side of a read-write lock this handle takes (see [`Locks::read_write`]); `None`
+    /// The side of a read-write lock this handle takes (see [`Locks::read_write`](crate::Locks::read_write)); `None`
     /// for a reentrant lock.
     pub fn side(&self) -> Option<Side> {
         self.side
@@ -176,7 +176,7 @@ impl Lock {
 
     handle_steps! {
         /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
-        /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
+        /// out unless [`Guard::renew`](crate::Guard::renew) is called, and then [`Hold::lost`](crate::Hold::lost) fires.
         /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
         fn lease;
         /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
@@ -194,7 +194,7 @@ impl Lock {
         self
     }
 
-    /// Asks for a fencing token (`TOKEN`): [`Hold::token`] (via the guard) strictly increases each time the
+    /// Asks for a fencing token (`TOKEN`): [`Hold::token`](crate::Hold::token) (via the guard) strictly increases each time the
     /// lock goes from free to held. Pass it to the resource you protect and have it refuse
     /// anything older than the newest token it has seen.
     pub fn fenced(mut self) -> Self {
@@ -212,10 +212,10 @@ impl Lock {
 
     /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the grant
     /// (`WAIT n ms`, pipelined with the acquire) and reports the count in
-    /// [`Hold::replicas_acked`]. Fewer acknowledgements in time: the grant is released and
+    /// [`Hold::replicas_acked`](crate::Hold::replicas_acked). Fewer acknowledgements in time: the grant is released and
     /// the acquire fails with [`Error::NotAcknowledged`]. `n` = 0 sends no `WAIT`.
     ///
-    /// Without this call the [`Locks`]' default applies ([`LocksBuilder::sync_replicas`]): one
+    /// Without this call the [`Locks`](crate::Locks)' default applies ([`LocksBuilder::sync_replicas`](crate::LocksBuilder::sync_replicas)): one
     /// replica's acknowledgement within 1 s when the primary has replicas, no `WAIT` when it
     /// has none.
     pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
@@ -634,7 +634,7 @@ impl Lock {
 
     /// Acquires (with this handle's options), runs `f`, and releases the lock.
     ///
-    /// `f` gets the [`Hold`] by value (token, lost signal) and its output is returned as
+    /// `f` gets the [`Hold`](crate::Hold) by value (token, lost signal) and its output is returned as
     /// `Ok(output)`; an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors.
     /// If the lock is lost while `f` runs, `f` is dropped at its next await point and
     /// [`Error::Lost`] is returned.
@@ -723,22 +723,22 @@ impl Lock {
         command::parse_pttl(v)
     }
 
-    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. See [`Locks::force_release`].
+    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. See [`Locks::force_release`](crate::Locks::force_release).
     pub async fn force_release(&self) -> Result<bool> {
         self.locks.force_release(&self.key).await
     }
 
-    /// `RLOCK.INFO` on this lock. See [`Locks::info`].
+    /// `RLOCK.INFO` on this lock. See [`Locks::info`](crate::Locks::info).
     pub async fn info(&self) -> Result<LockInfo> {
         self.locks.inner.info(&self.key).await
     }
 
     /// Releases one hold of this handle's owner without a guard (`RLOCK.RELEASE`, Redisson's
     /// `unlock()`): for a hold taken before a restart, or by a Redisson service under the same
-    /// owner (see [`Locks::lock_as`]). `Ok(true)` when the lock is now free, `Ok(false)` when
+    /// owner (see [`Locks::lock_as`](crate::Locks::lock_as)). `Ok(true)` when the lock is now free, `Ok(false)` when
     /// the owner still holds it, [`Error::NotHeld`] when it held nothing.
     ///
-    /// A hold that has a [`Guard`] in this process is released by that guard; releasing it here
+    /// A hold that has a [`Guard`](crate::Guard) in this process is released by that guard; releasing it here
     /// as well would undo someone else's re-entry.
     pub async fn unlock(&self) -> Result<bool> {
         release(&self.locks.inner, &self.hold_name()).await

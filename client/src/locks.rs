@@ -20,7 +20,7 @@ use crate::watchdog::{Listener, Registry, Watched};
 /// the same `REQ` id).
 pub(crate) const RESEND_AFTER: Duration = Duration::from_millis(100);
 
-/// Settings of a [`Locks`]; see [`LocksBuilder`].
+/// Settings of a [`Locks`](crate::Locks); see [`LocksBuilder`](crate::LocksBuilder).
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub watchdog_lease: Duration,
@@ -168,7 +168,7 @@ impl Drop for Inner {
 ///
 /// **Which `redis` crate.** The constructors take types of the `redis` crate this crate is
 /// built with, re-exported as [`rlock_client::redis`](crate::redis). An application on another
-/// `redis` version builds them through that path, or passes a URL to [`Locks::from_url`].
+/// `redis` version builds them through that path, or passes a URL to [`Locks::from_url`](crate::Locks::from_url).
 #[derive(Clone)]
 pub struct Locks {
     pub(crate) inner: Arc<Inner>,
@@ -176,7 +176,7 @@ pub struct Locks {
 
 debug_fields!(Locks |l| { endpoint: l.inner.endpoint, client_id: l.inner.client_id });
 
-/// Configures a [`Locks`] before its first use.
+/// Configures a [`Locks`](crate::Locks) before its first use.
 #[derive(Debug, Clone)]
 pub struct LocksBuilder {
     endpoint: Endpoint,
@@ -195,7 +195,7 @@ impl std::fmt::Debug for Conn {
 }
 
 impl LocksBuilder {
-    /// The lease given to locks taken without [`Lock::lease`]; the watchdog renews them every
+    /// The lease given to locks taken without [`Lock::lease`](crate::Lock::lease); the watchdog renews them every
     /// third of it. Default 30 s, as in Redisson.
     pub fn watchdog_lease(mut self, lease: Duration) -> Self {
         self.config.watchdog_lease = lease;
@@ -215,12 +215,12 @@ impl LocksBuilder {
         self
     }
 
-    /// How a lock acquired without [`Lock::sync_replicas`] is made durable: when the lock's
+    /// How a lock acquired without [`Lock::sync_replicas`](crate::Lock::sync_replicas) is made durable: when the lock's
     /// primary has replicas, the acquire returns only once `n` of them (at most as many as
     /// are attached) acknowledged the grant (`WAIT`), within `timeout`; a grant not
     /// acknowledged in time is released and the acquire fails with
     /// [`Error::NotAcknowledged`]. With no replica attached no `WAIT` is sent. `n` = 0 turns
-    /// this off: no acquire sends `WAIT` unless it asks with [`Lock::sync_replicas`].
+    /// this off: no acquire sends `WAIT` unless it asks with [`Lock::sync_replicas`](crate::Lock::sync_replicas).
     /// Default: 1 replica within 1 s, as Redisson's `checkLockSyncedSlaves`. The replica count
     /// is read from the server and kept for 1 s (see the README's "Durable by default").
     pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
@@ -231,11 +231,11 @@ impl LocksBuilder {
     /// Sends the short lock commands (acquires without a wait, releases, renewals, queries)
     /// over the application's own [`ConnectionManager`] instead of a new one.
     ///
-    /// The endpoint given to [`Locks::builder`] is still used, for the connections that waits
-    /// and [`Lock::sync_replicas`] need: a `BLOCK` or `WAIT` stalls every later request on its
+    /// The endpoint given to [`Locks::builder`](crate::Locks::builder) is still used, for the connections that waits
+    /// and [`Lock::sync_replicas`](crate::Lock::sync_replicas) need: a `BLOCK` or `WAIT` stalls every later request on its
     /// connection (the server answers a connection's requests in order), so it must never run
     /// on a shared one. [`response_timeout`](Self::response_timeout) does not apply to a
-    /// connection handed in: its own settings do. [`Lock::session`] holds taken without a wait
+    /// connection handed in: its own settings do. [`Lock::session`](crate::Lock::session) holds taken without a wait
     /// end when this connection drops and reconnects.
     ///
     /// ```no_run
@@ -254,13 +254,13 @@ impl LocksBuilder {
 
     /// Like [`connection_manager`](Self::connection_manager), with a [`MultiplexedConnection`].
     /// It does not reconnect by itself: once it breaks, commands on it fail (and held locks are
-    /// reported lost when their lease runs out) until the [`Locks`] is rebuilt.
+    /// reported lost when their lease runs out) until the [`Locks`](crate::Locks) is rebuilt.
     pub fn multiplexed_connection(mut self, conn: MultiplexedConnection) -> Self {
         self.conn = Some(conn.into());
         self
     }
 
-    /// Builds the [`Locks`]. It connects on first use.
+    /// Builds the [`Locks`](crate::Locks). It connects on first use.
     pub fn build(self) -> Locks {
         Locks {
             inner: Arc::new(Inner {
@@ -307,7 +307,7 @@ impl Locks {
 
     /// Locks that send their short commands over the application's [`ConnectionManager`];
     /// `client` (the one it was made from) opens the dedicated connections that waits need.
-    /// See [`LocksBuilder::connection_manager`] for the trade-offs.
+    /// See [`LocksBuilder::connection_manager`](crate::LocksBuilder::connection_manager) for the trade-offs.
     ///
     /// ```no_run
     /// use rlock_client::{redis, Locks};
@@ -324,7 +324,7 @@ impl Locks {
 
     /// Locks that send their short commands over the application's [`MultiplexedConnection`];
     /// `client` opens the dedicated connections that waits need.
-    /// See [`LocksBuilder::multiplexed_connection`].
+    /// See [`LocksBuilder::multiplexed_connection`](crate::LocksBuilder::multiplexed_connection).
     ///
     /// ```no_run
     /// use rlock_client::{redis, Locks};
@@ -349,7 +349,7 @@ impl Locks {
 
     /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
     /// Its holders find out at their next renewal ([`Error::Lost`]), or within 100 ms when
-    /// the server publishes the module's keyspace events (see [`Hold::lost`]).
+    /// the server publishes the module's keyspace events (see [`Hold::lost`](crate::Hold::lost)).
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         let v = self.inner.query(&command::force_release(name)).await?;
         command::parse_flag(v, "RLOCK.FORCERELEASE replied")
