@@ -265,11 +265,17 @@ async def test_c05_async_loss_told_while_the_server_hangs(flavor):
 
 
 @pytest.mark.parametrize("kind", ["lock", "multi", "semaphore", "leased permit"])
-async def test_c06_a_cancelled_wait_of_each_family_leaves_nothing(server, r, key, kind):
+@pytest.mark.parametrize("acl", [False, True], ids=["default user", "CLIENT refused"])
+async def test_c06_a_cancelled_wait_of_each_family_leaves_nothing(server, r, key, kind, acl):
     """A task cancelled while its wait is blocked in the server, or just as it is granted,
     leaves nothing held: the wait's connection is closed and the call is sent again with its
-    REQ id, and what that replies is given back."""
-    locks = alocks(server)  # 30 s leases: an orphan would stay
+    REQ id, and what that replies is given back; no CLIENT command is needed, so a user whose
+    ACL refuses them is served alike."""
+    url = server.url
+    if acl:
+        r.execute_command("ACL", "SETUSER", "noclient", "on", ">pw", "~*", "&*", "+@all", "-client")
+        url = url.replace("redis://", "redis://noclient:pw@")
+    locks = rl.Locks.from_url(url)  # 30 s leases: an orphan would stay
     keys = [f"{{{key}}}:1", f"{{{key}}}:2"]
     sem = locks.semaphore(key) if kind == "semaphore" else locks.permit_semaphore(key)
     for delay in (0.05, 0.2):  # cancelled while blocked; cancelled as the grant arrives
