@@ -1287,9 +1287,15 @@ class PermitSemaphore:
             basis = sent if block is None else time.monotonic()
             made: list[LeasedPermit] = []
             if w is not None:
-                # Those made give themselves back; the rest by the plan's derived REQ ids.
-                w.undo = lambda: ([p.release() for p in made],
-                                  self._locks._pipeline(self._key, plan.give_back(ids)[len(made):] or [["PING"]], True))
+                def undo() -> None:
+                    # Those made give themselves back; the rest go back under the plan's REQ ids.
+                    for p in made:
+                        p.release()
+                    rest = plan.give_back(ids)[len(made):]
+                    if rest:
+                        self._locks._pipeline(self._key, rest, True)
+
+                w.undo = undo
             for i in ids:
                 made.append(LeasedPermit(self, i, lms, lease is None, basis))
             return made
