@@ -736,23 +736,41 @@ guard_twin! {
 impl std::ops::Deref for Guard {
     type Target = Hold;
     fn deref(&self) -> &Hold {
-        self.guard()
+        self.held()
     }
 }
 
 impl Guard {
-    fn guard(&self) -> &crate::Guard {
+    fn held(&self) -> &crate::Guard {
         self.inner.as_ref().expect("present until release")
     }
 
     /// A clone of the [`Hold`].
     pub fn hold(&self) -> Hold {
-        self.guard().hold()
+        self.held().hold()
+    }
+
+    /// See [`crate::Hold::guard`]: runs `command` only while this hold stands, and blocks
+    /// the calling thread for its reply.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let guard = locks.lock("orders").fenced().acquire()?.expect("free");
+    /// let mut set = redis::cmd("SET");
+    /// set.arg("{orders}:total").arg(42);
+    /// let _: () = guard.guard(&set)?;
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn guard<T: redis::FromRedisValue + Send>(&self, command: &redis::Cmd) -> Result<T> {
+        self.rt.block_on(self.held().guard(command))
     }
 
     /// See [`crate::Guard::renew`].
     pub fn renew(&self) -> Result<()> {
-        self.rt.block_on(self.guard().renew())
+        self.rt.block_on(self.held().renew())
     }
 
     /// See [`crate::Guard::release`].
@@ -881,6 +899,11 @@ impl Leadership {
     /// blocking [`crate::Leadership::lost`]). `wait_lost(Duration::ZERO)` just checks.
     pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
         wait_lost(&self.rt, self.hold(), timeout)
+    }
+
+    /// See [`crate::Leadership::guard`]: "write only while leader", blocking for the reply.
+    pub fn guard<T: redis::FromRedisValue + Send>(&self, command: &redis::Cmd) -> Result<T> {
+        self.rt.block_on(self.leadership().guard(command))
     }
 
     /// See [`crate::Leadership::resign`].

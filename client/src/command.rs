@@ -471,6 +471,83 @@ pub(crate) fn release_error(e: redis::RedisError, key: &str, owner: &str) -> Err
     }
 }
 
+/// `RLOCK.GUARD key owner [READ|WRITE] [TOKEN n] CALL command [arg ...]`: `inner` runs in the
+/// server only while `hold` stands (and, with `token`, is still the hold that got it), checked
+/// in the same server turn. An inner command with no name, an empty name or a cursor argument
+/// (`redis::Arg::Cursor`, which only redis-rs's `iter` fills in) is refused before anything is sent.
+pub(crate) fn guard(hold: &HoldName, token: Option<u64>, inner: &redis::Cmd) -> Result<redis::Cmd> {
+    let mut words = Vec::new();
+    for arg in inner.args_iter() {
+        match arg {
+            redis::Arg::Simple(word) => words.push(word),
+            _ => {
+                return Err(Error::invalid(
+                    &hold.key,
+                    "a guarded command takes plain arguments, not a cursor",
+                ))
+            }
+        }
+    }
+    match words.first() {
+        None => {
+            return Err(Error::invalid(
+                &hold.key,
+                "guard needs a command to run, e.g. redis::cmd(\"SET\").arg(key).arg(value)",
+            ))
+        }
+        Some(name) if name.is_empty() => {
+            return Err(Error::invalid(
+                &hold.key,
+                "a guarded command's name must not be empty",
+            ))
+        }
+        Some(_) => {}
+    }
+    let mut c = redis::cmd("RLOCK.GUARD");
+    hold.args(&mut c);
+    if let Some(token) = token {
+        c.arg("TOKEN").arg(token);
+    }
+    c.arg("CALL");
+    for word in words {
+        c.arg(word);
+    }
+    Ok(c)
+}
+
+/// A guarded command's reply: the inner command's, or the refusal of the hold, `NOTHELD` as
+/// [`Error::NotHeld`] and `STALETOKEN` as [`Error::StaleToken`] (with the token the server says
+/// the lock has now); any other error (the inner command's own, a bad call) as it is.
+pub(crate) fn parse_guard(
+    reply: redis::RedisResult<Value>,
+    hold: &HoldName,
+    token: Option<u64>,
+) -> Result<Value> {
+    let e = match reply {
+        Ok(Value::ServerError(e)) => redis::RedisError::from(e),
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let (key, owner) = (hold.key.to_string(), hold.owner.to_string());
+    match (e.code(), token) {
+        (Some("NOTHELD"), _) => Err(Error::NotHeld { key, owner }),
+        (Some("STALETOKEN"), Some(token)) => Err(Error::StaleToken {
+            key,
+            owner,
+            token,
+            current: e.detail().and_then(token_now),
+        }),
+        _ => Err(e.into()),
+    }
+}
+
+/// The token in `STALETOKEN`'s text: "the lock's fencing token is now 8, not 7" -> 8.
+fn token_now(text: &str) -> Option<u64> {
+    let (_, after) = text.split_once("is now ")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// What a renewal's reply (`RLOCK.RENEW`, `RSEM.RENEW`) says of the hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Renewal {
@@ -985,6 +1062,114 @@ mod tests {
             args(&wait_replicas(1, Duration::from_millis(250))),
             ["WAIT", "1", "250"]
         );
+    }
+
+    #[test]
+    fn a_guard_names_the_hold_its_side_and_token_then_the_command() {
+        let mut set = redis::cmd("SET");
+        set.arg("{k}:data").arg(b"v\x00".as_slice());
+        assert_eq!(
+            args(&guard(&name("k", "o", None), None, &set).unwrap()),
+            ["RLOCK.GUARD", "k", "o", "CALL", "SET", "{k}:data", "v\u{0}"]
+        );
+        assert_eq!(
+            args(&guard(&name("k", "o", Some(Side::Write)), Some(7), &set).unwrap()),
+            [
+                "RLOCK.GUARD",
+                "k",
+                "o",
+                "WRITE",
+                "TOKEN",
+                "7",
+                "CALL",
+                "SET",
+                "{k}:data",
+                "v\u{0}"
+            ]
+        );
+        // Words after CALL are the inner command's, even when they read like options.
+        let mut get = redis::cmd("GET");
+        get.arg("TOKEN");
+        assert_eq!(
+            args(&guard(&name("k", "o", Some(Side::Read)), None, &get).unwrap()),
+            ["RLOCK.GUARD", "k", "o", "READ", "CALL", "GET", "TOKEN"]
+        );
+    }
+
+    #[test]
+    fn a_guard_without_a_command_is_refused_before_sending() {
+        let hold = name("k", "o", None);
+        for bad in [redis::Cmd::new(), redis::cmd("")] {
+            match guard(&hold, None, &bad) {
+                Err(Error::InvalidArgument { key, reason }) => {
+                    assert_eq!(key, "k");
+                    assert!(reason.contains("command"), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut scan = redis::cmd("SCAN");
+        scan.cursor_arg(0);
+        assert!(matches!(
+            guard(&hold, None, &scan),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn guard_replies_and_refusals() {
+        let hold = name("k", "o", Some(Side::Write));
+        assert_eq!(
+            parse_guard(Ok(Value::Okay), &hold, None).unwrap(),
+            Value::Okay
+        );
+        assert_eq!(
+            parse_guard(Ok(Value::Int(4)), &hold, Some(3)).unwrap(),
+            Value::Int(4)
+        );
+        let err = |text: &str| {
+            let (code, detail) = text.split_once(' ').unwrap();
+            redis::make_extension_error(code.into(), Some(detail.into()))
+        };
+        let not_held = "NOTHELD the lock is not held by this owner";
+        match parse_guard(Err(err(not_held)), &hold, Some(7)) {
+            Err(Error::NotHeld { key, owner }) => assert_eq!((&*key, &*owner), ("k", "o")),
+            other => panic!("{other:?}"),
+        }
+        // A refusal read as a value (RESP3, pipelines) is the same refusal.
+        let as_value = Value::ServerError(redis::ServerError::try_from(err(not_held)).unwrap());
+        assert!(matches!(
+            parse_guard(Ok(as_value), &hold, None),
+            Err(Error::NotHeld { .. })
+        ));
+        let stale = "STALETOKEN the lock's fencing token is now 8, not 7";
+        match parse_guard(Err(err(stale)), &hold, Some(7)) {
+            Err(e @ Error::StaleToken { .. }) => {
+                assert!(e.is_not_held(), "a stale token is a kind of not held");
+                let Error::StaleToken {
+                    key,
+                    owner,
+                    token,
+                    current,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The inner command's own error is the caller's, untouched.
+        let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        match parse_guard(Err(err(wrongtype)), &hold, None) {
+            Err(Error::Redis(e)) => assert_eq!(e.code(), Some("WRONGTYPE")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            token_now("the lock's fencing token is now 12, not 7"),
+            Some(12)
+        );
+        assert_eq!(token_now("something else"), None);
     }
 
     #[test]

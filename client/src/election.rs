@@ -312,6 +312,25 @@ impl Leadership {
         self.guard.lost().await
     }
 
+    /// Runs `command` only while this post stands, in this term: "write only while leader".
+    /// It is [`Hold::guard`] with the value as owner and the term as token, so a deposed
+    /// leader (its lease ran out, another won a later term) is refused with
+    /// [`Error::NotHeld`] or [`Error::StaleToken`] and its command never runs.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let leadership = locks.election("scheduler").campaign("node-a").await?;
+    /// let mut publish = redis::cmd("SET");
+    /// publish.arg("{scheduler}:plan").arg("v2");
+    /// let _: () = leadership.guard(&publish).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn guard<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T> {
+        self.guard.guard(command).await
+    }
+
     /// Steps down: releases the lock (`RLOCK.RELEASE`), and the next candidate waiting in the
     /// server is elected at once. [`Error::Lost`] if the post had been lost already,
     /// [`Error::NotHeld`] if the server no longer had it.

@@ -8,12 +8,28 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Error {
     /// The server says `owner` does not hold `key`: its lease ran out, or someone
-    /// force-released or deleted it, before this release.
+    /// force-released or deleted it, before this release, or before this guarded command
+    /// ([`Hold::guard`](crate::Hold::guard)), which was then not run.
     NotHeld {
         /// The lock's key.
         key: String,
-        /// The owner id the release was sent for.
+        /// The owner id the release or guarded command was sent for.
         owner: String,
+    },
+    /// A guarded command ([`Hold::guard`](crate::Hold::guard)) of a fenced hold was refused,
+    /// and not run, because the lock was taken again since this hold got its token
+    /// (`STALETOKEN`): `owner` holds it, but as a newer hold (another process or a restart
+    /// with the same owner id), so this hold's writes could overlap that one's.
+    /// [`Error::is_not_held`] is true for it too.
+    StaleToken {
+        /// The lock's key.
+        key: String,
+        /// The hold's owner id.
+        owner: String,
+        /// The hold's fencing token, now stale.
+        token: u64,
+        /// The lock's fencing token now, as the server told it.
+        current: Option<u64>,
     },
     /// The lock can no longer be trusted to be held: a renewal was refused, or the lease ran
     /// out while renewals kept failing. Work done under it since then may overlap another holder.
@@ -106,6 +122,12 @@ impl Error {
         matches!(self, Error::NotAcquired { .. })
     }
 
+    /// True for [`Error::NotHeld`] and [`Error::StaleToken`]: the server refused a call
+    /// because this hold no longer stands.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. } | Error::StaleToken { .. })
+    }
+
     /// True for [`Error::Lost`].
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. })
@@ -140,9 +162,24 @@ impl fmt::Display for Error {
         match self {
             Error::NotHeld { key, owner } => write!(
                 f,
-                "lock {key:?} is not held by {owner:?}: its lease ran out or it was force-released \
-                 before this release, so another holder may have overlapped"
+                "lock {key:?} is not held by {owner:?}: its lease ran out or it was force-released, \
+                 so another holder may have overlapped (a guarded command was not run)"
             ),
+            Error::StaleToken {
+                key,
+                owner,
+                token,
+                current,
+            } => {
+                write!(
+                    f,
+                    "lock {key:?} was taken again since {owner:?} got fencing token {token}"
+                )?;
+                if let Some(now) = current {
+                    write!(f, " (it is {now} now)")?;
+                }
+                write!(f, ", so the guarded command was not run")
+            }
             Error::Lost { key, reason } => write!(
                 f,
                 "lock {key:?} was lost ({reason}); stop work that relies on it and acquire it again"

@@ -1,7 +1,7 @@
 //! What an acquire returns: the [`Hold`] (token, counts, the lost signal) and the [`Guard`]
 //! that owns it and releases it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -22,6 +22,9 @@ pub struct Hold {
     pub(crate) count: Option<u64>,
     pub(crate) replicas: Option<u64>,
     pub(crate) lost: LostRx,
+    /// The connections of the [`Locks`](crate::Locks) it came from, for [`guard`](Self::guard);
+    /// weak, so that a hold kept around keeps nothing open.
+    pub(crate) locks: Weak<Inner>,
 }
 
 debug_fields!(Hold |h| {
@@ -97,6 +100,56 @@ impl Hold {
     /// in a cluster, where renewals alone tell it.
     pub async fn lost(&self) -> Error {
         watchdog::lost(&self.lost).await
+    }
+
+    /// Runs `command` in the server only while this hold stands (`RLOCK.GUARD`), checked in the
+    /// same server turn as the command runs, and returns the command's reply as `T` (a
+    /// [`redis::Value`], or any [`redis::FromRedisValue`] type).
+    ///
+    /// The check is the server's, not this process's view of the hold: the owner must hold the
+    /// lock now (on this side of a read-write lock), its lease counted to the moment of the
+    /// call, and for a [`fenced`](crate::Lock::fenced) hold the lock's fencing token must still
+    /// be this hold's (`TOKEN n`). Otherwise nothing runs and nothing changes:
+    /// [`Error::NotHeld`] once the lease ran out or the lock was force-released (or another
+    /// owner took it), [`Error::StaleToken`] once the same owner took it again as a newer hold.
+    /// So a holder that paused past its lease, while another took the lock and wrote, cannot
+    /// write over that. The inner command's own error (`WRONGTYPE`, say) is
+    /// [`Error::Redis`]; so is the server's refusal of a command a guard cannot run
+    /// (blocking ones, `MULTI`, pub/sub, the module's own).
+    ///
+    /// Sent once: if the connection breaks or the reply times out, the error is returned and
+    /// the command is not sent again, since it may have run. A command with no name is
+    /// [`Error::InvalidArgument`], before anything is sent. In a cluster every key of the
+    /// command must be in the lock's slot (a hash tag: lock `orders`, key `{orders}:total`), or
+    /// the server refuses it with `CROSSSLOT`.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let guard = locks.lock("orders").fenced().acquire().await?.expect("free");
+    /// let mut set = redis::cmd("HSET");
+    /// set.arg("{orders}:42").arg("state").arg("paid");
+    /// let added: i64 = guard.guard(&set).await?; // only while the hold stands
+    /// # let _ = added; Ok(()) }
+    /// ```
+    pub async fn guard<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T> {
+        let cmd = command::guard(&self.name, self.token, command)?;
+        // Every guard, and the release task of a dropped one, keeps the Locks alive: once it
+        // is gone, so is this hold.
+        let Some(inner) = self.locks.upgrade() else {
+            return Err(Error::NotHeld {
+                key: self.name.key.to_string(),
+                owner: self.name.owner.to_string(),
+            });
+        };
+        let reply = inner
+            .conn()
+            .await?
+            .query_for_key(&self.name.key, &cmd)
+            .await;
+        let value = command::parse_guard(reply, &self.name, self.token)?;
+        T::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
     }
 
     fn lost_error(&self) -> Option<Error> {

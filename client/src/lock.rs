@@ -622,6 +622,7 @@ impl Lock {
                 count: if self.fenced { count } else { Some(n) },
                 replicas: None,
                 lost,
+                locks: Arc::downgrade(&self.locks.inner),
             },
             inner: self.locks.inner.clone(),
             entry,
