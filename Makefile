@@ -8,7 +8,7 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node test-java bench-java unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
+.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node test-java bench-java test-go bench-go unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
 # The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
 CLI_MAX_BYTES := 10485760
@@ -111,6 +111,26 @@ test-node:
 	$(CARGO) build -p rlock
 	cd clients/node && npm ci --no-audit --no-fund
 	cd clients/node && RLOCK_MODULE=$(DEBUG_MODULE) npm test -- $(NODE_TEST_ARGS)
+
+# The Go client (clients/go): go vet, then its tests with -race on every server (the conformance
+# cases are TestC01_... to TestC19_..., one subtest per server). GO_TEST_ARGS goes to go test
+# (-run 'TestC0[1-8]', -v, -json); RLOCK_FLAVORS narrows the servers.
+GO_TEST_ARGS ?=
+test-go:
+	scripts/deps.sh build redis redis8 valkey go
+	$(CARGO) build -p rlock
+	cd clients/go && go vet ./... && test -z "$$(gofmt -l .)"
+	cd clients/go && RLOCK_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
+
+# The Go client against raw commands on go-redis, redsync's Mutex and bsm/redislock
+# (clients/go/bench, a module of its own): server on core 0, load on core 1, medians of rounds.
+# GO_BENCH_ARGS: -flavor redis|redis8|valkey, -rounds N, -seconds S, -json FILE.
+GO_BENCH_ARGS ?= -json $(TARGET_DIR)/bench-go.json
+bench-go:
+	scripts/deps.sh build redis redis8 valkey go
+	$(CARGO) build --release -p rlock
+	mkdir -p $(TARGET_DIR)
+	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS)
 
 unit:
 	$(CARGO) test -p rlock

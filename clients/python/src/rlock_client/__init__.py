@@ -26,9 +26,10 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    Unexpected,
 )
 
-__version__ = "4.0.0"
+__version__ = "4.1.0"
 
 __all__ = [
     "Locks",
@@ -51,6 +52,7 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",

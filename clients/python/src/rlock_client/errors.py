@@ -4,11 +4,13 @@ redis-py's own (``redis.exceptions.ResponseError`` and its kind)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",
@@ -28,7 +30,17 @@ class NotAcquired(RlockError):
 
 
 class NotHeld(RlockError):
-    """A release by an owner that does not hold the lock (the server's ``NOTHELD``)."""
+    """A release by an owner that does not hold the lock (the server's ``NOTHELD``): ``key``
+    (for a multi-key release, the first key sent) and ``owner`` say which."""
+
+    def __init__(self, message: str, key: Optional[str] = None, owner: Optional[str] = None):
+        super().__init__(message)
+        self.key = key
+        self.owner = owner
+
+
+class Unexpected(RlockError):
+    """A reply the server's contract does not allow (an acquire replied 0): never taken as a grant."""
 
 
 class Lost(RlockError):

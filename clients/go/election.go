@@ -1,0 +1,116 @@
+package rlock
+
+import (
+	"context"
+	"time"
+)
+
+// Election is a leader election on the lock name: the leader is its holder, its value the
+// owner id, its term the fencing token. Candidates wait in the server, first come first
+// served.
+type Election struct {
+	l    *Locks
+	name string
+	opts []Option
+}
+
+// Election is an election on name. Options: SyncReplicas, SyncTimeout.
+func (l *Locks) Election(name string, opts ...Option) *Election {
+	return &Election{l: l, name: name, opts: opts}
+}
+
+// Leadership is a won campaign.
+type Leadership struct {
+	*Hold
+}
+
+// Value is the leader's value.
+func (p *Leadership) Value() string { return p.Owner() }
+
+// Term is the leader's term, the lock's fencing token.
+func (p *Leadership) Term() int64 { return p.Token() }
+
+// Resign steps down: the next candidate waiting is elected at once.
+func (p *Leadership) Resign(ctx context.Context) error {
+	_, err := p.Release(ctx)
+	return err
+}
+
+// Campaign waits until value is elected, or ctx ends (then it leaves nothing behind, as
+// Lock.Acquire). Give every candidate a value of its own (1 to 1024 bytes): a value that
+// already leads is refused.
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	if e == nil {
+		return nil, invalid("", "a nil election")
+	}
+	opts := append(append([]Option(nil), e.opts...), Owner(value), WaitForever(), Fenced())
+	h, err := e.l.Lock(e.name, opts...).Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if h.Count() > 1 {
+		_, _ = h.Release(context.WithoutCancel(ctx))
+		return nil, invalid(e.name, "another candidate with the value "+value+" leads")
+	}
+	return &Leadership{Hold: h}, nil
+}
+
+// Leader is the current leader; false when nobody leads.
+func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
+	if e == nil {
+		return Leader{}, false, invalid("", "a nil election")
+	}
+	info, err := e.l.Info(ctx, e.name)
+	if err != nil {
+		return Leader{}, false, err
+	}
+	ld, ok := leaderOf(info)
+	return ld, ok, nil
+}
+
+// Observe reports each change of leader, in order, on the channel (a zero Leader when
+// nobody leads), starting with the current one. It looks every 20 ms; the channel closes
+// when ctx ends or the Locks is closed.
+func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
+	if e == nil {
+		return nil, invalid("", "a nil election")
+	}
+	if err := e.l.usable(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkName(e.name); err != nil {
+		return nil, err
+	}
+	out := make(chan Leader, 16)
+	started := e.l.later(func() {
+		defer close(out)
+		var last *Leader
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cur, _, err := e.Leader(ctx)
+			if err == nil && (last == nil || *last != cur) {
+				last = &cur
+				select {
+				case out <- cur:
+				case <-ctx.Done():
+					return
+				case <-e.l.closed:
+					return
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			case <-e.l.closed:
+				return
+			}
+		}
+	})
+	if !started {
+		close(out)
+		return nil, ErrClosed
+	}
+	return out, nil
+}
