@@ -58,6 +58,7 @@ test-prepare: $(PY_VENV)/.ready
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
 	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
 	cd clients/node && npm ci --no-audit --no-fund
+	cd clients/go && go vet ./... && test -z "$$(gofmt -l .)" && go test -race -count=1 -run '^$$' ./... >/dev/null
 	$(MAKE) --no-print-directory dist
 
 test-workspace:
