@@ -67,7 +67,7 @@ test-workspace:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) run -q -p rlock-chaos -- $(CHAOS_SLICE_ARGS)
 
 test-conformance:
-	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(DEBUG_MODULE) scripts/conformance
+	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(DEBUG_MODULE) RLOCK_DIST=$(CURDIR)/dist scripts/conformance
 
 # What measures time or counts time-driven work runs alone, after the two streams: the bench's
 # tests (its smoke run checks that nobody gets a lock before its lease ends, within 5 ms of a
@@ -81,11 +81,11 @@ test-quiet:
 # and its suite on the three servers (RLOCK_FLAVORS narrows them). PYTEST_ARGS passes more,
 # e.g. PYTEST_ARGS="-k c06 -x".
 PYTEST_ARGS ?=
-$(PY_VENV)/.ready: clients/python/pyproject.toml
+$(PY_VENV)/.ready: clients/python/pyproject.toml scripts/dist/requirements.txt
 	scripts/deps.sh pyvenv
 	rm -rf $(PY_VENV)
 	python3 -m venv $(PY_VENV)
-	$(PY_VENV)/bin/pip install -q --disable-pip-version-check './clients/python[test,bench]'
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check './clients/python[test,bench]' -r scripts/dist/requirements.txt
 	touch $@
 
 test-python: $(PY_VENV)/.ready
@@ -143,7 +143,6 @@ unit:
 DIST_TARGETS ?=
 dist: $(PY_VENV)/.ready
 	scripts/deps.sh build node
-	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r scripts/dist/requirements.txt
 	scripts/dist.sh $(DIST_TARGETS)
 
 lint:

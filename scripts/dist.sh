@@ -58,7 +58,8 @@ for target in "${targets[@]}"; do
         step "npm tarball (npm pack builds it; publint, attw)"
         (cd clients/node && npm ci -s --no-audit --no-fund && npm pack -s --pack-destination "$DIST" >/dev/null)
         tgz=$DIST/rlock-client-$version.tgz
-        tar -tzf "$tgz" | grep -q '^package/dist/esm/index.js$' \
+        # grep reads the whole listing (no -q), so tar never dies of a closed pipe under pipefail.
+        tar -tzf "$tgz" | grep '^package/dist/esm/index.js$' >/dev/null \
             || { echo "dist: $tgz has no dist/esm/index.js: packing did not build" >&2; exit 1; }
         (cd clients/node && npx --no-install publint --strict "$tgz" && npx --no-install attw --pack "$tgz" --format ascii)
         ;;
