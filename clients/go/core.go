@@ -509,7 +509,6 @@ func retryAfter(lease time.Duration) time.Duration {
 	return d
 }
 
-
 // fields reads a RESP3 map or a RESP2 flat array of pairs into a map by name.
 func fields(v any) (map[string]any, bool) {
 	out := map[string]any{}
@@ -813,3 +812,22 @@ func commandName(v any) (string, bool) {
 	}
 	return "", false
 }
+
+// The one-key commands of the queries and the counters.
+
+func existsArgs(key string) []any       { return []any{"EXISTS", key} }
+func pttlArgs(key string) []any         { return []any{"PTTL", key} }
+func forceReleaseArgs(key string) []any { return []any{"RLOCK.FORCERELEASE", key} }
+func infoArgs(key string) []any         { return []any{"RLOCK.INFO", key} }
+func waitersArgs(key string) []any      { return []any{"RLOCK.WAITERS", key} }
+func availableArgs(key string) []any    { return []any{"RSEM.AVAILABLE", key} }
+func countDownArgs(key string) []any    { return []any{"RLATCH.COUNTDOWN", key} }
+func latchCountArgs(key string) []any   { return []any{"RLATCH.COUNT", key} }
+
+func trySetPermitsArgs(key string, n int) []any {
+	return []any{"RSEM.TRYSETPERMITS", key, int64(n)}
+}
+
+func addPermitsArgs(key string, n int) []any { return []any{"RSEM.ADDPERMITS", key, int64(n)} }
+
+func trySetCountArgs(key string, n int64) []any { return []any{"RLATCH.TRYSETCOUNT", key, n} }

@@ -114,10 +114,16 @@ func TestArgumentChecks(t *testing.T) {
 	if err := checkSameSlot([]string{"{o}a", "{o}b"}); err != nil {
 		t.Error(err)
 	}
-	for _, names := range [][]string{nil, {"a", "b"}, {"{o}a", "{o}a"}, {"{o}a", ""}} {
-		if err := checkSameSlot(names); !errors.Is(err, ErrInvalidArgument) {
+	if err := checkSameSlot([]string{"a", "b"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Error("names in two slots passed")
+	}
+	for _, names := range [][]string{nil, {}, {"{o}a", ""}} {
+		if _, err := multiNames(names); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%q passed", names)
 		}
+	}
+	if got, err := multiNames([]string{"b", "a", "b"}); err != nil || !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("%q %v", got, err)
 	}
 }
 

@@ -76,7 +76,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 	if err := checkName(e.name); err != nil {
 		return Leader{}, false, err
 	}
-	r, err := e.l.do(ctx, e.name, true, "RLOCK.INFO", e.name)
+	r, err := e.l.do(ctx, e.name, true, infoArgs(e.name)...)
 	if err != nil {
 		return Leader{}, false, err
 	}

@@ -284,7 +284,7 @@ func (k *Lock) RemainingLease(ctx context.Context) (time.Duration, bool, error) 
 	if err := k.usable(ctx); err != nil {
 		return 0, false, err
 	}
-	r, err := k.l.do(ctx, k.name, true, "PTTL", k.name)
+	r, err := k.l.do(ctx, k.name, true, pttlArgs(k.name)...)
 	if err != nil {
 		return 0, false, err
 	}
@@ -296,7 +296,7 @@ func (k *Lock) IsLocked(ctx context.Context) (bool, error) {
 	if err := k.usable(ctx); err != nil {
 		return false, err
 	}
-	r, err := k.l.do(ctx, k.name, true, "EXISTS", k.name)
+	r, err := k.l.do(ctx, k.name, true, existsArgs(k.name)...)
 	if err != nil {
 		return false, err
 	}

@@ -16,7 +16,7 @@ func (l *Locks) Info(ctx context.Context, name string) (LockInfo, error) {
 	if err := checkName(name); err != nil {
 		return LockInfo{}, err
 	}
-	v, _, err := l.doValue(ctx, name, true, "RLOCK.INFO", name)
+	v, _, err := l.doValue(ctx, name, true, infoArgs(name)...)
 	if err != nil {
 		return LockInfo{}, err
 	}
@@ -31,7 +31,7 @@ func (l *Locks) Waiters(ctx context.Context, name string) ([]Waiter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	v, _, err := l.doValue(ctx, name, true, "RLOCK.WAITERS", name)
+	v, _, err := l.doValue(ctx, name, true, waitersArgs(name)...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (l *Locks) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := checkName(name); err != nil {
 		return false, err
 	}
-	r, err := l.do(ctx, name, false, "RLOCK.FORCERELEASE", name)
+	r, err := l.do(ctx, name, false, forceReleaseArgs(name)...)
 	if err != nil {
 		return false, err
 	}

@@ -53,7 +53,7 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if n < 0 || n > 2147483647 {
 		return false, invalid(s.name, "permits must be from 0 to 2147483647")
 	}
-	r, err := s.l.do(ctx, s.name, false, "RSEM.TRYSETPERMITS", s.name, int64(n))
+	r, err := s.l.do(ctx, s.name, false, trySetPermitsArgs(s.name, n)...)
 	if err != nil {
 		return false, err
 	}
@@ -65,7 +65,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) (int64, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return s.l.intCall(ctx, s.name, false, "RSEM.ADDPERMITS", s.name, int64(n))
+	return s.l.intCall(ctx, s.name, false, addPermitsArgs(s.name, n)...)
 }
 
 // Available is the permits available now.
@@ -73,7 +73,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return s.l.intCall(ctx, s.name, true, "RSEM.AVAILABLE", s.name)
+	return s.l.intCall(ctx, s.name, true, availableArgs(s.name)...)
 }
 
 // Permits are permits taken from a Semaphore.
@@ -303,7 +303,7 @@ func (c *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	if n < 1 {
 		return false, invalid(c.s.name, "a count must be at least 1")
 	}
-	r, err := c.s.l.do(ctx, c.s.name, false, "RLATCH.TRYSETCOUNT", c.s.name, n)
+	r, err := c.s.l.do(ctx, c.s.name, false, trySetCountArgs(c.s.name, n)...)
 	if err != nil {
 		return false, err
 	}
@@ -315,7 +315,7 @@ func (c *CountDownLatch) CountDown(ctx context.Context) (int64, error) {
 	if err := c.s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return c.s.l.intCall(ctx, c.s.name, false, "RLATCH.COUNTDOWN", c.s.name)
+	return c.s.l.intCall(ctx, c.s.name, false, countDownArgs(c.s.name)...)
 }
 
 // Count is the count now.
@@ -323,7 +323,7 @@ func (c *CountDownLatch) Count(ctx context.Context) (int64, error) {
 	if err := c.s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return c.s.l.intCall(ctx, c.s.name, true, "RLATCH.COUNT", c.s.name)
+	return c.s.l.intCall(ctx, c.s.name, true, latchCountArgs(c.s.name)...)
 }
 
 // AwaitZero waits (in the server, as the handle says) for the count to reach zero: nil once

@@ -408,4 +408,3 @@ func (w *watchdog) listen() {
 		}
 	}
 }
-
