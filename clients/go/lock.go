@@ -350,7 +350,8 @@ func (h *Hold) Owner() string { return h.lock.o.owner }
 // Token is the fencing token of a Fenced acquire (0 otherwise).
 func (h *Hold) Token() int64 { return h.token }
 
-// Count is the owner's hold count after this acquire (1, or more for a re-entry).
+// Count is the owner's hold count after this acquire (1, or more for a re-entry); 0 when not
+// known (a Fenced grant whose hold count read replied null).
 func (h *Hold) Count() int64 { return h.count }
 
 // ReplicasAcked is how many replicas acknowledged the grant (0 when no WAIT was sent).
