@@ -36,6 +36,9 @@ func (l *Locks) MultiLock(names []string, opts ...Option) *MultiLock {
 	return m
 }
 
+// OwnerID is the owner id every acquire through this handle uses.
+func (m *MultiLock) OwnerID() string { return m.o.owner }
+
 func (m *MultiLock) lease() time.Duration {
 	if m.o.leaseSet {
 		return m.o.lease
