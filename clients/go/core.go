@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -336,8 +337,9 @@ func asText(v any) (string, bool) {
 	return "", false
 }
 
+// unexpected is a reply the contract does not allow: an error wrapping ErrUnexpectedReply.
 func unexpected(what string, v any) error {
-	return fmt.Errorf("rlock: %s replied %#v", what, v)
+	return fmt.Errorf("%w: %s replied %#v", ErrUnexpectedReply, what, v)
 }
 
 // parseGrant reads an acquire's reply: (n, true) granted with n the count or token; false
@@ -366,7 +368,8 @@ func parseFlag(v any, what string) (bool, error) {
 }
 
 // mapError turns a server error about a hold into this package's errors: NOTHELD into
-// ErrNotHeld, DEADLOCK into *DeadlockError; others pass through.
+// *NotHeldError, DEADLOCK naming a cycle into *DeadlockError; others (a DEADLOCK whose text
+// is not a cycle too) pass through as go-redis returned them.
 func mapError(err error, key, owner string) error {
 	if err == nil {
 		return nil
@@ -374,10 +377,11 @@ func mapError(err error, key, owner string) error {
 	msg := err.Error()
 	switch serverCode(msg) {
 	case "NOTHELD":
-		return newError(ErrNotHeld, key, fmt.Sprintf("owner %q", owner))
+		return notHeld(key, owner, "")
 	case "DEADLOCK":
-		text := strings.TrimPrefix(msg, "DEADLOCK ")
-		return &DeadlockError{Cycle: parseCycle(text), Message: msg}
+		if cycle := parseCycle(strings.TrimPrefix(msg, "DEADLOCK ")); cycle != nil {
+			return &DeadlockError{Cycle: cycle, Message: msg}
+		}
 	}
 	return err
 }
@@ -445,22 +449,36 @@ func hashSlot(key string) int {
 	return int(crc % 16384)
 }
 
-// checkSameSlot refuses multi-key names that span cluster slots, before anything is sent.
-func checkSameSlot(keys []string) error {
-	if len(keys) == 0 {
-		return invalid("", "a multi-key lock needs at least one name")
+// multiNames are a multi-key lock's names as sent: each once, sorted bytewise (so that two
+// calls naming the same locks in another order send the same command). None, an empty name
+// or more than 1024 are refused.
+func multiNames(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, invalid("", "a multi-key lock needs at least one name")
 	}
 	seen := map[string]bool{}
-	slot := hashSlot(keys[0])
-	for _, k := range keys {
+	var out []string
+	for _, k := range names {
 		if err := checkName(k); err != nil {
-			return err
+			return nil, err
 		}
-		if seen[k] {
-			return invalid(k, "a name is given more than once")
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
 		}
-		seen[k] = true
-		if hashSlot(k) != slot {
+	}
+	if len(out) > 1024 {
+		return nil, invalid("", "at most 1024 names")
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// checkSameSlot refuses, in a cluster, multi-key names that span slots, before anything is
+// sent.
+func checkSameSlot(keys []string) error {
+	for _, k := range keys {
+		if hashSlot(k) != hashSlot(keys[0]) {
 			return invalid(k, "multi-key names must share a cluster slot (use a hash tag such as {order:7})")
 		}
 	}
@@ -489,27 +507,6 @@ func retryAfter(lease time.Duration) time.Duration {
 		d = time.Second
 	}
 	return d
-}
-
-// lossEvents are keyspace events that may mean a hold is gone.
-var lossEvents = map[string]bool{
-	"rlock.release": true, "rlock.expire": true, "rlock.forcerelease": true,
-	"rlock.sessionend": true, "rsem.return": true, "rsem.reclaim": true, "del": true,
-	"expired": true, "evicted": true, "rename_from": true, "move_from": true, "hdel": true,
-	"set": true, "restore": true, "overwritten": true, "type_changed": true,
-}
-
-// eventSource reads notify-keyspace-events: "keyspace" when K and the module's class d
-// (or A) are on, "keyevent" with E instead of K, "" when neither.
-func eventSource(flags string) string {
-	module := strings.ContainsAny(flags, "dA")
-	switch {
-	case module && strings.Contains(flags, "K"):
-		return "keyspace"
-	case module && strings.Contains(flags, "E"):
-		return "keyevent"
-	}
-	return ""
 }
 
 // fields reads a RESP3 map or a RESP2 flat array of pairs into a map by name.
@@ -747,3 +744,90 @@ func isNetworkError(err error) bool {
 	}
 	return false
 }
+
+func permitRenewArgs(key, id string, lease time.Duration) []any {
+	return []any{"RSEM.RENEW", key, id, "LEASE", millis(lease)}
+}
+
+func returnArgs(key, id, req string) []any {
+	return []any{"RSEM.RETURN", key, id, "REQ", req}
+}
+
+// scanArgs is RLOCK.SCAN's page from cursor, MATCH and TYPE only when given.
+func scanArgs(cursor, match, kind string) []any {
+	a := []any{"RLOCK.SCAN", cursor, "COUNT", int64(500)}
+	if match != "" {
+		a = append(a, "MATCH", match)
+	}
+	if kind != "" {
+		a = append(a, "TYPE", kind)
+	}
+	return a
+}
+
+func statsArgs() []any { return []any{"INFO", "rlock"} }
+
+func topArgs(n int) ([]any, error) {
+	if n < 1 || n > 1000 {
+		return nil, invalid("", "a count must be from 1 to 1000")
+	}
+	return []any{"RLOCK.TOP", "COUNT", int64(n)}, nil
+}
+
+// guardArgs is RLOCK.GUARD key owner [READ|WRITE] [TOKEN n] CALL command [arg ...]: inner runs
+// in the server only while the hold stands (and, with a token, is still the hold that got
+// it). No command, a command name that is not a non-empty string, or an argument go-redis
+// would not write as it is (nil, a slice, a struct) is refused before anything is sent.
+func guardArgs(key, owner string, side Side, token int64, inner []any) ([]any, error) {
+	if len(inner) == 0 {
+		return nil, invalid(key, `Guard needs a command to run, e.g. hold.Guard(ctx, "SET", key, value)`)
+	}
+	if name, ok := commandName(inner[0]); !ok || name == "" {
+		return nil, invalid(key, fmt.Sprintf("a guarded command's name must be a non-empty string, not %#v", inner[0]))
+	}
+	for i, a := range inner {
+		switch a.(type) {
+		case string, []byte, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, bool:
+		default:
+			return nil, invalid(key, fmt.Sprintf("argument %d of the guarded command is a %T: give strings, []byte, numbers or bools", i, a))
+		}
+	}
+	args := []any{"RLOCK.GUARD", key, owner}
+	if side != "" {
+		args = append(args, string(side))
+	}
+	if token > 0 {
+		args = append(args, "TOKEN", token)
+	}
+	args = append(args, "CALL")
+	return append(args, inner...), nil
+}
+
+func commandName(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	}
+	return "", false
+}
+
+// The one-key commands of the queries and the counters.
+
+func existsArgs(key string) []any       { return []any{"EXISTS", key} }
+func pttlArgs(key string) []any         { return []any{"PTTL", key} }
+func forceReleaseArgs(key string) []any { return []any{"RLOCK.FORCERELEASE", key} }
+func infoArgs(key string) []any         { return []any{"RLOCK.INFO", key} }
+func waitersArgs(key string) []any      { return []any{"RLOCK.WAITERS", key} }
+func availableArgs(key string) []any    { return []any{"RSEM.AVAILABLE", key} }
+func countDownArgs(key string) []any    { return []any{"RLATCH.COUNTDOWN", key} }
+func latchCountArgs(key string) []any   { return []any{"RLATCH.COUNT", key} }
+
+func trySetPermitsArgs(key string, n int) []any {
+	return []any{"RSEM.TRYSETPERMITS", key, int64(n)}
+}
+
+func addPermitsArgs(key string, n int) []any { return []any{"RSEM.ADDPERMITS", key, int64(n)} }
+
+func trySetCountArgs(key string, n int64) []any { return []any{"RLATCH.TRYSETCOUNT", key, n} }

@@ -114,10 +114,16 @@ func TestArgumentChecks(t *testing.T) {
 	if err := checkSameSlot([]string{"{o}a", "{o}b"}); err != nil {
 		t.Error(err)
 	}
-	for _, names := range [][]string{nil, {"a", "b"}, {"{o}a", "{o}a"}, {"{o}a", ""}} {
-		if err := checkSameSlot(names); !errors.Is(err, ErrInvalidArgument) {
+	if err := checkSameSlot([]string{"a", "b"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Error("names in two slots passed")
+	}
+	for _, names := range [][]string{nil, {}, {"{o}a", ""}} {
+		if _, err := multiNames(names); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%q passed", names)
 		}
+	}
+	if got, err := multiNames([]string{"b", "a", "b"}); err != nil || !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("%q %v", got, err)
 	}
 }
 
@@ -270,5 +276,49 @@ func TestInfoAndQueryReplies(t *testing.T) {
 	st := parseStats("# rlock\r\nrlock_version:4.1.0\r\nrlock_acquires:26\r\nother:1\r\n", "")
 	if n, ok := st.Number("acquires"); !ok || n != 26 || st.Fields["version"] != "4.1.0" || len(st.Fields) != 2 {
 		t.Errorf("%+v", st)
+	}
+}
+
+func TestGuardPlan(t *testing.T) {
+	got, err := guardArgs("k", "o", "", 0, []any{"SET", "{k}:d", "v"})
+	if err != nil || !reflect.DeepEqual(got, []any{"RLOCK.GUARD", "k", "o", "CALL", "SET", "{k}:d", "v"}) {
+		t.Errorf("%v %v", got, err)
+	}
+	got, err = guardArgs("k", "o", Write, 7, []any{[]byte("INCRBY"), "{k}:d", 5})
+	if err != nil || !reflect.DeepEqual(got, []any{"RLOCK.GUARD", "k", "o", "WRITE", "TOKEN", int64(7), "CALL", []byte("INCRBY"), "{k}:d", 5}) {
+		t.Errorf("%v %v", got, err)
+	}
+	// Words after CALL are the command's, never options: a READ there is sent as it is.
+	got, _ = guardArgs("k", "o", Read, 0, []any{"GET", "READ"})
+	if !reflect.DeepEqual(got, []any{"RLOCK.GUARD", "k", "o", "READ", "CALL", "GET", "READ"}) {
+		t.Errorf("%v", got)
+	}
+	for _, bad := range [][]any{nil, {}, {""}, {[]byte{}}, {7}, {nil}, {"SET", nil}, {"SET", []string{"a"}}, {"SET", map[string]int{}}} {
+		if _, err := guardArgs("k", "o", "", 0, bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%#v passed: %v", bad, err)
+		}
+	}
+}
+
+func TestGuardReplies(t *testing.T) {
+	if v, err := readGuard(reply{val: "OK"}, "k", "o", 0); v != "OK" || err != nil {
+		t.Error(v, err)
+	}
+	_, err := readGuard(reply{err: serverErr("NOTHELD the lock is not held by this owner")}, "k", "o", 7)
+	var nh *NotHeldError
+	if !errors.As(err, &nh) || *nh != (NotHeldError{Key: "k", Owner: "o"}) || errors.Is(err, ErrStaleToken) {
+		t.Errorf("%v", err)
+	}
+	_, err = readGuard(reply{err: serverErr("STALETOKEN the lock's fencing token is now 8, not 7")}, "k", "o", 7)
+	var st *StaleTokenError
+	if !errors.As(err, &st) || *st != (StaleTokenError{Key: "k", Owner: "o", Token: 7, Current: 8}) || !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrStaleToken) {
+		t.Errorf("%v", err)
+	}
+	inner := serverErr("WRONGTYPE Operation against a key holding the wrong kind of value")
+	if _, err := readGuard(reply{err: inner}, "k", "o", 0); err != error(inner) {
+		t.Errorf("the inner command's error: %v", err)
+	}
+	if tokenNow("STALETOKEN something else") != 0 {
+		t.Error("no token in the text")
 	}
 }

@@ -26,6 +26,10 @@
 // lost (Hold.Lost, Hold.Context); with the server's keyspace events on
 // (notify-keyspace-events Kd) loss is told within a round trip.
 //
+// Guarded writes: hold.Guard(ctx, "SET", key, value) runs a command only while the hold
+// stands, checked by the server in the same turn (RLOCK.GUARD, with the hold's fencing
+// token), so a holder that paused past its lease cannot write over its successor.
+//
 // Durable by default: when the lock's primary has replicas, Acquire returns only once one
 // acknowledged the grant (WAIT), and fails with ErrNotAcknowledged otherwise.
 package rlock

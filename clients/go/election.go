@@ -14,7 +14,8 @@ type Election struct {
 	opts []Option
 }
 
-// Election is an election on name. Options: SyncReplicas, SyncTimeout.
+// Election is an election on name. Options: Wait (how long a campaign waits; without it, as
+// long as it takes), SyncReplicas, SyncTimeout.
 func (l *Locks) Election(name string, opts ...Option) *Election {
 	return &Election{l: l, name: name, opts: opts}
 }
@@ -36,15 +37,14 @@ func (p *Leadership) Resign(ctx context.Context) error {
 	return err
 }
 
-// Campaign waits until value is elected, or ctx ends (then it leaves nothing behind, as
+// Campaign waits until value is elected (or the election's Wait ends: ErrNotAcquired), or ctx ends (then it leaves nothing behind, as
 // Lock.Acquire). Give every candidate a value of its own (1 to 1024 bytes): a value that
 // already leads is refused.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	if e == nil {
 		return nil, invalid("", "a nil election")
 	}
-	opts := append(append([]Option(nil), e.opts...), Owner(value), WaitForever(), Fenced())
-	h, err := e.l.Lock(e.name, opts...).Acquire(ctx)
+	h, err := e.lock(value).Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -55,17 +55,32 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	return &Leadership{Hold: h}, nil
 }
 
+// lock is the handle a campaign acquires: a fenced lock owned by value, waiting forever
+// unless the election sets a wait.
+func (e *Election) lock(value string) *Lock {
+	opts := append(append([]Option(nil), e.opts...), Owner(value), Fenced())
+	if !collect(e.opts).waitSet {
+		opts = append(opts, WaitForever())
+	}
+	return e.l.Lock(e.name, opts...)
+}
+
 // Leader is the current leader; false when nobody leads.
 func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 	if e == nil {
 		return Leader{}, false, invalid("", "a nil election")
 	}
-	info, err := e.l.Info(ctx, e.name)
+	if err := e.l.usable(ctx); err != nil {
+		return Leader{}, false, err
+	}
+	if err := checkName(e.name); err != nil {
+		return Leader{}, false, err
+	}
+	r, err := e.l.do(ctx, e.name, true, infoArgs(e.name)...)
 	if err != nil {
 		return Leader{}, false, err
 	}
-	ld, ok := leaderOf(info)
-	return ld, ok, nil
+	return readLeader(r)
 }
 
 // Observe reports each change of leader, in order, on the channel (a zero Leader when

@@ -24,7 +24,51 @@ var (
 	ErrInvalidArgument = errors.New("rlock: invalid argument")
 	// ErrClosed: the Locks was closed.
 	ErrClosed = errors.New("rlock: closed")
+	// ErrStaleToken: a guarded command (Hold.Guard) was refused because the lock's fencing
+	// token is no longer the hold's: the lock was taken again since. An error that wraps it
+	// also wraps ErrNotHeld (the hold that got the token is gone); errors.As with
+	// *StaleTokenError gives the tokens.
+	ErrStaleToken = errors.New("rlock: the lock's fencing token is newer than the hold's")
+	// ErrUnexpectedReply: the server replied what the contract does not allow (an acquire
+	// replied 0, a release 2): a protocol violation, never read as a grant.
+	ErrUnexpectedReply = errors.New("rlock: unexpected reply")
 )
+
+// NotHeldError is the server's NOTHELD: Owner holds nothing on Key (its lease ran out, it
+// was force-released or deleted), at a release or a guarded command. It wraps ErrNotHeld.
+type NotHeldError struct {
+	Key, Owner string
+	// Reason says why, when the client knows more than the server's word.
+	Reason string
+}
+
+func (e *NotHeldError) Error() string {
+	s := fmt.Sprintf("%s (%q): owner %q", ErrNotHeld.Error(), e.Key, e.Owner)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+func (e *NotHeldError) Unwrap() error { return ErrNotHeld }
+
+func notHeld(key, owner, reason string) error {
+	return &NotHeldError{Key: key, Owner: owner, Reason: reason}
+}
+
+// StaleTokenError is the server's STALETOKEN at a guarded command: Owner may hold Key, but
+// not as the hold that got fencing token Token; the lock's token is now Current (0 when the
+// server's text did not say). errors.Is matches it as ErrStaleToken and as ErrNotHeld.
+type StaleTokenError struct {
+	Key, Owner     string
+	Token, Current int64
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("%s (%q): owner %q, token %d, the lock's is now %d", ErrStaleToken.Error(), e.Key, e.Owner, e.Token, e.Current)
+}
+
+func (e *StaleTokenError) Unwrap() []error { return []error{ErrStaleToken, ErrNotHeld} }
 
 // DeadlockWait is one wait of a deadlock's cycle: Owner waits for Key, which Holder holds
 // (or, with Kept, which is kept free for Holder's multi-key call).

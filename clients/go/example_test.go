@@ -72,3 +72,20 @@ func ExampleElection() {
 	fmt.Println("term", leadership.Term())
 	_ = leadership.Resign(ctx)
 }
+
+func ExampleHold_Guard() {
+	ctx := context.Background()
+	locks := rlock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}))
+	defer locks.Close()
+	hold, err := locks.Lock("orders", rlock.Fenced()).Acquire(ctx)
+	if err != nil {
+		return
+	}
+	defer hold.Release(ctx)
+	// The SET runs only while this hold stands, checked by the server in the same turn: a
+	// holder that paused past its lease is refused, and its write never lands.
+	err = hold.Guard(ctx, "HSET", "order:{orders}:1", "state", "paid").Err()
+	if errors.Is(err, rlock.ErrNotHeld) { // also rlock.ErrStaleToken: the lock was taken again
+		fmt.Println("no longer the holder: nothing was written")
+	}
+}

@@ -68,23 +68,33 @@ func (k *Lock) usable(ctx context.Context) error {
 	return k.l.usable(ctx)
 }
 
-// replicasWanted settles the acknowledgement: how many replicas must ack (0: no WAIT).
+// replicasWanted settles the acknowledgement: how many replicas must ack (0: no WAIT). The
+// replica count is read only when the answer depends on it.
 func (k *Lock) replicasWanted(ctx context.Context) (int, time.Duration, error) {
-	timeout := k.o.syncTimeout
-	if timeout == 0 {
-		timeout = k.l.cfg.durableTimeout
-	}
-	if k.o.syncSet {
-		return k.o.syncReplicas, timeout, nil
-	}
-	if k.l.cfg.durable == 0 {
-		return 0, 0, nil
+	if k.o.syncSet || k.l.cfg.durable == 0 {
+		n, timeout := k.settle(0)
+		return n, timeout, nil
 	}
 	attached, err := k.l.replicasOf(ctx, k.name)
 	if err != nil {
 		return 0, 0, err
 	}
-	return min(attached, k.l.cfg.durable), timeout, nil
+	n, timeout := k.settle(attached)
+	return n, timeout, nil
+}
+
+// settle is the acknowledgement asked when the key's primary has attached replicas: the
+// handle's SyncReplicas, or the Locks' default, at most as many as are attached; and the
+// WAIT's timeout.
+func (k *Lock) settle(attached int) (int, time.Duration) {
+	timeout := k.o.syncTimeout
+	if timeout == 0 {
+		timeout = k.l.cfg.durableTimeout
+	}
+	if k.o.syncSet {
+		return k.o.syncReplicas, timeout
+	}
+	return min(attached, k.l.cfg.durable), timeout
 }
 
 // Acquire takes the lock, or re-enters it if this handle's owner holds it already. Without
@@ -164,11 +174,7 @@ type pin struct {
 
 // grant reads an acquire's replies into a Hold.
 func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis time.Time, pinned *pin) (*Hold, error) {
-	first := replies[0]
-	if first.err != nil {
-		return nil, mapError(first.err, k.name, k.o.owner)
-	}
-	n, ok, err := parseGrant(first.val, first.isNil)
+	g, ok, err := readGrant(replies, k.o.fenced, replicas, k.name, k.o.owner)
 	if err != nil {
 		return nil, err
 	}
@@ -177,25 +183,13 @@ func (k *Lock) grant(ctx context.Context, replies []reply, replicas int, basis t
 	}
 	h := k.newHold(basis)
 	h.pinned = pinned
-	i := 1
-	if k.o.fenced {
-		h.token = n
-		if i < len(replies) {
-			h.count, _ = asInt(replies[i].val)
-		}
-		i++
-	} else {
-		h.count = n
-	}
-	if replicas > 0 && i < len(replies) {
-		acked, _ := asInt(replies[i].val)
-		h.acked = int(acked)
-		if h.acked < replicas {
-			k.l.staleReplicas()
-			h.pinned = nil
-			_, _ = h.Release(context.WithoutCancel(ctx))
-			return nil, newError(ErrNotAcknowledged, k.name, fmt.Sprintf("%d of %d replicas acknowledged the grant", acked, replicas))
-		}
+	h.token, h.count, h.acked = g.token, g.count, g.acked
+	if !g.acknowledged(replicas) {
+		// Given back under a new REQ id (Release), then refused.
+		k.l.staleReplicas()
+		h.pinned = nil
+		_, _ = h.Release(context.WithoutCancel(ctx))
+		return nil, newError(ErrNotAcknowledged, k.name, fmt.Sprintf("%d of %d replicas acknowledged the grant", g.acked, replicas))
 	}
 	return h, nil
 }
@@ -229,17 +223,25 @@ func (k *Lock) undo(p acquirePlan, req string, rs []reply, read bool) {
 	}
 }
 
-// release sends RLOCK.RELEASE with a REQ id, resent once if the connection broke.
+// release sends RLOCK.RELEASE with a new REQ id, resent once if the connection broke.
 func (k *Lock) release(ctx context.Context) (bool, error) {
-	v, isNil, err := k.l.doValue(ctx, k.name, true, releaseArgs(k.name, k.o.owner, k.side, newRequestID())...)
+	r, err := k.l.do(ctx, k.name, true, k.releaseArgs(newRequestID())...)
 	if err != nil {
-		return false, mapError(err, k.name, k.o.owner)
+		return false, err
 	}
-	if isNil {
-		return false, unexpected("RLOCK.RELEASE", nil)
-	}
-	return parseFlag(v, "RLOCK.RELEASE")
+	return readRelease(r, k.name, k.o.owner)
 }
+
+func (k *Lock) releaseArgs(req string) []any { return releaseArgs(k.name, k.o.owner, k.side, req) }
+
+func (k *Lock) renewArgs(req string) []any {
+	return renewArgs(k.name, k.o.owner, k.side, k.lease(), req)
+}
+
+// heldArgs asks whether this handle's owner holds the lock (on its side).
+func (k *Lock) heldArgs() []any { return []any{"HEXISTS", k.name, field(k.o.owner, k.side)} }
+
+func (k *Lock) holdCountArgs() []any { return []any{"HGET", k.name, field(k.o.owner, k.side)} }
 
 // Unlock releases one hold of this handle's owner without a Hold (RLOCK.RELEASE, Redisson's
 // unlock): for a hold taken before a restart under a stable Owner id. True when the lock is
@@ -256,12 +258,37 @@ func (k *Lock) HoldCount(ctx context.Context) (int64, error) {
 	if err := k.usable(ctx); err != nil {
 		return 0, err
 	}
-	v, isNil, err := k.l.doValue(ctx, k.name, true, "HGET", k.name, field(k.o.owner, k.side))
-	if err != nil || isNil {
+	r, err := k.l.do(ctx, k.name, true, k.holdCountArgs()...)
+	if err != nil {
 		return 0, err
 	}
-	n, _ := asInt(v)
-	return n, nil
+	return readHoldCount(r)
+}
+
+// IsHeld says whether this handle's owner holds the lock, on its side for a read-write
+// lock (HEXISTS).
+func (k *Lock) IsHeld(ctx context.Context) (bool, error) {
+	if err := k.usable(ctx); err != nil {
+		return false, err
+	}
+	r, err := k.l.do(ctx, k.name, true, k.heldArgs()...)
+	if err != nil {
+		return false, err
+	}
+	return readFlag(r, "HEXISTS")
+}
+
+// RemainingLease is the lease left on the lock (PTTL); false when the lock is free (or its
+// key has no expiry).
+func (k *Lock) RemainingLease(ctx context.Context) (time.Duration, bool, error) {
+	if err := k.usable(ctx); err != nil {
+		return 0, false, err
+	}
+	r, err := k.l.do(ctx, k.name, true, pttlArgs(k.name)...)
+	if err != nil {
+		return 0, false, err
+	}
+	return readPTTL(r)
 }
 
 // IsLocked says whether anyone holds the lock (EXISTS).
@@ -269,11 +296,11 @@ func (k *Lock) IsLocked(ctx context.Context) (bool, error) {
 	if err := k.usable(ctx); err != nil {
 		return false, err
 	}
-	v, _, err := k.l.doValue(ctx, k.name, true, "EXISTS", k.name)
+	r, err := k.l.do(ctx, k.name, true, existsArgs(k.name)...)
 	if err != nil {
 		return false, err
 	}
-	return parseFlag(v, "EXISTS")
+	return readFlag(r, "EXISTS")
 }
 
 // releaseOnce lets a hold be released once: a second Release sends nothing.
@@ -289,6 +316,13 @@ func (r *releaseOnce) first() bool {
 	first := !r.done
 	r.done = true
 	return first
+}
+
+// isDone says whether first has been called, without calling it.
+func (r *releaseOnce) isDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done
 }
 
 // Hold is what a successful Acquire returns. Its Context is cancelled when the hold is
@@ -316,7 +350,8 @@ func (h *Hold) Owner() string { return h.lock.o.owner }
 // Token is the fencing token of a Fenced acquire (0 otherwise).
 func (h *Hold) Token() int64 { return h.token }
 
-// Count is the owner's hold count after this acquire (1, or more for a re-entry).
+// Count is the owner's hold count after this acquire (1, or more for a re-entry); 0 when not
+// known (a Fenced grant whose hold count read replied null).
 func (h *Hold) Count() int64 { return h.count }
 
 // ReplicasAcked is how many replicas acknowledged the grant (0 when no WAIT was sent).
@@ -342,17 +377,19 @@ func (h *Hold) Renew(ctx context.Context) error {
 		return err
 	}
 	basis := time.Now()
-	v, _, err := k.l.doValue(ctx, k.name, true, renewArgs(k.name, k.o.owner, k.side, k.lease(), newRequestID())...)
-	if err != nil {
-		return mapError(err, k.name, k.o.owner)
-	}
-	ok, err := parseFlag(v, "RLOCK.RENEW")
+	r, err := k.l.do(ctx, k.name, true, k.renewArgs(newRequestID())...)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		k.l.wd.markLost(k.hk(), h.entry, "the server refused the renewal: the lock expired, was deleted or was force-released")
+	switch renewal(r) {
+	case renewLost:
+		k.l.wd.markLost(k.hk(), h.entry, "the server refused the renewal: the lock expired, was deleted, force-released or written over")
 		return h.Err()
+	case renewRetry:
+		if r.err != nil {
+			return r.err
+		}
+		return unexpected("RLOCK.RENEW", r.val)
 	}
 	k.l.wd.renewed(k.hk(), h.entry, basis)
 	return nil
@@ -371,7 +408,7 @@ func (h *Hold) Release(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if !h.released.first() {
-		return false, newError(ErrNotHeld, k.name, "released already")
+		return false, notHeld(k.name, k.o.owner, "released already")
 	}
 	lost := h.Err()
 	k.l.wd.unregister(k.hk(), h.entry, h.hid)
@@ -385,6 +422,16 @@ func (h *Hold) Release(ctx context.Context) (bool, error) {
 	return free, err
 }
 
+// scoped is the handle Do acquires with: waiting until granted unless the handle sets a Wait.
+func (k *Lock) scoped() *Lock {
+	if k.o.waitSet {
+		return k
+	}
+	c := *k
+	c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
+	return &c
+}
+
 // Do acquires, runs fn with the hold, and releases. It waits until granted unless the handle
 // sets a Wait, and returns an error wrapping ErrNotAcquired without running fn when the wait
 // ends first. fn's context is the hold's, cancelled if the hold is lost; a loss while fn ran
@@ -396,13 +443,7 @@ func (k *Lock) Do(ctx context.Context, fn func(ctx context.Context, h *Hold) err
 	if fn == nil {
 		return invalid(k.name, "a nil function")
 	}
-	lk := k
-	if !k.o.waitSet {
-		c := *k
-		c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
-		lk = &c
-	}
-	h, err := lk.Acquire(ctx)
+	h, err := k.scoped().Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// MultiLock takes several locks together, all or none (RLOCK.MACQUIRE). In a cluster the
-// names must share a slot (a hash tag such as {order:7}); names in different slots are
-// refused before anything is sent.
+// MultiLock takes several locks together, all or none (RLOCK.MACQUIRE). Each name counts
+// once, and they are sent sorted. In a cluster the names must share a slot (a hash tag such
+// as {order:7}); names in different slots are refused before anything is sent.
 type MultiLock struct {
 	l     *Locks
 	names []string
@@ -19,10 +19,10 @@ type MultiLock struct {
 // WaitForever, Lease, Session, Owner.
 func (l *Locks) MultiLock(names []string, opts ...Option) *MultiLock {
 	o := collect(opts)
-	m := &MultiLock{l: l, names: append([]string(nil), names...), o: o}
-	m.err = checkSameSlot(m.names)
-	if m.err == nil && len(m.names) > 1024 {
-		m.err = invalid("", "at most 1024 names")
+	m := &MultiLock{l: l, o: o}
+	m.names, m.err = multiNames(names)
+	if m.err == nil && l != nil && l.cluster != nil {
+		m.err = checkSameSlot(m.names)
 	}
 	if m.err == nil {
 		m.err = o.check(m.names[0])
@@ -35,6 +35,9 @@ func (l *Locks) MultiLock(names []string, opts ...Option) *MultiLock {
 	}
 	return m
 }
+
+// OwnerID is the owner id every acquire through this handle uses.
+func (m *MultiLock) OwnerID() string { return m.o.owner }
 
 func (m *MultiLock) lease() time.Duration {
 	if m.o.leaseSet {
@@ -66,18 +69,18 @@ func (m *MultiLock) Acquire(ctx context.Context) (*MultiHold, error) {
 	}
 	req := newRequestID()
 	basis := time.Now()
-	r, err := m.l.takeCall(ctx, m.names[0], macquireArgs(m.o.owner, m.names, m.lease(), m.o.wait, m.o.session, req),
-		macquireArgs(m.o.owner, m.names, m.lease(), waitSpec{}, false, req), []string{"rlock.macquire"}, m.o.wait,
+	r, err := m.l.takeCall(ctx, m.names[0], m.acquireArgs(req), m.recoveryArgs(req), []string{"rlock.macquire"}, m.o.wait,
 		func(ctx context.Context, _ reply) {
-			_, _ = m.l.do(ctx, m.names[0], true, mreleaseArgs(m.o.owner, m.names, newRequestID())...)
+			_, _ = m.l.do(ctx, m.names[0], true, m.releaseArgs(newRequestID())...)
 		})
 	if err != nil {
 		return nil, err
 	}
-	if r.err != nil {
-		return nil, mapError(r.err, m.names[0], m.o.owner)
+	ok, err := readTaken(r, "RLOCK.MACQUIRE", m.names[0], m.o.owner)
+	if err != nil {
+		return nil, err
 	}
-	if r.isNil {
+	if !ok {
 		return nil, newError(ErrNotAcquired, m.names[0], "a lock of the set is held by another owner")
 	}
 	if m.o.wait.blocks() {
@@ -92,6 +95,51 @@ func (m *MultiLock) Acquire(ctx context.Context) (*MultiHold, error) {
 		mh.holds = append(mh.holds, h)
 	}
 	return mh, nil
+}
+
+func (m *MultiLock) acquireArgs(req string) []any {
+	return macquireArgs(m.o.owner, m.names, m.lease(), m.o.wait, m.o.session, req)
+}
+
+// recoveryArgs is the acquire sent again, without BLOCK and SESSION, to learn what a wait
+// given up without its reply was granted (the same REQ id).
+func (m *MultiLock) recoveryArgs(req string) []any {
+	return macquireArgs(m.o.owner, m.names, m.lease(), waitSpec{}, false, req)
+}
+
+func (m *MultiLock) releaseArgs(req string) []any { return mreleaseArgs(m.o.owner, m.names, req) }
+
+// scoped is the handle Do acquires with: waiting until granted unless the handle sets a Wait.
+func (m *MultiLock) scoped() *MultiLock {
+	if m.o.waitSet {
+		return m
+	}
+	c := *m
+	c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
+	return &c
+}
+
+// Do takes every lock, runs fn, and releases them. It waits until granted unless the handle
+// sets a Wait, and returns an error wrapping ErrNotAcquired without running fn when the wait
+// ends first. fn's context is cancelled if any of the locks is lost; a loss while fn ran is
+// returned (wrapping ErrLost) when fn itself returned nil.
+func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context, h *MultiHold) error) error {
+	if m == nil {
+		return invalid("", "a nil *MultiLock")
+	}
+	if fn == nil {
+		return invalid("", "a nil function")
+	}
+	h, err := m.scoped().Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	ran := fn(h.Context(), h)
+	_, rerr := h.Release(context.WithoutCancel(ctx))
+	if ran != nil {
+		return ran
+	}
+	return rerr
 }
 
 // Context is cancelled when any of the locks is lost, or the set is released.
@@ -114,17 +162,20 @@ func (h *MultiHold) Release(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if !h.released.first() {
-		return 0, newError(ErrNotHeld, m.names[0], "released already")
+		return 0, notHeld(m.names[0], m.o.owner, "released already")
 	}
 	lost := h.Err()
 	for _, x := range h.holds {
 		m.l.wd.unregister(x.lock.hk(), x.entry, x.hid)
 	}
-	v, _, err := m.l.doValue(ctx, m.names[0], true, mreleaseArgs(m.o.owner, m.names, newRequestID())...)
+	r, err := m.l.do(ctx, m.names[0], true, m.releaseArgs(newRequestID())...)
 	if err != nil {
-		return 0, mapError(err, m.names[0], m.o.owner)
+		return 0, err
 	}
-	n, _ := asInt(v)
+	n, err := readMRelease(r, m.names, m.o.owner)
+	if err != nil {
+		return 0, err
+	}
 	if lost != nil {
 		return int(n), lost
 	}

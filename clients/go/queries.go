@@ -16,7 +16,7 @@ func (l *Locks) Info(ctx context.Context, name string) (LockInfo, error) {
 	if err := checkName(name); err != nil {
 		return LockInfo{}, err
 	}
-	v, _, err := l.doValue(ctx, name, true, "RLOCK.INFO", name)
+	v, _, err := l.doValue(ctx, name, true, infoArgs(name)...)
 	if err != nil {
 		return LockInfo{}, err
 	}
@@ -31,7 +31,7 @@ func (l *Locks) Waiters(ctx context.Context, name string) ([]Waiter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	v, _, err := l.doValue(ctx, name, true, "RLOCK.WAITERS", name)
+	v, _, err := l.doValue(ctx, name, true, waitersArgs(name)...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +47,11 @@ func (l *Locks) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := checkName(name); err != nil {
 		return false, err
 	}
-	v, _, err := l.doValue(ctx, name, false, "RLOCK.FORCERELEASE", name)
+	r, err := l.do(ctx, name, false, forceReleaseArgs(name)...)
 	if err != nil {
 		return false, err
 	}
-	return parseFlag(v, "RLOCK.FORCERELEASE")
+	return readFlag(r, "RLOCK.FORCERELEASE")
 }
 
 // primaries runs f on every primary (the one server, or each primary of a cluster).
@@ -79,16 +79,18 @@ func nodeName(l *Locks, c *redis.Client) string {
 // Scan lists the locks (RLOCK.SCAN) whose names match the glob pattern ("" for all), on
 // every primary.
 func (l *Locks) Scan(ctx context.Context, match string) ([]ScannedLock, error) {
+	return l.ScanType(ctx, match, "")
+}
+
+// ScanType is Scan of one type of lock: "LOCK" (reentrant locks) or "RWLOCK" (read-write
+// locks); "" for both.
+func (l *Locks) ScanType(ctx context.Context, match, kind string) ([]ScannedLock, error) {
 	var mu sync.Mutex
 	var out []ScannedLock
 	err := l.primaries(ctx, func(ctx context.Context, c *redis.Client) error {
 		cursor := "0"
 		for {
-			args := []any{"RLOCK.SCAN", cursor, "COUNT", int64(1000)}
-			if match != "" {
-				args = append(args, "MATCH", match)
-			}
-			v, err := c.Do(ctx, args...).Result()
+			v, err := c.Do(ctx, scanArgs(cursor, match, kind)...).Result()
 			if err != nil {
 				return err
 			}
@@ -113,7 +115,7 @@ func (l *Locks) Stats(ctx context.Context) ([]ServerStats, error) {
 	var mu sync.Mutex
 	var out []ServerStats
 	err := l.primaries(ctx, func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "rlock").Result()
+		info, err := c.Do(ctx, statsArgs()...).Text()
 		if err != nil {
 			return err
 		}
@@ -127,13 +129,14 @@ func (l *Locks) Stats(ctx context.Context) ([]ServerStats, error) {
 
 // Top is RLOCK.TOP COUNT n on every primary: the most contended keys.
 func (l *Locks) Top(ctx context.Context, n int) ([]ContendedKey, error) {
-	if n < 1 || n > 1000 {
-		return nil, invalid("", "a count must be from 1 to 1000")
+	args, err := topArgs(n)
+	if err != nil {
+		return nil, err
 	}
 	var mu sync.Mutex
 	var out []ContendedKey
-	err := l.primaries(ctx, func(ctx context.Context, c *redis.Client) error {
-		v, err := c.Do(ctx, "RLOCK.TOP", "COUNT", int64(n)).Result()
+	err = l.primaries(ctx, func(ctx context.Context, c *redis.Client) error {
+		v, err := c.Do(ctx, args...).Result()
 		if err != nil {
 			return err
 		}

@@ -38,15 +38,11 @@ func checkPermits(name string, n int) error {
 
 // intCall sends one command whose reply is an integer.
 func (l *Locks) intCall(ctx context.Context, key string, resend bool, args ...any) (int64, error) {
-	v, _, err := l.doValue(ctx, key, resend, args...)
+	r, err := l.do(ctx, key, resend, args...)
 	if err != nil {
 		return 0, err
 	}
-	n, ok := asInt(v)
-	if !ok {
-		return 0, unexpected(args[0].(string), v)
-	}
-	return n, nil
+	return readInt(r, args[0].(string))
 }
 
 // TrySetPermits sets the permits if the semaphore does not exist; true if it set them.
@@ -57,8 +53,11 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if n < 0 || n > 2147483647 {
 		return false, invalid(s.name, "permits must be from 0 to 2147483647")
 	}
-	v, err := s.l.intCall(ctx, s.name, false, "RSEM.TRYSETPERMITS", s.name, int64(n))
-	return v == 1, err
+	r, err := s.l.do(ctx, s.name, false, trySetPermitsArgs(s.name, n)...)
+	if err != nil {
+		return false, err
+	}
+	return readFlag(r, "RSEM.TRYSETPERMITS")
 }
 
 // AddPermits adds n permits (negative takes away); the permits available now.
@@ -66,7 +65,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) (int64, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return s.l.intCall(ctx, s.name, false, "RSEM.ADDPERMITS", s.name, int64(n))
+	return s.l.intCall(ctx, s.name, false, addPermitsArgs(s.name, n)...)
 }
 
 // Available is the permits available now.
@@ -74,7 +73,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return s.l.intCall(ctx, s.name, true, "RSEM.AVAILABLE", s.name)
+	return s.l.intCall(ctx, s.name, true, availableArgs(s.name)...)
 }
 
 // Permits are permits taken from a Semaphore.
@@ -104,13 +103,27 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) (*Permits, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.err != nil {
-		return nil, r.err
+	ok, err := readTaken(r, "RSEM.ACQUIRE", s.name, "")
+	if err != nil {
+		return nil, err
 	}
-	if r.isNil {
+	if !ok {
 		return nil, newError(ErrNotAcquired, s.name, "not enough permits")
 	}
 	return &Permits{s: s, n: n}, nil
+}
+
+// Release adds n permits (Redisson's RSemaphore.release: permits have no owner, so any
+// caller may give them); the permits available now. Permits.Release gives back what an
+// Acquire took.
+func (s *Semaphore) Release(ctx context.Context, n int) (int64, error) {
+	if err := s.usable(ctx); err != nil {
+		return 0, err
+	}
+	if err := checkPermits(s.name, n); err != nil {
+		return 0, err
+	}
+	return s.l.intCall(ctx, s.name, true, semReleaseArgs(s.name, n, newRequestID())...)
 }
 
 // Release gives the permits back; the permits available now.
@@ -120,9 +133,9 @@ func (p *Permits) Release(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if !p.released.first() {
-		return 0, newError(ErrNotHeld, s.name, "released already")
+		return 0, notHeld(s.name, "", "released already")
 	}
-	return s.l.intCall(ctx, s.name, true, semReleaseArgs(s.name, p.n, newRequestID())...)
+	return s.Release(ctx, p.n)
 }
 
 // PermitExpirableSemaphore is Redisson's RPermitExpirableSemaphore: permits leased one by
@@ -166,16 +179,30 @@ func (s *PermitExpirableSemaphore) lease() time.Duration {
 // Acquire leases one permit, waiting as the handle says; an error wrapping ErrNotAcquired
 // when none is available (after the wait). Cancelling ctx leaves none leased.
 func (s *PermitExpirableSemaphore) Acquire(ctx context.Context) (*LeasedPermit, error) {
+	ps, err := s.AcquireMany(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// AcquireMany leases n permits together, all or none, each with an id and a lease of its
+// own; an error wrapping ErrNotAcquired when fewer are available (after the wait).
+// Cancelling ctx leaves none leased.
+func (s *PermitExpirableSemaphore) AcquireMany(ctx context.Context, n int) ([]*LeasedPermit, error) {
 	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkPermits(s.name, n); err != nil {
 		return nil, err
 	}
 	req := newRequestID()
 	basis := time.Now()
-	r, err := s.l.takeCall(ctx, s.name, semLeaseArgs(s.name, 1, s.lease(), s.o.wait, req), semLeaseArgs(s.name, 1, s.lease(), waitSpec{}, req),
+	r, err := s.l.takeCall(ctx, s.name, semLeaseArgs(s.name, n, s.lease(), s.o.wait, req), semLeaseArgs(s.name, n, s.lease(), waitSpec{}, req),
 		[]string{"rsem.lease"}, s.o.wait, func(ctx context.Context, r reply) {
-			ids, _ := r.val.([]any)
+			ids, _, _ := readLeased(r)
 			for _, id := range ids {
-				_, _ = s.l.do(ctx, s.name, true, "RSEM.RETURN", s.name, id, "REQ", newRequestID())
+				_, _ = s.l.do(ctx, s.name, true, returnArgs(s.name, id, newRequestID())...)
 			}
 		})
 	if err != nil {
@@ -184,21 +211,38 @@ func (s *PermitExpirableSemaphore) Acquire(ctx context.Context) (*LeasedPermit, 
 	if s.o.wait.blocks() {
 		basis = time.Now()
 	}
-	if r.err != nil {
-		return nil, r.err
+	ids, ok, err := readLeased(r)
+	if err != nil {
+		return nil, err
 	}
-	if r.isNil {
-		return nil, newError(ErrNotAcquired, s.name, "no permit available")
+	if !ok {
+		return nil, newError(ErrNotAcquired, s.name, "not enough permits available")
 	}
-	ids, ok := r.val.([]any)
-	if !ok || len(ids) != 1 {
-		return nil, unexpected("RSEM.LEASE", r.val)
+	out := make([]*LeasedPermit, len(ids))
+	for i, id := range ids {
+		pctx, cancel := context.WithCancelCause(context.Background())
+		p := &LeasedPermit{s: s, id: id, ctx: pctx}
+		p.entry, p.hid = s.l.wd.register(holdKey{key: s.name, owner: id, permit: true}, s.lease(), !s.o.leaseSet, basis, cancel)
+		out[i] = p
 	}
-	id, _ := asText(ids[0])
-	pctx, cancel := context.WithCancelCause(context.Background())
-	p := &LeasedPermit{s: s, id: id, ctx: pctx}
-	p.entry, p.hid = s.l.wd.register(holdKey{key: s.name, owner: id, permit: true}, s.lease(), !s.o.leaseSet, basis, cancel)
-	return p, nil
+	return out, nil
+}
+
+// Release gives back the permit leased under id (RSEM.RETURN), whoever leased it: for a
+// permit leased before a restart, or by another process. False when it was no longer
+// leased. LeasedPermit.Release gives back a permit this process holds.
+func (s *PermitExpirableSemaphore) Release(ctx context.Context, id string) (bool, error) {
+	if err := s.usable(ctx); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, invalid(s.name, "a permit id must not be empty")
+	}
+	r, err := s.l.do(ctx, s.name, true, returnArgs(s.name, id, newRequestID())...)
+	if err != nil {
+		return false, err
+	}
+	return readFlag(r, "RSEM.RETURN")
 }
 
 // Renew sets the permit's lease to its full length from now (RSEM.RENEW); an error wrapping
@@ -209,14 +253,20 @@ func (p *LeasedPermit) Renew(ctx context.Context) error {
 		return err
 	}
 	basis := time.Now()
-	n, err := s.l.intCall(ctx, s.name, true, "RSEM.RENEW", s.name, p.id, "LEASE", millis(s.lease()))
+	r, err := s.l.do(ctx, s.name, true, permitRenewArgs(s.name, p.id, s.lease())...)
 	if err != nil {
 		return err
 	}
 	k := holdKey{key: s.name, owner: p.id, permit: true}
-	if n != 1 {
+	switch renewal(r) {
+	case renewLost:
 		s.l.wd.markLost(k, p.entry, "the permit is no longer leased")
 		return p.entry.lostErr(&s.l.wd.mu)
+	case renewRetry:
+		if r.err != nil {
+			return r.err
+		}
+		return unexpected("RSEM.RENEW", r.val)
 	}
 	s.l.wd.renewed(k, p.entry, basis)
 	return nil
@@ -229,11 +279,10 @@ func (p *LeasedPermit) Release(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if !p.released.first() {
-		return false, newError(ErrNotHeld, s.name, "released already")
+		return false, notHeld(s.name, p.id, "released already")
 	}
 	s.l.wd.unregister(holdKey{key: s.name, owner: p.id, permit: true}, p.entry, p.hid)
-	n, err := s.l.intCall(ctx, s.name, true, "RSEM.RETURN", s.name, p.id, "REQ", newRequestID())
-	return n == 1, err
+	return s.Release(ctx, p.id)
 }
 
 // CountDownLatch is Redisson's RCountDownLatch: AwaitZero passes once the count is zero.
@@ -254,8 +303,11 @@ func (c *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	if n < 1 {
 		return false, invalid(c.s.name, "a count must be at least 1")
 	}
-	v, err := c.s.l.intCall(ctx, c.s.name, false, "RLATCH.TRYSETCOUNT", c.s.name, n)
-	return v == 1, err
+	r, err := c.s.l.do(ctx, c.s.name, false, trySetCountArgs(c.s.name, n)...)
+	if err != nil {
+		return false, err
+	}
+	return readFlag(r, "RLATCH.TRYSETCOUNT")
 }
 
 // CountDown counts down by one; the count now.
@@ -263,7 +315,7 @@ func (c *CountDownLatch) CountDown(ctx context.Context) (int64, error) {
 	if err := c.s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return c.s.l.intCall(ctx, c.s.name, false, "RLATCH.COUNTDOWN", c.s.name)
+	return c.s.l.intCall(ctx, c.s.name, false, countDownArgs(c.s.name)...)
 }
 
 // Count is the count now.
@@ -271,7 +323,7 @@ func (c *CountDownLatch) Count(ctx context.Context) (int64, error) {
 	if err := c.s.usable(ctx); err != nil {
 		return 0, err
 	}
-	return c.s.l.intCall(ctx, c.s.name, true, "RLATCH.COUNT", c.s.name)
+	return c.s.l.intCall(ctx, c.s.name, true, latchCountArgs(c.s.name)...)
 }
 
 // AwaitZero waits (in the server, as the handle says) for the count to reach zero: nil once
@@ -293,10 +345,11 @@ func (c *CountDownLatch) AwaitZero(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r[0].err != nil {
-		return r[0].err
+	open, err := readTaken(r[0], "RLATCH.AWAIT", s.name, "")
+	if err != nil {
+		return err
 	}
-	if r[0].isNil {
+	if !open {
 		return newError(ErrNotAcquired, s.name, "the latch did not open within the wait")
 	}
 	return nil

@@ -2,8 +2,6 @@ package rlock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -242,7 +240,7 @@ func (w *watchdog) renewBatch(due []dueHold) {
 			case d.check:
 				cmds[i] = []any{"HEXISTS", d.k.key, field(d.k.owner, d.k.side)}
 			case d.k.permit:
-				cmds[i] = []any{"RSEM.RENEW", d.k.key, d.k.owner, "LEASE", millis(d.e.lease)}
+				cmds[i] = permitRenewArgs(d.k.key, d.k.owner, d.e.lease)
 			default:
 				cmds[i] = renewArgs(d.k.key, d.k.owner, d.k.side, d.e.lease, newRequestID())
 			}
@@ -258,21 +256,17 @@ func (w *watchdog) renewBatch(due []dueHold) {
 		}
 		for i, d := range list {
 			r := replies[i]
-			if r.err != nil {
-				if l.cluster != nil && movedTo(r.err) {
-					l.cluster.ReloadState(ctx) // the slot moved: routed anew at the retry
+			if r.err != nil && l.cluster != nil && movedTo(r.err) {
+				l.cluster.ReloadState(ctx) // the slot moved: routed anew at the retry
+				continue
+			}
+			switch renewal(r) {
+			case renewLost:
+				w.markLost(d.k, d.e, "the server no longer has the hold: it expired, was deleted, force-released or written over")
+			case renewed:
+				if !d.check {
+					w.renewed(d.k, d.e, basis)
 				}
-				continue
-			}
-			ok, err := parseFlag(r.val, "RLOCK.RENEW")
-			if err != nil {
-				continue
-			}
-			switch {
-			case !ok:
-				w.markLost(d.k, d.e, "the server no longer has the hold: it expired, was deleted or was force-released")
-			case !d.check:
-				w.renewed(d.k, d.e, basis)
 			}
 		}
 	}
@@ -364,31 +358,27 @@ func (w *watchdog) listen() {
 			if source != "" && ps == nil {
 				ps = n.short.Subscribe(ctx)
 				msgs = ps.Channel()
-				if source == "keyevent" {
-					var chans []string
-					for ev := range lossEvents {
-						chans = append(chans, keyeventChannel(db, ev))
-					}
-					if ps.Subscribe(ctx, chans...) != nil {
+				if source == keyeventMode {
+					if ps.Subscribe(ctx, eventChannels(keyeventMode, db, nil)...) != nil {
 						_ = ps.Close()
 						ps, msgs = nil, nil
 					}
 				}
 			}
 		}
-		if ps == nil || source != "keyspace" {
+		if ps == nil || source != keyspaceMode {
 			return
 		}
 		var add, drop []string
 		for k := range keys {
 			if !subscribed[k] {
-				add = append(add, keyspaceChannel(db, k))
+				add = append(add, eventChannels(keyspaceMode, db, []string{k})...)
 				subscribed[k] = true
 			}
 		}
 		for k := range subscribed {
 			if !keys[k] {
-				drop = append(drop, keyspaceChannel(db, k))
+				drop = append(drop, eventChannels(keyspaceMode, db, []string{k})...)
 				delete(subscribed, k)
 			}
 		}
@@ -412,21 +402,9 @@ func (w *watchdog) listen() {
 				msgs = nil
 				continue
 			}
-			if key, ok := strings.CutPrefix(m.Channel, keyspaceChannel(db, "")); ok {
-				if lossEvents[m.Payload] {
-					w.checkKey(key)
-				}
-			} else {
-				w.checkKey(m.Payload)
+			if key, ok := lostKey(db, m.Channel, m.Payload); ok {
+				w.checkKey(key)
 			}
 		}
 	}
-}
-
-func keyspaceChannel(db int, key string) string {
-	return "__keyspace@" + strconv.Itoa(db) + "__:" + key
-}
-
-func keyeventChannel(db int, event string) string {
-	return "__keyevent@" + strconv.Itoa(db) + "__:" + event
 }
