@@ -112,6 +112,23 @@ impl<'a> LockKey<'a> {
         })
     }
 
+    /// Whether `owner` holds the lock at this moment (with a side, that side of a
+    /// read-write lock): the lease is compared with the clock, not left to the
+    /// server's expiry, which a busy server runs late.
+    pub fn holds_now(&self, owner: &RedisString, mode: Option<RwMode>) -> Result<bool, RedisError> {
+        if !super::rwlock::lease_alive(&self.key) {
+            // Still the type checks: a guard on a string is WRONGTYPE, held or not.
+            return match mode {
+                Some(_) => self.rw_mode().map(|_| false),
+                None => self.state(owner).map(|_| false),
+            };
+        }
+        match mode {
+            Some(side) => self.holds_side_now(owner, side),
+            None => self.is_held_by(owner),
+        }
+    }
+
     /// Whether `owner` holds the lock.
     pub fn is_held_by(&self, owner: &RedisString) -> Result<bool, RedisError> {
         Ok(matches!(
