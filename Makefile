@@ -148,7 +148,7 @@ cost-baseline:
 # unplanned failovers, 3 s in the cluster, the deadlock workload 4 s per server: about 4
 # minutes on this loaded machine).
 CHAOS_ARGS ?=
-CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --seed 20261123
+CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --guard-seconds 4 --seed 20261123
 chaos:
 	scripts/deps.sh build redis redis8 valkey
 	$(CARGO) build --release -p rlock -p rlock-chaos
