@@ -304,7 +304,7 @@ fn guard_args(rng: &mut Rng) -> Vec<Vec<u8>> {
         args.push(rng.pick(&[&b"o"[..], b"o2", b"p", b""]).to_vec());
     }
     for _ in 0..rng.below(3) {
-        let option: &[&[u8]] = *rng.pick(&GUARD_OPTIONS);
+        let option = rng.pick(&GUARD_OPTIONS);
         args.extend(option.iter().map(|w| w.to_vec()));
     }
     if rng.chance(90) {

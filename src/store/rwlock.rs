@@ -509,8 +509,5 @@ fn renew_read_timeout(
 /// Whether an existing key's lease has not run out by the clock now: a key the server
 /// has not expired yet (no timer ran, writes are paused) is past its lease all the same.
 pub(super) fn lease_alive(key: &Key) -> bool {
-    match key.pttl() {
-        -2 | 0 => false,
-        _ => true,
-    }
+    !matches!(key.pttl(), -2 | 0)
 }
