@@ -31,7 +31,16 @@ const MAX_KNOWN_COMMANDS: usize = 1024;
 
 impl KnownCommands {
     pub fn get(&self, name: &[u8]) -> Option<&CommandTraits> {
-        self.commands.get(&name.to_ascii_lowercase())
+        // Command names are short: lower-cased on the stack, no allocation per call.
+        let mut short = [0u8; 32];
+        match short.get_mut(..name.len()) {
+            Some(lower) => {
+                lower.copy_from_slice(name);
+                lower.make_ascii_lowercase();
+                self.commands.get(&*lower)
+            }
+            None => self.commands.get(&name.to_ascii_lowercase()),
+        }
     }
 
     pub fn learn(&mut self, name: &[u8], traits: CommandTraits) {
@@ -103,19 +112,27 @@ pub fn refusal(argv: &[&[u8]], traits: Option<&CommandTraits>, in_script: bool) 
         .copied()
         .unwrap_or_default()
         .to_ascii_lowercase();
-    let shown = printable(&name);
     let Some(traits) = traits else {
         return Some(Refusal::Unknown(printable(
             argv.first().copied().unwrap_or_default(),
         )));
     };
-    // A container's subcommand has its own arity and flags (`CLIENT KILL`).
-    let (traits, shown) = match argv.get(1).map(|sub| sub.to_ascii_lowercase()) {
-        Some(sub) if !traits.subcommands.is_empty() => match traits.subcommands.get(&sub) {
-            Some(sub_traits) => (sub_traits, format!("{shown}|{}", printable(&sub))),
-            None => return Some(Refusal::Unknown(format!("{shown}|{}", printable(&sub)))),
+    // A container's subcommand has its own arity and flags (`CLIENT KILL`). The names are
+    // made printable only for a refusal: the common call goes without.
+    let sub = match argv.get(1) {
+        Some(sub) if !traits.subcommands.is_empty() => Some(sub.to_ascii_lowercase()),
+        _ => None,
+    };
+    let shown = || match &sub {
+        Some(sub) => format!("{}|{}", printable(&name), printable(sub)),
+        None => printable(&name),
+    };
+    let traits = match &sub {
+        Some(sub) => match traits.subcommands.get(sub) {
+            Some(sub_traits) => sub_traits,
+            None => return Some(Refusal::Unknown(shown())),
         },
-        _ => (traits, shown),
+        None => traits,
     };
     let argc = argv.len() as i64;
     let arity_ok = match traits.arity {
@@ -123,19 +140,19 @@ pub fn refusal(argv: &[&[u8]], traits: Option<&CommandTraits>, in_script: bool) 
         n => argc >= -n,
     };
     if !arity_ok {
-        return Some(Refusal::WrongArity(shown));
+        return Some(Refusal::WrongArity(shown()));
     }
     if OWN_PREFIXES.iter().any(|p| name.starts_with(p)) {
-        return Some(Refusal::OwnModule(shown));
+        return Some(Refusal::OwnModule(shown()));
     }
     if TRANSACTION.contains(&name.as_slice()) {
-        return Some(Refusal::Transaction(shown));
+        return Some(Refusal::Transaction(shown()));
     }
     if traits.blocking || WAITS.contains(&name.as_slice()) {
-        return Some(Refusal::Blocking(shown));
+        return Some(Refusal::Blocking(shown()));
     }
     if traits.pubsub {
-        return Some(Refusal::PubSub(shown));
+        return Some(Refusal::PubSub(shown()));
     }
     if SCRIPTS.contains(&name.as_slice()) {
         if in_script {
@@ -145,7 +162,7 @@ pub fn refusal(argv: &[&[u8]], traits: Option<&CommandTraits>, in_script: bool) 
         return (declared < 1).then_some(Refusal::ScriptWithoutKeys);
     }
     if traits.noscript {
-        return Some(Refusal::NotInModuleCall(shown));
+        return Some(Refusal::NotInModuleCall(shown()));
     }
     None
 }
