@@ -707,7 +707,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             &mut app,
             &mut admin,
             &["RLOCK.GUARD", "app:lock", "me", "CALL", "DEL", "app:x"],
-            "",
+            "NOPERM",
         );
         // A key outside the user's patterns.
         refused_as_user(

@@ -10,6 +10,9 @@ use redis_module::{raw, Context, RedisString};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallRefused(pub i32);
 
+/// `errno` of a call the ACL refused.
+const EACCES: i32 = 13;
+
 /// Runs `argv` (its name first) as the caller: checked against the caller's ACL user,
 /// keys included (`C`), replicated and written to the AOF as itself (`!`), refused over
 /// `maxmemory` if the command is `denyoom` (`M`), errors replied as errors (`E`), in
@@ -35,6 +38,21 @@ pub fn call_replying(ctx: &Context, argv: &[RedisString]) -> Result<(), CallRefu
         if reply.is_null() {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
             return Err(CallRefused(errno));
+        }
+        // Redis 7.0 words an ACL refusal of a module's call `ERR acl verification failed`;
+        // later servers say `NOPERM`: the caller gets NOPERM from every server.
+        if raw::RedisModule_CallReplyType.unwrap()(reply) == raw::REDISMODULE_REPLY_ERROR as c_int
+        {
+            let mut len = 0usize;
+            let text = raw::RedisModule_CallReplyStringPtr.unwrap()(reply, &mut len);
+            let text = match text.is_null() {
+                true => &[][..],
+                false => std::slice::from_raw_parts(text as *const u8, len),
+            };
+            if text.starts_with(b"ERR acl verification failed") {
+                raw::RedisModule_FreeCallReply.unwrap()(reply);
+                return Err(CallRefused(EACCES));
+            }
         }
         raw::RedisModule_ReplyWithCallReply.unwrap()(ctx.get_raw(), reply);
         raw::RedisModule_FreeCallReply.unwrap()(reply);
