@@ -41,8 +41,7 @@ pub fn call_replying(ctx: &Context, argv: &[RedisString]) -> Result<(), CallRefu
         }
         // Redis 7.0 words an ACL refusal of a module's call `ERR acl verification failed`;
         // later servers say `NOPERM`: the caller gets NOPERM from every server.
-        if raw::RedisModule_CallReplyType.unwrap()(reply) == raw::REDISMODULE_REPLY_ERROR as c_int
-        {
+        if raw::RedisModule_CallReplyType.unwrap()(reply) == raw::REDISMODULE_REPLY_ERROR as c_int {
             let mut len = 0usize;
             let text = raw::RedisModule_CallReplyStringPtr.unwrap()(reply, &mut len);
             let text = match text.is_null() {
