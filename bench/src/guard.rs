@@ -7,8 +7,8 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use rlock_module_tests::Server;
 
-use crate::harness::pairs::{run_pairs, PairLoad, Pairs};
 use crate::harness;
+use crate::harness::pairs::{run_pairs, PairLoad, Pairs};
 use crate::measure::{connect, connect_many};
 use crate::{paths, Plan, OWNER_PREFIX};
 
@@ -41,7 +41,12 @@ impl GuardPath {
         match self {
             GuardPath::G => {
                 let mut cmd = redis::cmd("RLOCK.GUARD");
-                cmd.arg(lock).arg(owner).arg("CALL").arg("SET").arg(data).arg("v");
+                cmd.arg(lock)
+                    .arg(owner)
+                    .arg("CALL")
+                    .arg("SET")
+                    .arg(data)
+                    .arg("v");
                 cmd
             }
             GuardPath::C => {
