@@ -6,7 +6,9 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::key_owner_rest;
 use crate::core::args::parse_guard_options;
 use crate::core::cluster::key_slot;
-use crate::core::guard::{decide, refusal, stale_token_line, CommandTraits, Guard, Refusal};
+use crate::core::guard::{
+    decide, is_script, refusal, stale_token_line, CommandTraits, Guard, Refusal,
+};
 use crate::store::{Fence, LockKey};
 use crate::{errors, ffi, state, stats};
 
@@ -64,7 +66,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 /// Why the inner command may not run, from what the server says of it (`COMMAND INFO`,
 /// asked once per name and remembered).
 fn inner_refusal(ctx: &Context, inner: &[&[u8]]) -> Option<Refusal> {
-    let in_script = ffi::in_script(ctx);
+    let in_script = is_script(inner[0]) && ffi::in_script(ctx);
     let name = inner[0];
     let known = state::with(|s| {
         s.known_commands

@@ -167,6 +167,12 @@ pub fn refusal(argv: &[&[u8]], traits: Option<&CommandTraits>, in_script: bool) 
     None
 }
 
+/// Whether `name` runs a script (`EVAL`, `FCALL`, ...): only then does it matter whether
+/// the guard itself runs inside one.
+pub fn is_script(name: &[u8]) -> bool {
+    SCRIPTS.iter().any(|s| name.eq_ignore_ascii_case(s))
+}
+
 /// What a guard does, once its command may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Guard {

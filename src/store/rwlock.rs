@@ -506,8 +506,7 @@ fn renew_read_timeout(
     true
 }
 
-/// Whether an existing key's lease has not run out by the clock now: a key the server
-/// has not expired yet (no timer ran, writes are paused) is past its lease all the same.
-pub(super) fn lease_alive(key: &Key) -> bool {
+/// Whether a read hold's lease key is there and its lease not over by the clock now.
+fn lease_alive(key: &Key) -> bool {
     !matches!(key.pttl(), -2 | 0)
 }
