@@ -123,7 +123,7 @@ bench:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
 # The cost check: server instructions per uncontended pair on each path (plain, FAIR, TOKEN,
-# REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN), counted by callgrind on the release
+# REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN, a guarded SET), counted by callgrind on the release
 # module, against bench/cost-baseline.toml; fails on a path more than 5 % above its baseline.
 # `make cost-baseline` measures and rewrites the baseline: commit it in the same commit as the
 # change that moved the numbers, saying why (docs/PROFILE.md, "Cost check").
