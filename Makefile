@@ -156,7 +156,7 @@ bench:
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
 # The cost check: server instructions per uncontended pair on each path (plain, FAIR, TOKEN,
-# REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN), counted by callgrind on the release
+# REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN, a guarded SET), counted by callgrind on the release
 # module, against bench/cost-baseline.toml; fails on a path more than 5 % above its baseline.
 # `make cost-baseline` measures and rewrites the baseline: commit it in the same commit as the
 # change that moved the numbers, saying why (docs/PROFILE.md, "Cost check").
@@ -181,7 +181,7 @@ cost-baseline:
 # unplanned failovers, 3 s in the cluster, the deadlock workload 4 s per server: about 4
 # minutes on this loaded machine).
 CHAOS_ARGS ?=
-CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --seed 20261123
+CHAOS_SLICE_ARGS ?= --seconds 12 --fuzz-calls 12000 --churn-calls 24000 --deadlock-seconds 4 --guard-seconds 4 --seed 20261123
 chaos:
 	scripts/deps.sh build redis redis8 valkey
 	$(CARGO) build --release -p rlock -p rlock-chaos

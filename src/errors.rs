@@ -97,6 +97,20 @@ fn escaped(line: &str) -> String {
     out
 }
 
+/// An inner command of `RLOCK.GUARD` the server refused before running it, on a server
+/// that reports such refusals only by `errno` (Linux numbers).
+pub fn guard_call_refused(refused: crate::ffi::CallRefused) -> RedisError {
+    RedisError::String(match refused.0 {
+        13 => "NOPERM this user has no permissions to run the command inside RLOCK.GUARD, or to access one of its keys".into(),
+        2 => "ERR unknown command inside RLOCK.GUARD".into(),
+        22 => "ERR wrong number of arguments inside RLOCK.GUARD".into(),
+        1 | 100 => "ERR the keys of the command inside RLOCK.GUARD are not served by this node".into(),
+        28 => "OOM command not allowed when used memory > 'maxmemory'.".into(),
+        30 | 29 => "READONLY You can't write against a read only replica.".into(),
+        errno => format!("ERR the server refused the command inside RLOCK.GUARD (errno {errno})"),
+    })
+}
+
 /// A panic caught in `name`; its message goes to the server log.
 pub fn internal(name: &str) -> RedisError {
     RedisError::String(format!(

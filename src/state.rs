@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use crate::core::deferred::DeferredWork;
 use crate::core::fair::{KnownQueues, QueueSearch};
 use crate::core::fences::FenceGrants;
+use crate::core::guard::KnownCommands;
 use crate::core::requests::RequestId;
 use crate::core::semaphore::{PermitId, PermitIds};
 use crate::core::sessions::SessionTable;
@@ -73,6 +74,8 @@ pub struct State {
     pub queue_search: Option<QueueSearch>,
     /// The token the module last handed out on each fenced lock, and to whom.
     pub fences: FenceGrants,
+    /// What the server said of the commands `RLOCK.GUARD` was asked to run.
+    pub known_commands: KnownCommands,
     /// One lease timer per watched lock.
     pub lease_timers: TimerTable,
     /// Self-started work waiting for its timer.

@@ -74,6 +74,13 @@ pub static WAIT_CANCELS: Counter = Counter::new();
 /// Calls refused with `DEADLOCK`: at once, or blocked and refused when a grant closed a
 /// cycle.
 pub static DEADLOCKS: Counter = Counter::new();
+/// `RLOCK.GUARD` calls that ran their inner command.
+pub static GUARD_CALLS: Counter = Counter::new();
+/// `RLOCK.GUARD` calls refused because the owner did not hold the lock (`NOTHELD`) or
+/// its token was stale (`STALETOKEN`).
+pub static GUARD_REFUSALS: Counter = Counter::new();
+/// Of those, the stale tokens.
+pub static GUARD_STALE_TOKENS: Counter = Counter::new();
 
 /// Every counter above: `RLOCK.RESETSTAT` zeroes them.
 const ALL: &[&Counter] = &[
@@ -99,6 +106,9 @@ const ALL: &[&Counter] = &[
     &WAIT_TIMEOUTS,
     &WAIT_CANCELS,
     &DEADLOCKS,
+    &GUARD_CALLS,
+    &GUARD_REFUSALS,
+    &GUARD_STALE_TOKENS,
 ];
 
 /// Zeroes every counter (`RLOCK.RESETSTAT`).

@@ -54,10 +54,12 @@ pub enum CostPath {
     SemLease,
     /// One blocked hand-off: a holder releases a lock another connection waits for.
     Handoff,
+    /// A plain pair with one guarded write in between (RLOCK.GUARD).
+    Guard,
 }
 
 impl CostPath {
-    pub const ALL: [CostPath; 9] = [
+    pub const ALL: [CostPath; 10] = [
         CostPath::Plain,
         CostPath::Fair,
         CostPath::Token,
@@ -67,6 +69,7 @@ impl CostPath {
         CostPath::Sem,
         CostPath::SemLease,
         CostPath::Handoff,
+        CostPath::Guard,
     ];
 
     /// The name in the baseline file and the report.
@@ -81,6 +84,7 @@ impl CostPath {
             CostPath::Sem => "rsem",
             CostPath::SemLease => "rsem-lease",
             CostPath::Handoff => "handoff",
+            CostPath::Guard => "guard",
         }
     }
 
@@ -94,6 +98,9 @@ impl CostPath {
             CostPath::Write => "RLOCK.ACQUIRE k o WRITE LEASE 30000 + RLOCK.RELEASE k o WRITE",
             CostPath::Sem => "RSEM.ACQUIRE k + RSEM.RELEASE k (RSEM.TRYSETPERMITS k 1 first)",
             CostPath::SemLease => "RSEM.LEASE k LEASE 30000 + RSEM.RETURN k <id replied>",
+            CostPath::Guard => {
+                "RLOCK.ACQUIRE k o LEASE 30000 + RLOCK.GUARD k o CALL SET k:d v + RLOCK.RELEASE k o"
+            }
             CostPath::Handoff => {
                 "a: RLOCK.ACQUIRE k a LEASE 30000; b: RLOCK.ACQUIRE k b LEASE 30000 BLOCK 5000 \
                  (blocks); a: PING; a: RLOCK.RELEASE k a (k passes to b); b: RLOCK.RELEASE k b"
@@ -730,7 +737,7 @@ impl Driver {
             pipe.cmd("RLOCK.ACQUIRE").arg(key).arg(&owner);
         };
         match self.path {
-            CostPath::Plain => {
+            CostPath::Plain | CostPath::Guard => {
                 lock(pipe);
                 pipe.arg("LEASE").arg(LEASE_MS);
             }
@@ -767,7 +774,7 @@ impl Driver {
 
     fn release(&mut self, pipe: &mut redis::Pipeline, key: &str) {
         match self.path {
-            CostPath::Plain | CostPath::Fair | CostPath::Token => {
+            CostPath::Plain | CostPath::Fair | CostPath::Token | CostPath::Guard => {
                 pipe.cmd("RLOCK.RELEASE").arg(key).arg(&self.owner);
             }
             CostPath::Req => {
@@ -831,11 +838,29 @@ impl Driver {
             }
             return Ok(());
         }
+        let guarded = if self.path == CostPath::Guard {
+            for k in &keys {
+                pipe.cmd("RLOCK.GUARD")
+                    .arg(k)
+                    .arg(&self.owner)
+                    .arg("CALL")
+                    .arg("SET")
+                    .arg(format!("{k}:d"))
+                    .arg("v");
+            }
+            BATCH
+        } else {
+            0
+        };
         for k in &keys {
             self.release(&mut pipe, k);
         }
         let replies = c.query(&pipe)?;
-        let (acquired, released) = replies.split_at(BATCH);
+        let (acquired, rest) = replies.split_at(BATCH);
+        let (writes, released) = rest.split_at(guarded);
+        if let Some(bad) = writes.iter().find(|v| **v != Value::Okay) {
+            return Err(format!("guard replied {bad:?}"));
+        }
         for a in acquired {
             let ok = match (self.path, a) {
                 (CostPath::Token, Value::Int(t)) => *t >= 1,

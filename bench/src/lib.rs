@@ -30,6 +30,7 @@ pub mod cost;
 pub mod deadlock_cost;
 pub mod expiry;
 pub mod fair;
+pub mod guard;
 pub mod harness;
 pub mod measure;
 pub mod memory;
@@ -61,12 +62,13 @@ pub enum Scenario {
     Stall,
     Cluster,
     Mixed,
+    Guard,
     ReadWrite,
     Semaphore,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Expiry,
@@ -78,6 +80,7 @@ impl Scenario {
         Scenario::Mixed,
         Scenario::ReadWrite,
         Scenario::Semaphore,
+        Scenario::Guard,
     ];
 
     pub fn parse(s: &str) -> Option<Scenario> {
@@ -93,6 +96,7 @@ impl Scenario {
             "mixed" | "mixed-fleet" | "9" => Some(Scenario::Mixed),
             "rwlock" | "read-write" | "10" => Some(Scenario::ReadWrite),
             "semaphore" | "sem" | "11" => Some(Scenario::Semaphore),
+            "guard" | "12" => Some(Scenario::Guard),
             _ => None,
         }
     }
@@ -203,6 +207,7 @@ pub struct FlavorReport {
     pub mixed: Option<mixed::Mixed>,
     pub read_write: Option<rwlock::ReadWrite>,
     pub semaphore: Option<semaphore::SemaphoreReport>,
+    pub guard: Option<guard::GuardWrites>,
     /// Whether and how the server and this process were pinned to CPUs.
     pub pinning: String,
     /// Waiters for scenarios 6 and 7, when the plan's number had to be lowered, and why.
@@ -277,6 +282,7 @@ async fn run_flavor(
         mixed: None,
         read_write: None,
         semaphore: None,
+        guard: None,
         pinning,
         waiters_note,
     };
@@ -300,6 +306,7 @@ async fn run_flavor(
             Scenario::Mixed => report.mixed = Some(mixed::run(&server, plan).await),
             Scenario::ReadWrite => report.read_write = Some(rwlock::run(&server, plan).await),
             Scenario::Semaphore => report.semaphore = Some(semaphore::run(&server, plan).await),
+            Scenario::Guard => report.guard = Some(guard::run(&server, plan).await),
         }
     }
     let mut server = server;

@@ -19,8 +19,8 @@ Usage: cargo run --release -p rlock-bench -- [options]
                                what RLOCK_FLAVORS names)
   --quick                      a smoke run of every path in a few seconds
   --only LIST                  scenarios, comma-separated: uncontended,contended,expiry,fair,
-                               fair-uncontended,memory,stall,cluster,mixed,rwlock,semaphore
-                               (or 1-11; default all)
+                               fair-uncontended,memory,stall,cluster,mixed,rwlock,semaphore,
+                               guard (or 1-12; default all)
   --rounds N                   rounds per cell, paths interleaved (default 5)
   --secs S                     seconds per measured run, throughput and fair scenarios (default 2)
   --clients LIST               contended client counts (default 1,8,32,128)

@@ -205,6 +205,15 @@ fn targets(r: &FlavorReport) -> Vec<Target> {
         let what = "fair server CPU µs/cycle F ÷ R, Q=10,000";
         out.push(target(what, value, AtLeast, 50.0, 1));
     }
+    if let Some(g) = &r.guard {
+        use crate::guard::GuardPath;
+        let what = "guarded writes/s G/C (RLOCK.GUARD ÷ check-and-set EVALSHA), pipeline 16";
+        let value = g.pairs_ratio(GuardPath::G, GuardPath::C, 16);
+        out.push(target(what.to_string(), value, AtLeast, 1.5, 2));
+        let what = "guarded writes/s G/P (the guarantee's cost: ÷ plain SET), pipeline 16";
+        let value = g.pairs_ratio(GuardPath::G, GuardPath::P, 16);
+        out.push(target(what.to_string(), value, AtLeast, f64::NAN, 2));
+    }
     if let Some(u) = &r.fair_uncontended {
         let what = format!("uncontended pairs/s FAIR/plain (RF/R), pipeline {FAIR_PIPELINE}");
         let value = u.pairs_ratio(PairPath::RF, PairPath::R, FAIR_PIPELINE);
@@ -353,6 +362,9 @@ pub fn markdown(meta: &Meta, plan: &Plan, reports: &[FlavorReport], how_to_read:
         }
         if let Some(sem) = &r.semaphore {
             semaphore_section(w, sem);
+        }
+        if let Some(g) = &r.guard {
+            guard_section(w, g);
         }
     }
     s
@@ -970,3 +982,19 @@ const HOW_TO_READ: &str = "## How to read this
   this process may use, every thread of this process on the second, so client and server do
   not share a core. Skipped, and said so above, with fewer than 2 CPUs.
 ";
+
+fn guard_section(w: &mut String, g: &crate::guard::GuardWrites) {
+    use crate::guard::GuardPath;
+    let _ = writeln!(w, "### 12. Guarded writes (RLOCK.GUARD)\n");
+    paths(w, &GuardPath::ALL);
+    let _ = writeln!(
+        w,
+        "\nEach lock is held by its connection's owner for the whole run; a \"pair\" is one \
+         write. G ÷ C is the guard against the script a user writes today (target ≥ 1.5); \
+         G ÷ P is the cost of the guarantee.\n"
+    );
+    pairs_table(w, g, "G ÷ path:", |cell| {
+        (cell.path != GuardPath::G).then(|| g.pairs_ratio(GuardPath::G, cell.path, cell.setting))
+    });
+    let _ = writeln!(w);
+}

@@ -203,6 +203,14 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
         );
     }
 
+    let g = r.guard.as_ref().expect("guard ran");
+    for &pipeline in &plan.pipelines {
+        for path in rlock_bench::guard::GuardPath::ALL {
+            let cell = g.cell(path, pipeline).expect("cell");
+            check_pairs(cell, &format!("guard {path:?} p{pipeline}"));
+        }
+    }
+
     assert!(!r.pinning.is_empty());
 }
 
@@ -217,6 +225,7 @@ fn check_markdown(text: &str) {
         "### 6.",
         "### 7.",
         "### 11.",
+        "### 12.",
         "CPU pinning",
         "## How to read this",
     ] {

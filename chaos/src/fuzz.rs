@@ -22,7 +22,7 @@ pub struct Outcome {
     pub counts: BTreeMap<String, u64>,
 }
 
-const COMMANDS: [&str; 23] = [
+const COMMANDS: [&str; 24] = [
     "RLOCK.ACQUIRE",
     "RLOCK.RELEASE",
     "RLOCK.RENEW",
@@ -46,6 +46,7 @@ const COMMANDS: [&str; 23] = [
     "RLOCK.TOP",
     "RLOCK.SCAN",
     "RLOCK.RESETSTAT",
+    "RLOCK.GUARD",
 ];
 
 /// Arguments a semaphore or latch command takes after its key: counts, options, a permit
@@ -254,6 +255,73 @@ fn other_args(rng: &mut Rng, command: &str) -> Vec<Vec<u8>> {
     args
 }
 
+/// Inner commands of `RLOCK.GUARD`: writes and reads that either change the keyspace and
+/// reply, or fail changing nothing (no script writes then fails), and the kinds the guard
+/// refuses.
+const INNER: [&[&[u8]]; 22] = [
+    &[b"SET", b"g", b"v"],
+    &[b"SET", b"{k}g", b"v"],
+    &[b"INCR", b"g"],
+    &[b"GET", b"g"],
+    &[b"DEL", b"g", b"{k}g"],
+    &[b"HSET", b"k", b"o", b"5"],
+    &[b"RPUSH", b"g", b"x"],
+    &[b"INCR", b"str"],
+    &[b"BLPOP", b"g", b"0"],
+    &[b"XREAD", b"STREAMS", b"g", b"0"],
+    &[b"WAIT", b"0", b"0"],
+    &[b"MULTI"],
+    &[b"EXEC"],
+    &[b"WATCH", b"g"],
+    &[b"PUBLISH", b"c", b"m"],
+    &[b"SUBSCRIBE", b"c"],
+    &[b"EVAL", b"return redis.call('get', KEYS[1])", b"1", b"g"],
+    &[b"EVAL", b"return 1", b"0"],
+    &[b"RLOCK.GUARD", b"k", b"o", b"CALL", b"SET", b"g", b"v"],
+    &[b"RLOCK.ACQUIRE", b"k", b"o"],
+    &[b"NOSUCHCOMMAND", b"g"],
+    &[b"SET", b"g"],
+];
+
+const GUARD_OPTIONS: [&[&[u8]]; 7] = [
+    &[b"READ"],
+    &[b"write"],
+    &[b"TOKEN", b"1"],
+    &[b"TOKEN", b"2"],
+    &[b"token", b"abc"],
+    &[b"TOKEN"],
+    &[b"LEASE", b"5"],
+];
+
+/// `RLOCK.GUARD key owner [options...] [CALL inner...]`, the options drawn from good and bad
+/// words, the inner command from [`INNER`] (or cut short, or random bytes).
+fn guard_args(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut args = vec![b"RLOCK.GUARD".to_vec()];
+    if rng.chance(95) {
+        args.push(rng.pick(&KEYS).to_vec());
+    }
+    if rng.chance(95) {
+        args.push(rng.pick(&[&b"o"[..], b"o2", b"p", b""]).to_vec());
+    }
+    for _ in 0..rng.below(3) {
+        let option = rng.pick(&GUARD_OPTIONS);
+        args.extend(option.iter().map(|w| w.to_vec()));
+    }
+    if rng.chance(90) {
+        args.push(rng.pick(&[&b"CALL"[..], b"call"]).to_vec());
+        let inner = rng.pick(&INNER);
+        let keep = match rng.chance(85) {
+            true => inner.len(),
+            false => rng.below(inner.len() as u64 + 1) as usize,
+        };
+        args.extend(inner[..keep].iter().map(|w| w.to_vec()));
+        if rng.chance(5) {
+            args.push(random_bytes(rng));
+        }
+    }
+    args
+}
+
 /// A random argument vector for one module command. Whether it may block.
 pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
     let command = rng.pick(&COMMANDS);
@@ -262,6 +330,8 @@ pub(crate) fn call(rng: &mut Rng) -> (Vec<Vec<u8>>, bool) {
         "RLOCK.WAITERS" | "RLOCK.TOP" | "RLOCK.SCAN" | "RLOCK.RESETSTAT"
     ) {
         observe_args(rng, command)
+    } else if *command == "RLOCK.GUARD" {
+        guard_args(rng)
     } else {
         other_args(rng, command)
     };

@@ -15,6 +15,7 @@ pub mod evidence;
 pub mod extras;
 pub mod faults;
 pub mod fuzz;
+pub mod guarded;
 pub mod history;
 pub mod latches;
 pub mod permits;

@@ -25,6 +25,10 @@ Usage: rlock-chaos [options]
   --deadlock-seconds S seconds per server of the deadlock workload: clients taking locks in
                        random orders and in one order, every DEADLOCK checked against their
                        history, on a server of its own without faults (default 120; 0 skips it)
+  --guard-seconds S    seconds per server of the guarded-write workload: holders pausing
+                       past their lease (client sleeps, DEBUG SLEEP) while others take the
+                       lock and append through RLOCK.GUARD; the logs checked against the holds;
+                       again on a cluster when the cluster phase runs (default 60; 0 skips it)
   --faults LIST        comma-separated, from: kill,unblock-timeout,unblock-error,pause,
                        debug-sleep,config-set,flushdb,swapdb,failover,restart,race (default all;
                        the cluster phase reshards and fails over, the unplanned phase
@@ -45,6 +49,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         fuzz_calls: 1_000_000,
         churn_calls: 160_000,
         deadlock_seconds: 120,
+        guard_seconds: 60,
         faults: Fault::ALL.to_vec(),
         fault_every_ms: 400,
         phases: vec![
@@ -71,6 +76,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--fuzz-calls" => options.fuzz_calls = number(value()?)?,
             "--churn-calls" => options.churn_calls = number(value()?)?,
             "--deadlock-seconds" => options.deadlock_seconds = number(value()?)?,
+            "--guard-seconds" => options.guard_seconds = number(value()?)?,
             "--fuzz-seed" => options.fuzz_seed = Some(number(value()?)?),
             "--fault-every" => options.fault_every_ms = number(value()?)?.max(5),
             "--flavor" => {

@@ -40,6 +40,9 @@ pub struct Options {
     pub churn_calls: u64,
     /// Seconds of the deadlock workload per server (`deadlocks`), 0 for none.
     pub deadlock_seconds: u64,
+    /// Seconds of the guarded-write workload per server (`guarded`), and on a cluster when
+    /// the cluster phase runs; 0 for none.
+    pub guard_seconds: u64,
     /// Only the fuzzer, with this seed.
     pub fuzz_seed: Option<u64>,
     pub faults: Vec<Fault>,
@@ -182,6 +185,24 @@ pub fn run(options: &Options) -> Report {
             let (violations, counts, holds) = deadlocks::run(flavor, seed, secs);
             report.holds_checked += holds;
             report.add(format!("{flavor} deadlocks"), seed, violations, counts);
+        }
+        // Seeded from the run's without a draw, as the deadlocks: other seeds stay.
+        if options.guard_seconds > 0 {
+            let seed = deadlocks::seed(options.seed ^ 0x6A4D, flavor);
+            let secs = options.guard_seconds;
+            println!("{flavor} guarded writes: seed {seed}, {secs} s");
+            let (violations, counts) = crate::guarded::run(flavor, seed, secs);
+            report.add(format!("{flavor} guarded"), seed, violations, counts);
+            if options.phases.iter().any(|p| p == "cluster") {
+                println!("{flavor} guarded writes in a cluster: seed {seed}, {secs} s");
+                let (violations, counts) = crate::guarded::run_cluster(flavor, seed, secs);
+                report.add(
+                    format!("{flavor} guarded cluster"),
+                    seed,
+                    violations,
+                    counts,
+                );
+            }
         }
     }
     report

@@ -37,6 +37,7 @@ Exit status:
   69            the server could not be reached or refused a command
   70            the lock (permit, leadership) was lost while CMD ran: CMD was sent SIGTERM,
                 SIGKILL after --kill-after
-  75            not acquired (not elected) within --wait, CMD did not run; -E CODE changes it
+  75            not acquired (not elected) within --wait, CMD did not run; -E CODE changes it;
+                guard: the lock is not held, or the token is stale: the command did not run
   126, 127      CMD could not be run, CMD not found
   128+N         rlock got signal N while it waited for the lock";

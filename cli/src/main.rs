@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use commands::{elect, info, lock, ls, release, semaphore, top as top_cmd, waiters};
+use commands::{elect, guard, info, lock, ls, release, semaphore, top as top_cmd, waiters};
 use connect::ConnectArgs;
 
 const ABOUT: &str = "Distributed locks from a shell, on an rlock server (Redis or Valkey with the \
@@ -32,7 +32,9 @@ Examples:
   # who holds it, who waits
   rlock info nightly-report; rlock waiters nightly-report --json
   # every lock under app:, then a live view of contention
-  rlock ls 'app:*'; rlock top";
+  rlock ls 'app:*'; rlock top
+  # one write that lands only while the lock is held (inside a CMD of rlock lock)
+  rlock guard nightly-report -- SET report:{nightly-report} done";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -59,6 +61,7 @@ enum Command {
     Ls(ls::LsArgs),
     Release(release::ReleaseArgs),
     Top(top_cmd::TopArgs),
+    Guard(guard::GuardArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,5 +108,6 @@ async fn run(cli: Cli) -> u8 {
         Command::Ls(args) => ls::run(conn, args).await,
         Command::Release(args) => release::run(conn, args).await,
         Command::Top(args) => top_cmd::run(conn, args).await,
+        Command::Guard(args) => guard::run(conn, args).await,
     }
 }

@@ -400,6 +400,8 @@ fn problems(flavor: Flavor, c: &mut Connection, doc: &str) -> Vec<String> {
             // Keys counted by `numkeys`: the server finds them from the key spec.
             "RLOCK.MACQUIRE" => &["write", "denyoom", "blocking", "movablekeys"],
             "RLOCK.MRELEASE" => &["write", "movablekeys"],
+            // The inner command's keys come from the command itself (`getkeys-api`).
+            "RLOCK.GUARD" => &["write", "movablekeys"],
             "RLOCK.INFO" | "RLOCK.SCAN" | "RLOCK.WAITERS" | "RSEM.AVAILABLE" | "RLATCH.COUNT"
             | "RLOCK.TOP" => &["readonly"],
             "RLOCK.RESETSTAT" => &["admin"],

@@ -2,6 +2,7 @@
 //! arguments into a typed request and calls the domain verbs of `store`,
 //! `handoff` and `waiters`.
 
+mod guarded;
 mod holds;
 pub mod info;
 mod latch;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
 
-use super::{dispatch, info, latch, lock, multi, scan, semaphore, stats, waiters};
+use super::{dispatch, guarded, info, latch, lock, multi, scan, semaphore, stats, waiters};
 use crate::ffi::{self, ArgDoc, ArgKind, CommandCallback, KeyAccess, KeyPositions, RawCtx};
 
 pub struct CommandSpec {
@@ -38,6 +38,7 @@ pub struct CommandSpec {
 const V1: &CStr = c"1.0.0";
 const V2: &CStr = c"2.0.0";
 const V2_2: &CStr = c"2.2.0";
+const V4_1: &CStr = c"4.1.0";
 
 /// An `extern "C"` entry point for `handler`, for the table below.
 macro_rules! entry {
@@ -278,6 +279,40 @@ pub const COMMANDS: &[CommandSpec] = &[
                 optional: true,
                 multiple: false,
                 summary: c"only locks of this kind",
+            },
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.guard",
+        since: V4_1,
+        handler: entry!("RLOCK.GUARD", guarded::command),
+        // `write`: refused on a replica, held back during a pause. Not `deny-oom`: the
+        // inner command's own `denyoom` applies (a guarded DEL runs over maxmemory).
+        flags: c"write getkeys-api",
+        arity: -5,
+        // Routed by the lock key; the inner command's keys, in its slot, come from
+        // `getkeys-api` (COMMAND GETKEYS, cluster routing, ACL key patterns).
+        keys: (1, 1, 1),
+        positions: KeyPositions::FirstThenAfterCall,
+        access: KeyAccess::Read,
+        acl_categories: c"write slow",
+        summary: c"Runs a command only while owner holds the lock (and TOKEN n is still its newest fencing token), in the same turn. Replies the command's reply, or NOTHELD.",
+        args: &[
+            KEY,
+            OWNER,
+            SIDE,
+            ArgDoc::option(c"n", ArgKind::Integer, c"TOKEN", c"the hold's fencing token: refused (STALETOKEN) unless still the lock's newest"),
+            ArgDoc {
+                optional: false,
+                ..ArgDoc::option(c"command", ArgKind::String, c"CALL", c"the command to run while held, as the caller; its keys in the lock's slot")
+            },
+            ArgDoc {
+                name: c"arg",
+                kind: ArgKind::String,
+                token: None,
+                optional: true,
+                multiple: true,
+                summary: c"the command's arguments",
             },
         ],
     },

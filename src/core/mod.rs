@@ -7,6 +7,7 @@ pub mod deadlock;
 pub mod deferred;
 pub mod fair;
 pub mod fences;
+pub mod guard;
 pub mod hold;
 pub mod integer;
 pub mod keyevents;

@@ -95,6 +95,10 @@ pub enum KeyPositions {
     CountedFromSecond,
     /// No key at all (`RLOCK.TOP`): no key spec.
     Keyless,
+    /// The first argument, then the keys of a command after the keyword `CALL`
+    /// (`RLOCK.GUARD`): a second key spec from `CALL` to the end, `INCOMPLETE` and
+    /// `VARIABLE_FLAGS`, so the server asks the command itself (`getkeys-api`).
+    FirstThenAfterCall,
 }
 
 /// What a command does to its keys, for its key spec: ACL key patterns (`%R~`,
@@ -178,7 +182,7 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
         key_spec.begin_search_type =
             raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
         match positions {
-            KeyPositions::First => {
+            KeyPositions::First | KeyPositions::FirstThenAfterCall => {
                 key_spec.bs.index.pos = 1;
                 key_spec.find_keys_type =
                     raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -197,8 +201,25 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
             KeyPositions::Keyless => {}
         }
         if !matches!(positions, KeyPositions::Keyless) {
+            let mut key_specs = vec![key_spec];
+            if matches!(positions, KeyPositions::FirstThenAfterCall) {
+                let mut inner: raw::RedisModuleCommandKeySpec = std::mem::zeroed();
+                inner.flags = (raw::REDISMODULE_CMD_KEY_RW
+                    | raw::REDISMODULE_CMD_KEY_INCOMPLETE
+                    | raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS) as u64;
+                inner.begin_search_type =
+                    raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+                inner.bs.keyword.keyword = c"CALL".as_ptr();
+                inner.bs.keyword.startfrom = 3;
+                inner.find_keys_type =
+                    raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                inner.fk.range.lastkey = -1;
+                inner.fk.range.keystep = 1;
+                inner.fk.range.limit = 0;
+                key_specs.push(inner);
+            }
             // The array ends with a zeroed spec.
-            let key_specs = vec![key_spec, std::mem::zeroed()];
+            key_specs.push(std::mem::zeroed());
             info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
         }
         set_info(handle, &info) == raw::REDISMODULE_OK as c_int

@@ -12,6 +12,7 @@
 mod acl;
 mod alloc;
 mod blocking;
+mod call;
 mod commands;
 mod events;
 mod keys;
@@ -23,6 +24,7 @@ mod timers;
 pub use acl::*;
 pub use alloc::*;
 pub use blocking::*;
+pub use call::*;
 pub use commands::*;
 pub use events::*;
 pub use keys::*;

@@ -28,6 +28,21 @@ impl<'a> Fence<'a> {
         ffi::key_exists(ctx, &name)
     }
 
+    /// The newest token of lock `lock_name`, read without opening it for writing:
+    /// `None` where the lock has no counter.
+    pub fn newest(ctx: &Context, lock_name: &RedisString) -> Result<Option<i64>, RedisError> {
+        let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());
+        let key = Key::open_readonly(ctx, &name);
+        match key.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::String => match parse_i64(&key.string_value()) {
+                Some(n) if n >= 0 => Ok(Some(n)),
+                _ => Err(RedisError::Str(errors::FENCE_NOT_INTEGER)),
+            },
+            _ => Err(errors::wrong_type()),
+        }
+    }
+
     /// Opens and checks the counter of lock `lock_name`.
     pub fn open(ctx: &'a Context, lock_name: &RedisString) -> Result<Self, RedisError> {
         let name = helper_string(ctx, TOKEN_PREFIX, lock_name.as_slice());

@@ -112,6 +112,19 @@ impl<'a> LockKey<'a> {
         })
     }
 
+    /// Whether `owner` holds the lock at this moment (with a side, that side of a
+    /// read-write lock). The lease is the key's expiry, compared with the clock of this
+    /// call, not left to the module's timers: opening the key looks it up as every
+    /// command does, and a key past its expiry opens as missing (the server deletes it
+    /// then, or, while writes are paused, only hides it), even when no timer has run
+    /// since (a `DEBUG SLEEP`, a busy server). module-tests/tests/guard.rs checks it.
+    pub fn holds_now(&self, owner: &RedisString, mode: Option<RwMode>) -> Result<bool, RedisError> {
+        match mode {
+            Some(side) => self.holds_side_now(owner, side),
+            None => self.is_held_by(owner),
+        }
+    }
+
     /// Whether `owner` holds the lock.
     pub fn is_held_by(&self, owner: &RedisString) -> Result<bool, RedisError> {
         Ok(matches!(

@@ -293,6 +293,32 @@ impl<'a> LockKey<'a> {
         Ok(true)
     }
 
+    /// Whether `owner` holds side `side` now: for reads, one of its read holds' lease keys
+    /// is alive (a read hold whose own lease ran out no longer counts, whatever `K`'s
+    /// expiry says while another reader keeps it).
+    pub fn holds_side_now(&self, owner: &RedisString, side: RwMode) -> Result<bool, RedisError> {
+        let RwState::Held {
+            own_reads,
+            own_writes,
+            ..
+        } = self.rw_state(owner.as_slice())?
+        else {
+            return Ok(false);
+        };
+        Ok(match (side, own_reads, own_writes) {
+            (RwMode::Read, Some(count), _) => {
+                count > MAX_READ_HOLDS_SCANNED
+                    || (1..=count).any(|n| {
+                        let name =
+                            read_timeout_name(self.ctx, self.name.as_slice(), owner.as_slice(), n);
+                        lease_alive(&Key::open_readonly(self.ctx, &name))
+                    })
+            }
+            (RwMode::Write, _, Some(_)) => true,
+            _ => false,
+        })
+    }
+
     /// Releases the hold a session or an undelivered grant recorded by its hash field:
     /// a read-write lock's `owner` or `owner:write`, else a reentrant lock's owner.
     pub fn release_field(
@@ -478,4 +504,9 @@ fn renew_read_timeout(
     ffi::replicate_key_int(ctx, c"PEXPIREAT", &name, deadline);
     announce(ctx, NotifyEvent::GENERIC, "expire", &name);
     true
+}
+
+/// Whether a read hold's lease key is there and its lease not over by the clock now.
+fn lease_alive(key: &Key) -> bool {
+    !matches!(key.pttl(), -2 | 0)
 }

@@ -1,6 +1,7 @@
 //! One file per subcommand: its arguments beside the code that uses them.
 
 pub mod elect;
+pub mod guard;
 pub mod info;
 pub mod lock;
 pub mod ls;

@@ -79,7 +79,7 @@ pub fn parse_acquire_options<'a>(
     Ok(parsed)
 }
 
-fn set_mode(mode: &mut Option<RwMode>, given: RwMode) -> Result<(), ArgError> {
+pub(super) fn set_mode(mode: &mut Option<RwMode>, given: RwMode) -> Result<(), ArgError> {
     if mode.is_some() {
         return Err(ArgError::TwoModes);
     }

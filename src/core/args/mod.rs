@@ -5,6 +5,7 @@
 //! they share (the errors, the keywords, the values of `LEASE`, `BLOCK` and `REQ`, the
 //! owner's bounds) is here.
 
+mod guard;
 mod lock;
 mod multi;
 mod permits;
@@ -17,6 +18,8 @@ use super::lease::{Lease, MAX_BLOCK_MS, MAX_LEASE_MS};
 use super::requests::{RequestId, RequestIdError};
 use super::rwlock::RwMode;
 
+pub use guard::{parse_guard_options, GuardOptions};
+use lock::set_mode;
 pub use lock::{
     parse_acquire_options, parse_release_options, parse_renew_options, AcquireOptions,
     ReleaseOptions, RenewOptions,
@@ -67,6 +70,12 @@ pub enum ArgError {
     NotForMultiKey(&'static str),
     /// `RSEM.LEASE` and `RSEM.RENEW` without `LEASE ms`.
     MissingLease,
+    /// `RLOCK.GUARD` without `CALL command`.
+    MissingCall,
+    /// `TOKEN` last, with no value (`RLOCK.GUARD`).
+    MissingToken,
+    /// A `TOKEN n` that is not a non-negative integer.
+    BadToken,
     /// A count (permits, a latch's count) out of its range.
     BadCount {
         what: &'static str,
@@ -110,6 +119,13 @@ impl fmt::Display for ArgError {
             ArgError::BadCount { what, min, max } => {
                 write!(f, "ERR {what} must be an integer from {min} to {max}")
             }
+            ArgError::MissingCall => write!(f, "ERR RLOCK.GUARD needs CALL command [arg ...]"),
+            ArgError::MissingToken => write!(f, "ERR option TOKEN needs a token"),
+            ArgError::BadToken => write!(
+                f,
+                "ERR TOKEN must be an integer from 0 to {}",
+                i64::MAX
+            ),
             ArgError::MissingLease => write!(f, "ERR LEASE ms is required"),
             ArgError::NotForMultiKey(option) => write!(
                 f,

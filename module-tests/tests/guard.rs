@@ -1,0 +1,1041 @@
+//! `RLOCK.GUARD`: a command runs only while its owner holds the lock, checked in the
+//! same turn (docs/COMMANDS.md, RLOCK.GUARD; issue 41).
+
+mod common;
+
+use common::rstat;
+use rlock_module_tests::cluster::Cluster;
+use rlock_module_tests::redis::{Connection, Value};
+use rlock_module_tests::*;
+
+fn ok(n: i64) -> Result<Value, String> {
+    Ok(Value::Int(n))
+}
+
+fn get(con: &mut Connection, key: &str) -> Result<Value, String> {
+    call(con, &["GET", key])
+}
+
+fn bulk(text: &str) -> Result<Value, String> {
+    Ok(Value::BulkString(text.as_bytes().to_vec()))
+}
+
+/// The guard's error, or a panic naming the reply that was not one.
+fn refusal(con: &mut Connection, args: &[&str]) -> String {
+    match call(con, args) {
+        Err(e) => e,
+        Ok(v) => panic!("{args:?} ran and replied {v:?}"),
+    }
+}
+
+#[test]
+fn the_holder_runs_the_command_and_gets_its_reply() {
+    for (flavor, server, mut con) in servers() {
+        assert_eq!(
+            call(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"]),
+            ok(1)
+        );
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "orders",
+                "alice",
+                "CALL",
+                "SET",
+                "o{orders}",
+                "paid",
+            ],
+        );
+        assert_eq!(
+            call(
+                &mut con,
+                &[
+                    "RLOCK.GUARD",
+                    "orders",
+                    "alice",
+                    "TOKEN",
+                    "1",
+                    "call",
+                    "get",
+                    "o{orders}"
+                ]
+            ),
+            bulk("paid"),
+            "{flavor}"
+        );
+        // Another owner: nothing runs.
+        let refused = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "orders",
+                "bob",
+                "CALL",
+                "SET",
+                "o{orders}",
+                "void",
+            ],
+        );
+        assert_eq!(
+            refused, "NOTHELD the lock is not held by this owner",
+            "{flavor}"
+        );
+        assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
+        // The inner command's own errors are its reply: a list is not a string.
+        call(&mut con, &["RPUSH", "l{orders}", "x"]).unwrap();
+        let wrong = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "orders", "alice", "CALL", "GET", "l{orders}"],
+        );
+        assert!(wrong.starts_with("WRONGTYPE"), "{flavor}: {wrong}");
+        // Replies of every shape pass through.
+        assert_eq!(
+            call(
+                &mut con,
+                &[
+                    "RLOCK.GUARD",
+                    "orders",
+                    "alice",
+                    "CALL",
+                    "LRANGE",
+                    "l{orders}",
+                    "0",
+                    "-1"
+                ]
+            ),
+            Ok(Value::Array(vec![Value::BulkString(b"x".to_vec())])),
+            "{flavor}"
+        );
+        assert_eq!(
+            call(
+                &mut con,
+                &[
+                    "RLOCK.GUARD",
+                    "orders",
+                    "alice",
+                    "CALL",
+                    "GET",
+                    "none{orders}"
+                ]
+            ),
+            Ok(Value::Nil),
+            "{flavor}"
+        );
+        // A free lock guards nothing.
+        call(&mut con, &["RLOCK.RELEASE", "orders", "alice"]).unwrap();
+        let refused = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "orders", "alice", "CALL", "DEL", "o{orders}"],
+        );
+        assert!(refused.starts_with("NOTHELD"), "{flavor}: {refused}");
+        assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
+        assert_eq!(rstat(&server, "guard_calls"), 5, "{flavor}");
+        assert_eq!(rstat(&server, "guard_refusals"), 2, "{flavor}");
+        assert_eq!(rstat(&server, "guard_stale_tokens"), 0, "{flavor}");
+    }
+}
+
+#[test]
+fn a_token_taken_since_is_stale() {
+    for (flavor, server, mut con) in servers() {
+        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(1));
+        call(&mut con, &["RLOCK.RELEASE", "t", "a"]).unwrap();
+        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(2));
+        let stale = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "t",
+                "a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "x{t}",
+                "1",
+            ],
+        );
+        assert_eq!(
+            stale, "STALETOKEN the lock's fencing token is now 2, not 1",
+            "{flavor}"
+        );
+        let ahead = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "t",
+                "a",
+                "TOKEN",
+                "3",
+                "CALL",
+                "SET",
+                "x{t}",
+                "1",
+            ],
+        );
+        assert!(ahead.starts_with("STALETOKEN"), "{flavor}: {ahead}");
+        assert_eq!(get(&mut con, "x{t}"), Ok(Value::Nil), "{flavor}");
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "t",
+                "a",
+                "TOKEN",
+                "2",
+                "CALL",
+                "SET",
+                "x{t}",
+                "2",
+            ],
+        );
+        // NOTHELD comes before the token.
+        let other = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "t",
+                "b",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "x{t}",
+                "1",
+            ],
+        );
+        assert!(other.starts_with("NOTHELD"), "{flavor}: {other}");
+        // A lock without a counter has no token to match.
+        call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
+        let none = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "plain",
+                "a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "x{plain}",
+                "1",
+            ],
+        );
+        assert_eq!(
+            none, "STALETOKEN the lock has no fencing token, not 1",
+            "{flavor}"
+        );
+        assert_eq!(rstat(&server, "guard_stale_tokens"), 3, "{flavor}");
+        assert_eq!(rstat(&server, "guard_refusals"), 4, "{flavor}");
+    }
+}
+
+/// The lease is compared with the clock at the call: a lease that ran out while the
+/// server slept is over, though no timer has run since (one packet: the sleep and the
+/// guard in the same turn).
+#[test]
+fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
+    for (flavor, _server, mut con) in servers() {
+        call(&mut con, &["RLOCK.ACQUIRE", "s", "a", "LEASE", "200"]).unwrap();
+        call(
+            &mut con,
+            &["RLOCK.ACQUIRE", "rw", "r", "READ", "LEASE", "200"],
+        )
+        .unwrap();
+        call(
+            &mut con,
+            &["RLOCK.ACQUIRE", "rw", "r2", "READ", "LEASE", "30000"],
+        )
+        .unwrap();
+        call(
+            &mut con,
+            &["RLOCK.ACQUIRE", "w", "a", "WRITE", "LEASE", "200"],
+        )
+        .unwrap();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd("DEBUG").arg("SLEEP").arg("0.4");
+        for (lock, owner, side) in [
+            ("s", "a", None),
+            ("rw", "r", Some("READ")),
+            ("w", "a", Some("WRITE")),
+        ] {
+            let cmd = pipe.cmd("RLOCK.GUARD").arg(lock).arg(owner);
+            if let Some(side) = side {
+                cmd.arg(side);
+            }
+            cmd.arg("CALL").arg("INCR").arg(format!("n{{{lock}}}"));
+        }
+        let replies: Vec<redis::RedisResult<Value>> = pipe.query(&mut con).unwrap();
+        for (i, reply) in replies.iter().enumerate().skip(1) {
+            assert!(
+                matches!(reply, Err(e) if error_text(e).starts_with("NOTHELD")),
+                "{flavor}: guard {i} after the sleep: {reply:?}"
+            );
+        }
+        for lock in ["s", "rw", "w"] {
+            assert_eq!(
+                get(&mut con, &format!("n{{{lock}}}")),
+                Ok(Value::Nil),
+                "{flavor}: {lock}"
+            );
+        }
+        // r2's read lease still runs.
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.GUARD", "rw", "r2", "READ", "CALL", "INCR", "n{rw}"]
+            ),
+            ok(1),
+            "{flavor}"
+        );
+    }
+}
+
+#[test]
+fn each_side_of_a_read_write_lock_is_guarded() {
+    for (flavor, _server, mut con) in servers() {
+        call(&mut con, &["RLOCK.ACQUIRE", "rw", "r", "READ"]).unwrap();
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.GUARD", "rw", "r", "READ", "CALL", "INCR", "c{rw}"]
+            ),
+            ok(1),
+            "{flavor}"
+        );
+        let not_writer = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "rw", "r", "WRITE", "CALL", "INCR", "c{rw}"],
+        );
+        assert!(not_writer.starts_with("NOTHELD"), "{flavor}: {not_writer}");
+        let no_side = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "rw", "r", "CALL", "INCR", "c{rw}"],
+        );
+        assert!(
+            no_side.starts_with("WRONGTYPE the key holds a read-write lock"),
+            "{flavor}: {no_side}"
+        );
+        call(&mut con, &["RLOCK.RELEASE", "rw", "r", "READ"]).unwrap();
+        call(&mut con, &["RLOCK.ACQUIRE", "rw", "w", "WRITE"]).unwrap();
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.GUARD", "rw", "w", "WRITE", "CALL", "INCR", "c{rw}"]
+            ),
+            ok(2),
+            "{flavor}"
+        );
+        let reader = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "rw", "w", "READ", "CALL", "INCR", "c{rw}"],
+        );
+        assert!(reader.starts_with("NOTHELD"), "{flavor}: {reader}");
+        call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
+        let plain = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "plain", "a", "READ", "CALL", "GET", "x"],
+        );
+        assert!(
+            plain.starts_with("WRONGTYPE the key holds a reentrant lock"),
+            "{flavor}: {plain}"
+        );
+    }
+}
+
+#[test]
+fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
+    for (flavor, _server, mut con) in servers() {
+        call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "TOKEN"]).unwrap();
+        call(&mut con, &["SET", "str", "v"]).unwrap();
+        let long_owner = "o".repeat(1025);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["RLOCK.GUARD", "k", "a", "SET", "x"],
+                "ERR unknown option 'SET'",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "READ", "x"],
+                "ERR unknown option",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "TOKEN", "1", "READ"],
+                "ERR RLOCK.GUARD needs CALL",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "READ", "CALL"],
+                "ERR RLOCK.GUARD needs CALL",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL"],
+                "ERR wrong number of arguments",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "TOKEN",
+                    "x",
+                    "CALL",
+                    "SET",
+                    "x",
+                    "1",
+                ],
+                "ERR TOKEN must be an integer",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "TOKEN",
+                    "1",
+                    "TOKEN",
+                    "1",
+                    "CALL",
+                    "SET",
+                    "x",
+                ],
+                "ERR option TOKEN given more than once",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "READ",
+                    "WRITE",
+                    "CALL",
+                    "SET",
+                    "x",
+                    "1",
+                ],
+                "ERR give one of READ or WRITE",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "", "CALL", "SET", "x", "1"],
+                "ERR owner must not be empty",
+            ),
+            (
+                &["RLOCK.GUARD", "k", &long_owner, "CALL", "SET", "x", "1"],
+                "ERR owner must be at most 1024 bytes",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "NOSUCH", "x"],
+                "ERR unknown command 'NOSUCH' inside RLOCK.GUARD",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "SET", "x"],
+                "ERR wrong number of arguments for 'set' inside RLOCK.GUARD",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "GET", "x", "y"],
+                "ERR wrong number of arguments for 'get'",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "BLPOP", "x", "0"],
+                "ERR RLOCK.GUARD cannot run 'blpop': a blocking command",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "BLMOVE",
+                    "x",
+                    "y",
+                    "LEFT",
+                    "LEFT",
+                    "0",
+                ],
+                "ERR RLOCK.GUARD cannot run 'blmove': a blocking command",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "XREAD",
+                    "STREAMS",
+                    "s",
+                    "0",
+                ],
+                "ERR RLOCK.GUARD cannot run 'xread': a blocking command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "WAIT", "1", "0"],
+                "ERR RLOCK.GUARD cannot run 'wait': a blocking command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "MULTI"],
+                "ERR RLOCK.GUARD cannot run 'multi': a transaction command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "EXEC"],
+                "ERR RLOCK.GUARD cannot run 'exec': a transaction command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "WATCH", "x"],
+                "ERR RLOCK.GUARD cannot run 'watch': a transaction command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "SUBSCRIBE", "c"],
+                "ERR RLOCK.GUARD cannot run 'subscribe': a pub/sub command",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "PUBLISH", "c", "m"],
+                "ERR RLOCK.GUARD cannot run 'publish': a pub/sub command",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "SET",
+                    "x",
+                    "1",
+                ],
+                "ERR RLOCK.GUARD cannot run 'rlock.guard': a command of the rlock module",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "RLOCK.RELEASE", "k", "a"],
+                "ERR RLOCK.GUARD cannot run 'rlock.release'",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "MONITOR"],
+                "ERR RLOCK.GUARD cannot run 'monitor': not allowed in a module call",
+            ),
+            (
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "EVAL",
+                    "redis.call('set','x','1')",
+                    "0",
+                ],
+                "ERR RLOCK.GUARD runs a script only with its keys declared",
+            ),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "FCALL", "f", "0"],
+                "ERR RLOCK.GUARD runs a script only with its keys declared",
+            ),
+            // The lock key's type, held or not, and the counter's.
+            (
+                &["RLOCK.GUARD", "str", "a", "CALL", "SET", "x", "1"],
+                "WRONGTYPE",
+            ),
+            (
+                &["RLOCK.GUARD", "str", "a", "READ", "CALL", "SET", "x", "1"],
+                "WRONGTYPE",
+            ),
+        ];
+        assert_each_refused_unchanged(flavor, &mut con, cases);
+        call(&mut con, &["SET", "redisson_lock_token:{k}", "nan"]).unwrap();
+        assert_refused_unchanged(
+            flavor,
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "k",
+                "a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "x",
+                "1",
+            ],
+            "ERR the fencing counter key holds a value that is not a non-negative integer",
+        );
+    }
+}
+
+#[test]
+fn scripts_run_with_their_keys_declared() {
+    for (flavor, _server, mut con) in servers() {
+        call(&mut con, &["RLOCK.ACQUIRE", "k", "a"]).unwrap();
+        assert_eq!(
+            call(
+                &mut con,
+                &[
+                    "RLOCK.GUARD",
+                    "k",
+                    "a",
+                    "CALL",
+                    "EVAL",
+                    "return redis.call('incr', KEYS[1])",
+                    "1",
+                    "n{k}"
+                ]
+            ),
+            ok(1),
+            "{flavor}"
+        );
+        // A guard from a script runs its command; a script from a guard from a script
+        // does not.
+        assert_eq!(
+            call(
+                &mut con,
+                &[
+                    "EVAL",
+                    "return redis.call('rlock.guard', KEYS[1], 'a', 'CALL', 'INCR', KEYS[2])",
+                    "2",
+                    "k",
+                    "n{k}"
+                ]
+            ),
+            ok(2),
+            "{flavor}"
+        );
+        let nested = refusal(
+            &mut con,
+            &["EVAL", "return redis.call('rlock.guard', KEYS[1], 'a', 'CALL', 'EVAL', 'return 1', '1', KEYS[2])", "2", "k", "n{k}"],
+        );
+        assert!(
+            nested.contains("cannot run a script inside a script"),
+            "{flavor}: {nested}"
+        );
+        // In MULTI, the guard runs at EXEC, as every command.
+        let mut pipe = redis::pipe();
+        pipe.atomic().ignore_errors();
+        pipe.cmd("RLOCK.GUARD")
+            .arg("k")
+            .arg("a")
+            .arg("CALL")
+            .arg("INCR")
+            .arg("n{k}");
+        pipe.cmd("RLOCK.GUARD")
+            .arg("k")
+            .arg("b")
+            .arg("CALL")
+            .arg("INCR")
+            .arg("n{k}");
+        let replies: Vec<redis::RedisResult<Value>> = pipe.query(&mut con).unwrap();
+        assert!(
+            matches!(replies[0], Ok(Value::Int(3))),
+            "{flavor}: {replies:?}"
+        );
+        assert!(
+            matches!(&replies[1], Err(e) if error_text(e).starts_with("NOTHELD")),
+            "{flavor}: {replies:?}"
+        );
+        assert_eq!(get(&mut con, "n{k}"), bulk("3"), "{flavor}");
+    }
+}
+
+#[test]
+fn command_getkeys_names_the_lock_and_the_inner_keys() {
+    for (flavor, _server, mut con) in servers() {
+        let keys = call(
+            &mut con,
+            &[
+                "COMMAND",
+                "GETKEYS",
+                "RLOCK.GUARD",
+                "lock",
+                "me",
+                "TOKEN",
+                "3",
+                "CALL",
+                "MSET",
+                "a",
+                "1",
+                "b",
+                "2",
+            ],
+        );
+        let want: Vec<Value> = ["lock", "a", "b"]
+            .iter()
+            .map(|k| Value::BulkString(k.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(keys, Ok(Value::Array(want)), "{flavor}");
+        let keys = call(
+            &mut con,
+            &[
+                "COMMAND",
+                "GETKEYS",
+                "RLOCK.GUARD",
+                "lock",
+                "me",
+                "CALL",
+                "EVAL",
+                "s",
+                "1",
+                "k1",
+            ],
+        );
+        assert_eq!(
+            keys,
+            Ok(Value::Array(vec![
+                Value::BulkString(b"lock".to_vec()),
+                Value::BulkString(b"k1".to_vec())
+            ])),
+            "{flavor}"
+        );
+    }
+}
+
+/// The inner command runs as the caller: its ACL user's commands and key patterns.
+#[test]
+fn the_inner_command_is_checked_against_the_callers_acl() {
+    for (flavor, server, mut admin) in servers() {
+        call(&mut admin, &["RLOCK.ACQUIRE", "app:lock", "me"]).unwrap();
+        let mut app = server.conn_as_user(
+            &mut admin,
+            "app",
+            &["~app:*", "+rlock.guard", "+get", "+set"],
+        );
+        assert_okay(
+            &mut app,
+            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "1"],
+        );
+        // A command the user may not run.
+        refused_as_user(
+            flavor,
+            &mut app,
+            &mut admin,
+            &["RLOCK.GUARD", "app:lock", "me", "CALL", "DEL", "app:x"],
+            "NOPERM",
+        );
+        // A key outside the user's patterns.
+        refused_as_user(
+            flavor,
+            &mut app,
+            &mut admin,
+            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "other", "1"],
+            "NOPERM",
+        );
+        // A lock outside them.
+        call(&mut admin, &["RLOCK.ACQUIRE", "other:lock", "me"]).unwrap();
+        refused_as_user(
+            flavor,
+            &mut app,
+            &mut admin,
+            &[
+                "RLOCK.GUARD",
+                "other:lock",
+                "me",
+                "CALL",
+                "SET",
+                "app:x",
+                "2",
+            ],
+            "NOPERM",
+        );
+        // Read-only patterns allow a guarded read, not a guarded write.
+        let mut reader = server.conn_as_user(
+            &mut admin,
+            "reader",
+            &["%R~app:*", "+rlock.guard", "+get", "+set"],
+        );
+        assert_eq!(
+            call(
+                &mut reader,
+                &["RLOCK.GUARD", "app:lock", "me", "CALL", "GET", "app:x"]
+            ),
+            bulk("1"),
+            "{flavor}"
+        );
+        refused_as_user(
+            flavor,
+            &mut reader,
+            &mut admin,
+            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "3"],
+            "NOPERM",
+        );
+        assert_eq!(get(&mut admin, "app:x"), bulk("1"), "{flavor}");
+    }
+}
+
+/// `args` sent by a user is refused with an error starting with `prefix`, and the
+/// keyspace (read by `admin`) is as it was.
+#[track_caller]
+fn refused_as_user(
+    flavor: Flavor,
+    user: &mut Connection,
+    admin: &mut Connection,
+    args: &[&str],
+    prefix: &str,
+) {
+    let before = keyspace(admin);
+    assert_refused_with(user, args, prefix, flavor);
+    assert_eq!(keyspace(admin), before, "{flavor}: {args:?} changed keys");
+}
+
+/// A replica without the module, and a restart from the AOF, see the inner command as
+/// itself.
+#[test]
+fn guarded_writes_replicate_and_persist_as_themselves() {
+    for flavor in flavors() {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let mut con = primary.conn();
+        call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "TOKEN"]).unwrap();
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "k",
+                "a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "v{k}",
+                "1",
+            ],
+        );
+        call(
+            &mut con,
+            &["RLOCK.GUARD", "k", "a", "CALL", "HSET", "h{k}", "f", "x"],
+        )
+        .unwrap();
+        call(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "k",
+                "a",
+                "CALL",
+                "EVAL",
+                "return redis.call('rpush', KEYS[1], 'e')",
+                "1",
+                "l{k}",
+            ],
+        )
+        .unwrap();
+        let _ = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "k", "b", "CALL", "SET", "v{k}", "stray"],
+        );
+        assert_eq!(call(&mut con, &["WAIT", "1", "5000"]), ok(1), "{flavor}");
+        let mut r = replica.conn();
+        assert_eq!(get(&mut r, "v{k}"), bulk("1"), "{flavor}");
+        assert_eq!(call(&mut r, &["HGET", "h{k}", "f"]), bulk("x"), "{flavor}");
+        assert_eq!(call(&mut r, &["LLEN", "l{k}"]), ok(1), "{flavor}");
+        // Guards are refused on a replica: the lock is checked where it is written.
+        let on_replica = refusal(&mut r, &["RLOCK.GUARD", "k", "a", "CALL", "GET", "v{k}"]);
+        assert!(
+            on_replica.starts_with("READONLY") || on_replica.contains("unknown command"),
+            "{flavor}: {on_replica}"
+        );
+
+        let mut aof = Server::builder(flavor)
+            .config("appendonly", "yes")
+            .config("appendfsync", "always")
+            .start();
+        let mut con = aof.conn();
+        call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "LEASE", "600000"]).unwrap();
+        call(
+            &mut con,
+            &["RLOCK.GUARD", "k", "a", "CALL", "INCRBY", "n{k}", "5"],
+        )
+        .unwrap();
+        let _ = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "k", "b", "CALL", "INCRBY", "n{k}", "100"],
+        );
+        let logged = aof_text(aof.dir());
+        assert!(
+            !logged.to_ascii_lowercase().contains("rlock.guard"),
+            "{flavor}: the AOF holds RLOCK.GUARD"
+        );
+        assert!(
+            logged.contains("INCRBY") || logged.contains("incrby"),
+            "{flavor}: the AOF lacks the INCRBY"
+        );
+        aof.restart();
+        let mut con = aof.conn();
+        assert_eq!(
+            get(&mut con, "n{k}"),
+            bulk("5"),
+            "{flavor}: after the AOF reload"
+        );
+    }
+}
+
+/// Every AOF file under `dir` (Redis 7's multi-part `appendonlydir`, or one file), as text.
+fn aof_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    let mut paths = vec![dir.to_path_buf()];
+    while let Some(path) = paths.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                paths.push(path);
+            } else if path.to_string_lossy().contains(".aof") {
+                text.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&path).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    text
+}
+
+/// The leader of an election is the holder `value`, its term the token: a guard with
+/// both writes only while that leader of that term leads.
+#[test]
+fn an_elected_leader_writes_only_in_its_term() {
+    for (flavor, _server, mut con) in servers() {
+        assert_eq!(
+            call(
+                &mut con,
+                &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"]
+            ),
+            ok(1)
+        );
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "leader",
+                "node-a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "config{leader}",
+                "a",
+            ],
+        );
+        // node-a's lease runs out unseen; node-b wins term 2.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(
+            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"]),
+            ok(2)
+        );
+        let deposed = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "leader",
+                "node-a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "config{leader}",
+                "stale",
+            ],
+        );
+        assert!(deposed.starts_with("NOTHELD"), "{flavor}: {deposed}");
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "leader",
+                "node-b",
+                "TOKEN",
+                "2",
+                "CALL",
+                "SET",
+                "config{leader}",
+                "b",
+            ],
+        );
+        // node-a campaigns again with the same value after node-b resigns: term 3; its
+        // old term's token is stale.
+        call(&mut con, &["RLOCK.RELEASE", "leader", "node-b"]).unwrap();
+        assert_eq!(
+            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"]),
+            ok(3)
+        );
+        let old_term = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "leader",
+                "node-a",
+                "TOKEN",
+                "1",
+                "CALL",
+                "SET",
+                "config{leader}",
+                "stale",
+            ],
+        );
+        assert!(old_term.starts_with("STALETOKEN"), "{flavor}: {old_term}");
+        assert_eq!(get(&mut con, "config{leader}"), bulk("b"), "{flavor}");
+    }
+}
+
+#[test]
+fn in_a_cluster_the_inner_keys_must_share_the_locks_slot() {
+    for flavor in flavors() {
+        let cluster = Cluster::start(flavor, 2, 0);
+        let primary = cluster.primary_for("{g}lock");
+        let mut con = primary.conn();
+        call(&mut con, &["RLOCK.ACQUIRE", "{g}lock", "me", "TOKEN"]).unwrap();
+        assert_okay(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "{g}lock",
+                "me",
+                "TOKEN",
+                "1",
+                "CALL",
+                "MSET",
+                "{g}a",
+                "1",
+                "{g}b",
+                "2",
+            ],
+        );
+        let crossed = refusal(
+            &mut con,
+            &[
+                "RLOCK.GUARD",
+                "{g}lock",
+                "me",
+                "CALL",
+                "MSET",
+                "{g}a",
+                "3",
+                "{other}b",
+                "4",
+            ],
+        );
+        assert!(crossed.starts_with("CROSSSLOT"), "{flavor}: {crossed}");
+        let elsewhere = refusal(
+            &mut con,
+            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "SET", "{zz}x", "1"],
+        );
+        assert!(elsewhere.starts_with("CROSSSLOT"), "{flavor}: {elsewhere}");
+        assert_eq!(get(&mut con, "{g}a"), bulk("1"), "{flavor}");
+        // The other primary redirects, by the lock key.
+        let other = cluster.other_primary(primary);
+        let moved = refusal(
+            &mut other.conn(),
+            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "GET", "{g}a"],
+        );
+        assert!(moved.starts_with("MOVED"), "{flavor}: {moved}");
+        // Inside a script the server does not route: the guard checks the slot itself.
+        let in_script = refusal(
+            &mut con,
+            &[
+                "EVAL",
+                "return redis.call('rlock.guard', KEYS[1], 'me', 'CALL', 'SET', ARGV[1], '1')",
+                "1",
+                "{g}lock",
+                "{other}y",
+            ],
+        );
+        assert!(!in_script.is_empty(), "{flavor}");
+    }
+}
