@@ -495,7 +495,7 @@ pub(crate) fn guard(hold: &HoldName, token: Option<u64>, inner: &redis::Cmd) -> 
                 "guard needs a command to run, e.g. redis::cmd(\"SET\").arg(key).arg(value)",
             ))
         }
-        Some(name) if name.is_empty() => {
+        Some([]) => {
             return Err(Error::invalid(
                 &hold.key,
                 "a guarded command's name must not be empty",
