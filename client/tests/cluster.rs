@@ -97,7 +97,10 @@ async fn c20_guarded_writes_run_on_each_locks_primary_and_only_in_its_slot() {
             );
 
             // A key outside the lock's slot: the server refuses it, and writes nothing.
-            let outside = keys.iter().find(|o| nodes.slot(o) != nodes.slot(k)).unwrap();
+            let outside = keys
+                .iter()
+                .find(|o| nodes.slot(o) != nodes.slot(k))
+                .unwrap();
             let mut stray = redis::cmd("SET");
             stray.arg(outside).arg("stray");
             match guard.guard::<redis::Value>(&stray).await {
