@@ -9,6 +9,8 @@ import time
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import ClusterCrossSlotError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
@@ -16,6 +18,7 @@ from rlock_client import Locks, NotHeld, RlockError, StaleToken
 from rlock_client import _core
 from rlock_client import asyncio as rl
 from proxy import CuttingProxy
+from servers import Cluster
 
 
 def data_of(key):
@@ -237,6 +240,27 @@ def test_c20_a_leader_writes_only_while_it_leads_in_its_term(locks, server, r, k
     assert r.get(data_of(key)) == b"a"
     assert following.guard("SET", data_of(key), "b") == b"OK"
     following.resign()
+
+
+def test_c20_cluster_a_guard_runs_on_the_locks_primary_in_its_slot(flavor):
+    cluster = Cluster(flavor).start()
+    try:
+        locks = Locks(RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port))
+        rc = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+        names = [f"c20-{i}" for i in range(6)]  # spread over the three primaries
+        assert len({rc.keyslot(n) // 5461 for n in names}) > 1
+        for name in names:
+            hold = locks.lock(name, fenced=True).acquire()
+            assert hold.guard("SET", data_of(name), name) == b"OK"
+            assert rc.get(data_of(name)) == name.encode()
+            elsewhere = f"{name}:elsewhere"  # not in the lock's slot
+            assert rc.keyslot(elsewhere) != rc.keyslot(name)
+            with pytest.raises(ClusterCrossSlotError):  # the server's CROSSSLOT
+                hold.guard("SET", elsewhere, "x")
+            assert rc.exists(elsewhere) == 0
+            assert hold.release() is True
+    finally:
+        cluster.close()
 
 
 # ---------------------------------------------------------------- asyncio, on each server

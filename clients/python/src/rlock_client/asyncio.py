@@ -769,14 +769,8 @@ class Hold:
         self._renewal.basis = time.monotonic()
 
     async def guard(self, *command: Any) -> Any:
-        """Runs ``command`` (``"SET", "{orders}:total", "5"``) in the server only while this hold
-        stands (``RLOCK.GUARD``, checked in the same server turn), and returns its reply. The
-        owner must hold the lock now (on this hold's side), its lease counted to the moment of
-        the call, and a fenced hold's token must still be the lock's. Otherwise nothing runs:
-        NotHeld (the lease ran out, the lock was force-released or another owner took it), or
-        StaleToken (the same owner took it again as a newer hold). The inner command's own
-        error is redis-py's. Sent once: a broken link raises, since the command may have run.
-        In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
+        """The sync face's ``Hold.guard``: ``command`` runs only while this hold stands;
+        NotHeld or StaleToken otherwise, and nothing runs. Sent once."""
         return await self._locks._do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released))
 
     async def release(self) -> bool:
