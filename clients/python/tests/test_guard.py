@@ -140,7 +140,8 @@ def test_c20_refused_changing_nothing_once_the_lease_ran_out(locks, r, key):
 def test_c20_refused_once_the_lease_ran_out_while_the_server_was_busy(locks, server, r, key):
     hold = locks.lock(key, lease=0.2, fenced=True).acquire()
     assert hold.guard("SET", data_of(key), "before") == b"OK"
-    busy = threading.Thread(target=lambda: server.client(socket_timeout=10).execute_command("DEBUG", "SLEEP", "0.4"))
+    sleeper = server.client(socket_timeout=10)
+    busy = threading.Thread(target=lambda: sleeper.execute_command("DEBUG", "SLEEP", "0.4"))
     busy.start()
     time.sleep(0.05)  # DEBUG SLEEP is running: the guard below waits behind it
     try:
@@ -148,6 +149,7 @@ def test_c20_refused_once_the_lease_ran_out_while_the_server_was_busy(locks, ser
             hold.guard("SET", data_of(key), "after")
     finally:
         busy.join()
+        sleeper.close()
     assert not isinstance(e.value, StaleToken)
     assert r.get(data_of(key)) == b"before"
 
