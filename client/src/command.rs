@@ -495,7 +495,7 @@ pub(crate) fn guard(hold: &HoldName, token: Option<u64>, inner: &redis::Cmd) -> 
                 "guard needs a command to run, e.g. redis::cmd(\"SET\").arg(key).arg(value)",
             ))
         }
-        Some(name) if name.is_empty() => {
+        Some([]) => {
             return Err(Error::invalid(
                 &hold.key,
                 "a guarded command's name must not be empty",
@@ -1143,19 +1143,16 @@ mod tests {
             Err(Error::NotHeld { .. })
         ));
         let stale = "STALETOKEN the lock's fencing token is now 8, not 7";
-        match parse_guard(Err(err(stale)), &hold, Some(7)) {
-            Err(e @ Error::StaleToken { .. }) => {
-                assert!(e.is_not_held(), "a stale token is a kind of not held");
-                let Error::StaleToken {
-                    key,
-                    owner,
-                    token,
-                    current,
-                } = e
-                else {
-                    unreachable!()
-                };
-                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)));
+        let refused = parse_guard(Err(err(stale)), &hold, Some(7)).unwrap_err();
+        assert!(refused.is_not_held(), "a stale token is a kind of not held");
+        match refused {
+            Error::StaleToken {
+                key,
+                owner,
+                token,
+                current,
+            } => {
+                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)))
             }
             other => panic!("{other:?}"),
         }

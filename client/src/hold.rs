@@ -117,6 +117,10 @@ impl Hold {
     /// [`Error::Redis`]; so is the server's refusal of a command a guard cannot run
     /// (blocking ones, `MULTI`, pub/sub, the module's own).
     ///
+    /// A clone of the hold kept after its [`Guard`] was released is refused too, unless its
+    /// owner holds the lock again: without a token, any hold of the owner passes, as for the
+    /// server's own check; a fenced hold's token pins it to this grant.
+    ///
     /// Sent once: if the connection breaks or the reply times out, the error is returned and
     /// the command is not sent again, since it may have run. A command with no name is
     /// [`Error::InvalidArgument`], before anything is sent. In a cluster every key of the

@@ -30,6 +30,7 @@
 //! | [`Lock::acquire`] | 1 on the shared connection |
 //! | with [`Lock::wait`]/[`Lock::sync_replicas`] | 1 on a pooled connection (+1 `CLIENT ID` for a wait in a cluster) |
 //! | [`Guard::release`], [`Guard::renew`] | 1 |
+//! | [`Hold::guard`], [`Leadership::guard`] (a write only while held) | 1, never sent again |
 //! | [`ReadWriteLock::read`]/[`write`](ReadWriteLock::write), then acquire | as [`Lock::acquire`] |
 //! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
 //! | [`RedLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |

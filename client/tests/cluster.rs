@@ -74,6 +74,52 @@ async fn c14_locks_work_across_a_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c20_guarded_writes_run_on_each_locks_primary_and_only_in_its_slot() {
+    for flavor in common::flavors() {
+        let nodes = Cluster::start(flavor, 3, 0);
+        let locks = Locks::new(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap());
+        let keys: Vec<String> = (0..12).map(|i| format!("g:{i}")).collect();
+        let used: std::collections::HashSet<u16> =
+            keys.iter().map(|k| owner_node(&nodes, k).port).collect();
+        assert_eq!(used.len(), 3, "the keys cover every primary");
+        for k in &keys {
+            let guard = locks.lock(k.clone()).fenced().acquire().await.unwrap();
+            let guard = guard.expect("free");
+            let data = format!("{{{k}}}:data");
+            let mut set = redis::cmd("SET");
+            set.arg(&data).arg(k);
+            let _: () = guard.guard(&set).await.unwrap();
+            let node = owner_node(&nodes, k);
+            assert_eq!(
+                common::get(node, &data).as_deref(),
+                Some(k.as_str()),
+                "{flavor}: written on the lock's primary"
+            );
+
+            // A key outside the lock's slot: the server refuses it, and writes nothing.
+            let outside = keys
+                .iter()
+                .find(|o| nodes.slot(o) != nodes.slot(k))
+                .unwrap();
+            let mut stray = redis::cmd("SET");
+            stray.arg(outside).arg("stray");
+            match guard.guard::<redis::Value>(&stray).await {
+                Err(Error::Redis(e)) => assert_eq!(e.code(), Some("CROSSSLOT"), "{e}"),
+                other => panic!("{flavor}: {other:?}"),
+            }
+            assert_eq!(common::get(owner_node(&nodes, outside), outside), None);
+
+            assert!(locks.force_release(k).await.unwrap());
+            let refused = guard.guard::<redis::Value>(&set).await;
+            assert!(
+                matches!(refused, Err(Error::NotHeld { .. })),
+                "{flavor}: {refused:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_client_that_resends_commands_is_refused() {
     // redis-rs's default: 16 re-sends. No server is needed: the check comes first.
     let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:1/"]).unwrap();

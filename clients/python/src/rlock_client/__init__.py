@@ -26,6 +26,7 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    StaleToken,
     Unexpected,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
     "Unexpected",
     "Lost",
     "Deadlock",

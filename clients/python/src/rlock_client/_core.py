@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from .errors import Deadlock, DeadlockWait, Lost, NotAcquired, NotHeld, Unexpected
+from .errors import Deadlock, DeadlockWait, Lost, NotAcquired, NotHeld, RlockError, StaleToken, Unexpected
 
 Name = Union[str, bytes]
 
@@ -518,6 +518,61 @@ def lock_force_release(key: bytes) -> Call:
 
 def lock_info(key: bytes) -> Call:
     return _one(key, ["RLOCK.INFO", key], lambda v: parse_info(v))
+
+
+def guard_words(command: Sequence[Any]) -> list:
+    """A guarded command's words, checked before anything is sent: a name (non-empty str or
+    bytes), then arguments redis-py sends as they are (str, bytes, int, float). ``None``,
+    ``bool`` and containers are refused here, since a refusal by redis-py would come after
+    the call began."""
+    if not command:
+        raise TypeError("guard needs a command to run, e.g. hold.guard('SET', '{orders}:total', '5')")
+    name = command[0]
+    if not isinstance(name, (str, bytes)):
+        raise TypeError(f"a guarded command's name must be str or bytes, not {type(name).__name__}")
+    if not name:
+        raise ValueError("a guarded command's name must not be empty")
+    for word in command[1:]:
+        if isinstance(word, bool) or not isinstance(word, (str, bytes, int, float)):
+            raise TypeError(f"a guarded command's arguments must be str, bytes, int or float, "
+                            f"not {type(word).__name__}")
+    return list(command)
+
+
+def guard_cmd(key: bytes, owner: bytes, side: Optional[str], token: Optional[int], command: Sequence[Any]) -> list:
+    """``RLOCK.GUARD key owner [READ|WRITE] [TOKEN n] CALL command [arg ...]``."""
+    cmd: list = ["RLOCK.GUARD", key, owner]
+    if side is not None:
+        cmd.append(side)
+    if token is not None:
+        cmd += ["TOKEN", token]
+    return cmd + ["CALL", *guard_words(command)]
+
+
+def token_now(msg: str) -> Optional[int]:
+    """The lock's token in ``STALETOKEN``'s text: "the lock's fencing token is now 8, not 7" -> 8."""
+    m = re.search(r"is now (\d+)", msg)
+    return int(m.group(1)) if m else None
+
+
+def read_guard(v: Any, key: bytes, owner: bytes, token: Optional[int]) -> Any:
+    """A guarded command's reply: the inner command's, or the refusal of the hold (``NOTHELD``
+    as NotHeld, ``STALETOKEN`` as StaleToken); any other error (the inner command's own, a
+    command a guard cannot run) as redis-py's."""
+    if isinstance(v, ResponseError) and str(v).startswith("STALETOKEN"):
+        raise StaleToken(str(v), text(key), text(owner), token, token_now(str(v)))
+    return raise_if_error(v, key, owner)
+
+
+def hold_guard(key: bytes, owner: bytes, side: Optional[str], token: Optional[int], command: Sequence[Any],
+               released: bool = False) -> Call:
+    """RLOCK.GUARD for a hold: ``command`` runs in the server only while ``owner`` holds ``key``
+    (on ``side``, and with ``token``, still as the hold that got it). A hold given back sends
+    nothing. Never resent: a broken link leaves unknown whether the inner command ran."""
+    cmd = guard_cmd(key, owner, side, token, command)
+    if released:
+        raise RlockError(f"lock {text(key)!r}: this hold was released")
+    return Call(key, [cmd], lambda replies: read_guard(replies[0], key, owner, token), resend=False)
 
 
 def multi_release(owner: bytes, keys: Sequence[bytes]) -> Call:

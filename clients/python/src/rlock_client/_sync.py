@@ -102,6 +102,7 @@ from ._core import (
     wait_ms,
     waiters_call,
 )
+from ._core import hold_guard
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 _LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -869,6 +870,17 @@ class Hold:
             raise
         r.basis = time.monotonic()
 
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "{orders}:total", "5"``) in the server only while this hold
+        stands (``RLOCK.GUARD``, checked in the same server turn), and returns its reply. The
+        owner must hold the lock now (on this hold's side), its lease counted to the moment of
+        the call, and a fenced hold's token must still be the lock's. Otherwise nothing runs:
+        NotHeld (the lease ran out, the lock was force-released or another owner took it), or
+        StaleToken (the same owner took it again as a newer hold). The inner command's own
+        error is redis-py's. Sent once: a broken link raises, since the command may have run.
+        In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
+        return self._locks._do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released))
+
     def release(self) -> bool:
         """Gives this hold back. True when the lock is free now, False when a re-entry was
         undone. Raises NotHeld when the lock was no longer held (lost). In a child process
@@ -1348,6 +1360,11 @@ class Leadership:
 
     def check(self) -> None:
         self.hold.check()
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` only while this leadership stands, in this term (``hold.guard``):
+        a deposed leader's command is refused with NotHeld or StaleToken, and not run."""
+        return self.hold.guard(*command)
 
     def resign(self) -> None:
         if not self.hold._released:

@@ -106,6 +106,7 @@ from ._core import (
     wait_ms,
     waiters_call,
 )
+from ._core import hold_guard
 from .errors import (
     Deadlock,
     DeadlockWait,
@@ -115,6 +116,7 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    StaleToken,
     Unexpected,
 )
 
@@ -139,6 +141,7 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
     "Unexpected",
     "Lost",
     "Deadlock",
@@ -765,6 +768,11 @@ class Hold:
             raise
         self._renewal.basis = time.monotonic()
 
+    async def guard(self, *command: Any) -> Any:
+        """The sync face's ``Hold.guard``: ``command`` runs only while this hold stands;
+        NotHeld or StaleToken otherwise, and nothing runs. Sent once."""
+        return await self._locks._do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released))
+
     async def release(self) -> bool:
         if self._pid != os.getpid() or self._released:
             return False
@@ -1109,6 +1117,11 @@ class Leadership:
 
     def check(self) -> None:
         self.hold.check()
+
+    async def guard(self, *command: Any) -> Any:
+        """Runs ``command`` only while this leadership stands, in this term (``hold.guard``):
+        a deposed leader's command is refused with NotHeld or StaleToken, and not run."""
+        return await self.hold.guard(*command)
 
     async def resign(self) -> None:
         if not self.hold._released:

@@ -10,6 +10,7 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
     "Unexpected",
     "Lost",
     "Deadlock",
@@ -37,6 +38,19 @@ class NotHeld(RlockError):
         super().__init__(message)
         self.key = key
         self.owner = owner
+
+
+class StaleToken(NotHeld):
+    """A guarded command (``hold.guard(...)``) of a fenced hold refused, and not run, because
+    the lock was taken again since this hold got its token (the server's ``STALETOKEN``): the
+    owner holds it, but as a newer hold (another process, or a restart with the same owner).
+    ``token`` is the hold's, ``current`` the lock's now as the server said it (or None)."""
+
+    def __init__(self, message: str, key: Optional[str] = None, owner: Optional[str] = None,
+                 token: Optional[int] = None, current: Optional[int] = None):
+        super().__init__(message, key, owner)
+        self.token = token
+        self.current = current
 
 
 class Unexpected(RlockError):
