@@ -1,0 +1,298 @@
+package io.github.rlock.client;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * What replies mean, without a server. A reply is what a transport reads: {@code Long}, {@code
+ * byte[]}, {@code List<Object>}, {@code null} or a {@link ServerError}.
+ */
+final class Replies {
+  private Replies() {}
+
+  /** The reply itself, or its error raised as this client's exception. */
+  static Object ok(Object v) {
+    if (v instanceof ServerError e) {
+      throw e.toException();
+    }
+    return v;
+  }
+
+  static Long asLong(Object v) {
+    v = ok(v);
+    if (v == null) {
+      return null;
+    }
+    if (v instanceof Long l) {
+      return l;
+    }
+    if (v instanceof byte[] b) {
+      String s = text(b);
+      try {
+        return Long.parseLong(s);
+      } catch (NumberFormatException e) {
+        throw new RlockException("expected an integer reply, got " + s);
+      }
+    }
+    throw new RlockException("expected an integer reply, got " + v);
+  }
+
+  static String text(Object v) {
+    if (v == null) {
+      return null;
+    }
+    if (v instanceof byte[] b) {
+      return new String(b, StandardCharsets.UTF_8);
+    }
+    return String.valueOf(v);
+  }
+
+  /** A flat array of field, value pairs as a map with text keys, in order. */
+  static Map<String, Object> pairs(Object v) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    if (v instanceof List<?> l) {
+      for (int i = 0; i + 1 < l.size(); i += 2) {
+        out.put(text(l.get(i)), l.get(i + 1));
+      }
+    }
+    return out;
+  }
+
+  static List<?> list(Object v) {
+    v = ok(v);
+    return v instanceof List<?> l ? l : List.of();
+  }
+
+  /** The family's exception for a server error it knows, an {@link RlockException} otherwise. */
+  static RlockException serverError(String msg) {
+    if (msg.startsWith("NOTHELD")) {
+      return new NotHeldException(msg);
+    }
+    if (msg.startsWith("DEADLOCK")) {
+      return new DeadlockException(msg, parseCycle(msg));
+    }
+    return new RlockException(msg);
+  }
+
+  private static final String QUOTED = "\"((?:[^\"\\\\]|\\\\.)*)\"";
+  private static final Pattern WAIT =
+      Pattern.compile(QUOTED + " waits for " + QUOTED + " (held by|kept for) " + QUOTED);
+
+  /** {@code DEADLOCK "b" waits for "k1" held by "a"; ...} as its waits. */
+  static List<DeadlockException.Wait> parseCycle(String msg) {
+    List<DeadlockException.Wait> out = new ArrayList<>();
+    Matcher m = WAIT.matcher(msg);
+    while (m.find()) {
+      out.add(
+          new DeadlockException.Wait(
+              unescape(m.group(1)), unescape(m.group(2)), unescape(m.group(4)), m.group(3).equals("kept for")));
+    }
+    return out;
+  }
+
+  static String unescape(String s) {
+    StringBuilder out = new StringBuilder();
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '\\' && i + 1 < s.length()) {
+        char n = s.charAt(i + 1);
+        if (n == 'x' && i + 3 < s.length()) {
+          out.append((char) Integer.parseInt(s.substring(i + 2, i + 4), 16));
+          i += 3;
+          continue;
+        }
+        out.append(n);
+        i++;
+        continue;
+      }
+      out.append(c);
+    }
+    return out.toString();
+  }
+
+  /** Whether a {@code CLIENT LIST} line shows a client blocked in {@code command}. */
+  static boolean blockedIn(String line, String command) {
+    String flags = "";
+    String cmd = "";
+    for (String f : line.trim().split(" ")) {
+      int eq = f.indexOf('=');
+      if (eq < 0) {
+        continue;
+      }
+      String k = f.substring(0, eq);
+      if (k.equals("flags")) {
+        flags = f.substring(eq + 1);
+      } else if (k.equals("cmd")) {
+        cmd = f.substring(eq + 1);
+      }
+    }
+    return flags.contains("b") && cmd.equalsIgnoreCase(command);
+  }
+
+  /** The events that may mean a held key's hold is gone. */
+  static final Set<String> LOSS_EVENTS =
+      Set.of(
+          "rlock.forcerelease",
+          "rlock.expire",
+          "rlock.sessionend",
+          "rlock.release",
+          "del",
+          "expired",
+          "evicted",
+          "hdel");
+
+  /**
+   * How {@code notify-keyspace-events} publishes the module's events: 'K' on each key's channel,
+   * 'E' on each event's channel, 0 not at all.
+   */
+  static char eventsOn(String flags) {
+    if (!flags.contains("d") && !flags.contains("A")) {
+      return 0;
+    }
+    return flags.contains("K") ? 'K' : flags.contains("E") ? 'E' : 0;
+  }
+
+  static String keyspaceChannel(int db, String key) {
+    return "__keyspace@" + db + "__:" + key;
+  }
+
+  /** The key a pub/sub message says may have been lost, or null. */
+  static String lostKey(String channel, String message) {
+    if (channel.startsWith("__keyspace@")) {
+      int at = channel.indexOf("__:");
+      return at >= 0 && LOSS_EVENTS.contains(message) ? channel.substring(at + 3) : null;
+    }
+    if (channel.startsWith("__keyevent@")) {
+      int at = channel.indexOf("__:");
+      return at >= 0 && LOSS_EVENTS.contains(channel.substring(at + 3)) ? message : null;
+    }
+    return null;
+  }
+
+  /** The replication line {@code connected_slaves:N} of {@code INFO replication}. */
+  static int connectedReplicas(String info) {
+    for (String line : info.split("\r?\n")) {
+      if (line.startsWith("connected_slaves:")) {
+        return Integer.parseInt(line.substring("connected_slaves:".length()).trim());
+      }
+    }
+    return 0;
+  }
+
+  /** {@code INFO rlock} as a map: numbers as Long or Double, the rest as String. */
+  static Map<String, Object> stats(String s) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    for (String line : s.split("\r?\n")) {
+      if (line.isEmpty() || line.startsWith("#") || !line.contains(":")) {
+        continue;
+      }
+      int at = line.indexOf(':');
+      String k = line.substring(0, at);
+      String v = line.substring(at + 1);
+      try {
+        out.put(k, Long.parseLong(v));
+      } catch (NumberFormatException e) {
+        try {
+          out.put(k, Double.parseDouble(v));
+        } catch (NumberFormatException e2) {
+          out.put(k, v);
+        }
+      }
+    }
+    return out;
+  }
+
+  static LockInfo info(Object v) {
+    Map<String, Object> d = pairs(ok(v));
+    Map<String, Long> holders = new LinkedHashMap<>();
+    for (Map.Entry<String, Object> e : pairs(d.get("holders")).entrySet()) {
+      holders.put(e.getKey(), asLong(e.getValue()));
+    }
+    Long pttl = asLong(d.get("pttl"));
+    Long token;
+    try {
+      token = asLong(d.get("token"));
+    } catch (RlockException e) {
+      token = null;
+    }
+    List<String> queue = new ArrayList<>();
+    for (Object q : list(d.get("queue"))) {
+      queue.add(text(q));
+    }
+    Long blocked = asLong(d.get("blocked"));
+    return new LockInfo(
+        holders,
+        pttl == null || pttl < 0 ? null : pttl,
+        queue,
+        token,
+        blocked == null ? 0 : blocked,
+        text(d.get("mode")));
+  }
+
+  static List<Waiter> waiters(Object v) {
+    List<Waiter> out = new ArrayList<>();
+    for (Object e : list(v)) {
+      Map<String, Object> d = pairs(e);
+      Long permits = asLong(d.get("permits"));
+      Long session = asLong(d.get("session"));
+      Long timeout = asLong(d.get("timeout-ms"));
+      Long waited = asLong(d.get("waited-ms"));
+      out.add(
+          new Waiter(
+              asLong(d.get("client-id")),
+              d.get("client-name") == null ? "" : text(d.get("client-name")),
+              text(d.get("kind")),
+              text(d.get("owner")),
+              permits,
+              session != null && session != 0,
+              timeout == null ? 0 : timeout,
+              waited == null ? 0 : waited));
+    }
+    return out;
+  }
+
+  /** One page of {@code RLOCK.SCAN}: the next cursor and the entries. */
+  record ScanPage(long cursor, List<ScannedLock> locks) {}
+
+  static ScanPage scan(Object v) {
+    List<?> l = list(v);
+    long cursor = asLong(l.get(0));
+    List<ScannedLock> out = new ArrayList<>();
+    for (Object e : list(l.get(1))) {
+      Map<String, Object> d = pairs(e);
+      Map<String, Long> holders = new LinkedHashMap<>();
+      for (Map.Entry<String, Object> h : pairs(d.get("holders")).entrySet()) {
+        holders.put(h.getKey(), asLong(h.getValue()));
+      }
+      Long pttl = asLong(d.get("pttl"));
+      Long waiters = asLong(d.get("waiters"));
+      out.add(
+          new ScannedLock(
+              text(d.get("key")),
+              text(d.get("type")),
+              text(d.get("mode")),
+              holders,
+              pttl == null ? 0 : pttl,
+              waiters == null ? 0 : waiters));
+    }
+    return new ScanPage(cursor, out);
+  }
+
+  static List<Map<String, Object>> top(Object v) {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (Object e : list(v)) {
+      Map<String, Object> d = new LinkedHashMap<>();
+      for (Map.Entry<String, Object> f : pairs(e).entrySet()) {
+        d.put(f.getKey(), f.getValue() instanceof byte[] b ? text(b) : f.getValue());
+      }
+      out.add(d);
+    }
+    return out;
+  }
+}
