@@ -172,61 +172,53 @@ class LockTest {
     void bothSidesExcludeEachOtherUnderContention(Flavor flavor) throws Exception {
         Fleet.Node node = Fleet.of(flavor);
         String key = Fleet.name("contended");
-        Referee referee = new Referee(1);
-        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(1_500);
-        List<CompletableFuture<Integer>> redisson = new ArrayList<>();
-        List<CompletableFuture<Integer>> rlock = new ArrayList<>();
+        List<Race.Caller> callers = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
-            redisson.add(Threads.start("redisson-" + i, () -> {
-                RLock lock = node.redisson.getLock(key);
-                int taken = 0;
-                while (System.nanoTime() < until) {
-                    if (!lock.tryLock(5, 10, TimeUnit.SECONDS)) {
-                        throw new AssertionError("Redisson waited 5 s");
-                    }
-                    referee.enter(1);
-                    taken++;
-                    referee.leave(1);
-                    lock.unlock();
-                }
-                return taken;
-            }));
-            rlock.add(Threads.start("rlock-" + i, () -> {
-                try (Rlock conn = node.rlock()) {
-                    String owner = Owners.mine();
-                    int taken = 0;
-                    while (System.nanoTime() < until) {
-                        Long count = conn.acquire(key, owner, "LEASE", 10_000, "BLOCK", 5_000);
-                        if (count == null) {
-                            throw new AssertionError("rlock waited 5 s");
-                        }
-                        referee.enter(1);
-                        taken++;
-                        if (taken % 50 == 1) {
-                            // hold counts exact while the other side contends
-                            assertEquals(Map.of(owner, 1L), conn.holders(key));
-                            assertEquals(2L, conn.acquire(key, owner, "LEASE", 10_000));
-                            assertEquals(0L, conn.release(key, owner));
-                        }
-                        referee.leave(1);
-                        assertEquals(1L, conn.release(key, owner));
-                    }
-                    return taken;
-                }
-            }));
+            callers.add(Race.redisson(node.redisson, key));
         }
-        int redissonTaken = 0;
-        int rlockTaken = 0;
-        for (CompletableFuture<Integer> f : redisson) {
-            redissonTaken += f.get(20, TimeUnit.SECONDS);
+        for (int i = 0; i < 3; i++) {
+            callers.add(exactRlockCaller(node, key));
         }
-        for (CompletableFuture<Integer> f : rlock) {
-            rlockTaken += f.get(20, TimeUnit.SECONDS);
-        }
-        System.out.printf("[%s] contention: Redisson threads %d acquisitions, rlock callers %d%n",
-                flavor, redissonTaken, rlockTaken);
+        Referee referee = new Referee(1);
+        long[] counts = Race.run(1_500, referee, callers);
+        System.out.printf("[%s] contention, 3 Redisson threads + 3 rlock BLOCK callers: %s%n",
+                flavor, java.util.Arrays.toString(counts));
         assertEquals(0, referee.violations(), "two holders at once");
-        assertTrue(redissonTaken > 0 && rlockTaken > 0, "a side starved");
+        for (long c : counts) {
+            assertTrue(c > 0, "a caller starved: " + java.util.Arrays.toString(counts));
+        }
         assertFalse(node.redisson.getLock(key).isLocked());
+    }
+
+    /** An rlock caller that also checks, inside each hold, that its count is exactly 1 and re-enters once. */
+    private static Race.Caller exactRlockCaller(Fleet.Node node, String key) {
+        return new Race.Caller() {
+            private Rlock conn;
+            private String owner;
+
+            @Override
+            public void prepare() {
+                conn = node.rlock();
+                owner = Owners.mine();
+            }
+
+            @Override
+            public void once(Referee referee) {
+                if (conn.acquire(key, owner, "LEASE", 10_000, "BLOCK", 10_000) == null) {
+                    throw new AssertionError("rlock waited 10 s");
+                }
+                referee.enter(1);
+                assertEquals(Map.of(owner, 1L), conn.holders(key));
+                assertEquals(2L, conn.acquire(key, owner, "LEASE", 10_000));
+                assertEquals(0L, conn.release(key, owner));
+                referee.leave(1);
+                assertEquals(1L, conn.release(key, owner));
+            }
+
+            @Override
+            public void close() {
+                conn.close();
+            }
+        };
     }
 }
