@@ -89,31 +89,43 @@ public final class Bench {
         StatefulRedisConnection<String, String> raw = lettuce.connect();
         Map<String, List<Double>> samples = new LinkedHashMap<>();
         try {
-            for (int round = 0; round < o.rounds; round++) {
+            // Round 0 warms the JIT and the connections up and is not counted. Each round runs
+            // the paths in a rotated order, so that no path always runs first or last.
+            for (int round = 0; round <= o.rounds; round++) {
                 String r = "r" + round;
-                // Uncontended pairs, one thread.
-                add(samples, "uncontended.rlock_client", pairs(o.runMs, lockOf(locks.lock("u:client:" + r))));
-                add(samples, "uncontended.raw_lettuce", pairs(o.runMs, rawPair(raw, "u:raw:" + r, locks.owner())));
-                add(samples, "uncontended.redisson", pairs(o.runMs, lockOf(redisson.getLock("u:redisson:" + r))));
-                RedisLockRegistry single = new RedisLockRegistry(factory, "u:spring:" + r, 60_000);
-                add(samples, "uncontended.redis_lock_registry", pairs(o.runMs, lockOf(single.obtain("k"))));
-                single.destroy();
-                // Contended: one lock, o.threads threads, hold 0. Each thread of the Spring paths has
-                // a registry of its own, as a process would.
-                record(samples, "contended.rlock_client", contended(o, i -> locks.lock("c:client:" + r)));
-                record(samples, "contended.redisson", contended(o, i -> redisson.getLock("c:redisson:" + r)));
-                record(samples, "contended.rlock_lock_registry",
-                        contended(o, i -> new RlockLockRegistry(locks, "c:rlockspring:" + r).obtain("k")));
-                List<RedisLockRegistry> registries = new ArrayList<>();
-                record(samples, "contended.redis_lock_registry", contended(o, i -> {
-                    RedisLockRegistry registry = new RedisLockRegistry(factory, "c:spring:" + r, 60_000);
-                    synchronized (registries) {
-                        registries.add(registry);
-                    }
-                    return registry.obtain("k");
-                }));
-                registries.forEach(RedisLockRegistry::destroy);
-                System.err.printf("%s: round %d of %d done%n", server.flavor, round + 1, o.rounds);
+                Map<String, List<Double>> into = round == 0 ? new LinkedHashMap<>() : samples;
+                List<Step> paths = new ArrayList<>(List.of(
+                        () -> add(into, "uncontended.rlock_client", pairs(o.runMs, lockOf(locks.lock("u:client:" + r)))),
+                        () -> add(into, "uncontended.raw_lettuce", pairs(o.runMs, rawPair(raw, "u:raw:" + r, locks.owner()))),
+                        () -> add(into, "uncontended.redisson", pairs(o.runMs, lockOf(redisson.getLock("u:redisson:" + r)))),
+                        () -> {
+                            RedisLockRegistry single = new RedisLockRegistry(factory, "u:spring:" + r, 60_000);
+                            add(into, "uncontended.redis_lock_registry", pairs(o.runMs, lockOf(single.obtain("k"))));
+                            single.destroy();
+                        },
+                        // Contended: one lock, o.threads threads, hold 0. Each thread of the Spring
+                        // paths has a registry of its own, as a process would.
+                        () -> record(into, "contended.rlock_client", contended(o, i -> locks.lock("c:client:" + r))),
+                        () -> record(into, "contended.redisson", contended(o, i -> redisson.getLock("c:redisson:" + r))),
+                        () -> record(into, "contended.rlock_lock_registry",
+                                contended(o, i -> new RlockLockRegistry(locks, "c:rlockspring:" + r).obtain("k"))),
+                        () -> {
+                            List<RedisLockRegistry> registries = new ArrayList<>();
+                            record(into, "contended.redis_lock_registry", contended(o, i -> {
+                                RedisLockRegistry registry = new RedisLockRegistry(factory, "c:spring:" + r, 60_000);
+                                synchronized (registries) {
+                                    registries.add(registry);
+                                }
+                                return registry.obtain("k");
+                            }));
+                            registries.forEach(RedisLockRegistry::destroy);
+                        }));
+                java.util.Collections.rotate(paths, round);
+                for (Step path : paths) {
+                    path.run();
+                }
+                System.err.printf("%s: round %d of %d done%s%n", server.flavor, round, o.rounds,
+                        round == 0 ? " (warm-up, not counted)" : "");
             }
         } finally {
             raw.close();
@@ -145,6 +157,11 @@ public final class Bench {
         add(samples, name + ".min_over_max", c.fairness);
         add(samples, name + ".handoff_p50_ms", c.p50Ms);
         add(samples, name + ".handoff_p99_ms", c.p99Ms);
+    }
+
+    /** One measured path of a round. */
+    private interface Step {
+        void run() throws Exception;
     }
 
     /** One pair: take the lock and give it back. */
