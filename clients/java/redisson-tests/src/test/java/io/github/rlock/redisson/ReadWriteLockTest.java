@@ -116,6 +116,41 @@ class ReadWriteLockTest {
         }
     }
 
+    /**
+     * The two lease choices docs/COMMANDS.md ("Read-write locks") names, shown on one hold shared by
+     * both sides (Redisson's owner for this thread): Redisson's write re-entry adds its lease to the
+     * time left, rlock's sets the new lease from now; Redisson's unlock of a re-entry resets the lease
+     * to the lease of that RLock's last lock call (here 10 s; the watchdog timeout when none was
+     * given; docs/COMMANDS.md says "its default (30 s)"), rlock's leaves it.
+     */
+    @Tag("difference")
+    @ParameterizedTest(name = "{0}")
+    @MethodSource(FLAVORS)
+    void differenceWriteReentryLeasesFollowEachSidesOwnRule(Flavor flavor) throws Exception {
+        Fleet.Node node = Fleet.of(flavor);
+        String key = Fleet.name("rw");
+        RLock write = node.redisson.getReadWriteLock(key).writeLock();
+        String owner = Owners.redissons(node.redisson);
+        try (Rlock rlock = node.rlock()) {
+            assertEquals(1L, rlock.acquire(key, owner, "WRITE", "LEASE", 10_000));
+            write.lock(10, TimeUnit.SECONDS);
+            long added = (Long) rlock.info(key).get("pttl");
+            assertTrue(added > 19_000 && added <= 20_000, "Redisson's write re-entry adds: pttl " + added);
+            assertEquals(3L, rlock.acquire(key, owner, "WRITE", "LEASE", 5_000));
+            long set = (Long) rlock.info(key).get("pttl");
+            assertTrue(set > 4_000 && set <= 5_000, "rlock's write re-entry sets the lease: pttl " + set);
+            assertEquals(0L, rlock.release(key, owner, "WRITE"));
+            long left = (Long) rlock.info(key).get("pttl");
+            assertTrue(left > 3_000 && left <= 5_000, "rlock's release of a re-entry leaves the lease: pttl " + left);
+            write.unlock();
+            long reset = (Long) rlock.info(key).get("pttl");
+            assertTrue(reset > 9_000 && reset <= 10_000,
+                    "Redisson's unlock of a re-entry resets the lease to its last lock call's 10 s: pttl " + reset);
+            assertEquals(Map.of(owner + ":write", 1L), rlock.holders(key));
+            assertEquals(1L, rlock.release(key, owner, "WRITE"));
+        }
+    }
+
     /** Redisson readers and a writer and rlock readers and a writer loop on one lock: exclusion holds. */
     @ParameterizedTest(name = "{0}")
     @MethodSource(FLAVORS)
