@@ -192,16 +192,7 @@ class LockTest {
 
     /** An rlock caller that also checks, inside each hold, that its count is exactly 1 and re-enters once. */
     private static Race.Caller exactRlockCaller(Fleet.Node node, String key) {
-        return new Race.Caller() {
-            private Rlock conn;
-            private String owner;
-
-            @Override
-            public void prepare() {
-                conn = node.rlock();
-                owner = Owners.mine();
-            }
-
+        return new Race.RlockCaller(node) {
             @Override
             public void once(Referee referee) {
                 if (conn.acquire(key, owner, "LEASE", 10_000, "BLOCK", 10_000) == null) {
@@ -213,11 +204,6 @@ class LockTest {
                 assertEquals(0L, conn.release(key, owner));
                 referee.leave(1);
                 assertEquals(1L, conn.release(key, owner));
-            }
-
-            @Override
-            public void close() {
-                conn.close();
             }
         };
     }

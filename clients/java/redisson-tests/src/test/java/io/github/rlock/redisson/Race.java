@@ -6,6 +6,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 
@@ -27,14 +28,29 @@ final class Race {
         default void close() {}
     }
 
-    /** A Redisson thread: tryLock (wait 10 s, lease 30 s), unlock. */
+    /** What a caller does while it holds: enter and leave the referee's section. */
+    interface Inside {
+        void run(Referee referee) throws Exception;
+    }
+
+    static final Inside ALONE = referee -> {
+        referee.enter(1);
+        referee.leave(1);
+    };
+
+    /** A Redisson thread on a plain RLock: tryLock (wait 10 s, lease 30 s), unlock. */
     static Caller redisson(RedissonClient client, String key) {
+        return redisson(() -> client.getLock(key), ALONE);
+    }
+
+    /** A Redisson thread on the lock `lockOf` gives (made on the thread): tryLock, `inside`, unlock. */
+    static Caller redisson(Supplier<RLock> lockOf, Inside inside) {
         return new Caller() {
             private RLock lock;
 
             @Override
             public void prepare() {
-                lock = client.getLock(key);
+                lock = lockOf.get();
             }
 
             @Override
@@ -42,42 +58,60 @@ final class Race {
                 if (!lock.tryLock(10, 30, TimeUnit.SECONDS)) {
                     throw new AssertionError("a Redisson thread waited 10 s");
                 }
-                referee.enter(1);
-                referee.leave(1);
-                lock.unlock();
+                try {
+                    inside.run(referee);
+                } finally {
+                    lock.unlock();
+                }
             }
         };
     }
 
-    /** An rlock caller on its own connection: RLOCK.ACQUIRE … BLOCK, RLOCK.RELEASE. */
-    static Caller rlock(Fleet.Node node, String key) {
-        return new Caller() {
-            private Rlock conn;
-            private String owner;
+    /** An rlock caller on a connection of its own, its owner the thread's. */
+    abstract static class RlockCaller implements Caller {
+        private final Fleet.Node node;
+        protected Rlock conn;
+        protected String owner;
 
-            @Override
-            public void prepare() {
-                conn = node.rlock();
-                owner = Owners.mine();
+        RlockCaller(Fleet.Node node) {
+            this.node = node;
+        }
+
+        @Override
+        public void prepare() {
+            conn = node.rlock();
+            owner = Owners.mine();
+        }
+
+        @Override
+        public void close() {
+            if (conn != null) {
+                conn.close();
             }
+        }
+    }
 
+    /** An rlock caller: RLOCK.ACQUIRE … [side] LEASE 30000 BLOCK 10000, `inside`, RLOCK.RELEASE. */
+    static Caller rlock(Fleet.Node node, String key, List<String> side, Inside inside) {
+        return new RlockCaller(node) {
             @Override
-            public void once(Referee referee) {
-                if (conn.acquire(key, owner, "LEASE", 30_000, "BLOCK", 10_000) == null) {
+            public void once(Referee referee) throws Exception {
+                List<Object> options = new ArrayList<>(side);
+                options.addAll(List.of("LEASE", 30_000, "BLOCK", 10_000));
+                if (conn.acquire(key, owner, options.toArray()) == null) {
                     throw new AssertionError("an rlock caller waited 10 s");
                 }
-                referee.enter(1);
-                referee.leave(1);
-                conn.release(key, owner);
-            }
-
-            @Override
-            public void close() {
-                if (conn != null) {
-                    conn.close();
+                try {
+                    inside.run(referee);
+                } finally {
+                    conn.release(key, owner, side.toArray());
                 }
             }
         };
+    }
+
+    static Caller rlock(Fleet.Node node, String key) {
+        return rlock(node, key, List.of(), ALONE);
     }
 
     /** Acquisitions per caller in `runMs`, in the callers' order. */

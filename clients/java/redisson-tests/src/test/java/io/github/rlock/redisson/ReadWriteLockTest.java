@@ -198,55 +198,22 @@ class ReadWriteLockTest {
     }
 
     private static Race.Caller redissonCaller(Fleet.Node node, String key, boolean write, ReadWriteReferee referee) {
-        return new Race.Caller() {
-            private RLock lock;
-
-            @Override
-            public void prepare() {
-                RReadWriteLock rw = node.redisson.getReadWriteLock(key);
-                lock = write ? rw.writeLock() : rw.readLock();
-            }
-
-            @Override
-            public void once(Referee unused) throws Exception {
-                if (!lock.tryLock(10, 30, TimeUnit.SECONDS)) {
-                    throw new AssertionError("Redisson waited 10 s");
-                }
-                referee.enter(write);
-                Thread.sleep(0, 200_000);
-                referee.leave(write);
-                lock.unlock();
-            }
-        };
+        return Race.redisson(() -> {
+            RReadWriteLock rw = node.redisson.getReadWriteLock(key);
+            return write ? rw.writeLock() : rw.readLock();
+        }, inside(write, referee));
     }
 
     private static Race.Caller rlockCaller(Fleet.Node node, String key, boolean write, ReadWriteReferee referee) {
-        String side = write ? "WRITE" : "READ";
-        return new Race.Caller() {
-            private Rlock conn;
-            private String owner;
+        return Race.rlock(node, key, List.of(write ? "WRITE" : "READ"), inside(write, referee));
+    }
 
-            @Override
-            public void prepare() {
-                conn = node.rlock();
-                owner = Owners.mine();
-            }
-
-            @Override
-            public void once(Referee unused) throws Exception {
-                if (conn.acquire(key, owner, side, "LEASE", 30_000, "BLOCK", 10_000) == null) {
-                    throw new AssertionError("rlock waited 10 s");
-                }
-                referee.enter(write);
-                Thread.sleep(0, 200_000);
-                referee.leave(write);
-                conn.release(key, owner, side);
-            }
-
-            @Override
-            public void close() {
-                conn.close();
-            }
+    /** A short stay, so that readers overlap. */
+    private static Race.Inside inside(boolean write, ReadWriteReferee referee) {
+        return unused -> {
+            referee.enter(write);
+            Thread.sleep(0, 200_000);
+            referee.leave(write);
         };
     }
 }
