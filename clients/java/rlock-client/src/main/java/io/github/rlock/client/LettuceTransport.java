@@ -152,10 +152,27 @@ final class LettuceTransport extends NodeTransport {
     }
 
     private StatefulRedisConnection<byte[], byte[]> connect() {
+      // Not interruptible (Lettuce's connect() is): an interrupt is kept for the wait that
+      // follows, which ends it and cleans up after itself.
+      CompletableFuture<StatefulRedisConnection<byte[], byte[]>> f =
+          client.connectAsync(ByteArrayCodec.INSTANCE, uri).toCompletableFuture();
+      boolean interrupted = false;
       try {
-        return client.connect(ByteArrayCodec.INSTANCE, uri);
-      } catch (RuntimeException e) {
-        throw new LinkException("cannot connect to " + uri.getHost() + ":" + uri.getPort() + ": " + e.getMessage(), e);
+        while (true) {
+          try {
+            return f.get(timeoutMs + 1000, TimeUnit.MILLISECONDS);
+          } catch (InterruptedException e) {
+            interrupted = true;
+          } catch (ExecutionException | TimeoutException e) {
+            f.thenAccept(StatefulRedisConnection::closeAsync);
+            Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+            throw new LinkException("cannot connect to " + uri.getHost() + ":" + uri.getPort() + ": " + cause.getMessage(), cause);
+          }
+        }
+      } finally {
+        if (interrupted) {
+          Thread.currentThread().interrupt();
+        }
       }
     }
 
