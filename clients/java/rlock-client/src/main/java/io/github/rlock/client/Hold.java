@@ -31,6 +31,9 @@ public final class Hold implements AutoCloseable {
     this.replicasAcked = replicasAcked;
     this.renewal = renewal;
     this.session = session;
+    if (session != null) {
+      locks.sessions.add(session);
+    }
   }
 
   /** @return the fencing token of a fenced lock, or null */
@@ -107,7 +110,9 @@ public final class Hold implements AutoCloseable {
       freed = keys.size() == 1 ? v != null && v == 1 : v != null && v == keys.size();
     } finally {
       locks.watchdog.released(renewal, freed);
-      if (session != null && renewal.holds <= 0) {
+      if (session != null) {
+        // A session hold's connection is its own: closing it ends nothing more than this hold.
+        locks.sessions.remove(session);
         session.discard();
       }
     }

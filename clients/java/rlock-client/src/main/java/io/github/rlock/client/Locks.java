@@ -42,6 +42,8 @@ public final class Locks implements AutoCloseable {
   final Watchdog watchdog;
   final long watchdogLeaseMs;
   private final Map<String, long[]> replicas = new ConcurrentHashMap<>();
+  /** The connections of session holds: closing the Locks closes them, which ends the holds. */
+  final java.util.Set<Transport.WaitConn> sessions = ConcurrentHashMap.newKeySet();
 
   /** Settings of a {@link Locks}. */
   public static final class Options {
@@ -186,7 +188,7 @@ public final class Locks implements AutoCloseable {
   }
 
   private static io.lettuce.core.ClientOptions clientOptions(AbstractRedisClient client) {
-    io.lettuce.core.ClientOptions o = (io.lettuce.core.ClientOptions) field(AbstractRedisClient.class, client, "clientOptions");
+    io.lettuce.core.ClientOptions o = client.getOptions();
     if (o instanceof io.lettuce.core.cluster.ClusterClientOptions c) {
       // Plain options for the per-node connections: cluster routing is the client's own.
       return io.lettuce.core.ClientOptions.builder()
@@ -406,6 +408,10 @@ public final class Locks implements AutoCloseable {
   @Override
   public void close() {
     watchdog.close();
+    for (Transport.WaitConn c : sessions) {
+      c.discard();
+    }
+    sessions.clear();
     transport.close();
   }
 

@@ -88,9 +88,10 @@ class MoreCasesTest extends ServerTestBase {
     w.release();
 
     // Multi: all or none.
-    String a = "{" + name("c12m") + "}:a";
-    String b = a.replace(":a", ":b");
-    String c = a.replace(":a", ":c");
+    String tag = "{" + name("c12m") + "}";
+    String a = tag + ":a";
+    String b = tag + ":b";
+    String c = tag + ":c";
     Hold one = locks.lock(b, LockOptions.defaults().owner("other")).acquire().orElseThrow();
     assertTrue(locks.multiLock(a, b, c).acquire().isEmpty());
     assertFalse(locks.info(a).locked(), "nothing taken");

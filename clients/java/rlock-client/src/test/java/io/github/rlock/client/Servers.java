@@ -22,6 +22,13 @@ final class Servers {
 
   private Servers() {}
 
+  /** Every server started, killed when the JVM exits however the tests ended. */
+  private static final java.util.Set<Process> RUNNING = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> RUNNING.forEach(Process::destroyForcibly)));
+  }
+
   static List<String> flavors() {
     String s = System.getenv().getOrDefault("RLOCK_FLAVORS", "").trim();
     if (s.isEmpty() || s.equals("all")) {
@@ -154,6 +161,7 @@ final class Servers {
     private void launch() {
       try {
         proc = new ProcessBuilder(args()).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        RUNNING.add(proc);
       } catch (IOException e) {
         throw new IllegalStateException(e);
       }
