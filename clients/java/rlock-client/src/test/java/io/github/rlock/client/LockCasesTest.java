@@ -332,6 +332,29 @@ class LockCasesTest extends ServerTestBase {
     assertFalse(locks.info(n).locked());
   }
 
+  @ParameterizedTest(name = "C08 a connection reset during acquire or release: the resend applies once [{0}] [{1}]")
+  @MethodSource("targets")
+  void c08_resetDuringAcquireOrRelease(String flavor, Driver driver) throws Exception {
+    CutProxy proxy = new CutProxy(shared(flavor).port);
+    closing.add(proxy);
+    Locks locks = driver.connect(proxy.port(), Duration.ofSeconds(2), Locks.Options.defaults(), closing);
+    String n = name("c08r");
+    RlockLock lock = locks.lock(n);
+    lock.lock();
+    lock.lock();
+    proxy.cutAfter("RLOCK.RELEASE");
+    lock.unlock(); // the reply is lost; sent again with its REQ id: one hold given back
+    assertEquals(1, proxy.cuts);
+    assertEquals(1, lock.getHoldCount());
+    proxy.cutAfter("RLOCK.ACQUIRE");
+    assertTrue(lock.tryLock()); // the reply is lost; sent again: one re-entry
+    assertEquals(2, proxy.cuts);
+    assertEquals(2, lock.getHoldCount());
+    lock.unlock();
+    lock.unlock();
+    assertFalse(lock.isLocked());
+  }
+
   @ParameterizedTest(name = "C11 deadlock: two holders crossing, the cycle names both [{0}] [{1}]")
   @MethodSource("targets")
   void c11_deadlock(String flavor, Driver driver) throws Exception {
