@@ -491,16 +491,20 @@ public final class Locks implements AutoCloseable {
         if (blockMs == 0) {
           replies = f.get();
         } else {
-          long bound = deadline - System.nanoTime()
-              + TimeUnit.MILLISECONDS.toNanos(transport.responseTimeoutMs() + Plan.WAIT_MARGIN_MS);
+          long bound = deadline - System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(transport.responseTimeoutMs());
           replies = f.get(Math.max(bound, 1), TimeUnit.NANOSECONDS);
         }
       } catch (InterruptedException e) {
         abandon(key, conn, f, sending.get(0), giveBack);
         throw e;
       } catch (TimeoutException e) {
-        abandon(key, conn, f, sending.get(0), giveBack);
-        throw new LinkException("the server did not answer a wait in time", e);
+        // The server is down or stuck: the caller is told now, the clean-up goes on apart.
+        Cmd sent = sending.get(0);
+        Thread cleanup = new Thread(() -> abandon(key, conn, f, sent, giveBack), "rlock-abandon");
+        cleanup.setDaemon(true);
+        cleanup.start();
+        throw new LinkException(
+            "the server did not answer a wait of " + blockMs + " ms within " + transport.responseTimeoutMs() + " ms more", e);
       } catch (ExecutionException e) {
         conn.discard();
         long left = deadline - System.nanoTime();

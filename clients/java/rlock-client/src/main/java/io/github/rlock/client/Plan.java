@@ -11,8 +11,6 @@ final class Plan {
   static final byte[] BLOCK = bytes("BLOCK");
   static final long DEFAULT_LEASE_MS = 30_000;
   static final long DEFAULT_SYNC_TIMEOUT_MS = 1_000;
-  /** How long past a wait the wait's connection may stay silent before the client gives up. */
-  static final long WAIT_MARGIN_MS = 5_000;
   /** A call whose link broke is sent again, with its REQ id, this much later. */
   static final long RESEND_AFTER_MS = 100;
 

@@ -355,6 +355,30 @@ class LockCasesTest extends ServerTestBase {
     assertFalse(lock.isLocked());
   }
 
+  @ParameterizedTest(name = "a dead server fails a call within its wait plus the response timeout [{0}] [{1}]")
+  @MethodSource("targets")
+  void deadServerFailsInTime(String flavor, Driver driver) throws Exception {
+    Servers.Server s = own(new Servers.Server(flavor));
+    Locks locks = driver.connect(s.port, Duration.ofSeconds(1), Locks.Options.defaults(), closing);
+    String n = name("dead");
+    RlockLock lock = locks.lock(n, LockOptions.defaults().syncReplicas(0));
+    Hold h = lock.acquire().orElseThrow();
+    new ProcessBuilder("kill", "-STOP", Long.toString(s.pid())).start().waitFor();
+    try {
+      long t0 = System.nanoTime();
+      assertThrows(LinkException.class, () -> lock.acquire(Duration.ofMillis(500)));
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+      assertTrue(ms < 500 + 1000 + 1000, "failed after " + ms + " ms");
+      t0 = System.nanoTime();
+      assertThrows(LinkException.class, h::release);
+      ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+      // A release is sent up to 3 times (with its REQ id), each bounded by the response timeout.
+      assertTrue(ms < 3 * 1000 + 1000, "failed after " + ms + " ms");
+    } finally {
+      new ProcessBuilder("kill", "-CONT", Long.toString(s.pid())).start().waitFor();
+    }
+  }
+
   @ParameterizedTest(name = "C11 deadlock: two holders crossing, the cycle names both [{0}] [{1}]")
   @MethodSource("targets")
   void c11_deadlock(String flavor, Driver driver) throws Exception {
