@@ -15,74 +15,91 @@ import java.util.concurrent.ConcurrentHashMap;
  * on a free port, started when first asked for and killed when the test JVM exits.
  */
 final class TestServer {
-    private static final Map<String, Integer> PORTS = new ConcurrentHashMap<>();
-    private static final List<Process> PROCESSES = new ArrayList<>();
+  private static final Map<String, Integer> PORTS = new ConcurrentHashMap<>();
+  private static final List<Process> PROCESSES = new ArrayList<>();
 
-    static {
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            synchronized (PROCESSES) {
-                PROCESSES.forEach(Process::destroyForcibly);
-            }
-        }));
+  static {
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  synchronized (PROCESSES) {
+                    PROCESSES.forEach(Process::destroyForcibly);
+                  }
+                }));
+  }
+
+  static List<String> flavors() {
+    String wanted = System.getenv("RLOCK_FLAVORS");
+    if (wanted == null || wanted.isBlank() || wanted.equals("all")) {
+      return List.of("redis", "redis8", "valkey");
     }
+    return List.of(wanted.split(","));
+  }
 
-    static List<String> flavors() {
-        String wanted = System.getenv("RLOCK_FLAVORS");
-        if (wanted == null || wanted.isBlank() || wanted.equals("all")) {
-            return List.of("redis", "redis8", "valkey");
-        }
-        return List.of(wanted.split(","));
-    }
+  static synchronized String uri(String flavor) {
+    return "redis://127.0.0.1:" + PORTS.computeIfAbsent(flavor, TestServer::start);
+  }
 
-    static synchronized String uri(String flavor) {
-        return "redis://127.0.0.1:" + PORTS.computeIfAbsent(flavor, TestServer::start);
-    }
-
-    private static int start(String flavor) {
-        String variable = switch (flavor) {
-            case "redis" -> "REDIS_SERVER";
-            case "redis8" -> "REDIS8_SERVER";
-            case "valkey" -> "VALKEY_SERVER";
-            default -> throw new IllegalArgumentException("RLOCK_FLAVORS: no flavor " + flavor);
+  private static int start(String flavor) {
+    String variable =
+        switch (flavor) {
+          case "redis" -> "REDIS_SERVER";
+          case "redis8" -> "REDIS8_SERVER";
+          case "valkey" -> "VALKEY_SERVER";
+          default -> throw new IllegalArgumentException("RLOCK_FLAVORS: no flavor " + flavor);
         };
-        String binary = System.getenv(variable);
-        if (binary == null) {
-            throw new IllegalStateException("set " + variable + " (source /opt/rlock-env/env.sh)");
-        }
-        String module = System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/debug/librlock.so");
-        if (!Files.isRegularFile(Paths.get(module))) {
-            throw new IllegalStateException("rlock module not found at " + module + ": set RLOCK_MODULE");
-        }
-        for (int attempt = 0; attempt < 8; attempt++) {
-            try {
-                int port;
-                try (ServerSocket probe = new ServerSocket(0)) {
-                    port = probe.getLocalPort();
-                }
-                Path dir = Files.createTempDirectory("rlock-spring-");
-                Process process = new ProcessBuilder(binary, "--port", Integer.toString(port),
-                                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.toString(),
-                                "--loadmodule", Paths.get(module).toAbsolutePath().toString())
-                        .redirectErrorStream(true)
-                        .redirectOutput(dir.resolve("server.log").toFile())
-                        .start();
-                synchronized (PROCESSES) {
-                    PROCESSES.add(process);
-                }
-                for (int i = 0; i < 500 && process.isAlive(); i++) {
-                    try (java.net.Socket s = new java.net.Socket("127.0.0.1", port)) {
-                        return port;
-                    } catch (IOException notYet) {
-                        Thread.sleep(20);
-                    }
-                }
-                process.destroyForcibly();
-            } catch (IOException | InterruptedException e) {
-                throw new IllegalStateException("cannot start " + binary, e);
-            }
-        }
-        throw new IllegalStateException("could not start " + flavor);
+    String binary = System.getenv(variable);
+    if (binary == null) {
+      throw new IllegalStateException("set " + variable + " (source /opt/rlock-env/env.sh)");
     }
+    String module =
+        System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/debug/librlock.so");
+    if (!Files.isRegularFile(Paths.get(module))) {
+      throw new IllegalStateException("rlock module not found at " + module + ": set RLOCK_MODULE");
+    }
+    for (int attempt = 0; attempt < 8; attempt++) {
+      try {
+        int port;
+        try (ServerSocket probe = new ServerSocket(0)) {
+          port = probe.getLocalPort();
+        }
+        Path dir = Files.createTempDirectory("rlock-spring-");
+        Process process =
+            new ProcessBuilder(
+                    binary,
+                    "--port",
+                    Integer.toString(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    dir.toString(),
+                    "--loadmodule",
+                    Paths.get(module).toAbsolutePath().toString())
+                .redirectErrorStream(true)
+                .redirectOutput(dir.resolve("server.log").toFile())
+                .start();
+        synchronized (PROCESSES) {
+          PROCESSES.add(process);
+        }
+        for (int i = 0; i < 500 && process.isAlive(); i++) {
+          try (java.net.Socket s = new java.net.Socket("127.0.0.1", port)) {
+            return port;
+          } catch (IOException notYet) {
+            Thread.sleep(20);
+          }
+        }
+        process.destroyForcibly();
+      } catch (IOException | InterruptedException e) {
+        throw new IllegalStateException("cannot start " + binary, e);
+      }
+    }
+    throw new IllegalStateException("could not start " + flavor);
+  }
 
-    private TestServer() {}
+  private TestServer() {}
 }
