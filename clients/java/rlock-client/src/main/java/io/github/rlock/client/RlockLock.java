@@ -137,6 +137,42 @@ public class RlockLock implements Lock {
     return new Hold(locks, List.of(key), owner, side, token, count, acked, r, pinned);
   }
 
+  /**
+   * Runs {@code body} under the lock, waiting in the server up to {@code wait}, and releases it
+   * after. The body never runs unlocked.
+   *
+   * @param wait how long to wait; zero tries once
+   * @param body what to run
+   * @param <T> what it returns
+   * @return what the body returned
+   * @throws NotAcquiredException when the wait ended without a grant (the body did not run)
+   * @throws InterruptedException when interrupted while waiting
+   * @throws Exception what the body threw
+   */
+  public <T> T withLock(Duration wait, java.util.concurrent.Callable<T> body) throws Exception {
+    java.util.Objects.requireNonNull(body, "body must not be null");
+    try (Hold hold = acquire(wait).orElseThrow(
+        () -> new NotAcquiredException("lock " + name + " was not acquired within " + wait))) {
+      return body.call();
+    }
+  }
+
+  /**
+   * Runs {@code body} under the lock, waiting as long as it takes, and releases it after.
+   *
+   * @param body what to run
+   * @param <T> what it returns
+   * @return what the body returned
+   * @throws InterruptedException when interrupted while waiting
+   * @throws Exception what the body threw
+   */
+  public <T> T withLock(java.util.concurrent.Callable<T> body) throws Exception {
+    java.util.Objects.requireNonNull(body, "body must not be null");
+    try (Hold hold = acquireForever()) {
+      return body.call();
+    }
+  }
+
   /** Waits until granted, whatever interrupts come (they are kept for the caller). */
   @Override
   public void lock() {

@@ -119,6 +119,12 @@ class LockCasesTest extends ServerTestBase {
     assertTrue(ms >= 190, "waited " + ms + " ms");
     assertFalse(inThread(() -> lock.tryLock(100, TimeUnit.MILLISECONDS)));
     assertFalse(inThread(() -> lock.acquire().isPresent()));
+    AtomicInteger ran = new AtomicInteger();
+    java.util.concurrent.ExecutionException scoped =
+        assertThrows(java.util.concurrent.ExecutionException.class,
+            () -> inThread(() -> lock.withLock(Duration.ofMillis(50), ran::incrementAndGet)));
+    assertTrue(scoped.getCause() instanceof NotAcquiredException, scoped.toString());
+    assertEquals(0, ran.get(), "the body never runs unlocked");
     assertEquals(1, lock.getHoldCount());
     lock.unlock();
     assertFalse(lock.isLocked());
