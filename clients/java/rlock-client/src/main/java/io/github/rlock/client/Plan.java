@@ -166,34 +166,6 @@ final class Plan {
     return c;
   }
 
-  static Cmd keyed(String name, byte[] key, Object... rest) {
-    Cmd c = Cmd.of(name).key(key);
-    for (Object o : rest) {
-      if (o instanceof byte[] b) {
-        c.arg(b);
-      } else if (o instanceof Number n) {
-        c.arg(n.longValue());
-      } else {
-        c.arg(String.valueOf(o));
-      }
-    }
-    return c;
-  }
-
-  static Cmd plain(String name, Object... rest) {
-    Cmd c = Cmd.of(name);
-    for (Object o : rest) {
-      if (o instanceof byte[] b) {
-        c.arg(b);
-      } else if (o instanceof Number n) {
-        c.arg(n.longValue());
-      } else {
-        c.arg(String.valueOf(o));
-      }
-    }
-    return c;
-  }
-
   /** The cluster slot of a key (CRC16 of its hash tag, or of the whole key). */
   static int slot(byte[] key) {
     int start = -1;

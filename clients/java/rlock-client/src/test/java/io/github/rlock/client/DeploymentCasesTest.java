@@ -80,7 +80,7 @@ class DeploymentCasesTest extends ServerTestBase {
       lock.lock();
       lock.lock();
       assertEquals(2, lock.getHoldCount());
-      assertFalse(LockCasesTest.<Boolean>inThread(() -> lock.tryLock()));
+      assertFalse(ServerTestBase.<Boolean>inThread(() -> lock.tryLock()));
       lock.unlock();
       lock.unlock();
       assertFalse(lock.isLocked());
@@ -99,10 +99,7 @@ class DeploymentCasesTest extends ServerTestBase {
         granted.completeExceptionally(e);
       }
     }).start();
-    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-    while (locks.info(n).blocked() < 1 && System.nanoTime() < end) {
-      Thread.sleep(5);
-    }
+    awaitBlocked(locks, n, 1);
     long released = System.nanoTime();
     lock.unlock();
     long ms = TimeUnit.NANOSECONDS.toMillis(granted.get(5, TimeUnit.SECONDS) - released);
@@ -110,7 +107,7 @@ class DeploymentCasesTest extends ServerTestBase {
     // C12 on the cluster: read-write, multi-key in one slot, semaphore, latch.
     String rw = name("c14rw");
     Hold r = locks.readWriteLock(rw).readLock().acquire().orElseThrow();
-    assertFalse(LockCasesTest.<Boolean>inThread(() -> locks.readWriteLock(rw).writeLock().acquire().isPresent()));
+    assertFalse(ServerTestBase.<Boolean>inThread(() -> locks.readWriteLock(rw).writeLock().acquire().isPresent()));
     r.release();
     String tag = "{" + name("c14m") + "}";
     Hold all = locks.multiLock(tag + ":a", tag + ":b").acquire().orElseThrow();

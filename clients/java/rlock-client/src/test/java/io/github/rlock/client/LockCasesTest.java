@@ -24,21 +24,6 @@ import org.junit.jupiter.params.provider.MethodSource;
 /** C01-C08, C11, C17: one lock's cases, on every server and both drivers. */
 class LockCasesTest extends ServerTestBase {
 
-  static <T> T inThread(java.util.concurrent.Callable<T> body) throws Exception {
-    CompletableFuture<T> f = new CompletableFuture<>();
-    Thread t =
-        new Thread(
-            () -> {
-              try {
-                f.complete(body.call());
-              } catch (Throwable e) {
-                f.completeExceptionally(e);
-              }
-            });
-    t.start();
-    return f.get(30, TimeUnit.SECONDS);
-  }
-
   @ParameterizedTest(name = "C01 acquire, re-enter through the same handle, release [{0}] [{1}]")
   @MethodSource("targets")
   void c01_acquireReenterRelease(String flavor, Driver driver) throws Exception {
@@ -47,7 +32,7 @@ class LockCasesTest extends ServerTestBase {
     lock.lock();
     lock.lock();
     assertEquals(2, lock.getHoldCount());
-    assertFalse(LockCasesTest.<Boolean>inThread(() -> lock.tryLock()), "a second owner (another thread) is refused");
+    assertFalse(ServerTestBase.<Boolean>inThread(() -> lock.tryLock()), "a second owner (another thread) is refused");
     lock.unlock();
     assertEquals(1, lock.getHoldCount());
     assertTrue(lock.isLocked());
@@ -90,10 +75,7 @@ class LockCasesTest extends ServerTestBase {
       t.start();
       threads.add(t);
       // Each waiter blocked in the server before the next: arrival order is known.
-      long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-      while (locks.info(n).blocked() < i + 1 && System.nanoTime() < end) {
-        Thread.sleep(5);
-      }
+      awaitBlocked(locks, n, i + 1);
       assertEquals(i + 1, locks.info(n).blocked());
     }
     long released = System.nanoTime();
@@ -262,16 +244,7 @@ class LockCasesTest extends ServerTestBase {
     String n = name("c07");
     RlockLock lock = locks.lock(n);
     lock.lock();
-    CompletableFuture<Optional<Hold>> waiter = new CompletableFuture<>();
-    new Thread(
-            () -> {
-              try {
-                waiter.complete(lock.acquire(Duration.ofSeconds(5)));
-              } catch (Throwable e) {
-                waiter.completeExceptionally(e);
-              }
-            })
-        .start();
+    CompletableFuture<Optional<Hold>> waiter = started(() -> lock.acquire(Duration.ofSeconds(5)));
     Thread.sleep(1600);
     lock.unlock();
     Hold h = waiter.get(10, TimeUnit.SECONDS).orElseThrow();
@@ -289,16 +262,7 @@ class LockCasesTest extends ServerTestBase {
     String n = name("c08");
     RlockLock lock = locks.lock(n);
     lock.lock();
-    CompletableFuture<Optional<Hold>> waiter = new CompletableFuture<>();
-    new Thread(
-            () -> {
-              try {
-                waiter.complete(lock.acquire(Duration.ofSeconds(10)));
-              } catch (Throwable e) {
-                waiter.completeExceptionally(e);
-              }
-            })
-        .start();
+    CompletableFuture<Optional<Hold>> waiter = started(() -> lock.acquire(Duration.ofSeconds(10)));
     long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
     List<Waiter> ws;
     while ((ws = locks.waiters(n)).isEmpty() && System.nanoTime() < end) {

@@ -76,15 +76,15 @@ class MoreCasesTest extends ServerTestBase {
     String rw = name("c12rw");
     RlockReadWriteLock rwl = locks.readWriteLock(rw);
     Hold r1 = rwl.readLock().acquire().orElseThrow();
-    assertTrue(LockCasesTest.<Boolean>inThread(() -> {
+    assertTrue(ServerTestBase.<Boolean>inThread(() -> {
       Optional<Hold> r2 = rwl.readLock().acquire();
       r2.ifPresent(Hold::release);
       return r2.isPresent();
     }), "readers share");
-    assertFalse(LockCasesTest.<Boolean>inThread(() -> rwl.writeLock().acquire().isPresent()), "no writer beside a reader");
+    assertFalse(ServerTestBase.<Boolean>inThread(() -> rwl.writeLock().acquire().isPresent()), "no writer beside a reader");
     r1.release();
     Hold w = rwl.writeLock().acquire().orElseThrow();
-    assertFalse(LockCasesTest.<Boolean>inThread(() -> rwl.readLock().acquire().isPresent()), "no reader beside the writer");
+    assertFalse(ServerTestBase.<Boolean>inThread(() -> rwl.readLock().acquire().isPresent()), "no reader beside the writer");
     w.release();
 
     // Multi: all or none.
@@ -150,14 +150,7 @@ class MoreCasesTest extends ServerTestBase {
     // Latch opens at zero.
     io.github.rlock.client.CountDownLatch latch = locks.countDownLatch(name("c12l"));
     assertTrue(latch.trySetCount(2));
-    CompletableFuture<Boolean> opened = new CompletableFuture<>();
-    new Thread(() -> {
-      try {
-        opened.complete(latch.awaitZero(Duration.ofSeconds(5)));
-      } catch (Throwable e) {
-        opened.completeExceptionally(e);
-      }
-    }).start();
+    CompletableFuture<Boolean> opened = started(() -> latch.awaitZero(Duration.ofSeconds(5)));
     Thread.sleep(50);
     assertEquals(1, latch.countDown());
     assertFalse(opened.isDone());
@@ -177,14 +170,7 @@ class MoreCasesTest extends ServerTestBase {
     List<CompletableFuture<Hold>> posts = new ArrayList<>();
     for (int i = 0; i < 4; i++) {
       String value = "node-" + i;
-      CompletableFuture<Hold> f = new CompletableFuture<>();
-      new Thread(() -> {
-        try {
-          f.complete(election.campaign(value, Duration.ofSeconds(10)).orElseThrow());
-        } catch (Throwable e) {
-          f.completeExceptionally(e);
-        }
-      }).start();
+      CompletableFuture<Hold> f = started(() -> election.campaign(value, Duration.ofSeconds(10)).orElseThrow());
       posts.add(f);
     }
     List<String> leaders = new ArrayList<>();
@@ -252,7 +238,7 @@ class MoreCasesTest extends ServerTestBase {
     Hold inner = lock.acquire().orElseThrow();
     assertEquals(2, inner.count());
     // Released from another thread: the hold remembers its owner.
-    LockCasesTest.inThread(() -> {
+    inThread(() -> {
       inner.release();
       outer.release();
       return null;

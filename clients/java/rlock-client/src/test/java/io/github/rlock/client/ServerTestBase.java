@@ -57,6 +57,35 @@ abstract class ServerTestBase {
     return driver.connect(s.port, Duration.ofSeconds(5), options, closing);
   }
 
+  /** Runs {@code body} on a thread of its own; its outcome is the future's. */
+  static <T> java.util.concurrent.CompletableFuture<T> started(java.util.concurrent.Callable<T> body) {
+    java.util.concurrent.CompletableFuture<T> f = new java.util.concurrent.CompletableFuture<>();
+    Thread t =
+        new Thread(
+            () -> {
+              try {
+                f.complete(body.call());
+              } catch (Throwable e) {
+                f.completeExceptionally(e);
+              }
+            });
+    t.start();
+    return f;
+  }
+
+  /** Runs {@code body} on another thread (another owner) and returns what it returned. */
+  static <T> T inThread(java.util.concurrent.Callable<T> body) throws Exception {
+    return started(body).get(30, java.util.concurrent.TimeUnit.SECONDS);
+  }
+
+  /** Waits up to 5 s until {@code name} has {@code n} clients blocked on it. */
+  static void awaitBlocked(Locks locks, String name, int n) throws InterruptedException {
+    long end = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
+    while (locks.info(name).blocked() < n && System.nanoTime() < end) {
+      Thread.sleep(5);
+    }
+  }
+
   /** A unique key name per test. */
   static String name(String what) {
     return what + ":" + java.util.UUID.randomUUID();
