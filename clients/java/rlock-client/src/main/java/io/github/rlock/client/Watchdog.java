@@ -124,7 +124,7 @@ final class Watchdog implements AutoCloseable {
     long now = System.nanoTime();
     Map<String, List<Renewal>> byNode = new HashMap<>();
     for (Renewal r : entries.values()) {
-      boolean named = onlyKey != null && new String(r.keys.get(0), StandardCharsets.UTF_8).equals(onlyKey);
+      boolean named = onlyKey != null && r.keys.stream().anyMatch(k -> new String(k, StandardCharsets.UTF_8).equals(onlyKey));
       if (!named && (onlyKey != null || r.dueAt() > now)) {
         continue;
       }

@@ -18,8 +18,13 @@ import org.junit.jupiter.params.provider.Arguments;
  * <pre>  C&lt;nn&gt; &lt;what it shows&gt; [&lt;flavor&gt;] [&lt;driver&gt;]</pre>
  * with flavor one of {@code redis}, {@code redis8}, {@code valkey} and driver one of {@code
  * lettuce}, {@code jedis}; e.g. {@code C07 a long wait outlives socket timeouts [valkey] [jedis]}.
- * In the XML each invocation is a {@code <testcase name="...">} carrying that text. Tests that are
- * no conformance case have names without a {@code C<nn>} prefix.
+ * In the XML (target/surefire-reports/TEST-*.xml) each invocation is one {@code <testcase>} whose
+ * name is the method, its parameter types, a space and that text:
+ * <pre>  name="c07_longWaitOutlivesSocketTimeout(String, Driver) C07 a long wait outlives socket timeouts [valkey] [jedis]"</pre>
+ * so the regular expression {@code \) (C\d\d) .* \[(redis|redis8|valkey)\] \[(lettuce|jedis)\]$}
+ * reads case, flavor and driver; a {@code <skipped>} child marks a case the server cannot run
+ * (C19 on a binary built without TLS). Tests that are no conformance case have display names
+ * without a {@code C<nn>} prefix.
  *
  * <p>One server per flavor is shared by the tests of a class (started on first use, killed after
  * the class); tests that change a server's settings start their own.
