@@ -24,7 +24,7 @@ import org.redisson.config.Config;
 /** C09, C10, C12, C13, C16, C18: sessions, fencing, the other synchronizers, election, owners. */
 class MoreCasesTest extends ServerTestBase {
 
-  @ParameterizedTest(name = "C09 session holds end when the holder's connection dies [{0}] [{1}]")
+  @ParameterizedTest(name = "C09 session holds end when the holder connection dies [{0}] [{1}]")
   @MethodSource("targets")
   void c09_sessionHolds(String flavor, Driver driver) throws Exception {
     Servers.Server s = shared(flavor);
