@@ -33,6 +33,7 @@ public final class Hold implements AutoCloseable {
     this.session = session;
     if (session != null) {
       locks.sessions.add(session);
+      renewal.sessions.add(session);
     }
   }
 
@@ -113,6 +114,7 @@ public final class Hold implements AutoCloseable {
       if (session != null) {
         // A session hold's connection is its own: closing it ends nothing more than this hold.
         locks.sessions.remove(session);
+        renewal.sessions.remove(session);
         session.discard();
       }
     }

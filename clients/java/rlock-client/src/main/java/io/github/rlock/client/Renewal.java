@@ -16,6 +16,8 @@ final class Renewal {
   final long leaseMs;
   final boolean renew;
   final CompletableFuture<LostException> lost = new CompletableFuture<>();
+  /** The connections of its session holds (SESSION): closed once the hold is given back. */
+  final List<Transport.WaitConn> sessions = new java.util.concurrent.CopyOnWriteArrayList<>();
   int holds;
   long basisNanos;
   long nextDueNanos;

@@ -238,7 +238,16 @@ public class RlockLock implements Lock {
     }
     Renewal r = locks.watchdog.find(List.of(key), owner, side);
     if (r != null) {
-      locks.watchdog.released(r, v != null && v == 1);
+      boolean freed = v != null && v == 1;
+      locks.watchdog.released(r, freed);
+      if (freed) {
+        // Session holds taken with lock(): their connections go with the last release.
+        for (Transport.WaitConn c : r.sessions) {
+          locks.sessions.remove(c);
+          r.sessions.remove(c);
+          c.discard();
+        }
+      }
     }
   }
 

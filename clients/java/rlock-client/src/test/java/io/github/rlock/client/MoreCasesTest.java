@@ -43,8 +43,17 @@ class MoreCasesTest extends ServerTestBase {
     long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
     assertFalse(other.info(n).locked(), "still held after " + ms + " ms");
     assertTrue(ms < 500, "freed after " + ms + " ms");
-    assertTrue(other.lock(n).acquire().isPresent());
-    assertEquals(h.count(), 1);
+    assertEquals(1, h.count());
+    // lock()/unlock() with SESSION: the session connection goes with the last unlock.
+    Locks again = locks(s, driver, Locks.Options.defaults());
+    RlockLock session = again.lock(n, LockOptions.defaults().session());
+    session.lock();
+    session.lock();
+    session.unlock();
+    assertEquals(2, again.sessions.size(), "kept while the lock is held");
+    session.unlock();
+    assertEquals(0, again.sessions.size());
+    assertFalse(other.info(n).locked());
   }
 
   @ParameterizedTest(name = "C10 fencing tokens rise across holders and an AOF restart [{0}] [{1}]")
