@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::command::{self, Wait};
 use crate::conn::{cancel_wait, redirect_of, Cancelled, Dedicated, Redirect, TRY_AGAIN_AFTER};
 use crate::error::{Error, Result};
-use crate::lock::Inner;
+use crate::locks::Inner;
 
 /// What to do with a reply nobody waits for any more.
 pub(crate) type Orphaned =

@@ -28,7 +28,7 @@ use crate::command::{LockInfo, Side};
 use crate::conn::Endpoint;
 use crate::election::{Leader, ObserveMode};
 use crate::error::{Error, Result};
-use crate::lock::Hold;
+use crate::hold::Hold;
 
 /// Owns the private runtime. On drop it gives spawned work (background releases) a moment to
 /// finish, without blocking if it is dropped inside another runtime.
@@ -325,7 +325,7 @@ impl Locks {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn multi<I, S>(&self, names: I) -> MultiKeyLock
+    pub fn multi<I, S>(&self, names: I) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -334,7 +334,7 @@ impl Locks {
     }
 
     /// See [`crate::Locks::multi_as`].
-    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiKeyLock
+    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -345,7 +345,7 @@ impl Locks {
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     /// See [`Lock::with_lock`].
     pub fn with_lock<T>(&self, name: impl Into<String>, f: impl FnOnce(Hold) -> T) -> Result<T> {
-        self.lock(name).wait_forever().with_lock(f)
+        self.lock(name).with_lock(f)
     }
 
     calls! {
@@ -516,11 +516,11 @@ impl Latch {
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiKeyLock`]: several locks, all or none.
-    MultiKeyLock(crate::MultiKeyLock)
+    /// Blocking twin of [`crate::MultiLock`]: several locks, all or none.
+    MultiLock(crate::MultiLock)
 }
 
-impl MultiKeyLock {
+impl MultiLock {
     /// Every key.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.inner.keys()
@@ -532,35 +532,59 @@ impl MultiKeyLock {
     }
 
     steps! {
-        /// See [`crate::MultiKeyLock::lease`].
+        /// See [`crate::MultiLock::lease`].
         fn lease(lease: Duration);
-        /// See [`crate::MultiKeyLock::wait`].
+        /// See [`crate::MultiLock::wait`].
         fn wait(wait: Duration);
-        /// See [`crate::MultiKeyLock::wait_forever`].
+        /// See [`crate::MultiLock::wait_forever`].
         fn wait_forever();
-        /// See [`crate::MultiKeyLock::session`].
+        /// See [`crate::MultiLock::session`].
         fn session();
     }
 
     acquires! {
-        /// See [`crate::MultiKeyLock::acquire`].
-        fn acquire(&self) -> MultiKeyGuard;
+        /// See [`crate::MultiLock::acquire`].
+        fn acquire(&self) -> MultiGuard;
+    }
+
+    /// Takes every lock (waiting as long as it takes unless the handle sets a wait), runs `f`
+    /// on this thread, and releases them: see [`crate::MultiLock::with_lock`].
+    /// [`Error::NotAcquired`] if a wait set ended first; [`Error::Lost`] if a lock was lost
+    /// while `f` ran (which cannot be interrupted).
+    pub fn with_lock<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let scoped = MultiLock {
+            inner: self.inner.scoped(),
+            rt: self.rt.clone(),
+        };
+        let guard = scoped
+            .acquire()?
+            .ok_or_else(|| scoped.inner.not_acquired())?;
+        let out = f();
+        guard.release()?;
+        Ok(out)
     }
 }
 
+/// The name of [`MultiLock`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed MultiLock, Redisson's name for it")]
+pub type MultiKeyLock = MultiLock;
+/// The name of [`MultiGuard`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed MultiGuard")]
+pub type MultiKeyGuard = MultiGuard;
+
 guard_twin! {
-    /// Blocking twin of [`crate::MultiKeyGuard`]. Dropping it releases the locks in the
+    /// Blocking twin of [`crate::MultiGuard`]. Dropping it releases the locks in the
     /// background.
-    MultiKeyGuard(crate::MultiKeyGuard)
+    MultiGuard(crate::MultiGuard)
 }
 
-impl MultiKeyGuard {
+impl MultiGuard {
     /// True once any of the locks is lost.
     pub fn is_lost(&self) -> bool {
         self.inner.as_ref().is_some_and(|g| g.is_lost())
     }
 
-    /// See [`crate::MultiKeyGuard::release`].
+    /// See [`crate::MultiGuard::release`].
     pub fn release(mut self) -> Result<()> {
         match self.inner.take() {
             Some(guard) => self.rt.block_on(guard.release()),
@@ -648,7 +672,8 @@ impl Lock {
     /// Acquires, runs `f` on this thread, and releases: the same shape as the async
     /// [`crate::Lock::with_lock`]. `f` gets the [`Hold`] by value and its output is returned as
     /// `Ok(output)` (an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors).
-    /// [`Error::Timeout`] if the lock was not acquired. Unlike the async twin, `f` cannot be
+    /// Waits as long as it takes unless the handle sets a wait; [`Error::NotAcquired`] if that
+    /// wait ended first. Unlike the async twin, `f` cannot be
     /// interrupted: if the hold was lost while it ran, the result is [`Error::Lost`], since
     /// `f`'s work may have overlapped another holder.
     ///
@@ -660,9 +685,13 @@ impl Lock {
     /// # let _ = token; Ok(()) }
     /// ```
     pub fn with_lock<T>(&self, f: impl FnOnce(Hold) -> T) -> Result<T> {
-        let guard = self.acquire()?.ok_or_else(|| Error::Timeout {
+        let scoped = Lock {
+            inner: self.inner.scoped(),
+            rt: self.rt.clone(),
+        };
+        let guard = scoped.acquire()?.ok_or_else(|| Error::NotAcquired {
             key: self.key().to_owned(),
-            waited: self.inner.waited(),
+            waited: scoped.inner.waited(),
         })?;
         let out = f(guard.hold());
         guard.release()?;
@@ -707,23 +736,41 @@ guard_twin! {
 impl std::ops::Deref for Guard {
     type Target = Hold;
     fn deref(&self) -> &Hold {
-        self.guard()
+        self.held()
     }
 }
 
 impl Guard {
-    fn guard(&self) -> &crate::Guard {
+    fn held(&self) -> &crate::Guard {
         self.inner.as_ref().expect("present until release")
     }
 
     /// A clone of the [`Hold`].
     pub fn hold(&self) -> Hold {
-        self.guard().hold()
+        self.held().hold()
+    }
+
+    /// See [`crate::Hold::guard`]: runs `command` only while this hold stands, and blocks
+    /// the calling thread for its reply.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let guard = locks.lock("orders").fenced().acquire()?.expect("free");
+    /// let mut set = redis::cmd("SET");
+    /// set.arg("{orders}:total").arg(42);
+    /// let _: () = guard.guard(&set)?;
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn guard<T: redis::FromRedisValue + Send>(&self, command: &redis::Cmd) -> Result<T> {
+        self.rt.block_on(self.held().guard(command))
     }
 
     /// See [`crate::Guard::renew`].
     pub fn renew(&self) -> Result<()> {
-        self.rt.block_on(self.guard().renew())
+        self.rt.block_on(self.held().renew())
     }
 
     /// See [`crate::Guard::release`].
@@ -854,6 +901,11 @@ impl Leadership {
         wait_lost(&self.rt, self.hold(), timeout)
     }
 
+    /// See [`crate::Leadership::guard`]: "write only while leader", blocking for the reply.
+    pub fn guard<T: redis::FromRedisValue + Send>(&self, command: &redis::Cmd) -> Result<T> {
+        self.rt.block_on(self.leadership().guard(command))
+    }
+
     /// See [`crate::Leadership::resign`].
     pub fn resign(mut self) -> Result<()> {
         let l = self.inner.take().expect("present until resign");
@@ -898,68 +950,72 @@ impl Iterator for LeaderChanges {
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiLocks`].
-    MultiLocks(crate::MultiLocks)
+    /// Blocking twin of [`crate::RedLocks`].
+    RedLocks(crate::RedLocks)
 }
 
-impl MultiLocks {
-    /// See [`crate::MultiLocks::new`]. Fails only if the runtime thread cannot start.
-    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> Result<MultiLocks> {
-        MultiLocks::from_async(crate::MultiLocks::new(primaries))
+/// The name of [`RedLocks`] before 4.1 (the quorum is Redisson's `RedLock`).
+#[deprecated(since = "4.1.0", note = "renamed RedLocks")]
+pub type MultiLocks = RedLocks;
+
+impl RedLocks {
+    /// See [`crate::RedLocks::new`]. Fails only if the runtime thread cannot start.
+    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> Result<RedLocks> {
+        RedLocks::from_async(crate::RedLocks::new(primaries))
     }
 
-    /// Wraps an async [`crate::MultiLocks`] built with its builder.
-    pub fn from_async(inner: crate::MultiLocks) -> Result<MultiLocks> {
-        Ok(MultiLocks::twin(inner, Runtime::new()?))
+    /// Wraps an async [`crate::RedLocks`] built with its builder.
+    pub fn from_async(inner: crate::RedLocks) -> Result<RedLocks> {
+        Ok(RedLocks::twin(inner, Runtime::new()?))
     }
 
     makes! {
-        /// See [`crate::MultiLocks::lock`].
-        fn lock(&self, name: impl Into<String>) -> MultiLock;
+        /// See [`crate::RedLocks::lock`].
+        fn lock(&self, name: impl Into<String>) -> RedLock;
     }
 }
 
 twin! {
-    /// Blocking twin of [`crate::MultiLock`].
-    MultiLock(crate::MultiLock)
+    /// Blocking twin of [`crate::RedLock`].
+    RedLock(crate::RedLock)
 }
 
-impl MultiLock {
+impl RedLock {
     steps! {
-        /// See [`crate::MultiLock::lease`].
+        /// See [`crate::RedLock::lease`].
         fn lease(lease: Duration);
-        /// See [`crate::MultiLock::wait`].
+        /// See [`crate::RedLock::wait`].
         fn wait(wait: Duration);
-        /// See [`crate::MultiLock::fenced`].
+        /// See [`crate::RedLock::fenced`].
         fn fenced();
     }
 
     acquires! {
-        /// See [`crate::MultiLock::acquire`].
-        fn acquire(&self) -> MultiGuard;
+        /// See [`crate::RedLock::acquire`].
+        fn acquire(&self) -> RedLockGuard;
     }
 }
 
 guard_twin! {
-    /// Blocking twin of [`crate::MultiGuard`].
-    MultiGuard(crate::MultiGuard)
+    /// Blocking twin of [`crate::RedLockGuard`].
+    RedLockGuard(crate::RedLockGuard)
 }
 
-impl std::ops::Deref for MultiGuard {
-    type Target = crate::MultiGuard;
-    fn deref(&self) -> &crate::MultiGuard {
+impl std::ops::Deref for RedLockGuard {
+    type Target = crate::RedLockGuard;
+    fn deref(&self) -> &crate::RedLockGuard {
         self.inner.as_ref().expect("present until release")
     }
 }
 
-impl MultiGuard {
-    /// See [`crate::MultiGuard::renew`].
+impl RedLockGuard {
+    /// See [`crate::RedLockGuard::renew`].
     pub fn renew(&mut self) -> Result<()> {
         let g = self.inner.as_mut().expect("present until release");
         self.rt.block_on(g.renew())
     }
 
-    /// See [`crate::MultiGuard::release`].
+    /// See [`crate::RedLockGuard::release`].
     pub fn release(mut self) -> usize {
         let g = self.inner.take().expect("present until release");
         self.rt.block_on(g.release())

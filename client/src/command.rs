@@ -166,9 +166,15 @@ pub(crate) fn renew(hold: &HoldName, lease: Duration) -> redis::Cmd {
     c
 }
 
-/// `RLOCK.MACQUIRE owner numkeys key... LEASE ms [BLOCK ms] [SESSION]`: every lock of one
-/// slot, or none. `FAIR` and `TOKEN` do not apply.
-pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> redis::Cmd {
+/// `RLOCK.MACQUIRE owner numkeys key... LEASE ms [BLOCK ms] [SESSION] REQ id`: every lock of
+/// one slot, or none. `FAIR` and `TOKEN` do not apply. Sent again with the same `req`, the
+/// server replies `numkeys` while the owner holds every lock, and takes nothing more.
+pub(crate) fn macquire(
+    owner: &str,
+    keys: &[Arc<str>],
+    o: &AcquireOptions,
+    req: &str,
+) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.MACQUIRE");
     c.arg(owner).arg(keys.len());
     for key in keys {
@@ -179,17 +185,32 @@ pub(crate) fn macquire(owner: &str, keys: &[Arc<str>], o: &AcquireOptions) -> re
     if o.session {
         c.arg("SESSION");
     }
+    c.arg("REQ").arg(req);
     c
 }
 
-/// `RLOCK.MRELEASE owner numkeys key...`.
+/// `RLOCK.MRELEASE owner numkeys key... REQ id`.
 pub(crate) fn mrelease(owner: &str, keys: &[Arc<str>]) -> redis::Cmd {
     let mut c = redis::cmd("RLOCK.MRELEASE");
     c.arg(owner).arg(keys.len());
     for key in keys {
         c.arg(&**key);
     }
+    c.arg("REQ").arg(request_id());
     c
+}
+
+/// `RLOCK.MRELEASE` reply: how many of the locks are free now; `NOTHELD` (nothing released)
+/// names the first key sent.
+pub(crate) fn parse_mrelease(v: Value, keys: &[Arc<str>], owner: &str) -> Result<u64> {
+    let first = keys.first().map_or("", |k| &**k);
+    match v {
+        Value::ServerError(e) if e.code() == "NOTHELD" => Err(Error::NotHeld {
+            key: first.to_owned(),
+            owner: owner.to_owned(),
+        }),
+        v => parse_count(v, "RLOCK.MRELEASE replied"),
+    }
 }
 
 /// `name key`: a command on one key.
@@ -350,6 +371,45 @@ pub(crate) fn info(key: &str) -> redis::Cmd {
     on_key("RLOCK.INFO", key)
 }
 
+pub(crate) fn waiters(key: &str) -> redis::Cmd {
+    on_key("RLOCK.WAITERS", key)
+}
+
+/// One page of `RLOCK.SCAN`, 500 keys a call.
+pub(crate) fn scan_page(cursor: &str, pattern: Option<&str>, kind: Option<&str>) -> redis::Cmd {
+    let mut cmd = redis::cmd("RLOCK.SCAN");
+    cmd.arg(cursor).arg("COUNT").arg(500);
+    if let Some(p) = pattern {
+        cmd.arg("MATCH").arg(p);
+    }
+    if let Some(k) = kind {
+        cmd.arg("TYPE").arg(k);
+    }
+    cmd
+}
+
+pub(crate) fn stats() -> redis::Cmd {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("rlock");
+    cmd
+}
+
+/// The largest `COUNT` of `RLOCK.TOP`.
+pub(crate) const TOP_MAX: u32 = 1000;
+
+/// `RLOCK.TOP COUNT n`, n from 1 to [`TOP_MAX`].
+pub(crate) fn top(count: u32) -> Result<redis::Cmd> {
+    if !(1..=TOP_MAX).contains(&count) {
+        return Err(Error::InvalidArgument {
+            key: String::new(),
+            reason: format!("RLOCK.TOP takes a count from 1 to {TOP_MAX}, not {count}"),
+        });
+    }
+    let mut cmd = redis::cmd("RLOCK.TOP");
+    cmd.arg("COUNT").arg(count);
+    Ok(cmd)
+}
+
 pub(crate) fn wait_replicas(n: usize, timeout: Duration) -> redis::Cmd {
     let mut c = redis::cmd("WAIT");
     c.arg(n).arg(timeout.as_millis() as u64);
@@ -408,6 +468,119 @@ pub(crate) fn release_error(e: redis::RedisError, key: &str, owner: &str) -> Err
         }
     } else {
         Error::Redis(e)
+    }
+}
+
+/// `RLOCK.GUARD key owner [READ|WRITE] [TOKEN n] CALL command [arg ...]`: `inner` runs in the
+/// server only while `hold` stands (and, with `token`, is still the hold that got it), checked
+/// in the same server turn. An inner command with no name, an empty name or a cursor argument
+/// (`redis::Arg::Cursor`, which only redis-rs's `iter` fills in) is refused before anything is sent.
+pub(crate) fn guard(hold: &HoldName, token: Option<u64>, inner: &redis::Cmd) -> Result<redis::Cmd> {
+    let mut words = Vec::new();
+    for arg in inner.args_iter() {
+        match arg {
+            redis::Arg::Simple(word) => words.push(word),
+            _ => {
+                return Err(Error::invalid(
+                    &hold.key,
+                    "a guarded command takes plain arguments, not a cursor",
+                ))
+            }
+        }
+    }
+    match words.first() {
+        None => {
+            return Err(Error::invalid(
+                &hold.key,
+                "guard needs a command to run, e.g. redis::cmd(\"SET\").arg(key).arg(value)",
+            ))
+        }
+        Some(name) if name.is_empty() => {
+            return Err(Error::invalid(
+                &hold.key,
+                "a guarded command's name must not be empty",
+            ))
+        }
+        Some(_) => {}
+    }
+    let mut c = redis::cmd("RLOCK.GUARD");
+    hold.args(&mut c);
+    if let Some(token) = token {
+        c.arg("TOKEN").arg(token);
+    }
+    c.arg("CALL");
+    for word in words {
+        c.arg(word);
+    }
+    Ok(c)
+}
+
+/// A guarded command's reply: the inner command's, or the refusal of the hold, `NOTHELD` as
+/// [`Error::NotHeld`] and `STALETOKEN` as [`Error::StaleToken`] (with the token the server says
+/// the lock has now); any other error (the inner command's own, a bad call) as it is.
+pub(crate) fn parse_guard(
+    reply: redis::RedisResult<Value>,
+    hold: &HoldName,
+    token: Option<u64>,
+) -> Result<Value> {
+    let e = match reply {
+        Ok(Value::ServerError(e)) => redis::RedisError::from(e),
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let (key, owner) = (hold.key.to_string(), hold.owner.to_string());
+    match (e.code(), token) {
+        (Some("NOTHELD"), _) => Err(Error::NotHeld { key, owner }),
+        (Some("STALETOKEN"), Some(token)) => Err(Error::StaleToken {
+            key,
+            owner,
+            token,
+            current: e.detail().and_then(token_now),
+        }),
+        _ => Err(e.into()),
+    }
+}
+
+/// The token in `STALETOKEN`'s text: "the lock's fencing token is now 8, not 7" -> 8.
+fn token_now(text: &str) -> Option<u64> {
+    let (_, after) = text.split_once("is now ")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// What a renewal's reply (`RLOCK.RENEW`, `RSEM.RENEW`) says of the hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// `1`: renewed for another lease.
+    Renewed,
+    /// `0`, or `WRONGTYPE` (the key is no longer this kind of lock: it was deleted and
+    /// written over): the server no longer has the hold.
+    Lost,
+    /// Another error: the hold may stand; try again (until its lease ends).
+    Retry(String),
+}
+
+pub(crate) fn renewal(reply: redis::RedisResult<Value>) -> Renewal {
+    match reply {
+        Err(e) if e.code() == Some("WRONGTYPE") => Renewal::Lost,
+        Err(e) => Renewal::Retry(e.to_string()),
+        Ok(Value::ServerError(e)) if e.code() == "WRONGTYPE" => Renewal::Lost,
+        Ok(v) => match parse_flag(v, "the renewal replied") {
+            Ok(true) => Renewal::Renewed,
+            Ok(false) => Renewal::Lost,
+            Err(e) => Renewal::Retry(e.to_string()),
+        },
+    }
+}
+
+impl Renewal {
+    /// As the watchdog keeps it: renewed, lost, or the error to retry after.
+    pub(crate) fn into_result(self) -> std::result::Result<bool, String> {
+        match self {
+            Renewal::Renewed => Ok(true),
+            Renewal::Lost => Ok(false),
+            Renewal::Retry(e) => Err(e),
+        }
     }
 }
 
@@ -814,35 +987,6 @@ mod tests {
     }
 
     #[test]
-    fn multi_key_commands_count_their_keys() {
-        let keys: Vec<Arc<str>> = vec![Arc::from("{o}:a"), Arc::from("{o}:b")];
-        let waits = AcquireOptions {
-            wait: Wait::For(Duration::from_millis(250)),
-            session: true,
-            ..opts()
-        };
-        assert_eq!(
-            args(&macquire("u:1", &keys, &waits)),
-            [
-                "RLOCK.MACQUIRE",
-                "u:1",
-                "2",
-                "{o}:a",
-                "{o}:b",
-                "LEASE",
-                "30000",
-                "BLOCK",
-                "250",
-                "SESSION"
-            ]
-        );
-        assert_eq!(
-            args(&mrelease("u:1", &keys)),
-            ["RLOCK.MRELEASE", "u:1", "2", "{o}:a", "{o}:b"]
-        );
-    }
-
-    #[test]
     fn a_side_follows_the_owner_and_names_the_field() {
         let read = name("k", "o", Some(Side::Read));
         let write = name("k", "o", Some(Side::Write));
@@ -918,6 +1062,114 @@ mod tests {
             args(&wait_replicas(1, Duration::from_millis(250))),
             ["WAIT", "1", "250"]
         );
+    }
+
+    #[test]
+    fn a_guard_names_the_hold_its_side_and_token_then_the_command() {
+        let mut set = redis::cmd("SET");
+        set.arg("{k}:data").arg(b"v\x00".as_slice());
+        assert_eq!(
+            args(&guard(&name("k", "o", None), None, &set).unwrap()),
+            ["RLOCK.GUARD", "k", "o", "CALL", "SET", "{k}:data", "v\u{0}"]
+        );
+        assert_eq!(
+            args(&guard(&name("k", "o", Some(Side::Write)), Some(7), &set).unwrap()),
+            [
+                "RLOCK.GUARD",
+                "k",
+                "o",
+                "WRITE",
+                "TOKEN",
+                "7",
+                "CALL",
+                "SET",
+                "{k}:data",
+                "v\u{0}"
+            ]
+        );
+        // Words after CALL are the inner command's, even when they read like options.
+        let mut get = redis::cmd("GET");
+        get.arg("TOKEN");
+        assert_eq!(
+            args(&guard(&name("k", "o", Some(Side::Read)), None, &get).unwrap()),
+            ["RLOCK.GUARD", "k", "o", "READ", "CALL", "GET", "TOKEN"]
+        );
+    }
+
+    #[test]
+    fn a_guard_without_a_command_is_refused_before_sending() {
+        let hold = name("k", "o", None);
+        for bad in [redis::Cmd::new(), redis::cmd("")] {
+            match guard(&hold, None, &bad) {
+                Err(Error::InvalidArgument { key, reason }) => {
+                    assert_eq!(key, "k");
+                    assert!(reason.contains("command"), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut scan = redis::cmd("SCAN");
+        scan.cursor_arg(0);
+        assert!(matches!(
+            guard(&hold, None, &scan),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn guard_replies_and_refusals() {
+        let hold = name("k", "o", Some(Side::Write));
+        assert_eq!(
+            parse_guard(Ok(Value::Okay), &hold, None).unwrap(),
+            Value::Okay
+        );
+        assert_eq!(
+            parse_guard(Ok(Value::Int(4)), &hold, Some(3)).unwrap(),
+            Value::Int(4)
+        );
+        let err = |text: &str| {
+            let (code, detail) = text.split_once(' ').unwrap();
+            redis::make_extension_error(code.into(), Some(detail.into()))
+        };
+        let not_held = "NOTHELD the lock is not held by this owner";
+        match parse_guard(Err(err(not_held)), &hold, Some(7)) {
+            Err(Error::NotHeld { key, owner }) => assert_eq!((&*key, &*owner), ("k", "o")),
+            other => panic!("{other:?}"),
+        }
+        // A refusal read as a value (RESP3, pipelines) is the same refusal.
+        let as_value = Value::ServerError(redis::ServerError::try_from(err(not_held)).unwrap());
+        assert!(matches!(
+            parse_guard(Ok(as_value), &hold, None),
+            Err(Error::NotHeld { .. })
+        ));
+        let stale = "STALETOKEN the lock's fencing token is now 8, not 7";
+        match parse_guard(Err(err(stale)), &hold, Some(7)) {
+            Err(e @ Error::StaleToken { .. }) => {
+                assert!(e.is_not_held(), "a stale token is a kind of not held");
+                let Error::StaleToken {
+                    key,
+                    owner,
+                    token,
+                    current,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The inner command's own error is the caller's, untouched.
+        let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        match parse_guard(Err(err(wrongtype)), &hold, None) {
+            Err(Error::Redis(e)) => assert_eq!(e.code(), Some("WRONGTYPE")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            token_now("the lock's fencing token is now 12, not 7"),
+            Some(12)
+        );
+        assert_eq!(token_now("something else"), None);
     }
 
     #[test]

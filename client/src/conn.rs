@@ -332,6 +332,28 @@ pub(crate) enum Cancelled<T> {
     Killed(T),
 }
 
+/// Returns once the server has dropped the connection `id` on the node of `key` (`CLIENT LIST
+/// ID` empty; 3 s at most), or 200 ms later where `CLIENT LIST` is refused: after this, a wait
+/// on that connection can no longer be granted, and its `REQ` id tells whether it was.
+pub(crate) async fn until_gone(conn: &Conn, key: &str, id: i64) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let mut list = redis::cmd("CLIENT");
+        list.arg("LIST").arg("ID").arg(id);
+        match conn.query_on_node_of(key, list).await {
+            Ok(v) if crate::command::text(&v).is_some_and(|t| t.trim().is_empty()) => return,
+            Ok(_) if tokio::time::Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            Ok(_) => return,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                return;
+            }
+        }
+    }
+}
+
 /// The caller gave up while a request on a dedicated connection (client `client_id` on
 /// the node of `key`) may be blocked in the server, in one of `commands` (their names: the
 /// wait itself, and for an acquire the `WAIT` pipelined after its grant).

@@ -17,7 +17,10 @@ use tokio::time::Instant;
 use crate::command::{self, LockInfo, LockKind};
 use crate::conn::Endpoint;
 use crate::error::{Error, Result};
-use crate::lock::{Guard, Hold, Lock, Locks};
+use crate::hold::{Guard, Hold};
+use crate::keyspace;
+use crate::lock::Lock;
+use crate::locks::Locks;
 
 /// The longest value a candidate may have, in bytes: the server's limit on an owner.
 pub(crate) const MAX_VALUE_LEN: usize = 1024;
@@ -193,7 +196,7 @@ impl Election {
         Ok(Arc::from(value))
     }
 
-    fn lock(&self, value: &str) -> Lock {
+    pub(crate) fn lock(&self, value: &str) -> Lock {
         let lock = self.locks.lock_as(&*self.key, value).fenced();
         match self.replicas {
             Some((n, timeout)) => lock.sync_replicas(n, timeout),
@@ -237,7 +240,7 @@ impl Election {
 }
 
 /// The leader of `info`'s lock, if it is a held reentrant lock.
-fn leader_of(info: &LockInfo) -> Option<Leader> {
+pub(crate) fn leader_of(info: &LockInfo) -> Option<Leader> {
     if !matches!(info.kind, LockKind::Reentrant) {
         return None;
     }
@@ -307,6 +310,25 @@ impl Leadership {
     /// is unreachable, or became a replica). Never resolves while it holds.
     pub async fn lost(&self) -> Error {
         self.guard.lost().await
+    }
+
+    /// Runs `command` only while this post stands, in this term: "write only while leader".
+    /// It is [`Hold::guard`] with the value as owner and the term as token, so a deposed
+    /// leader (its lease ran out, another won a later term) is refused with
+    /// [`Error::NotHeld`] or [`Error::StaleToken`] and its command never runs.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let leadership = locks.election("scheduler").campaign("node-a").await?;
+    /// let mut publish = redis::cmd("SET");
+    /// publish.arg("{scheduler}:plan").arg("v2");
+    /// let _: () = leadership.guard(&publish).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn guard<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T> {
+        self.guard.guard(command).await
     }
 
     /// Steps down: releases the lock (`RLOCK.RELEASE`), and the next candidate waiting in the
@@ -437,7 +459,7 @@ impl Subscription {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg("notify-keyspace-events");
         let flags = match locks.inner.query(&cmd).await {
-            Ok(v) => config_value(v).unwrap_or_default(),
+            Ok(v) => keyspace::config_value(v).unwrap_or_default(),
             Err(_) => String::new(),
         };
         source_for(&flags)
@@ -455,10 +477,10 @@ impl Subscription {
         let channels: Vec<String> = match source {
             Source::Nothing => Vec::new(),
             Source::Unlock => vec![command::helper_key("redisson_lock__channel", key)],
-            Source::Keyspace => vec![format!("__keyspace@{db}__:{key}")],
+            Source::Keyspace => vec![keyspace::keyspace_channel(db, key)],
             Source::Keyevent => LOCK_EVENTS
                 .iter()
-                .map(|e| format!("__keyevent@{db}__:{e}"))
+                .map(|e| keyspace::keyevent_channel(db, e))
                 .collect(),
         };
         let connect = async {
@@ -487,30 +509,13 @@ impl Subscription {
     }
 }
 
-/// The value of a `CONFIG GET name` reply (RESP2 pair or RESP3 map).
-pub(crate) fn config_value(v: redis::Value) -> Option<String> {
-    let text = |v: &redis::Value| match v {
-        redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        redis::Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    };
-    match v {
-        redis::Value::Array(a) => a.get(1).and_then(text),
-        redis::Value::Map(m) => m.first().and_then(|(_, v)| text(v)),
-        _ => None,
-    }
-}
-
-/// What to listen to, for `notify-keyspace-events` = `flags`: module events (`d`, or `A`
-/// which includes it) on the key's channel (`K`) or the events' channels (`E`).
+/// What to listen to, for `notify-keyspace-events` = `flags` (see [`keyspace::mode`]); the
+/// unlock channel when the module's events are not published.
 pub(crate) fn source_for(flags: &str) -> Source {
-    let module = flags.contains('d') || flags.contains('A');
-    if module && flags.contains('K') {
-        Source::Keyspace
-    } else if module && flags.contains('E') {
-        Source::Keyevent
-    } else {
-        Source::Unlock
+    match keyspace::mode(flags) {
+        Some(keyspace::Mode::Keyspace) => Source::Keyspace,
+        Some(keyspace::Mode::Keyevent) => Source::Keyevent,
+        None => Source::Unlock,
     }
 }
 
@@ -625,16 +630,6 @@ mod tests {
         assert_eq!(source_for("AKE"), Source::Keyspace);
         assert_eq!(source_for("dE"), Source::Keyevent);
         assert_eq!(source_for("AE"), Source::Keyevent);
-    }
-
-    #[test]
-    fn config_get_replies_in_both_protocols() {
-        let bulk = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = redis::Value::Array(vec![bulk("notify-keyspace-events"), bulk("dK")]);
-        assert_eq!(config_value(resp2).as_deref(), Some("dK"));
-        let resp3 = redis::Value::Map(vec![(bulk("notify-keyspace-events"), bulk("AE"))]);
-        assert_eq!(config_value(resp3).as_deref(), Some("AE"));
-        assert_eq!(config_value(redis::Value::Array(vec![])), None);
     }
 
     #[test]

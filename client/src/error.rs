@@ -8,12 +8,28 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Error {
     /// The server says `owner` does not hold `key`: its lease ran out, or someone
-    /// force-released or deleted it, before this release.
+    /// force-released or deleted it, before this release, or before this guarded command
+    /// ([`Hold::guard`](crate::Hold::guard)), which was then not run.
     NotHeld {
         /// The lock's key.
         key: String,
-        /// The owner id the release was sent for.
+        /// The owner id the release or guarded command was sent for.
         owner: String,
+    },
+    /// A guarded command ([`Hold::guard`](crate::Hold::guard)) of a fenced hold was refused,
+    /// and not run, because the lock was taken again since this hold got its token
+    /// (`STALETOKEN`): `owner` holds it, but as a newer hold (another process or a restart
+    /// with the same owner id), so this hold's writes could overlap that one's.
+    /// [`Error::is_not_held`] is true for it too.
+    StaleToken {
+        /// The lock's key.
+        key: String,
+        /// The hold's owner id.
+        owner: String,
+        /// The hold's fencing token, now stale.
+        token: u64,
+        /// The lock's fencing token now, as the server told it.
+        current: Option<u64>,
     },
     /// The lock can no longer be trusted to be held: a renewal was refused, or the lease ran
     /// out while renewals kept failing. Work done under it since then may overlap another holder.
@@ -23,8 +39,9 @@ pub enum Error {
         /// Why the hold was judged lost.
         reason: String,
     },
-    /// The lock was not acquired within the wait that was asked for.
-    Timeout {
+    /// The lock was not acquired within the wait that was asked for (a scoped call,
+    /// `with_lock`, whose wait ended first). Named `Timeout` before 4.1.
+    NotAcquired {
         /// The lock's key.
         key: String,
         /// How long the call waited; `None` for a single try without a wait.
@@ -100,9 +117,28 @@ impl Error {
         matches!(self, Error::Deadlock { .. })
     }
 
+    /// True for [`Error::NotAcquired`]: a wait that ended without a grant.
+    pub fn is_not_acquired(&self) -> bool {
+        matches!(self, Error::NotAcquired { .. })
+    }
+
+    /// True for [`Error::NotHeld`] and [`Error::StaleToken`]: the server refused a call
+    /// because this hold no longer stands.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. } | Error::StaleToken { .. })
+    }
+
     /// True for [`Error::Lost`].
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. })
+    }
+
+    /// [`Error::InvalidArgument`]: a call refused before anything is sent.
+    pub(crate) fn invalid(key: &str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            key: key.to_owned(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn lost(key: &str, reason: impl Into<String>) -> Self {
@@ -126,18 +162,33 @@ impl fmt::Display for Error {
         match self {
             Error::NotHeld { key, owner } => write!(
                 f,
-                "lock {key:?} is not held by {owner:?}: its lease ran out or it was force-released \
-                 before this release, so another holder may have overlapped"
+                "lock {key:?} is not held by {owner:?}: its lease ran out or it was force-released, \
+                 so another holder may have overlapped (a guarded command was not run)"
             ),
+            Error::StaleToken {
+                key,
+                owner,
+                token,
+                current,
+            } => {
+                write!(
+                    f,
+                    "lock {key:?} was taken again since {owner:?} got fencing token {token}"
+                )?;
+                if let Some(now) = current {
+                    write!(f, " (it is {now} now)")?;
+                }
+                write!(f, ", so the guarded command was not run")
+            }
             Error::Lost { key, reason } => write!(
                 f,
                 "lock {key:?} was lost ({reason}); stop work that relies on it and acquire it again"
             ),
-            Error::Timeout {
+            Error::NotAcquired {
                 key,
                 waited: Some(w),
             } => write!(f, "lock {key:?} was not acquired within {w:?}"),
-            Error::Timeout { key, waited: None } => write!(
+            Error::NotAcquired { key, waited: None } => write!(
                 f,
                 "lock {key:?} is held by someone else (tried once; use .wait(..) to wait for it)"
             ),
@@ -193,6 +244,17 @@ impl From<redis::RedisError> for Error {
             }
         }
         Error::Redis(e)
+    }
+}
+
+/// Refuses an empty name, and a count of zero where one is given (`what`: its name).
+pub(crate) fn check_args(key: &str, counts: &[(&str, u64)]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid(key, "a name must not be empty"));
+    }
+    match counts.iter().find(|(_, n)| *n == 0) {
+        Some((what, _)) => Err(Error::invalid(key, format!("{what} must be at least 1"))),
+        None => Ok(()),
     }
 }
 
@@ -298,7 +360,7 @@ mod tests {
         assert!(e.is_lost());
         let text = e.to_string();
         assert!(text.contains("\"orders\"") && text.contains("renewal refused"));
-        let t = Error::Timeout {
+        let t = Error::NotAcquired {
             key: "k".into(),
             waited: None,
         };

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Value};
 
-use crate::command::text;
+use crate::command::{self, text};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::lock::Locks;
+use crate::locks::Locks;
 
 /// A call blocked in the server on one key, as `RLOCK.WAITERS` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -271,9 +271,7 @@ impl Locks {
     /// The calls blocked on `name` in the server, in the order they will be served
     /// (`RLOCK.WAITERS`; routed to the key's node in a cluster).
     pub async fn waiters(&self, name: &str) -> Result<Vec<Waiter>> {
-        let mut cmd = redis::cmd("RLOCK.WAITERS");
-        cmd.arg(name);
-        let v = check(self.inner.query(&cmd).await?)?;
+        let v = check(self.inner.query(&command::waiters(name)).await?)?;
         let list = items(&v).ok_or_else(|| unexpected("RLOCK.WAITERS replied", &v))?;
         list.iter()
             .map(|w| parse_waiter(w).ok_or_else(|| unexpected("RLOCK.WAITERS replied", w)))
@@ -302,14 +300,7 @@ impl Locks {
         for node in nodes {
             let mut cursor = "0".to_owned();
             loop {
-                let mut cmd = redis::cmd("RLOCK.SCAN");
-                cmd.arg(&cursor).arg("COUNT").arg(500);
-                if let Some(p) = pattern {
-                    cmd.arg("MATCH").arg(p);
-                }
-                if let Some(k) = kind {
-                    cmd.arg("TYPE").arg(k);
-                }
+                let cmd = command::scan_page(&cursor, pattern, kind);
                 let v = on_node(&conn, &node, cmd).await?;
                 let bad = || unexpected("RLOCK.SCAN replied", &v);
                 let [next, entries] = items(&v).ok_or_else(bad)? else {
@@ -330,8 +321,7 @@ impl Locks {
     /// `INFO rlock` of the server, or of every primary of a cluster.
     pub async fn server_stats(&self) -> Result<Vec<ServerStats>> {
         let conn = self.inner.conn().await?;
-        let mut cmd = redis::cmd("INFO");
-        cmd.arg("rlock");
+        let cmd = command::stats();
         let mut out = Vec::new();
         for (node, v) in on_every_primary(&conn, cmd).await? {
             let body = text(&v).ok_or_else(|| unexpected("INFO replied", &v))?;
@@ -341,11 +331,12 @@ impl Locks {
     }
 
     /// `RLOCK.TOP COUNT count` of the server, or of every primary of a cluster (each node's
-    /// list, one after the other, in the nodes' order).
+    /// list, one after the other, in the nodes' order). `count` is 1 to 1000:
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise, before anything is
+    /// sent.
     pub async fn contended_keys(&self, count: u32) -> Result<Vec<ContendedKey>> {
+        let cmd = command::top(count)?;
         let conn = self.inner.conn().await?;
-        let mut cmd = redis::cmd("RLOCK.TOP");
-        cmd.arg("COUNT").arg(count.clamp(1, 1000));
         let mut out = Vec::new();
         for (node, v) in on_every_primary(&conn, cmd).await? {
             let list = items(&v).ok_or_else(|| unexpected("RLOCK.TOP replied", &v))?;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::blocked;
 use crate::command::{self, Wait};
-use crate::error::Result;
-use crate::lock::{Inner, Locks};
+use crate::error::{check_args, Result};
+use crate::locks::{Inner, Locks};
 
 /// A count-down latch on Redisson's layout (`redisson.getCountDownLatch(name)` shares it):
 /// a count that clients count down; waiters pass together once it reaches zero. Made by
@@ -53,20 +53,24 @@ impl Latch {
         fn wait_forever;
     }
 
-    /// `RLATCH.TRYSETCOUNT`: sets `count` (at least 1) if the latch has none. True if set.
+    /// `RLATCH.TRYSETCOUNT`: sets `count` (at least 1: 0 is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)) if the latch has none. True if set.
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        let cmd = command::try_set_count(&self.key, count.max(1));
+        check_args(&self.key, &[("count", count)])?;
+        let cmd = command::try_set_count(&self.key, count);
         self.inner.flag(&cmd, "RLATCH.TRYSETCOUNT replied").await
     }
 
     /// `RLATCH.COUNTDOWN`: one less; at zero every waiter passes. The count now.
     pub async fn count_down(&self) -> Result<i64> {
+        check_args(&self.key, &[])?;
         let cmd = command::count_down(&self.key);
         self.inner.integer(&cmd, "RLATCH.COUNTDOWN replied").await
     }
 
     /// `RLATCH.COUNT`: the count now (0 when the latch has none).
     pub async fn count(&self) -> Result<i64> {
+        check_args(&self.key, &[])?;
         let cmd = command::latch_count(&self.key);
         self.inner.integer(&cmd, "RLATCH.COUNT replied").await
     }
@@ -74,6 +78,7 @@ impl Latch {
     /// `RLATCH.AWAIT`: true once the count is zero (or the latch does not exist); false if
     /// the wait ran out first (at once without a wait).
     pub async fn await_zero(&self) -> Result<bool> {
+        check_args(&self.key, &[])?;
         let cmd = command::await_latch(&self.key, self.wait);
         // A latch grants nothing that would need giving back.
         let orphaned = |_, _| async {};

@@ -32,9 +32,9 @@
 //! | [`Guard::release`], [`Guard::renew`] | 1 |
 //! | [`ReadWriteLock::read`]/[`write`](ReadWriteLock::write), then acquire | as [`Lock::acquire`] |
 //! | watchdog | 1 pipeline per tick for all held locks (one per slot in a cluster) |
-//! | [`MultiLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
+//! | [`RedLock::acquire`] | 1 to all primaries in parallel (+1 to release on failure) |
 //! | [`Semaphore::acquire`], [`Latch::await_zero`] | 1 (with a wait, on a pooled connection) |
-//! | [`MultiKeyLock::acquire`] | 1 per cluster slot of its keys (+1 per slot taken to give back on failure) |
+//! | [`MultiLock::acquire`] | 1 per cluster slot of its keys (+1 per slot taken to give back on failure) |
 //! | [`Election::campaign`] | as a fenced [`Lock::acquire`] with a wait (+1 to give back a grant it cannot believe) |
 //! | [`Election::leader`] | 1 |
 //! | [`Election::observe`] | a pub/sub connection, then 1 read per change (events) or every 50 ms (polling) |
@@ -71,16 +71,21 @@ mod command;
 mod conn;
 mod election;
 mod error;
+mod hold;
 mod inspect;
+mod keyspace;
 mod latch;
 mod lock;
+mod locks;
 mod lossevents;
-mod multi;
-mod multikey;
+mod multilock;
 mod permits;
+mod redlock;
 mod replicas;
 mod rwlock;
 mod semaphore;
+#[cfg(test)]
+mod spec;
 mod watchdog;
 
 /// This crate's version, which is also the version of the module it is made for
@@ -95,11 +100,31 @@ pub use command::{LockInfo, LockKind, Side};
 pub use conn::Endpoint;
 pub use election::{Election, Leader, LeaderChanges, Leadership, ObserveMode};
 pub use error::{Error, Result, Wait};
+pub use hold::{Guard, Hold};
 pub use inspect::{ContendedKey, ScannedLock, ServerStats, Waiter};
 pub use latch::Latch;
-pub use lock::{Guard, Hold, Lock, Locks, LocksBuilder};
-pub use multi::{MultiGuard, MultiLock, MultiLocks, MultiLocksBuilder};
-pub use multikey::{MultiKeyGuard, MultiKeyLock};
+pub use lock::Lock;
+pub use locks::{Locks, LocksBuilder};
+pub use multilock::{MultiGuard, MultiLock};
+pub use redlock::{RedLock, RedLockGuard, RedLocks, RedLocksBuilder};
+
+/// The name of [`MultiLock`] before 4.1: the all-or-nothing lock over several keys.
+#[deprecated(since = "4.1.0", note = "renamed MultiLock, Redisson's name for it")]
+pub type MultiKeyLock = MultiLock;
+/// The name of [`MultiGuard`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed MultiGuard")]
+pub type MultiKeyGuard = MultiGuard;
+/// The name of [`RedLocks`] before 4.1. (`MultiLock` and `MultiGuard`, the quorum's lock and
+/// guard before 4.1, are now [`RedLock`] and [`RedLockGuard`]: their old names are the
+/// multi-key lock's, so they have no alias.)
+#[deprecated(
+    since = "4.1.0",
+    note = "renamed RedLocks: the quorum is Redisson's RedLock"
+)]
+pub type MultiLocks = RedLocks;
+/// The name of [`RedLocksBuilder`] before 4.1.
+#[deprecated(since = "4.1.0", note = "renamed RedLocksBuilder")]
+pub type MultiLocksBuilder = RedLocksBuilder;
 pub use permits::{LeasedPermit, PermitSemaphore};
 pub use rwlock::ReadWriteLock;
 pub use semaphore::{Permits, Semaphore};

@@ -1,350 +1,26 @@
-//! [`Locks`], the [`Lock`] handle/builder, [`Guard`] and [`Hold`].
+//! The [`Lock`] handle: its builder, and the lock's wait protocol (a single try on the shared
+//! connection; a wait or an acknowledged acquire on a pooled one, given up without leaving a
+//! grant behind).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::{oneshot, OnceCell};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use futures_util::future::BoxFuture;
-use redis::aio::{ConnectionManager, MultiplexedConnection};
-
 use crate::command::{self, AcquireOptions, HoldName, LockInfo, Side, Wait};
-use crate::conn::{Cancelled, Conn, Dedicated, Endpoint, Pool, Redirect};
+use crate::conn::{Cancelled, Dedicated, Redirect};
 use crate::error::{Error, Result};
-use crate::replicas::Replicas;
-use crate::watchdog::{self, LostRx, Registry, Watched};
-
-/// Settings of a [`Locks`]; see [`LocksBuilder`].
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub watchdog_lease: Duration,
-    pub response_timeout: Duration,
-    pub idle_connections: usize,
-    /// A default acquire's acknowledgement: up to `n` replicas (as many as are attached),
-    /// within the timeout; `n` 0 sends no `WAIT`.
-    pub durable: (usize, Duration),
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            watchdog_lease: Duration::from_secs(30),
-            response_timeout: Duration::from_secs(2),
-            idle_connections: 4,
-            durable: (1, Duration::from_secs(1)),
-        }
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) endpoint: Endpoint,
-    conn: OnceCell<Conn>,
-    pub(crate) pool: Pool,
-    pub(crate) registry: Registry,
-    replicas: Arc<Replicas>,
-    client_id: String,
-    next_owner: AtomicU64,
-    pub(crate) config: Config,
-}
-
-impl Inner {
-    pub(crate) async fn conn(&self) -> Result<Conn> {
-        let c = self
-            .conn
-            .get_or_try_init(|| Conn::open(&self.endpoint, self.config.response_timeout))
-            .await?;
-        Ok(c.clone())
-    }
-
-    /// Whether the locks live in a cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.endpoint, Endpoint::Cluster(_))
-    }
-
-    pub(crate) fn new_owner(&self) -> Arc<str> {
-        let n = self.next_owner.fetch_add(1, Ordering::Relaxed);
-        Arc::from(format!("{}:{n}", self.client_id))
-    }
-
-    pub(crate) async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
-        Ok(self.conn().await?.query(cmd).await?)
-    }
-
-    /// `cmd` on the shared connection, its reply a flag (`what` names the reply in an error).
-    pub(crate) async fn flag(&self, cmd: &redis::Cmd, what: &'static str) -> Result<bool> {
-        command::parse_flag(self.query(cmd).await?, what)
-    }
-
-    /// `cmd` on the shared connection, its reply an integer (`what` as for `flag`).
-    pub(crate) async fn integer(&self, cmd: &redis::Cmd, what: &'static str) -> Result<i64> {
-        command::parse_integer(self.query(cmd).await?, what)
-    }
-
-    /// `query`, and once more with the same `REQ` id if the connection broke before the reply
-    /// came: for a command the server applies at most once.
-    pub(crate) async fn query_resent(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
-        let mut reply = self.query(cmd).await;
-        if matches!(&reply, Err(Error::Redis(e)) if command::worth_resending(e)) {
-            tokio::time::sleep(RESEND_AFTER).await;
-            reply = self.query(cmd).await;
-        }
-        reply
-    }
-
-    /// A pooled connection of its own, for a command that waits in the server.
-    pub(crate) async fn dedicated(&self) -> Result<Dedicated> {
-        let conn = self.pool.take(&self.endpoint, self.config.response_timeout);
-        Ok(conn.await?)
-    }
-
-    /// `RLOCK.INFO`, read so that it never fails on what the key holds: when the server
-    /// refuses the key (`WRONGTYPE`) or sends hash fields that are not hold counts, the keys
-    /// are read as they are (one more round trip, only then).
-    async fn info(&self, key: &str) -> Result<LockInfo> {
-        let conn = self.conn().await?;
-        let blocked = match conn.query(&command::info(key)).await {
-            Ok(v) => {
-                let reply = command::parse_info(v)?;
-                if reply.complete {
-                    return Ok(reply.info);
-                }
-                reply.info.blocked
-            }
-            Err(e) if e.code() == Some("WRONGTYPE") => 0,
-            Err(e) => return Err(e.into()),
-        };
-        let values = conn.pipeline(&mut command::raw_lock(key)).await?;
-        command::parse_raw(values, blocked)
-    }
-}
-
-impl Watched for Inner {
-    fn registry(&self) -> &Registry {
-        &self.registry
-    }
-
-    fn conn(&self) -> BoxFuture<'_, Result<Conn>> {
-        Box::pin(Inner::conn(self))
-    }
-
-    fn pubsub(&self) -> Option<(redis::Client, Duration)> {
-        match &self.endpoint {
-            Endpoint::Server(client) => Some((client.clone(), self.config.response_timeout)),
-            Endpoint::Cluster(_) => None,
-        }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Lets the watchdog see that nothing is left to watch, and end.
-        self.registry.wake.notify_one();
-    }
-}
-
-/// Entry point: the locks on one server or cluster.
-///
-/// Cheap to clone; clones share the connection, the watchdog and the connection pool.
-///
-/// ```no_run
-/// # async fn f() -> rlock_client::Result<()> {
-/// let locks = rlock_client::Locks::from_url("redis://127.0.0.1/")?;
-/// if let Some(guard) = locks.lock("orders").acquire().await? {
-///     // ... the critical section ...
-///     guard.release().await?;
-/// }
-/// # Ok(()) }
-/// ```
-///
-/// **Which `redis` crate.** The constructors take types of the `redis` crate this crate is
-/// built with, re-exported as [`rlock_client::redis`](crate::redis). An application on another
-/// `redis` version builds them through that path, or passes a URL to [`Locks::from_url`].
-#[derive(Clone)]
-pub struct Locks {
-    pub(crate) inner: Arc<Inner>,
-}
-
-debug_fields!(Locks |l| { endpoint: l.inner.endpoint, client_id: l.inner.client_id });
-
-/// Configures a [`Locks`] before its first use.
-#[derive(Debug, Clone)]
-pub struct LocksBuilder {
-    endpoint: Endpoint,
-    config: Config,
-    conn: Option<Conn>,
-}
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Conn::Single(_) => "ConnectionManager",
-            Conn::Plain(_) => "MultiplexedConnection",
-            Conn::Cluster(_) => "ClusterConnection",
-        })
-    }
-}
-
-impl LocksBuilder {
-    /// The lease given to locks taken without [`Lock::lease`]; the watchdog renews them every
-    /// third of it. Default 30 s, as in Redisson.
-    pub fn watchdog_lease(mut self, lease: Duration) -> Self {
-        self.config.watchdog_lease = lease;
-        self
-    }
-
-    /// How long a non-blocking command may take on the shared connection before it fails.
-    /// Default 2 s.
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.config.response_timeout = timeout;
-        self
-    }
-
-    /// How many idle connections for blocking acquires to keep. Default 4.
-    pub fn idle_connections(mut self, n: usize) -> Self {
-        self.config.idle_connections = n;
-        self
-    }
-
-    /// How a lock acquired without [`Lock::sync_replicas`] is made durable: when the lock's
-    /// primary has replicas, the acquire returns only once `n` of them (at most as many as
-    /// are attached) acknowledged the grant (`WAIT`), within `timeout`; a grant not
-    /// acknowledged in time is released and the acquire fails with
-    /// [`Error::NotAcknowledged`]. With no replica attached no `WAIT` is sent. `n` = 0 turns
-    /// this off: no acquire sends `WAIT` unless it asks with [`Lock::sync_replicas`].
-    /// Default: 1 replica within 1 s, as Redisson's `checkLockSyncedSlaves`. The replica count
-    /// is read from the server and kept for 1 s (see the README's "Durable by default").
-    pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
-        self.config.durable = (n, timeout.max(Duration::from_millis(1)));
-        self
-    }
-
-    /// Sends the short lock commands (acquires without a wait, releases, renewals, queries)
-    /// over the application's own [`ConnectionManager`] instead of a new one.
-    ///
-    /// The endpoint given to [`Locks::builder`] is still used, for the connections that waits
-    /// and [`Lock::sync_replicas`] need: a `BLOCK` or `WAIT` stalls every later request on its
-    /// connection (the server answers a connection's requests in order), so it must never run
-    /// on a shared one. [`response_timeout`](Self::response_timeout) does not apply to a
-    /// connection handed in: its own settings do. [`Lock::session`] holds taken without a wait
-    /// end when this connection drops and reconnects.
-    ///
-    /// ```no_run
-    /// use rlock_client::{redis, Locks};
-    ///
-    /// # async fn f() -> rlock_client::Result<()> {
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let manager = client.get_connection_manager().await?; // the app's, used elsewhere too
-    /// let locks = Locks::builder(client).connection_manager(manager).build();
-    /// # let _ = locks; Ok(()) }
-    /// ```
-    pub fn connection_manager(mut self, conn: ConnectionManager) -> Self {
-        self.conn = Some(conn.into());
-        self
-    }
-
-    /// Like [`connection_manager`](Self::connection_manager), with a [`MultiplexedConnection`].
-    /// It does not reconnect by itself: once it breaks, commands on it fail (and held locks are
-    /// reported lost when their lease runs out) until the [`Locks`] is rebuilt.
-    pub fn multiplexed_connection(mut self, conn: MultiplexedConnection) -> Self {
-        self.conn = Some(conn.into());
-        self
-    }
-
-    /// Builds the [`Locks`]. It connects on first use.
-    pub fn build(self) -> Locks {
-        Locks {
-            inner: Arc::new(Inner {
-                endpoint: self.endpoint,
-                conn: OnceCell::new_with(self.conn),
-                pool: Pool::new(self.config.idle_connections),
-                registry: Registry::new(),
-                replicas: Arc::default(),
-                client_id: uuid::Uuid::new_v4().to_string(),
-                next_owner: AtomicU64::new(1),
-                config: self.config,
-            }),
-        }
-    }
-}
+use crate::hold::{release, Guard, Hold};
+use crate::locks::Locks;
 
 impl Locks {
-    /// Locks on a server (`redis::Client`) or a cluster (`redis::cluster::ClusterClient`),
-    /// with default settings. It connects on first use.
-    pub fn new(endpoint: impl Into<Endpoint>) -> Locks {
-        Locks::builder(endpoint).build()
-    }
-
-    /// A builder, for settings other than the defaults.
-    pub fn builder(endpoint: impl Into<Endpoint>) -> LocksBuilder {
-        LocksBuilder {
-            endpoint: endpoint.into(),
-            config: Config::default(),
-            conn: None,
-        }
-    }
-
-    /// Locks on the server at `url` (`redis://host:port/db`, `rediss://…`, `unix://…`), with
-    /// default settings. Fails only on a malformed URL; it connects on first use.
-    ///
-    /// ```no_run
-    /// # async fn f() -> rlock_client::Result<()> {
-    /// let locks = rlock_client::Locks::from_url("redis://127.0.0.1:6379/")?;
-    /// # let _ = locks; Ok(()) }
-    /// ```
-    pub fn from_url(url: &str) -> Result<Locks> {
-        Ok(Locks::new(Endpoint::url(url)?))
-    }
-
-    /// Locks that send their short commands over the application's [`ConnectionManager`];
-    /// `client` (the one it was made from) opens the dedicated connections that waits need.
-    /// See [`LocksBuilder::connection_manager`] for the trade-offs.
-    ///
-    /// ```no_run
-    /// use rlock_client::{redis, Locks};
-    ///
-    /// # async fn f() -> rlock_client::Result<()> {
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let manager = client.get_connection_manager().await?;
-    /// let locks = Locks::with_connection_manager(manager.clone(), client);
-    /// # let _ = locks; Ok(()) }
-    /// ```
-    pub fn with_connection_manager(conn: ConnectionManager, client: redis::Client) -> Locks {
-        Locks::builder(client).connection_manager(conn).build()
-    }
-
-    /// Locks that send their short commands over the application's [`MultiplexedConnection`];
-    /// `client` opens the dedicated connections that waits need.
-    /// See [`LocksBuilder::multiplexed_connection`].
-    ///
-    /// ```no_run
-    /// use rlock_client::{redis, Locks};
-    ///
-    /// # async fn f() -> rlock_client::Result<()> {
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let conn = client.get_multiplexed_async_connection().await?;
-    /// let locks = Locks::with_multiplexed_connection(conn.clone(), client);
-    /// # let _ = locks; Ok(()) }
-    /// ```
-    pub fn with_multiplexed_connection(
-        conn: MultiplexedConnection,
-        client: redis::Client,
-    ) -> Locks {
-        Locks::builder(client).multiplexed_connection(conn).build()
-    }
-
-    /// This client's uuid: the first half of every owner id it makes.
-    pub fn client_id(&self) -> &str {
-        &self.inner.client_id
-    }
-
     /// A handle on the lock `name` with a new owner id `<client-uuid>:<n>`.
     ///
     /// Each call gives a new owner: two handles from two calls exclude each other, even in
-    /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`].
+    /// one task. Clones of one handle share its owner and so re-enter. See [`Lock`](crate::Lock).
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         self.handle(name.into(), self.inner.new_owner())
     }
@@ -353,8 +29,8 @@ impl Locks {
     ///
     /// For a service that shares a lock with a Redisson service under Redisson's owner
     /// (`<client-uuid>:<thread-id>`), or that resumes holds it took before a restart: a handle
-    /// with the owner of an existing hold re-enters it ([`Lock::acquire`]), counts it
-    /// ([`Lock::hold_count`]) and releases it ([`Lock::unlock`]). Two handles with the same
+    /// with the owner of an existing hold re-enters it ([`Lock::acquire`](crate::Lock::acquire)), counts it
+    /// ([`Lock::hold_count`](crate::Lock::hold_count)) and releases it ([`Lock::unlock`](crate::Lock::unlock)). Two handles with the same
     /// owner are the same owner, exactly as two clones are; give contenders different owners.
     /// The server takes owners of 1 to 1024 bytes.
     ///
@@ -372,76 +48,43 @@ impl Locks {
     }
 
     fn handle(&self, key: String, owner: Arc<str>) -> Lock {
-        Lock {
-            locks: self.clone(),
-            key: Arc::from(key),
-            owner,
-            side: None,
-            lease: None,
-            wait: Wait::No,
-            fair: false,
-            fenced: false,
-            session: false,
-            replicas: None,
-        }
+        Lock::new(self.clone(), Arc::from(key), owner)
     }
 
     /// Waits as long as it takes for `name`, runs `f`, and releases the lock.
     ///
-    /// Shorthand for `self.lock(name).wait_forever().with_lock(f)`: see [`Lock::with_lock`].
+    /// Shorthand for `self.lock(name).with_lock(f)`: see [`Lock::with_lock`](crate::Lock::with_lock).
     pub async fn with_lock<F, Fut, T>(&self, name: impl Into<String>, f: F) -> Result<T>
     where
         F: FnOnce(Hold) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.lock(name).wait_forever().with_lock(f).await
+        self.lock(name).with_lock(f).await
     }
+}
 
-    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one.
-    /// Its holders find out at their next renewal ([`Error::Lost`]), or within 100 ms when
-    /// the server publishes the module's keyspace events (see [`Hold::lost`]).
-    pub async fn force_release(&self, name: &str) -> Result<bool> {
-        let v = self.inner.query(&command::force_release(name)).await?;
-        command::parse_flag(v, "RLOCK.FORCERELEASE replied")
-    }
-
-    /// `RLOCK.INFO`: what the key holds, holders, lease left, fair queue, blocked waiters and
-    /// fencing counter.
-    ///
-    /// It does not fail on what the key holds: a Redisson read-write lock (a hash with a `mode`
-    /// field) comes back as [`LockKind::ReadWrite`](crate::LockKind::ReadWrite), a hash of other
-    /// fields as [`LockKind::OtherHash`](crate::LockKind::OtherHash), any other type as
-    /// [`LockKind::NotALock`](crate::LockKind::NotALock), with the raw fields in
-    /// [`LockInfo::other_fields`]. One round trip; two for such keys.
-    ///
-    /// ```no_run
-    /// use rlock_client::LockKind;
-    ///
-    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
-    /// let info = locks.info("orders").await?;
-    /// match &info.kind {
-    ///     LockKind::Free => println!("free"),
-    ///     LockKind::Reentrant => println!("held by {:?}, {} ms left", info.holders, info.pttl),
-    ///     LockKind::ReadWrite { mode } => println!("a Redisson read-write lock in {mode} mode"),
-    ///     other => println!("not a lock: {other:?} {:?}", info.other_fields),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn info(&self, name: &str) -> Result<LockInfo> {
-        self.inner.info(name).await
-    }
+/// A grant read from an acquire's replies (see [`Lock::read_grant`](crate::Lock::read_grant)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The acquire's reply: the token when fenced, else the hold count.
+    pub reply: u64,
+    /// The hold count, when known.
+    pub count: Option<u64>,
+    pub token: Option<u64>,
+    /// Replicas that acknowledged the grant, after a `WAIT`.
+    pub replicas: Option<u64>,
 }
 
 /// A handle on one lock, carrying one owner id, and the builder of its acquires.
 ///
 /// **Owners, threads and tasks.** Redisson names the owner after the thread, so a thread
 /// re-enters its own locks. Async tasks move between threads and share them, so here the
-/// owner is the handle: [`Locks::lock`] makes a new owner `<client-uuid>:<n>`, and every clone
+/// owner is the handle: [`Locks::lock`](crate::Locks::lock) makes a new owner `<client-uuid>:<n>`, and every clone
 /// of that handle is the same owner.
 /// - To re-enter (a function that takes the lock calls another that takes it too), pass a clone
-///   of the handle down; each acquire returns its own [`Guard`] and the lock is free once all of
+///   of the handle down; each acquire returns its own [`Guard`](crate::Guard) and the lock is free once all of
 ///   them are released.
-/// - To contend (workers, tasks, threads), give each its own handle from [`Locks::lock`].
+/// - To contend (workers, tasks, threads), give each its own handle from [`Locks::lock`](crate::Locks::lock).
 ///
 /// Builder methods return a changed copy; the owner stays the same.
 ///
@@ -462,7 +105,9 @@ pub struct Lock {
     owner: Arc<str>,
     side: Option<Side>,
     lease: Option<Duration>,
-    wait: Wait,
+    /// `None`: not set; [`acquire`](Lock::acquire) tries once, [`with_lock`](Lock::with_lock)
+    /// waits as long as it takes.
+    wait: Option<Wait>,
     fair: bool,
     fenced: bool,
     session: bool,
@@ -482,6 +127,22 @@ debug_fields!(Lock |l| {
 });
 
 impl Lock {
+    /// A handle on `key` for `owner`, with no option set.
+    pub(crate) fn new(locks: Locks, key: Arc<str>, owner: Arc<str>) -> Lock {
+        Lock {
+            locks,
+            key,
+            owner,
+            side: None,
+            lease: None,
+            wait: None,
+            fair: false,
+            fenced: false,
+            session: false,
+            replicas: None,
+        }
+    }
+
     /// The lock's key.
     pub fn key(&self) -> &str {
         &self.key
@@ -492,7 +153,7 @@ impl Lock {
         &self.owner
     }
 
-    /// The side of a read-write lock this handle takes (see [`Locks::read_write`]); `None`
+    /// The side of a read-write lock this handle takes (see [`Locks::read_write`](crate::Locks::read_write)); `None`
     /// for a reentrant lock.
     pub fn side(&self) -> Option<Side> {
         self.side
@@ -504,7 +165,7 @@ impl Lock {
         self
     }
 
-    fn hold_name(&self) -> HoldName {
+    pub(crate) fn hold_name(&self) -> HoldName {
         HoldName {
             key: self.key.clone(),
             owner: self.owner.clone(),
@@ -515,7 +176,7 @@ impl Lock {
 
     handle_steps! {
         /// A fixed lease (`LEASE ms`). The watchdog does not renew it: the hold ends when it runs
-        /// out unless [`Guard::renew`] is called, and then [`Hold::lost`] fires.
+        /// out unless [`Guard::renew`](crate::Guard::renew) is called, and then [`Hold::lost`](crate::Hold::lost) fires.
         /// Without it the lease is the watchdog lease (30 s) and the watchdog renews it.
         fn lease;
         /// Waits in the server up to `wait` for a busy lock (`BLOCK ms`), first come first served.
@@ -533,7 +194,7 @@ impl Lock {
         self
     }
 
-    /// Asks for a fencing token (`TOKEN`): [`Hold::token`] (via the guard) strictly increases each time the
+    /// Asks for a fencing token (`TOKEN`): [`Hold::token`](crate::Hold::token) (via the guard) strictly increases each time the
     /// lock goes from free to held. Pass it to the resource you protect and have it refuse
     /// anything older than the newest token it has seen.
     pub fn fenced(mut self) -> Self {
@@ -551,10 +212,10 @@ impl Lock {
 
     /// After acquiring, waits up to `timeout` for `n` replicas to acknowledge the grant
     /// (`WAIT n ms`, pipelined with the acquire) and reports the count in
-    /// [`Hold::replicas_acked`]. Fewer acknowledgements in time: the grant is released and
+    /// [`Hold::replicas_acked`](crate::Hold::replicas_acked). Fewer acknowledgements in time: the grant is released and
     /// the acquire fails with [`Error::NotAcknowledged`]. `n` = 0 sends no `WAIT`.
     ///
-    /// Without this call the [`Locks`]' default applies ([`LocksBuilder::sync_replicas`]): one
+    /// Without this call the [`Locks`](crate::Locks)' default applies ([`LocksBuilder::sync_replicas`](crate::LocksBuilder::sync_replicas)): one
     /// replica's acknowledgement within 1 s when the primary has replicas, no `WAIT` when it
     /// has none.
     pub fn sync_replicas(mut self, n: usize, timeout: Duration) -> Self {
@@ -587,7 +248,7 @@ impl Lock {
     fn options(&self) -> AcquireOptions {
         AcquireOptions {
             lease: self.lease.unwrap_or(self.locks.inner.config.watchdog_lease),
-            wait: self.wait,
+            wait: self.wait.unwrap_or(Wait::No),
             fair: self.fair,
             fenced: self.fenced,
             session: self.session,
@@ -595,10 +256,19 @@ impl Lock {
     }
 
     pub(crate) fn waited(&self) -> Option<Duration> {
-        match self.wait {
+        match self.wait.unwrap_or(Wait::No) {
             Wait::No => None,
             Wait::For(d) => Some(d),
             Wait::Forever => Some(Duration::MAX),
+        }
+    }
+
+    /// This handle as the scoped call ([`with_lock`](Self::with_lock)) uses it: waiting as
+    /// long as it takes unless a wait was set, as `threading.Lock` and Redisson's `lock()` do.
+    pub(crate) fn scoped(&self) -> Lock {
+        Lock {
+            wait: Some(self.wait.unwrap_or(Wait::Forever)),
+            ..self.clone()
         }
     }
 
@@ -630,10 +300,8 @@ impl Lock {
                 return Ok(command::parse_acquire(v)?.map(|n| self.guard(n, None, sent, None)));
             }
             let mut pipe = self.acquire_pipeline(&opts, &command::request_id());
-            let mut values = conn.pipeline(&mut pipe).await?.into_iter();
-            let granted = command::parse_acquire(values.next().unwrap_or_default())?;
-            let count = hold_count_after(values.next());
-            Ok(granted.map(|token| self.guard(token, count, sent, None)))
+            let grant = self.read_grant(conn.pipeline(&mut pipe).await?)?;
+            Ok(grant.map(|g| self.guard(g.reply, g.count, sent, None)))
         } else {
             self.acquire_dedicated(opts).await
         }
@@ -660,22 +328,68 @@ impl Lock {
     /// replica count of the lock's primary (kept, see `replicas.rs`).
     async fn durable(&self) -> Result<Lock> {
         let inner = &self.locks.inner;
+        let attached = if self.replicas.is_none() && inner.config.durable.0 > 0 {
+            let conn = inner.conn().await?;
+            inner.replicas.of(&conn, &self.key).await.unwrap_or(0)
+        } else {
+            0
+        };
+        Ok(self.settled(attached))
+    }
+
+    /// This handle with its acknowledgement settled, given the replicas `attached` to the
+    /// lock's primary: `sync_replicas(n, t)` if set, else the default's `n` capped at
+    /// `attached`; none (no `WAIT`) when that is 0.
+    pub(crate) fn settled(&self, attached: u64) -> Lock {
         let wanted = match self.replicas {
             Some((n, t)) => (n > 0).then_some((n, t)),
-            None => match inner.config.durable {
-                (0, _) => None,
-                (n, t) => {
-                    let conn = inner.conn().await?;
-                    let attached = inner.replicas.of(&conn, &self.key).await.unwrap_or(0);
-                    let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
-                    (n > 0).then_some((n, t))
-                }
-            },
+            None => {
+                let (n, t) = self.locks.inner.config.durable;
+                let n = n.min(usize::try_from(attached).unwrap_or(usize::MAX));
+                (n > 0).then_some((n, t))
+            }
         };
-        Ok(Lock {
+        Lock {
             replicas: wanted,
             ..self.clone()
-        })
+        }
+    }
+
+    /// What an acquire of this handle sends, the replicas `attached` known, with the
+    /// `REQ` id `req`: the same pipeline [`acquire`](Self::acquire) sends (its single-try,
+    /// unfenced, unacknowledged case sends the pipeline's one command alone).
+    #[cfg(test)]
+    pub(crate) fn plan(&self, attached: u64, req: &str) -> redis::Pipeline {
+        let settled = self.settled(attached);
+        settled.acquire_pipeline(&settled.options(), req)
+    }
+
+    /// The grant in the replies of [`acquire_pipeline`](Self::acquire_pipeline): the
+    /// acquire's reply (the token when fenced, else the hold count), the hold count read
+    /// beside a fenced grant, the replicas that acknowledged it (after a `WAIT`).
+    pub(crate) fn read_grant(&self, values: Vec<redis::Value>) -> Result<Option<Grant>> {
+        let mut values = values.into_iter();
+        let granted = command::parse_acquire(values.next().unwrap_or_default())?;
+        let count = if self.fenced {
+            hold_count_after(values.next())
+        } else {
+            None
+        };
+        let replicas = match values.next() {
+            Some(v) if self.replicas.is_some() => Some(command::parse_count(v, "WAIT replied")?),
+            _ => None,
+        };
+        Ok(granted.map(|reply| Grant {
+            reply,
+            count: if self.fenced { count } else { Some(reply) },
+            token: self.fenced.then_some(reply),
+            replicas,
+        }))
+    }
+
+    /// Whether `acked` replicas are as many as this (settled) handle asks.
+    pub(crate) fn acknowledged(&self, acked: u64) -> bool {
+        acked >= self.replicas.map_or(0, |(n, _)| n) as u64
     }
 
     /// The acquire, on a pooled connection with its `WAIT`; a grant acknowledged by fewer
@@ -686,7 +400,7 @@ impl Lock {
         };
         let wanted = self.replicas.map_or(0, |(n, _)| n);
         let acked = guard.replicas_acked().unwrap_or(0);
-        if acked >= wanted as u64 {
+        if self.acknowledged(acked) {
             return Ok(Some(guard));
         }
         self.locks.inner.replicas.stale();
@@ -843,22 +557,7 @@ impl Lock {
             return; // unreachable server: the lease ends the hold, if any
         };
         if let Some(id) = closed {
-            let until = Instant::now() + Duration::from_secs(3);
-            loop {
-                let mut list = redis::cmd("CLIENT");
-                list.arg("LIST").arg("ID").arg(id);
-                match conn.query_on_node_of(&self.key, list).await {
-                    Ok(v) if command::text(&v).is_some_and(|t| t.trim().is_empty()) => break,
-                    Ok(_) if Instant::now() < until => {
-                        tokio::time::sleep(Duration::from_millis(10)).await
-                    }
-                    Ok(_) => break,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        break;
-                    }
-                }
-            }
+            crate::conn::until_gone(&conn, &self.key, id).await;
         }
         let once = AcquireOptions {
             wait: Wait::No,
@@ -881,18 +580,7 @@ impl Lock {
         blocked: bool,
         _conn: &mut Dedicated,
     ) -> Result<Option<Guard>> {
-        let mut values = reply?.into_iter();
-        let granted = command::parse_acquire(values.next().unwrap_or_default())?;
-        let count = if self.fenced {
-            hold_count_after(values.next())
-        } else {
-            None
-        };
-        let replicas = match values.next() {
-            Some(v) => Some(command::parse_count(v, "WAIT replied")?),
-            None => None,
-        };
-        let Some(n) = granted else {
+        let Some(grant) = self.read_grant(reply?)? else {
             return Ok(None);
         };
         // A blocked acquire was granted some time between send and reply; the reply is the
@@ -904,8 +592,8 @@ impl Lock {
         } else {
             sent
         };
-        let mut guard = self.guard(n, count, basis, None);
-        guard.hold.replicas = replicas;
+        let mut guard = self.guard(grant.reply, grant.count, basis, None);
+        guard.hold.replicas = grant.replicas;
         Ok(Some(guard))
     }
 
@@ -934,6 +622,7 @@ impl Lock {
                 count: if self.fenced { count } else { Some(n) },
                 replicas: None,
                 lost,
+                locks: Arc::downgrade(&self.locks.inner),
             },
             inner: self.locks.inner.clone(),
             entry,
@@ -946,10 +635,15 @@ impl Lock {
 
     /// Acquires (with this handle's options), runs `f`, and releases the lock.
     ///
-    /// `f` gets the [`Hold`] by value (token, lost signal) and its output is returned as
+    /// `f` gets the [`Hold`](crate::Hold) by value (token, lost signal) and its output is returned as
     /// `Ok(output)`; an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors.
     /// If the lock is lost while `f` runs, `f` is dropped at its next await point and
-    /// [`Error::Lost`] is returned. If the lock is not acquired, [`Error::Timeout`] is returned.
+    /// [`Error::Lost`] is returned.
+    ///
+    /// It waits as long as it takes unless the handle sets a [`wait`](Self::wait) (as
+    /// `threading.Lock` and Redisson's `lock()` do), while [`acquire`](Self::acquire) without
+    /// one tries once. If the wait set ends first (or `wait(Duration::ZERO)` found the lock
+    /// held), [`Error::NotAcquired`] is returned and `f` never runs.
     /// The blocking twin, [`blocking::Lock::with_lock`](crate::blocking::Lock::with_lock), has
     /// the same shape with a plain closure: `|hold| ..` instead of `|hold| async move { .. }`.
     ///
@@ -964,9 +658,10 @@ impl Lock {
         F: FnOnce(Hold) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire().await?.ok_or_else(|| Error::Timeout {
+        let scoped = self.scoped();
+        let guard = scoped.acquire().await?.ok_or_else(|| Error::NotAcquired {
             key: self.key.to_string(),
-            waited: self.waited(),
+            waited: scoped.waited(),
         })?;
         let hold = guard.hold();
         let out = tokio::select! {
@@ -1029,22 +724,22 @@ impl Lock {
         command::parse_pttl(v)
     }
 
-    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. See [`Locks::force_release`].
+    /// `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. See [`Locks::force_release`](crate::Locks::force_release).
     pub async fn force_release(&self) -> Result<bool> {
         self.locks.force_release(&self.key).await
     }
 
-    /// `RLOCK.INFO` on this lock. See [`Locks::info`].
+    /// `RLOCK.INFO` on this lock. See [`Locks::info`](crate::Locks::info).
     pub async fn info(&self) -> Result<LockInfo> {
         self.locks.inner.info(&self.key).await
     }
 
     /// Releases one hold of this handle's owner without a guard (`RLOCK.RELEASE`, Redisson's
     /// `unlock()`): for a hold taken before a restart, or by a Redisson service under the same
-    /// owner (see [`Locks::lock_as`]). `Ok(true)` when the lock is now free, `Ok(false)` when
+    /// owner (see [`Locks::lock_as`](crate::Locks::lock_as)). `Ok(true)` when the lock is now free, `Ok(false)` when
     /// the owner still holds it, [`Error::NotHeld`] when it held nothing.
     ///
-    /// A hold that has a [`Guard`] in this process is released by that guard; releasing it here
+    /// A hold that has a [`Guard`](crate::Guard) in this process is released by that guard; releasing it here
     /// as well would undo someone else's re-entry.
     pub async fn unlock(&self) -> Result<bool> {
         release(&self.locks.inner, &self.hold_name()).await
@@ -1054,213 +749,4 @@ impl Lock {
 /// The hold count from the `HGET` pipelined after a fenced acquire.
 fn hold_count_after(v: Option<redis::Value>) -> Option<u64> {
     command::parse_hold_count(v?).ok().filter(|&n| n > 0)
-}
-
-/// What a successful acquire got: which lock, which owner, the token, and a signal that fires
-/// if the hold is lost. Cheap to clone; it does not release anything.
-#[derive(Clone)]
-pub struct Hold {
-    name: HoldName,
-    token: Option<u64>,
-    count: Option<u64>,
-    replicas: Option<u64>,
-    lost: LostRx,
-}
-
-debug_fields!(Hold |h| {
-    key: h.name.key,
-    owner: h.name.owner,
-    side: h.name.side,
-    token: h.token,
-    count: h.count,
-    replicas: h.replicas,
-    lost: h.is_lost(),
-});
-
-impl Hold {
-    /// The lock's key.
-    pub fn key(&self) -> &str {
-        &self.name.key
-    }
-
-    /// The owner id that holds it.
-    pub fn owner(&self) -> &str {
-        &self.name.owner
-    }
-
-    /// The side of a read-write lock held; `None` for a reentrant lock.
-    pub fn side(&self) -> Option<Side> {
-        self.name.side
-    }
-
-    /// The fencing token, for a [`fenced`](Lock::fenced) acquire.
-    pub fn token(&self) -> Option<u64> {
-        self.token
-    }
-
-    /// The owner's hold count after this acquire (1, or more for a re-entry).
-    ///
-    /// For a [`fenced`](Lock::fenced) acquire, whose reply is the token, the count is read
-    /// with an `HGET` pipelined right after the acquire (same round trip). It is `None` only if
-    /// the hold was already gone by then (a lease shorter than the round trip, a force-release).
-    ///
-    /// ```no_run
-    /// # async fn f(locks: rlock_client::Locks) -> rlock_client::Result<()> {
-    /// let lock = locks.lock("orders").fenced();
-    /// let outer = lock.acquire().await?.expect("free");
-    /// let inner = lock.acquire().await?.expect("re-entry");
-    /// assert_eq!((outer.hold_count(), inner.hold_count()), (Some(1), Some(2)));
-    /// assert_eq!(outer.token(), inner.token());
-    /// # Ok(()) }
-    /// ```
-    pub fn hold_count(&self) -> Option<u64> {
-        self.count
-    }
-
-    /// How many replicas acknowledged, with [`sync_replicas`](Lock::sync_replicas).
-    pub fn replicas_acked(&self) -> Option<u64> {
-        self.replicas
-    }
-
-    /// True once the hold is lost (see [`lost`](Self::lost)).
-    pub fn is_lost(&self) -> bool {
-        self.lost.borrow().is_some()
-    }
-
-    /// Resolves with [`Error::Lost`] when the hold is lost: a renewal was refused (the key was
-    /// deleted, expired or force-released), the lease ran out while renewals failed (server
-    /// unreachable), or a fixed lease ran out. Never resolves while the hold is good, nor after
-    /// a release. Use it in `tokio::select!` to stop work that needs the lock.
-    ///
-    /// A refused renewal is seen a third of the lease later at most. When the server publishes
-    /// the module's keyspace events (`notify-keyspace-events` with `d`, or `A`, and `K` or
-    /// `E`, e.g. `Kd`), the watchdog follows the held keys on one pub/sub connection per
-    /// [`Locks`] and checks a hold at once on an event that may end it: a force release is
-    /// told within 100 ms (a plain `DEL` or expiry too when classes `g` and `x` are on). Not
-    /// in a cluster, where renewals alone tell it.
-    pub async fn lost(&self) -> Error {
-        watchdog::lost(&self.lost).await
-    }
-
-    fn lost_error(&self) -> Option<Error> {
-        self.lost.borrow().clone()
-    }
-}
-
-/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
-/// background (a task on the runtime that acquired it), without blocking.
-///
-/// Derefs to its [`Hold`] for `token()`, `lost()` and the rest.
-pub struct Guard {
-    hold: Hold,
-    inner: Arc<Inner>,
-    entry: u64,
-    lease: Duration,
-    pinned: Option<Dedicated>,
-    handle: Handle,
-    done: bool,
-}
-
-debug_fields!(Guard |g| { hold: g.hold, lease: g.lease });
-
-impl std::ops::Deref for Guard {
-    type Target = Hold;
-    fn deref(&self) -> &Hold {
-        &self.hold
-    }
-}
-
-impl Guard {
-    /// A clone of the [`Hold`], to hand to code that needs the token or the lost signal.
-    pub fn hold(&self) -> Hold {
-        self.hold.clone()
-    }
-
-    /// Resets the lease to its full length now (`RLOCK.RENEW`). One round trip.
-    /// [`Error::Lost`] if the hold was lost or the server no longer has it.
-    pub async fn renew(&self) -> Result<()> {
-        if let Some(e) = self.hold.lost_error() {
-            return Err(e);
-        }
-        let cmd = command::renew(&self.hold.name, self.lease);
-        let sent = Instant::now();
-        // Sent again, with the same REQ id, if the connection broke: applied at most once.
-        let mut reply = self.inner.conn().await?.query(&cmd).await;
-        if matches!(&reply, Err(e) if command::worth_resending(e)) {
-            tokio::time::sleep(RESEND_AFTER).await;
-            reply = self.inner.conn().await?.query(&cmd).await;
-        }
-        let v = reply?;
-        let hold = &self.hold.name;
-        if command::parse_flag(v, "RLOCK.RENEW replied")? {
-            self.inner.registry.renewed(hold, self.entry, sent);
-            Ok(())
-        } else {
-            let reason = "the server refused the renewal: the lock expired, was deleted or was \
-                          force-released";
-            self.inner.registry.mark_lost(hold, self.entry, reason);
-            Err(self
-                .hold
-                .lost_error()
-                .unwrap_or_else(|| Error::lost(&hold.key, reason)))
-        }
-    }
-
-    /// Releases this hold (`RLOCK.RELEASE`). One round trip.
-    ///
-    /// `Ok(true)` when the lock is now free, `Ok(false)` when other re-entries of the same
-    /// owner still hold it. [`Error::Lost`] if the hold had been lost (the release is still
-    /// sent), [`Error::NotHeld`] if the server no longer had it.
-    pub async fn release(mut self) -> Result<bool> {
-        self.done = true;
-        self.inner.registry.unregister(&self.hold.name, self.entry);
-        let lost = self.hold.lost_error();
-        let result = release(&self.inner, &self.hold.name).await;
-        if let Some(d) = self.pinned.take() {
-            self.inner.pool.give_back(d);
-        }
-        match (lost, result) {
-            (Some(e), _) => Err(e),
-            (None, r) => r,
-        }
-    }
-}
-
-/// Sends `RLOCK.RELEASE`, and once more, with the same `REQ` id, if the connection broke
-/// before the reply came: the server applies it at most once, so a release that did reach
-/// it is not applied twice, and one that did not is not lost.
-async fn release(inner: &Inner, hold: &HoldName) -> Result<bool> {
-    let cmd = command::release(hold);
-    let (key, owner) = (&hold.key, &hold.field());
-    let mut reply = inner.conn().await?.query(&cmd).await;
-    if matches!(&reply, Err(e) if command::worth_resending(e)) {
-        tokio::time::sleep(RESEND_AFTER).await;
-        reply = inner.conn().await?.query(&cmd).await;
-    }
-    match reply {
-        Ok(v) => command::parse_release(v, key, owner),
-        Err(e) => Err(command::release_error(e, key, owner)),
-    }
-}
-
-/// How long a call waits for the connection manager to reconnect before it resends.
-const RESEND_AFTER: Duration = Duration::from_millis(100);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let hold = self.hold.name.clone();
-        self.inner.registry.unregister(&hold, self.entry);
-        let inner = self.inner.clone();
-        let pinned = self.pinned.take();
-        // Never block here: the release runs as a task. If the runtime is gone, the lease ends it.
-        self.handle.spawn(async move {
-            let _ = release(&inner, &hold).await;
-            if let Some(d) = pinned {
-                inner.pool.give_back(d);
-            }
-        });
-    }
 }

@@ -16,42 +16,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::command;
-use crate::election::{config_value, source_for, Source};
-use crate::watchdog::Watched;
+use crate::keyspace::{self, Mode};
+use crate::watchdog::{Listener, Watched};
 
 /// How often `notify-keyspace-events` is read again while holds are registered.
 const RECHECK_EVERY: Duration = Duration::from_secs(10);
-
-/// Events that may mean a hold is gone: the module's, and the server's own removals and
-/// overwrites (published when their classes are on). Any other event is ignored, so the
-/// listener's own checks (`pexpire` of a renewal) never feed it.
-const LOSS_EVENTS: [&str; 16] = [
-    "rlock.release",
-    "rlock.expire",
-    "rlock.forcerelease",
-    "rlock.sessionend",
-    "rsem.return",
-    "rsem.reclaim",
-    "del",
-    "expired",
-    "evicted",
-    "rename_from",
-    "move_from",
-    "hdel",
-    "set",
-    "restore",
-    "overwritten",
-    "type_changed",
-];
-
-/// Aborts the listener when the watchdog task ends.
-pub(crate) struct Listener(tokio::task::JoinHandle<()>);
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 pub(crate) fn spawn(inner: Weak<dyn Watched>, keys_wake: Arc<Notify>) -> Option<Listener> {
     let pubsub = inner.upgrade()?.pubsub()?;
@@ -59,7 +28,7 @@ pub(crate) fn spawn(inner: Weak<dyn Watched>, keys_wake: Arc<Notify>) -> Option<
 }
 
 struct Subscribed {
-    source: Source,
+    mode: Mode,
     db: i64,
     sink: PubSubSink,
     stream: PubSubStream,
@@ -74,40 +43,36 @@ async fn recv(sub: &mut Option<Subscribed>) -> Option<redis::Msg> {
     }
 }
 
-/// What `notify-keyspace-events` lets the listener follow; `None` if `CONFIG GET` is refused
-/// (the listener then stops asking).
-async fn wanted(inner: &dyn Watched) -> Option<Source> {
+/// What `notify-keyspace-events` lets the listener follow (`Some(None)`: nothing, for now);
+/// `None` if `CONFIG GET` is refused (the listener then stops asking).
+async fn wanted(inner: &dyn Watched) -> Option<Option<Mode>> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("notify-keyspace-events");
     match inner.conn().await {
         Ok(conn) => match conn.query(&cmd).await {
-            Ok(v) => Some(source_for(&config_value(v).unwrap_or_default())),
-            Err(e) if e.is_io_error() || e.is_timeout() => Some(Source::Nothing),
+            Ok(v) => Some(keyspace::mode(
+                &keyspace::config_value(v).unwrap_or_default(),
+            )),
+            Err(e) if e.is_io_error() || e.is_timeout() => Some(None),
             Err(_) => None,
         },
-        Err(_) => Some(Source::Nothing),
+        Err(_) => Some(None),
     }
 }
 
-async fn open(client: &redis::Client, source: Source, timeout: Duration) -> Option<Subscribed> {
-    if !matches!(source, Source::Keyspace | Source::Keyevent) {
-        return None;
-    }
+async fn open(client: &redis::Client, mode: Option<Mode>, timeout: Duration) -> Option<Subscribed> {
+    let mode = mode?;
     let db = client.get_connection_info().redis_settings().db();
     let connect = async {
         let (mut sink, stream) = client.get_async_pubsub().await?.split();
-        if source == Source::Keyevent {
-            let channels: Vec<String> = LOSS_EVENTS
-                .iter()
-                .map(|e| format!("__keyevent@{db}__:{e}"))
-                .collect();
-            sink.subscribe(&channels).await?;
+        if mode == Mode::Keyevent {
+            sink.subscribe(&keyspace::channels(mode, db, [])).await?;
         }
         Ok::<_, redis::RedisError>((sink, stream))
     };
     match tokio::time::timeout(timeout, connect).await {
         Ok(Ok((sink, stream))) => Some(Subscribed {
-            source,
+            mode,
             db,
             sink,
             stream,
@@ -120,10 +85,10 @@ async fn open(client: &redis::Client, source: Source, timeout: Duration) -> Opti
 /// Subscribes the keyspace channels of newly held keys and unsubscribes those of keys no
 /// longer held. False if the connection failed.
 async fn sync_keys(sub: &mut Subscribed, held: HashSet<Arc<str>>, timeout: Duration) -> bool {
-    if sub.source != Source::Keyspace {
+    if sub.mode != Mode::Keyspace {
         return true;
     }
-    let channel = |k: &Arc<str>| format!("__keyspace@{}__:{k}", sub.db);
+    let channel = |k: &Arc<str>| keyspace::keyspace_channel(sub.db, k);
     let new: Vec<String> = held.difference(&sub.keys).map(channel).collect();
     let gone: Vec<String> = sub.keys.difference(&held).map(channel).collect();
     let work = async {
@@ -144,20 +109,7 @@ async fn sync_keys(sub: &mut Subscribed, held: HashSet<Arc<str>>, timeout: Durat
 
 /// The key a message concerns, if its event may end a hold.
 fn key_of(sub: &Subscribed, msg: &redis::Msg) -> Option<Arc<str>> {
-    let channel = msg.get_channel_name();
-    let payload = msg.get_payload_bytes();
-    match sub.source {
-        Source::Keyspace => {
-            let prefix = format!("__keyspace@{}__:", sub.db);
-            let key = channel.strip_prefix(&prefix)?;
-            LOSS_EVENTS
-                .iter()
-                .any(|e| e.as_bytes() == payload)
-                .then(|| Arc::from(key))
-        }
-        Source::Keyevent => std::str::from_utf8(payload).ok().map(Arc::from),
-        _ => None,
-    }
+    keyspace::lost_key(sub.db, msg.get_channel_name(), msg.get_payload_bytes()).map(Arc::from)
 }
 
 async fn listen(
@@ -185,7 +137,7 @@ async fn listen(
                         refused = true;
                         sub = None;
                     }
-                    Some(want) if sub.as_ref().map(|s| s.source) != Some(want) => {
+                    Some(want) if sub.as_ref().map(|s| s.mode) != want => {
                         sub = open(&client, want, timeout).await;
                     }
                     Some(_) => {}

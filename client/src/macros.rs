@@ -33,7 +33,7 @@ macro_rules! handle_steps {
     ($(#[$doc:meta])* fn wait; $($rest:tt)*) => {
         $(#[$doc])*
         pub fn wait(mut self, wait: std::time::Duration) -> Self {
-            self.wait = $crate::command::Wait::at_most(wait);
+            self.wait = $crate::command::Wait::at_most(wait).into();
             self
         }
 
@@ -42,7 +42,7 @@ macro_rules! handle_steps {
     ($(#[$doc:meta])* fn wait_forever; $($rest:tt)*) => {
         $(#[$doc])*
         pub fn wait_forever(mut self) -> Self {
-            self.wait = $crate::command::Wait::Forever;
+            self.wait = $crate::command::Wait::Forever.into();
             self
         }
 

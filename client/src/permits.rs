@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use crate::blocked;
 use crate::command::{self, HoldName, Wait};
-use crate::error::{Error, Result};
-use crate::lock::{Inner, Locks};
+use crate::error::{check_args, Error, Result};
+use crate::locks::{Inner, Locks};
 use crate::semaphore::Semaphore;
 use crate::watchdog::{self, LostRx};
 
@@ -108,9 +108,10 @@ impl PermitSemaphore {
     /// Cancel-safe: dropped while the server holds it waiting, it ends the wait, and
     /// permits granted in the meantime go back.
     pub async fn acquire_many(&self, permits: u32) -> Result<Option<Vec<LeasedPermit>>> {
-        let permits = permits.max(1);
         let inner = &self.inner;
         let lease = self.lease.unwrap_or(inner.config.watchdog_lease);
+        let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+        check_args(&self.key, &[("permits", permits.into()), ("a lease", ms)])?;
         let cmd = command::lease_permits(&self.key, permits, lease, self.wait);
         let sent = Instant::now();
         let key = self.key.clone();
@@ -163,6 +164,7 @@ impl PermitSemaphore {
     /// client's, or one of this process's guards, which then finds it lost at its next
     /// renewal). True if it was leased; false if unknown or its lease had ended.
     pub async fn release(&self, id: &str) -> Result<bool> {
+        check_args(&self.key, &[("a permit id's length", id.len() as u64)])?;
         give_back(&self.inner, &self.key, id).await
     }
 }
@@ -229,13 +231,20 @@ impl LeasedPermit {
             return Err(e);
         }
         let sent = Instant::now();
-        let v = self
-            .inner
-            .query(&command::renew(&self.name, self.lease))
-            .await?;
-        if command::parse_flag(v, "RSEM.RENEW replied")? {
-            self.inner.registry.renewed(&self.name, self.entry, sent);
-            return Ok(());
+        let cmd = command::renew(&self.name, self.lease);
+        let reply = self.inner.conn().await?.query(&cmd).await;
+        match command::renewal(reply.clone()) {
+            command::Renewal::Renewed => {
+                self.inner.registry.renewed(&self.name, self.entry, sent);
+                return Ok(());
+            }
+            command::Renewal::Retry(_) => {
+                return Err(match reply {
+                    Err(e) => e.into(),
+                    Ok(v) => Error::unexpected("RSEM.RENEW replied", &v),
+                })
+            }
+            command::Renewal::Lost => {}
         }
         let reason = "the server refused the renewal: the lease ended, or the permit was \
                       given back or deleted";

@@ -3,7 +3,8 @@
 
 use crate::command::{LockInfo, Side};
 use crate::error::Result;
-use crate::lock::{Lock, Locks};
+use crate::lock::Lock;
+use crate::locks::Locks;
 
 /// A read-write lock (`RLOCK.ACQUIRE key owner READ|WRITE`) on Redisson's `RReadWriteLock`
 /// layout, so a Java service's `rwLock.readLock()` and `writeLock()` exclude these holds and

@@ -7,8 +7,8 @@ use tokio::runtime::Handle;
 
 use crate::blocked;
 use crate::command::{self, Wait};
-use crate::error::Result;
-use crate::lock::{Inner, Locks};
+use crate::error::{check_args, Result};
+use crate::locks::{Inner, Locks};
 
 /// A semaphore on Redisson's layout (`redisson.getSemaphore(name)` shares it): a count of
 /// permits that any client takes and gives back. Made by [`Locks::semaphore`].
@@ -70,30 +70,34 @@ impl Semaphore {
 
     /// `RSEM.TRYSETPERMITS`: sets `permits` if the semaphore does not exist. True if set.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        // 0 is a semaphore that starts empty (`add_permits` fills it).
+        check_args(&self.key, &[])?;
         let cmd = command::try_set_permits(&self.key, permits);
         self.inner.flag(&cmd, "RSEM.TRYSETPERMITS replied").await
     }
 
     /// `RSEM.ADDPERMITS`: adds `permits` (negative takes them away). The permits available.
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        check_args(&self.key, &[])?;
         let cmd = command::add_permits(&self.key, permits);
         self.inner.integer(&cmd, "RSEM.ADDPERMITS replied").await
     }
 
     /// `RSEM.AVAILABLE`: the permits available now.
     pub async fn available(&self) -> Result<i64> {
+        check_args(&self.key, &[])?;
         let cmd = command::available_permits(&self.key);
         self.inner.integer(&cmd, "RSEM.AVAILABLE replied").await
     }
 
-    /// `RSEM.ACQUIRE`: takes `permits` (at least 1), or `None` when not enough are
+    /// `RSEM.ACQUIRE`: takes `permits` (at least 1: 0 is [`Error::InvalidArgument`](crate::Error::InvalidArgument)), or `None` when not enough are
     /// available (after the wait, if one was asked for). One round trip; with a wait, on a
     /// pooled connection.
     ///
     /// Cancel-safe: dropped while the server holds it waiting, it ends the wait, and
     /// permits granted in the meantime go back.
     pub async fn acquire(&self, permits: u32) -> Result<Option<Permits>> {
-        let permits = permits.max(1);
+        check_args(&self.key, &[("permits", permits.into())])?;
         let cmd = command::acquire_permits(&self.key, permits, self.wait);
         let key = self.key.clone();
         let orphaned = move |inner: Arc<Inner>, value| async move {
@@ -113,6 +117,7 @@ impl Semaphore {
 
     /// `RSEM.RELEASE`: gives `permits` back, whoever took them. The permits available.
     pub async fn release(&self, permits: u32) -> Result<i64> {
+        check_args(&self.key, &[("permits", permits.into())])?;
         release(&self.inner, &self.key, permits).await
     }
 }

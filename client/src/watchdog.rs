@@ -28,6 +28,22 @@ pub(crate) trait Watched: Send + Sync + 'static {
     fn pubsub(&self) -> Option<(redis::Client, Duration)> {
         None
     }
+    /// Starts the keyspace-event listener (`lossevents`), if events are followed. The owner of
+    /// the registry starts it, not this module, so that the listener can use the registry
+    /// without the two modules importing each other.
+    fn listen(&self, _me: Weak<dyn Watched>) -> Option<Listener> {
+        None
+    }
+}
+
+/// A background task that ends when this is dropped: the keyspace-event listener, which
+/// lives as long as the watchdog task.
+pub(crate) struct Listener(pub(crate) JoinHandle<()>);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// What a guard learns about its hold: `None` while held, the reason once lost.
@@ -327,8 +343,7 @@ async fn renew_batch(conn: &Conn, batch: &[Due]) -> Vec<Result<bool, String>> {
         match reply {
             Ok(values) => {
                 for (i, v) in idx.into_iter().zip(values) {
-                    out[i] =
-                        command::parse_flag(v, "RLOCK.RENEW replied").map_err(|e| e.to_string());
+                    out[i] = command::renewal(Ok(v)).into_result();
                 }
             }
             Err(e) => {
@@ -351,10 +366,7 @@ async fn sleep_until_some(t: Option<Instant>) {
 async fn run(inner: Weak<dyn Watched>, wake: Arc<Notify>) {
     // The keyspace-event listener lives as long as this task.
     let _listener = match inner.upgrade() {
-        Some(strong) => {
-            let keys_wake = strong.registry().keys_wake.clone();
-            crate::lossevents::spawn(inner.clone(), keys_wake)
-        }
+        Some(strong) => strong.listen(inner.clone()),
         None => return,
     };
     loop {

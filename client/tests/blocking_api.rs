@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{holders, raw, Server};
-use rlock_client::blocking::{Locks, MultiLocks};
+use rlock_client::blocking::{Locks, RedLocks};
 use rlock_client::Error;
 
 #[test]
@@ -85,7 +85,7 @@ fn multi_locks_blocking() {
     let flavor = common::flavors()[0];
     let mut servers: Vec<Server> = (0..3).map(|_| Server::start(flavor)).collect();
     servers[0].stop();
-    let multi = MultiLocks::new(servers.iter().map(|s| s.client())).unwrap();
+    let multi = RedLocks::new(servers.iter().map(|s| s.client())).unwrap();
     let mut g = multi
         .lock("m")
         .lease(Duration::from_secs(5))
@@ -161,11 +161,12 @@ async fn with_lock_has_the_same_shape_in_both_apis() {
             .unwrap();
         assert_eq!(from_sync, ("shape".to_string(), true), "{flavor}");
         assert_eq!(from_sync, from_async);
-        // Both report a busy lock the same way.
+        // Both report a busy lock the same way (a scoped call tries once with a zero wait).
         let _held = locks.lock("shape").acquire().await.unwrap().unwrap();
-        let busy_async = locks.lock("shape").with_lock(|_| async {}).await;
-        let busy_sync = sync.lock("shape").with_lock(|_| {});
-        assert!(matches!(busy_async, Err(Error::Timeout { .. })));
-        assert!(matches!(busy_sync, Err(Error::Timeout { .. })));
+        let once = Duration::ZERO;
+        let busy_async = locks.lock("shape").wait(once).with_lock(|_| async {}).await;
+        let busy_sync = sync.lock("shape").wait(once).with_lock(|_| {});
+        assert!(matches!(busy_async, Err(Error::NotAcquired { .. })));
+        assert!(matches!(busy_sync, Err(Error::NotAcquired { .. })));
     }
 }

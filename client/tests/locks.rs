@@ -187,12 +187,27 @@ async fn with_lock_runs_and_releases() {
         assert!(token.is_some());
         assert!(holders(&server, "job").is_empty(), "released after f");
 
-        let _held = locks.lock("job").acquire().await.unwrap().unwrap();
-        let busy = lock.with_lock(|_| async {}).await;
+        let held = locks.lock("job").acquire().await.unwrap().unwrap();
+        let busy = lock
+            .clone()
+            .wait(Duration::ZERO)
+            .with_lock(|_| async {})
+            .await;
         assert!(
-            matches!(busy, Err(Error::Timeout { waited: None, .. })),
+            matches!(busy, Err(Error::NotAcquired { waited: None, .. })),
             "{busy:?}"
         );
+        // Without a wait set, the scoped call waits until it is granted (acquire() tries once).
+        assert!(lock.acquire().await.unwrap().is_none());
+        let scoped = tokio::spawn({
+            let lock = lock.clone();
+            async move { lock.with_lock(|hold| async move { hold.token() }).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!scoped.is_finished(), "the scoped call waits");
+        held.release().await.unwrap();
+        let token = tokio::time::timeout(Duration::from_secs(5), scoped).await;
+        assert!(matches!(token, Ok(Ok(Ok(Some(_))))), "{token:?}");
     }
 }
 

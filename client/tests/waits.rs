@@ -65,7 +65,7 @@ async fn c03_a_wait_that_runs_out_returns_none() {
         assert!(got.is_none());
         assert!(started.elapsed() >= Duration::from_millis(290));
         assert_eq!(locks.info("busy").await.unwrap().blocked, 0);
-        // with_lock never runs its body unlocked: it fails with Timeout instead.
+        // with_lock never runs its body unlocked: it fails with NotAcquired instead.
         let ran = Arc::new(Mutex::new(false));
         let flag = ran.clone();
         let outcome = locks
@@ -74,7 +74,7 @@ async fn c03_a_wait_that_runs_out_returns_none() {
             .with_lock(|_| async move { *flag.lock().unwrap() = true })
             .await;
         assert!(
-            matches!(outcome, Err(rlock_client::Error::Timeout { .. })),
+            matches!(outcome, Err(rlock_client::Error::NotAcquired { .. })),
             "{outcome:?}"
         );
         assert!(

@@ -8,7 +8,8 @@
 // - no command or socket timeout on connections that wait in the server (`BLOCK`, `WAIT`):
 //   the wait's own deadline plus a margin is enforced here instead;
 // - RESP2, so replies have one shape whichever protocol the application picked.
-import { serverError, slotOf, type Reply } from "./command.js";
+import { slotOf } from "./core/commands.js";
+import { serverError, type Reply } from "./core/replies.js";
 import { RlockError } from "./errors.js";
 
 export type DriverName = "ioredis" | "node-redis";
@@ -41,19 +42,44 @@ export interface Driver {
   subscriber(timeoutMs: number): Promise<Subscriber>;
 }
 
-/** Whether an error is a reply from the server (as opposed to a broken connection or a timeout). */
-export function isServerError(e: unknown): boolean {
-  if (!(e instanceof Error)) return false;
-  if (e.name === "ReplyError") return true; // ioredis
-  for (let p = Object.getPrototypeOf(e); p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
-    if (p.constructor?.name === "ErrorReply") return true; // node-redis
+type ErrorClass = abstract new (...args: never[]) => Error;
+const replyErrors = new Map<DriverName, Promise<ErrorClass>>();
+
+/**
+ * The class of a driver's error replies, from the driver's own package (a peer dependency, so
+ * the application's copy): node-redis's `ErrorReply`, ioredis's `ReplyError`. Told apart by
+ * class, never by name, which a minifier may change. The imports are literal, so a bundler
+ * that bundles the driver bundles these too.
+ */
+function replyErrorClass(driver: DriverName): Promise<ErrorClass> {
+  let p = replyErrors.get(driver);
+  if (!p) {
+    const load = async (): Promise<unknown> => {
+      if (driver === "ioredis") {
+        const mod: any = await import("ioredis");
+        return mod.ReplyError ?? mod.default?.ReplyError;
+      }
+      const mod: any = await import("redis");
+      return mod.ErrorReply ?? mod.default?.ErrorReply;
+    };
+    p = load().then(
+      (c) => {
+        if (typeof c !== "function") throw new RlockError(`the ${driver} package has no error reply class where rlock-client looks for it`);
+        return c as ErrorClass;
+      },
+      (e: unknown) => {
+        replyErrors.delete(driver);
+        throw new RlockError(`rlock-client could not load the ${driver} package to tell its error replies apart: install ${driver === "ioredis" ? "ioredis" : "redis"} beside rlock-client`, { cause: e });
+      },
+    );
+    replyErrors.set(driver, p);
   }
-  return false;
+  return p;
 }
 
-function convert(e: unknown): unknown {
-  if (isServerError(e)) return serverError((e as Error).message);
-  return e;
+/** Server error replies as this package's errors (`ServerError`, `DeadlockError`, ...); anything else (a broken connection, a timeout) as it is. */
+function converter(replyError: ErrorClass): (e: unknown) => unknown {
+  return (e) => (e instanceof replyError ? serverError(e.message) : e);
 }
 
 function normalize(v: unknown): Reply {
@@ -272,6 +298,7 @@ class IoredisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
+    const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;
@@ -350,6 +377,7 @@ class NodeRedisDriver implements Driver {
   }
 
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
+    const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
     c.on("error", quiet);
     let closedResolve!: () => void;

@@ -9,27 +9,65 @@ export class RlockError extends Error {
   }
 }
 
-/** The lock was not acquired within the wait (`using` never runs its callback then). */
+/** A server error reply this package gives no class of its own: `code` is its first word (`ERR`, `WRONGTYPE`, `NOPERM`, ...). */
+export class ServerError extends RlockError {}
+
+/** No reply came within the deadline (the response timeout, or a wait plus its margin): the command may or may not have run. */
+export class NoReplyError extends RlockError {}
+
+/** The lock (or every lock of a multi-key lock) was not acquired within the wait: `using` never runs its callback then. */
 export class NotAcquiredError extends RlockError {
+  /** The lock's name (a multi-key lock's names joined with ", "). */
+  readonly key: string;
   constructor(
-    readonly key: string,
+    key: string | string[],
     readonly waited: number,
   ) {
+    const names = typeof key === "string" ? [key] : key;
+    const within = waited === Infinity ? "the wait" : `${waited} ms`;
     super(
-      `lock ${JSON.stringify(key)} was not acquired within ${waited === Infinity ? "the wait" : `${waited} ms`}: another owner holds it`,
+      names.length === 1
+        ? `lock ${JSON.stringify(names[0])} was not acquired within ${within}: another owner holds it`
+        : `locks ${JSON.stringify(names)} were not acquired within ${within}: another owner holds one of them`,
     );
+    this.key = names.join(", ");
   }
 }
 
-/** A release for an owner that no longer holds the lock: its lease ran out or it was force-released, so another holder may have overlapped. */
+/**
+ * The server's `NOTHELD`: a release, or a guarded command (`hold.guard`), for an owner that no
+ * longer holds the lock: its lease ran out or it was force-released, so another holder may
+ * have overlapped. A guarded command was not run.
+ */
 export class NotHeldError extends RlockError {
   constructor(
     readonly key: string,
     readonly owner: string,
+    message = `lock ${JSON.stringify(key)} is not held by ${JSON.stringify(owner)}: its lease ran out or it was force-released before this release, so another holder may have overlapped`,
+    code = "NOTHELD",
+  ) {
+    super(message, { code });
+  }
+}
+
+/**
+ * The server's `STALETOKEN`, for a guarded command (`hold.guard`) of a fenced hold: the owner
+ * holds the lock, but not as the hold that got `token`: the lock was taken again since (by
+ * anyone), and its fencing token is `current` now. The command was not run.
+ */
+export class StaleTokenError extends NotHeldError {
+  constructor(
+    key: string,
+    owner: string,
+    readonly token: number,
+    /** The lock's fencing token now, as the server said; null if its message did not say. */
+    readonly current: number | null,
   ) {
     super(
-      `lock ${JSON.stringify(key)} is not held by ${JSON.stringify(owner)}: its lease ran out or it was force-released before this release, so another holder may have overlapped`,
-      { code: "NOTHELD" },
+      key,
+      owner,
+      `lock ${JSON.stringify(key)} was taken again since this hold got fencing token ${token}${current === null ? "" : ` (it is ${current} now)`}, so the guarded command was not run`,
+      "STALETOKEN",
     );
   }
 }

@@ -1,10 +1,17 @@
-// Locks: the entry point, bound to one server through a node-redis v5 or ioredis client.
-import * as command from "./command.js";
+// Locks: the entry point, bound to one server or cluster through a node-redis v5 or ioredis client.
+import { checkCount, checkLease, checkName, checkOwner, ownerOr, settings, type LockOptions } from "./core/args.js";
+import type { ContendedKey, LockInfo, ScannedLock, Waiter } from "./core/replies.js";
 import { clientFromUrl, topologyFor, type UrlOptions } from "./conn.js";
-import { Core } from "./core.js";
-import { Lock, settings, type Hold, type LockOptions } from "./lock.js";
-import { Election, Latch, MultiLock, PermitSemaphore, Semaphore, type MultiOptions } from "./sync.js";
+import { Election } from "./election.js";
+import { Hub } from "./hub.js";
+import { Latch } from "./latch.js";
+import { Lock, type Hold } from "./lock.js";
+import { MultiLock, type MultiOptions } from "./multilock.js";
+import { Owner } from "./owner.js";
+import { PermitSemaphore } from "./permits.js";
 import * as queries from "./queries.js";
+import { ReadWriteLock } from "./rwlock.js";
+import { Semaphore } from "./semaphore.js";
 
 export interface LocksOptions {
   /** The lease of holds taken without `lease`, renewed every third of it. Default 30,000 ms (Redisson's). */
@@ -21,57 +28,12 @@ function locksOptions(o: LocksOptions | undefined) {
   if (o === undefined) o = {};
   if (o === null || typeof o !== "object") throw new TypeError("options must be an object");
   return {
-    watchdogLease: o.watchdogLease === undefined ? 30_000 : command.checkLease(o.watchdogLease, "watchdogLease"),
-    syncTimeout: o.syncTimeout === undefined ? 1_000 : command.checkLease(o.syncTimeout, "syncTimeout"),
-    responseTimeout: o.responseTimeout === undefined ? 2_000 : command.checkLease(o.responseTimeout, "responseTimeout"),
-    idleConnections: o.idleConnections === undefined ? 4 : command.checkCount(o.idleConnections, "idleConnections", 0, 1000),
+    watchdogLease: o.watchdogLease === undefined ? 30_000 : checkLease(o.watchdogLease, "watchdogLease"),
+    syncTimeout: o.syncTimeout === undefined ? 1_000 : checkLease(o.syncTimeout, "syncTimeout"),
+    responseTimeout: o.responseTimeout === undefined ? 2_000 : checkLease(o.responseTimeout, "responseTimeout"),
+    idleConnections: o.idleConnections === undefined ? 4 : checkCount(o.idleConnections, "idleConnections", 0, 1000),
   };
 }
-
-/** A read-write lock (Redisson's RReadWriteLock): `read()` and `write()` handles share one owner. */
-export class ReadWriteLock {
-  /** @internal */
-  constructor(
-    private readonly core: Core,
-    readonly key: string,
-    readonly owner: string,
-  ) {}
-  /** The read side: shared with other readers. Options as for `locks.lock`, without `fair`. */
-  read(options?: Omit<LockOptions, "owner" | "fair">): Lock {
-    return new Lock(this.core, this.key, this.owner, "read", settings(options, RW_OPTIONS));
-  }
-  /** The write side: alone (the writer may also read). */
-  write(options?: Omit<LockOptions, "owner" | "fair">): Lock {
-    return new Lock(this.core, this.key, this.owner, "write", settings(options, RW_OPTIONS));
-  }
-}
-
-const RW_OPTIONS = new Set(["lease", "wait", "fenced", "session", "syncReplicas"]);
-
-/** Locks that share one owner id: re-entry and deadlock detection work across them (Redisson's thread, in Node). */
-export class Owner {
-  /** @internal */
-  constructor(
-    private readonly core: Core,
-    readonly id: string,
-  ) {}
-  lock(name: string, options?: Omit<LockOptions, "owner">): Lock {
-    command.checkName(name);
-    const s = settings(options, NO_OWNER);
-    return new Lock(this.core, name, this.id, undefined, s);
-  }
-  readWrite(name: string): ReadWriteLock {
-    return new ReadWriteLock(this.core, command.checkName(name), this.id);
-  }
-  multi(names: string[], options?: Omit<MultiOptions, "owner">): MultiLock {
-    return new MultiLock(this.core, names, { ...options, owner: this.id });
-  }
-  using<T>(name: string, options: Omit<LockOptions, "owner"> | undefined, fn: (hold: Hold) => Promise<T> | T): Promise<T> {
-    return this.lock(name, options).using(fn);
-  }
-}
-
-const NO_OWNER = new Set(["lease", "wait", "fair", "fenced", "session", "syncReplicas"]);
 
 /**
  * The locks on one server. `new Locks(client)` takes a node-redis v5 client (`createClient()`)
@@ -80,11 +42,11 @@ const NO_OWNER = new Set(["lease", "wait", "fair", "fenced", "session", "syncRep
  */
 export class Locks {
   /** @internal */
-  readonly core: Core;
+  readonly hub: Hub;
 
   constructor(client: unknown, options?: LocksOptions) {
     const o = locksOptions(options);
-    this.core = new Core(topologyFor(client), o, undefined);
+    this.hub = new Hub(topologyFor(client), o, undefined);
   }
 
   /** Locks on the server at `url` (`redis://`, `rediss://` with `tls.ca`), through node-redis when installed, else ioredis. */
@@ -98,26 +60,26 @@ export class Locks {
     const close = async () => {
       if (typeof client.disconnect === "function" && typeof client.status === "string") client.disconnect();
     };
-    (locks as { core: Core }).core = new Core(topologyFor(client), o, close);
+    (locks as { hub: Hub }).hub = new Hub(topologyFor(client), o, close);
     return locks;
   }
 
   /** This client's uuid: the first half of every owner id it makes. */
   get clientId(): string {
-    return this.core.clientId;
+    return this.hub.clientId;
   }
 
   /** The driver in use: `"node-redis"` or `"ioredis"`. */
   get driver(): string {
-    return this.core.driverName;
+    return this.hub.driverName;
   }
 
   /** A handle on the lock `name`, with an owner of its own (unless `owner` is given): acquiring twice through it re-enters; two handles exclude each other. */
   lock(name: string, options?: LockOptions): Lock {
-    command.checkName(name);
+    checkName(name);
     const s = settings(options);
-    const owner = options?.owner === undefined ? this.core.newOwner() : command.checkOwner(options.owner);
-    return new Lock(this.core, name, owner, undefined, s);
+    const owner = options?.owner === undefined ? this.hub.newOwner() : checkOwner(options.owner);
+    return new Lock(this.hub, name, owner, undefined, s);
   }
 
   /** Acquires `name` (waiting as long as it takes unless `wait` is given), runs `fn(hold)` and releases. See `Lock.using`. */
@@ -127,74 +89,74 @@ export class Locks {
 
   /** A read-write lock (Redisson's RReadWriteLock); its `read()` and `write()` handles share one owner. */
   readWrite(name: string, options?: { owner?: string }): ReadWriteLock {
-    command.checkName(name);
-    const owner = options?.owner === undefined ? this.core.newOwner() : command.checkOwner(options.owner);
-    return new ReadWriteLock(this.core, name, owner);
+    checkName(name);
+    const owner = options?.owner === undefined ? this.hub.newOwner() : checkOwner(options.owner);
+    return new ReadWriteLock(this.hub, name, owner);
   }
 
   /** A scope whose locks share one owner id (a new one, or `id`): re-entry and deadlock detection work across them. */
   owner(id?: string): Owner {
-    return new Owner(this.core, id === undefined ? this.core.newOwner() : command.checkOwner(id));
+    return new Owner(this.hub, ownerOr(id, () => this.hub.newOwner()));
   }
 
   /** Several locks, all or none (`RLOCK.MACQUIRE`). In a cluster, the names must share one slot (hash tags: `{order:7}:stock`): a RangeError otherwise, before anything is sent. */
   multi(names: string[], options?: MultiOptions): MultiLock {
-    return new MultiLock(this.core, names, options);
+    return new MultiLock(this.hub, names, options);
   }
 
   /** Redisson's RSemaphore. */
   semaphore(name: string): Semaphore {
-    return new Semaphore(this.core, command.checkName(name));
+    return new Semaphore(this.hub, checkName(name));
   }
 
   /** Redisson's RPermitExpirableSemaphore: permits with a lease, renewed while held. */
   permitSemaphore(name: string): PermitSemaphore {
-    return new PermitSemaphore(this.core, command.checkName(name));
+    return new PermitSemaphore(this.hub, checkName(name));
   }
 
   /** Redisson's RCountDownLatch. */
   latch(name: string): Latch {
-    return new Latch(this.core, command.checkName(name));
+    return new Latch(this.hub, checkName(name));
   }
 
   /** Leader election on the lock `name`: the owner is the candidate's value, the fencing token the term. */
   election(name: string): Election {
-    return new Election(this.core, command.checkName(name));
+    return new Election(this.hub, checkName(name));
   }
 
   /** `RLOCK.FORCERELEASE`: deletes the lock whoever holds it. True if there was one. */
   async forceRelease(name: string): Promise<boolean> {
-    return (await this.core.call(["RLOCK.FORCERELEASE", command.checkName(name)])) === 1;
+    return (await this.hub.call(["RLOCK.FORCERELEASE", checkName(name)])) === 1;
   }
 
   /** `RLOCK.INFO`: holders, lease left, fair queue, blocked waiters, fencing counter. */
-  info(name: string): Promise<queries.LockInfo> {
-    return queries.info(this.core, command.checkName(name));
+  info(name: string): Promise<LockInfo> {
+    return queries.info(this.hub, checkName(name));
   }
 
   /** `RLOCK.WAITERS`: the calls blocked on `name`, in the order they will be served. */
-  waiters(name: string): Promise<queries.Waiter[]> {
-    return queries.waiters(this.core, command.checkName(name));
+  waiters(name: string): Promise<Waiter[]> {
+    return queries.waiters(this.hub, checkName(name));
   }
 
   /** `RLOCK.SCAN` followed to the end: every lock (and read-write lock) in the database. */
-  scan(options?: { match?: string; type?: "lock" | "rwlock" }): Promise<queries.ScannedLock[]> {
-    return queries.scan(this.core, options);
+  scan(options?: { match?: string; type?: "lock" | "rwlock" | "LOCK" | "RWLOCK" }): Promise<ScannedLock[]> {
+    return queries.scan(this.hub, options);
   }
 
   /** `INFO rlock` as fields. */
   stats(): Promise<Record<string, string>> {
-    return queries.stats(this.core);
+    return queries.stats(this.hub);
   }
 
   /** `RLOCK.TOP`: the most contended keys. */
-  top(count = 10): Promise<queries.ContendedKey[]> {
-    return queries.top(this.core, command.checkCount(count, "count", 1, 1000));
+  top(count = 10): Promise<ContendedKey[]> {
+    return queries.top(this.hub, checkCount(count, "count", 1, 1000));
   }
 
   /** Closes this Locks' connections; holds still registered are told they are lost (their locks are not released: their leases end them). */
   close(): Promise<void> {
-    return this.core.close();
+    return this.hub.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -2,9 +2,9 @@
 // batch per tick (renewals due within a sixth of a lease ride along with one due now), and
 // declares holds lost when a renewal is refused or their lease runs out. A keyspace event
 // that may have ended a hold (a force-release, a deletion, an expiry) makes it look at once.
-import * as command from "./command.js";
+import { drift, field, renew, requestId, semRenew, type Side } from "./core/commands.js";
+import { renewal, type Reply } from "./core/replies.js";
 import { LockLostError } from "./errors.js";
-import type { Reply, Side } from "./command.js";
 
 export interface Watched {
   key: string;
@@ -88,7 +88,7 @@ export class Watchdog {
     e.guards++;
     e.lease = lease;
     e.renew ||= renew;
-    e.validUntil = basis + lease - command.drift(lease);
+    e.validUntil = basis + lease - drift(lease);
     e.due = basis + lease / 3;
     this.schedule();
     return e;
@@ -120,7 +120,7 @@ export class Watchdog {
 
   renewed(e: Entry, basis: number): void {
     if (this.entries.get(e.id) !== e) return;
-    e.validUntil = Math.max(e.validUntil, basis + e.lease - command.drift(e.lease));
+    e.validUntil = Math.max(e.validUntil, basis + e.lease - drift(e.lease));
     e.due = basis + e.lease / 3;
     e.lastError = undefined;
     this.schedule();
@@ -130,7 +130,7 @@ export class Watchdog {
   async check(key: string): Promise<void> {
     const held = [...this.entries.values()].filter((e) => e.key === key && !e.permit);
     if (held.length === 0) return;
-    const cmds = held.map((e) => ["HEXISTS", e.key, command.field(e.owner, e.side)]);
+    const cmds = held.map((e) => ["HEXISTS", e.key, field(e.owner, e.side)]);
     const replies = await this.host.batch(cmds, 2000).catch(() => null);
     if (!replies) return;
     held.forEach((e, i) => {
@@ -181,9 +181,7 @@ export class Watchdog {
       const batch = [...this.entries.values()].filter((e) => e.renew && e.due <= now + e.lease / 6);
       if (!batch.some((e) => e.due <= now)) return;
       const cmds = batch.map((e) =>
-        e.permit
-          ? ["RSEM.RENEW", e.key, e.owner, "LEASE", String(e.lease)]
-          : command.renew(e.key, e.owner, e.side, e.lease, command.requestId()),
+        e.permit ? semRenew(e.key, e.owner, e.lease) : renew(e.key, e.owner, e.side, e.lease, requestId()),
       );
       this.batches++;
       this.renewals += cmds.length;
@@ -209,8 +207,9 @@ export class Watchdog {
       const after = Date.now();
       batch.forEach((e, i) => {
         const r = replies![i];
-        if (r === 1) this.renewed(e, sent);
-        else if (r === 0)
+        const outcome = renewal(r);
+        if (outcome === "renewed") this.renewed(e, sent);
+        else if (outcome === "lost")
           this.markLost(
             e,
             e.permit

@@ -3,6 +3,7 @@
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { TestCluster, DRIVERS, flavors, until, sleep } from "./helpers.mjs";
+import { NotHeldError, ServerError } from "../dist/esm/index.js";
 
 let n = 0;
 const key = (what) => `t:${what}:${process.pid}:${n++}`;
@@ -79,7 +80,7 @@ for (const flavor of flavors()) {
         await p.release();
         const latch = locks.latch(key("c14l"));
         await latch.trySetCount(1);
-        const opened = latch.await({ wait: 3000 });
+        const opened = latch.awaitZero({ wait: 3000 });
         await sleep(20);
         await latch.countDown();
         assert.equal(await opened, true);
@@ -108,6 +109,28 @@ for (const flavor of flavors()) {
         const locks = cluster.locks(driver);
         assert.throws(() => locks.multi(["a", "b"]), RangeError);
         assert.throws(() => locks.multi(["{x}a", "{y}b"]), /share a slot/);
+      });
+
+      test(`[${driver}] C20 on a cluster: a guarded write goes to the lock's primary; a key outside the lock's slot is refused with CROSSSLOT, nothing written (${flavor})`, async () => {
+        const locks = cluster.locks(driver);
+        const ports = new Set();
+        for (let i = 0; ports.size < 3 && i < 200; i++) {
+          const k = key(`c20c${i}`);
+          const admin = await cluster.adminFor(k);
+          if (ports.has(admin.options.port)) continue;
+          ports.add(admin.options.port);
+          const hold = await locks.lock(k, { fenced: true }).acquire();
+          assert.equal(await hold.guard("SET", `{${k}}:data`, "v"), "OK");
+          assert.equal(await admin.call("GET", `{${k}}:data`), "v", "written on the lock's primary");
+          const elsewhere = `${k}:elsewhere`; // no hash tag: another slot
+          assert.notEqual(await admin.call("CLUSTER", "KEYSLOT", elsewhere), await admin.call("CLUSTER", "KEYSLOT", k));
+          await assert.rejects(hold.guard("SET", elsewhere, "v"), (e) => e instanceof ServerError && !(e instanceof NotHeldError) && e.code === "CROSSSLOT");
+          assert.equal(await (await cluster.adminFor(elsewhere)).call("EXISTS", elsewhere), 0);
+          await admin.call("RLOCK.FORCERELEASE", k);
+          await assert.rejects(hold.guard("SET", `{${k}}:data`, "late"), NotHeldError);
+          assert.equal(await admin.call("GET", `{${k}}:data`), "v");
+        }
+        assert.equal(ports.size, 3, "locks on every primary");
       });
     }
   });

@@ -119,7 +119,7 @@ for (const flavor of flavors()) {
         for (let i = 0; i < 1000; i += 100) {
           holds.push(...(await Promise.all(Array.from({ length: 100 }, (_, j) => locks.lock(key(`c16:${i + j}`)).acquire()))));
         }
-        const wd = locks.core.watchdog;
+        const wd = locks.hub.watchdog;
         const [b0, r0] = [wd.batches, wd.renewals];
         const set = await countingTimers(() => sleep(1.5 * lease));
         const lost = holds.filter((h) => h.lost);

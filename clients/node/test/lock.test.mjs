@@ -124,7 +124,7 @@ for (const flavor of flavors()) {
           const locks = server.locks(driver, { watchdogLease: 30_000 });
           const k = key("c05e");
           const hold = await locks.lock(k).acquire();
-          assert.equal(await locks.core.followsEvents(), true);
+          assert.equal(await locks.hub.followsEvents(), true);
           await sleep(100); // the subscription is made in the background
           const lost = new Promise((r) => hold.signal.addEventListener("abort", () => r(performance.now())));
           await admin.call("RLOCK.FORCERELEASE", k);
@@ -216,7 +216,8 @@ for (const flavor of flavors()) {
         assert.throws(() => locks.lock("k", { fair: "yes" }), TypeError);
         assert.throws(() => locks.lock("k", { owner: "" }), RangeError);
         assert.throws(() => locks.lock("k", { leese: 5 }), TypeError);
-        assert.throws(() => locks.multi(["a", "a"]), RangeError);
+        assert.throws(() => locks.multi([]), RangeError);
+        assert.throws(() => locks.multi(["a", ""]), RangeError);
         assert.throws(() => locks.semaphore(""), RangeError);
         await assert.rejects(locks.lock("k").acquire({ signal: "now" }), TypeError);
         await assert.rejects(locks.semaphore("s").acquire({ permits: 0 }), RangeError);

@@ -119,14 +119,15 @@ for (const flavor of flavors()) {
         const k = key("latch");
         const latch = locks.latch(k);
         assert.equal(await latch.trySetCount(2), true);
-        assert.equal(await latch.await(), false);
-        const waiting = latch.await({ wait: 5000 });
+        assert.equal(await latch.awaitZero(), false);
+        assert.equal(await latch.await(), false, "await, the deprecated name, still works");
+        const waiting = latch.awaitZero({ wait: 5000 });
         assert.equal(await latch.countDown(), 1);
         await sleep(30);
         assert.equal(await latch.countDown(), 0);
         assert.equal(await waiting, true);
         assert.equal(await latch.count(), 0);
-        assert.equal(await latch.await({ wait: 10 }), true);
+        assert.equal(await latch.awaitZero({ wait: 10 }), true);
       });
 
       test(`[${driver}] C13 election: one leader among 4, resign hands over, observe reports each change in order (${flavor})`, async () => {

@@ -145,9 +145,19 @@ for (const flavor of flavors()) {
       // sends the kill: the server reads both in one pass, grants at once (the reply waits in the
       // connection's buffer for the pass to end) and then frees the connection, reply unsent.
       // Afterwards nothing is held: every permit is available, every lock free, no waiter left.
-      for (const family of ["lock", "multi-key", "semaphore", "permit lease"]) {
-        test(`[${driver}] C06 40 ${family} waits cancelled by AbortSignal around grants, some granted at once as the kill arrives, leave nothing held (${flavor})`, async () => {
-          const locks = server.locks(driver);
+      // The same for multi-key waits of a user whose ACL refuses CLIENT KILL: the wait's connection
+      // is closed from this side instead, and the REQ id of RLOCK.MACQUIRE finds what it left.
+      const runs = [...["lock", "multi-key", "semaphore", "permit lease"].map((family) => ({ family, acl: false })), { family: "multi-key", acl: true }];
+      for (const { family, acl } of runs) {
+        const who = acl ? " of a user whose ACL refuses CLIENT KILL" : "";
+        const how = acl ? "as the connection closes" : "as the kill arrives";
+        test(`[${driver}] C06 40 ${family} waits${who} cancelled by AbortSignal around grants, some granted at once ${how}, leave nothing held (${flavor})`, async () => {
+          let clientOpts;
+          if (acl) {
+            await admin.call("ACL", "SETUSER", "nokill", "reset", "on", ">pw", "~*", "&*", "+@all", "-client|kill");
+            clientOpts = { username: "nokill", password: "pw" };
+          }
+          const locks = server.locks(driver, {}, clientOpts);
           const k = key(`c06-${family.replace(" ", "-")}`);
           let take, wait, free, waiters;
           if (family === "lock" || family === "multi-key") {
@@ -209,8 +219,41 @@ for (const flavor of flavors()) {
           assert.equal(await waiters(), 0, "no waiter is left");
           assert.equal(granted + aborted, 40);
           assert.ok(aborted > 0, "some waits were cancelled");
+          if (acl) assert.ok(/calls=[1-9]/.test((await admin.call("INFO", "commandstats")).match(/cmdstat_rlock\.macquire:.*/)?.[0] ?? ""));
         });
       }
+
+      test(`[${driver}] C06 25 waits sharing one AbortSignal end together, with no MaxListenersExceededWarning (${flavor})`, async () => {
+        const locks = server.locks(driver);
+        const k = key("c06-shared");
+        const warnings = [];
+        const onWarning = (w) => warnings.push(w);
+        process.on("warning", onWarning);
+        try {
+          const holder = await locks.lock(k).acquire();
+          const sem = locks.semaphore(`${k}:sem`);
+          await sem.trySetPermits(1);
+          const permit = await sem.acquire();
+          const ac = new AbortController();
+          const waits = [];
+          for (let i = 0; i < 15; i++) waits.push(locks.lock(k, { wait: Infinity }).acquire({ signal: ac.signal }));
+          for (let i = 0; i < 5; i++) waits.push(locks.multi([k], { wait: Infinity }).acquire({ signal: ac.signal }));
+          for (let i = 0; i < 5; i++) waits.push(sem.acquire({ wait: Infinity, signal: ac.signal }));
+          assert.ok(await until(async () => (await admin.call("RLOCK.WAITERS", k)).length === 20 && (await admin.call("RLOCK.WAITERS", `${k}:sem`)).length === 5, 5000, 10), "all 25 blocked in the server");
+          ac.abort();
+          const ends = await Promise.allSettled(waits);
+          assert.deepEqual(ends.map((e) => e.status === "rejected" && e.reason.name), ends.map(() => "AbortError"));
+          await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+          assert.deepEqual(warnings.map((w) => `${w.name}: ${w.message}`), [], "no warning");
+          assert.equal((await admin.call("RLOCK.WAITERS", k)).length, 0);
+          await holder.release();
+          await permit.release();
+          assert.equal(await admin.call("EXISTS", k), 0, "nothing granted to a wait that was given up");
+          assert.equal(await sem.available(), 1);
+        } finally {
+          process.off("warning", onWarning);
+        }
+      });
 
       test(`[${driver}] C06 an abort before the grant ends the wait at once and leaves no waiter (${flavor})`, async () => {
         const locks = server.locks(driver);
@@ -269,6 +312,36 @@ for (const flavor of flavors()) {
           assert.equal(ids.length, 2);
           assert.equal(ids[0], ids[1]);
           assert.equal(await outer.release(), true);
+          await locks.close();
+        } finally {
+          proxy.close();
+        }
+      });
+
+      test(`[${driver}] C08 a multi-key acquire and release whose replies are cut are sent again with the same REQ id: hold counts stay exact (${flavor})`, async () => {
+        const proxy = new CuttingProxy(server.port);
+        const port = await proxy.listen();
+        try {
+          const locks = new Locks(server.appClient(driver, clientFor(driver, port)));
+          const k = key("c08m");
+          const [a, b] = [`{${k}}a`, `{${k}}b`];
+          const multi = locks.multi([a, b]);
+          const outer = await multi.acquire();
+          proxy.cutOn = "RLOCK.MACQUIRE";
+          const inner = await multi.acquire();
+          assert.ok(inner);
+          assert.deepEqual([await admin.call("HGET", a, multi.owner), await admin.call("HGET", b, multi.owner)], ["2", "2"], "applied once");
+          const acquires = proxy.reqs("RLOCK.MACQUIRE");
+          assert.equal(acquires.length, 3, `sent ${acquires.length} times`);
+          assert.equal(acquires[1], acquires[2], "the retry carries the same REQ id");
+          proxy.cutOn = "RLOCK.MRELEASE";
+          assert.equal(await inner.release(), 0, "re-entries left on both");
+          assert.deepEqual([await admin.call("HGET", a, multi.owner), await admin.call("HGET", b, multi.owner)], ["1", "1"], "one re-entry undone, not two");
+          const releases = proxy.reqs("RLOCK.MRELEASE");
+          assert.equal(releases.length, 2);
+          assert.equal(releases[0], releases[1]);
+          assert.equal(await outer.release(), 2);
+          assert.equal(await admin.call("EXISTS", a, b), 0);
           await locks.close();
         } finally {
           proxy.close();

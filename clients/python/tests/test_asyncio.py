@@ -262,3 +262,94 @@ async def test_c05_async_loss_told_while_the_server_hangs(flavor):
             os.kill(s.proc.pid, signal.SIGCONT)
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("kind", ["lock", "multi", "semaphore", "leased permit"])
+@pytest.mark.parametrize("acl", [False, True], ids=["default user", "CLIENT refused"])
+async def test_c06_a_cancelled_wait_of_each_family_leaves_nothing(server, r, key, kind, acl):
+    """A task cancelled while its wait is blocked in the server, or just as it is granted,
+    leaves nothing held: the wait's connection is closed and the call is sent again with its
+    REQ id, and what that replies is given back; no CLIENT command is needed, so a user whose
+    ACL refuses them is served alike."""
+    url = server.url
+    if acl:
+        r.execute_command("ACL", "SETUSER", "noclient", "on", ">pw", "~*", "&*", "+@all", "-client")
+        url = url.replace("redis://", "redis://noclient:pw@")
+    locks = rl.Locks.from_url(url)  # 30 s leases: an orphan would stay
+    keys = [f"{{{key}}}:1", f"{{{key}}}:2"]
+    sem = locks.semaphore(key) if kind == "semaphore" else locks.permit_semaphore(key)
+    for delay in (0.05, 0.2):  # cancelled while blocked; cancelled as the grant arrives
+        if kind in ("lock", "multi"):
+            holder = await locks.lock(keys[0], owner="holder").acquire()
+            free = holder.release
+            call = locks.lock(keys[0], wait=5).acquire() if kind == "lock" else locks.multi(keys, wait=5).acquire()
+        else:
+            free = lambda: sem.add_permits(1)  # noqa: E731
+            call = sem.acquire(wait=5)
+        t = asyncio.create_task(call)
+        await asyncio.sleep(0.1)
+        asyncio.get_running_loop().call_later(delay - 0.05, t.cancel)
+        if delay > 0.1:
+            await free()
+        await asyncio.sleep(0.06)
+        if delay <= 0.1:
+            await free()
+        try:
+            got = await t
+        except asyncio.CancelledError:
+            got = None
+        if got is not None:  # granted before the cancel landed: ours to give back
+            for g in got if isinstance(got, list) else [got]:
+                await g.release()
+        import rlock_client.asyncio as face
+
+        if face._BACKGROUND:  # the tasks that end given-up waits: what they leave is checked
+            await asyncio.wait(set(face._BACKGROUND), timeout=10)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            if kind in ("lock", "multi"):
+                if not any(r.exists(k) or r.execute_command("RLOCK.WAITERS", k) for k in keys):
+                    break
+            elif await sem.available() == 1:
+                break
+            await asyncio.sleep(0.02)
+        if kind in ("lock", "multi"):
+            assert not any(r.exists(k) for k in keys), [r.hgetall(k) for k in keys]
+        else:
+            assert await sem.available() == 1
+            await sem.add_permits(-1)
+
+
+async def test_async_face_has_the_sync_faces_api(server, r, key):
+    import rlock_client as sync_face
+
+    for name in sync_face.__all__:
+        if name == "__version__":
+            continue
+        mine, theirs = getattr(rl, name), getattr(sync_face, name)
+        if isinstance(theirs, type):
+            missing = {m for m in dir(theirs) if not m.startswith("_")} - set(dir(mine))
+            assert not missing, (name, missing)
+    locks = alocks(server)
+    assert await locks.read_write(key).is_locked() is False
+    slots = locks.permit_semaphore(key + ":slots")
+    await slots.try_set_permits(1)
+    (p,) = await slots.acquire(lease=0.3)
+    await asyncio.sleep(0.2)
+    await p.renew()
+    await asyncio.sleep(0.2)
+    assert await slots.available() == 0  # renewed past its first lease
+    await p.release()
+
+
+async def test_async_with_waits_until_granted_unless_the_handle_sets_a_wait(server, key):
+    locks = alocks(server)
+    holder = await locks.lock(key, owner="holder").acquire()
+    assert await locks.lock(key).acquire() is None  # acquire() without a wait tries once
+    with pytest.raises(rl.NotAcquired):
+        async with locks.lock(key, wait=0):
+            pass
+    asyncio.get_running_loop().call_later(0.2, lambda: asyncio.ensure_future(holder.release()))
+    t0 = time.monotonic()
+    async with locks.lock(key) as hold:  # waits
+        assert hold is not None and time.monotonic() - t0 > 0.15

@@ -192,7 +192,8 @@ def test_c17_bad_input_raises_before_sending(locks, r, key):
     with pytest.raises(TypeError):
         locks.multi("ab")
     with pytest.raises(ValueError):
-        locks.multi([key, key])
+        locks.multi([])
+    assert locks.multi([key, key])._keys == [key.encode()]  # named once (the shared vectors)
     with pytest.raises(ValueError):
         locks.latch(key).try_set_count(0)
     with pytest.raises(TypeError):
@@ -250,7 +251,14 @@ def test_c18_hold_released_from_another_thread(locks, r, key):
 
 
 def test_version():
-    assert rlock_client.__version__ == "4.0.0"
+    """The package says the version its pyproject.toml builds (4.1.0: issue 38)."""
+    import os
+    import re
+
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+    with open(pyproject) as f:
+        (version,) = re.findall(r'^version = "([^"]+)"', f.read(), re.M)
+    assert rlock_client.__version__ == version
 
 
 def test_wait_forever_is_math_inf(locks, key):
@@ -281,3 +289,23 @@ def test_exit_after_a_loss_raises_lost(server, r, key):
         with locks.lock(key) as hold:
             r.execute_command("RLOCK.FORCERELEASE", key)
             1 / 0
+
+
+def test_with_waits_until_granted_unless_the_handle_sets_a_wait(locks, key):
+    """``with lock:`` waits as ``with threading.Lock():`` does; ``acquire()`` tries once."""
+    holder = locks.lock(key, owner="holder").acquire()
+    assert locks.lock(key).acquire() is None
+    with pytest.raises(NotAcquired):
+        with locks.lock(key, wait=0):
+            pass
+    with pytest.raises(NotAcquired):
+        with locks.multi([key], wait=0.05):
+            pass
+    threading.Timer(0.2, holder.release).start()
+    t0 = time.monotonic()
+    with locks.lock(key) as hold:
+        assert hold is not None and time.monotonic() - t0 > 0.15
+    holder = locks.lock(key, owner="holder").acquire()
+    threading.Timer(0.2, holder.release).start()
+    with locks.multi([key]) as held:
+        assert held.keys == [key]

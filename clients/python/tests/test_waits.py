@@ -21,6 +21,36 @@ def interrupt(thread: threading.Thread) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(GaveUp))
 
 
+def interrupt_after_the_first_reply(monkeypatch):
+    """A wait connection's first reply is read, then GaveUp is raised in the waiting thread, as an
+    interruption landing between the grant's arrival and its recording would."""
+    import rlock_client._sync as sync
+
+    take = sync._Server._take
+
+    def taking(self, waits=False):
+        conn = take(self, waits)
+        if waits:
+            read = conn.read_response
+
+            def read_then_interrupted(*a, **kw):
+                read(*a, **kw)
+                raise GaveUp()
+
+            conn.read_response = read_then_interrupted
+        return conn
+
+    monkeypatch.setattr(sync._Server, "_take", taking)
+
+
+def abandoned(within=10.0):
+    """Waits for the package's threads that end given-up waits (``rlock-abandon``) to finish, so
+    that what is checked next is what they left, not a moment of their work."""
+    for t in [t for t in threading.enumerate() if t.name == "rlock-abandon"]:
+        t.join(within)
+        assert not t.is_alive(), "a given-up wait was not ended in time"
+
+
 def wait_free(r, key, within=5.0):
     end = time.monotonic() + within
     while time.monotonic() < end:
@@ -103,26 +133,12 @@ def test_c06_interrupted_at_each_step_of_a_grant_leaves_nothing(server, r, key, 
     locks = Locks.from_url(server.url)  # 30 s leases: an orphan would stay
     holder = locks.lock(key, owner="holder").acquire()
     if step == "reply read, not recorded":
-        take = sync._Server._take
-
-        def taking(self, waits=False):
-            conn = take(self, waits)
-            if waits:
-                read = conn.read_response
-
-                def read_then_interrupted(*a, **kw):
-                    read(*a, **kw)
-                    raise GaveUp()
-
-                conn.read_response = read_then_interrupted
-            return conn
-
-        monkeypatch.setattr(sync._Server, "_take", taking)
+        interrupt_after_the_first_reply(monkeypatch)
     elif step == "replies recorded":
         def granted_then_interrupted(*a, **kw):
             raise GaveUp()
 
-        monkeypatch.setattr(sync.Lock, "_grant", granted_then_interrupted)
+        monkeypatch.setattr(sync, "read_grant", granted_then_interrupted)
     else:
         activate = sync.Hold._activate
 
@@ -201,5 +217,127 @@ def test_c08_blocked_acquire_killed_is_resent_with_the_same_req_id(server, r, ke
         assert req[0] == req[1]
         assert int(r.hget(key, "w")) == 1
         got["h"].release()
+    finally:
+        proxy.close()
+
+
+def _family(kind, locks, r, key):
+    """(start: take what makes the waiter wait, the waiter's call, free: let it be granted,
+    left: nothing is held or waiting once the dust settles)."""
+    if kind in ("lock", "multi"):
+        keys = [f"{{{key}}}:1", f"{{{key}}}:2"]
+        held = {}
+
+        def start():
+            held["h"] = locks.lock(keys[0], owner="holder").acquire()
+
+        call = (lambda: locks.lock(keys[0], wait=5).acquire()) if kind == "lock" else \
+            (lambda: locks.multi(keys, wait=5).acquire())
+        return start, call, lambda: held["h"].release(), lambda: all(wait_free(r, k) for k in keys)
+    if kind in ("semaphore", "leased permit"):
+        sem = locks.semaphore(key) if kind == "semaphore" else locks.permit_semaphore(key)
+        call = lambda: sem.acquire(wait=5)  # noqa: E731
+
+        def settled():
+            end = time.monotonic() + 5
+            while time.monotonic() < end and sem.available() != 1:
+                time.sleep(0.02)
+            return sem.available() == 1 and not r.execute_command("RLOCK.WAITERS", key)
+
+        # A semaphore never set has no permits: the waiter waits.
+        return lambda: None, call, lambda: sem.add_permits(1), settled
+    latch = locks.latch(key)
+    return (lambda: latch.try_set_count(1), lambda: latch.await_zero(5), latch.count_down,
+            lambda: wait_free(r, key))
+
+
+FAMILIES = ["lock", "multi", "semaphore", "leased permit", "latch"]
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_c06_every_wait_runs_on_the_calling_thread_and_an_interrupt_leaves_nothing(server, r, key, kind):
+    """Multi-key, semaphore and latch waits run on the caller's thread, as a lock's do: an
+    interrupt there (KeyboardInterrupt, a timeout) gives the wait up, and nothing stays held."""
+    locks = Locks.from_url(server.url)  # 30 s leases: an orphan would stay
+    start, call, free, left = _family(kind, locks, r, key)
+    start()
+    out = {}
+
+    def waiter():
+        out["thread"] = threading.current_thread().name
+        try:
+            out["got"] = call()
+        except GaveUp:
+            out["gave up"] = True
+
+    t = threading.Thread(target=waiter, name="the caller")
+    t.start()
+    end = time.monotonic() + 5
+    while not r.execute_command("RLOCK.WAITERS", key if kind not in ("lock", "multi") else f"{{{key}}}:1"):
+        assert time.monotonic() < end, "the wait never reached the server"
+        time.sleep(0.01)
+    assert not [x for x in threading.enumerate() if x.name == "rlock-wait"]  # no helper thread
+    interrupt(t)
+    t.join(5)
+    assert out.get("gave up"), out
+    free()
+    abandoned()
+    assert left()
+    assert not locks._watchdog._entries
+
+
+@pytest.mark.parametrize("kind", ["lock", "multi", "semaphore", "leased permit"])
+@pytest.mark.parametrize("acl", [False, True], ids=["default user", "CLIENT KILL refused"])
+def test_c06_a_grant_read_then_interrupted_is_given_back_once(server, r, key, monkeypatch, kind, acl):
+    """The grant reached the client and the thread was interrupted before it was recorded: the
+    wait is sent again with its REQ id (the grant is replayed) and given back under the id
+    derived from it, also for a user whose ACL refuses CLIENT KILL."""
+    url = server.url
+    if acl:
+        r.execute_command("ACL", "SETUSER", "nokill", "on", ">pw", "~*", "&*", "+@all", "-client|kill")
+        url = url.replace("redis://", "redis://nokill:pw@")
+    locks = Locks.from_url(url)
+    start, call, free, left = _family(kind, locks, r, key)
+    start()
+    interrupt_after_the_first_reply(monkeypatch)
+    threading.Timer(0.2, free).start()
+    with pytest.raises(GaveUp):
+        call()  # waits, then is granted
+    monkeypatch.undo()
+    abandoned()
+    assert left()
+    assert not locks._watchdog._entries
+
+
+def test_c08_blocked_multi_key_acquire_killed_is_resent_with_the_same_req_id(server, r, key):
+    proxy = CuttingProxy(server.port)
+    keys = [f"{{{key}}}:1", f"{{{key}}}:2"]
+    try:
+        locks = Locks(redis.Redis(port=proxy.port))
+        holder = locks.lock(keys[0], owner="holder").acquire()
+        got = {}
+        t = threading.Thread(target=lambda: got.update(h=locks.multi(keys, wait=5, owner="w").acquire()))
+        t.start()
+        end = time.monotonic() + 5
+        while not r.execute_command("RLOCK.WAITERS", keys[0]) and time.monotonic() < end:
+            time.sleep(0.01)
+        (w,) = Locks.from_url(server.url).waiters(keys[0])
+        r.execute_command("CLIENT", "KILL", "ID", w.client_id)
+        end = time.monotonic() + 5
+        while len([d for d in proxy.seen if b"RLOCK.MACQUIRE" in d]) < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+        holder.release()
+        t.join(10)
+        assert got["h"] is not None
+        sent = [d for d in proxy.seen if b"RLOCK.MACQUIRE" in d]
+        assert len(sent) == 2
+        req = [d.split(b"REQ\r\n")[1].split(b"\r\n")[1] for d in sent]
+        assert req[0] == req[1]
+        assert all(r.hget(k, "w") == b"1" for k in keys)  # applied once
+        proxy.cut_next(b"RLOCK.MRELEASE")
+        assert got["h"].release() == 2  # cut, resent with its REQ id: the first reply replayed
+        released = [d for d in proxy.seen if b"RLOCK.MRELEASE" in d]
+        assert len(released) == 2 and released[0] == released[1]
+        assert not any(r.exists(k) for k in keys)
     finally:
         proxy.close()

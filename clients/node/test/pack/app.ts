@@ -1,7 +1,7 @@
 // A user's program: must type-check under tsc --strict against the packed rlock-client.
 import { createClient } from "redis";
 import { Redis } from "ioredis";
-import { Locks, LockLostError, NotAcquiredError, DeadlockError, type Hold, type LockOptions } from "rlock-client";
+import { Locks, LockLostError, NotAcquiredError, DeadlockError, ServerError, type Hold, type LockOptions, type MultiHold } from "rlock-client";
 
 export async function main(url: string): Promise<number | null> {
   const viaNodeRedis = new Locks(createClient({ url }));
@@ -20,6 +20,13 @@ export async function main(url: string): Promise<number | null> {
   } catch (e) {
     if (e instanceof DeadlockError) console.log(e.cycle.map((w) => w.owner));
     if (e instanceof NotAcquiredError) console.log(e.waited);
+  }
+  const both = await viaNodeRedis.multi(["{o}:a", "{o}:b"], { wait: 1_000 }).using(async (h: MultiHold) => h.keys.length);
+  const open: boolean = await viaIoredis.latch("batch").awaitZero({ wait: 10 });
+  try {
+    await viaIoredis.semaphore("pool").acquire({ permits: 2, wait: 100 });
+  } catch (e) {
+    if (e instanceof ServerError) console.log(e.code, both, open);
   }
   await viaNodeRedis.close();
   await viaIoredis.close();

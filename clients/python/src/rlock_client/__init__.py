@@ -26,9 +26,11 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    StaleToken,
+    Unexpected,
 )
 
-__version__ = "4.0.0"
+__version__ = "4.1.0"
 
 __all__ = [
     "Locks",
@@ -51,6 +53,8 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",

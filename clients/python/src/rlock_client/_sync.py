@@ -17,60 +17,97 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
+    LOST_BY_OTHERS,
+    RAN_OUT_FIXED,
     READ,
     RESEND_AFTER,
+    SCAN_COUNT,
+    STATS_CMD,
     WAIT_MARGIN,
     WRITE,
-    AcquireSpec,
+    Call,
     Leader,
     LockInfo,
+    Plan,
     Renewal,
     ScannedLock,
     Waiter,
-    acquire_cmd,
-    as_int,
-    check_count,
-    check_flag,
+    acknowledgements,
+    after_renewal,
+    attached_replicas,
     check_name,
     check_owner,
     check_replicas,
-    check_same_slot,
-    client_is_blocked_in,
+    check_value,
+    due_now,
+    election_leader,
     event_channels,
     events_on,
-    field_of,
-    lost_key,
+    grant_basis,
+    held_cmd,
+    hit_by_events,
+    latch_count,
+    latch_count_down,
+    latch_plan,
+    latch_try_set_count,
     lease_ms,
-    leader_of,
+    lease_plan,
+    lock_force_release,
+    lock_hold_count,
+    lock_info,
+    lock_is_held_by,
+    lock_is_locked,
+    lock_plan,
+    lock_release,
+    lock_remaining_lease,
+    lock_renew,
+    lock_spec,
+    lost_key,
+    merge_top,
+    multi_plan,
+    multi_release,
+    multi_spec,
     new_client_id,
-    give_back_req,
     new_req_id,
+    next_look,
+    owner_id,
     pack,
-    parse_info,
     parse_scan,
     parse_stats,
     parse_top,
-    parse_waiters,
+    permit_renew,
+    permit_return,
+    raise_if_error,
+    read_grant,
+    read_latch,
+    read_leased,
+    read_taken,
     release_cmd,
     renew_args,
-    server_error,
+    renewal_timeout,
+    resend_wait,
+    scan_cmd,
+    scoped,
+    scoped_wait,
+    semaphore_add_permits,
+    semaphore_available,
+    semaphore_plan,
+    semaphore_release,
+    semaphore_try_set_permits,
+    server_name,
+    split_due,
     text,
-    wait_cmd,
+    top_cmd,
+    wait_deadline,
     wait_ms,
+    waiters_call,
 )
-from .errors import DuplicateValue, Lost, NotAcknowledged, NotAcquired, NotHeld
+from ._core import hold_guard
+from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 _LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
 _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
-
-
-def _raise_if_error(v: Any) -> Any:
-    if isinstance(v, ResponseError):
-        raise server_error(v)
-    if isinstance(v, BaseException):
-        raise v
-    return v
 
 
 class _Server:
@@ -93,7 +130,10 @@ class _Server:
             conn = self.settings.sync_connection(None)
             conn.connect()
             conn.send_command("CLIENT", "ID")
-            conn.rlock_id = conn.read_response()
+            try:
+                conn.rlock_id = conn.read_response()
+            except ResponseError:  # CLIENT refused by ACL: waits are then ended by closing
+                conn.rlock_id = None
             return conn
         return self.settings.sync_connection(self.settings.socket_timeout)
 
@@ -143,7 +183,7 @@ class _Server:
         return out
 
     def call(self, *args: Any) -> Any:
-        return _raise_if_error(self.pipeline([args])[0])
+        return raise_if_error(self.pipeline([args])[0])
 
     def forget(self) -> None:
         """After fork(): the parent's sockets are the parent's."""
@@ -241,7 +281,7 @@ class Locks:
         if o is None or getattr(self._owners, "pid", None) != os.getpid():
             with self._owner_mutex:
                 self._owner_seq += 1
-                o = f"{self.client_id}:{self._owner_seq}"
+                o = owner_id(self.client_id, self._owner_seq)
             self._owners.id = o
             self._owners.pid = os.getpid()
         return o
@@ -303,31 +343,21 @@ class Locks:
     # ------------------------------------------------------------ queries
 
     def info(self, name: Any) -> LockInfo:
-        key = check_name(name)
-        return parse_info(self._call(key, "RLOCK.INFO", key))
+        return self._do(lock_info(check_name(name)))
 
     def force_release(self, name: Any) -> bool:
-        key = check_name(name)
-        return bool(self._call(key, "RLOCK.FORCERELEASE", key))
+        return self._do(lock_force_release(check_name(name)))
 
     def waiters(self, name: Any) -> list[Waiter]:
-        key = check_name(name)
-        return parse_waiters(self._call(key, "RLOCK.WAITERS", key))
+        return self._do(waiters_call(check_name(name)))
 
-    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> Iterator[ScannedLock]:
+    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = SCAN_COUNT) -> Iterator[ScannedLock]:
         """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary."""
-        if type is not None and type.lower() not in ("lock", "rwlock"):
-            raise ValueError("type must be 'lock', 'rwlock' or None")
-        check_count(count, "count")
+        scan_cmd(0, match, type, count)  # refused here, before anything is sent
         for server in self._router.all():
             cursor = 0
             while True:
-                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
-                if match is not None:
-                    args += ["MATCH", match]
-                if type is not None:
-                    args += ["TYPE", type.upper()]
-                cursor, entries = parse_scan(server.call(*args))
+                cursor, entries = parse_scan(server.call(*scan_cmd(cursor, match, type, count)))
                 yield from entries
                 if cursor == 0:
                     break
@@ -336,18 +366,16 @@ class Locks:
         """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
         out = {}
         for s in self._router.all():
-            kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(s.call("INFO", "rlock"))
+            out[server_name(s.settings.kwargs)] = parse_stats(s.call(*STATS_CMD))
         return out
 
     def top(self, count: int = 10) -> list[dict]:
         """``RLOCK.TOP``: the most contended keys, on every primary."""
-        check_count(count, "count", 1, 1000)
+        cmd = top_cmd(count)
         out: list = []
         for s in self._router.all():
-            out += parse_top(s.call("RLOCK.TOP", "COUNT", count))
-        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
-        return out[:count]
+            out += parse_top(s.call(*cmd))
+        return merge_top(out, count)
 
     # ------------------------------------------------------------ plumbing
 
@@ -356,7 +384,10 @@ class Locks:
             self._after_fork()
 
     def _call(self, key: bytes, *args: Any) -> Any:
-        return _raise_if_error(self._pipeline(key, [args])[0])
+        return raise_if_error(self._pipeline(key, [args])[0])
+
+    def _do(self, c: Call) -> Any:
+        return c.read(self._pipeline(c.key, c.cmds, resend=c.resend))
 
     def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
                   timeout: Optional[float] = None) -> list:
@@ -379,50 +410,45 @@ class Locks:
         return out
 
     def _replicas_for(self, key: bytes) -> int:
-        """1 when the key's server has a replica attached (looked up once a second)."""
+        """How many replicas the key's server has attached (looked up once a second)."""
         server = self._router.server_for(key)
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            info = text(server.call("INFO", "replication"))
-            n = 0
-            for line in info.splitlines():
-                if line.startswith("connected_slaves:"):
-                    n = int(line.split(":", 1)[1])
-            seen = (now, n)
+            seen = (now, attached_replicas(server.call("INFO", "replication")))
             self._replicas[id(server)] = seen
-        return 1 if seen[1] > 0 else 0
+        return int(seen[1])
 
-    def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False,
-                  state: Optional[dict] = None) -> tuple[list, Any]:
-        """``_wait_here`` in a helper thread (``_run_wait``), never interrupted: a grant read
-        before the link broke is given back (``orphan``); the caller may leave meanwhile
-        (``state["wait"].abandoned``: the wait is not sent again)."""
-        w = state["wait"] if state is not None else _Wait()
+    def _wait(self, plan: Plan, make: Any, pin: bool = False) -> Any:
+        """The one wait of the sync face, on the calling thread: sends ``plan`` on a wait
+        connection and returns ``make(replies, conn, w)`` (a Hold, Permits...; ``conn`` the
+        connection when ``pin``). Whatever ends it early, from the send until what it made is
+        returned (KeyboardInterrupt, an exception raised in this thread, a link that broke
+        after the grant was read), another thread ends the wait in the server and gives back
+        its grant (``_abandon``): nothing is left held by nobody. ``make`` records in ``w.undo``
+        how to give back what it made, as soon as it made it."""
+        w = _Wait()
         try:
-            return self._wait_here(key, cmds, block, w, pin)
-        except _LINK_ERRORS:
-            if w.replies is not None:
-                _safe(orphan, w.replies[0])
+            replies, conn = self._wait_here(plan, w, pin)
+            return make(replies, conn, w)
+        except BaseException as e:
+            if w.replies is not None or not isinstance(e, _LINK_ERRORS):
+                threading.Thread(target=self._abandon, args=(plan, w), name="rlock-abandon", daemon=True).start()
             raise
 
-    def _wait_here(self, key: bytes, cmds: list, block: Optional[int], w: "_Wait", pin: bool = False) -> tuple[list, Any]:
-        """Sends ``cmds`` (the first may block in the server up to ``block`` ms; 0 forever)
-        on a wait connection and returns (replies, the connection if ``pin``), on the calling
-        thread. A broken link sends them again (REQ ids) with the wait that is left. ``w``
-        records how far it got (what was sent, on which connection, the replies once all are
-        read) so that, if the thread is interrupted on the way, ``_abandon`` can end the wait
-        and give back its grant: a lock's waits run here, since a thread switch to a helper
-        and back cost more than the wait's own round trip under contention."""
+    def _wait_here(self, plan: Plan, w: "_Wait", pin: bool) -> tuple[list, Any]:
+        """Sends ``plan.cmds`` (the first may block in the server) on a wait connection and
+        returns (replies, the connection if ``pin``). A broken link sends them again (REQ ids)
+        with the wait that is left (``_core.resend_wait``). ``w`` records how far it got (what
+        was sent, on which connection, the replies once all are read) for ``_abandon``."""
         self._check_pid()
-        server = self._router.server_for(key)
-        started = time.monotonic()
-        # A call without BLOCK (a SESSION acquire) replies at once: WAIT_MARGIN bounds it too.
-        deadline = None if block == 0 else started + (block or 0) / 1000
+        server = self._router.server_for(plan.key)
+        cmds = plan.cmds
+        deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
             conn = server._take(waits=True)
-            w.server, w.conn, w.cmd = server, conn, cmds[0]
+            w.server, w.conn = server, conn
             replies: list = []
             try:
                 w.sent = True
@@ -439,16 +465,16 @@ class Locks:
             except _LINK_ERRORS as e:
                 conn.disconnect()
                 if replies:
-                    # The grant was read; what follows (HGET, WAIT) is lost: the caller gives it back.
+                    # The grant was read; what follows (HGET, WAIT) is lost: it is given back.
                     w.replies = replies
                     raise
                 tries += 1
-                left = None if deadline is None or not block else deadline - time.monotonic()
-                if w.abandoned or tries > 3 or (left is not None and left <= 0) or isinstance(e, RedisTimeoutError):
+                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
+                                    time.monotonic())
+                if again is None:
                     raise
                 time.sleep(RESEND_AFTER)
-                if left is not None:
-                    cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
+                cmds = [again] + list(cmds[1:])
                 continue
             except BaseException:
                 conn.disconnect()
@@ -466,181 +492,65 @@ class Locks:
             server._give(conn, waits=True)
             return replies, None
 
-    def _abandon(self, key: bytes, w: "_Wait", give_back: list) -> None:
-        """The thread that waited in ``_wait_here`` was interrupted (KeyboardInterrupt, an
-        exception raised in it) before its Hold reached it. Runs in a thread of its own: gives
-        back what the wait was granted, so that nothing is left held by nobody. ``give_back``
-        is the release, with one REQ id for every attempt, so it is applied at most once."""
-        if w.hold is not None:  # made, never handed over: it releases itself
-            _safe(w.hold.release)
+    def _abandon(self, plan: Plan, w: "_Wait") -> None:
+        """The caller of ``_wait`` left before what it waited for reached it. Runs in a thread
+        of its own: gives back what the wait was granted (``plan.give_back``, whose REQ ids are
+        one per grant, so it is applied at most once)."""
+        if w.undo is not None:  # made, never handed over: it gives itself back
+            _safe(w.undo)
             return
         if w.replies is not None:
             if w.pinned:
                 _safe(w.conn.disconnect)  # the SESSION connection of what is given back
-            if _granted(w.replies[0]):
-                _safe(self._pipeline, key, [give_back], True)
+            self._give_back(plan, w.replies[0])
             return
         if not w.sent or w.server is None:
             return
-        # What was sent is unknown past this point: end it in the server (the connection's
-        # client freed: nothing it sent can run any more), then ask again with the same REQ id
-        # and a 1 ms wait. A grant the first call got is replayed; otherwise this call is new.
-        # Either way what it returns is given back.
+        # What was sent is unknown past this point: end it in the server, then ask again with
+        # the same REQ id and a 1 ms wait. A grant the first call got is replayed; otherwise
+        # this call is new. Either way what it returns is given back.
         server, cid = w.server, getattr(w.conn, "rlock_id", None)
-        _safe(w.conn.disconnect)
+        _safe(w.conn.disconnect)  # the server frees a blocked client whose socket closed
         end = time.monotonic() + 5
         while cid is not None and time.monotonic() < end:
             try:
                 if not text(server.call("CLIENT", "LIST", "ID", cid)).strip():
                     break
                 server.call("CLIENT", "KILL", "ID", cid)
+            except ResponseError:
+                # CLIENT refused by ACL: the closed socket ends the wait; give the server a
+                # moment to see it, and the REQ id below does the rest.
+                time.sleep(0.05)
+                break
             except Exception:
                 pass
             time.sleep(0.01)
-        again = _with_block(w.cmd, 1) if "BLOCK" in w.cmd else list(w.cmd)
+        if not plan.req:
+            return  # nothing taken (a latch): nothing to give back
         try:
-            v = self._pipeline(key, [again], resend=True)[0]
+            v = self._pipeline(plan.key, [plan.again()], resend=True)[0]
         except Exception:
             return
-        if _granted(v):
-            _safe(self._pipeline, key, [give_back], True)
+        self._give_back(plan, v)
 
-    def _run_wait(self, fn: Any, give_back: Any) -> Any:
-        """Runs ``fn(state)`` (a wait and what it makes: a Hold, Permits...) in a helper
-        thread while this thread waits for it. If this thread is interrupted (KeyboardInterrupt,
-        an exception raised in it), the wait is ended in the server by another thread, and
-        whatever it was granted meanwhile is given back (``give_back(result)``): nothing is
-        left held by nobody."""
-        w = _Wait()
-        state: dict = {"abandoned": False, "wait": w}
-        box: dict = {}
-        done = threading.Event()
-        mutex = threading.Lock()
-        state["done"] = done
-
-        def run() -> None:
-            try:
-                box["ok"] = fn(state)
-            except BaseException as e:  # handed to the caller
-                box["err"] = e
-            with mutex:
-                done.set()
-                late = state["abandoned"]
-            if late and "ok" in box:
-                _safe(give_back, box.pop("ok"))
-
-        _HELPERS.submit(run)
-        try:
-            while not done.wait(0.05):
-                pass
-        except BaseException:
-            with mutex:
-                if not done.is_set():
-                    state["abandoned"] = w.abandoned = True
-                    threading.Thread(target=self._end_wait, args=(state,), daemon=True).start()
-                    raise
-            if "ok" in box:
-                threading.Thread(target=_safe, args=(give_back, box.pop("ok")), daemon=True).start()
-            raise
-        if "err" in box:
-            raise box.pop("err")
-        return box.pop("ok")
-
-    def _end_wait(self, state: dict) -> None:
-        """The caller left a wait: once the server shows the request blocked, have it close
-        the connection (``CLIENT KILL ID``); the helper thread reads what was sent before."""
-        done: threading.Event = state["done"]
-        end = time.monotonic() + 3
-        while not done.is_set() and time.monotonic() < end:
-            w: _Wait = state["wait"]
-            conn, server = w.conn, w.server
-            if conn is not None and server is not None:
-                cid = getattr(conn, "rlock_id", None)
-                try:
-                    line = text(server.call("CLIENT", "LIST", "ID", cid))
-                    blocked = client_is_blocked_in(line, w.cmd[0] if w.cmd else "")
-                except Exception:
-                    blocked = False
-                if blocked:
-                    _safe(server.call, "CLIENT", "KILL", "ID", cid)
-                    return
-            done.wait(0.05)
-
-
-class _Helpers:
-    """Threads that run waits for callers (``Locks._run_wait``), kept for reuse: starting a
-    thread per wait cost more than the wait's round trip under contention."""
-
-    def __init__(self) -> None:
-        self.mutex = threading.Lock()
-        self.idle: list = []
-
-    def submit(self, job: Any) -> None:
-        with self.mutex:
-            helper = self.idle.pop() if self.idle else None
-        if helper is None:
-            helper = _Helper(self)
-        helper.give(job)
-
-
-class _Helper:
-    def __init__(self, pool: _Helpers):
-        self.pool = pool
-        self.job: Any = None
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="rlock-wait", daemon=True)
-        self.started = False
-
-    def give(self, job: Any) -> None:
-        self.job = job
-        self.ready.set()
-        if not self.started:
-            self.started = True
-            self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            if not self.ready.wait(30):
-                with self.pool.mutex:
-                    if self.job is None and self in self.pool.idle:
-                        self.pool.idle.remove(self)
-                        return
-                continue
-            self.ready.clear()
-            job, self.job = self.job, None
-            try:
-                job()
-            except BaseException:
-                pass
-            with self.pool.mutex:
-                self.pool.idle.append(self)
-
-
-_HELPERS = _Helpers()
+    def _give_back(self, plan: Plan, reply: Any) -> None:
+        cmds = plan.give_back(reply)
+        if cmds:
+            _safe(self._pipeline, plan.key, cmds, True)
 
 
 class _Wait:
-    """How far one wait on the calling thread got (``Locks._wait_here``)."""
+    """How far one wait on the calling thread got (``Locks._wait``)."""
 
-    __slots__ = ("server", "conn", "cmd", "sent", "replies", "pinned", "hold", "abandoned")
+    __slots__ = ("server", "conn", "sent", "replies", "pinned", "undo")
 
     def __init__(self) -> None:
         self.server: Any = None
         self.conn: Any = None
-        self.cmd: list = []
         self.sent = False
         self.replies: Optional[list] = None
         self.pinned = False  # conn is the caller's (SESSION), not back in the pool
-        self.hold: Optional[Hold] = None
-        self.abandoned = False  # a helper's wait whose caller left: not sent again
-
-
-def _granted(v: Any) -> bool:
-    return v is not None and not isinstance(v, BaseException)
-
-
-def _leave(locks: "Locks", key: bytes, w: _Wait, give_back: list) -> None:
-    threading.Thread(target=locks._abandon, args=(key, w, give_back), name="rlock-abandon", daemon=True).start()
+        self.undo: Any = None  # gives back what was made from the replies
 
 
 def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
@@ -655,17 +565,7 @@ def _safe(f: Any, *args: Any) -> None:
         pass
 
 
-def _with_block(cmd: Sequence[Any], block: int) -> list:
-    out = list(cmd)
-    for i, a in enumerate(out):
-        if a == "BLOCK":
-            out[i + 1] = block
-    return out
-
-
 def _after_fork_in_child() -> None:
-    global _HELPERS
-    _HELPERS = _Helpers()
     for locks in list(_ALL_LOCKS):
         locks._after_fork()
 
@@ -768,17 +668,16 @@ class _Watchdog:
                                 return
                 else:
                     idle_since = None
-                due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+                due = due_now(entries, now)
                 if due:
                     with self._mutex:
                         self._sleep_until = 0.0
                     self._renew(locks, due)
                     continue
-                nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
                 del locks
                 sub.sync(entries)
                 self._wake.clear()
-                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                timeout = next_look(entries, time.monotonic())
                 with self._mutex:
                     self._sleep_until = time.monotonic() + (min(timeout, 0.05) if sub.active else timeout)
                 if sub.active:
@@ -794,17 +693,16 @@ class _Watchdog:
         if locks is None:
             return
         with self._mutex:
-            hit = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and r.renew]
-            fixed = [(n, r, ev) for n, (r, ev) in self._entries.items() if r.key in keys and not r.renew]
+            hit, fixed = hit_by_events(list(self._entries.items()), keys)
         if hit:
             self._renew(locks, hit)
         for n, r, ev in fixed:
             try:
-                held = locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
+                held = locks._call(r.key, *held_cmd(r))
             except Exception:
                 continue
             if not held:
-                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+                self._lose(n, r, ev, LOST_BY_OTHERS)
 
     def _lose(self, n: int, r: Renewal, ev: threading.Event, why: str) -> None:
         r.lost_reason = why
@@ -814,31 +712,24 @@ class _Watchdog:
     def _renew(self, locks: Locks, due: list) -> None:
         self.rounds += 1
         now = time.monotonic()
+        ran_out, renewable = split_due(due)
+        for n, r, ev in ran_out:
+            self._lose(n, r, ev, RAN_OUT_FIXED)
         by_server: dict = {}
-        for n, r, ev in due:
-            if not r.renew:
-                self._lose(n, r, ev, "the lease ran out")
-                continue
+        for n, r, ev in renewable:
             by_server.setdefault(id(locks._router.server_for(r.key)), []).append((n, r, ev))
         for group in by_server.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
-                # A hung server must not hold the watchdog past a lease: lost is told at its end.
-                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
                 replies = locks._pipeline(group[0][1].key, cmds, timeout=timeout)
             except Exception:
                 replies = [None] * len(group)
             for (n, r, ev), v in zip(group, replies):
                 self.renewals += 1
-                if v == 1:
-                    r.basis = now
-                    r.schedule(self._anchor, time.monotonic())
-                elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
-                    self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
-                elif time.monotonic() >= r.expires_at():
-                    self._lose(n, r, ev, "the lease ran out while renewals failed")
-                else:
-                    r.schedule(self._anchor, time.monotonic())
+                why = after_renewal(r, v, now, time.monotonic(), self._anchor)
+                if why is not None:
+                    self._lose(n, r, ev, why)
 
 
 class _Subscriber:
@@ -851,6 +742,7 @@ class _Subscriber:
         self.channels: set = set()
         self.checked = 0.0
         self.on: Optional[str] = None
+        self.db = 0
 
     @property
     def active(self) -> bool:
@@ -867,7 +759,7 @@ class _Subscriber:
         if now - self.checked > 1.0:
             self.checked = now
             try:
-                flags = _raise_if_error(
+                flags = raise_if_error(
                     locks._router.single.pipeline([("CONFIG", "GET", "notify-keyspace-events")], timeout=0.5)[0])
                 self.on = events_on(text(flags[1]) if flags else "")
             except Exception:
@@ -875,8 +767,8 @@ class _Subscriber:
         if not self.on:
             self.close()
             return
-        db = locks._router.db
-        want = event_channels(self.on, db, {r.key for _, (r, _) in entries})
+        db = self.db = locks._router.db
+        want = set(event_channels(self.on, db, sorted({r.key for _, (r, _) in entries})))
         try:
             if self.conn is None:
                 self.conn = locks._router.single.settings.sync_connection(None)
@@ -896,7 +788,7 @@ class _Subscriber:
         try:
             end = time.monotonic() + timeout
             while self.conn.can_read(timeout=max(0.0, end - time.monotonic())):
-                key = lost_key(self.conn.read_response())
+                key = lost_key(self.conn.read_response(), self.db)
                 if key is not None:
                     hit.add(key)
                     if not self.conn.can_read(timeout=0):
@@ -970,11 +862,24 @@ class Hold:
     def renew(self) -> None:
         """Renews the lease now (the watchdog does it by itself)."""
         self.check()
-        v = self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
-        if v != 1:
-            self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
-            self.check()
-        self._renewal.basis = time.monotonic()
+        r = self._renewal
+        try:
+            self._locks._do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
+        except Lost:
+            self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
+            raise
+        r.basis = time.monotonic()
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "{orders}:total", "5"``) in the server only while this hold
+        stands (``RLOCK.GUARD``, checked in the same server turn), and returns its reply. The
+        owner must hold the lock now (on this hold's side), its lease counted to the moment of
+        the call, and a fenced hold's token must still be the lock's. Otherwise nothing runs:
+        NotHeld (the lease ran out, the lock was force-released or another owner took it), or
+        StaleToken (the same owner took it again as a newer hold). The inner command's own
+        error is redis-py's. Sent once: a broken link raises, since the command may have run.
+        In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
+        return self._locks._do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released))
 
     def release(self) -> bool:
         """Gives this hold back. True when the lock is free now, False when a re-entry was
@@ -982,14 +887,15 @@ class Hold:
         after fork(), releases nothing of the parent's and returns False."""
         if self._pid != os.getpid() or self._released:
             return False
-        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        call = lock_release(self._key, self._owner, self.side)
+        cmd = call.cmds[0]
         try:
             self._released = True
             self._gone[0] = True
             if self._finalizer is not None:
                 self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            reply = self._locks._pipeline(self._key, [cmd], resend=True)[0]
+            replies = self._locks._pipeline(self._key, [cmd], resend=True)
         except _LINK_ERRORS:
             raise
         except BaseException:
@@ -1002,7 +908,7 @@ class Hold:
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
-        return _raise_if_error(reply) == 1
+        return bool(call.read(replies))
 
     def __enter__(self) -> "Hold":
         return self
@@ -1038,24 +944,13 @@ class Lock:
 
     def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
                  session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        key = check_name(name)
-        self._spec = AcquireSpec(
-            key=key,
-            side=side,
-            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
-            renew=lease is None,
-            wait_ms=wait_ms(wait),
-            fair=check_flag(fair, "fair"),
-            fenced=check_flag(fenced, "fenced"),
-            session=check_flag(session, "session"),
-            sync_replicas=check_replicas(sync_replicas),
-            sync_timeout_ms=lease_ms(sync_timeout),
-        )
-        if fair and side:
-            raise ValueError("fair does not apply to a read-write lock")
+        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               locks._watchdog_lease_ms)
+        key = self._spec.key
         self._locks = locks
         self._owner = None if owner is None else check_owner(owner)
         self._stack = threading.local()
+        self._scoped_wait = scoped_wait(wait)
         self.name = key.decode("utf-8", "replace")
 
     def owner(self) -> str:
@@ -1067,75 +962,50 @@ class Lock:
 
     def acquire(self, *, wait: Any = _UNSET) -> Optional[Hold]:
         """Takes the lock (or re-enters it) for the calling thread's owner. Returns None if
-        it is not granted within the wait."""
+        it is not granted within the wait (the handle's ``wait``, or none: one try)."""
         spec = self._spec
         block = spec.wait_ms if wait is _UNSET else wait_ms(wait)
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        key = spec.key
-        replicas = spec.sync_replicas if spec.sync_replicas is not None else locks._replicas_for(key)
-        req = new_req_id()
-        cmds = [acquire_cmd(spec, owner, req, block)]
-        if spec.fenced:
-            cmds.append(["HGET", key, field_of(owner, spec.side)])
-        if replicas:
-            cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else locks._replicas_for(spec.key))
+        plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
-        if block is None and not spec.session:
-            return self._grant(locks._pipeline(key, cmds, resend=True), None, owner, sent, block, replicas)
-        # The wait runs on this thread. Whatever ends it early, from the send until the Hold is
-        # returned, the grant is given back (with this one REQ id, however often it is tried).
-        w = _Wait()
-        give_back = release_cmd(key, owner, spec.side, give_back_req(req))
-        try:
-            replies, conn = locks._wait_here(key, cmds, block, w, pin=spec.session)
-            return self._grant(replies, conn, owner, sent, block, replicas, w, give_back)
-        except BaseException as e:
-            if w.replies is not None or not isinstance(e, _LINK_ERRORS):
-                _leave(locks, key, w, give_back)
-            raise
 
-    def _grant(self, replies: list, conn: Any, owner: bytes, sent: float, block: Optional[int],
-               replicas: int, w: Optional[_Wait] = None, give_back: Optional[list] = None) -> Optional[Hold]:
-        spec, locks, key = self._spec, self._locks, self._spec.key
-        try:
-            granted = _raise_if_error(replies[0])
-        except BaseException:
-            if conn is not None:
-                conn.disconnect()
-            raise
-        if granted is None:
-            if conn is not None:
-                conn.disconnect()  # a session connection that holds nothing
-            return None
-        n = as_int(granted)
-        count = as_int(_raise_if_error(replies[1])) if spec.fenced else n
-        acked = as_int(_raise_if_error(replies[-1])) if replicas else None
-        basis = sent
-        if block is not None:
-            now = time.monotonic()
-            basis = max(sent, now - (spec.sync_timeout_ms / 1000 if replicas else 0))
-        if replicas and (acked or 0) < replicas:
+        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[Hold]:
             try:
-                locks._pipeline(key, [give_back or release_cmd(key, owner, spec.side, new_req_id())], resend=True)
-            finally:
+                grant = read_grant(spec, replies, replicas)
+            except BaseException:
                 if conn is not None:
                     conn.disconnect()
-            raise NotAcknowledged(
-                f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
-                f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
-        hold = Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
-                    n if spec.fenced else None, count, acked, conn, activate=False)
-        if w is not None:
-            w.hold = hold
-        hold._activate()
-        return hold
+                raise
+            if grant is None:
+                if conn is not None:
+                    conn.disconnect()  # a session connection that holds nothing
+                return None
+            if grant.short:
+                try:
+                    locks._pipeline(spec.key, plan.give_back(replies[0]), resend=True)
+                finally:
+                    if conn is not None:
+                        conn.disconnect()
+                raise NotAcknowledged(
+                    f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
+                    f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
+            basis = grant_basis(sent, time.monotonic(), block, spec, replicas)
+            hold = Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew, basis,
+                        grant.token, grant.count, grant.acked, conn, activate=False)
+            if w is not None:
+                w.undo = hold.release
+            hold._activate()
+            return hold
+
+        if not plan.waits:
+            return make(locks._pipeline(spec.key, plan.cmds, resend=True), None, None)
+        return locks._wait(plan, make, pin=spec.session)
 
     def __enter__(self) -> Hold:
-        hold = self.acquire()
-        if hold is None:
-            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        hold = scoped(self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
         stack = getattr(self._stack, "holds", None)
         if stack is None:
             stack = self._stack.holds = []
@@ -1150,25 +1020,28 @@ class Lock:
         return self._locks.info(self._spec.key)
 
     def is_locked(self) -> bool:
-        return self.info().locked
+        return bool(self._locks._do(lock_is_locked(self._spec.key)))
+
+    def is_held_by(self, owner: Any = None) -> bool:
+        """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
+        who = self._owner_bytes() if owner is None else check_owner(owner)
+        return bool(self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side)))
 
     def hold_count(self) -> int:
         """This handle's owner's hold count (on its side for a read-write lock)."""
-        field = field_of(self._owner_bytes(), self._spec.side)
-        return as_int(self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+        return int(self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
 
     def remaining_lease(self) -> Optional[float]:
-        pttl = self.info().pttl
-        return None if pttl is None else pttl / 1000
+        """The lease left in seconds; None when the lock is free (or has no expiry)."""
+        ms = self._locks._do(lock_remaining_lease(self._spec.key))
+        return None if ms is None else ms / 1000
 
     def force_release(self) -> bool:
         return self._locks.force_release(self._spec.key)
 
     def unlock(self) -> bool:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        key = self._spec.key
-        v = self._locks._pipeline(key, [release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())], resend=True)[0]
-        return _raise_if_error(v) == 1
+        return bool(self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
 class ReadWriteLock:
@@ -1202,7 +1075,7 @@ class ReadWriteLock:
         return self._locks.info(self._key)
 
     def is_locked(self) -> bool:
-        return self.info().locked
+        return bool(self._locks._do(lock_is_locked(self._key)))
 
     def force_release(self) -> bool:
         return self._locks.force_release(self._key)
@@ -1226,14 +1099,15 @@ class MultiHold:
             raise Lost(f"a lock of {self.keys!r} was lost")
 
     def release(self) -> int:
-        """RLOCK.MRELEASE: how many of the locks are free now."""
+        """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
+        fork(), releases nothing of the parent's and returns 0."""
         if self._released or self._pid != os.getpid():
             return 0
         self._released = True
         for e in self._entries:
             self._locks._watchdog.remove(e)
         try:
-            return as_int(self._locks._call(self._keys[0], "RLOCK.MRELEASE", self._owner, len(self._keys), *self._keys)) or 0
+            return int(self._locks._do(multi_release(self._owner, self._keys)))
         finally:
             if self._conn is not None:
                 self._conn.disconnect()
@@ -1250,67 +1124,45 @@ class MultiLock:
     slot (a hash tag): names in several slots are refused before anything is sent."""
 
     def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
-            raise TypeError("names must be a list or tuple of names")
-        self._keys = [check_name(n) for n in names]
-        if not 1 <= len(self._keys) <= 1024:
-            raise ValueError("a multi-key lock takes 1 to 1024 names")
-        if len(set(self._keys)) != len(self._keys):
-            raise ValueError("a name is given more than once")
-        if locks._router.cluster is not None:
-            check_same_slot(self._keys)
-        self._locks = locks
-        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        self._renew = lease is None
-        self._wait = wait_ms(wait)
-        self._session = check_flag(session, "session")
-        self._owner = None if owner is None else check_owner(owner)
+        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
+                                 locks._router.cluster is not None)
+        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
+        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
         self._stack = threading.local()
 
     def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
+        """Takes every lock for the calling thread's owner, or none: None if they are not all
+        granted within the wait (the handle's ``wait``, or none: one try)."""
         block = self._wait if wait is _UNSET else wait_ms(wait)
         locks = self._locks
         locks._check_pid()
         owner = self._owner or locks.owner().encode()
-        cmd: list = ["RLOCK.MACQUIRE", owner, len(self._keys), *self._keys, "LEASE", self._lease]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        if self._session:
-            cmd.append("SESSION")
+        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
-        conn = None
-        keys = self._keys
-        if block is None and not self._session:
-            replies = locks._pipeline(keys[0], [cmd])
-        else:
-            def orphan(v: Any) -> None:
-                if v is not None:
-                    locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
 
-            def waiting(state: dict) -> Optional[MultiHold]:
-                replies, conn = locks._blocking(keys[0], [cmd], block, orphan, pin=self._session, state=state)
-                return self._grant(replies, conn, owner, time.monotonic())
+        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[MultiHold]:
+            try:
+                taken = read_taken(replies[0])
+            except BaseException:
+                if conn is not None:
+                    conn.disconnect()
+                raise
+            if not taken:
+                if conn is not None:
+                    conn.disconnect()
+                return None
+            basis = sent if block is None else time.monotonic()
+            hold = MultiHold(locks, self._keys, owner, self._lease, self._renew, basis, conn)
+            if w is not None:
+                w.undo = hold.release
+            return hold
 
-            return locks._run_wait(waiting, lambda h: h is not None and h.release())
-        return self._grant(replies, conn, owner, sent)
-
-    def _grant(self, replies: list, conn: Any, owner: bytes, basis: float) -> Optional[MultiHold]:
-        try:
-            granted = _raise_if_error(replies[0])
-        except BaseException:
-            if conn is not None:
-                conn.disconnect()
-            raise
-        if granted is None:
-            if conn is not None:
-                conn.disconnect()
-            return None
-        return MultiHold(self._locks, self._keys, owner, self._lease, self._renew, basis, conn)
+        if not plan.waits:
+            return make(locks._pipeline(plan.key, plan.cmds, resend=True), None, None)
+        return locks._wait(plan, make, pin=self._session)
 
     def __enter__(self) -> MultiHold:
-        h = self.acquire()
-        if h is None:
-            raise NotAcquired("the locks were not all acquired within the wait")
+        h = scoped(self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
         if not hasattr(self._stack, "holds"):
             self._stack.holds = []
         self._stack.holds.append(h)
@@ -1352,39 +1204,33 @@ class Semaphore:
         self._key = check_name(name)
 
     def try_set_permits(self, n: int) -> bool:
-        check_count(n, "permits", 0)
-        return bool(self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+        return bool(self._locks._do(semaphore_try_set_permits(self._key, n)))
 
     def add_permits(self, n: int) -> int:
-        check_count(n, "permits", -2147483647)
-        return as_int(self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+        return int(self._locks._do(semaphore_add_permits(self._key, n)))
 
     def available(self) -> int:
-        return as_int(self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+        return int(self._locks._do(semaphore_available(self._key)))
 
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
-        check_count(permits, "permits")
-        block = wait_ms(wait)
-        req = new_req_id()
-        cmd: list = ["RSEM.ACQUIRE", self._key, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", req]
-        if block is None:
-            v = self._locks._pipeline(self._key, [cmd], resend=True)[0]
-        else:
-            def waiting(state: dict) -> Optional[Permits]:
-                v = self._locks._blocking(self._key, [cmd], block, lambda r: r is not None and self.release(permits),
-                                          state=state)[0][0]
-                return None if _raise_if_error(v) is None else Permits(self, permits)
+        """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
+        one try). The wait runs in the server, on the calling thread."""
+        plan = semaphore_plan(self._key, permits, wait_ms(wait))
 
-            return self._locks._run_wait(waiting, lambda p: p is not None and p.release())
-        return None if _raise_if_error(v) is None else Permits(self, permits)
+        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[Permits]:
+            if not read_taken(replies[0]):
+                return None
+            got = Permits(self, permits)
+            if w is not None:
+                w.undo = got.release
+            return got
+
+        if not plan.waits:
+            return make(self._locks._pipeline(self._key, plan.cmds, resend=True), None, None)
+        return self._locks._wait(plan, make)
 
     def release(self, permits: int = 1) -> int:
-        check_count(permits, "permits")
-        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
-        return as_int(_raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0])) or 0
+        return int(self._locks._do(semaphore_release(self._key, permits)))
 
 
 class LeasedPermit:
@@ -1404,11 +1250,13 @@ class LeasedPermit:
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
 
     def renew(self) -> None:
-        v = self._sem._locks._call(self._sem._key, *renew_args(self._renewal, ""))
-        if v != 1:
-            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
+        r = self._renewal
+        try:
+            self._sem._locks._do(permit_renew(r.key, r.owner, r.lease_ms))
+        except Lost:
+            self._sem._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
             self.check()
-        self._renewal.basis = time.monotonic()
+        r.basis = time.monotonic()
 
     def release(self) -> bool:
         if self._released:
@@ -1437,38 +1285,39 @@ class PermitSemaphore:
     available = Semaphore.available
 
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None, lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
-        """Leases ``permits`` permits: a list of LeasedPermit, or None."""
-        check_count(permits, "permits", 1, 1024)
+        """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
+        ``wait`` (None: one try)."""
         block = wait_ms(wait)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        cmd: list = ["RSEM.LEASE", self._key, "LEASE", lms, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", new_req_id()]
+        plan = lease_plan(self._key, lms, permits, block)
         sent = time.monotonic()
 
-        def orphan(v: Any) -> None:
-            for i in v or []:
-                self._locks._call(self._key, "RSEM.RETURN", self._key, i)
-
-        def made(v: Any, basis: float) -> Optional[list[LeasedPermit]]:
-            ids = _raise_if_error(v)
+        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[list[LeasedPermit]]:
+            ids = read_leased(replies[0])
             if ids is None:
                 return None
-            return [LeasedPermit(self, text(i), lms, lease is None, basis) for i in ids]
+            basis = sent if block is None else time.monotonic()
+            made: list[LeasedPermit] = []
+            if w is not None:
+                def undo() -> None:
+                    # Those made give themselves back; the rest go back under the plan's REQ ids.
+                    for p in made:
+                        p.release()
+                    rest = plan.give_back(ids)[len(made):]
+                    if rest:
+                        self._locks._pipeline(self._key, rest, True)
 
-        if block is None:
-            return made(self._locks._pipeline(self._key, [cmd], resend=True)[0], sent)
+                w.undo = undo
+            for i in ids:
+                made.append(LeasedPermit(self, i, lms, lease is None, basis))
+            return made
 
-        def waiting(state: dict) -> Optional[list[LeasedPermit]]:
-            v = self._locks._blocking(self._key, [cmd], block, orphan, state=state)[0][0]
-            return made(v, time.monotonic())
-
-        return self._locks._run_wait(waiting, lambda ps: [p.release() for p in ps or []])
+        if not plan.waits:
+            return make(self._locks._pipeline(self._key, plan.cmds, resend=True), None, None)
+        return self._locks._wait(plan, make)
 
     def release(self, permit_id: str) -> bool:
-        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
-        return _raise_if_error(self._locks._pipeline(self._key, [cmd], resend=True)[0]) == 1
+        return bool(self._locks._do(permit_return(self._key, permit_id)))
 
 
 class Latch:
@@ -1479,26 +1328,21 @@ class Latch:
         self._key = check_name(name)
 
     def try_set_count(self, n: int) -> bool:
-        check_count(n, "count")
-        return bool(self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+        return bool(self._locks._do(latch_try_set_count(self._key, n)))
 
     def count_down(self) -> int:
-        return as_int(self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+        return int(self._locks._do(latch_count_down(self._key)))
 
     def count(self) -> int:
-        return as_int(self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+        return int(self._locks._do(latch_count(self._key)))
 
     def await_zero(self, wait: Optional[float] = None) -> bool:
-        """True once the count is zero; False if the wait ends first (None: look once)."""
-        block = wait_ms(wait)
-        cmd: list = ["RLATCH.AWAIT", self._key]
-        if block is None:
-            return _raise_if_error(self._locks._pipeline(self._key, [cmd])[0]) == 1
-        cmd += ["BLOCK", block]
-        return self._locks._run_wait(
-            lambda state: _raise_if_error(
-                self._locks._blocking(self._key, [cmd], block, lambda v: None, state=state)[0][0]) == 1,
-            lambda v: None)
+        """True once the count is zero; False if the wait ends first (None: look once). The
+        wait runs in the server, on the calling thread."""
+        plan = latch_plan(self._key, wait_ms(wait))
+        if not plan.waits:
+            return read_latch(self._locks._pipeline(self._key, plan.cmds)[0])
+        return self._locks._wait(plan, lambda replies, conn, w: read_latch(replies[0]))
 
 
 # ---------------------------------------------------------------- election
@@ -1516,6 +1360,11 @@ class Leadership:
 
     def check(self) -> None:
         self.hold.check()
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` only while this leadership stands, in this term (``hold.guard``):
+        a deposed leader's command is refused with NotHeld or StaleToken, and not run."""
+        return self.hold.guard(*command)
 
     def resign(self) -> None:
         if not self.hold._released:
@@ -1543,9 +1392,7 @@ class Election:
 
     def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
         """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
-        if not isinstance(value, str):
-            raise TypeError("value must be a str")
-        check_owner(value)
+        check_value(value)
         lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
                     self._sync_timeout, value)
         hold = lock.acquire()
@@ -1557,7 +1404,7 @@ class Election:
         return Leadership(hold, value)
 
     def leader(self) -> Optional[Leader]:
-        return leader_of(self._locks.info(self._key))
+        return self._locks._do(election_leader(self._key))
 
     def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,

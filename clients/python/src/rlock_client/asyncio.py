@@ -20,45 +20,93 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
+    LOST_BY_OTHERS,
+    RAN_OUT_FIXED,
     READ,
     RESEND_AFTER,
+    SCAN_COUNT,
+    STATS_CMD,
     WAIT_MARGIN,
     WRITE,
-    AcquireSpec,
+    Call,
     Leader,
     LockInfo,
+    Plan,
     Renewal,
     ScannedLock,
     Waiter,
-    acquire_cmd,
-    as_int,
-    check_count,
-    check_flag,
+    acknowledgements,
+    after_renewal,
+    attached_replicas,
     check_name,
     check_owner,
     check_replicas,
-    check_same_slot,
-    client_is_blocked_in,
+    check_value,
+    due_now,
+    election_leader,
     event_channels,
     events_on,
-    field_of,
-    lost_key,
+    grant_basis,
+    granted,
+    held_cmd,
+    hit_by_events,
+    latch_count,
+    latch_count_down,
+    latch_plan,
+    latch_try_set_count,
     lease_ms,
-    leader_of,
+    lease_plan,
+    lock_force_release,
+    lock_hold_count,
+    lock_info,
+    lock_is_held_by,
+    lock_is_locked,
+    lock_plan,
+    lock_release,
+    lock_remaining_lease,
+    lock_renew,
+    lock_spec,
+    lost_key,
+    merge_top,
+    multi_plan,
+    multi_release,
+    multi_spec,
     new_client_id,
     new_req_id,
-    parse_info,
+    next_look,
+    owner_id,
+    pack,
     parse_scan,
     parse_stats,
     parse_top,
-    parse_waiters,
+    permit_renew,
+    permit_return,
+    raise_if_error,
+    read_grant,
+    read_latch,
+    read_leased,
+    read_taken,
     release_cmd,
     renew_args,
-    server_error,
+    renewal_timeout,
+    resend_wait,
+    scan_cmd,
+    scoped,
+    scoped_wait,
+    semaphore_add_permits,
+    semaphore_available,
+    semaphore_plan,
+    semaphore_release,
+    semaphore_try_set_permits,
+    server_name,
+    split_due,
     text,
-    wait_cmd,
+    top_cmd,
+    wait_deadline,
     wait_ms,
+    waiters_call,
 )
+from ._core import hold_guard
 from .errors import (
     Deadlock,
     DeadlockWait,
@@ -68,6 +116,8 @@ from .errors import (
     NotAcquired,
     NotHeld,
     RlockError,
+    StaleToken,
+    Unexpected,
 )
 
 __all__ = [
@@ -91,6 +141,8 @@ __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",
@@ -108,14 +160,6 @@ def _spawn(coro: Any) -> asyncio.Task:
     _BACKGROUND.add(t)
     t.add_done_callback(_BACKGROUND.discard)
     return t
-
-
-def _raise_if_error(v: Any) -> Any:
-    if isinstance(v, ResponseError):
-        raise server_error(v)
-    if isinstance(v, BaseException):
-        raise v
-    return v
 
 
 async def _quietly(coro: Any) -> None:
@@ -139,8 +183,6 @@ class _Server:
         if waits:
             conn = self.settings.async_connection(None)
             await conn.connect()
-            await conn.send_command("CLIENT", "ID")
-            conn.rlock_id = await conn.read_response()
             return conn
         return self.settings.async_connection(self.settings.socket_timeout)
 
@@ -151,7 +193,7 @@ class _Server:
     async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
         conn = await self.take()
         try:
-            await conn.send_packed_command(conn.pack_commands(cmds))
+            await conn.send_packed_command(_packed(conn, cmds))
             out = []
             for _ in cmds:
                 try:
@@ -165,7 +207,7 @@ class _Server:
         return out
 
     async def call(self, *args: Any) -> Any:
-        return _raise_if_error((await self.pipeline([args]))[0])
+        return raise_if_error((await self.pipeline([args]))[0])
 
     def forget(self) -> None:
         self._idle = []
@@ -260,7 +302,7 @@ class Locks:
         o = self._owners.get(task)
         if o is None:
             self._owner_seq += 1
-            o = self._owners[task] = f"{self.client_id}:{self._owner_seq}"
+            o = self._owners[task] = owner_id(self.client_id, self._owner_seq)
         return o
 
     def _check_pid(self) -> None:
@@ -299,53 +341,43 @@ class Locks:
 
     # queries
     async def info(self, name: Any) -> LockInfo:
-        key = check_name(name)
-        return parse_info(await self._call(key, "RLOCK.INFO", key))
+        return await self._do(lock_info(check_name(name)))
 
     async def force_release(self, name: Any) -> bool:
-        key = check_name(name)
-        return bool(await self._call(key, "RLOCK.FORCERELEASE", key))
+        return await self._do(lock_force_release(check_name(name)))
 
     async def waiters(self, name: Any) -> list[Waiter]:
-        key = check_name(name)
-        return parse_waiters(await self._call(key, "RLOCK.WAITERS", key))
+        return await self._do(waiters_call(check_name(name)))
 
-    async def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = 100) -> AsyncIterator[ScannedLock]:
-        if type is not None and type.lower() not in ("lock", "rwlock"):
-            raise ValueError("type must be 'lock', 'rwlock' or None")
-        check_count(count, "count")
+    async def scan(self, match: Optional[str] = None, type: Optional[str] = None,
+                   count: int = SCAN_COUNT) -> AsyncIterator[ScannedLock]:
+        scan_cmd(0, match, type, count)
         for server in await self._router.all():
-            cursor = 0
-            while True:
-                args: list = ["RLOCK.SCAN", cursor, "COUNT", count]
-                if match is not None:
-                    args += ["MATCH", match]
-                if type is not None:
-                    args += ["TYPE", type.upper()]
-                cursor, entries = parse_scan(await server.call(*args))
+            cursor: Optional[int] = None
+            while cursor != 0:
+                cursor, entries = parse_scan(await server.call(*scan_cmd(cursor or 0, match, type, count)))
                 for e in entries:
                     yield e
-                if cursor == 0:
-                    break
 
     async def stats(self) -> dict:
         out = {}
         for s in await self._router.all():
-            kw = s.settings.kwargs
-            out[f"{kw.get('host', kw.get('path'))}:{kw.get('port', '')}"] = parse_stats(await s.call("INFO", "rlock"))
+            out[server_name(s.settings.kwargs)] = parse_stats(await s.call(*STATS_CMD))
         return out
 
     async def top(self, count: int = 10) -> list[dict]:
-        check_count(count, "count", 1, 1000)
+        cmd = top_cmd(count)
         out: list = []
         for s in await self._router.all():
-            out += parse_top(await s.call("RLOCK.TOP", "COUNT", count))
-        out.sort(key=lambda e: (-(e.get("waiters") or 0), -(e.get("waits") or 0)))
-        return out[:count]
+            out += parse_top(await s.call(*cmd))
+        return merge_top(out, count)
 
     # plumbing
     async def _call(self, key: bytes, *args: Any) -> Any:
-        return _raise_if_error((await self._pipeline(key, [args]))[0])
+        return raise_if_error((await self._pipeline(key, [args]))[0])
+
+    async def _do(self, c: Call) -> Any:
+        return c.read(await self._pipeline(c.key, c.cmds, resend=c.resend))
 
     async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
         self._check_pid()
@@ -370,45 +402,40 @@ class Locks:
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            info = text(await server.call("INFO", "replication"))
-            n = 0
-            for line in info.splitlines():
-                if line.startswith("connected_slaves:"):
-                    n = int(line.split(":", 1)[1])
-            seen = (now, n)
+            seen = (now, attached_replicas(await server.call("INFO", "replication")))
             self._replicas[id(server)] = seen
-        return 1 if seen[1] > 0 else 0
+        return int(seen[1])
 
-    async def _blocking(self, key: bytes, cmds: list, block: Optional[int], orphan: Any, pin: bool = False) -> tuple[list, Any]:
-        """As the sync twin: the wait runs in a task of its own; if the caller is cancelled,
-        the wait is ended in the server and a grant that raced it is given back."""
+    async def _blocking(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
+        """The one wait of the asyncio face: ``plan`` runs in a task of its own, whose replies
+        reach the caller through ``fut``, a future of the caller's. Cancelling the caller
+        cancels ``fut``, never the wait; the wait is then abandoned (``_abandon``) and what it
+        was granted is given back (Rust: a oneshot channel). Returns (replies, the connection
+        if ``pin``)."""
         self._check_pid()
-        server = await self._router.server_for(key)
+        server = await self._router.server_for(plan.key)
         conn = await server.take(waits=True)
-        state: dict = {"conn": conn, "server": server}
-        # The wait's task hands its replies over through ``fut``, a future of the caller's:
-        # cancelling the caller cancels ``fut`` (never the wait), and the wait's task, finding
-        # it cancelled, returns its replies to ``_abandon`` instead (Rust: a oneshot channel).
+        state: dict = {"conn": conn, "server": server, "left": False}
         fut = asyncio.get_running_loop().create_future()
-        inner = _spawn(self._wait_into(fut, state, key, cmds, block, orphan))
+        inner = _spawn(self._wait_into(fut, state, plan))
         try:
             replies = await fut
         except asyncio.CancelledError:
+            state["left"] = True
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                _spawn(_give_back(orphan, fut.result()[0], state))  # granted as we were cancelled
+                replies = fut.result()  # granted as we were cancelled
             else:
-                await _shielded(_spawn(self._abandon(state, inner, cmds[0][0], orphan)))
+                replies = None
+            _spawn(self._abandon(state, inner, plan, replies))
             raise
-        conn = state["conn"]
         if pin:
-            return replies, conn
-        state["server"].give(conn, waits=True)
+            return replies, state["conn"]
+        state["server"].give(state["conn"], waits=True)
         return replies, None
 
-    async def _wait_into(self, fut: asyncio.Future, state: dict, key: bytes, cmds: list, block: Optional[int],
-                         orphan: Any) -> Optional[list]:
+    async def _wait_into(self, fut: asyncio.Future, state: dict, plan: Plan) -> Optional[list]:
         try:
-            replies = await self._wait(state, key, cmds, block, orphan)
+            replies = await self._wait(state, plan)
         except BaseException as e:
             if not fut.done():
                 fut.set_exception(e)
@@ -418,15 +445,18 @@ class Locks:
         fut.set_result(replies)
         return None
 
-    async def _wait(self, state: dict, key: bytes, cmds: list, block: Optional[int], orphan: Any) -> list:
-        deadline = None if block == 0 else time.monotonic() + (block or 0) / 1000
+    async def _wait(self, state: dict, plan: Plan) -> list:
+        """Sends ``plan.cmds``; a broken link sends them again (REQ ids) with the wait that
+        is left (``_core.resend_wait``), unless the caller left."""
+        cmds = plan.cmds
+        deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
             conn = state["conn"]
             replies: list = []
             state["replies"] = replies
             try:
-                await conn.send_packed_command(conn.pack_commands(cmds))
+                await conn.send_packed_command(_packed(conn, cmds))
                 while len(replies) < len(cmds):
                     t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
                     try:
@@ -439,15 +469,15 @@ class Locks:
             except _LINK_ERRORS as e:
                 await _quietly(conn.disconnect(nowait=True))
                 if replies:
-                    await _quietly(orphan(replies[0]))
+                    await self._give_back(plan, replies[0])
                     raise
                 tries += 1
-                left = None if deadline is None or not block else deadline - time.monotonic()
-                if tries > 3 or isinstance(e, RedisTimeoutError) or (left is not None and left <= 0):
+                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
+                                    time.monotonic())
+                if again is None or state["left"]:
                     raise
                 await asyncio.sleep(RESEND_AFTER)
-                if left is not None:
-                    cmds = [_with_block(cmds[0], max(1, int(left * 1000)))] + list(cmds[1:])
+                cmds = [again] + list(cmds[1:])
                 state["conn"] = await state["server"].take(waits=True)
                 continue
             moved = replies[0] if isinstance(replies[0], MovedError) else None
@@ -458,56 +488,46 @@ class Locks:
                 continue
             return replies
 
-    async def _abandon(self, state: dict, inner: asyncio.Task, command: str, orphan: Any) -> None:
-        try:
-            # Until the wait's task ends, or the server shows the request blocked and is told to
-            # close its connection (it may not have arrived yet: look again every 50 ms).
-            end = time.monotonic() + 3
-            while not inner.done() and not state.get("replies") and time.monotonic() < end:
-                conn, server = state["conn"], state["server"]
-                cid = getattr(conn, "rlock_id", None)
-                try:
-                    line = text(await server.call("CLIENT", "LIST", "ID", cid))
-                    blocked = client_is_blocked_in(line, command)
-                except Exception:
-                    blocked = False
-                if blocked:
-                    await _quietly(server.call("CLIENT", "KILL", "ID", cid))
-                    break
-                await asyncio.wait({inner}, timeout=0.05)
-            try:
-                replies = await asyncio.wait_for(asyncio.shield(inner), 3)
-            except BaseException:
-                replies = state.get("replies") or []
-            if replies and not isinstance(replies[0], BaseException):
-                await _quietly(orphan(replies[0]))
-        finally:
-            if not inner.done():
-                inner.cancel()
-            await _quietly(state["conn"].disconnect(nowait=True))
-
-
-async def _shielded(task: asyncio.Task) -> None:
-    try:
-        await asyncio.shield(task)
-    except BaseException:
-        pass
-
-
-async def _give_back(orphan: Any, first: Any, state: dict) -> None:
-    try:
-        if not isinstance(first, BaseException):
-            await orphan(first)
-    finally:
+    async def _abandon(self, state: dict, inner: asyncio.Task, plan: Plan, replies: Optional[list]) -> None:
+        """The caller left a wait. Its connection is closed (the server frees a blocked client
+        whose socket closed: no CLIENT KILL, which an ACL may refuse), then, unless its replies
+        are known, the call is sent again with its REQ id and a 1 ms wait: a grant the first
+        got is replayed, or the call runs anew. What either replied is given back."""
+        if replies is None and not inner.done():
+            inner.cancel()
+        await _quietly(asyncio.wait({inner}, timeout=1))
         await _quietly(state["conn"].disconnect(nowait=True))
+        if replies is None and inner.done() and not inner.cancelled() and inner.exception() is None:
+            replies = inner.result()  # read as the caller left
+        if replies is None and plan.req:
+            try:
+                replies = await self._pipeline(plan.key, [plan.again()], resend=True)
+            except Exception:
+                return
+        if replies:
+            await self._give_back(plan, replies[0])
+
+    async def _replies(self, plan: Plan) -> list:
+        """The replies of a plan that pins no connection: waited for, or sent at once."""
+        if plan.waits:
+            return (await self._blocking(plan))[0]
+        return await self._pipeline(plan.key, plan.cmds, resend=True)
+
+    async def _give_back(self, plan: Plan, reply: Any) -> None:
+        cmds = plan.give_back(reply)
+        if cmds:
+            await _quietly(self._pipeline(plan.key, cmds, True))
 
 
-def _with_block(cmd: Sequence[Any], block: int) -> list:
-    out = list(cmd)
-    for i, a in enumerate(out):
-        if a == "BLOCK":
-            out[i + 1] = block
-    return out
+async def _closed(conn: Any) -> None:
+    """Closes a wait's pinned connection, if any (a SESSION connection that holds nothing)."""
+    if conn is not None:
+        await _quietly(conn.disconnect(nowait=True))
+
+
+def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
+    p = pack(cmds)
+    return [p] if p is not None else conn.pack_commands(cmds)
 
 
 # ---------------------------------------------------------------- the watchdog
@@ -592,16 +612,15 @@ class _Watchdog:
                         return
                 else:
                     idle_since = None
-                due = [(n, r, ev) for n, (r, ev) in entries if r.due_at() <= now]
+                due = due_now(entries, now)
                 if due:
                     await self._renew(locks, due)
                     continue
-                nxt = min((r.due_at() for _, (r, _) in entries), default=now + 1.0)
                 await self._sync_events(locks, entries)
                 del locks
                 assert self._wake is not None
                 self._wake.clear()
-                timeout = max(0.0, min(nxt - time.monotonic(), 1.0))
+                timeout = next_look(entries, time.monotonic())
                 self._sleep_until = time.monotonic() + timeout
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
@@ -629,13 +648,13 @@ class _Watchdog:
         if not self._events:
             await self._close_events()
             return
-        want = event_channels(self._events, locks._router.db, {r.key for _, (r, _) in entries})
+        want = set(event_channels(self._events, locks._router.db, sorted({r.key for _, (r, _) in entries})))
         try:
             if self._sub is None:
                 self._sub = locks._router.single.settings.async_connection(None)
                 await self._sub.connect()
                 self._channels = set()
-                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub))
+                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub, locks._router.db))
             add, drop = want - self._channels, self._channels - want
             if add:
                 await self._sub.send_command("SUBSCRIBE", *add)
@@ -645,10 +664,10 @@ class _Watchdog:
         except Exception:
             await self._close_events()
 
-    async def _listen(self, conn: Any) -> None:
+    async def _listen(self, conn: Any, db: int) -> None:
         try:
             while True:
-                key = lost_key(await conn.read_response(timeout=math.inf))
+                key = lost_key(await conn.read_response(timeout=math.inf), db)
                 if key is not None:
                     await self.check_now({key})
         except BaseException:
@@ -667,17 +686,13 @@ class _Watchdog:
         locks = self._locks()
         if locks is None:
             return
-        hit = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and r.renew]
-        fixed = [(n, r, ev) for n, (r, ev) in list(self._entries.items()) if r.key in keys and not r.renew]
+        hit, fixed = hit_by_events(list(self._entries.items()), keys)
         if hit:
             await self._renew(locks, hit)
-        for n, r, ev in fixed:
-            try:
-                held = await locks._call(r.key, "HEXISTS", r.key, field_of(r.owner, r.side))
-            except Exception:
-                continue
-            if not held:
-                self._lose(n, r, ev, "the lock was released or deleted by someone else")
+        held = await asyncio.gather(*(locks._call(r.key, *held_cmd(r)) for _, r, _ in fixed), return_exceptions=True)
+        for (n, r, ev), v in zip(fixed, held):
+            if v == 0:
+                self._lose(n, r, ev, LOST_BY_OTHERS)
 
     def _lose(self, n: int, r: Renewal, ev: asyncio.Event, why: str) -> None:
         r.lost_reason = why
@@ -687,32 +702,24 @@ class _Watchdog:
     async def _renew(self, locks: Locks, due: list) -> None:
         self.rounds += 1
         now = time.monotonic()
+        ran_out, renewable = split_due(due)
+        for n, r, ev in ran_out:
+            self._lose(n, r, ev, RAN_OUT_FIXED)
         groups: dict = {}
-        for n, r, ev in due:
-            if not r.renew:
-                self._lose(n, r, ev, "the lease ran out")
-                continue
-            groups.setdefault(id(await locks._router.server_for(r.key)), []).append((n, r, ev))
+        for entry in renewable:
+            groups.setdefault(id(await locks._router.server_for(entry[1].key)), []).append(entry)
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
             try:
-                timeout = max(0.05, min(r.lease_ms for _, r, _ in group) / 3000)
+                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
                 replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
             except Exception:
                 replies = [None] * len(group)
+            self.renewals += len(group)
             for (n, r, ev), v in zip(group, replies):
-                self.renewals += 1
-                if n not in self._entries:
-                    continue
-                if v == 1:
-                    r.basis = now
-                    r.schedule(self._anchor, time.monotonic())
-                elif v == 0 or (isinstance(v, ResponseError) and "WRONGTYPE" in str(v)):
-                    self._lose(n, r, ev, "the renewal was refused: the lock is no longer held")
-                elif time.monotonic() >= r.expires_at():
-                    self._lose(n, r, ev, "the lease ran out while renewals failed")
-                else:
-                    r.schedule(self._anchor, time.monotonic())
+                why = after_renewal(r, v, now, time.monotonic(), self._anchor) if n in self._entries else None
+                if why is not None:
+                    self._lose(n, r, ev, why)
 
 
 # ---------------------------------------------------------------- locks
@@ -754,11 +761,23 @@ class Hold:
 
     async def renew(self) -> None:
         self.check()
-        v = await self._locks._call(self._key, *renew_args(self._renewal, new_req_id()))
-        if v != 1:
+        try:
+            await self._locks._do(lock_renew(self._key, self._owner, self.side, self._renewal.lease_ms))
+        except Lost:
             self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
-            self.check()
+            raise
         self._renewal.basis = time.monotonic()
+
+    async def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "{orders}:total", "5"``) in the server only while this hold
+        stands (``RLOCK.GUARD``, checked in the same server turn), and returns its reply. The
+        owner must hold the lock now (on this hold's side), its lease counted to the moment of
+        the call, and a fenced hold's token must still be the lock's. Otherwise nothing runs:
+        NotHeld (the lease ran out, the lock was force-released or another owner took it), or
+        StaleToken (the same owner took it again as a newer hold). The inner command's own
+        error is redis-py's. Sent once: a broken link raises, since the command may have run.
+        In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
+        return await self._locks._do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released))
 
     async def release(self) -> bool:
         if self._pid != os.getpid() or self._released:
@@ -766,9 +785,10 @@ class Hold:
         self._released = True
         self._finalizer.detach()
         self._locks._watchdog.remove(self._entry)
-        cmd = release_cmd(self._key, self._owner, self.side, new_req_id())
+        call = lock_release(self._key, self._owner, self.side)
+        cmd = call.cmds[0]
         try:
-            v = _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])
+            replies = await self._locks._pipeline(self._key, [cmd], resend=True)
         except asyncio.CancelledError:
             # The caller was cancelled meanwhile: the watchdog sends it again, with the same
             # REQ id, so it is applied once whether or not it reached the server.
@@ -778,7 +798,7 @@ class Hold:
             if self._conn is not None:
                 await _quietly(self._conn.disconnect(nowait=True))
                 self._conn = None
-        return v == 1
+        return bool(call.read(replies))
 
     async def __aenter__(self) -> "Hold":
         return self
@@ -793,19 +813,13 @@ class Hold:
 class Lock:
     def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
                  session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        key = check_name(name)
-        self._spec = AcquireSpec(
-            key=key, side=side,
-            lease_ms=locks._watchdog_lease_ms if lease is None else lease_ms(lease),
-            renew=lease is None, wait_ms=wait_ms(wait), fair=check_flag(fair, "fair"),
-            fenced=check_flag(fenced, "fenced"), session=check_flag(session, "session"),
-            sync_replicas=check_replicas(sync_replicas), sync_timeout_ms=lease_ms(sync_timeout),
-        )
-        if fair and side:
-            raise ValueError("fair does not apply to a read-write lock")
+        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               locks._watchdog_lease_ms)
+        key = self._spec.key
         self._locks = locks
         self._owner = None if owner is None else check_owner(owner)
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
+        self._scoped_wait = scoped_wait(wait)
         self.name = key.decode("utf-8", "replace")
 
     def owner(self) -> str:
@@ -820,56 +834,33 @@ class Lock:
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        key = spec.key
-        replicas = spec.sync_replicas if spec.sync_replicas is not None else await locks._replicas_for(key)
-        cmds = [acquire_cmd(spec, owner, new_req_id(), block)]
-        if spec.fenced:
-            cmds.append(["HGET", key, field_of(owner, spec.side)])
-        if replicas:
-            cmds.append(wait_cmd(replicas, spec.sync_timeout_ms))
+        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else await locks._replicas_for(spec.key))
+        plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
         conn = None
-
-        async def orphan(v: Any) -> None:
-            if v is not None and not isinstance(v, BaseException):
-                await locks._pipeline(key, [release_cmd(key, owner, spec.side, new_req_id())], resend=True)
-
-        if block is None and not spec.session:
-            replies = await locks._pipeline(key, cmds, resend=True)
+        if plan.waits:
+            replies, conn = await locks._blocking(plan, pin=spec.session)
         else:
-            replies, conn = await locks._blocking(key, cmds, block, orphan, pin=spec.session)
+            replies = await locks._pipeline(spec.key, plan.cmds, resend=True)
         try:
-            granted = _raise_if_error(replies[0])
+            grant = read_grant(spec, replies, replicas)
+            if grant is not None and grant.short:
+                await locks._give_back(plan, replies[0])
+                raise NotAcknowledged(
+                    f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
+                    f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
         except BaseException:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+            await _closed(conn)
             raise
-        if granted is None:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+        if grant is None:
+            await _closed(conn)
             return None
-        n = as_int(granted)
-        count = as_int(_raise_if_error(replies[1])) if spec.fenced else n
-        acked = as_int(_raise_if_error(replies[-1])) if replicas else None
-        basis = sent
-        if block is not None:
-            basis = max(sent, time.monotonic() - (spec.sync_timeout_ms / 1000 if replicas else 0))
-        if replicas and (acked or 0) < replicas:
-            try:
-                await orphan(granted)
-            finally:
-                if conn is not None:
-                    await _quietly(conn.disconnect(nowait=True))
-            raise NotAcknowledged(
-                f"lock {self.name!r}: {acked} of {replicas} replicas acknowledged the grant within "
-                f"{spec.sync_timeout_ms} ms; it was released", acked or 0)
-        return Hold(locks, key, owner, spec.side, spec.lease_ms, spec.renew, basis,
-                    n if spec.fenced else None, count, acked, conn)
+        return Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew,
+                    grant_basis(sent, time.monotonic(), block, spec, replicas), grant.token, grant.count,
+                    grant.acked, conn)
 
     async def __aenter__(self) -> Hold:
-        hold = await self.acquire()
-        if hold is None:
-            raise NotAcquired(f"lock {self.name!r} was not acquired within the wait")
+        hold = scoped(await self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
         task = asyncio.current_task()
         self._stacks.setdefault(task, []).append(hold)  # type: ignore[arg-type]
         return hold
@@ -887,23 +878,24 @@ class Lock:
         return await self._locks.info(self._spec.key)
 
     async def is_locked(self) -> bool:
-        return (await self.info()).locked
+        return await self._locks._do(lock_is_locked(self._spec.key))
+
+    async def is_held_by(self, owner: Any = None) -> bool:
+        who = check_owner(owner) if owner is not None else self._owner_bytes()
+        return await self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side))
 
     async def hold_count(self) -> int:
-        field = field_of(self._owner_bytes(), self._spec.side)
-        return as_int(await self._locks._call(self._spec.key, "HGET", self._spec.key, field)) or 0
+        return await self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side))
 
     async def remaining_lease(self) -> Optional[float]:
-        pttl = (await self.info()).pttl
-        return None if pttl is None else pttl / 1000
+        ms = await self._locks._do(lock_remaining_lease(self._spec.key))
+        return ms / 1000 if ms is not None else None
 
     async def force_release(self) -> bool:
         return await self._locks.force_release(self._spec.key)
 
     async def unlock(self) -> bool:
-        key = self._spec.key
-        cmd = release_cmd(key, self._owner_bytes(), self._spec.side, new_req_id())
-        return _raise_if_error((await self._locks._pipeline(key, [cmd], resend=True))[0]) == 1
+        return await self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side))
 
 
 class ReadWriteLock:
@@ -931,6 +923,9 @@ class ReadWriteLock:
     async def info(self) -> LockInfo:
         return await self._locks.info(self._key)
 
+    async def is_locked(self) -> bool:
+        return await self._locks._do(lock_is_locked(self._key))
+
     async def force_release(self) -> bool:
         return await self._locks.force_release(self._key)
 
@@ -944,22 +939,23 @@ class MultiHold:
         self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
         self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
         self._released = False
+        self._pid = os.getpid()
 
     def check(self) -> None:
         if self.lost.is_set():
             raise Lost(f"a lock of {self.keys!r} was lost")
 
     async def release(self) -> int:
-        if self._released:
+        if self._released or self._pid != os.getpid():
             return 0
         self._released = True
         for e in self._entries:
             self._locks._watchdog.remove(e)
         try:
-            return as_int(await self._locks._call(self._keys[0], "RLOCK.MRELEASE", self._owner, len(self._keys), *self._keys)) or 0
+            return await self._locks._do(multi_release(self._owner, self._keys))
         finally:
-            if self._conn is not None:
-                await _quietly(self._conn.disconnect(nowait=True))
+            await _closed(self._conn)
+            self._conn = None
 
     async def __aenter__(self) -> "MultiHold":
         return self
@@ -970,54 +966,36 @@ class MultiHold:
 
 class MultiLock:
     def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
-            raise TypeError("names must be a list or tuple of names")
-        self._keys = [check_name(n) for n in names]
-        if not 1 <= len(self._keys) <= 1024:
-            raise ValueError("a multi-key lock takes 1 to 1024 names")
-        if len(set(self._keys)) != len(self._keys):
-            raise ValueError("a name is given more than once")
-        if locks._router.cluster is not None:
-            check_same_slot(self._keys)
-        self._locks = locks
-        self._lease = locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        self._renew = lease is None
-        self._wait = wait_ms(wait)
-        self._session = check_flag(session, "session")
-        self._owner = None if owner is None else check_owner(owner)
+        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
+                                 locks._router.cluster is not None)
+        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
+        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
         self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
 
     async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
         block = self._wait if wait is _UNSET else wait_ms(wait)
         locks = self._locks
+        locks._check_pid()
         owner = self._owner or locks.owner().encode()
-        keys = self._keys
-        cmd: list = ["RLOCK.MACQUIRE", owner, len(keys), *keys, "LEASE", self._lease]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        if self._session:
-            cmd.append("SESSION")
+        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
         conn = None
-
-        async def orphan(v: Any) -> None:
-            if v is not None:
-                await locks._call(keys[0], "RLOCK.MRELEASE", owner, len(keys), *keys)
-
-        if block is None and not self._session:
-            replies = await locks._pipeline(keys[0], [cmd])
+        if plan.waits:
+            replies, conn = await locks._blocking(plan, pin=self._session)
+            sent = time.monotonic()
         else:
-            replies, conn = await locks._blocking(keys[0], [cmd], block, orphan, pin=self._session)
-        if _raise_if_error(replies[0]) is None:
-            if conn is not None:
-                await _quietly(conn.disconnect(nowait=True))
+            replies = await locks._pipeline(plan.key, plan.cmds, resend=True)
+        try:
+            taken = read_taken(replies[0])
+        finally:
+            if conn is not None and not granted(replies[0]):
+                await _closed(conn)
+        if not taken:
             return None
-        return MultiHold(locks, keys, owner, self._lease, self._renew, sent if block is None else time.monotonic(), conn)
+        return MultiHold(locks, self._keys, owner, self._lease, self._renew, sent, conn)
 
     async def __aenter__(self) -> MultiHold:
-        h = await self.acquire()
-        if h is None:
-            raise NotAcquired("the locks were not all acquired within the wait")
+        h = scoped(await self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
         self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
         return h
 
@@ -1051,38 +1029,21 @@ class Semaphore:
         self.name = self._key.decode("utf-8", "replace")
 
     async def try_set_permits(self, n: int) -> bool:
-        check_count(n, "permits", 0)
-        return bool(await self._locks._call(self._key, "RSEM.TRYSETPERMITS", self._key, n))
+        return await self._locks._do(semaphore_try_set_permits(self._key, n))
 
     async def add_permits(self, n: int) -> int:
-        check_count(n, "permits", -2147483647)
-        return as_int(await self._locks._call(self._key, "RSEM.ADDPERMITS", self._key, n)) or 0
+        return await self._locks._do(semaphore_add_permits(self._key, n))
 
     async def available(self) -> int:
-        return as_int(await self._locks._call(self._key, "RSEM.AVAILABLE", self._key)) or 0
+        return await self._locks._do(semaphore_available(self._key))
 
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
-        check_count(permits, "permits")
-        block = wait_ms(wait)
-        cmd: list = ["RSEM.ACQUIRE", self._key, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", new_req_id()]
-
-        async def orphan(v: Any) -> None:
-            if v is not None:
-                await self.release(permits)
-
-        if block is None:
-            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
-        else:
-            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
-        return None if _raise_if_error(v) is None else Permits(self, permits)
+        plan = semaphore_plan(self._key, permits, wait_ms(wait))
+        replies = await self._locks._replies(plan)
+        return Permits(self, permits) if read_taken(replies[0]) else None
 
     async def release(self, permits: int = 1) -> int:
-        check_count(permits, "permits")
-        cmd = ["RSEM.RELEASE", self._key, "PERMITS", permits, "REQ", new_req_id()]
-        return as_int(_raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0])) or 0
+        return await self._locks._do(semaphore_release(self._key, permits))
 
 
 class LeasedPermit:
@@ -1097,6 +1058,14 @@ class LeasedPermit:
     def check(self) -> None:
         if self.lost.is_set():
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
+
+    async def renew(self) -> None:
+        try:
+            await self._sem._locks._do(permit_renew(self._renewal.key, self._renewal.owner, self._renewal.lease_ms))
+        except Lost:
+            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
+            self.check()
+        self._renewal.basis = time.monotonic()
 
     async def release(self) -> bool:
         if self._released:
@@ -1115,32 +1084,15 @@ class LeasedPermit:
 class PermitSemaphore(Semaphore):
     async def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
                       lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
-        check_count(permits, "permits", 1, 1024)
-        block = wait_ms(wait)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        cmd: list = ["RSEM.LEASE", self._key, "LEASE", lms, "PERMITS", permits]
-        if block is not None:
-            cmd += ["BLOCK", block]
-        cmd += ["REQ", new_req_id()]
-        sent = time.monotonic()
-
-        async def orphan(v: Any) -> None:
-            for i in v or []:
-                await self._locks._call(self._key, "RSEM.RETURN", self._key, i)
-
-        if block is None:
-            v = (await self._locks._pipeline(self._key, [cmd], resend=True))[0]
-        else:
-            v = (await self._locks._blocking(self._key, [cmd], block, orphan))[0][0]
-            sent = time.monotonic()
-        ids = _raise_if_error(v)
+        plan = lease_plan(self._key, lms, permits, wait_ms(wait))
+        ids = read_leased((await self._locks._replies(plan))[0])
         if ids is None:
             return None
-        return [LeasedPermit(self, text(i), lms, lease is None, sent) for i in ids]
+        return [LeasedPermit(self, i, lms, lease is None, time.monotonic()) for i in ids]
 
     async def release(self, permit_id: str) -> bool:  # type: ignore[override]
-        cmd = ["RSEM.RETURN", self._key, permit_id, "REQ", new_req_id()]
-        return _raise_if_error((await self._locks._pipeline(self._key, [cmd], resend=True))[0]) == 1
+        return await self._locks._do(permit_return(self._key, permit_id))
 
 
 class Latch:
@@ -1149,26 +1101,16 @@ class Latch:
         self._key = check_name(name)
 
     async def try_set_count(self, n: int) -> bool:
-        check_count(n, "count")
-        return bool(await self._locks._call(self._key, "RLATCH.TRYSETCOUNT", self._key, n))
+        return await self._locks._do(latch_try_set_count(self._key, n))
 
     async def count_down(self) -> int:
-        return as_int(await self._locks._call(self._key, "RLATCH.COUNTDOWN", self._key)) or 0
+        return await self._locks._do(latch_count_down(self._key))
 
     async def count(self) -> int:
-        return as_int(await self._locks._call(self._key, "RLATCH.COUNT", self._key)) or 0
+        return await self._locks._do(latch_count(self._key))
 
     async def await_zero(self, wait: Optional[float] = None) -> bool:
-        block = wait_ms(wait)
-        cmd: list = ["RLATCH.AWAIT", self._key]
-        if block is None:
-            return _raise_if_error((await self._locks._pipeline(self._key, [cmd]))[0]) == 1
-        cmd += ["BLOCK", block]
-
-        async def nothing(v: Any) -> None:
-            return None
-
-        return _raise_if_error((await self._locks._blocking(self._key, [cmd], block, nothing))[0][0]) == 1
+        return read_latch((await self._locks._replies(latch_plan(self._key, wait_ms(wait))))[0])
 
 
 class Leadership:
@@ -1181,6 +1123,11 @@ class Leadership:
 
     def check(self) -> None:
         self.hold.check()
+
+    async def guard(self, *command: Any) -> Any:
+        """Runs ``command`` only while this leadership stands, in this term (``hold.guard``):
+        a deposed leader's command is refused with NotHeld or StaleToken, and not run."""
+        return await self.hold.guard(*command)
 
     async def resign(self) -> None:
         if not self.hold._released:
@@ -1204,9 +1151,7 @@ class Election:
         self._sync_timeout = sync_timeout
 
     async def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
-        if not isinstance(value, str):
-            raise TypeError("value must be a str")
-        check_owner(value)
+        check_value(value)
         lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
                     self._sync_timeout, value)
         hold = await lock.acquire()
@@ -1218,7 +1163,7 @@ class Election:
         return Leadership(hold, value)
 
     async def leader(self) -> Optional[Leader]:
-        return leader_of(await self._locks.info(self._key))
+        return await self._locks._do(election_leader(self._key))
 
     async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
         last: Any = _UNSET

@@ -4,11 +4,14 @@ redis-py's own (``redis.exceptions.ResponseError`` and its kind)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 __all__ = [
     "RlockError",
     "NotAcquired",
     "NotHeld",
+    "StaleToken",
+    "Unexpected",
     "Lost",
     "Deadlock",
     "DeadlockWait",
@@ -28,7 +31,30 @@ class NotAcquired(RlockError):
 
 
 class NotHeld(RlockError):
-    """A release by an owner that does not hold the lock (the server's ``NOTHELD``)."""
+    """A release by an owner that does not hold the lock (the server's ``NOTHELD``): ``key``
+    (for a multi-key release, the first key sent) and ``owner`` say which."""
+
+    def __init__(self, message: str, key: Optional[str] = None, owner: Optional[str] = None):
+        super().__init__(message)
+        self.key = key
+        self.owner = owner
+
+
+class StaleToken(NotHeld):
+    """A guarded command (``hold.guard(...)``) of a fenced hold refused, and not run, because
+    the lock was taken again since this hold got its token (the server's ``STALETOKEN``): the
+    owner holds it, but as a newer hold (another process, or a restart with the same owner).
+    ``token`` is the hold's, ``current`` the lock's now as the server said it (or None)."""
+
+    def __init__(self, message: str, key: Optional[str] = None, owner: Optional[str] = None,
+                 token: Optional[int] = None, current: Optional[int] = None):
+        super().__init__(message, key, owner)
+        self.token = token
+        self.current = current
+
+
+class Unexpected(RlockError):
+    """A reply the server's contract does not allow (an acquire replied 0): never taken as a grant."""
 
 
 class Lost(RlockError):

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{holders, pttl, raw, servers};
-use rlock_client::{Endpoint, Locks, MultiKeyLock};
+use rlock_client::{Endpoint, Locks, MultiLock};
 use rlock_module_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +102,18 @@ fn the_blocking_twin() {
         let set = locks.multi(["{t}:a", "{t}:b"]);
         let guard = set.acquire().unwrap().expect("free");
         assert!(locks.multi(["{t}:b"]).acquire().unwrap().is_none());
+        // The scoped call: with a zero wait it tries once and never runs `f` unlocked.
+        let busy = locks.multi(["{t}:b"]).wait(Duration::ZERO).with_lock(|| ());
+        assert!(
+            matches!(busy, Err(rlock_client::Error::NotAcquired { .. })),
+            "{busy:?}"
+        );
         guard.release().unwrap();
+        assert!(holders(&server, "{t}:a").is_empty(), "{}", server.flavor);
+        // Without a wait set it waits until granted, and releases after `f`.
+        let held = holders(&server, "{t}:a");
+        let seen = set.with_lock(|| holders(&server, "{t}:a")).unwrap();
+        assert!(held.is_empty() && seen.len() == 1, "{seen:?}");
         assert!(holders(&server, "{t}:a").is_empty(), "{}", server.flavor);
     }
 }
@@ -144,12 +155,81 @@ async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
 }
 
 /// Acquires `set`, holds it 50 ms and releases it: true once served, false if never.
-async fn hold_briefly(set: MultiKeyLock) -> rlock_client::Result<bool> {
+async fn hold_briefly(set: MultiLock) -> rlock_client::Result<bool> {
     let g = set.acquire().await;
     if let Ok(Some(g)) = g {
         tokio::time::sleep(Duration::from_millis(50)).await;
         g.release().await.map(|_| true)
     } else {
         g.map(|g| g.is_some())
+    }
+}
+
+/// C06 and issue 38 §5: multi-key waits given up at moments around their grant, for the
+/// default user (whose cancel kills the waiting connection) and for a user whose ACL refuses
+/// `CLIENT KILL` (whose connection is closed instead, a grant perhaps already written to it):
+/// every grant is found (read, or by the wait's `REQ` id) and given back, none is left held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
+    for server in servers() {
+        let flavor = server.flavor;
+        raw(
+            &server,
+            &[
+                "ACL",
+                "SETUSER",
+                "nokill",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-client|kill",
+            ],
+        )
+        .unwrap();
+        let limited = rlock_module_tests::redis::Client::open(format!(
+            "redis://nokill:pw@127.0.0.1:{}/",
+            server.port
+        ))
+        .unwrap();
+        for (who, locks) in [
+            ("default user", Locks::new(server.client())),
+            ("no CLIENT KILL", Locks::new(limited)),
+        ] {
+            for i in 0..16u64 {
+                raw(
+                    &server,
+                    &["RLOCK.ACQUIRE", "{r}:b", "someone", "LEASE", "30000"],
+                )
+                .unwrap();
+                let set = locks.multi(["{r}:a", "{r}:b"]).wait_forever();
+                let task = tokio::spawn(async move { set.acquire().await });
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                // The release and the give-up a few hundred microseconds apart, either first.
+                let (release_at, abort_at) = ((i % 4) * 300, ((i / 4) % 4) * 300);
+                let release = async {
+                    tokio::time::sleep(Duration::from_micros(release_at)).await;
+                    raw(&server, &["RLOCK.RELEASE", "{r}:b", "someone"]).unwrap();
+                };
+                let abort = async {
+                    tokio::time::sleep(Duration::from_micros(abort_at)).await;
+                    task.abort();
+                };
+                tokio::join!(release, abort);
+                // Granted before the abort: the caller got the guard, and dropping it releases.
+                drop(task.await);
+                let freed = common::eventually(Duration::from_secs(5), || {
+                    holders(&server, "{r}:a").is_empty() && holders(&server, "{r}:b").is_empty()
+                })
+                .await;
+                assert!(
+                    freed,
+                    "{flavor} {who} #{i}: left held: {:?} {:?}",
+                    holders(&server, "{r}:a"),
+                    holders(&server, "{r}:b")
+                );
+            }
+        }
     }
 }

@@ -1,11 +1,11 @@
-//! `MultiLocks` over three independent primaries, one of them stopped.
+//! `RedLocks` over three independent primaries, one of them stopped.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{holders, Server};
-use rlock_client::MultiLocks;
+use rlock_client::RedLocks;
 
 fn three() -> Vec<Server> {
     let flavors = common::flavors();
@@ -15,8 +15,8 @@ fn three() -> Vec<Server> {
         .collect()
 }
 
-fn multi(servers: &[Server]) -> MultiLocks {
-    MultiLocks::builder(servers.iter().map(|s| s.client()))
+fn multi(servers: &[Server]) -> RedLocks {
+    RedLocks::builder(servers.iter().map(|s| s.client()))
         .node_timeout(Duration::from_millis(300))
         .build()
 }

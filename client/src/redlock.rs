@@ -1,4 +1,4 @@
-//! [`MultiLocks`]: one lock over N independent primaries, held when a majority grants it
+//! [`RedLocks`]: one lock over N independent primaries, held when a majority grants it
 //! (the Redlock scheme, on rlock's commands).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,21 +79,21 @@ fn reentrant(key: &Arc<str>, owner: &Arc<str>) -> HoldName {
 /// (1% + 2 ms). If no majority grants it, the primaries that did (and those that did not
 /// answer) are released at once.
 #[derive(Clone)]
-pub struct MultiLocks {
+pub struct RedLocks {
     inner: Arc<MultiInner>,
 }
 
-debug_fields!(MultiLocks |m| { primaries: m.inner.primaries.len(), client_id: m.inner.client_id });
+debug_fields!(RedLocks |m| { primaries: m.inner.primaries.len(), client_id: m.inner.client_id });
 
-/// Configures a [`MultiLocks`].
-pub struct MultiLocksBuilder {
+/// Configures a [`RedLocks`].
+pub struct RedLocksBuilder {
     clients: Vec<redis::Client>,
     node_timeout: Duration,
 }
 
-debug_fields!(MultiLocksBuilder |m| { primaries: m.clients.len(), node_timeout: m.node_timeout });
+debug_fields!(RedLocksBuilder |m| { primaries: m.clients.len(), node_timeout: m.node_timeout });
 
-impl MultiLocksBuilder {
+impl RedLocksBuilder {
     /// How long to wait for each primary's answer; a primary that is slower counts as not
     /// granting. Keep it small against the lease. Default 200 ms.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
@@ -101,9 +101,9 @@ impl MultiLocksBuilder {
         self
     }
 
-    /// Builds the [`MultiLocks`]. It connects on first use.
-    pub fn build(self) -> MultiLocks {
-        MultiLocks {
+    /// Builds the [`RedLocks`]. It connects on first use.
+    pub fn build(self) -> RedLocks {
+        RedLocks {
             inner: Arc::new(MultiInner {
                 primaries: self
                     .clients
@@ -121,15 +121,15 @@ impl MultiLocksBuilder {
     }
 }
 
-impl MultiLocks {
+impl RedLocks {
     /// Locks over these primaries, with default settings. Use an odd number, 3 or 5.
-    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> MultiLocks {
-        MultiLocks::builder(primaries).build()
+    pub fn new(primaries: impl IntoIterator<Item = redis::Client>) -> RedLocks {
+        RedLocks::builder(primaries).build()
     }
 
     /// A builder, for settings other than the defaults.
-    pub fn builder(primaries: impl IntoIterator<Item = redis::Client>) -> MultiLocksBuilder {
-        MultiLocksBuilder {
+    pub fn builder(primaries: impl IntoIterator<Item = redis::Client>) -> RedLocksBuilder {
+        RedLocksBuilder {
             clients: primaries.into_iter().collect(),
             node_timeout: Duration::from_millis(200),
         }
@@ -142,9 +142,9 @@ impl MultiLocks {
 
     /// A handle on the lock `name` with a new owner id; clones share it and re-enter,
     /// as with [`Locks::lock`](crate::Locks::lock).
-    pub fn lock(&self, name: impl Into<String>) -> MultiLock {
+    pub fn lock(&self, name: impl Into<String>) -> RedLock {
         let n = self.inner.next_owner.fetch_add(1, Ordering::Relaxed);
-        MultiLock {
+        RedLock {
             inner: self.inner.clone(),
             key: Arc::from(name.into()),
             owner: Arc::from(format!("{}:{n}", self.inner.client_id)),
@@ -157,7 +157,7 @@ impl MultiLocks {
 
 /// A handle on one multi-primary lock and the builder of its acquires.
 #[derive(Clone)]
-pub struct MultiLock {
+pub struct RedLock {
     inner: Arc<MultiInner>,
     key: Arc<str>,
     owner: Arc<str>,
@@ -166,7 +166,7 @@ pub struct MultiLock {
     fenced: bool,
 }
 
-debug_fields!(MultiLock |m| {
+debug_fields!(RedLock |m| {
     key: m.key,
     owner: m.owner,
     lease: m.lease,
@@ -174,7 +174,7 @@ debug_fields!(MultiLock |m| {
     fenced: m.fenced,
 });
 
-impl MultiLock {
+impl RedLock {
     /// The lock's key (the same on every primary).
     pub fn key(&self) -> &str {
         &self.key
@@ -186,7 +186,7 @@ impl MultiLock {
     }
 
     /// The lease on each primary. Default 30 s. It is not renewed by a watchdog: call
-    /// [`MultiGuard::renew`] before [`MultiGuard::validity`] runs out.
+    /// [`RedLockGuard::renew`] before [`RedLockGuard::validity`] runs out.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -199,7 +199,7 @@ impl MultiLock {
         self
     }
 
-    /// Asks each primary for its fencing token; see [`MultiGuard::tokens`].
+    /// Asks each primary for its fencing token; see [`RedLockGuard::tokens`].
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
         self
@@ -209,7 +209,7 @@ impl MultiLock {
     ///
     /// `Ok(None)` when no majority granted it within the wait. [`Error::Redis`] when fewer
     /// than a majority of primaries answered at all, so no answer could be had.
-    pub async fn acquire(&self) -> Result<Option<MultiGuard>> {
+    pub async fn acquire(&self) -> Result<Option<RedLockGuard>> {
         let give_up = Instant::now() + self.wait;
         loop {
             match self.try_once().await? {
@@ -224,7 +224,7 @@ impl MultiLock {
         }
     }
 
-    async fn try_once(&self) -> Result<Option<MultiGuard>> {
+    async fn try_once(&self) -> Result<Option<RedLockGuard>> {
         let opts = AcquireOptions {
             lease: self.lease,
             wait: Wait::No,
@@ -255,7 +255,7 @@ impl MultiLock {
         let count = granted.iter().filter(|g| g.is_some()).count();
         if count >= quorum {
             if let Some(valid) = command::validity(self.lease, elapsed) {
-                return Ok(Some(MultiGuard {
+                return Ok(Some(RedLockGuard {
                     inner: self.inner.clone(),
                     key: self.key.clone(),
                     owner: self.owner.clone(),
@@ -286,7 +286,7 @@ impl MultiLock {
 
 /// A lock held on a majority of primaries. Dropping it releases it on all of them in the
 /// background.
-pub struct MultiGuard {
+pub struct RedLockGuard {
     inner: Arc<MultiInner>,
     key: Arc<str>,
     owner: Arc<str>,
@@ -298,7 +298,7 @@ pub struct MultiGuard {
     done: bool,
 }
 
-debug_fields!(MultiGuard |m| {
+debug_fields!(RedLockGuard |m| {
     key: m.key,
     owner: m.owner,
     held: m.held,
@@ -306,7 +306,7 @@ debug_fields!(MultiGuard |m| {
     validity: m.validity(),
 });
 
-impl MultiGuard {
+impl RedLockGuard {
     /// The lock's key.
     pub fn key(&self) -> &str {
         &self.key
@@ -323,7 +323,7 @@ impl MultiGuard {
     }
 
     /// Each primary's fencing token, in the order the primaries were given; `None` where it
-    /// was not granted, or for an acquire that was not [`fenced`](MultiLock::fenced).
+    /// was not granted, or for an acquire that was not [`fenced`](RedLock::fenced).
     /// Tokens of different primaries are unrelated counters: a resource should remember the
     /// newest token per primary and refuse a request that is older on any of them.
     pub fn tokens(&self) -> &[Option<u64>] {
@@ -384,7 +384,7 @@ impl MultiGuard {
     }
 }
 
-impl Drop for MultiGuard {
+impl Drop for RedLockGuard {
     fn drop(&mut self) {
         if self.done {
             return;

@@ -1,14 +1,17 @@
-// What every synchronizer shares: the shared connection (short commands, resent once with
-// the same REQ id when the connection broke), the pool of dedicated connections for calls
-// that wait in the server, the watchdog, the keyspace-event follower and the replica count.
+// The connection hub every handle of one Locks shares: the shared connection (short commands,
+// resent once with the same REQ id when the connection broke), the pool of dedicated
+// connections for calls that wait in the server, the watchdog, the keyspace-event follower and
+// the replica count. The decisions it acts on live in core/ (pure); this file only does I/O.
 import { randomUUID } from "node:crypto";
-import * as command from "./command.js";
-import type { Reply } from "./command.js";
-import { isServerError, type Conn, type Driver, type Subscriber, type Topology } from "./conn.js";
-import { RlockError } from "./errors.js";
+import { keyOf } from "./core/commands.js";
+import { eventChannels, eventMode, lossKey } from "./core/events.js";
+import { asInt, isBroken, parseInfo, redirect, replyOf, type Reply } from "./core/replies.js";
+import type { Conn, Subscriber, Topology } from "./conn.js";
+import { NoReplyError, RlockError } from "./errors.js";
+import { onAbort } from "./signals.js";
 import { Watchdog } from "./watchdog.js";
 
-export interface CoreOptions {
+export interface HubOptions {
   watchdogLease: number;
   syncTimeout: number;
   responseTimeout: number;
@@ -19,8 +22,6 @@ export interface CoreOptions {
 export const WAIT_MARGIN = 5000;
 /** How long a call waits for the shared connection to come back before it resends. */
 const RESEND_AFTER = 100;
-
-class TimeoutError extends RlockError {}
 
 /** A call given up on (cancelled or past its deadline) after the server may have granted it: what to give back. */
 export type Orphaned = (replies: Array<Reply | Error>) => Promise<void>;
@@ -35,10 +36,10 @@ export type Recover = () => Promise<void>;
  * what the reply says was granted is what this call holds: `giveBack` returns exactly that.
  * `worthLooking`, when given, is asked first (a lock: does its owner hold it at all?).
  */
-export function resending(core: Core, once: string[], giveBack: (granted: Reply) => Promise<void>, worthLooking?: () => Promise<boolean>): Recover {
+export function resending(hub: Hub, once: string[], giveBack: (granted: Reply) => Promise<void>, worthLooking?: () => Promise<boolean>): Recover {
   return async () => {
     if (worthLooking && !(await worthLooking())) return;
-    const r = await core.callOnce(once);
+    const r = await hub.callOnce(once);
     if (r !== null) await giveBack(r);
   };
 }
@@ -49,25 +50,10 @@ interface Dedicated {
   node: string;
 }
 
-/** The key a command is routed by: the first key (`RLOCK.MACQUIRE`/`MRELEASE`: after owner and numkeys); none for keyless commands. */
-export function keyOf(args: string[]): string | undefined {
-  const name = args[0]!.toUpperCase();
-  if (name === "RLOCK.MACQUIRE" || name === "RLOCK.MRELEASE") return args[3];
-  if (["INFO", "CONFIG", "CLIENT", "CLUSTER", "RLOCK.TOP", "RLOCK.SCAN", "WAIT", "PING"].includes(name)) return undefined;
-  return args[1];
-}
-
-/** `MOVED slot host:port` / `ASK slot host:port`: where the command must go (the server ran nothing). */
-function redirect(e: unknown): { ask: boolean; node: string } | null {
-  if (!(e instanceof RlockError) || (e.code !== "MOVED" && e.code !== "ASK")) return null;
-  const parts = e.message.split(" ");
-  return { ask: e.code === "ASK", node: parts[2] ?? "" };
-}
-
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   if (!Number.isFinite(ms)) return p;
   return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new TimeoutError(`${what}: no reply within ${ms} ms`)), ms);
+    const t = setTimeout(() => reject(new NoReplyError(`${what}: no reply within ${ms} ms`)), ms);
     p.then(
       (v) => {
         clearTimeout(t);
@@ -81,7 +67,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
-export class Core {
+export class Hub {
   readonly clientId = randomUUID();
   private nextOwner = 1;
   private readonly shared = new Map<string, Promise<Conn>>();
@@ -96,7 +82,7 @@ export class Core {
 
   constructor(
     readonly topology: Topology,
-    readonly options: CoreOptions,
+    readonly options: HubOptions,
     private readonly ownsClient: (() => Promise<void>) | undefined,
   ) {
     this.watchdog = new Watchdog({
@@ -161,7 +147,7 @@ export class Core {
     try {
       return await this.call(args);
     } catch (e) {
-      if (isServerError(e) || (e instanceof RlockError && !(e instanceof TimeoutError))) throw e;
+      if (!isBroken(e)) throw e;
       await this.reconnected(keyOf(args));
       return await this.call(args);
     }
@@ -211,7 +197,7 @@ export class Core {
     const conn = await this.topology.driver(node).open(false, this.options.responseTimeout);
     this.open.add(conn);
     try {
-      const id = command.asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
+      const id = asInt(await withTimeout(conn.call(["CLIENT", "ID"]), this.options.responseTimeout, "CLIENT ID"), "CLIENT ID");
       return { conn, id, node };
     } catch (e) {
       conn.destroy();
@@ -245,47 +231,41 @@ export class Core {
    * in the same event-loop pass frees the connection with that buffer unsent. The module
    * answered a command, not a blocked client, so nothing gives it back; this side sees the
    * connection end with no reply (a FIN, no data). `recover` finds that grant afterwards
-   * (the call resent with its `REQ` id, see `resending`). A call that has no `REQ` id
-   * (`RLOCK.MACQUIRE`) names itself in `killOnlyBlocked` (as `CLIENT LIST` shows it): the
-   * kill is sent only once `CLIENT LIST ID` shows the connection blocked in that command, so
-   * a grant made at once is read here first (the reply to the look is written in the same
-   * write phase as anything already granted on this connection).
-   * Closing the socket from this side instead could lose the first kind: the server would
-   * count it delivered, and the hold would stay for its whole lease, held by nobody.
+   * (the call resent with its `REQ` id, see `resending`). An ACL that refuses `CLIENT KILL`
+   * gets the connection closed from this side instead, and the same `recover` 200 ms later.
+   * Closing the socket from this side when the kill is allowed could lose the first kind: the
+   * server would count it delivered, and the hold would stay for its whole lease, held by nobody.
    */
-  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean, recover?: Recover, killOnlyBlocked?: string): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
+  async blocking(cmds: string[][], waitMs: number, signal: AbortSignal | undefined, orphaned: Orphaned, pinIf?: (replies: Array<Reply | Error>) => boolean, recover?: Recover): Promise<{ replies: Array<Reply | Error>; unpin?: () => void }> {
     signal?.throwIfAborted();
     const key = keyOf(cmds[0]!);
-    let node = await this.topology.nodeFor(key, this);
-    let d = await this.take(node);
+    const node = await this.topology.nodeFor(key, this);
+    const d = await this.take(node);
     if (signal?.aborted) {
       this.giveBack(d);
       throw signal.reason;
     }
     const replies = Promise.all(cmds.map((a) => d.conn.call(a).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))))));
-    let onAbort: (() => void) | undefined;
+    let stopListening = () => {};
     let timer: NodeJS.Timeout | undefined;
     const givenUp = new Promise<unknown>((resolve) => {
-      if (signal) {
-        onAbort = () => resolve(signal.reason);
-        signal.addEventListener("abort", onAbort, { once: true });
-      }
+      if (signal) stopListening = onAbort(signal, () => resolve(signal.reason));
       const deadline = waitMs + this.options.syncTimeout + WAIT_MARGIN;
       if (Number.isFinite(deadline)) {
-        timer = setTimeout(() => resolve(new TimeoutError(`no reply within the wait of ${waitMs} ms and a margin`)), deadline);
+        timer = setTimeout(() => resolve(new NoReplyError(`no reply within the wait of ${waitMs} ms and a margin`)), deadline);
       }
     });
     const first = await Promise.race([replies.then((r) => ({ r })), givenUp.then((reason) => ({ reason }))]);
-    if (onAbort) signal!.removeEventListener("abort", onAbort);
+    stopListening();
     clearTimeout(timer);
     if ("r" in first && redirect(first.r[0]) && waitMs !== Infinity) {
       // The slot moved: the server ran nothing. Sent once more where it went.
       this.giveBack(d);
       await this.topology.refresh(this);
-      return this.blocking(cmds, waitMs, signal, orphaned, pinIf, recover, killOnlyBlocked);
+      return this.blocking(cmds, waitMs, signal, orphaned, pinIf, recover);
     }
     if ("r" in first) {
-      if (first.r.some((x) => x instanceof Error && !isServerError(x) && !(x instanceof RlockError))) this.drop(d);
+      if (first.r.some(isBroken)) this.drop(d);
       else if (pinIf?.(first.r)) {
         // A SESSION hold lives as long as the connection that took it: kept out of the pool until released.
         let done = false;
@@ -293,21 +273,17 @@ export class Core {
       } else this.giveBack(d);
       return { replies: first.r };
     }
-    // Given up: have the server end the call, read what it wrote, give back a grant. A call
-    // that cannot be recovered is looked at first: answered already, it needs no kill.
-    const early = killOnlyBlocked === undefined ? null : await this.untilBlocked(d.id, killOnlyBlocked, key, replies);
-    let killed = early !== null;
-    if (!early) {
-      try {
-        await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
-        killed = true;
-      } catch (e) {
-        // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
-        killed = !(e instanceof RlockError && e.code === "NOPERM");
-      }
-      if (!killed) this.drop(d);
+    // Given up: have the server end the call, read what it wrote, give back a grant.
+    let killed: boolean;
+    try {
+      await this.call(["CLIENT", "KILL", "ID", String(d.id)], this.options.responseTimeout, key);
+      killed = true;
+    } catch (e) {
+      // NOPERM (an ACL user without CLIENT KILL) or "No such client" (gone already).
+      killed = !(e instanceof RlockError && e.code === "NOPERM");
     }
-    const after = early ?? (await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]));
+    if (!killed) this.drop(d);
+    const after = await Promise.race([replies, new Promise<null>((r) => setTimeout(() => r(null), 3000).unref())]);
     this.drop(d);
     // The first reply read (a grant, null, or the server's error): `orphaned` gives back a grant.
     // Not read (the connection ended with no reply, or nothing came within 3 s): a grant may still
@@ -315,11 +291,9 @@ export class Core {
     // CLIENT KILL (on the shared connection), after what it waits for had come free; its reply was
     // in the output buffer, which the kill freed unsent (Redis writes replies after the pass).
     // `recover` finds and releases it (the same REQ id, no BLOCK).
-    const x = after?.[0];
-    const read = after !== null && !(x instanceof Error && !isServerError(x) && !(x instanceof RlockError));
-    if (read) {
+    if (after !== null && !isBroken(after[0])) {
       try {
-        await orphaned(after!);
+        await orphaned(after);
       } catch {
         // The give-back failed (a broken connection after its one resend): look again.
         await recover?.().catch(() => {});
@@ -334,28 +308,20 @@ export class Core {
   }
 
   /**
-   * Before the kill of a call that cannot be recovered: waits (up to 3 s) until `CLIENT LIST ID`
-   * shows connection `id` blocked in `cmd`, and returns null; or returns the replies if they
-   * come first (the call was answered without blocking). A refused or failed look: null.
+   * Sends `cmd`, which may wait `wait` ms: on the shared connection when it does not (resent
+   * once with its REQ id if the connection broke), else on a dedicated one (see `blocking`).
+   * Given up, a grant read is handed to `giveBack`, and one not read is found by `recover`.
    */
-  private async untilBlocked(id: number, cmd: string, key: string | undefined, replies: Promise<Array<Reply | Error>>): Promise<Array<Reply | Error> | null> {
-    let answered: Array<Reply | Error> | null = null;
-    void replies.then((r) => (answered = r));
-    const end = Date.now() + 3000;
-    while (Date.now() < end) {
-      let line: string;
-      try {
-        line = String((await this.call(["CLIENT", "LIST", "ID", String(id)], this.options.responseTimeout, key)) ?? "");
-      } catch {
-        return answered;
-      }
-      if (answered) return answered;
-      if (command.blockedIn(line, cmd)) return null;
-      if (line.trim() === "") return null; // gone already
-      await Promise.race([replies, new Promise((r) => setTimeout(r, 20))]);
-      if (answered) return answered;
+  async send(cmd: string[], wait: number, signal: AbortSignal | undefined, giveBack: (granted: Reply) => Promise<void>, recover?: Recover): Promise<Reply> {
+    if (wait === 0) {
+      signal?.throwIfAborted();
+      return this.callOnce(cmd);
     }
-    return answered;
+    const { replies } = await this.blocking([cmd], wait, signal, async (r) => {
+      const x = r[0];
+      if (x !== null && x !== undefined && !(x instanceof Error)) await giveBack(x);
+    }, undefined, recover);
+    return replyOf(replies[0]);
   }
 
   /** Replicas attached to the server that serves `key` (`INFO replication`), read at most once a second. */
@@ -376,7 +342,7 @@ export class Core {
     if (!read) {
       read = this.call(["INFO", "replication"], this.options.responseTimeout, key)
         .then((text) => {
-          const info = command.parseInfo(String(text));
+          const info = parseInfo(String(text));
           const count = Number(info["connected_slaves"] ?? 0);
           this.replicas.set(node, { count, at: Date.now() });
           return count;
@@ -403,14 +369,15 @@ export class Core {
     void this.subscriber()
       .then(async (sub) => {
         if (!sub || !this.perKeyEvents) return;
-        const channel = `__keyspace@${this.topology.db}__:${key}`;
-        if (on) await sub.subscribe(channel);
-        else if (!this.followed.has(key)) await sub.unsubscribe(channel);
+        for (const channel of eventChannels("keyspace", this.topology.db, key)) {
+          if (on) await sub.subscribe(channel);
+          else if (!this.followed.has(key)) await sub.unsubscribe(channel);
+        }
       })
       .catch(() => {});
   }
 
-  /** A pub/sub connection for keyspace events, opened only when the server sends them (`notify-keyspace-events` with `K` and `d`). */
+  /** A pub/sub connection for keyspace events, opened only when the server sends them (`notify-keyspace-events` with `K` or `E`, and `d`). */
   private subscriber(): Promise<Subscriber | null> {
     if (!this.events) {
       this.events = (async () => {
@@ -422,29 +389,22 @@ export class Core {
           this.eventsOff = true;
           return null; // CONFIG refused: renewals alone tell loss
         }
-        const kind = command.keyspaceEvents(flags);
-        if (this.topology.cluster || !kind || this.closed) {
+        const mode = eventMode(flags);
+        if (this.topology.cluster || !mode || this.closed) {
           this.eventsOff = true;
           return null;
         }
         const sub = await this.topology.driver(this.topology.anyNode()).subscriber(this.options.responseTimeout);
         const db = this.topology.db;
-        if (kind === "keyevent") {
-          // One channel per event, the key as the message: subscribed once, for every key.
+        sub.onMessage((channel, message) => {
+          const key = lossKey(db, channel, message);
+          if (key !== null && this.followed.has(key)) void this.watchdog.check(key);
+        });
+        // keyevent: one channel per event, the key as the message, subscribed once for every key.
+        // keyspace: one channel per key held, subscribed by `follow` as holds come.
+        if (mode === "keyevent") {
           this.perKeyEvents = false;
-          const prefix = `__keyevent@${db}__:`;
-          sub.onMessage((channel, key) => {
-            if (channel.startsWith(prefix) && command.ENDING_EVENTS.has(channel.slice(prefix.length)) && this.followed.has(key)) {
-              void this.watchdog.check(key);
-            }
-          });
-          await Promise.all([...command.ENDING_EVENTS].map((e) => sub.subscribe(`${prefix}${e}`)));
-        } else {
-          const prefix = `__keyspace@${db}__:`;
-          sub.onMessage((channel, event) => {
-            if (!channel.startsWith(prefix) || !command.ENDING_EVENTS.has(event)) return;
-            void this.watchdog.check(channel.slice(prefix.length));
-          });
+          await Promise.all(eventChannels(mode, db).map((c) => sub.subscribe(c)));
         }
         return sub;
       })().catch(() => null);

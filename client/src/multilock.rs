@@ -1,4 +1,4 @@
-//! [`MultiKeyLock`]: several locks taken together, all or none, as Redisson's
+//! [`MultiLock`]: several locks taken together, all or none, as Redisson's
 //! `RedissonMultiLock`; one `RLOCK.MACQUIRE` per cluster slot.
 
 use std::collections::HashMap;
@@ -11,9 +11,9 @@ use tokio::time::Instant;
 
 use crate::blocked::send_unless_left;
 use crate::command::{self, AcquireOptions, HoldName, Wait};
-use crate::conn::{slot_of, Dedicated};
+use crate::conn::{slot_of, Conn, Dedicated};
 use crate::error::{Error, Result};
-use crate::lock::{Inner, Locks};
+use crate::locks::{Inner, Locks};
 use crate::watchdog::{self, LostRx};
 
 /// Several locks taken together, all or none: Redisson's `RedissonMultiLock` on the server's
@@ -28,7 +28,7 @@ use crate::watchdog::{self, LostRx};
 ///
 /// Each lock is an ordinary reentrant lock with this handle's owner: [`Locks::lock_as`] with
 /// that owner reaches any one of them, and a Redisson `RLock` excludes it. The watchdog
-/// renews every one of them; [`MultiKeyGuard::lost`] fires when any is lost.
+/// renews every one of them; [`MultiGuard::lost`] fires when any is lost.
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -41,17 +41,19 @@ use crate::watchdog::{self, LostRx};
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct MultiKeyLock {
+pub struct MultiLock {
     locks: Locks,
     /// The keys by slot, each group sorted, the groups in the order they are taken.
     groups: Vec<Vec<Arc<str>>>,
     owner: Arc<str>,
     lease: Option<Duration>,
-    wait: Wait,
+    /// `None`: not set; [`acquire`](MultiLock::acquire) tries once,
+    /// [`with_lock`](MultiLock::with_lock) waits as long as it takes.
+    wait: Option<Wait>,
     session: bool,
 }
 
-debug_fields!(MultiKeyLock |m| {
+debug_fields!(MultiLock |m| {
     groups: m.groups,
     owner: m.owner,
     lease: m.lease,
@@ -61,8 +63,8 @@ debug_fields!(MultiKeyLock |m| {
 
 impl Locks {
     /// The locks `names`, taken together, all or none, with a new owner id. See
-    /// [`MultiKeyLock`]. A name given twice counts once.
-    pub fn multi<I, S>(&self, names: I) -> MultiKeyLock
+    /// [`MultiLock`]. A name given twice counts once.
+    pub fn multi<I, S>(&self, names: I) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -72,7 +74,7 @@ impl Locks {
     }
 
     /// [`Locks::multi`] with the owner id `owner`, chosen by the caller.
-    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiKeyLock
+    pub fn multi_as<I, S>(&self, names: I, owner: impl Into<String>) -> MultiLock
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -92,18 +94,18 @@ impl Locks {
             })
             .collect();
         groups.sort();
-        MultiKeyLock {
+        MultiLock {
             locks: self.clone(),
             groups,
             owner: Arc::from(owner.into()),
             lease: None,
-            wait: Wait::No,
+            wait: None,
             session: false,
         }
     }
 }
 
-impl MultiKeyLock {
+impl MultiLock {
     /// Every key, group after group.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.groups.iter().flatten().map(|key| &**key)
@@ -132,6 +134,88 @@ impl MultiKeyLock {
         self
     }
 
+    /// Refuses, before anything is sent, no keys, an empty name or owner, a zero lease.
+    fn check(&self) -> Result<()> {
+        let first = self.keys().next().unwrap_or("");
+        if self.groups.is_empty() {
+            return Err(Error::invalid(
+                first,
+                "a multi-key lock needs at least one name",
+            ));
+        }
+        if self.keys().any(str::is_empty) {
+            return Err(Error::invalid(first, "a lock name must not be empty"));
+        }
+        if self.owner.is_empty() {
+            return Err(Error::invalid(first, "an owner id must not be empty"));
+        }
+        if self.lease.is_some_and(|l| l.is_zero()) {
+            return Err(Error::invalid(first, "a lease must be longer than zero"));
+        }
+        Ok(())
+    }
+
+    /// This handle as the scoped call ([`with_lock`](Self::with_lock)) uses it: waiting as
+    /// long as it takes unless a wait was set.
+    pub(crate) fn scoped(&self) -> MultiLock {
+        MultiLock {
+            wait: Some(self.wait.unwrap_or(Wait::Forever)),
+            ..self.clone()
+        }
+    }
+
+    /// Takes every lock (waiting as long as it takes unless the handle sets a
+    /// [`wait`](Self::wait)), runs `f`, and releases them, as
+    /// [`Lock::with_lock`](crate::Lock::with_lock) does for one lock: [`Error::NotAcquired`]
+    /// if the wait set ended first (`f` never runs), [`Error::Lost`] if one of the locks is
+    /// lost while `f` runs (`f` is dropped at its next await point).
+    pub async fn with_lock<F, Fut, T>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let scoped = self.scoped();
+        let guard = scoped
+            .acquire()
+            .await?
+            .ok_or_else(|| scoped.not_acquired())?;
+        let out = tokio::select! {
+            out = f() => out,
+            lost = guard.lost() => return Err(lost),
+        };
+        guard.release().await?;
+        Ok(out)
+    }
+
+    /// The error of a scoped call whose wait ended without a grant.
+    pub(crate) fn not_acquired(&self) -> Error {
+        Error::NotAcquired {
+            key: self.keys().next().unwrap_or("").to_owned(),
+            waited: match self.wait {
+                Some(Wait::For(d)) => Some(d),
+                Some(Wait::Forever) => Some(Duration::MAX),
+                _ => None,
+            },
+        }
+    }
+
+    /// What an acquire sends for each group, with the `REQ` id `req` (one id per group in
+    /// [`acquire`](Self::acquire)).
+    #[cfg(test)]
+    pub(crate) fn plan(&self, req: &str) -> Vec<redis::Cmd> {
+        let wait = self.wait.unwrap_or(Wait::No);
+        self.groups
+            .iter()
+            .map(|keys| command::macquire(&self.owner, keys, &self.options(wait), req))
+            .collect()
+    }
+
+    /// The groups of keys, each sorted, in the order they are taken.
+    #[cfg(test)]
+    pub(crate) fn groups(&self) -> &[Vec<Arc<str>>] {
+        &self.groups
+    }
+
     fn options(&self, wait: Wait) -> AcquireOptions {
         AcquireOptions {
             lease: self.lease.unwrap_or(self.locks.inner.config.watchdog_lease),
@@ -147,7 +231,8 @@ impl MultiKeyLock {
     ///
     /// Cancel-safe, as [`Lock::acquire`](crate::Lock::acquire): dropped while the server holds
     /// it waiting, it ends the wait, and gives back whatever it had taken.
-    pub async fn acquire(&self) -> Result<Option<MultiKeyGuard>> {
+    pub async fn acquire(&self) -> Result<Option<MultiGuard>> {
+        self.check()?;
         let (tx, rx) = oneshot::channel();
         let set = self.clone();
         // The groups are taken in a task of their own, so that dropping this future never
@@ -172,8 +257,8 @@ impl MultiKeyLock {
 
     async fn take_all(
         &self,
-        caller: &mut oneshot::Sender<Result<Option<MultiKeyGuard>>>,
-    ) -> Result<Option<MultiKeyGuard>> {
+        caller: &mut oneshot::Sender<Result<Option<MultiGuard>>>,
+    ) -> Result<Option<MultiGuard>> {
         let started = Instant::now();
         let sent = Instant::now();
         let mut taken: Vec<Vec<Arc<str>>> = Vec::new();
@@ -182,7 +267,11 @@ impl MultiKeyLock {
             if caller.is_closed() {
                 break; // Nobody waits for the rest: what was taken goes back below.
             }
-            let wait = self.wait.left(started.elapsed()).unwrap_or(Wait::No);
+            let wait = self
+                .wait
+                .unwrap_or(Wait::No)
+                .left(started.elapsed())
+                .unwrap_or(Wait::No);
             let outcome = self.take_group(group, wait, caller).await;
             match outcome {
                 Ok(Some(dedicated)) => {
@@ -211,10 +300,12 @@ impl MultiKeyLock {
         &self,
         keys: &[Arc<str>],
         wait: Wait,
-        caller: &mut oneshot::Sender<Result<Option<MultiKeyGuard>>>,
+        caller: &mut oneshot::Sender<Result<Option<MultiGuard>>>,
     ) -> Result<Option<Option<Dedicated>>> {
         let inner = &self.locks.inner;
-        let cmd = command::macquire(&self.owner, keys, &self.options(wait));
+        // One REQ id for every send of this group's acquire, and for `recover`.
+        let req = command::request_id();
+        let cmd = command::macquire(&self.owner, keys, &self.options(wait), &req);
         if wait == Wait::No {
             let v = inner.conn().await?.query_for_key(&keys[0], &cmd).await?;
             return Ok(command::parse_acquire(v)?.map(|_| None));
@@ -232,12 +323,25 @@ impl MultiKeyLock {
             !self.session,
             left,
         );
-        // Still blocked when the caller left: the connection closes here, and the server
-        // forgets the waiter.
-        let Some((reply, usable)) = sent.await else {
-            return Ok(None);
+        let (reply, usable) = match sent.await {
+            Some((Ok(reply), usable)) => (reply, usable),
+            // Still blocked when the caller left: the connection closes here (also when
+            // `CLIENT KILL` is refused), and the server forgets the waiter; a grant it wrote
+            // before the close is found by the REQ id.
+            None => {
+                drop(conn);
+                self.recover(keys, Some(client_id), &req).await;
+                return Ok(None);
+            }
+            // Killed, its reply lost with the connection: a grant is found the same way.
+            Some((Err(_), false)) => {
+                drop(conn);
+                self.recover(keys, None, &req).await;
+                return Ok(None);
+            }
+            Some((Err(e), true)) => return Err(e.into()),
         };
-        let granted = command::parse_acquire(reply?)?;
+        let granted = command::parse_acquire(reply)?;
         match granted {
             Some(_) if self.session && usable => Ok(Some(Some(conn))),
             Some(_) => {
@@ -255,13 +359,38 @@ impl MultiKeyLock {
         }
     }
 
+    /// After a group's wait was given up without its reply read, finds whether it was
+    /// granted, as [`Lock`](crate::Lock)'s wait does: once the server has dropped the
+    /// connection `closed` (if this side closed it), the same `RLOCK.MACQUIRE` goes again with
+    /// the same `REQ` id and no `BLOCK`. While the grant stands the server replies `numkeys`
+    /// and takes nothing more; what it replies granted is given back (`RLOCK.MRELEASE`). A
+    /// `SESSION` grant ends with its connection: nothing to do.
+    async fn recover(&self, keys: &[Arc<str>], closed: Option<i64>, req: &str) {
+        if self.session {
+            return;
+        }
+        let inner = &self.locks.inner;
+        let Ok(conn) = inner.conn().await else {
+            return; // unreachable server: the lease ends the holds, if any
+        };
+        if let Some(id) = closed {
+            crate::conn::until_gone(&conn, &keys[0], id).await;
+        }
+        let once = command::macquire(&self.owner, keys, &self.options(Wait::No), req);
+        if let Ok(v) = conn.query_for_key(&keys[0], &once).await {
+            if let Ok(Some(_)) = command::parse_acquire(v) {
+                let _ = release_group(&conn, &self.owner, keys).await;
+            }
+        }
+    }
+
     /// A guard for the groups `taken`; each lock is watched as a hold of its own.
     fn guard(
         &self,
         taken: Vec<Vec<Arc<str>>>,
         basis: Instant,
         pinned: Vec<Dedicated>,
-    ) -> MultiKeyGuard {
+    ) -> MultiGuard {
         let inner = &self.locks.inner;
         let lease = self.options(Wait::No).lease;
         let renew = self.lease.is_none();
@@ -282,7 +411,7 @@ impl MultiKeyLock {
                 .registry
                 .ensure_running(&handle, Arc::downgrade(&self.locks.inner) as _);
         }
-        MultiKeyGuard {
+        MultiGuard {
             inner: inner.clone(),
             owner: self.owner.clone(),
             groups: taken,
@@ -294,9 +423,9 @@ impl MultiKeyLock {
     }
 }
 
-/// Every lock of a [`MultiKeyLock`], held. Release it with [`release`](Self::release);
+/// Every lock of a [`MultiLock`], held. Release it with [`release`](Self::release);
 /// dropping it releases it in the background.
-pub struct MultiKeyGuard {
+pub struct MultiGuard {
     inner: Arc<Inner>,
     owner: Arc<str>,
     groups: Vec<Vec<Arc<str>>>,
@@ -306,9 +435,9 @@ pub struct MultiKeyGuard {
     done: bool,
 }
 
-debug_fields!(MultiKeyGuard |m| { groups: m.groups, owner: m.owner, lost: m.is_lost() });
+debug_fields!(MultiGuard |m| { groups: m.groups, owner: m.owner, lost: m.is_lost() });
 
-impl MultiKeyGuard {
+impl MultiGuard {
     /// Every key held.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.groups.iter().flatten().map(|key| &**key)
@@ -373,21 +502,25 @@ async fn release_groups(inner: &Inner, owner: &Arc<str>, groups: &[Vec<Arc<str>>
     let conn = inner.conn().await?;
     let mut first_error = None;
     for keys in groups {
-        let reply = conn
-            .query_for_key(&keys[0], &command::mrelease(owner, keys))
-            .await;
-        let outcome = match reply {
-            Ok(v) => command::parse_count(v, "RLOCK.MRELEASE replied").map(|_| ()),
-            Err(e) => Err(command::release_error(e, &keys[0], owner)),
-        };
-        if let Err(e) = outcome {
+        if let Err(e) = release_group(&conn, owner, keys).await {
             first_error.get_or_insert(e);
         }
     }
     first_error.map_or(Ok(()), Err)
 }
 
-impl Drop for MultiKeyGuard {
+/// `RLOCK.MRELEASE` of one group: how many of its locks are free now.
+async fn release_group(conn: &Conn, owner: &Arc<str>, keys: &[Arc<str>]) -> Result<u64> {
+    match conn
+        .query_for_key(&keys[0], &command::mrelease(owner, keys))
+        .await
+    {
+        Ok(v) => command::parse_mrelease(v, keys, owner),
+        Err(e) => Err(command::release_error(e, &keys[0], owner)),
+    }
+}
+
+impl Drop for MultiGuard {
     fn drop(&mut self) {
         if self.done {
             return;
@@ -405,5 +538,63 @@ impl Drop for MultiKeyGuard {
                 inner.pool.give_back(conn);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlock_module_tests::{flavors, Server};
+
+    fn holders(server: &Server, key: &str) -> Vec<(String, i64)> {
+        let map: std::collections::BTreeMap<String, i64> = redis::cmd("HGETALL")
+            .arg(key)
+            .query(&mut server.conn())
+            .expect("HGETALL");
+        map.into_iter().collect()
+    }
+
+    fn macquire(server: &Server, owner: &str, req: &str) -> redis::Value {
+        redis::cmd("RLOCK.MACQUIRE")
+            .arg(owner)
+            .arg(2)
+            .arg("{o}:a")
+            .arg("{o}:b")
+            .arg("LEASE")
+            .arg(30_000)
+            .arg("REQ")
+            .arg(req)
+            .query(&mut server.conn())
+            .expect("RLOCK.MACQUIRE")
+    }
+
+    /// A grant whose reply was lost (taken here by a raw `RLOCK.MACQUIRE` with the REQ id of
+    /// the wait) is found by that id and given back; where nothing was granted and the locks
+    /// are still held by someone else, the recovery takes nothing.
+    #[tokio::test]
+    async fn a_lost_multi_key_grant_is_found_by_its_req_id_and_given_back() {
+        for flavor in flavors() {
+            let server = Server::start(flavor);
+            let locks = Locks::new(server.client());
+            let set = locks.multi_as(["{o}:b", "{o}:a"], "waiter");
+            let keys = set.groups()[0].clone();
+            assert_eq!(macquire(&server, "waiter", "r1"), redis::Value::Int(2));
+            set.recover(&keys, None, "r1").await;
+            assert!(holders(&server, "{o}:a").is_empty(), "{flavor:?}");
+            assert!(holders(&server, "{o}:b").is_empty(), "{flavor:?}");
+
+            assert_eq!(macquire(&server, "someone", "r2"), redis::Value::Int(2));
+            set.recover(&keys, None, "r3").await;
+            assert_eq!(
+                holders(&server, "{o}:a"),
+                [("someone".into(), 1)],
+                "{flavor:?}"
+            );
+            assert_eq!(
+                holders(&server, "{o}:b"),
+                [("someone".into(), 1)],
+                "{flavor:?}"
+            );
+        }
     }
 }
