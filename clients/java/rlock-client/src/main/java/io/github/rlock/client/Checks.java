@@ -74,6 +74,14 @@ final class Checks {
     return n;
   }
 
+  /** A latch's count: at least 1. */
+  static long latchCount(long count) {
+    if (count < 1) {
+      throw new IllegalArgumentException("count must be >= 1, got " + count);
+    }
+    return count;
+  }
+
   private static long ceilMs(Duration d) {
     try {
       long ms = d.toMillis();

@@ -18,20 +18,18 @@ public final class CountDownLatch {
    * @return true if set, false if the latch had a count
    */
   public boolean trySetCount(long count) {
-    if (count < 1) {
-      throw new IllegalArgumentException("count must be >= 1, got " + count);
-    }
-    return Replies.asLong(locks.call(Cmd.of("RLATCH.TRYSETCOUNT").key(key).arg(count))) == 1;
+    Checks.latchCount(count);
+    return Replies.yes(locks.call(Plan.latchTrySetCount(key, count)));
   }
 
   /** @return the count now */
   public long countDown() {
-    return Replies.asLong(locks.call(Cmd.of("RLATCH.COUNTDOWN").key(key)));
+    return Replies.asLong(locks.call(Plan.latchCountDown(key)));
   }
 
   /** @return the count now; 0 when the latch has none */
   public long getCount() {
-    return Replies.asLong(locks.call(Cmd.of("RLATCH.COUNT").key(key)));
+    return Replies.asLong(locks.call(Plan.latchCount(key)));
   }
 
   /**

@@ -42,7 +42,22 @@ public final class Election {
    */
   public Optional<Hold> campaign(String value, Duration wait) throws InterruptedException {
     RlockLock lock = locks.lock(name, LockOptions.defaults().owner(value).fenced());
-    Optional<Hold> h = lock.acquire(wait);
+    return unique(lock.acquire(wait), value);
+  }
+
+  /**
+   * Campaigns until elected.
+   *
+   * @param value this candidate's value (its owner id), unique among candidates
+   * @return the hold: release it to resign; {@code token()} is the term
+   * @throws InterruptedException when interrupted while waiting
+   */
+  public Hold campaign(String value) throws InterruptedException {
+    RlockLock lock = locks.lock(name, LockOptions.defaults().owner(value).fenced());
+    return unique(Optional.of(lock.acquireForever()), value).orElseThrow();
+  }
+
+  private static Optional<Hold> unique(Optional<Hold> h, String value) {
     if (h.isPresent() && h.get().count() > 1) {
       h.get().release();
       throw new IllegalStateException("value " + value + " is already the leader's: values must be unique");
@@ -52,7 +67,11 @@ public final class Election {
 
   /** @return the leader now, or empty */
   public Optional<Leader> leader() {
-    LockInfo info = locks.info(name);
+    return leaderOf(locks.info(name));
+  }
+
+  /** The leader an {@code RLOCK.INFO} reply names: its one holder, and the token as the term. */
+  static Optional<Leader> leaderOf(LockInfo info) {
     if (info.holders().isEmpty()) {
       return Optional.empty();
     }

@@ -87,10 +87,7 @@ public final class Hold implements AutoCloseable {
   public void renew() {
     List<Object> replies = locks.pipeline(keys.get(0), renewal.renewals(), true);
     for (Object v : replies) {
-      Long n = Replies.asLong(v);
-      if (n == null || n != 1) {
-        throw new LostException("lock " + Locks.str(keys.get(0)) + " is no longer held by " + owner());
-      }
+      Replies.renewed(v, "lock " + Locks.str(keys.get(0)) + " is no longer held by " + owner());
     }
   }
 
@@ -107,8 +104,8 @@ public final class Hold implements AutoCloseable {
     Cmd cmd = keys.size() == 1 ? Plan.release(keys.get(0), owner, side, req) : Plan.mrelease(owner, keys, req);
     boolean freed = true;
     try {
-      Long v = Replies.asLong(locks.pipeline(keys.get(0), List.of(cmd), true).get(0));
-      freed = keys.size() == 1 ? v != null && v == 1 : v != null && v == keys.size();
+      Object v = locks.pipeline(keys.get(0), List.of(cmd), true).get(0);
+      freed = keys.size() == 1 ? Replies.freed(v, keys.get(0), owner) : Replies.mfreed(v, keys.get(0), owner) == keys.size();
     } finally {
       locks.watchdog.released(renewal, freed);
       if (session != null) {

@@ -147,7 +147,7 @@ final class JedisTransport extends NodeTransport {
     }
   }
 
-  private static Object reply(Object o) {
+  static Object reply(Object o) {
     if (o instanceof JedisDataException e) {
       return new ServerError(e.getMessage());
     }

@@ -121,7 +121,7 @@ final class LettuceTransport extends NodeTransport {
     return out;
   }
 
-  private static Object asReplyOrThrow(Throwable cause) {
+  static Object asReplyOrThrow(Throwable cause) {
     if (cause instanceof RedisCommandExecutionException) {
       return new ServerError(cause.getMessage());
     }

@@ -319,7 +319,7 @@ public final class Locks implements AutoCloseable {
    */
   public LockInfo info(String name) {
     byte[] key = Checks.name(name, "name");
-    return Replies.info(call(Cmd.of("RLOCK.INFO").key(key)));
+    return Replies.info(call(Plan.info(key)));
   }
 
   /**
@@ -328,8 +328,7 @@ public final class Locks implements AutoCloseable {
    */
   public boolean forceRelease(String name) {
     byte[] key = Checks.name(name, "name");
-    Long n = Replies.asLong(call(Cmd.of("RLOCK.FORCERELEASE").key(key)));
-    return n != null && n > 0;
+    return Replies.yes(call(Plan.forceRelease(key)));
   }
 
   /**
@@ -338,7 +337,7 @@ public final class Locks implements AutoCloseable {
    */
   public List<Waiter> waiters(String name) {
     byte[] key = Checks.name(name, "name");
-    return Replies.waiters(call(Cmd.of("RLOCK.WAITERS").key(key)));
+    return Replies.waiters(call(Plan.waiters(key)));
   }
 
   /**
@@ -356,13 +355,7 @@ public final class Locks implements AutoCloseable {
     for (String node : transport.primaries()) {
       long cursor = 0;
       do {
-        Cmd c = Cmd.of("RLOCK.SCAN").arg(cursor).arg("COUNT").arg(100);
-        if (match != null) {
-          c.arg("MATCH").arg(match);
-        }
-        if (type != null) {
-          c.arg("TYPE").arg(type.toUpperCase(java.util.Locale.ROOT));
-        }
+        Cmd c = Plan.scan(cursor, match, type);
         Replies.ScanPage page = Replies.scan(transport.pipelineAt(node, List.of(c)).get(0));
         out.addAll(page.locks());
         cursor = page.cursor();
@@ -375,7 +368,7 @@ public final class Locks implements AutoCloseable {
   public Map<String, Map<String, Object>> stats() {
     Map<String, Map<String, Object>> out = new LinkedHashMap<>();
     for (String node : transport.primaries()) {
-      Object v = Replies.ok(transport.pipelineAt(node, List.of(Cmd.of("INFO").arg("rlock"))).get(0));
+      Object v = Replies.ok(transport.pipelineAt(node, List.of(Plan.stats())).get(0));
       out.put(node, Replies.stats(Replies.text(v)));
     }
     return out;
@@ -389,7 +382,7 @@ public final class Locks implements AutoCloseable {
     Checks.count(count, "count", 1, 1000);
     List<Map<String, Object>> out = new ArrayList<>();
     for (String node : transport.primaries()) {
-      out.addAll(Replies.top(transport.pipelineAt(node, List.of(Cmd.of("RLOCK.TOP").arg("COUNT").arg(count))).get(0)));
+      out.addAll(Replies.top(transport.pipelineAt(node, List.of(Plan.top(count))).get(0)));
     }
     out.sort(
         (a, b) -> {
@@ -465,7 +458,7 @@ public final class Locks implements AutoCloseable {
       seen = new long[] {now, Replies.connectedReplicas(Replies.text(v))};
       replicas.put(node, seen);
     }
-    return seen[1] > 0 ? 1 : 0;
+    return Plan.defaultReplicas(seen[1]);
   }
 
   /** The outcome of one wait: the replies, and the connection when it is pinned (a session). */

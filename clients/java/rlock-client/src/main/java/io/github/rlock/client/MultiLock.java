@@ -22,14 +22,14 @@ public final class MultiLock {
       throw new IllegalArgumentException("a multi-lock takes 1 to 1024 names, got " + names.size());
     }
     List<byte[]> ks = new ArrayList<>();
-    java.util.Set<String> seen = new java.util.HashSet<>();
     for (String n : names) {
       ks.add(Checks.name(n, "name"));
-      if (!seen.add(n)) {
-        throw new IllegalArgumentException("a name is given more than once: " + n);
-      }
     }
-    Plan.checkSameSlot(ks);
+    ks = Plan.multiKeys(ks);
+    if (locks.transport.cluster()) {
+      // A standalone server takes any names; a cluster would answer CROSSSLOT.
+      Plan.checkSameSlot(ks);
+    }
     if (options.fair || options.fenced) {
       throw new IllegalArgumentException("a multi-lock is neither fair nor fenced");
     }
@@ -60,6 +60,38 @@ public final class MultiLock {
    */
   public Optional<Hold> acquire(Duration wait) throws InterruptedException {
     return Optional.ofNullable(acquireFor(Checks.waitMs(wait)));
+  }
+
+  /**
+   * Runs {@code body} holding all the locks, waiting as long as it takes, and releases them after.
+   *
+   * @param body what to run
+   * @param <T> what it returns
+   * @return what the body returned
+   * @throws Exception what the body threw, or InterruptedException while waiting
+   */
+  public <T> T withLock(java.util.concurrent.Callable<T> body) throws Exception {
+    java.util.Objects.requireNonNull(body, "body must not be null");
+    try (Hold hold = acquireFor(0)) {
+      return body.call();
+    }
+  }
+
+  /**
+   * Runs {@code body} holding all the locks, waiting up to {@code wait} (zero tries once).
+   *
+   * @param wait how long to wait
+   * @param body what to run
+   * @param <T> what it returns
+   * @return what the body returned
+   * @throws NotAcquiredException when the wait ended without a grant (the body did not run)
+   * @throws Exception what the body threw, or InterruptedException while waiting
+   */
+  public <T> T withLock(Duration wait, java.util.concurrent.Callable<T> body) throws Exception {
+    java.util.Objects.requireNonNull(body, "body must not be null");
+    try (Hold hold = acquire(wait).orElseThrow(() -> new NotAcquiredException("the multi-lock was not acquired within " + wait))) {
+      return body.call();
+    }
   }
 
   private Hold acquireFor(long blockMs) throws InterruptedException {

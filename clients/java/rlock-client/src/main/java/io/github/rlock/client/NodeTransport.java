@@ -35,6 +35,11 @@ abstract class NodeTransport implements Transport {
     this.cluster = cluster;
   }
 
+  @Override
+  public boolean cluster() {
+    return cluster;
+  }
+
   /** Makes the node for {@code host:port}. */
   abstract Node newNode(String host, int port);
 

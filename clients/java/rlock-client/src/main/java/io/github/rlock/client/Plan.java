@@ -2,6 +2,7 @@ package io.github.rlock.client;
 
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.UUID;
@@ -13,6 +14,8 @@ final class Plan {
   static final long DEFAULT_SYNC_TIMEOUT_MS = 1_000;
   /** A call whose link broke is sent again, with its REQ id, this much later. */
   static final long RESEND_AFTER_MS = 100;
+  /** How many keys one RLOCK.SCAN page asks for. */
+  static final int SCAN_COUNT = 500;
 
   private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -69,6 +72,103 @@ final class Plan {
       c.arg("SESSION");
     }
     return c.arg("REQ").arg(req);
+  }
+
+  /**
+   * The acquire pipeline: {@code RLOCK.ACQUIRE}, then {@code HGET} of the owner's field when fenced
+   * (the token takes the count's place in the reply), then {@code WAIT replicas syncMs} when
+   * acknowledgement is asked ({@code replicas} > 0).
+   */
+  static List<Cmd> acquirePipeline(Acquire a, byte[] owner, String req, long blockMs, long replicas, long syncMs) {
+    List<Cmd> cmds = new ArrayList<>();
+    cmds.add(acquire(a, owner, req, blockMs));
+    if (a.fenced()) {
+      cmds.add(holdCount(a.key(), owner, a.side()));
+    }
+    if (replicas > 0) {
+      cmds.add(waitReplicas(replicas, syncMs));
+    }
+    return cmds;
+  }
+
+  /** The default acknowledgement (C15): one replica when the key's primary has any. */
+  static int defaultReplicas(long attached) {
+    return attached > 0 ? 1 : 0;
+  }
+
+  /** A multi-key call's names: each once, sorted bytewise, so every caller locks in one order. */
+  static List<byte[]> multiKeys(List<byte[]> keys) {
+    java.util.TreeSet<byte[]> sorted = new java.util.TreeSet<>(java.util.Arrays::compareUnsigned);
+    sorted.addAll(keys);
+    return List.copyOf(sorted);
+  }
+
+  static Cmd isLocked(byte[] key) {
+    return Cmd.of("EXISTS").key(key);
+  }
+
+  static Cmd isHeldBy(byte[] key, byte[] owner, Side side) {
+    return Cmd.of("HEXISTS").key(key).arg(field(owner, side));
+  }
+
+  static Cmd remainingLease(byte[] key) {
+    return Cmd.of("PTTL").key(key);
+  }
+
+  static Cmd forceRelease(byte[] key) {
+    return Cmd.of("RLOCK.FORCERELEASE").key(key);
+  }
+
+  static Cmd info(byte[] key) {
+    return Cmd.of("RLOCK.INFO").key(key);
+  }
+
+  static Cmd waiters(byte[] key) {
+    return Cmd.of("RLOCK.WAITERS").key(key);
+  }
+
+  /** One page of {@code RLOCK.SCAN}; {@code type} is sent upper-case. */
+  static Cmd scan(long cursor, String match, String type) {
+    Cmd c = Cmd.of("RLOCK.SCAN").arg(cursor).arg("COUNT").arg(SCAN_COUNT);
+    if (match != null) {
+      c.arg("MATCH").arg(match);
+    }
+    if (type != null) {
+      c.arg("TYPE").arg(type.toUpperCase(java.util.Locale.ROOT));
+    }
+    return c;
+  }
+
+  static Cmd stats() {
+    return Cmd.of("INFO").arg("rlock");
+  }
+
+  static Cmd top(int count) {
+    return Cmd.of("RLOCK.TOP").arg("COUNT").arg(count);
+  }
+
+  static Cmd semTrySetPermits(byte[] key, int permits) {
+    return Cmd.of("RSEM.TRYSETPERMITS").key(key).arg(permits);
+  }
+
+  static Cmd semAddPermits(byte[] key, int permits) {
+    return Cmd.of("RSEM.ADDPERMITS").key(key).arg(permits);
+  }
+
+  static Cmd semAvailable(byte[] key) {
+    return Cmd.of("RSEM.AVAILABLE").key(key);
+  }
+
+  static Cmd latchTrySetCount(byte[] key, long count) {
+    return Cmd.of("RLATCH.TRYSETCOUNT").key(key).arg(count);
+  }
+
+  static Cmd latchCountDown(byte[] key) {
+    return Cmd.of("RLATCH.COUNTDOWN").key(key);
+  }
+
+  static Cmd latchCount(byte[] key) {
+    return Cmd.of("RLATCH.COUNT").key(key);
   }
 
   /** The lock hash's field that counts an owner's holds. */

@@ -56,7 +56,11 @@ final class Replies {
   /** A flat array of field, value pairs as a map with text keys, in order. */
   static Map<String, Object> pairs(Object v) {
     Map<String, Object> out = new LinkedHashMap<>();
-    if (v instanceof List<?> l) {
+    if (v instanceof Map<?, ?> m) {
+      for (Map.Entry<?, ?> e : m.entrySet()) {
+        out.put(text(e.getKey()), e.getValue());
+      }
+    } else if (v instanceof List<?> l) {
       for (int i = 0; i + 1 < l.size(); i += 2) {
         out.put(text(l.get(i)), l.get(i + 1));
       }
@@ -69,15 +73,143 @@ final class Replies {
     return v instanceof List<?> l ? l : List.of();
   }
 
-  /** The family's exception for a server error it knows, an {@link RlockException} otherwise. */
+  /** The error's code: the text before the first space. */
+  static String code(String msg) {
+    int sp = msg.indexOf(' ');
+    return sp < 0 ? msg : msg.substring(0, sp);
+  }
+
+  /**
+   * The family's exception for a server error it knows, a {@link ServerException} with its code
+   * otherwise (a DEADLOCK whose text is not a cycle stays one).
+   */
   static RlockException serverError(String msg) {
-    if (msg.startsWith("NOTHELD")) {
-      return new NotHeldException(msg);
+    String code = code(msg);
+    if (code.equals("NOTHELD")) {
+      return new NotHeldException(msg, null, null);
     }
-    if (msg.startsWith("DEADLOCK")) {
-      return new DeadlockException(msg, parseCycle(msg));
+    if (code.equals("STALETOKEN")) {
+      return new StaleTokenException(msg, null, null);
     }
-    return new RlockException(msg);
+    if (code.equals("DEADLOCK")) {
+      List<DeadlockException.Wait> cycle = parseCycle(msg);
+      if (!cycle.isEmpty()) {
+        return new DeadlockException(msg, cycle);
+      }
+    }
+    return new ServerException(code, msg);
+  }
+
+  /** A reply the contract does not allow: a protocol violation, never a grant. */
+  static RlockException unexpected(String what, Object v) {
+    return new RlockException("unexpected reply to " + what + ": " + (v instanceof byte[] ? text(v) : v));
+  }
+
+  /**
+   * The reply of a call that names one hold ({@code key}, {@code owner}): its error raised, with a
+   * NOTHELD (STALETOKEN) naming that hold.
+   */
+  static Object okFor(Object v, byte[] key, byte[] owner) {
+    if (v instanceof ServerError e) {
+      RlockException x = e.toException();
+      if (x instanceof StaleTokenException) {
+        throw new StaleTokenException(e.message(), text(key), text(owner));
+      }
+      if (x instanceof NotHeldException) {
+        throw new NotHeldException(e.message(), text(key), text(owner));
+      }
+      throw x;
+    }
+    return v;
+  }
+
+  /** What an acquire pipeline was granted: the hold count, the token (fenced) and the acks (WAIT). */
+  record Grant(Long holdCount, Long token, Long replicasAcked) {}
+
+  /**
+   * Reads an acquire pipeline's replies ({@link Plan#acquirePipeline}): null when not granted, the
+   * grant otherwise (its {@code replicasAcked} may be fewer than asked: the caller gives it back).
+   */
+  static Grant grant(List<Object> replies, boolean fenced, long replicas) {
+    Object first = ok(replies.get(0));
+    if (first == null) {
+      return null;
+    }
+    Long n = asLong(first);
+    if (n < 1) {
+      throw unexpected("RLOCK.ACQUIRE", first);
+    }
+    Long count = fenced ? asLong(replies.get(1)) : n;
+    Long token = fenced ? n : null;
+    Long acked = null;
+    if (replicas > 0) {
+      Long a = asLong(replies.get(replies.size() - 1));
+      acked = a == null ? 0 : a;
+    }
+    return new Grant(count, token, acked);
+  }
+
+  /** A release's reply: whether the lock is free now (1) or a re-entry was undone (0). */
+  static boolean freed(Object v, byte[] key, byte[] owner) {
+    Long n = asLong(okFor(v, key, owner));
+    if (n == null || n < 0 || n > 1) {
+      throw unexpected("RLOCK.RELEASE", n);
+    }
+    return n == 1;
+  }
+
+  /** A multi-key release's reply: how many of the locks are free now. */
+  static long mfreed(Object v, byte[] firstKey, byte[] owner) {
+    Long n = asLong(okFor(v, firstKey, owner));
+    if (n == null || n < 0) {
+      throw unexpected("RLOCK.MRELEASE", n);
+    }
+    return n;
+  }
+
+  /**
+   * An explicit renewal's reply: returns when renewed; {@link LostException} when refused (0) or
+   * when the key is no lock of ours (WRONGTYPE); another error raised as it is.
+   */
+  static void renewed(Object v, String lost) {
+    switch (renewal(v)) {
+      case RENEWED -> {}
+      case LOST -> throw new LostException(lost);
+      case RETRY -> ok(v);
+    }
+  }
+
+  /** What one renewal's reply means to the watchdog. */
+  enum Renewed {
+    RENEWED,
+    LOST,
+    RETRY
+  }
+
+  /**
+   * 1 renewed; 0 or a refusal (WRONGTYPE: the key is no lock of ours now) lost; any other error
+   * (LOADING, BUSY, an internal error) says nothing of the hold: asked again.
+   */
+  static Renewed renewal(Object v) {
+    if (v instanceof ServerError e) {
+      return switch (code(e.message())) {
+        case "WRONGTYPE", "NOTHELD" -> Renewed.LOST;
+        default -> Renewed.RETRY;
+      };
+    }
+    return v instanceof Long l && l == 1 ? Renewed.RENEWED : Renewed.LOST;
+  }
+
+  /** {@code PTTL}: the milliseconds left, or null (no key, or no expiry). */
+  static Long remainingMs(Object v) {
+    Long n = asLong(v);
+    return n == null || n < 0 ? null : n;
+  }
+
+  /** An integer reply that says yes (1) or no (0). */
+  static boolean yes(Object v) {
+    Long n = asLong(v);
+    return n != null && n == 1;
   }
 
   private static final String QUOTED = "\"((?:[^\"\\\\]|\\\\.)*)\"";
@@ -135,21 +267,48 @@ final class Replies {
     return flags.contains("b") && cmd.equalsIgnoreCase(command);
   }
 
-  /** The events that may mean a held key's hold is gone. */
-  static final Set<String> LOSS_EVENTS =
-      Set.of(
-          "rlock.forcerelease",
-          "rlock.expire",
-          "rlock.sessionend",
+  /**
+   * Every event that can end a hold, and none that a client's own work sends for a hold that
+   * stands (clients/spec/keyspace.json's loss_events, in its order).
+   */
+  static final List<String> LOSS_EVENTS =
+      List.of(
           "rlock.release",
+          "rlock.expire",
+          "rlock.forcerelease",
+          "rlock.sessionend",
+          "rsem.return",
+          "rsem.reclaim",
           "del",
           "expired",
           "evicted",
-          "hdel");
+          "rename_from",
+          "move_from",
+          "hdel",
+          "hexpired",
+          "set",
+          "restore",
+          "rename_to",
+          "copy_to",
+          "sortstore",
+          "sunionstore",
+          "sinterstore",
+          "sdiffstore",
+          "zunionstore",
+          "zinterstore",
+          "zdiffstore",
+          "zrangestore",
+          "georadiusstore",
+          "geosearchstore",
+          "overwritten",
+          "type_changed");
+
+  private static final Set<String> LOSS_EVENT_SET = Set.copyOf(LOSS_EVENTS);
 
   /**
    * How {@code notify-keyspace-events} publishes the module's events: 'K' on each key's channel,
-   * 'E' on each event's channel, 0 not at all.
+   * 'E' on each event's channel, 0 not at all. The module's events are class {@code d} (in
+   * {@code A}); K wins over E, whose channels carry every key of the database.
    */
   static char eventsOn(String flags) {
     if (!flags.contains("d") && !flags.contains("A")) {
@@ -162,15 +321,30 @@ final class Replies {
     return "__keyspace@" + db + "__:" + key;
   }
 
-  /** The key a pub/sub message says may have been lost, or null. */
-  static String lostKey(String channel, String message) {
-    if (channel.startsWith("__keyspace@")) {
-      int at = channel.indexOf("__:");
-      return at >= 0 && LOSS_EVENTS.contains(message) ? channel.substring(at + 3) : null;
+  /** The channels to subscribe: one per held key ('K'), or one per loss event ('E'). */
+  static List<String> channels(char mode, int db, List<String> keys) {
+    List<String> out = new ArrayList<>();
+    if (mode == 'K') {
+      for (String k : keys) {
+        out.add(keyspaceChannel(db, k));
+      }
+    } else if (mode == 'E') {
+      for (String ev : LOSS_EVENTS) {
+        out.add("__keyevent@" + db + "__:" + ev);
+      }
     }
-    if (channel.startsWith("__keyevent@")) {
-      int at = channel.indexOf("__:");
-      return at >= 0 && LOSS_EVENTS.contains(channel.substring(at + 3)) ? message : null;
+    return out;
+  }
+
+  /** The key a pub/sub message of database {@code db} says may have been lost, or null. */
+  static String lostKey(int db, String channel, String message) {
+    String space = "__keyspace@" + db + "__:";
+    String event = "__keyevent@" + db + "__:";
+    if (channel.startsWith(space)) {
+      return LOSS_EVENT_SET.contains(message) ? channel.substring(space.length()) : null;
+    }
+    if (channel.startsWith(event)) {
+      return LOSS_EVENT_SET.contains(channel.substring(event.length())) ? message : null;
     }
     return null;
   }

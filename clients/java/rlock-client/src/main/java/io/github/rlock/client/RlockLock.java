@@ -85,14 +85,7 @@ public class RlockLock implements Lock {
     int replicas = options.syncReplicas != null ? options.syncReplicas : locks.replicasFor(key);
     long syncMs = Checks.leaseMs(options.syncTimeout);
     String req = Plan.newReq();
-    List<Cmd> cmds = new ArrayList<>();
-    cmds.add(Plan.acquire(spec, owner, req, blockMs));
-    if (spec.fenced()) {
-      cmds.add(Plan.holdCount(key, owner, side));
-    }
-    if (replicas > 0) {
-      cmds.add(Plan.waitReplicas(replicas, syncMs));
-    }
+    List<Cmd> cmds = Plan.acquirePipeline(spec, owner, req, blockMs, replicas, syncMs);
     Cmd giveBack = Plan.release(key, owner, side, Plan.giveBackReq(req));
     Locks.GiveBack back = grant -> List.of(giveBack);
     long sent = System.nanoTime();
@@ -108,21 +101,25 @@ public class RlockLock implements Lock {
         sent = Math.max(sent, System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(replicas > 0 ? syncMs : 0));
       }
     }
-    Object first = replies.get(0);
-    if (first == null || first instanceof ServerError) {
+    Replies.Grant grant;
+    try {
+      grant = Replies.grant(replies, spec.fenced(), replicas);
+    } catch (RuntimeException e) {
       if (pinned != null) {
         pinned.discard();
       }
-      Replies.ok(first);
+      throw e;
+    }
+    if (grant == null) {
+      if (pinned != null) {
+        pinned.discard();
+      }
       return null;
     }
-    long n = Replies.asLong(first);
-    long count = spec.fenced() ? Replies.asLong(replies.get(1)) : n;
-    Long token = spec.fenced() ? n : null;
-    long acked = 0;
+    long count = grant.holdCount() == null ? 0 : grant.holdCount();
+    Long token = grant.token();
+    long acked = grant.replicasAcked() == null ? 0 : grant.replicasAcked();
     if (replicas > 0) {
-      Long a = Replies.asLong(replies.get(replies.size() - 1));
-      acked = a == null ? 0 : a;
       if (acked < replicas) {
         locks.releaseQuietly(key, List.of(giveBack));
         if (pinned != null) {
@@ -223,9 +220,9 @@ public class RlockLock implements Lock {
   public void unlock() {
     byte[] owner = owner();
     Cmd cmd = Plan.release(key, owner, side, Plan.newReq());
-    Long v;
+    boolean freed;
     try {
-      v = Replies.asLong(locks.pipeline(key, List.of(cmd), true).get(0));
+      freed = Replies.freed(locks.pipeline(key, List.of(cmd), true).get(0), key, owner);
     } catch (NotHeldException e) {
       Renewal r = locks.watchdog.find(List.of(key), owner, side);
       if (r != null) {
@@ -238,7 +235,6 @@ public class RlockLock implements Lock {
     }
     Renewal r = locks.watchdog.find(List.of(key), owner, side);
     if (r != null) {
-      boolean freed = v != null && v == 1;
       locks.watchdog.released(r, freed);
       if (freed) {
         // Session holds taken with lock(): their connections go with the last release.
@@ -259,12 +255,18 @@ public class RlockLock implements Lock {
 
   /** @return whether anyone holds the lock */
   public boolean isLocked() {
-    return locks.info(name).locked();
+    return Replies.yes(locks.call(Plan.isLocked(key)));
+  }
+
+  /** @return the lease left, or empty when the lock is free (or has no expiry) */
+  public Optional<Duration> remainingLease() {
+    Long ms = Replies.remainingMs(locks.call(Plan.remainingLease(key)));
+    return ms == null ? Optional.empty() : Optional.of(Duration.ofMillis(ms));
   }
 
   /** @return whether the calling thread's owner (or the handle's) holds it */
   public boolean isHeldByCurrentThread() {
-    return getHoldCount() > 0;
+    return Replies.yes(locks.call(Plan.isHeldBy(key, owner(), side)));
   }
 
   /** @return the calling thread's (or the handle's owner's) hold count */

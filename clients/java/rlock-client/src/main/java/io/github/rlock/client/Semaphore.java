@@ -22,7 +22,7 @@ public final class Semaphore {
    */
   public boolean trySetPermits(int permits) {
     Checks.count(permits, "permits", 0, Integer.MAX_VALUE);
-    return Replies.asLong(locks.call(Cmd.of("RSEM.TRYSETPERMITS").key(key).arg(permits))) == 1;
+    return Replies.asLong(locks.call(Plan.semTrySetPermits(key, permits))) == 1;
   }
 
   /**
@@ -31,12 +31,12 @@ public final class Semaphore {
    */
   public long addPermits(int permits) {
     Checks.count(permits, "permits", -Integer.MAX_VALUE, Integer.MAX_VALUE);
-    return Replies.asLong(locks.call(Cmd.of("RSEM.ADDPERMITS").key(key).arg(permits)));
+    return Replies.asLong(locks.call(Plan.semAddPermits(key, permits)));
   }
 
   /** @return the permits available now */
   public long availablePermits() {
-    return Replies.asLong(locks.call(Cmd.of("RSEM.AVAILABLE").key(key)));
+    return Replies.asLong(locks.call(Plan.semAvailable(key)));
   }
 
   /**

@@ -35,6 +35,9 @@ interface Transport extends AutoCloseable {
   /** The database index of a standalone server (0 in a cluster). */
   int db();
 
+  /** Whether this is a cluster (multi-key names must then share one slot). */
+  boolean cluster();
+
   /** How long a short command may take before it is given up. */
   long responseTimeoutMs();
 

@@ -163,16 +163,24 @@ final class Watchdog implements AutoCloseable {
       int i = 0;
       for (Renewal r : e.getValue()) {
         boolean held = true;
+        boolean retry = false;
         for (int k = 0; k < r.keys.size(); k++, i++) {
           Object v = replies.get(i);
+          Replies.Renewed outcome = Replies.renewal(v);
           if (r.renew) {
-            held &= v instanceof Long l && l == 1;
+            held &= outcome != Replies.Renewed.LOST;
+            retry |= outcome == Replies.Renewed.RETRY;
           } else {
             held &= !(v instanceof Long l && l == 0);
           }
         }
         if (!held) {
           lose(r, "it was released by another, its key deleted or its lease ran out");
+          continue;
+        }
+        if (retry) {
+          // The server cannot answer yet (loading, busy): asked again at the next due time.
+          r.schedule(anchor, System.nanoTime());
           continue;
         }
         if (r.renew) {
@@ -218,21 +226,16 @@ final class Watchdog implements AutoCloseable {
               return;
             }
             int db = locks.transport.db();
-            List<String> patterns = new ArrayList<>();
-            if (mode == 'K') {
-              patterns.add("__keyspace@" + db + "__:*");
-            } else {
-              for (String ev : Replies.LOSS_EVENTS) {
-                patterns.add("__keyevent@" + db + "__:" + ev);
-              }
-            }
+            // K: one pattern for every held key of the database (the messages of other keys
+            // are dropped by lostKey); E: one channel per loss event.
+            List<String> patterns = mode == 'K' ? List.of(Replies.keyspaceChannel(db, "*")) : Replies.channels(mode, db, List.of());
             subscriptions.put(
                 address,
                 locks.transport.subscribe(
                     address,
                     patterns,
                     (channel, message) -> {
-                      String lost = Replies.lostKey(channel, message);
+                      String lost = Replies.lostKey(db, channel, message);
                       if (lost != null) {
                         thread.execute(() -> checkKey(lost));
                       }

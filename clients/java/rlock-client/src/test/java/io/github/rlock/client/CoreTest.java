@@ -85,7 +85,7 @@ class CoreTest {
     DeadlockException de = assertInstanceOf(DeadlockException.class, d);
     assertEquals(
         List.of(new DeadlockException.Wait("b", "k1", "a", false), new DeadlockException.Wait("a", "k\"2", "b", true)), de.cycle());
-    assertEquals(RlockException.class, Replies.serverError("WRONGTYPE x").getClass());
+    assertEquals("WRONGTYPE", assertInstanceOf(ServerException.class, Replies.serverError("WRONGTYPE x")).code());
     assertEquals("a\u0001b", Replies.unescape("a\\x01b"));
   }
 
@@ -110,9 +110,9 @@ class CoreTest {
     assertEquals('K', Replies.eventsOn("Kd"));
     assertEquals('E', Replies.eventsOn("Ed"));
     assertEquals(0, Replies.eventsOn("Kg"));
-    assertEquals("k", Replies.lostKey("__keyspace@0__:k", "rlock.forcerelease"));
-    assertNull(Replies.lostKey("__keyspace@0__:k", "rlock.acquire"));
-    assertEquals("k", Replies.lostKey("__keyevent@0__:expired", "k"));
+    assertEquals("k", Replies.lostKey(0, "__keyspace@0__:k", "rlock.forcerelease"));
+    assertNull(Replies.lostKey(0, "__keyspace@0__:k", "rlock.acquire"));
+    assertEquals("k", Replies.lostKey(0, "__keyevent@0__:expired", "k"));
   }
 
   @Test
