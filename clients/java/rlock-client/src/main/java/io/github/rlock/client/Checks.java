@@ -2,6 +2,7 @@ package io.github.rlock.client;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 
 /** Argument checks, made before anything is sent: the language's own exceptions. */
@@ -72,6 +73,23 @@ final class Checks {
       throw new IllegalArgumentException(what + " must be from " + low + " to " + high + ", got " + n);
     }
     return n;
+  }
+
+  /** A guarded command: a name, then its arguments, none null. */
+  static List<byte[]> command(String... command) {
+    Objects.requireNonNull(command, "command must not be null");
+    if (command.length == 0) {
+      throw new IllegalArgumentException("command must name a command");
+    }
+    List<byte[]> out = new java.util.ArrayList<>(command.length);
+    for (int i = 0; i < command.length; i++) {
+      Objects.requireNonNull(command[i], "command word " + i + " must not be null");
+      out.add(command[i].getBytes(StandardCharsets.UTF_8));
+    }
+    if (command[0].isBlank()) {
+      throw new IllegalArgumentException("command must name a command, got \"" + command[0] + "\"");
+    }
+    return out;
   }
 
   /** A latch's count: at least 1. */

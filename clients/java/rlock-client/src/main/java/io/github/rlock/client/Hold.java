@@ -80,6 +80,33 @@ public final class Hold implements AutoCloseable {
   }
 
   /**
+   * Runs {@code command} on the server only while this hold stands, checked there in the same turn
+   * ({@code RLOCK.GUARD} with the hold's key, owner, side and, when fenced, token): a write made
+   * after the lease ran out, a force release, or a newer grant never lands. Sent once, never
+   * resent. The command's keys must be in the lock's cluster slot (a hash tag: {@code orders} and
+   * {@code {orders}:data}).
+   *
+   * @param command the command's name and arguments, e.g. {@code "SET", "{orders}:data", "v"}
+   * @return the command's reply: a {@code String}, {@code Long}, {@code List} or null
+   * @throws StaleTokenException when a newer fencing token was granted since this hold's
+   * @throws NotHeldException when the owner no longer holds the lock (nothing ran)
+   * @throws ServerException the command's own error
+   * @throws IllegalArgumentException when the command is empty (nothing is sent)
+   * @throws IllegalStateException when this hold was released, or holds several locks
+   */
+  public Object guard(String... command) {
+    List<byte[]> words = Checks.command(command);
+    if (released.get()) {
+      throw new IllegalStateException("the hold was released: nothing was sent");
+    }
+    if (keys.size() != 1) {
+      throw new IllegalStateException("a multi-lock hold guards no single lock: guard through one lock's hold");
+    }
+    Cmd cmd = Plan.guard(keys.get(0), owner, side, token, words);
+    return Replies.guarded(locks.pipeline(keys.get(0), List.of(cmd), false).get(0), keys.get(0), owner);
+  }
+
+  /**
    * Renews the lease now (the watchdog does it anyway for a hold without a fixed lease).
    *
    * @throws LostException when the hold is gone

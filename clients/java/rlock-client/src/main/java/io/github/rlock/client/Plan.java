@@ -171,6 +171,26 @@ final class Plan {
     return Cmd.of("RLATCH.COUNT").key(key);
   }
 
+  /**
+   * {@code RLOCK.GUARD}: {@code command} runs only while {@code owner} holds {@code key} (on {@code
+   * side}, and still as the hold of {@code token} when fenced), checked by the server in the same
+   * turn.
+   */
+  static Cmd guard(byte[] key, byte[] owner, Side side, Long token, List<byte[]> command) {
+    Cmd c = Cmd.of("RLOCK.GUARD").key(key).arg(owner);
+    if (side != null) {
+      c.arg(side.name());
+    }
+    if (token != null) {
+      c.arg("TOKEN").arg(token);
+    }
+    c.arg("CALL");
+    for (byte[] a : command) {
+      c.arg(a);
+    }
+    return c;
+  }
+
   /** The lock hash's field that counts an owner's holds. */
   static byte[] field(byte[] owner, Side side) {
     if (side != Side.WRITE) {

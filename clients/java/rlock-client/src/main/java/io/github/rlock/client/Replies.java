@@ -123,6 +123,32 @@ final class Replies {
     return v;
   }
 
+  /**
+   * A guarded command's reply: the inner command's, bulk strings as text (UTF-8), arrays as lists;
+   * NOTHELD and STALETOKEN name the hold; the inner command's own error as a {@link
+   * ServerException}.
+   */
+  static Object guarded(Object v, byte[] key, byte[] owner) {
+    return texts(okFor(v, key, owner));
+  }
+
+  private static Object texts(Object v) {
+    if (v instanceof byte[] b) {
+      return text(b);
+    }
+    if (v instanceof ServerError e) {
+      return e.toException();
+    }
+    if (v instanceof List<?> l) {
+      List<Object> out = new ArrayList<>(l.size());
+      for (Object x : l) {
+        out.add(texts(x));
+      }
+      return out;
+    }
+    return v;
+  }
+
   /** What an acquire pipeline was granted: the hold count, the token (fenced) and the acks (WAIT). */
   record Grant(Long holdCount, Long token, Long replicasAcked) {}
 

@@ -49,6 +49,24 @@ class CoreTest {
   }
 
   @Test
+  void guardPlansTheHoldsSideAndToken() {
+    assertEquals(
+        List.of("RLOCK.GUARD", "k", "o", "CALL", "SET", "{k}:d", "v"),
+        Plan.guard(b("k"), b("o"), null, null, Checks.command("SET", "{k}:d", "v")).words());
+    assertEquals(
+        List.of("RLOCK.GUARD", "k", "o", "WRITE", "TOKEN", "7", "CALL", "GET", "x"),
+        Plan.guard(b("k"), b("o"), Side.WRITE, 7L, Checks.command("GET", "x")).words());
+    assertThrows(IllegalArgumentException.class, () -> Checks.command());
+    assertThrows(IllegalArgumentException.class, () -> Checks.command(" "));
+    assertThrows(NullPointerException.class, () -> Checks.command("SET", null));
+    StaleTokenException stale =
+        assertThrows(StaleTokenException.class, () -> Replies.guarded(new ServerError("STALETOKEN the lock's fencing token is now 8, not 7"), b("k"), b("o")));
+    assertEquals("k", stale.key());
+    assertInstanceOf(NotHeldException.class, stale);
+    assertEquals(List.of("a", 1L), Replies.guarded(List.of(b("a"), 1L), b("k"), b("o")));
+  }
+
+  @Test
   void ownersAreRedissonsFormat() {
     assertEquals("1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:42", Plan.threadOwner("1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed", 42));
   }
