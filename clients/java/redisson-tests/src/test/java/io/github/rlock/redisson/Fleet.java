@@ -214,10 +214,13 @@ final class Fleet {
     throw new IllegalStateException("could not start " + flavor.label + " on a free port");
   }
 
-  /** `RLOCK_MODULE`, else the workspace's debug build. */
+  /** `RLOCK_MODULE`, else `RLOCK_MODULE_PREBUILT`, else the workspace's debug build. */
   private static Path modulePath() {
     String set = System.getenv("RLOCK_MODULE");
-    Path path = set != null ? Paths.get(set) : Paths.get("../../../target/debug/librlock.so");
+    if (set == null || set.isEmpty()) {
+      set = System.getenv("RLOCK_MODULE_PREBUILT");
+    }
+    Path path = set != null && !set.isEmpty() ? Paths.get(set) : Paths.get("../../../target/debug/librlock.so");
     if (!Files.isRegularFile(path)) {
       throw new IllegalStateException(
           "rlock module not found at "

@@ -41,6 +41,28 @@ final class TestServer {
     return "redis://127.0.0.1:" + PORTS.computeIfAbsent(flavor, TestServer::start);
   }
 
+  /**
+   * The module: RLOCK_MODULE, else RLOCK_MODULE_PREBUILT, else the repository's
+   * target/debug/librlock.so (as rlock-client's tests find it).
+   */
+  static String module() {
+    for (String v : new String[] {System.getenv("RLOCK_MODULE"), System.getenv("RLOCK_MODULE_PREBUILT")}) {
+      if (v != null && !v.isEmpty() && Files.isRegularFile(Paths.get(v))) {
+        return Paths.get(v).toAbsolutePath().toString();
+      }
+    }
+    Path p = Paths.get("").toAbsolutePath();
+    while (p != null && !Files.exists(p.resolve("Cargo.toml"))) {
+      p = p.getParent();
+    }
+    Path built = p == null ? null : p.resolve("target/debug/librlock.so");
+    if (built == null || !Files.isRegularFile(built)) {
+      throw new IllegalStateException(
+          "rlock module not found: set RLOCK_MODULE (or RLOCK_MODULE_PREBUILT), or build it (cargo build -p rlock)");
+    }
+    return built.toString();
+  }
+
   private static int start(String flavor) {
     String variable =
         switch (flavor) {
@@ -53,11 +75,7 @@ final class TestServer {
     if (binary == null) {
       throw new IllegalStateException("set " + variable + " (source /opt/rlock-env/env.sh)");
     }
-    String module =
-        System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/debug/librlock.so");
-    if (!Files.isRegularFile(Paths.get(module))) {
-      throw new IllegalStateException("rlock module not found at " + module + ": set RLOCK_MODULE");
-    }
+    String module = module();
     for (int attempt = 0; attempt < 8; attempt++) {
       try {
         int port;
