@@ -1,0 +1,557 @@
+package io.github.rlock.bench;
+
+import io.github.rlock.client.Locks;
+import io.github.rlock.spring.RlockLockRegistry;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.output.IntegerOutput;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.ProtocolKeyword;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Lock;
+import java.util.function.IntFunction;
+import org.redisson.Redisson;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+import org.springframework.data.redis.connection.RedisStandaloneConfiguration;
+import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+import org.springframework.integration.redis.util.RedisLockRegistry;
+
+/**
+ * `make bench-java`: every figure a ratio between paths run in the same round on the same server.
+ * The server runs on CPU 0, this process on CPU 1 (run.sh). Each figure is the median of the
+ * rounds.
+ *
+ * <ul>
+ *   <li>uncontended: acquire+release pairs/s on one thread, rlock-client ÷ the same commands sent
+ *       raw on Lettuce (target ≥ 0.85); Redisson's RLock and RedisLockRegistry beside them;
+ *   <li>contended: THREADS threads on one lock, hold 0: acquisitions/s, min/max acquisitions per
+ *       thread, and the hand-off latency (a holder's unlock call to the next holder's lock return),
+ *       rlock-client ÷ Redisson RLock (target ≥ 2×), RlockLockRegistry ÷ RedisLockRegistry.
+ * </ul>
+ */
+public final class Bench {
+  private static final long WARM_UP_MS = 500;
+  private static final int MAX_SAMPLES = 200_000;
+
+  private record Options(
+      List<String> flavors, int rounds, long runMs, int threads, Path json, String module) {}
+
+  /**
+   * One contended run: hand-offs/s (acquisitions by another thread than the last holder: a lock
+   * that lets its releaser barge back in makes many acquisitions and few hand-offs),
+   * acquisitions/s, min/max acquisitions per thread, hand-off p50 and p99 in ms.
+   */
+  private record Contended(
+      double perSecond,
+      double acquisitionsPerSecond,
+      double fairness,
+      double p50Ms,
+      double p99Ms) {}
+
+  public static void main(String[] argv) throws Exception {
+    Options o = parse(argv);
+    Map<String, Map<String, Object>> results = new LinkedHashMap<>();
+    StringBuilder table = new StringBuilder();
+    for (String flavor : o.flavors) {
+      try (BenchServer server = BenchServer.start(flavor, o.module)) {
+        Map<String, Object> figures = runFlavor(server, o);
+        results.put(flavor, figures);
+        table.append(table(flavor, figures));
+      }
+    }
+    System.out.print(table);
+    Files.createDirectories(o.json.toAbsolutePath().getParent());
+    Files.writeString(o.json, json(o, results));
+    System.out.println("results: " + o.json.toAbsolutePath());
+  }
+
+  private static Map<String, Object> runFlavor(BenchServer server, Options o) throws Exception {
+    String uri = "redis://127.0.0.1:" + server.port;
+    RedisClient lettuce = RedisClient.create(uri);
+    Locks locks = Locks.create(lettuce);
+    Config config = new Config();
+    config
+        .useSingleServer()
+        .setAddress(uri)
+        .setConnectionPoolSize(o.threads + 8)
+        .setConnectionMinimumIdleSize(o.threads);
+    RedissonClient redisson = Redisson.create(config);
+    LettuceConnectionFactory factory =
+        new LettuceConnectionFactory(new RedisStandaloneConfiguration("127.0.0.1", server.port));
+    factory.afterPropertiesSet();
+    factory.start();
+    StatefulRedisConnection<String, String> raw = lettuce.connect();
+    Map<String, List<Double>> samples = new LinkedHashMap<>();
+    try {
+      // Round 0 warms the JIT and the connections up and is not counted. Each round runs
+      // the paths in a rotated order, so that no path always runs first or last.
+      for (int round = 0; round <= o.rounds; round++) {
+        String r = "r" + round;
+        Map<String, List<Double>> into = round == 0 ? new LinkedHashMap<>() : samples;
+        List<Step> paths =
+            new ArrayList<>(
+                List.of(
+                    () ->
+                        add(
+                            into,
+                            "uncontended.rlock_client",
+                            pairs(o.runMs, lockOf(locks.lock("u:client:" + r)))),
+                    () ->
+                        add(
+                            into,
+                            "uncontended.raw_lettuce",
+                            pairs(o.runMs, rawPair(raw, "u:raw:" + r, locks.owner()))),
+                    () ->
+                        add(
+                            into,
+                            "uncontended.redisson",
+                            pairs(o.runMs, lockOf(redisson.getLock("u:redisson:" + r)))),
+                    () -> {
+                      RedisLockRegistry single =
+                          new RedisLockRegistry(factory, "u:spring:" + r, 60_000);
+                      add(
+                          into,
+                          "uncontended.redis_lock_registry",
+                          pairs(o.runMs, lockOf(single.obtain("k"))));
+                      single.destroy();
+                    },
+                    // Contended: one lock, o.threads threads, hold 0. Each thread of the Spring
+                    // paths has a registry of its own, as a process would.
+                    () ->
+                        record(
+                            into,
+                            "contended.rlock_client",
+                            contended(o, i -> locks.lock("c:client:" + r))),
+                    () ->
+                        record(
+                            into,
+                            "contended.redisson",
+                            contended(o, i -> redisson.getLock("c:redisson:" + r))),
+                    () ->
+                        record(
+                            into,
+                            "contended.rlock_lock_registry",
+                            contended(
+                                o,
+                                i ->
+                                    new RlockLockRegistry(locks, "c:rlockspring:" + r)
+                                        .obtain("k"))),
+                    () -> {
+                      List<RedisLockRegistry> registries = new ArrayList<>();
+                      record(
+                          into,
+                          "contended.redis_lock_registry",
+                          contended(
+                              o,
+                              i -> {
+                                RedisLockRegistry registry =
+                                    new RedisLockRegistry(factory, "c:spring:" + r, 60_000);
+                                synchronized (registries) {
+                                  registries.add(registry);
+                                }
+                                return registry.obtain("k");
+                              }));
+                      registries.forEach(RedisLockRegistry::destroy);
+                    }));
+        java.util.Collections.rotate(paths, round);
+        for (Step path : paths) {
+          path.run();
+        }
+        System.err.printf(
+            "%s: round %d of %d done%s%n",
+            server.flavor, round, o.rounds, round == 0 ? " (warm-up, not counted)" : "");
+      }
+    } finally {
+      raw.close();
+      locks.close();
+      lettuce.shutdown();
+      redisson.shutdown();
+      factory.destroy();
+    }
+    Map<String, Object> figures = new LinkedHashMap<>();
+    figures.put("pinned", server.pinned);
+    samples.forEach((name, values) -> figures.put(name, median(values)));
+    double client = (double) figures.get("uncontended.rlock_client");
+    figures.put(
+        "ratio.uncontended_client_over_raw",
+        client / (double) figures.get("uncontended.raw_lettuce"));
+    figures.put(
+        "ratio.contended_client_over_redisson",
+        (double) figures.get("contended.rlock_client.per_s")
+            / (double) figures.get("contended.redisson.per_s"));
+    figures.put(
+        "ratio.contended_registry_over_redis_lock_registry",
+        (double) figures.get("contended.rlock_lock_registry.per_s")
+            / (double) figures.get("contended.redis_lock_registry.per_s"));
+    return figures;
+  }
+
+  private static void add(Map<String, List<Double>> samples, String name, double value) {
+    samples.computeIfAbsent(name, n -> new ArrayList<>()).add(value);
+  }
+
+  private static void record(Map<String, List<Double>> samples, String name, Contended c) {
+    add(samples, name + ".per_s", c.perSecond);
+    add(samples, name + ".acquisitions_per_s", c.acquisitionsPerSecond);
+    add(samples, name + ".min_over_max", c.fairness);
+    add(samples, name + ".handoff_p50_ms", c.p50Ms);
+    add(samples, name + ".handoff_p99_ms", c.p99Ms);
+  }
+
+  /** One measured path of a round. */
+  private interface Step {
+    void run() throws Exception;
+  }
+
+  /** One pair: take the lock and give it back. */
+  private interface Pair {
+    void run() throws Exception;
+  }
+
+  private static Pair lockOf(Lock lock) {
+    return () -> {
+      if (!lock.tryLock()) {
+        throw new IllegalStateException("uncontended lock refused");
+      }
+      lock.unlock();
+    };
+  }
+
+  private record Keyword(String name) implements ProtocolKeyword {
+    @Override
+    public byte[] getBytes() {
+      return name.getBytes(StandardCharsets.US_ASCII);
+    }
+  }
+
+  /** The commands rlock-client sends for tryLock()/unlock(), raw on a Lettuce connection. */
+  private static Pair rawPair(
+      StatefulRedisConnection<String, String> conn, String key, String owner) {
+    SecureRandom random = new SecureRandom();
+    Keyword acquire = new Keyword("RLOCK.ACQUIRE");
+    Keyword release = new Keyword("RLOCK.RELEASE");
+    return () -> {
+      byte[] id = new byte[16];
+      random.nextBytes(id);
+      Long n =
+          conn.sync()
+              .dispatch(
+                  acquire,
+                  new IntegerOutput<>(StringCodec.UTF8),
+                  new CommandArgs<>(StringCodec.UTF8)
+                      .addKey(key)
+                      .add(owner)
+                      .add("LEASE")
+                      .add(30_000)
+                      .add("REQ")
+                      .add(HexFormat.of().formatHex(id)));
+      if (n == null) {
+        throw new IllegalStateException("uncontended lock refused");
+      }
+      random.nextBytes(id);
+      conn.sync()
+          .dispatch(
+              release,
+              new IntegerOutput<>(StringCodec.UTF8),
+              new CommandArgs<>(StringCodec.UTF8)
+                  .addKey(key)
+                  .add(owner)
+                  .add("REQ")
+                  .add(HexFormat.of().formatHex(id)));
+    };
+  }
+
+  /** Pairs per second on this thread, after a warm-up. */
+  private static double pairs(long runMs, Pair pair) throws Exception {
+    long warm = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WARM_UP_MS);
+    while (System.nanoTime() < warm) {
+      pair.run();
+    }
+    long start = System.nanoTime();
+    long end = start + TimeUnit.MILLISECONDS.toNanos(runMs);
+    long n = 0;
+    while (System.nanoTime() < end) {
+      pair.run();
+      n++;
+    }
+    return n / ((System.nanoTime() - start) / 1e9);
+  }
+
+  /** Threads looping lock, unlock on one lock; `lockFor(i)` is called on thread i. */
+  private static Contended contended(Options o, IntFunction<Lock> lockFor) throws Exception {
+    int n = o.threads;
+    CountDownLatch ready = new CountDownLatch(n);
+    CountDownLatch go = new CountDownLatch(1);
+    long[] window = new long[2];
+    long[] counts = new long[n];
+    long[] handoffs = new long[n];
+    long[][] latencies = new long[n][];
+    int[] latencyCount = new int[n];
+    // The last release: when its unlock was called, and by which thread.
+    long[] released = {0L, -1L};
+    List<CompletableFuture<Void>> threads = new ArrayList<>();
+    for (int t = 0; t < n; t++) {
+      int me = t;
+      CompletableFuture<Void> done = new CompletableFuture<>();
+      threads.add(done);
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  Lock lock = lockFor.apply(me);
+                  long[] mine = new long[MAX_SAMPLES / n];
+                  latencies[me] = mine;
+                  ready.countDown();
+                  go.await();
+                  long now;
+                  while ((now = System.nanoTime()) < window[1]) {
+                    lock.lock();
+                    long granted = System.nanoTime();
+                    long releasedAt;
+                    long releasedBy;
+                    synchronized (released) {
+                      releasedAt = released[0];
+                      releasedBy = released[1];
+                    }
+                    if (now >= window[0]) {
+                      counts[me]++;
+                      if (releasedBy >= 0 && releasedBy != me) {
+                        handoffs[me]++;
+                        if (latencyCount[me] < mine.length) {
+                          mine[latencyCount[me]++] = granted - releasedAt;
+                        }
+                      }
+                    }
+                    synchronized (released) {
+                      released[0] = System.nanoTime();
+                      released[1] = me;
+                    }
+                    lock.unlock();
+                  }
+                  done.complete(null);
+                } catch (Throwable e) {
+                  done.completeExceptionally(e);
+                }
+              },
+              "contender-" + t);
+      thread.setDaemon(true);
+      thread.start();
+    }
+    if (!ready.await(60, TimeUnit.SECONDS)) {
+      throw new IllegalStateException("contenders not ready");
+    }
+    long start = System.nanoTime();
+    window[0] = start + TimeUnit.MILLISECONDS.toNanos(WARM_UP_MS);
+    window[1] = window[0] + TimeUnit.MILLISECONDS.toNanos(o.runMs);
+    go.countDown();
+    for (CompletableFuture<Void> t : threads) {
+      t.get(o.runMs + 120_000, TimeUnit.MILLISECONDS);
+    }
+    long total = Arrays.stream(counts).sum();
+    long min = Arrays.stream(counts).min().orElse(0);
+    long max = Arrays.stream(counts).max().orElse(1);
+    int all = Arrays.stream(latencyCount).sum();
+    long[] merged = new long[all];
+    int at = 0;
+    for (int t = 0; t < n; t++) {
+      System.arraycopy(latencies[t], 0, merged, at, latencyCount[t]);
+      at += latencyCount[t];
+    }
+    Arrays.sort(merged);
+    double p50 = all == 0 ? Double.NaN : merged[all / 2] / 1e6;
+    double p99 = all == 0 ? Double.NaN : merged[Math.min(all - 1, (int) (all * 0.99))] / 1e6;
+    double seconds = o.runMs / 1000.0;
+    return new Contended(
+        Arrays.stream(handoffs).sum() / seconds,
+        total / seconds,
+        max == 0 ? 0 : (double) min / max,
+        p50,
+        p99);
+  }
+
+  private static double median(List<Double> values) {
+    double[] v = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+  }
+
+  private static String table(String flavor, Map<String, Object> f) {
+    StringBuilder s = new StringBuilder();
+    s.append(
+        String.format(
+            Locale.ROOT, "%n## %s (server pinned to CPU 0: %s)%n%n", flavor, f.get("pinned")));
+    s.append("| figure | rlock | baseline | ratio | target |\n|---|---:|---:|---:|---|\n");
+    s.append(
+        row(
+            "uncontended pairs/s, rlock-client ÷ raw Lettuce",
+            f.get("uncontended.rlock_client"),
+            f.get("uncontended.raw_lettuce"),
+            f.get("ratio.uncontended_client_over_raw"),
+            "≥ 0.85"));
+    s.append(
+        row(
+            "uncontended pairs/s, rlock-client ÷ Redisson RLock",
+            f.get("uncontended.rlock_client"),
+            f.get("uncontended.redisson"),
+            div(f, "uncontended.rlock_client", "uncontended.redisson"),
+            ""));
+    s.append(
+        row(
+            "uncontended pairs/s, rlock-client ÷ RedisLockRegistry",
+            f.get("uncontended.rlock_client"),
+            f.get("uncontended.redis_lock_registry"),
+            div(f, "uncontended.rlock_client", "uncontended.redis_lock_registry"),
+            ""));
+    for (String[] pair :
+        new String[][] {
+          {"rlock_client", "redisson", "rlock-client ÷ Redisson RLock"},
+          {"rlock_lock_registry", "redis_lock_registry", "RlockLockRegistry ÷ RedisLockRegistry"}
+        }) {
+      String a = "contended." + pair[0];
+      String b = "contended." + pair[1];
+      s.append(
+          row(
+              "contended hand-offs/s, " + pair[2],
+              f.get(a + ".per_s"),
+              f.get(b + ".per_s"),
+              div(f, a + ".per_s", b + ".per_s"),
+              "≥ 2"));
+      s.append(
+          row(
+              "contended acquisitions/s, " + pair[2],
+              f.get(a + ".acquisitions_per_s"),
+              f.get(b + ".acquisitions_per_s"),
+              div(f, a + ".acquisitions_per_s", b + ".acquisitions_per_s"),
+              ""));
+      s.append(
+          row(
+              "fairness min/max per thread, " + pair[2],
+              f.get(a + ".min_over_max"),
+              f.get(b + ".min_over_max"),
+              div(f, a + ".min_over_max", b + ".min_over_max"),
+              "rlock ≥ 0.9"));
+      s.append(
+          row(
+              "hand-off p50 ms, " + pair[2],
+              f.get(a + ".handoff_p50_ms"),
+              f.get(b + ".handoff_p50_ms"),
+              div(f, b + ".handoff_p50_ms", a + ".handoff_p50_ms"),
+              "rlock < 1 ms"));
+      s.append(
+          row(
+              "hand-off p99 ms, " + pair[2],
+              f.get(a + ".handoff_p99_ms"),
+              f.get(b + ".handoff_p99_ms"),
+              div(f, b + ".handoff_p99_ms", a + ".handoff_p99_ms"),
+              ""));
+    }
+    return s.toString();
+  }
+
+  private static double div(Map<String, Object> f, String a, String b) {
+    return (double) f.get(a) / (double) f.get(b);
+  }
+
+  private static String row(
+      String name, Object rlock, Object baseline, Object ratio, String target) {
+    return String.format(
+        Locale.ROOT,
+        "| %s | %s | %s | %s | %s |%n",
+        name,
+        num(rlock),
+        num(baseline),
+        num(ratio),
+        target);
+  }
+
+  private static String num(Object v) {
+    double d = (double) v;
+    if (Double.isNaN(d) || Double.isInfinite(d)) {
+      return "n/a";
+    }
+    return d >= 100
+        ? String.format(Locale.ROOT, "%,.0f", d)
+        : String.format(Locale.ROOT, "%.3f", d);
+  }
+
+  private static String json(Options o, Map<String, Map<String, Object>> results) {
+    StringBuilder s = new StringBuilder("{\n");
+    s.append(
+        String.format(
+            Locale.ROOT,
+            "  \"plan\": {\"rounds\": %d, \"run_ms\": %d, \"threads\": %d, \"hold_ms\": 0,"
+                + " \"warm_up_ms\": %d},%n",
+            o.rounds,
+            o.runMs,
+            o.threads,
+            WARM_UP_MS));
+    s.append("  \"servers\": {\n");
+    int i = 0;
+    for (Map.Entry<String, Map<String, Object>> server : results.entrySet()) {
+      s.append("    \"").append(server.getKey()).append("\": {\n");
+      int j = 0;
+      for (Map.Entry<String, Object> figure : server.getValue().entrySet()) {
+        Object v = figure.getValue();
+        String value =
+            v instanceof Double d
+                ? (Double.isFinite(d) ? String.format(Locale.ROOT, "%.6g", d) : "null")
+                : String.valueOf(v);
+        s.append("      \"")
+            .append(figure.getKey())
+            .append("\": ")
+            .append(value)
+            .append(++j < server.getValue().size() ? ",\n" : "\n");
+      }
+      s.append("    }").append(++i < results.size() ? ",\n" : "\n");
+    }
+    return s.append("  }\n}\n").toString();
+  }
+
+  private static Options parse(String[] argv) {
+    List<String> flavors = List.of("redis", "valkey");
+    int rounds = 3;
+    long runMs = 2_000;
+    int threads = 32;
+    Path json = Paths.get("target/bench-java.json");
+    for (int i = 0; i < argv.length; i++) {
+      String value = i + 1 < argv.length ? argv[i + 1] : null;
+      switch (argv[i]) {
+        case "--flavors" -> flavors = List.of(value.split(","));
+        case "--rounds" -> rounds = Integer.parseInt(value);
+        case "--run-ms" -> runMs = Long.parseLong(value);
+        case "--threads" -> threads = Integer.parseInt(value);
+        case "--json" -> json = Paths.get(value);
+        default ->
+            throw new IllegalArgumentException(
+                "unknown option "
+                    + argv[i]
+                    + " (--flavors redis,redis8,valkey --rounds N --run-ms MS --threads N --json"
+                    + " PATH)");
+      }
+      i++;
+    }
+    String module =
+        System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/release/librlock.so");
+    if (!Files.isRegularFile(Paths.get(module))) {
+      throw new IllegalStateException("rlock module not found at " + module + ": set RLOCK_MODULE");
+    }
+    return new Options(flavors, rounds, runMs, threads, json, module);
+  }
+
+  private Bench() {}
+}

@@ -1,0 +1,49 @@
+package io.github.rlock.redisson;
+
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+/** Work on threads of its own: Redisson and rlock owners are per thread. */
+final class Threads {
+  static <T> CompletableFuture<T> start(String name, Callable<T> work) {
+    CompletableFuture<T> result = new CompletableFuture<>();
+    Thread thread =
+        new Thread(
+            () -> {
+              try {
+                result.complete(work.call());
+              } catch (Throwable e) {
+                result.completeExceptionally(e);
+              }
+            },
+            name);
+    thread.setDaemon(true);
+    thread.start();
+    return result;
+  }
+
+  /** Polls until `condition` holds; false if `timeoutMs` passes first. */
+  static boolean await(long timeoutMs, BooleanSupplier condition) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    while (System.nanoTime() < deadline) {
+      if (condition.getAsBoolean()) {
+        return true;
+      }
+      sleep(5);
+    }
+    return condition.getAsBoolean();
+  }
+
+  static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private Threads() {}
+}

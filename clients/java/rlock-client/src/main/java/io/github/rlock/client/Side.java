@@ -1,0 +1,7 @@
+package io.github.rlock.client;
+
+/** Which hold of a read-write lock: a read (shared) or the write (exclusive). */
+enum Side {
+  READ,
+  WRITE
+}

@@ -1,0 +1,268 @@
+package io.github.rlock.client;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One per {@link Locks}: one thread renews every due hold, one pipeline per server, a third of a
+ * lease after its last renewal, and tells loss (a renewal answered 0, a fixed lease run out).
+ * With keyspace events on, a held key's loss event makes it look at once, so loss is told within
+ * one event instead of a third of a lease.
+ */
+final class Watchdog implements AutoCloseable {
+  private final Locks locks;
+  private final ScheduledExecutorService thread;
+  private final Map<String, Renewal> entries = new ConcurrentHashMap<>();
+  private final long anchor = System.nanoTime();
+  private final Map<String, AutoCloseable> subscriptions = new ConcurrentHashMap<>();
+  private ScheduledFuture<?> next;
+  private long nextAt = Long.MAX_VALUE;
+  final AtomicLong renewals = new AtomicLong();
+  final AtomicLong rounds = new AtomicLong();
+
+  Watchdog(Locks locks) {
+    this.locks = locks;
+    this.thread =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "rlock-watchdog");
+              t.setDaemon(true);
+              return t;
+            });
+  }
+
+  static String id(List<byte[]> keys, byte[] owner, Side side) {
+    StringBuilder b = new StringBuilder();
+    for (byte[] k : keys) {
+      b.append(new String(k, StandardCharsets.ISO_8859_1)).append('\0');
+    }
+    return b.append(new String(owner, StandardCharsets.ISO_8859_1)).append('\0').append(side).toString();
+  }
+
+  /**
+   * Counts one more hold of (keys, owner, side), granted at {@code basis}; returns its entry
+   * (new, or the standing one a re-entry adds to).
+   */
+  Renewal hold(List<byte[]> keys, byte[] owner, Side side, long leaseMs, boolean renew, long basis) {
+    String id = id(keys, owner, side);
+    Renewal r;
+    synchronized (this) {
+      r = entries.get(id);
+      if (r == null || r.lost.isDone()) {
+        r = new Renewal(keys, owner, side, leaseMs, renew, basis);
+        r.schedule(anchor, System.nanoTime());
+        entries.put(id, r);
+        watchEvents(keys.get(0));
+      } else {
+        r.basisNanos = Math.max(r.basisNanos, basis);
+      }
+      r.holds++;
+      wakeBy(r.dueAt());
+    }
+    return r;
+  }
+
+  /** One hold of the entry given back; {@code freed}: the server says none is left. */
+  synchronized void released(Renewal r, boolean freed) {
+    r.holds--;
+    if (freed || r.holds <= 0) {
+      entries.remove(id(r.keys, r.owner, r.side), r);
+    }
+  }
+
+  /** The entry of (keys, owner, side), or null. */
+  Renewal find(List<byte[]> keys, byte[] owner, Side side) {
+    return entries.get(id(keys, owner, side));
+  }
+
+  int size() {
+    return entries.size();
+  }
+
+  private synchronized void wakeBy(long dueNanos) {
+    if (dueNanos >= nextAt && next != null && !next.isDone()) {
+      return;
+    }
+    if (next != null) {
+      next.cancel(false);
+    }
+    nextAt = dueNanos;
+    long delay = Math.max(0, dueNanos - System.nanoTime());
+    next = thread.schedule(this::round, delay, TimeUnit.NANOSECONDS);
+  }
+
+  /** Renews what is due now (or every entry of {@code onlyKey} that an event named). */
+  private void round() {
+    synchronized (this) {
+      nextAt = Long.MAX_VALUE;
+      next = null;
+    }
+    try {
+      check(null);
+    } catch (RuntimeException e) {
+      // A failed round (a node down) must not end the renewals: the next round tries again.
+    }
+    long due = Long.MAX_VALUE;
+    for (Renewal r : entries.values()) {
+      due = Math.min(due, r.dueAt());
+    }
+    if (due != Long.MAX_VALUE) {
+      wakeBy(Math.max(due, System.nanoTime() + 1_000_000));
+    }
+  }
+
+  private void check(String onlyKey) {
+    long now = System.nanoTime();
+    Map<String, List<Renewal>> byNode = new HashMap<>();
+    for (Renewal r : entries.values()) {
+      boolean named = onlyKey != null && r.keys.stream().anyMatch(k -> new String(k, StandardCharsets.UTF_8).equals(onlyKey));
+      if (!named && (onlyKey != null || r.dueAt() > now)) {
+        continue;
+      }
+      if (!r.renew) {
+        if (now >= r.dueAt()) {
+          lose(r, "its lease of " + r.leaseMs + " ms ran out");
+          continue;
+        }
+        if (!named) {
+          continue;
+        }
+      }
+      byNode.computeIfAbsent(locks.transport.nodeOf(r.keys.get(0)), a -> new ArrayList<>()).add(r);
+    }
+    if (byNode.isEmpty()) {
+      return;
+    }
+    rounds.incrementAndGet();
+    for (Map.Entry<String, List<Renewal>> e : byNode.entrySet()) {
+      List<Cmd> cmds = new ArrayList<>();
+      for (Renewal r : e.getValue()) {
+        cmds.addAll(r.renew ? r.renewals() : infoOf(r));
+      }
+      long sent = System.nanoTime();
+      List<Object> replies;
+      try {
+        replies = locks.transport.pipelineAt(e.getKey(), cmds);
+      } catch (RlockException err) {
+        // Unreachable: looked at again at the next due time; a lease that ran out meanwhile
+        // answers 0 then.
+        for (Renewal r : e.getValue()) {
+          r.schedule(anchor, System.nanoTime());
+        }
+        continue;
+      }
+      int i = 0;
+      for (Renewal r : e.getValue()) {
+        boolean held = true;
+        boolean retry = false;
+        for (int k = 0; k < r.keys.size(); k++, i++) {
+          Object v = replies.get(i);
+          Replies.Renewed outcome = Replies.renewal(v);
+          if (r.renew) {
+            held &= outcome != Replies.Renewed.LOST;
+            retry |= outcome == Replies.Renewed.RETRY;
+          } else {
+            held &= !(v instanceof Long l && l == 0);
+          }
+        }
+        if (!held) {
+          lose(r, "it was released by another, its key deleted or its lease ran out");
+          continue;
+        }
+        if (retry) {
+          // The server cannot answer yet (loading, busy): asked again at the next due time.
+          r.schedule(anchor, System.nanoTime());
+          continue;
+        }
+        if (r.renew) {
+          renewals.addAndGet(r.keys.size());
+          r.basisNanos = sent;
+          r.schedule(anchor, System.nanoTime());
+        }
+      }
+    }
+  }
+
+  /** For a fixed lease named by an event: whether the owner's field is still there. */
+  private static List<Cmd> infoOf(Renewal r) {
+    List<Cmd> out = new ArrayList<>();
+    for (byte[] k : r.keys) {
+      out.add(Cmd.of("HEXISTS").key(k).arg(Plan.field(r.owner, r.side)));
+    }
+    return out;
+  }
+
+  private void lose(Renewal r, String why) {
+    synchronized (this) {
+      entries.remove(id(r.keys, r.owner, r.side), r);
+    }
+    r.lost.complete(new LostException("lock " + new String(r.keys.get(0), StandardCharsets.UTF_8) + " was lost: " + why));
+  }
+
+  /** Keyspace events of the key's server, if it publishes them: subscribed once per node. */
+  private void watchEvents(byte[] key) {
+    String address = locks.transport.nodeOf(key);
+    if (subscriptions.containsKey(address)) {
+      return;
+    }
+    subscriptions.put(address, () -> {});
+    thread.execute(
+        () -> {
+          try {
+            Object flags = Replies.list(
+                    locks.transport.pipelineAt(address, List.of(Cmd.of("CONFIG").arg("GET").arg("notify-keyspace-events"))).get(0))
+                .get(1);
+            char mode = Replies.eventsOn(Replies.text(flags));
+            if (mode == 0) {
+              return;
+            }
+            int db = locks.transport.db();
+            // K: one pattern for every held key of the database (the messages of other keys
+            // are dropped by lostKey); E: one channel per loss event.
+            List<String> patterns = mode == 'K' ? List.of(Replies.keyspaceChannel(db, "*")) : Replies.channels(mode, db, List.of());
+            subscriptions.put(
+                address,
+                locks.transport.subscribe(
+                    address,
+                    patterns,
+                    (channel, message) -> {
+                      String lost = Replies.lostKey(db, channel, message);
+                      if (lost != null) {
+                        thread.execute(() -> checkKey(lost));
+                      }
+                    }));
+          } catch (RuntimeException e) {
+            // No events (CONFIG refused, a node down): the renewals still tell loss within lease/3.
+          }
+        });
+  }
+
+  private void checkKey(String key) {
+    try {
+      check(key);
+    } catch (RuntimeException e) {
+      // told at the next renewal instead
+    }
+  }
+
+  @Override
+  public void close() {
+    thread.shutdownNow();
+    for (AutoCloseable s : subscriptions.values()) {
+      try {
+        s.close();
+      } catch (Exception e) {
+        // closing
+      }
+    }
+  }
+}
