@@ -66,7 +66,8 @@ for target in "${targets[@]}"; do
     java)
         step "Java jars (mvn verify)"
         (cd clients/java && mvn -B -q -DskipTests verify)
-        find clients/java -path '*/target/*' -name "*-$version.jar" -exec cp {} "$DIST/" \;
+        cp "clients/java/rlock-client/target/rlock-client-$version.jar" \
+            "clients/java/rlock-spring/target/rlock-spring-$version.jar" "$DIST/"
         ;;
     go)
         step "Go module (go vet, go mod tidy -diff, source archive)"
