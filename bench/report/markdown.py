@@ -24,6 +24,14 @@ METRIC_NAMES = {
     "latency_p50_ms": "latency p50 ms",
     "latency_p99_ms": "p99 ms",
     "bytes_per_waiter": "bytes/waiter",
+    "client_bytes_per_waiter": "of which client memory",
+    "idle_connection_bytes": "idle connection bytes",
+    "server_us_per_pair": "server CPU µs/pair",
+    "server_us_per_handoff": "server CPU µs/hand-off",
+    "server_us_per_acquisition": "server CPU µs/acquisition",
+    "tries_per_handoff": "tries/hand-off",
+    "stall_ms": "stall ms",
+    "forgotten_ms": "forgotten ms",
 }
 
 

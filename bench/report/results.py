@@ -106,7 +106,7 @@ def check(doc: object, source: str) -> Suite:
             raise ResultsError(f"{source}: a ratio lacks {', '.join(gone)}: {q}")
         a = suite.median(q["scenario"], q["server"], q["setting"], q["path"], q["metric"])
         b = suite.median(q["scenario"], q["server"], q["setting"], q["baseline"], q["metric"])
-        want = a / b if a is not None and b else None
+        want = a / b if a is not None and b is not None and b > 0 else None
         if not close(want, q["value"]):
             raise ResultsError(
                 f"{source}: ratio {q['path']} ÷ {q['baseline']} ({q['metric']}) is {q['value']}, "

@@ -329,7 +329,8 @@ async function resultsJson(readFileSync) {
     const driver = p.name.split(" on ")[1];
     const primary = METRICS[p.group][0];
     for (const b of paths.filter((q) => q.group === p.group && (q.name === `${p.group === "contended" ? "raw ACQUIRE BLOCK" : "raw RLOCK.*"} on ${driver}` || !isRlock(q)))) {
-      const value = median(results.get(p).map((o) => o[primary[0]])) / median(results.get(b).map((o) => o[primary[0]]));
+      const theirs = median(results.get(b).map((o) => o[primary[0]]));
+      const value = theirs > 0 ? median(results.get(p).map((o) => o[primary[0]])) / theirs : null;
       ratios.push({ scenario: p.group, server: flavor, setting: setting(p), metric: primary[1], path: p.name, baseline: b.name, value: finite(value) });
     }
   }

@@ -310,7 +310,8 @@ def results_json(args: argparse.Namespace, r: redis.Redis, un: dict, contended: 
     def ratio(scenario: str, setting: dict, metric: str, values: dict) -> None:
         for other in values:
             if other != "rlock_client":
-                value = statistics.median(values["rlock_client"]) / statistics.median(values[other])
+                mine, theirs = statistics.median(values["rlock_client"]), statistics.median(values[other])
+                value = mine / theirs if theirs > 0 else float("nan")
                 ratios.append({"scenario": scenario, "server": server, "setting": setting, "metric": metric,
                                "path": "rlock_client", "baseline": other, "value": finite(value)})
 
