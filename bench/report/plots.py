@@ -68,7 +68,7 @@ def bars(ax, s: Suite, scenario: str, setting: dict, servers: list[str], metric:
             ax.barh(y, v, height=height * 0.9, color=color, alpha=SHADES[i % len(SHADES)],
                     label=server if j == 0 else None)
             ax.text(v, y, f" {short(v)}", va="center", fontsize=7)
-    ax.set_yticks(range(len(paths)), paths)
+    ax.set_yticks(range(len(paths)), [name(s, scenario, p) for p in paths])
     ax.invert_yaxis()
     if log:
         log_axis(ax)
@@ -84,7 +84,15 @@ def log_axis(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def name(s: Suite, scenario: str, path: str) -> str:
+    """A path as the plots show it: its name, and its short description where it has one."""
+    short = next((p.get("short") for p in s.paths(scenario) if p["path"] == path), None)
+    return f"{path}: {short}" if short and short != path else path
+
+
 def short(v: float) -> str:
+    if v < 0:
+        return "-" + short(-v)
     if v >= 10_000:
         return f"{v / 1000:.0f}k"
     if v >= 1000:
@@ -132,7 +140,7 @@ def latency(run: Run) -> str | None:
                 ax.text(p99, j + 0.2, f" p99 {short(p99)}", va="center", fontsize=7)
             ax.barh(j - 0.2, p50, height=0.4, color=color)
             ax.text(p50, j - 0.2, f" p50 {short(p50)}", va="center", fontsize=7)
-        ax.set_yticks(range(len(paths)), paths)
+        ax.set_yticks(range(len(paths)), [name(s, "contended", p) for p in paths])
         ax.invert_yaxis()
         log_axis(ax)
         ax.set_xlabel(f"ms, release sent → next grant (log); {server}")
@@ -155,7 +163,8 @@ def grouped(ax, s: Suite, scenario: str, groups: list[tuple[str, str, dict]], me
             if v is None:
                 continue
             x = g + (j - (len(paths) - 1) / 2) * width
-            ax.bar(x, v, width=width * 0.9, color=color, alpha=shade, label=path if g == 0 else None)
+            ax.bar(x, v, width=width * 0.9, color=color, alpha=shade,
+                   label=name(s, scenario, path) if g == 0 else None)
             ax.text(x, v, short(v), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(groups)), [g[0] for g in groups])
     ax.legend(fontsize=7, frameon=False)
@@ -173,7 +182,7 @@ def uncontended(run: Run) -> str | None:
         grouped(ax, s, "uncontended", groups, "pairs_per_sec")
         ax.set_title(s.server_version(server), fontsize=9)
         ax.set_ylabel("acquire/release pairs/s")
-    fig.suptitle("Uncontended pairs: R = RLOCK.*, L = Redisson's Lua, S = SET NX PX + DEL", fontsize=10)
+    fig.suptitle("Uncontended acquire/release pairs (blue: rlock)", fontsize=10)
     fig.tight_layout()
     return svg(fig)
 
@@ -189,7 +198,7 @@ def memory(run: Run) -> str | None:
     grouped(ax, s, "memory", groups, "bytes_per_waiter")
     waiters = s.settings("memory")[0].get("waiters", "?")
     ax.set_ylabel("server bytes per blocked waiter")
-    ax.set_title(f"Memory per blocked waiter, N = {waiters}: RLOCK.ACQUIRE BLOCK 0 (R) vs BLPOP", fontsize=10)
+    ax.set_title(f"Memory per blocked waiter, N = {waiters} (blue: rlock)", fontsize=10)
     fig.tight_layout()
     return svg(fig)
 

@@ -167,6 +167,7 @@ impl Doc {
                 ("scenario", Json::str(scenario)),
                 ("path", Json::str(p.letter())),
                 ("label", Json::str(p.describe())),
+                ("short", Json::str(short_name(p.letter()))),
                 ("role", Json::str(role)),
             ]));
         }
@@ -266,6 +267,22 @@ impl Doc {
             ("server", Json::str(server)),
             ("reason", Json::str(reason)),
         ]));
+    }
+}
+
+/// A path's name on the plots, where its letter alone says little.
+fn short_name(letter: &str) -> &'static str {
+    match letter {
+        "R" => "RLOCK",
+        "L" => "Redisson's Lua",
+        "S" => "SET NX PX",
+        "RF" => "RLOCK FAIR",
+        "RQ" => "RLOCK REQ",
+        "B" => "RLOCK BLOCK",
+        "P" => "10 ms poller",
+        "Q" => "Redisson-style",
+        "F" => "RLOCK FAIR BLOCK",
+        _ => "",
     }
 }
 
