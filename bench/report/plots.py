@@ -77,9 +77,9 @@ def bars(ax, s: Suite, scenario: str, setting: dict, servers: list[str], metric:
 
 
 def log_axis(ax) -> None:
-    """A log x axis labelled at powers of ten only, in plain numbers."""
+    """A log x axis labelled at 1, 2 and 5 times the powers of ten, in plain numbers."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
