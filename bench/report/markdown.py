@@ -107,8 +107,14 @@ def headline(s: Suite) -> list[tuple[str, dict, str, list[dict]]]:
     return out
 
 
+def speaker(s: Suite, setting: dict) -> str:
+    """Whose figure: the module's commands sent raw, or a client in its language (and mode)."""
+    who = "The module (raw commands)" if s.id == "module" else s.doc["language"]
+    return who + (f" ({setting['mode']})" if "mode" in setting else "")
+
+
 def where(s: Suite, server: str, setting: dict) -> str:
-    return f"{s.doc['language']}, {s.server_version(server)}, {setting_text(setting)}"
+    return f"{speaker(s, setting)}, {s.server_version(server)}, {setting_text(setting)}"
 
 
 def answers(run: Run) -> list[str]:
@@ -140,35 +146,36 @@ README_BEGIN = "<!-- bench-report: begin (scripts/bench-report --readme writes t
 README_END = "<!-- bench-report: end -->"
 
 
+def shown(s: Suite, scenario: str, path: str) -> str:
+    """A path by its short name where it has one (the module's letters), else by its name."""
+    return next((p.get("short") or path for p in s.paths(scenario) if p["path"] == path), path)
+
+
 def readme_block(run: Run, report_link: str, plot: str | None) -> str:
     """The README's Performance lines: the headline plot and the three answers, short."""
     faster, fair, cost = [], [], []
     for s in run.suites:
-        lang = s.doc["language"]
         for server, setting, path, ratios in headline(s):
-            values = [q["value"] for q in ratios if q["value"] is not None]
-            if values:
-                span = times(min(values)) if len(values) == 1 else f"{times(min(values))}–{times(max(values))}"
-                faster.append(f"{lang} {span}")
+            who = speaker(s, setting)
+            name = lambda p: shown(s, "contended", p)  # noqa: E731
+            faster.append(f"{who}: " + ", ".join(f"{times(q['value'])} {name(q['baseline'])}" for q in ratios))
             f = lambda p: s.median("contended", server, setting, p, "fairness")  # noqa: E731
-            others = [f(q["baseline"]) for q in ratios if f(q["baseline"]) is not None]
-            if f(path) is not None:
-                fair.append(f"{lang} {num(f(path))}" + (f" (libraries {num(min(others))}–{num(max(others))})"
-                                                       if others else ""))
-            lat = s.median("contended", server, setting, path, "latency_p50_ms")
-            if lat is not None:
-                cost.append(f"{lang} {num(lat)} ms")
+            fair.append(f"{who}: rlock {num(f(path))}, " + ", ".join(f"{name(q['baseline'])} {num(f(q['baseline']))}"
+                                                                     for q in ratios))
+            lat = lambda p: s.median("contended", server, setting, p, "latency_p50_ms")  # noqa: E731
+            cost.append(f"{who}: rlock {num(lat(path))} ms, " + ", ".join(
+                f"{name(q['baseline'])} {num(lat(q['baseline']))} ms" for q in ratios))
     none = "not measured in the last run"
     lines = [README_BEGIN]
     if plot:
         lines.append(f"![Contended hand-offs/s and fairness, rlock against each library]({plot})\n")
     lines += [
-        f"- **How much faster than what I use?** Contended on one lock, rlock's hand-offs/s ÷ the "
-        f"libraries' in the same run: {', '.join(faster) or none}. [The tables]({report_link}#the-answers)",
-        f"- **Is it fair?** Fewest ÷ most acquisitions per worker (1.00 is even): "
-        f"{', '.join(fair) or none}. [Fairness by library]({report_link}#plots)",
-        f"- **What does a hand-off cost?** From a release to the next grant, median: "
-        f"{', '.join(cost) or none}; server CPU and memory per waiter in [the report]({report_link}).",
+        f"- **How much faster than what I use?** Workers contending for one lock, rlock's throughput ÷ "
+        f"each library's, same run: {'; '.join(faster) or none}. [The tables]({report_link}#the-answers)",
+        f"- **Is it fair?** Fewest ÷ most acquisitions per worker, 1.00 is even: "
+        f"{'; '.join(fair) or none}. [The plots]({report_link}#plots)",
+        f"- **What does a hand-off cost?** Release sent → next grant, median: "
+        f"{'; '.join(cost) or none}. Server CPU and memory per waiter: [the report]({report_link}).",
         README_END,
     ]
     return "\n".join(lines)

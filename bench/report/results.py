@@ -28,6 +28,9 @@ RESULT_KEYS = ("scenario", "server", "setting", "path", "metric", "unit", "bette
 RATIO_KEYS = ("scenario", "server", "setting", "metric", "path", "baseline", "value")
 # A ratio must be the quotient of the two medians of the same file (rounding aside).
 RATIO_TOLERANCE = 1e-6
+# The module's contended setting the plots and the answers lead with: as many clients as the
+# client suites' workers.
+HEADLINE_CLIENTS = 32
 
 
 class ResultsError(ValueError):
@@ -179,14 +182,15 @@ def runs_of(s: Suite) -> list[dict]:
 
 
 def headline_setting(s: Suite, scenario: str) -> list[dict]:
-    """The settings a plot shows: for the module's grid of clients × hold, the most clients at
-    hold 0; for a client suite (a handful of settings), each."""
+    """The settings a plot shows: for the module's grid of clients × hold, 32 clients at hold 0
+    (the client suites' 32 workers), else the most clients at hold 0; for a client suite (a
+    handful of settings), each."""
     settings = s.settings(scenario)
     grid = [x for x in settings if "clients" in x]
     if not grid:
         return settings
     hold0 = [x for x in grid if x.get("hold_ms", 0) == 0] or grid
-    return [max(hold0, key=lambda x: x["clients"])]
+    return [next((x for x in hold0 if x["clients"] == HEADLINE_CLIENTS), max(hold0, key=lambda x: x["clients"]))]
 
 
 def contended_metric(s: Suite) -> str:
