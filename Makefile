@@ -143,10 +143,11 @@ bench-report: $(PY_VENV)/.report-ready
 	for f in $(BENCH_REPORT_FLAVORS); do \
 		$(MAKE) --no-print-directory bench-python BENCH_ARGS="--flavor $$f --json $$out/python-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-python`'" on $$f" "it failed"; \
 		$(MAKE) --no-print-directory bench-node NODE_BENCH_ARGS="--flavor $$f --json $$out/node-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-node`'" on $$f" "it failed or node is missing"; \
-		for lang in java go; do \
-			if $(MAKE) -n bench-$$lang >/dev/null 2>&1; then \
-				$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
-			else skip "\`make bench-$$lang\`" "no such target in this tree"; fi; \
+	done; \
+	for lang in java go; do \
+		if ! $(MAKE) -n bench-$$lang >/dev/null 2>&1; then skip "\`make bench-$$lang\`" "no such target in this tree"; continue; fi; \
+		for f in $(BENCH_REPORT_FLAVORS); do \
+			$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
 		done; \
 	done
 	echo "- Load average when it ended: $$(cut -d' ' -f1-3 /proc/loadavg)." >> $(BENCH_RESULTS)/note.md

@@ -114,31 +114,40 @@ def speaker(s: Suite, setting: dict) -> str:
 
 
 def where(s: Suite, server: str, setting: dict) -> str:
-    return f"{speaker(s, setting)}, {s.server_version(server)}, {setting_text(setting)}"
+    shown_setting = {k: v for k, v in setting.items() if k != "mode"}
+    return f"{speaker(s, setting)}, {s.server_version(server)}, {setting_text(shown_setting)}"
+
+
+def answer_parts(run: Run, who) -> tuple[list[str], list[str], list[str]]:
+    """Per headline: rlock's throughput ratios, the fairness and the hand-off latency of rlock and
+    of each baseline; `who(suite, server, setting)` says whose figures they are."""
+    faster, fair, cost = [], [], []
+    for s in run.suites:
+        for server, setting, path, ratios in headline(s):
+            w = who(s, server, setting)
+            name = lambda p: shown(s, "contended", p)  # noqa: E731
+            faster.append(f"{w}: " + ", ".join(f"{times(q['value'])} {name(q['baseline'])}" for q in ratios))
+            f = lambda p: s.median("contended", server, setting, p, "fairness")  # noqa: E731
+            fair.append(f"{w}: rlock {num(f(path))}, " + ", ".join(f"{name(q['baseline'])} {num(f(q['baseline']))}"
+                                                                   for q in ratios))
+            lat = lambda p: s.median("contended", server, setting, p, "latency_p50_ms")  # noqa: E731
+            cost.append(f"{w}: rlock {num(lat(path))} ms, " + ", ".join(
+                f"{name(q['baseline'])} {num(lat(q['baseline']))} ms" for q in ratios))
+    return faster, fair, cost
 
 
 def answers(run: Run) -> list[str]:
-    faster, fair, cost = [], [], []
-    for s in run.suites:
-        metric = contended_metric(s)
-        for server, setting, path, ratios in headline(s):
-            w = where(s, server, setting)
-            faster.append(f"{w}: {path} " + ", ".join(f"{times(q['value'])} {q['baseline']}" for q in ratios)
-                          + f" ({METRIC_NAMES[metric]})")
-            f = lambda p: s.median("contended", server, setting, p, "fairness")  # noqa: E731
-            fair.append(f"{w}: {path} {num(f(path))}, " + ", ".join(f"{q['baseline']} {num(f(q['baseline']))}"
-                                                                    for q in ratios))
-            lat = lambda p: s.median("contended", server, setting, p, "latency_p50_ms")  # noqa: E731
-            cost.append(f"{w}: {path} p50 {num(lat(path))} ms, " + ", ".join(
-                f"{q['baseline']} {num(lat(q['baseline']))} ms" for q in ratios))
+    faster, fair, cost = answer_parts(run, where)
     none = "not measured in this run"
     return [
-        "**How much faster than what I use?** Contended, rlock's throughput ÷ each library's, same run: "
+        "**How much faster than what I use?** Workers contending for one lock, rlock's throughput "
+        "(hand-offs/s; the Python bench: acquisitions/s) ÷ each library's, same run: "
         + ("; ".join(faster) or none) + ".",
         "**Is it fair?** The fewest acquisitions of a worker ÷ the most (1.00 is even): "
         + ("; ".join(fair) or none) + ".",
         "**What does a hand-off cost?** From a release sent to the next holder's grant, median: "
-        + ("; ".join(cost) or none) + ".",
+        + ("; ".join(cost) or none) + ". Server CPU per hand-off is in the tables; memory per "
+          "blocked waiter in the module's.",
     ]
 
 
@@ -153,18 +162,7 @@ def shown(s: Suite, scenario: str, path: str) -> str:
 
 def readme_block(run: Run, report_link: str, plot: str | None) -> str:
     """The README's Performance lines: the headline plot and the three answers, short."""
-    faster, fair, cost = [], [], []
-    for s in run.suites:
-        for server, setting, path, ratios in headline(s):
-            who = speaker(s, setting)
-            name = lambda p: shown(s, "contended", p)  # noqa: E731
-            faster.append(f"{who}: " + ", ".join(f"{times(q['value'])} {name(q['baseline'])}" for q in ratios))
-            f = lambda p: s.median("contended", server, setting, p, "fairness")  # noqa: E731
-            fair.append(f"{who}: rlock {num(f(path))}, " + ", ".join(f"{name(q['baseline'])} {num(f(q['baseline']))}"
-                                                                     for q in ratios))
-            lat = lambda p: s.median("contended", server, setting, p, "latency_p50_ms")  # noqa: E731
-            cost.append(f"{who}: rlock {num(lat(path))} ms, " + ", ".join(
-                f"{name(q['baseline'])} {num(lat(q['baseline']))} ms" for q in ratios))
+    faster, fair, cost = answer_parts(run, lambda s, server, setting: speaker(s, setting))
     none = "not measured in the last run"
     lines = [README_BEGIN]
     if plot:
@@ -308,8 +306,6 @@ def report(run: Run, note: str | None, results_dir: str, plots_dir: str, figures
            f"bench/report/, not this file. -->\n",
            "One run of every benchmark, rebuilt by `make bench-report` (the command runs each benchmark "
            "below, then `scripts/bench-report`). Older runs are in [the archive](benchmarks/archive/).\n"]
-    if note:
-        out.append("**About this run.**\n\n" + note + "\n")
     machines = []
     for s in run.suites:
         m = s.doc["machine"]
@@ -322,11 +318,14 @@ def report(run: Run, note: str | None, results_dir: str, plots_dir: str, figures
             rows.append([s.doc["language"], f"`{r['command']}`", r["date"], r["server"], r["commit"],
                          r["load_before"]])
     out.append("## The run\n")
-    out.append("\n".join(f"- Machine: {m}." for m in machines) + "\n")
+    facts = [f"- Machine: {m}." for m in machines]
     commits = sorted({r[4] for r in rows})
     if len(commits) > 1:
-        out.append(f"- Builds differ between suites: {', '.join(commits)}.\n")
+        facts.append(f"- The suites ran at different commits: {', '.join(commits)}.")
+    out.append("\n".join(facts) + "\n")
     out.append(table(["language", "command", "date", "servers", "commit", "load average before"], rows))
+    if note:
+        out.append("**About this run.**\n\n" + note + "\n")
     out.append("## The answers\n")
     out.append("\n".join(f"- {a}" for a in answers(run)) + "\n")
     if figures:

@@ -72,8 +72,6 @@ def bars(ax, s: Suite, scenario: str, setting: dict, servers: list[str], metric:
     ax.invert_yaxis()
     if log:
         log_axis(ax)
-    if len(servers) > 1:
-        ax.legend(fontsize=7, frameon=False, loc="lower right")
 
 
 def log_axis(ax) -> None:
@@ -106,7 +104,9 @@ def contended(run: Run) -> str | None:
     ps = panels(run)
     if not ps:
         return None
-    fig, axes = plt.subplots(2, len(ps), figsize=(4.2 * len(ps), 6.5), squeeze=False)
+    most = max(len(s.paths("contended")) * len(servers) for s, _, servers in ps)
+    fig, axes = plt.subplots(2, len(ps), figsize=(4.2 * len(ps), max(6.5, 2 * (1.2 + 0.18 * most))),
+                             squeeze=False)
     for k, (s, setting, servers) in enumerate(ps):
         metric = contended_metric(s)
         top, bottom = axes[0][k], axes[1][k]
@@ -117,8 +117,16 @@ def contended(run: Run) -> str | None:
         bottom.set_xlim(0, 1.15)
         bottom.set_xlabel("fairness: min/max acquisitions per worker")
     fig.suptitle("Contended: one lock, every worker looping acquire/release (blue: rlock)", fontsize=10)
-    fig.tight_layout()
+    server_legend(fig, axes[0])
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return svg(fig)
+
+
+def server_legend(fig, axes) -> None:
+    """One legend for the figure: the shade of each server, from the panel that has the most."""
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    if len(labels) > 1:
+        fig.legend(handles, labels, loc="upper right", ncol=len(labels), fontsize=7, frameon=False)
 
 
 def latency(run: Run) -> str | None:

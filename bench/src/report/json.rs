@@ -475,8 +475,14 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
                 &[(F, L), (B, L)],
             );
         }
-        for s in plan.scenarios.iter().filter(|s| !WRITTEN.contains(s)) {
-            let reason = "measured, in the markdown report only: not yet written to --json";
+        for s in Scenario::ALL {
+            let reason = if !ran(s) {
+                "not in this run (--only)"
+            } else if !WRITTEN.contains(&s) {
+                "measured, in the markdown report only: not yet written to --json"
+            } else {
+                continue;
+            };
             d.not_measured(&format!("{s:?}"), server, reason);
         }
     }
