@@ -138,16 +138,16 @@ bench-report: $(PY_VENV)/.report-ready
 	rm -f $(BENCH_RESULTS)/*.json $(BENCH_RESULTS)/note.md
 	mkdir -p $(BENCH_RESULTS)
 	echo "- Load average (1, 5, 15 min) when \`make bench-report\` started: $$(cut -d' ' -f1-3 /proc/loadavg), on $$(nproc) CPUs." > $(BENCH_RESULTS)/note.md
-	@out=$(CURDIR)/$(BENCH_RESULTS); skip() { echo "- $$1 did not run: $$2." >> $$out/note.md; echo "bench-report: $$1 not measured ($$2)" >&2; }; \
+	@out=$(BENCH_RESULTS); skip() { echo "- $$1 did not run: $$2." >> $$out/note.md; echo "bench-report: $$1 not measured ($$2)" >&2; }; \
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--quiet --json $$out/module.json $(BENCH_REPORT_ARGS)" || skip '`make bench`' "it failed"; \
 	for f in $(BENCH_REPORT_FLAVORS); do \
 		$(MAKE) --no-print-directory bench-python BENCH_ARGS="--flavor $$f --json $$out/python-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-python`'" on $$f" "it failed"; \
-		$(MAKE) --no-print-directory bench-node NODE_BENCH_ARGS="--flavor $$f --json $$out/node-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-node`'" on $$f" "it failed or node is missing"; \
+		$(MAKE) --no-print-directory bench-node NODE_BENCH_ARGS="--flavor $$f --json ../../$$out/node-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-node`'" on $$f" "it failed or node is missing"; \
 	done; \
 	for lang in java go; do \
 		if ! $(MAKE) -n bench-$$lang >/dev/null 2>&1; then skip "\`make bench-$$lang\`" "no such target in this tree"; continue; fi; \
 		for f in $(BENCH_REPORT_FLAVORS); do \
-			$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
+			$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$(CURDIR)/$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
 		done; \
 	done
 	echo "- Load average when it ended: $$(cut -d' ' -f1-3 /proc/loadavg)." >> $(BENCH_RESULTS)/note.md

@@ -167,6 +167,12 @@ def readme_block(run: Run, report_link: str, plot: str | None) -> str:
     lines = [README_BEGIN]
     if plot:
         lines.append(f"![Contended hand-offs/s and fairness, rlock against each library]({plot})\n")
+    dates = sorted(r["date"] for s in run.suites for r in runs_of(s))
+    if dates:
+        last = dates[-1][11:] if dates[0][:10] == dates[-1][:10] else dates[-1]  # the time, on the same day
+        span = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {last}"
+        lines.append(f"The run of {span}, on each suite's first server; how it ran, on what machine "
+                     f"and under what load: [the report]({report_link}#the-run).\n")
     lines += [
         f"- **How much faster than what I use?** Workers contending for one lock, rlock's throughput ÷ "
         f"each library's, same run: {'; '.join(faster) or none}. [The tables]({report_link}#the-answers)",
