@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("svg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from results import Run, Suite, contended_metric, headline_setting  # noqa: E402
 
@@ -75,11 +75,17 @@ def bars(ax, s: Suite, scenario: str, setting: dict, servers: list[str], metric:
 
 
 def log_axis(ax) -> None:
-    """A log x axis labelled at 1, 2 and 5 times the powers of ten, in plain numbers."""
+    """A log x axis with a few plain-number ticks: 1, 2 and 5 times the powers of ten over a
+    short range, the powers of ten alone over a long one."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    lo, hi = ax.get_xlim()
+    steps = [k * 10.0**e for e in range(-4, 8) for k in (1, 2, 5)]
+    ticks = [t for t in steps if lo <= t <= hi]
+    if len(ticks) > 7:
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def name(s: Suite, scenario: str, path: str) -> str:
