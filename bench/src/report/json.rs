@@ -566,3 +566,60 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(j: &Json) -> String {
+        let mut out = String::new();
+        j.write(&mut out, 0);
+        out
+    }
+
+    #[test]
+    fn figures_that_could_not_be_computed_are_null_and_text_is_escaped() {
+        let doc = Json::Obj(vec![
+            (
+                "rounds",
+                Json::Arr(vec![Json::num(1.5), Json::num(f64::NAN), Json::num(3.0)]),
+            ),
+            ("label", Json::str("say \"B\"\\n")),
+            ("empty", Json::Obj(vec![])),
+        ]);
+        assert_eq!(
+            text(&doc),
+            "{\n  \"rounds\": [1.5, null, 3],\n  \"label\": \"say \\\"B\\\"\\\\n\",\n  \"empty\": {}\n}"
+        );
+    }
+
+    #[test]
+    fn ratios_are_of_medians_in_the_same_setting_only() {
+        use crate::harness::Cells;
+        let cell = |path, setting, runs: Vec<f64>| Cell {
+            path,
+            setting,
+            runs,
+        };
+        let cells = Cells {
+            cells: vec![
+                cell(WaitPath::B, 1usize, vec![4.0, 6.0, 5.0]),
+                cell(WaitPath::Q, 1, vec![2.0, 3.0, 1.0]),
+                cell(WaitPath::B, 2, vec![9.0]),
+            ],
+        };
+        let by = |s: usize| Json::Obj(vec![("n", Json::Num(s as f64))]);
+        let m = metric("x", "u", true, |r: &f64| *r);
+        let mut d = Doc::default();
+        d.ratios(
+            "s",
+            "redis",
+            &cells.cells,
+            by,
+            &m,
+            &[(WaitPath::B, WaitPath::Q)],
+        );
+        assert_eq!(d.ratios.len(), 1, "setting 2 has no Q to divide by");
+        assert!(text(&d.ratios[0]).contains("\"value\": 2.5"));
+    }
+}
