@@ -74,7 +74,7 @@ def setting_text(setting: dict) -> str:
 
 
 def cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return str(text).replace("|", "\\|").replace("*", "\\*").replace("\n", " ")
 
 
 def table(columns: list[str], rows: list[list[str]]) -> str:
@@ -224,7 +224,7 @@ def scenario_section(s: Suite, scenario: dict) -> str:
                     + ("" if q["metric"] == primary else f" ({METRIC_NAMES.get(q['metric'], q['metric'])})")
                     for q in ratios)
                 rows.append([server, setting_text(setting), path] + [num(v) for v in values] + [ratio_text])
-    legend = "\n".join(f"- **{p['path']}** ({p['role']}): {p['label']}" for p in s.paths(sid))
+    legend = "\n".join(f"- **{cell(p['path'])}** ({p['role']}): {p['label']}" for p in s.paths(sid))
     return f"### {scenario['title']}\n\n{legend}\n\n{table(columns, rows)}\n"
 
 

@@ -6,9 +6,14 @@ use std::fmt::Write as _;
 
 use super::Meta;
 use crate::contended::{WaitPath, WaitRun};
+use crate::expiry::ExpiryPath;
+use crate::fair::{FairPath, FairRun};
+use crate::harness::late::Lateness;
 use crate::harness::{Cell, Path};
-use crate::measure::{median, ratio};
+use crate::measure::{median, percentile, ratio};
 use crate::memory::{MemPath, MemRun};
+use crate::rwlock::{RwRun, RwWaitPath};
+use crate::semaphore::{ReclaimPath, SemPairPath, SemRun, SemWaitPath};
 use crate::stall::{StallPath, StallRun};
 use crate::uncontended::{PairPath, FAIR_PIPELINE};
 use crate::{FlavorReport, Plan, Scenario};
@@ -167,7 +172,7 @@ impl Doc {
                 ("scenario", Json::str(scenario)),
                 ("path", Json::str(p.letter())),
                 ("label", Json::str(p.describe())),
-                ("short", Json::str(short_name(p.letter()))),
+                ("short", Json::str(short_name(scenario, p.letter()))),
                 ("role", Json::str(role)),
             ]));
         }
@@ -261,6 +266,48 @@ impl Doc {
         }
     }
 
+    /// How late each path's waiter was served: each round's p50 and p99, and `path` ÷
+    /// `baseline` of their medians.
+    fn lateness<P: Path>(
+        &mut self,
+        scenario: &'static str,
+        server: &'static str,
+        setting: impl Fn() -> Json,
+        cells: &[Lateness<P>],
+        pairs: &[(P, P)],
+    ) {
+        let per_round = |c: &Lateness<P>, p: f64| -> Vec<f64> {
+            c.rounds
+                .iter()
+                .map(|r| {
+                    let mut v = r.clone();
+                    v.sort_by(f64::total_cmp);
+                    percentile(&v, p)
+                })
+                .collect()
+        };
+        for (p, m) in [(50.0, &LATE[0]), (99.0, &LATE[1])] {
+            for c in cells {
+                self.result(scenario, server, setting(), c.path, m, &per_round(c, p));
+            }
+        }
+        for &(path, baseline) in pairs {
+            let find = |x: P| cells.iter().find(|c| c.path == x);
+            if let (Some(a), Some(b)) = (find(path), find(baseline)) {
+                let value = ratio(median(per_round(a, 50.0)), median(per_round(b, 50.0)));
+                self.ratios.push(Json::Obj(vec![
+                    ("scenario", Json::str(scenario)),
+                    ("server", Json::str(server)),
+                    ("setting", setting()),
+                    ("metric", Json::str(LATE[0].name)),
+                    ("path", Json::str(path.letter())),
+                    ("baseline", Json::str(baseline.letter())),
+                    ("value", Json::num(value)),
+                ]));
+            }
+        }
+    }
+
     fn not_measured(&mut self, scenario: &str, server: &str, reason: &str) {
         self.not_measured.push(Json::Obj(vec![
             ("scenario", Json::str(scenario)),
@@ -271,17 +318,24 @@ impl Doc {
 }
 
 /// A path's name on the plots, where its letter alone says little.
-fn short_name(letter: &str) -> &'static str {
-    match letter {
-        "R" => "RLOCK",
-        "L" => "Redisson's Lua",
-        "S" => "SET NX PX",
-        "RF" => "RLOCK FAIR",
-        "RQ" => "RLOCK REQ",
-        "B" => "RLOCK BLOCK",
-        "P" => "10 ms poller",
-        "Q" => "Redisson-style",
-        "F" => "RLOCK FAIR BLOCK",
+fn short_name(scenario: &str, letter: &str) -> &'static str {
+    match (scenario, letter) {
+        ("fair", "R") => "RLOCK FAIR",
+        ("fair", "F") => "classic fair Lua",
+        (_, "R") => "RLOCK",
+        (_, "L") => "Redisson's Lua",
+        (_, "S") => "SET NX PX",
+        (_, "RF") => "RLOCK FAIR",
+        (_, "RQ") => "RLOCK REQ",
+        (_, "RR" | "RW") => "RLOCK READ/WRITE",
+        (_, "LR" | "LW") => "Redisson's Lua",
+        (_, "RX") => "RSEM.LEASE",
+        (_, "LX") => "Redisson's Lua",
+        (_, "B") => "RLOCK BLOCK",
+        (_, "B*") => "BLOCK behind Lua",
+        (_, "P") => "10 ms poller",
+        (_, "Q") => "Redisson-style",
+        (_, "F") => "RLOCK FAIR BLOCK",
         _ => "",
     }
 }
@@ -330,6 +384,43 @@ const MEMORY: [Metric<MemRun>; 3] = [
     }),
 ];
 
+/// Lateness: only names and units; the values are each round's percentile.
+const LATE: [Metric<()>; 2] = [
+    metric("late_p50_ms", "ms", false, |_| f64::NAN),
+    metric("late_p99_ms", "ms", false, |_| f64::NAN),
+];
+
+const FAIR_CYCLES: [Metric<FairRun>; 3] = [
+    metric("cycles_per_sec", "cycles/s", true, |r| r.cycles_per_sec()),
+    metric("server_us_per_cycle", "µs", false, |r| {
+        r.window.server_us_per(r.cycles)
+    }),
+    metric("queue_bytes_per_waiter", "bytes", false, |r| {
+        r.bytes_per_waiter()
+    }),
+];
+
+const RW_OPS: [Metric<RwRun>; 3] = [
+    metric("operations_per_sec", "operations/s", true, |r| {
+        r.ops_per_sec()
+    }),
+    metric("writes_per_sec", "writes/s", true, |r| r.writes_per_sec()),
+    metric("tries_per_operation", "tries", false, |r| r.tries_per_op()),
+];
+
+const SEM_HANDOFFS: [Metric<SemRun>; 4] = [
+    metric("handoffs_per_sec", "hand-offs/s", true, |r| {
+        r.handoffs_per_sec()
+    }),
+    metric("acquisitions_per_sec", "acquisitions/s", true, |r| {
+        r.acquisitions_per_sec()
+    }),
+    metric("fairness", "min/max per worker", true, |r| r.fairness()),
+    metric("server_us_per_acquisition", "µs", false, |r| {
+        r.window.server_us_per(r.acquisitions)
+    }),
+];
+
 /// Runs with errors count in the stall's median no more than in the markdown table.
 const STALL: [Metric<StallRun>; 2] = [
     metric("stall_ms", "ms", false, |r| {
@@ -363,13 +454,25 @@ fn waiters(n: usize) -> impl Fn(()) -> Json {
     move |()| Json::Obj(vec![("waiters", Json::Num(n as f64))])
 }
 
+fn hold(hold_ms: u64) -> Json {
+    Json::Obj(vec![("hold_ms", Json::Num(hold_ms as f64))])
+}
+
+fn queue(q: usize) -> Json {
+    Json::Obj(vec![("queued", Json::Num(q as f64))])
+}
+
 /// The scenarios this writer carries; the others are listed under `not_measured` with why.
-const WRITTEN: [Scenario; 5] = [
+const WRITTEN: [Scenario; 9] = [
     Scenario::Uncontended,
     Scenario::Contended,
+    Scenario::Expiry,
+    Scenario::Fair,
     Scenario::FairUncontended,
     Scenario::Memory,
     Scenario::Stall,
+    Scenario::ReadWrite,
+    Scenario::Semaphore,
 ];
 
 /// The whole results file.
@@ -415,6 +518,39 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
             "stall_ms",
         );
         d.paths("stall", &StallPath::ALL, &[StallPath::F, StallPath::B]);
+    }
+    if ran(Scenario::Expiry) {
+        let title = "Lease expiry: how late after the deadline a waiter gets the lock";
+        d.scenario("expiry", title, "late_p50_ms");
+        let rlock = [ExpiryPath::B, ExpiryPath::BehindLua];
+        d.paths("expiry", &ExpiryPath::ALL, &rlock);
+    }
+    if ran(Scenario::Fair) {
+        let title = "Fair queue cost: one cycle with Q owners queued";
+        d.scenario("fair", title, "server_us_per_cycle");
+        d.paths("fair", &FairPath::ALL, &[FairPath::R]);
+    }
+    if ran(Scenario::ReadWrite) {
+        let title = "Read-write lock: uncontended pairs";
+        d.scenario("rwlock-uncontended", title, "pairs_per_sec");
+        let rlock = [PairPath::RR, PairPath::RW];
+        d.paths("rwlock-uncontended", &PairPath::READ_WRITE, &rlock);
+        let title = "Read-write lock: contended, 90 % readers";
+        d.scenario("rwlock-contended", title, "operations_per_sec");
+        d.paths("rwlock-contended", &RwWaitPath::ALL, &[RwWaitPath::B]);
+    }
+    if ran(Scenario::Semaphore) {
+        let title = "Semaphore: uncontended pairs";
+        d.scenario("semaphore-uncontended", title, "pairs_per_sec");
+        let rlock = [SemPairPath::R, SemPairPath::RX];
+        d.paths("semaphore-uncontended", &SemPairPath::ALL, &rlock);
+        let title = "Semaphore: contended";
+        d.scenario("semaphore-contended", title, "handoffs_per_sec");
+        d.paths("semaphore-contended", &SemWaitPath::ALL, &[SemWaitPath::B]);
+        let title = "Semaphore: an expired permit's waiter, late after the deadline";
+        d.scenario("semaphore-reclaim", title, "late_p50_ms");
+        let rlock = [ReclaimPath::B, ReclaimPath::BehindLua];
+        d.paths("semaphore-reclaim", &ReclaimPath::ALL, &rlock);
     }
     for r in reports {
         let server = server_id(r.flavor);
@@ -474,6 +610,40 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
                 &STALL[0],
                 &[(F, L), (B, L)],
             );
+        }
+        if let Some(e) = &r.expiry {
+            let lease = || Json::Obj(vec![("lease_ms", Json::Num(e.lease_ms as f64))]);
+            let pairs = [(ExpiryPath::B, ExpiryPath::Q)];
+            d.lateness("expiry", server, lease, &e.cells, &pairs);
+        }
+        if let Some(f) = &r.fair {
+            d.cells("fair", server, &f.cells, queue, &FAIR_CYCLES);
+            let pair = [(FairPath::R, FairPath::F)];
+            d.ratios("fair", server, &f.cells, queue, &FAIR_CYCLES[1], &pair);
+        }
+        if let Some(rw) = &r.read_write {
+            use PairPath::{LR, LW, RR, RW};
+            let (s, u) = ("rwlock-uncontended", &rw.uncontended.cells);
+            d.cells(s, server, u, pipeline, &PAIRS);
+            d.ratios(s, server, u, pipeline, &PAIRS[0], &[(RR, LR), (RW, LW)]);
+            let (s, c) = ("rwlock-contended", &rw.contended);
+            d.cells(s, server, c, hold, &RW_OPS);
+            let pair = [(RwWaitPath::B, RwWaitPath::Q)];
+            d.ratios(s, server, c, hold, &RW_OPS[0], &pair);
+        }
+        if let Some(sem) = &r.semaphore {
+            use SemPairPath::{L, LX, R, RX};
+            let (s, u) = ("semaphore-uncontended", &sem.pairs.cells);
+            d.cells(s, server, u, pipeline, &PAIRS);
+            d.ratios(s, server, u, pipeline, &PAIRS[0], &[(R, L), (RX, LX)]);
+            let (s, c) = ("semaphore-contended", &sem.contended.cells);
+            d.cells(s, server, c, hold, &SEM_HANDOFFS);
+            let pair = [(SemWaitPath::B, SemWaitPath::Q)];
+            d.ratios(s, server, c, hold, &SEM_HANDOFFS[0], &pair);
+            let rc = &sem.reclaim;
+            let lease = || Json::Obj(vec![("lease_ms", Json::Num(rc.lease_ms as f64))]);
+            let pairs = [(ReclaimPath::B, ReclaimPath::Q)];
+            d.lateness("semaphore-reclaim", server, lease, &rc.cells, &pairs);
         }
         for s in Scenario::ALL {
             let reason = if !ran(s) {
