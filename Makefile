@@ -156,6 +156,47 @@ bench:
 	$(CARGO) build --release -p rlock
 	RLOCK_MODULE=$(RELEASE_MODULE) $(CARGO) run --release -p rlock-bench -- $(BENCH_ARGS)
 
+# The benchmark report (issue 42, bench/report/README.md): every benchmark with --json into
+# docs/benchmarks/results/ (old results removed first, so no figure survives from an earlier
+# run), then scripts/bench-report rewrites docs/BENCHMARKS.md and docs/benchmarks/*.svg. The
+# module's bench runs on every server; each client's on BENCH_REPORT_FLAVORS, one after the
+# other. A benchmark the machine cannot run (no target yet, a runtime missing, a failure) leaves
+# no file and a line in note.md: the report says it was not measured. BENCH_REPORT_ARGS goes to
+# `make bench`, BENCH_REPORT_CLIENT_ARGS to each client's bench (e.g. --rounds 3).
+.PHONY: bench-report test-bench-report
+BENCH_RESULTS := docs/benchmarks/results
+BENCH_REPORT_FLAVORS ?= redis redis8 valkey
+BENCH_REPORT_ARGS ?=
+BENCH_REPORT_CLIENT_ARGS ?=
+bench-report: $(PY_VENV)/.report-ready
+	rm -f $(BENCH_RESULTS)/*.json $(BENCH_RESULTS)/note.md
+	mkdir -p $(BENCH_RESULTS)
+	echo "- Load average (1, 5, 15 min) when \`make bench-report\` started: $$(cut -d' ' -f1-3 /proc/loadavg), on $$(nproc) CPUs." > $(BENCH_RESULTS)/note.md
+	@out=$(BENCH_RESULTS); skip() { echo "- $$1 did not run: $$2." >> $$out/note.md; echo "bench-report: $$1 not measured ($$2)" >&2; }; \
+	$(MAKE) --no-print-directory bench BENCH_ARGS="--quiet --json $$out/module.json $(BENCH_REPORT_ARGS)" || skip '`make bench`' "it failed"; \
+	for f in $(BENCH_REPORT_FLAVORS); do \
+		$(MAKE) --no-print-directory bench-python BENCH_ARGS="--flavor $$f --json $$out/python-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-python`'" on $$f" "it failed"; \
+		$(MAKE) --no-print-directory bench-node NODE_BENCH_ARGS="--flavor $$f --json ../../$$out/node-$$f.json $(BENCH_REPORT_CLIENT_ARGS)" || skip '`make bench-node`'" on $$f" "it failed or node is missing"; \
+	done; \
+	for lang in java go; do \
+		if ! $(MAKE) -n bench-$$lang >/dev/null 2>&1; then skip "\`make bench-$$lang\`" "no such target in this tree"; continue; fi; \
+		for f in $(BENCH_REPORT_FLAVORS); do \
+			$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$(CURDIR)/$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
+		done; \
+	done
+	echo "- Load average when it ended: $$(cut -d' ' -f1-3 /proc/loadavg)." >> $(BENCH_RESULTS)/note.md
+	scripts/bench-report --readme README.md
+
+# The report's generator on the committed sample of real short runs: the report and the plots
+# must rebuild from them byte for byte (bench/report/README.md).
+test-bench-report: $(PY_VENV)/.report-ready
+	$(PY_VENV)/bin/python bench/report/test_results.py
+	scripts/bench-report --results bench/report/sample --out bench/report/sample/out --check
+
+$(PY_VENV)/.report-ready: bench/report/requirements.txt $(PY_VENV)/.ready
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r bench/report/requirements.txt
+	touch $@
+
 # The cost check: server instructions per uncontended pair on each path (plain, FAIR, TOKEN,
 # REQ, READ, WRITE, RSEM.ACQUIRE/RELEASE, RSEM.LEASE/RETURN, a guarded SET), counted by callgrind on the release
 # module, against bench/cost-baseline.toml; fails on a path more than 5 % above its baseline.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rlock_bench::report::json::results;
 use rlock_bench::report::{markdown, Meta};
 use rlock_bench::{run, Plan, Scenario};
 use rlock_module_tests::{flavors, parse_flavors};
@@ -31,12 +32,13 @@ Usage: cargo run --release -p rlock-bench -- [options]
   --waiter-rounds N            rounds of the memory and stall scenarios (default 3)
   --no-pin                     do not pin the server to CPU 0 and the bench to CPU 1
   --write PATH                 also write the report (with a how-to-read note) to PATH
+  --json PATH                  also write the results as JSON (bench/report/README.md) to PATH
   --quiet                      no per-round progress on stderr
 ";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (plan, write) = match parse(&args) {
+    let (plan, write, json) = match parse(&args) {
         Ok(Some(parsed)) => parsed,
         Ok(None) => {
             print!("{HELP}");
@@ -57,13 +59,24 @@ fn main() -> ExitCode {
         }
         eprintln!("wrote {}", path.display());
     }
+    if let Some(path) = json {
+        if let Err(e) = std::fs::write(&path, results(&meta, &plan, &reports)) {
+            eprintln!("rlock-bench: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!("wrote {}", path.display());
+    }
     ExitCode::SUCCESS
 }
 
-fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
+/// The plan, `--write`'s path and `--json`'s.
+type Parsed = (Plan, Option<PathBuf>, Option<PathBuf>);
+
+fn parse(args: &[String]) -> Result<Option<Parsed>, String> {
     let quick = args.iter().any(|a| a == "--quick");
     let mut plan = if quick { Plan::quick() } else { Plan::full() };
     let mut write = None;
+    let mut json = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || {
@@ -115,13 +128,14 @@ fn parse(args: &[String]) -> Result<Option<(Plan, Option<PathBuf>)>, String> {
             "--waiter-rounds" => plan.waiter_rounds = number(&value()?)?.max(1),
             "--no-pin" => plan.pin = false,
             "--write" => write = Some(PathBuf::from(value()?)),
+            "--json" => json = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option {other:?}")),
         }
     }
     if plan.flavors.is_empty() {
         plan.flavors = flavors();
     }
-    Ok(Some((plan, write)))
+    Ok(Some((plan, write, json)))
 }
 
 fn number(s: &str) -> Result<usize, String> {

@@ -1,6 +1,8 @@
 //! Markdown tables, and the facts that make a run reproducible: command, date,
 //! machine, server and module versions.
 
+pub mod json;
+
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 

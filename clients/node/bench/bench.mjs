@@ -6,7 +6,8 @@
 //   contended: 32 async workers on one lock, each looping acquire/release with hold 0:
 //   hand-offs per second (a grant to another worker than the one that released), hand-off p50 (a release to the next grant), fairness (min/max
 //   acquisitions per worker) and the server's CPU per hand-off (INFO cpu).
-// Usage: node bench/bench.mjs [--flavor redis|redis8|valkey] [--rounds N] [--seconds S]
+// Usage: node bench/bench.mjs [--flavor redis|redis8|valkey] [--rounds N] [--seconds S] [--json FILE]
+//   --json FILE also writes the results in the schema of bench/report/README.md.
 import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { createRequire } from "node:module";
@@ -135,6 +136,7 @@ const show = (group, name, m, base) => {
 };
 
 const { loadavg } = await import("node:os");
+const loadBefore = loadavg().map((x) => x.toFixed(2)).join(" ");
 console.log(`rlock-client bench on ${version ? version[0] : flavor}: ${ROUNDS} rounds of ${SECONDS} s, paths interleaved in each round, medians; server on core 0, node on core 1; load average before: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 
 const sendOf = (driver, c) => (driver === "ioredis" ? (a) => c.call(...a) : (a) => c.sendCommand(a));
@@ -273,8 +275,93 @@ for (const driver of ["ioredis", "node-redis"]) {
   }
 }
 
+const jsonFile = arg("json", undefined);
+if (jsonFile) {
+  const { writeFileSync, readFileSync } = await import("node:fs");
+  writeFileSync(jsonFile, `${JSON.stringify(await resultsJson(readFileSync), null, 2)}\n`);
+  process.stderr.write(`wrote ${jsonFile}\n`);
+}
+
 await server.stop();
 process.exit(0);
+
+/** The run in the common schema (bench/report/README.md): every figure is this run's own. */
+async function resultsJson(readFileSync) {
+  const { cpus } = await import("node:os");
+  const finite = (x) => (Number.isFinite(x) ? x : null);
+  const info = await admin.call("INFO", "server");
+  const field = (k) => (new RegExp(`^${k}:(\\S+)`, "m").exec(info) ?? [])[1];
+  const serverVersion = field("valkey_version") ? `Valkey ${field("valkey_version")} (redis_version ${field("redis_version")})` : `Redis ${field("redis_version")}`;
+  const modules = await admin.call("MODULE", "LIST");
+  const rlock = modules.map((m) => Object.fromEntries(m.reduce((acc, v, i) => (i % 2 ? acc : [...acc, [String(v), m[i + 1]]]), []))).find((m) => m.name === "rlock");
+  const git = (...a) => spawnSync("git", ["-C", new URL("../../..", import.meta.url).pathname, ...a], { encoding: "utf8" }).stdout?.trim();
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url)));
+  const versionOf = (name) => {
+    try {
+      return JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url))).version;
+    } catch {
+      return "?";
+    }
+  };
+  const scenarioOf = (p) => p.group;
+  const isRlock = (p) => p.name.startsWith("raw") || p.name.startsWith("rlock-client");
+  const METRICS = {
+    uncontended: [["rate", "pairs_per_sec", "pairs/s", "higher"], ["cpuUs", "server_us_per_pair", "µs", "lower"]],
+    contended: [
+      ["rate", "handoffs_per_sec", "hand-offs/s", "higher"],
+      ["acquisitions", "acquisitions_per_sec", "acquisitions/s", "higher"],
+      ["fairness", "fairness", "min/max per worker", "higher"],
+      ["p50", "latency_p50_ms", "ms", "lower"],
+      ["cpuUs", "server_us_per_handoff", "µs", "lower"],
+    ],
+  };
+  const setting = (p) => (p.group === "contended" ? { workers: WORKERS, hold_ms: 0 } : {});
+  const out = [];
+  const ratios = [];
+  for (const p of paths) {
+    for (const [key, metric, unit, better] of METRICS[p.group]) {
+      const rounds = results.get(p).map((o) => o[key]);
+      out.push({ scenario: scenarioOf(p), server: flavor, setting: setting(p), path: p.name, metric, unit, better, rounds: rounds.map(finite), median: finite(median(rounds)) });
+    }
+  }
+  // rlock-client on each driver against raw commands on that driver and against every library.
+  for (const p of paths.filter((q) => q.name.startsWith("rlock-client"))) {
+    const driver = p.name.split(" on ")[1];
+    const primary = METRICS[p.group][0];
+    for (const b of paths.filter((q) => q.group === p.group && (q.name === `${p.group === "contended" ? "raw ACQUIRE BLOCK" : "raw RLOCK.*"} on ${driver}` || !isRlock(q)))) {
+      const theirs = median(results.get(b).map((o) => o[primary[0]]));
+      const value = theirs > 0 ? median(results.get(p).map((o) => o[primary[0]])) / theirs : null;
+      ratios.push({ scenario: p.group, server: flavor, setting: setting(p), metric: primary[1], path: p.name, baseline: b.name, value: finite(value) });
+    }
+  }
+  const now = new Date().toISOString();
+  return {
+    schema: "rlock-bench/1",
+    suite: "node",
+    language: "Node.js",
+    title: "The Node client against redlock and redis-semaphore",
+    command: `node bench/bench.mjs ${process.argv.slice(2).join(" ")}`.trim(),
+    date: `${now.slice(0, 10)} ${now.slice(11, 16)} UTC`,
+    machine: { cpu: cpus()[0]?.model ?? "?", nproc: cpus().length, load_before: loadBefore, pinning: "server on CPU 0, node on CPU 1 (taskset)" },
+    build: {
+      commit: git("rev-parse", "--short", "HEAD") || "?",
+      dirty: Boolean(git("status", "--porcelain", "--", "src", "clients/node/src")),
+      module_version: String(rlock?.ver ?? "?"),
+      client: `rlock-client ${pkg.version}, ioredis ${versionOf("ioredis")}, node-redis ${versionOf("redis")}`,
+      runtime: `Node.js ${process.versions.node}`,
+    },
+    plan: { rounds: ROUNDS, seconds: SECONDS, workers: WORKERS },
+    servers: [{ id: flavor, version: serverVersion }],
+    scenarios: [
+      { id: "uncontended", title: "Uncontended acquire+release pairs (one loop)", primary_metric: "pairs_per_sec" },
+      { id: "contended", title: "Contended: workers on one lock, hold 0", primary_metric: "handoffs_per_sec" },
+    ],
+    paths: paths.map((p) => ({ scenario: p.group, path: p.name, label: p.name, role: isRlock(p) ? "rlock" : "baseline" })),
+    results: out,
+    ratios,
+    not_measured: [],
+  };
+}
 
 async function startPinned(s, bin) {
   // Server.spawn runs the binary as it is; here it runs under taskset -c 0.

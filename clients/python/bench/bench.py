@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import platform
+import subprocess
 import statistics
 import sys
 import threading
@@ -261,13 +264,110 @@ def med(rows: list[dict], field: str) -> float:
     return statistics.median(r[field] for r in rows)
 
 
+# ------------------------------------------------------------------ --json (bench/report/README.md)
+
+PYTHON_PATHS = {
+    "raw": ("RLOCK.ACQUIRE / RLOCK.RELEASE sent with redis-py (BLOCK 1000 when contended)", "rlock"),
+    "rlock_client": ("rlock_client Locks.lock(), acquire() / release()", "rlock"),
+    "redis-py Lock": ("redis-py's Lock (SET NX PX, Lua release; sleeps 0.1 s between tries)", "baseline"),
+    "python-redis-lock": ("python-redis-lock's Lock (SET NX, waits for a list push)", "baseline"),
+}
+CONTENDED_METRICS = (  # the bench's field, the schema's metric, unit, better
+    ("handoffs", "acquisitions_per_sec", "acquisitions/s", "higher"),
+    ("fairness", "fairness", "min/max per worker", "higher"),
+    ("p50_ms", "latency_p50_ms", "ms", "lower"),
+    ("cpu_us", "server_us_per_acquisition", "µs", "lower"),
+)
+
+
+def finite(x: float) -> float | None:
+    return x if x == x and x not in (float("inf"), float("-inf")) else None
+
+
+def results_json(args: argparse.Namespace, r: redis.Redis, un: dict, contended: dict, load_before: str) -> dict:
+    """The run in the common schema: every figure is this run's own."""
+    from importlib.metadata import version
+
+    info = r.info("server")
+    server_version = (
+        f"Valkey {info['valkey_version']} (redis_version {info['redis_version']})"
+        if "valkey_version" in info
+        else f"Redis {info['redis_version']}"
+    )
+    repo = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+    git = lambda *a: subprocess.run(["git", "-C", repo, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    server = args.flavor
+    results, ratios, not_measured = [], [], []
+
+    def result(scenario: str, setting: dict, path: str, metric: str, unit: str, better: str, rounds: list) -> None:
+        results.append({
+            "scenario": scenario, "server": server, "setting": setting, "path": path, "metric": metric,
+            "unit": unit, "better": better, "rounds": [finite(x) for x in rounds],
+            "median": finite(statistics.median(rounds)),
+        })
+
+    def ratio(scenario: str, setting: dict, metric: str, values: dict) -> None:
+        for other in values:
+            if other != "rlock_client":
+                mine, theirs = statistics.median(values["rlock_client"]), statistics.median(values[other])
+                value = mine / theirs if theirs > 0 else float("nan")
+                ratios.append({"scenario": scenario, "server": server, "setting": setting, "metric": metric,
+                               "path": "rlock_client", "baseline": other, "value": finite(value)})
+
+    for name, rounds in un.items():
+        result("uncontended", {}, name, "pairs_per_sec", "pairs/s", "higher", rounds)
+    ratio("uncontended", {}, "pairs_per_sec", un)
+    for mode, rows in contended.items():
+        setting = {"workers": args.workers, "hold_ms": 0, "mode": mode}
+        for name, runs in rows.items():
+            for field, metric, unit, better in CONTENDED_METRICS:
+                result("contended", setting, name, metric, unit, better, [run[field] for run in runs])
+        ratio("contended", setting, "acquisitions_per_sec", {n: [run["handoffs"] for run in v] for n, v in rows.items()})
+        for name in PYTHON_PATHS:
+            if name not in rows:
+                not_measured.append({"scenario": "contended", "server": server, "setting": setting, "path": name,
+                                     "reason": f"{name} has no asyncio API"})
+    return {
+        "schema": "rlock-bench/1",
+        "suite": "python",
+        "language": "Python",
+        "title": "The Python client against redis-py's Lock and python-redis-lock",
+        "command": "python clients/python/bench/bench.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {"cpu": cpu, "nproc": os.cpu_count(), "load_before": load_before,
+                    "pinning": "server on CPU 0, this process on CPU 1 (sched_setaffinity)"},
+        "build": {"commit": git("rev-parse", "--short", "HEAD") or "?",
+                  "dirty": bool(git("status", "--porcelain", "--", "src", "clients/python/src")),
+                  "module_version": str(next((m[b"ver"] for m in r.execute_command("MODULE", "LIST")
+                                              if m.get(b"name") == b"rlock"), "?")),
+                  "client": f"rlock-client {version('rlock-client')}, redis-py {version('redis')}",
+                  "runtime": f"{platform.python_implementation()} {platform.python_version()}"},
+        "plan": {"rounds": args.rounds, "seconds": args.seconds, "workers": args.workers},
+        "servers": [{"id": server, "version": server_version}],
+        "scenarios": [
+            {"id": "uncontended", "title": "Uncontended acquire+release pairs (one thread)",
+             "primary_metric": "pairs_per_sec"},
+            {"id": "contended", "title": "Contended: workers on one lock, hold 0",
+             "primary_metric": "acquisitions_per_sec"},
+        ],
+        "paths": [{"scenario": s, "path": name, "label": label, "role": role}
+                  for s in ("uncontended", "contended") for name, (label, role) in PYTHON_PATHS.items()],
+        "results": results,
+        "ratios": ratios,
+        "not_measured": not_measured,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--flavor", default="redis")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--workers", type=int, default=32)
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON (bench/report/README.md)")
     args = ap.parse_args()
+    load_before = " ".join(open("/proc/loadavg").read().split()[:3])
 
     server = Server(args.flavor)
     server.start()
@@ -291,6 +391,7 @@ def main() -> None:
         for n in names:
             print(f"| {n} | {m[n]:,.0f} | {m['rlock_client'] / m[n]:.2f} |")
 
+        contended: dict = {}
         for label, fn, contenders in (
             (f"{args.workers} threads", contended_threads, names),
             (f"{args.workers} asyncio tasks", contended_tasks, ["raw", "rlock_client", "redis-py Lock"]),
@@ -299,6 +400,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for n in contenders:
                     rows[n].append(fn(n, server.port, args.workers, args.seconds * 2, r))
+            contended["threads" if fn is contended_threads else "asyncio"] = rows
             base = med(rows["rlock_client"], "handoffs")
             print(f"\n## Contended, {label} on one lock, hold 0")
             print("| contender | hand-offs/s | rlock_client ÷ it | hand-off p50 | fairness (min/max) | server CPU per hand-off |")
@@ -309,6 +411,11 @@ def main() -> None:
                     f"| {n} | {h:,.0f} | {base / h:.2f} | {med(rows[n], 'p50_ms'):.3f} ms | "
                     f"{med(rows[n], 'fairness'):.2f} | {med(rows[n], 'cpu_us'):.1f} µs |"
                 )
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results_json(args, r, un, contended, load_before), f, indent=2, ensure_ascii=False)
+                f.write("\n")
+            print(f"wrote {args.json}", file=sys.stderr)
     finally:
         server.close()
 
