@@ -8,7 +8,7 @@ RELEASE_MODULE := $(TARGET_DIR)/release/librlock.so
 DEBUG_MODULE := $(TARGET_DIR)/debug/librlock.so
 PY_VENV := .venv
 
-.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node test-java bench-java test-go bench-go unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
+.PHONY: dist build run test test-prepare test-workspace test-conformance test-quiet test-python bench-python test-node bench-node test-java bench-java test-go bench-go bench-report test-bench-report unit lint bench cost-check cost-baseline chaos deps prove-setup docker-test clean
 
 # The `rlock` binary is what users put on a PATH: stripped, at most 10 MB (docs/CLI.md).
 CLI_MAX_BYTES := 10485760
@@ -61,6 +61,7 @@ test-prepare: $(PY_VENV)/.ready
 	cd clients/go && go vet ./... && test -z "$$(gofmt -l .)" && go test -race -count=1 -run '^$$' ./... >/dev/null
 	cd clients/java && mvn -B -q -DskipTests package
 	$(MAKE) --no-print-directory dist
+	$(MAKE) --no-print-directory test-bench-report
 
 test-workspace:
 	RLOCK_MODULE=$(DEBUG_MODULE) $(CARGO) test --workspace --exclude rlock-client --exclude rlock-bench --no-fail-fast
@@ -163,7 +164,6 @@ bench:
 # other. A benchmark the machine cannot run (no target yet, a runtime missing, a failure) leaves
 # no file and a line in note.md: the report says it was not measured. BENCH_REPORT_ARGS goes to
 # `make bench`, BENCH_REPORT_CLIENT_ARGS to each client's bench (e.g. --rounds 3).
-.PHONY: bench-report test-bench-report
 BENCH_RESULTS := docs/benchmarks/results
 BENCH_REPORT_FLAVORS ?= redis redis8 valkey
 BENCH_REPORT_ARGS ?=
