@@ -127,13 +127,16 @@ test-go:
 
 # The Go client against raw commands on go-redis, redsync's Mutex and bsm/redislock
 # (clients/go/bench, a module of its own): server on core 0, load on core 1, medians of rounds.
-# GO_BENCH_ARGS: -flavor redis|redis8|valkey, -rounds N, -seconds S, -json FILE.
+# GO_BENCH_ARGS: -flavor redis|redis8|valkey, -rounds N, -seconds S, -json FILE. FLAVOR is the
+# server (default redis); BENCH_JSON is the results file (schema rlock-bench/1,
+# bench/report/README.md; default target/bench-go.json).
 GO_BENCH_ARGS ?= -json $(TARGET_DIR)/bench-go.json
 bench-go:
 	scripts/deps.sh build redis redis8 valkey go
 	$(CARGO) build --release -p rlock
 	mkdir -p $(TARGET_DIR)
-	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS)
+	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS) \
+		$(if $(FLAVOR),-flavor $(FLAVOR)) $(if $(BENCH_JSON),-json $(abspath $(BENCH_JSON)))
 
 unit:
 	$(CARGO) test -p rlock
@@ -252,11 +255,14 @@ test-java:
 # The Java client against raw Lettuce, Redisson's RLock and Spring's RedisLockRegistry
 # (docs/BENCHMARKS.md): server on core 0, the JVM on core 1, medians of rounds.
 # JAVA_BENCH_ARGS: --flavors redis,redis8,valkey, and clients/java/bench/run.sh's others.
+# FLAVOR (redis, redis8 or valkey) runs that server alone; BENCH_JSON is the results file
+# (schema rlock-bench/1, bench/report/README.md; default clients/java/bench/target/bench-java.json).
 JAVA_BENCH_ARGS ?=
 bench-java:
 	scripts/deps.sh build redis redis8 valkey java
 	$(CARGO) build --release -p rlock
-	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(RELEASE_MODULE) clients/java/bench/run.sh $(JAVA_BENCH_ARGS)
+	env $$(scripts/deps.sh --servers) RLOCK_MODULE=$(RELEASE_MODULE) clients/java/bench/run.sh $(JAVA_BENCH_ARGS) \
+		$(if $(FLAVOR),--flavors $(FLAVOR)) $(if $(BENCH_JSON),--json $(abspath $(BENCH_JSON)))
 
 deps:
 	scripts/deps.sh build redis redis8 valkey python pyvenv valgrind tmux node java go monitoring

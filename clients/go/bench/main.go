@@ -5,10 +5,13 @@
 //
 //	uncontended: acquire+release pairs per second, one goroutine;
 //	contended: 32 goroutines on one lock, each looping acquire/release with hold 0: hand-offs
-//	per second (grants to another goroutine than the last holder), the hand-off p50 (a
-//	release to the next grant), and the fairness (min/max acquisitions per goroutine).
+//	per second (grants to another goroutine than the last holder), acquisitions per second,
+//	the hand-off p50 and p99 (a release to the next grant), and the fairness (min/max
+//	acquisitions per goroutine).
 //
 // Usage: go run . [-flavor redis|redis8|valkey] [-rounds N] [-seconds S] [-json FILE]
+//
+// -json FILE is the results file, in the schema rlock-bench/1 of bench/report/README.md.
 package main
 
 import (
@@ -63,12 +66,14 @@ func main() {
 		}
 		return
 	}
+	started := time.Now()
+	loadBefore := loadAverage()
 	srv := startServer()
 	defer srv.stop()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() { <-sigs; srv.stop(); os.Exit(1) }()
-	run(srv.addr)
+	run(srv.addr, started, loadBefore)
 }
 
 func fail(err error) {
@@ -136,6 +141,16 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// percentile is the q-th of xs (nearest rank), NaN when there are none.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(float64(len(s))*q))]
+}
+
 func duration() time.Duration { return time.Duration(*seconds * float64(time.Second)) }
 
 // uncontended runs pair in one loop: pairs per second.
@@ -160,12 +175,12 @@ type contender struct {
 	release func(ctx context.Context) error
 }
 
+// contendedResult is one round of the contended scenario.
 type contendedResult struct {
-	Handoffs  float64 `json:"handoffs_per_s"`
-	P50us     float64 `json:"handoff_p50_us"`
-	Fairness  float64 `json:"fairness_min_over_max"`
-	Acquired  int     `json:"acquisitions"`
-	Contended int     `json:"goroutines"`
+	Handoffs     float64 // per second
+	Acquisitions float64 // per second
+	Fairness     float64 // min/max acquisitions per goroutine
+	P50ms, P99ms float64 // a release to the next grant to another goroutine
 }
 
 func contended(newContender func(i int) contender) contendedResult {
@@ -173,7 +188,7 @@ func contended(newContender func(i int) contender) contendedResult {
 	defer cancel()
 	var mu sync.Mutex
 	counts := make([]int, workers)
-	var gaps []float64
+	var gapsMs []float64
 	lastHolder, handoffs := -1, 0
 	var lastRelease time.Time
 	var wg sync.WaitGroup
@@ -199,7 +214,7 @@ func contended(newContender func(i int) contender) contendedResult {
 				counts[i]++
 				if lastHolder != i && lastHolder >= 0 {
 					handoffs++
-					gaps = append(gaps, float64(now.Sub(lastRelease).Microseconds()))
+					gapsMs = append(gapsMs, float64(now.Sub(lastRelease).Nanoseconds())/1e6)
 				}
 				lastHolder = i
 				lastRelease = time.Now()
@@ -220,10 +235,13 @@ func contended(newContender func(i int) contender) contendedResult {
 	if hi > 0 {
 		fair = float64(lo) / float64(hi)
 	}
-	return contendedResult{Handoffs: float64(handoffs) / secs, P50us: median(gaps), Fairness: fair, Acquired: total, Contended: workers}
+	return contendedResult{
+		Handoffs: float64(handoffs) / secs, Acquisitions: float64(total) / secs, Fairness: fair,
+		P50ms: percentile(gapsMs, 0.50), P99ms: percentile(gapsMs, 0.99),
+	}
 }
 
-func run(addr string) {
+func run(addr string, started time.Time, loadBefore string) {
 	newClient := func() *redis.Client {
 		return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, MaxRetries: -1})
 	}
@@ -322,6 +340,18 @@ func run(addr string) {
 		}
 		fmt.Fprintf(os.Stderr, "round %d/%d done\n", r+1, *rounds)
 	}
+	serverInfo, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		fail(err)
+	}
+	modulesInfo, err := rdb.Info(ctx, "modules").Result()
+	if err != nil {
+		fail(err)
+	}
+	doc := report(header(started, loadBefore), serverInfo, modulesInfo, measured{
+		uncontended: map[string][]float64{pathRlock: uRlock, pathRaw: uRaw},
+		contended:   map[string][]contendedResult{pathRlock: cRlock, pathRedsync: cRedsync, pathRedislock: cRedislock},
+	})
 	med := func(rs []contendedResult) contendedResult {
 		pick := func(f func(contendedResult) float64) float64 {
 			var xs []float64
@@ -332,35 +362,29 @@ func run(addr string) {
 		}
 		return contendedResult{
 			Handoffs: pick(func(c contendedResult) float64 { return c.Handoffs }),
-			P50us:    pick(func(c contendedResult) float64 { return c.P50us }),
+			P50ms:    pick(func(c contendedResult) float64 { return c.P50ms }),
+			P99ms:    pick(func(c contendedResult) float64 { return c.P99ms }),
 			Fairness: pick(func(c contendedResult) float64 { return c.Fairness }),
-			Acquired: int(pick(func(c contendedResult) float64 { return float64(c.Acquired) })), Contended: workers,
 		}
 	}
 	mr, ms, ml := med(cRlock), med(cRedsync), med(cRedislock)
-	results := map[string]any{
-		"flavor": *flavor, "rounds": *rounds, "seconds": *seconds, "version": rlock.Version,
-		"uncontended": map[string]any{"rlock_pairs_per_s": median(uRlock), "raw_pairs_per_s": median(uRaw), "ratio": median(uRlock) / median(uRaw)},
-		"contended": map[string]any{
-			"rlock": mr, "redsync": ms, "redislock": ml,
-			"ratio_vs_redsync": mr.Handoffs / ms.Handoffs, "ratio_vs_redislock": mr.Handoffs / ml.Handoffs,
-		},
-		"baselines": "redsync v4.13.0 Mutex (expiry 8 s, retry delay 1 ms, unlimited tries); bsm/redislock v0.9.4 (LinearBackoff 1 ms); raw RLOCK.ACQUIRE/RELEASE with REQ on go-redis v9.7.3",
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Go client on %s, medians of %d rounds of %.1f s (server on core 0, load on core 1)\n\n", *flavor, *rounds, *seconds)
 	fmt.Fprintf(&b, "%-44s %14s %10s\n", "uncontended acquire+release", "pairs/s", "ratio")
 	fmt.Fprintf(&b, "%-44s %14.0f %10s\n", "raw commands on go-redis (baseline)", median(uRaw), "1.00")
 	fmt.Fprintf(&b, "%-44s %14.0f %10.2f\n\n", "rlock (Lock.Acquire + Hold.Release)", median(uRlock), median(uRlock)/median(uRaw))
-	fmt.Fprintf(&b, "%-28s %12s %10s %12s %10s\n", "32 goroutines, hold 0", "hand-offs/s", "rlock ÷", "p50 µs", "fairness")
+	fmt.Fprintf(&b, "%-28s %12s %10s %12s %12s %10s\n", "32 goroutines, hold 0", "hand-offs/s", "rlock ÷", "p50 µs", "p99 µs", "fairness")
 	row := func(name string, c contendedResult, ratio string) {
-		fmt.Fprintf(&b, "%-28s %12.0f %10s %12.0f %10.2f\n", name, c.Handoffs, ratio, c.P50us, c.Fairness)
+		fmt.Fprintf(&b, "%-28s %12.0f %10s %12.0f %12.0f %10.2f\n", name, c.Handoffs, ratio, c.P50ms*1000, c.P99ms*1000, c.Fairness)
 	}
 	row("rlock (BLOCK in the server)", mr, "")
 	row("redsync Mutex", ms, fmt.Sprintf("%.2fx", mr.Handoffs/ms.Handoffs))
 	row("bsm/redislock", ml, fmt.Sprintf("%.2fx", mr.Handoffs/ml.Handoffs))
 	fmt.Print(b.String())
-	data, _ := json.MarshalIndent(results, "", "  ")
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		fail(err)
+	}
 	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
 		fail(err)
 	}

@@ -66,22 +66,24 @@ public final class Bench {
 
   public static void main(String[] argv) throws Exception {
     Options o = parse(argv);
-    Map<String, Map<String, Object>> results = new LinkedHashMap<>();
+    Report.Header header = Report.Header.now(o.rounds, o.runMs, o.threads, WARM_UP_MS);
+    List<Report.Measured> runs = new ArrayList<>();
     StringBuilder table = new StringBuilder();
     for (String flavor : o.flavors) {
       try (BenchServer server = BenchServer.start(flavor, o.module)) {
-        Map<String, Object> figures = runFlavor(server, o);
-        results.put(flavor, figures);
-        table.append(table(flavor, figures));
+        Report.Measured measured = runFlavor(server, o);
+        runs.add(measured);
+        table.append(table(flavor, figures(measured)));
       }
     }
     System.out.print(table);
-    Files.createDirectories(o.json.toAbsolutePath().getParent());
-    Files.writeString(o.json, json(o, results));
-    System.out.println("results: " + o.json.toAbsolutePath());
+    Path json = o.json.toAbsolutePath();
+    Files.createDirectories(json.getParent());
+    Files.writeString(json, Json.write(Report.document(header, runs)));
+    System.out.println("results: " + json);
   }
 
-  private static Map<String, Object> runFlavor(BenchServer server, Options o) throws Exception {
+  private static Report.Measured runFlavor(BenchServer server, Options o) throws Exception {
     String uri = "redis://127.0.0.1:" + server.port;
     RedisClient lettuce = RedisClient.create(uri);
     Locks locks = Locks.create(lettuce);
@@ -98,6 +100,8 @@ public final class Bench {
     factory.start();
     StatefulRedisConnection<String, String> raw = lettuce.connect();
     Map<String, List<Double>> samples = new LinkedHashMap<>();
+    String serverInfo = raw.sync().info("server");
+    String modulesInfo = raw.sync().info("modules");
     try {
       // Round 0 warms the JIT and the connections up and is not counted. Each round runs
       // the paths in a rotated order, so that no path always runs first or last.
@@ -184,21 +188,18 @@ public final class Bench {
       redisson.shutdown();
       factory.destroy();
     }
+    return new Report.Measured(
+        server.flavor, server.pinned, serverInfo, modulesInfo, o.threads, samples);
+  }
+
+  /** The medians of a server's rounds, and the ratios the table shows. */
+  private static Map<String, Object> figures(Report.Measured m) {
     Map<String, Object> figures = new LinkedHashMap<>();
-    figures.put("pinned", server.pinned);
-    samples.forEach((name, values) -> figures.put(name, median(values)));
-    double client = (double) figures.get("uncontended.rlock_client");
+    figures.put("pinned", m.serverPinned());
+    m.samples().forEach((name, values) -> figures.put(name, Report.median(values)));
     figures.put(
         "ratio.uncontended_client_over_raw",
-        client / (double) figures.get("uncontended.raw_lettuce"));
-    figures.put(
-        "ratio.contended_client_over_redisson",
-        (double) figures.get("contended.rlock_client.per_s")
-            / (double) figures.get("contended.redisson.per_s"));
-    figures.put(
-        "ratio.contended_registry_over_redis_lock_registry",
-        (double) figures.get("contended.rlock_lock_registry.per_s")
-            / (double) figures.get("contended.redis_lock_registry.per_s"));
+        div(figures, "uncontended.rlock_client", "uncontended.raw_lettuce"));
     return figures;
   }
 
@@ -385,11 +386,6 @@ public final class Bench {
         p99);
   }
 
-  private static double median(List<Double> values) {
-    double[] v = values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-  }
-
   private static String table(String flavor, Map<String, Object> f) {
     StringBuilder s = new StringBuilder();
     s.append(
@@ -487,39 +483,6 @@ public final class Bench {
     return d >= 100
         ? String.format(Locale.ROOT, "%,.0f", d)
         : String.format(Locale.ROOT, "%.3f", d);
-  }
-
-  private static String json(Options o, Map<String, Map<String, Object>> results) {
-    StringBuilder s = new StringBuilder("{\n");
-    s.append(
-        String.format(
-            Locale.ROOT,
-            "  \"plan\": {\"rounds\": %d, \"run_ms\": %d, \"threads\": %d, \"hold_ms\": 0,"
-                + " \"warm_up_ms\": %d},%n",
-            o.rounds,
-            o.runMs,
-            o.threads,
-            WARM_UP_MS));
-    s.append("  \"servers\": {\n");
-    int i = 0;
-    for (Map.Entry<String, Map<String, Object>> server : results.entrySet()) {
-      s.append("    \"").append(server.getKey()).append("\": {\n");
-      int j = 0;
-      for (Map.Entry<String, Object> figure : server.getValue().entrySet()) {
-        Object v = figure.getValue();
-        String value =
-            v instanceof Double d
-                ? (Double.isFinite(d) ? String.format(Locale.ROOT, "%.6g", d) : "null")
-                : String.valueOf(v);
-        s.append("      \"")
-            .append(figure.getKey())
-            .append("\": ")
-            .append(value)
-            .append(++j < server.getValue().size() ? ",\n" : "\n");
-      }
-      s.append("    }").append(++i < results.size() ? ",\n" : "\n");
-    }
-    return s.append("  }\n}\n").toString();
   }
 
   private static Options parse(String[] argv) {
