@@ -59,6 +59,7 @@ test-prepare: $(PY_VENV)/.ready
 	cd clients/python && ../../$(PY_VENV)/bin/mypy src/rlock_client
 	cd clients/node && npm ci --no-audit --no-fund
 	cd clients/go && go vet ./... && test -z "$$(gofmt -l .)" && go test -race -count=1 -run '^$$' ./... >/dev/null
+	cd clients/go/bench && go vet ./... && test -z "$$(gofmt -l .)" && go test -count=1 ./...
 	cd clients/java && mvn -B -q -DskipTests package
 	$(MAKE) --no-print-directory dist
 	$(MAKE) --no-print-directory test-bench-report
