@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
+from . import _handles as _h
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
     LOST_BY_OTHERS,
@@ -107,6 +109,7 @@ from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 _LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
 _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
+T = TypeVar("T")
 
 
 class _Server:
@@ -238,7 +241,7 @@ class _Router:
         self._mutex = threading.Lock()
 
 
-class Locks:
+class Locks(_h.Locks):
     """Locks, semaphores, latches and elections on one server or cluster.
 
     ``Locks(client)`` takes a ``redis.Redis``, ``RedisCluster`` or ``valkey.Valkey``;
@@ -246,16 +249,11 @@ class Locks:
     made with the client's address, credentials and TLS settings, which never resend a
     lock command behind your back."""
 
+    _face = sys.modules[__name__]
+    _link_errors = _LINK_ERRORS
+
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
-        self._watchdog_lease_ms = lease_ms(watchdog_lease)
-        self._router = _Router(client)
-        self.client_id = new_client_id()
-        self._owners = threading.local()
-        self._owner_seq = 0
-        self._owner_mutex = threading.Lock()
-        self._replicas: dict = {}
-        self._watchdog = _Watchdog(self)
-        self._pid = os.getpid()
+        super().__init__(client, watchdog_lease=watchdog_lease)
         _ALL_LOCKS.add(self)
 
     @classmethod
@@ -272,7 +270,11 @@ class Locks:
 
         return cls(redis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
 
-    # ------------------------------------------------------------ owners
+    # ------------------------------------------------------------ owners, per thread
+
+    def _fresh_here(self) -> None:
+        self._owners = threading.local()
+        self._owner_mutex = threading.Lock()
 
     def owner(self) -> str:
         """The calling thread's owner id, ``<client-uuid>:<n>``."""
@@ -286,69 +288,24 @@ class Locks:
         return o
 
     def _after_fork(self) -> None:
-        self.client_id = new_client_id()
-        self._owners = threading.local()
-        self._owner_seq = 0
-        self._owner_mutex = threading.Lock()
         self._router.forget()
-        self._watchdog = _Watchdog(self)
-        self._pid = os.getpid()
+        self._fresh()
 
-    # ------------------------------------------------------------ handles
+    @staticmethod
+    def _event() -> threading.Event:
+        return threading.Event()
 
-    def lock(
-        self,
-        name: Any,
-        *,
-        lease: Optional[float] = None,
-        wait: Optional[float] = None,
-        fair: bool = False,
-        fenced: bool = False,
-        session: bool = False,
-        sync_replicas: Optional[int] = None,
-        sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
-        owner: Any = None,
-    ) -> "Lock":
-        return Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout, owner)
+    @staticmethod
+    def _scopes() -> threading.local:
+        return threading.local()
 
-    def read_write(self, name: Any, *, owner: Any = None) -> "ReadWriteLock":
-        return ReadWriteLock(self, name, owner)
-
-    def multi(
-        self,
-        names: Sequence[Any],
-        *,
-        lease: Optional[float] = None,
-        wait: Optional[float] = None,
-        session: bool = False,
-        owner: Any = None,
-    ) -> "MultiLock":
-        return MultiLock(self, names, lease, wait, session, owner)
-
-    def semaphore(self, name: Any) -> "Semaphore":
-        return Semaphore(self, name)
-
-    def permit_semaphore(self, name: Any) -> "PermitSemaphore":
-        return PermitSemaphore(self, name)
-
-    def latch(self, name: Any) -> "Latch":
-        return Latch(self, name)
-
-    def election(
-        self, name: Any, *, sync_replicas: Optional[int] = None, sync_timeout: float = DEFAULT_SYNC_TIMEOUT
-    ) -> "Election":
-        return Election(self, name, sync_replicas, sync_timeout)
-
-    # ------------------------------------------------------------ queries
-
-    def info(self, name: Any) -> LockInfo:
-        return self._do(lock_info(check_name(name)))
-
-    def force_release(self, name: Any) -> bool:
-        return self._do(lock_force_release(check_name(name)))
-
-    def waiters(self, name: Any) -> list[Waiter]:
-        return self._do(waiters_call(check_name(name)))
+    @staticmethod
+    def _scope(scopes: threading.local) -> list:
+        """The calling thread's open scopes of one handle (``with``), innermost last."""
+        stack = getattr(scopes, "holds", None)
+        if stack is None:
+            stack = scopes.holds = []
+        return stack
 
     def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = SCAN_COUNT) -> Iterator[ScannedLock]:
         """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary."""
@@ -361,32 +318,57 @@ class Locks:
                 if cursor == 0:
                     break
 
-    def stats(self) -> dict:
-        """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
-        out = {}
-        for s in self._router.all():
-            out[server_name(s.settings.kwargs)] = parse_stats(s.call(*STATS_CMD))
-        return out
+    # ------------------------------------------------------------ the driver
 
-    def top(self, count: int = 10) -> list[dict]:
-        """``RLOCK.TOP``: the most contended keys, on every primary."""
-        cmd = top_cmd(count)
-        out: list = []
-        for s in self._router.all():
-            out += parse_top(s.call(*cmd))
-        return merge_top(out, count)
+    def _run(self, plan: _h.Op[T]) -> T:
+        """Runs a plan of ``_handles`` on the calling thread and returns its value. From a
+        wait's send until the plan returns, whatever ends it early (KeyboardInterrupt, an
+        exception raised in this thread, a link that broke after the grant was read) has
+        another thread end the wait in the server and give back its grant (``_abandon``):
+        nothing is left held by nobody. The plan tells (``_undo``) how to give back what it
+        made, as soon as it made it."""
+        w: Optional[_Wait] = None
+        waited: Any = None
+        try:
+            req = next(plan)
+            while True:
+                try:
+                    if req[0] == "_wait":
+                        waited, w = req[1][0], _Wait()
+                        out = self._wait_here(waited, w, req[1][1])
+                    elif req[0] == "_undo":
+                        out = None
+                        if w is not None:
+                            w.undo = req[1][0]
+                    else:
+                        out = getattr(self, req[0])(*req[1])
+                except BaseException as e:
+                    req = plan.throw(e)
+                    continue
+                req = plan.send(out)
+        except StopIteration as done:
+            return done.value
+        except BaseException as e:
+            if w is not None and (w.replies is not None or not isinstance(e, _LINK_ERRORS)):
+                threading.Thread(target=self._abandon, args=(waited, w), name="rlock-abandon", daemon=True).start()
+            raise
 
-    # ------------------------------------------------------------ plumbing
-
-    def _check_pid(self) -> None:
-        if self._pid != os.getpid():
-            self._after_fork()
+    def _do(self, c: Call) -> Any:
+        return c.read(self._pipeline(c.key, c.cmds, resend=c.resend))
 
     def _call(self, key: bytes, *args: Any) -> Any:
         return raise_if_error(self._pipeline(key, [args])[0])
 
-    def _do(self, c: Call) -> Any:
-        return c.read(self._pipeline(c.key, c.cmds, resend=c.resend))
+    @staticmethod
+    def _close(conn: Any) -> None:
+        conn.disconnect()
+
+    def _servers(self) -> list:
+        return self._router.all()
+
+    @staticmethod
+    def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
+        return server.call(*cmd)
 
     def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
                   timeout: Optional[float] = None) -> list:
@@ -417,23 +399,6 @@ class Locks:
             seen = (now, attached_replicas(server.call("INFO", "replication")))
             self._replicas[id(server)] = seen
         return int(seen[1])
-
-    def _wait(self, plan: Plan, make: Any, pin: bool = False) -> Any:
-        """The one wait of the sync face, on the calling thread: sends ``plan`` on a wait
-        connection and returns ``make(replies, conn, w)`` (a Hold, Permits...; ``conn`` the
-        connection when ``pin``). Whatever ends it early, from the send until what it made is
-        returned (KeyboardInterrupt, an exception raised in this thread, a link that broke
-        after the grant was read), another thread ends the wait in the server and gives back
-        its grant (``_abandon``): nothing is left held by nobody. ``make`` records in ``w.undo``
-        how to give back what it made, as soon as it made it."""
-        w = _Wait()
-        try:
-            replies, conn = self._wait_here(plan, w, pin)
-            return make(replies, conn, w)
-        except BaseException as e:
-            if w.replies is not None or not isinstance(e, _LINK_ERRORS):
-                threading.Thread(target=self._abandon, args=(plan, w), name="rlock-abandon", daemon=True).start()
-            raise
 
     def _wait_here(self, plan: Plan, w: "_Wait", pin: bool) -> tuple[list, Any]:
         """Sends ``plan.cmds`` (the first may block in the server) on a wait connection and
@@ -496,7 +461,7 @@ class Locks:
         of its own: gives back what the wait was granted (``plan.give_back``, whose REQ ids are
         one per grant, so it is applied at most once)."""
         if w.undo is not None:  # made, never handed over: it gives itself back
-            _safe(w.undo)
+            _safe(self._run, w.undo())
             return
         if w.replies is not None:
             if w.pinned:
@@ -809,585 +774,59 @@ class _Subscriber:
         self.channels = set()
 
 
-# ---------------------------------------------------------------- locks
+# ---------------------------------------------------------------- the handles (``_handles``)
 
 
-class Hold:
+class Hold(_h.Hold, _h.SyncScope):
     """A granted lock: ``token`` (fenced), ``count`` (hold count), ``replicas_acked``,
-    ``lost`` (a threading.Event set when the hold is gone), ``check()``, ``release()``."""
-
-    def __init__(self, locks: Locks, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
-                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None,
-                 activate: bool = True):
-        self.key = key.decode("utf-8", "replace")
-        self.owner = owner.decode("utf-8", "replace")
-        self.side = side
-        self.token = token
-        self.count = count
-        self.replicas_acked = replicas
-        self.lost = threading.Event()
-        self._locks = locks
-        self._key = key
-        self._owner = owner
-        self._conn = conn
-        self._pid = os.getpid()
-        self._released = False
-        self._renewal = Renewal(key, owner, side, lease, renew, basis)
-        self._entry = 0
-        self._finalizer: Optional[weakref.finalize] = None
-        self._gone = [False]  # set when released: a finalizer registered meanwhile does nothing
-        if activate:
-            self._activate()
-
-    def _activate(self) -> None:
-        """Renewed by the watchdog and given back if dropped. Apart from ``__init__`` so that a
-        wait can record the Hold first (``_Wait.hold``): if the thread is interrupted in here,
-        ``release()`` undoes what was done."""
-        dog = self._locks._watchdog
-        self._entry = dog.new_entry()
-        self._finalizer = weakref.finalize(self, _dropped, dog, self._entry, self._key, self._owner, self.side,
-                                           self._pid, self._gone)
-        dog.add(self._renewal, self.lost, self._entry)
-
-    def check(self) -> None:
-        """Raises Lost if the hold is gone."""
-        if self.lost.is_set():
-            raise Lost(f"lock {self.key!r}: {self._renewal.lost_reason or 'lost'}")
-
-    @property
-    def is_lost(self) -> bool:
-        return self.lost.is_set()
-
-    def renew(self) -> None:
-        """Renews the lease now (the watchdog does it by itself)."""
-        self.check()
-        r = self._renewal
-        try:
-            self._locks._do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
-        except Lost:
-            self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
-            raise
-        r.basis = time.monotonic()
-
-    def release(self) -> bool:
-        """Gives this hold back. True when the lock is free now, False when a re-entry was
-        undone. Raises NotHeld when the lock was no longer held (lost). In a child process
-        after fork(), releases nothing of the parent's and returns False."""
-        if self._pid != os.getpid() or self._released:
-            return False
-        call = lock_release(self._key, self._owner, self.side)
-        cmd = call.cmds[0]
-        try:
-            self._released = True
-            self._gone[0] = True
-            if self._finalizer is not None:
-                self._finalizer.detach()
-            self._locks._watchdog.remove(self._entry)
-            replies = self._locks._pipeline(self._key, [cmd], resend=True)
-        except _LINK_ERRORS:
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, an exception raised in this thread): the
-            # watchdog's thread sends it, with the same REQ id, so it is applied once whether
-            # or not it reached the server.
-            self._locks._watchdog.release_later(self._key, cmd)
-            raise
-        finally:
-            if self._conn is not None:
-                self._conn.disconnect()
-                self._conn = None
-        return bool(call.read(replies))
-
-    def __enter__(self) -> "Hold":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def __repr__(self) -> str:
-        return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
+    ``lost`` (a threading.Event set when the hold is gone), ``check()``, ``release()``;
+    ``with hold:`` releases at the end."""
 
 
-def _release_at_exit(hold: Hold, exc_type: Any) -> None:
-    """A ``with`` block ends: a hold lost meanwhile is told as Lost, unless the body raised."""
-    try:
-        hold.release()
-    except NotHeld as e:
-        if exc_type is None:
-            raise Lost(f"lock {hold.key!r} was lost before the block ended: "
-                       f"{hold._renewal.lost_reason or 'not held at release'}") from e
-
-
-def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int,
-             gone: list) -> None:
-    if pid != os.getpid() or gone[0]:
-        return
-    dog.remove(entry)
-    dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
-
-
-class Lock:
+class Lock(_h.Lock, _h.SyncScope):
     """A lock handle. ``with lock as hold:`` acquires (NotAcquired if the wait ends first)
-    and releases; ``lock.acquire()`` returns a Hold or None."""
-
-    def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
-                 session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
-                               locks._watchdog_lease_ms)
-        key = self._spec.key
-        self._locks = locks
-        self._owner = None if owner is None else check_owner(owner)
-        self._stack = threading.local()
-        self._scoped_wait = scoped_wait(wait)
-        self.name = key.decode("utf-8", "replace")
-
-    def owner(self) -> str:
-        """The owner this handle acquires for, from the calling thread."""
-        return (self._owner or self._locks.owner().encode()).decode("utf-8", "replace")
-
-    def _owner_bytes(self) -> bytes:
-        return self._owner or self._locks.owner().encode()
-
-    def acquire(self, *, wait: Any = _UNSET) -> Optional[Hold]:
-        """Takes the lock (or re-enters it) for the calling thread's owner. Returns None if
-        it is not granted within the wait (the handle's ``wait``, or none: one try)."""
-        spec = self._spec
-        block = spec.wait_ms if wait is _UNSET else wait_ms(wait)
-        locks = self._locks
-        locks._check_pid()
-        owner = self._owner_bytes()
-        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else locks._replicas_for(spec.key))
-        plan = lock_plan(spec, owner, block, replicas)
-        sent = time.monotonic()
-
-        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[Hold]:
-            try:
-                grant = read_grant(spec, replies, replicas)
-            except BaseException:
-                if conn is not None:
-                    conn.disconnect()
-                raise
-            if grant is None:
-                if conn is not None:
-                    conn.disconnect()  # a session connection that holds nothing
-                return None
-            if grant.short:
-                try:
-                    locks._pipeline(spec.key, plan.give_back(replies[0]), resend=True)
-                finally:
-                    if conn is not None:
-                        conn.disconnect()
-                raise NotAcknowledged(
-                    f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
-                    f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
-            basis = grant_basis(sent, time.monotonic(), block, spec, replicas)
-            hold = Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew, basis,
-                        grant.token, grant.count, grant.acked, conn, activate=False)
-            if w is not None:
-                w.undo = hold.release
-            hold._activate()
-            return hold
-
-        if not plan.waits:
-            return make(locks._pipeline(spec.key, plan.cmds, resend=True), None, None)
-        return locks._wait(plan, make, pin=spec.session)
-
-    def __enter__(self) -> Hold:
-        hold = scoped(self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
-        stack = getattr(self._stack, "holds", None)
-        if stack is None:
-            stack = self._stack.holds = []
-        stack.append(hold)
-        return hold
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        _release_at_exit(self._stack.holds.pop(), exc_type)
-
-    # queries, no hold needed
-    def info(self) -> LockInfo:
-        return self._locks.info(self._spec.key)
-
-    def is_locked(self) -> bool:
-        return bool(self._locks._do(lock_is_locked(self._spec.key)))
-
-    def is_held_by(self, owner: Any = None) -> bool:
-        """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
-        who = self._owner_bytes() if owner is None else check_owner(owner)
-        return bool(self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side)))
-
-    def hold_count(self) -> int:
-        """This handle's owner's hold count (on its side for a read-write lock)."""
-        return int(self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
-
-    def remaining_lease(self) -> Optional[float]:
-        """The lease left in seconds; None when the lock is free (or has no expiry)."""
-        ms = self._locks._do(lock_remaining_lease(self._spec.key))
-        return None if ms is None else ms / 1000
-
-    def force_release(self) -> bool:
-        return self._locks.force_release(self._spec.key)
-
-    def unlock(self) -> bool:
-        """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        return bool(self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
+    and releases; ``lock.acquire()`` returns a Hold or None. Owners are threads."""
 
 
-class ReadWriteLock:
+class ReadWriteLock(_h.ReadWriteLock):
     """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
     one owner (the calling thread's unless ``owner=`` was given)."""
 
-    def __init__(self, locks: Locks, name: Any, owner: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self._owner = None if owner is None else check_owner(owner)
 
-    def read(self, **opts: Any) -> Lock:
-        return self._side(READ, opts)
-
-    def write(self, **opts: Any) -> Lock:
-        return self._side(WRITE, opts)
-
-    def _side(self, side: str, opts: dict) -> Lock:
-        if "fair" in opts and opts["fair"]:
-            raise ValueError("fair does not apply to a read-write lock")
-        opts.pop("fair", None)
-        allowed = {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
-        bad = set(opts) - allowed
-        if bad:
-            raise TypeError(f"unexpected options: {', '.join(sorted(bad))}")
-        return Lock(self._locks, self._key, side, opts.get("lease"), opts.get("wait"), False,
-                    opts.get("fenced", False), opts.get("session", False), opts.get("sync_replicas"),
-                    opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT), self._owner)
-
-    def info(self) -> LockInfo:
-        return self._locks.info(self._key)
-
-    def is_locked(self) -> bool:
-        return bool(self._locks._do(lock_is_locked(self._key)))
-
-    def force_release(self) -> bool:
-        return self._locks.force_release(self._key)
+class MultiHold(_h.MultiHold, _h.SyncScope):
+    """Every lock of a multi-key acquire; ``lost`` (a threading.Event) is set when any is lost."""
 
 
-class MultiHold:
-    """Every lock of a multi-key acquire; ``lost`` is set when any is lost."""
-
-    def __init__(self, locks: Locks, keys: list, owner: bytes, lease: int, renew: bool, basis: float, conn: Any):
-        self.keys = [k.decode("utf-8", "replace") for k in keys]
-        self.owner = owner.decode("utf-8", "replace")
-        self.lost = threading.Event()
-        self._locks, self._keys, self._owner, self._conn = locks, keys, owner, conn
-        self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
-        self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
-        self._released = False
-        self._pid = os.getpid()
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise Lost(f"a lock of {self.keys!r} was lost")
-
-    def release(self) -> int:
-        """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
-        fork(), releases nothing of the parent's and returns 0."""
-        if self._released or self._pid != os.getpid():
-            return 0
-        self._released = True
-        for e in self._entries:
-            self._locks._watchdog.remove(e)
-        try:
-            return int(self._locks._do(multi_release(self._owner, self._keys)))
-        finally:
-            if self._conn is not None:
-                self._conn.disconnect()
-
-    def __enter__(self) -> "MultiHold":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
+class MultiLock(_h.MultiLock, _h.SyncScope):
+    """Several locks, all or none (RLOCK.MACQUIRE); ``with multi as hold:``."""
 
 
-class MultiLock:
-    """Several locks, all or none (RLOCK.MACQUIRE). In a cluster the names must share a
-    slot (a hash tag): names in several slots are refused before anything is sent."""
-
-    def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
-                                 locks._router.cluster is not None)
-        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
-        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
-        self._stack = threading.local()
-
-    def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
-        """Takes every lock for the calling thread's owner, or none: None if they are not all
-        granted within the wait (the handle's ``wait``, or none: one try)."""
-        block = self._wait if wait is _UNSET else wait_ms(wait)
-        locks = self._locks
-        locks._check_pid()
-        owner = self._owner or locks.owner().encode()
-        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
-        sent = time.monotonic()
-
-        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[MultiHold]:
-            try:
-                taken = read_taken(replies[0])
-            except BaseException:
-                if conn is not None:
-                    conn.disconnect()
-                raise
-            if not taken:
-                if conn is not None:
-                    conn.disconnect()
-                return None
-            basis = sent if block is None else time.monotonic()
-            hold = MultiHold(locks, self._keys, owner, self._lease, self._renew, basis, conn)
-            if w is not None:
-                w.undo = hold.release
-            return hold
-
-        if not plan.waits:
-            return make(locks._pipeline(plan.key, plan.cmds, resend=True), None, None)
-        return locks._wait(plan, make, pin=self._session)
-
-    def __enter__(self) -> MultiHold:
-        h = scoped(self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
-        if not hasattr(self._stack, "holds"):
-            self._stack.holds = []
-        self._stack.holds.append(h)
-        return h
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stack.holds.pop().release()
-
-
-# ---------------------------------------------------------------- semaphores, latches
-
-
-class Permits:
+class Permits(_h.Permits, _h.SyncScope):
     """Permits taken from a Semaphore; ``release()`` gives them back."""
 
-    def __init__(self, sem: "Semaphore", n: int):
-        self.count = n
-        self._sem = sem
-        self._released = False
 
-    def release(self) -> int:
-        if self._released:
-            return self._sem.available()
-        self._released = True
-        return self._sem.release(self.count)
-
-    def __enter__(self) -> "Permits":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
+class Semaphore(_h.Semaphore):
+    """Redisson's RSemaphore: waits run in the server, in arrival order, on the calling thread."""
 
 
-class Semaphore:
-    """Redisson's RSemaphore: waits run in the server, in arrival order."""
-
-    def __init__(self, locks: Locks, name: Any):
-        self._locks = locks
-        self._key = check_name(name)
-
-    def try_set_permits(self, n: int) -> bool:
-        return bool(self._locks._do(semaphore_try_set_permits(self._key, n)))
-
-    def add_permits(self, n: int) -> int:
-        return int(self._locks._do(semaphore_add_permits(self._key, n)))
-
-    def available(self) -> int:
-        return int(self._locks._do(semaphore_available(self._key)))
-
-    def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
-        """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
-        one try). The wait runs in the server, on the calling thread."""
-        plan = semaphore_plan(self._key, permits, wait_ms(wait))
-
-        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[Permits]:
-            if not read_taken(replies[0]):
-                return None
-            got = Permits(self, permits)
-            if w is not None:
-                w.undo = got.release
-            return got
-
-        if not plan.waits:
-            return make(self._locks._pipeline(self._key, plan.cmds, resend=True), None, None)
-        return self._locks._wait(plan, make)
-
-    def release(self, permits: int = 1) -> int:
-        return int(self._locks._do(semaphore_release(self._key, permits)))
+class LeasedPermit(_h.LeasedPermit, _h.SyncScope):
+    """One leased permit: ``id``, ``lost`` (a threading.Event), ``renew()``, ``release()``."""
 
 
-class LeasedPermit:
-    """One leased permit: ``id``, ``lost``, ``renew()``, ``release()``; renewed by the
-    watchdog unless its lease was fixed."""
-
-    def __init__(self, sem: "PermitSemaphore", pid: str, lease: int, renew: bool, basis: float):
-        self.id = pid
-        self.lost = threading.Event()
-        self._sem = sem
-        self._renewal = Renewal(sem._key, pid.encode(), None, lease, renew, basis, kind="permit")
-        self._entry = sem._locks._watchdog.add(self._renewal, self.lost)
-        self._released = False
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
-
-    def renew(self) -> None:
-        r = self._renewal
-        try:
-            self._sem._locks._do(permit_renew(r.key, r.owner, r.lease_ms))
-        except Lost:
-            self._sem._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
-            self.check()
-        r.basis = time.monotonic()
-
-    def release(self) -> bool:
-        if self._released:
-            return False
-        self._released = True
-        self._sem._locks._watchdog.remove(self._entry)
-        return self._sem.release(self.id)
-
-    def __enter__(self) -> "LeasedPermit":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-class PermitSemaphore:
+class PermitSemaphore(_h.PermitSemaphore):
     """Redisson's RPermitExpirableSemaphore: leased permits that come back at their lease's end."""
 
-    def __init__(self, locks: Locks, name: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self.name = self._key.decode("utf-8", "replace")
 
-    try_set_permits = Semaphore.try_set_permits
-    add_permits = Semaphore.add_permits
-    available = Semaphore.available
-
-    def acquire(self, permits: int = 1, *, wait: Optional[float] = None, lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
-        """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
-        ``wait`` (None: one try)."""
-        block = wait_ms(wait)
-        lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        plan = lease_plan(self._key, lms, permits, block)
-        sent = time.monotonic()
-
-        def make(replies: list, conn: Any, w: Optional[_Wait]) -> Optional[list[LeasedPermit]]:
-            ids = read_leased(replies[0])
-            if ids is None:
-                return None
-            basis = sent if block is None else time.monotonic()
-            made: list[LeasedPermit] = []
-            if w is not None:
-                def undo() -> None:
-                    # Those made give themselves back; the rest go back under the plan's REQ ids.
-                    for p in made:
-                        p.release()
-                    rest = plan.give_back(ids)[len(made):]
-                    if rest:
-                        self._locks._pipeline(self._key, rest, True)
-
-                w.undo = undo
-            for i in ids:
-                made.append(LeasedPermit(self, i, lms, lease is None, basis))
-            return made
-
-        if not plan.waits:
-            return make(self._locks._pipeline(self._key, plan.cmds, resend=True), None, None)
-        return self._locks._wait(plan, make)
-
-    def release(self, permit_id: str) -> bool:
-        return bool(self._locks._do(permit_return(self._key, permit_id)))
+class Latch(_h.Latch):
+    """Redisson's RCountDownLatch; ``await_zero`` waits on the calling thread."""
 
 
-class Latch:
-    """Redisson's RCountDownLatch."""
-
-    def __init__(self, locks: Locks, name: Any):
-        self._locks = locks
-        self._key = check_name(name)
-
-    def try_set_count(self, n: int) -> bool:
-        return bool(self._locks._do(latch_try_set_count(self._key, n)))
-
-    def count_down(self) -> int:
-        return int(self._locks._do(latch_count_down(self._key)))
-
-    def count(self) -> int:
-        return int(self._locks._do(latch_count(self._key)))
-
-    def await_zero(self, wait: Optional[float] = None) -> bool:
-        """True once the count is zero; False if the wait ends first (None: look once). The
-        wait runs in the server, on the calling thread."""
-        plan = latch_plan(self._key, wait_ms(wait))
-        if not plan.waits:
-            return read_latch(self._locks._pipeline(self._key, plan.cmds)[0])
-        return self._locks._wait(plan, lambda replies, conn, w: read_latch(replies[0]))
-
-
-# ---------------------------------------------------------------- election
-
-
-class Leadership:
+class Leadership(_h.Leadership, _h.SyncScope):
     """The post: ``value``, ``term`` (the fencing token), ``lost``, ``resign()``."""
 
-    def __init__(self, hold: Hold, value: str):
-        self.value = value
-        self.term = hold.token or 0
-        self.replicas_acked = hold.replicas_acked
-        self.lost = hold.lost
-        self.hold = hold
 
-    def check(self) -> None:
-        self.hold.check()
-
-    def resign(self) -> None:
-        if not self.hold._released:
-            try:
-                self.hold.release()
-            except NotHeld:
-                pass
-
-    def __enter__(self) -> "Leadership":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.resign()
-
-
-class Election:
-    """Leader election on the lock ``name``: the holder leads; its value is the owner and its
-    term the fencing token. Leases are the Locks' ``watchdog_lease``."""
-
-    def __init__(self, locks: Locks, name: Any, sync_replicas: Any, sync_timeout: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self._replicas = check_replicas(sync_replicas)
-        self._sync_timeout = sync_timeout
-
-    def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
-        """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
-        check_value(value)
-        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
-                    self._sync_timeout, value)
-        hold = lock.acquire()
-        if hold is None:
-            return None
-        if (hold.count or 1) > 1:
-            hold.release()
-            raise DuplicateValue(f"{value!r} already leads {self._key!r}")
-        return Leadership(hold, value)
-
-    def leader(self) -> Optional[Leader]:
-        return self._locks._do(election_leader(self._key))
+class Election(_h.Election):
+    """Leader election on the lock ``name``; ``observe()`` iterates over the leaders."""
 
     def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,

@@ -9,15 +9,17 @@ import asyncio
 import logging
 import math
 import os
+import sys
 import time
 import weakref
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import Any, AsyncIterator, Optional, Sequence, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
+from . import _handles as _h
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
     LOST_BY_OTHERS,
@@ -150,6 +152,7 @@ __all__ = [
 _LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
 _BACKGROUND: set = set()
+T = TypeVar("T")
 
 
 def _spawn(coro: Any) -> asyncio.Task:
@@ -261,35 +264,29 @@ class _Router:
                 s.forget()
 
 
-_ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
-
-
-class Locks:
+class Locks(_h.Locks):
     """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
-    def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
-        self._watchdog_lease_ms = lease_ms(watchdog_lease)
-        self._router = _Router(client)
-        self.client_id = new_client_id()
-        self._owners: "weakref.WeakKeyDictionary[asyncio.Task, str]" = weakref.WeakKeyDictionary()
-        self._owner_seq = 0
-        self._replicas: dict = {}
-        self._watchdog = _Watchdog(self)
-        self._pid = os.getpid()
-        _ALL_LOCKS.add(self)
+    _face = sys.modules[__name__]
+    _link_errors = _LINK_ERRORS
 
     @classmethod
     def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
         if not isinstance(url, str):
             raise TypeError("url must be a str")
         if cluster:
-            from redis.asyncio.cluster import RedisCluster
+            from redis.asyncio.cluster import RedisCluster as AsyncCluster
 
-            return cls(RedisCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+            return cls(AsyncCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
         import redis.asyncio as aredis
 
         return cls(aredis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+
+    # ------------------------------------------------------------ owners, per task
+
+    def _fresh_here(self) -> None:
+        self._owners: "weakref.WeakKeyDictionary[asyncio.Task, str]" = weakref.WeakKeyDictionary()
 
     def owner(self) -> str:
         """The calling task's owner id, ``<client-uuid>:<n>``."""
@@ -302,49 +299,20 @@ class Locks:
             o = self._owners[task] = owner_id(self.client_id, self._owner_seq)
         return o
 
-    def _check_pid(self) -> None:
-        if self._pid != os.getpid():
-            self.client_id = new_client_id()
-            self._owners = weakref.WeakKeyDictionary()
-            self._router.forget()
-            self._watchdog = _Watchdog(self)
-            self._pid = os.getpid()
+    @staticmethod
+    def _event() -> asyncio.Event:
+        return asyncio.Event()
 
-    # handles
-    def lock(self, name: Any, *, lease: Optional[float] = None, wait: Optional[float] = None, fair: bool = False,
-             fenced: bool = False, session: bool = False, sync_replicas: Optional[int] = None,
-             sync_timeout: float = DEFAULT_SYNC_TIMEOUT, owner: Any = None) -> "Lock":
-        return Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout, owner)
+    @staticmethod
+    def _scopes() -> "weakref.WeakKeyDictionary[asyncio.Task, list]":
+        return weakref.WeakKeyDictionary()
 
-    def read_write(self, name: Any, *, owner: Any = None) -> "ReadWriteLock":
-        return ReadWriteLock(self, name, owner)
-
-    def multi(self, names: Sequence[Any], *, lease: Optional[float] = None, wait: Optional[float] = None,
-              session: bool = False, owner: Any = None) -> "MultiLock":
-        return MultiLock(self, names, lease, wait, session, owner)
-
-    def semaphore(self, name: Any) -> "Semaphore":
-        return Semaphore(self, name)
-
-    def permit_semaphore(self, name: Any) -> "PermitSemaphore":
-        return PermitSemaphore(self, name)
-
-    def latch(self, name: Any) -> "Latch":
-        return Latch(self, name)
-
-    def election(self, name: Any, *, sync_replicas: Optional[int] = None,
-                 sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> "Election":
-        return Election(self, name, sync_replicas, sync_timeout)
-
-    # queries
-    async def info(self, name: Any) -> LockInfo:
-        return await self._do(lock_info(check_name(name)))
-
-    async def force_release(self, name: Any) -> bool:
-        return await self._do(lock_force_release(check_name(name)))
-
-    async def waiters(self, name: Any) -> list[Waiter]:
-        return await self._do(waiters_call(check_name(name)))
+    @staticmethod
+    def _scope(scopes: "weakref.WeakKeyDictionary[asyncio.Task, list]") -> list:
+        """The calling task's open scopes of one handle (``async with``), innermost last."""
+        task = asyncio.current_task()
+        assert task is not None, "call from inside an asyncio task"
+        return scopes.setdefault(task, [])
 
     async def scan(self, match: Optional[str] = None, type: Optional[str] = None,
                    count: int = SCAN_COUNT) -> AsyncIterator[ScannedLock]:
@@ -356,25 +324,44 @@ class Locks:
                 for e in entries:
                     yield e
 
-    async def stats(self) -> dict:
-        out = {}
-        for s in await self._router.all():
-            out[server_name(s.settings.kwargs)] = parse_stats(await s.call(*STATS_CMD))
-        return out
+    # ------------------------------------------------------------ the driver
 
-    async def top(self, count: int = 10) -> list[dict]:
-        cmd = top_cmd(count)
-        out: list = []
-        for s in await self._router.all():
-            out += parse_top(await s.call(*cmd))
-        return merge_top(out, count)
-
-    # plumbing
-    async def _call(self, key: bytes, *args: Any) -> Any:
-        return raise_if_error((await self._pipeline(key, [args]))[0])
+    async def _run(self, plan: _h.Op[T]) -> T:
+        """Runs a plan of ``_handles``: each request is awaited, its value sent back in (or
+        its exception, a cancel too, thrown in)."""
+        reply: Any = None
+        failed: Optional[BaseException] = None
+        while True:
+            try:
+                req = plan.send(reply) if failed is None else plan.throw(failed)
+            except StopIteration as end:
+                return end.value
+            reply, failed = None, None
+            try:
+                reply = await getattr(self, req[0])(*req[1])
+            except BaseException as e:
+                failed = e
 
     async def _do(self, c: Call) -> Any:
         return c.read(await self._pipeline(c.key, c.cmds, resend=c.resend))
+
+    async def _call(self, key: bytes, *args: Any) -> Any:
+        return raise_if_error((await self._pipeline(key, [args]))[0])
+
+    @staticmethod
+    async def _close(conn: Any) -> None:
+        await _quietly(conn.disconnect(nowait=True))
+
+    @staticmethod
+    async def _undo(plan: Any) -> None:
+        """A wait runs in a task of its own (``_wait``): a cancelled caller cannot lose its grant."""
+
+    async def _servers(self) -> list:
+        return await self._router.all()
+
+    @staticmethod
+    async def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
+        return await server.call(*cmd)
 
     async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
         self._check_pid()
@@ -403,7 +390,7 @@ class Locks:
             self._replicas[id(server)] = seen
         return int(seen[1])
 
-    async def _blocking(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
+    async def _wait(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
         """The one wait of the asyncio face: ``plan`` runs in a task of its own, whose replies
         reach the caller through ``fut``, a future of the caller's. Cancelling the caller
         cancels ``fut``, never the wait; the wait is then abandoned (``_abandon``) and what it
@@ -432,7 +419,7 @@ class Locks:
 
     async def _wait_into(self, fut: asyncio.Future, state: dict, plan: Plan) -> Optional[list]:
         try:
-            replies = await self._wait(state, plan)
+            replies = await self._send_wait(state, plan)
         except BaseException as e:
             if not fut.done():
                 fut.set_exception(e)
@@ -442,7 +429,7 @@ class Locks:
         fut.set_result(replies)
         return None
 
-    async def _wait(self, state: dict, plan: Plan) -> list:
+    async def _send_wait(self, state: dict, plan: Plan) -> list:
         """Sends ``plan.cmds``; a broken link sends them again (REQ ids) with the wait that
         is left (``_core.resend_wait``), unless the caller left."""
         cmds = plan.cmds
@@ -504,12 +491,6 @@ class Locks:
         if replies:
             await self._give_back(plan, replies[0])
 
-    async def _replies(self, plan: Plan) -> list:
-        """The replies of a plan that pins no connection: waited for, or sent at once."""
-        if plan.waits:
-            return (await self._blocking(plan))[0]
-        return await self._pipeline(plan.key, plan.cmds, resend=True)
-
     async def _give_back(self, plan: Plan, reply: Any) -> None:
         cmds = plan.give_back(reply)
         if cmds:
@@ -550,13 +531,18 @@ class _Watchdog:
         self._events: Optional[str] = None
         self._sleep_until = 0.0
 
-    def add(self, r: Renewal, lost: asyncio.Event) -> int:
-        r.schedule(self._anchor, time.monotonic())
+    def new_entry(self) -> int:
+        """An id for ``add``, taken first (as the sync face's, where a thread may be interrupted)."""
         self._seq += 1
-        self._entries[self._seq] = (r, lost)
+        return self._seq
+
+    def add(self, r: Renewal, lost: asyncio.Event, entry: int = 0) -> int:
+        r.schedule(self._anchor, time.monotonic())
+        entry = entry or self.new_entry()
+        self._entries[entry] = (r, lost)
         # Woken only when this hold falls due before the task would look again.
         self._ensure_task(wake=r.due_at() < self._sleep_until)
-        return self._seq
+        return entry
 
     def remove(self, n: int) -> None:
         self._entries.pop(n, None)
@@ -719,438 +705,63 @@ class _Watchdog:
                     self._lose(n, r, ev, why)
 
 
-# ---------------------------------------------------------------- locks
-
-
-def _dropped(dog: _Watchdog, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int) -> None:
-    if pid != os.getpid():
-        return
-    dog.remove(entry)
-    dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
-
-
-class Hold:
-    """A granted lock; ``lost`` is an asyncio.Event."""
-
-    def __init__(self, locks: Locks, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
-                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None):
-        self.key = key.decode("utf-8", "replace")
-        self.owner = owner.decode("utf-8", "replace")
-        self.side = side
-        self.token = token
-        self.count = count
-        self.replicas_acked = replicas
-        self.lost = asyncio.Event()
-        self._locks, self._key, self._owner, self._conn = locks, key, owner, conn
-        self._pid = os.getpid()
-        self._released = False
-        self._renewal = Renewal(key, owner, side, lease, renew, basis)
-        self._entry = locks._watchdog.add(self._renewal, self.lost)
-        self._finalizer = weakref.finalize(self, _dropped, locks._watchdog, self._entry, key, owner, side, self._pid)
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise Lost(f"lock {self.key!r}: {self._renewal.lost_reason or 'lost'}")
-
-    @property
-    def is_lost(self) -> bool:
-        return self.lost.is_set()
-
-    async def renew(self) -> None:
-        self.check()
-        try:
-            await self._locks._do(lock_renew(self._key, self._owner, self.side, self._renewal.lease_ms))
-        except Lost:
-            self._locks._watchdog._lose(self._entry, self._renewal, self.lost, "the renewal was refused")
-            raise
-        self._renewal.basis = time.monotonic()
-
-    async def release(self) -> bool:
-        if self._pid != os.getpid() or self._released:
-            return False
-        self._released = True
-        self._finalizer.detach()
-        self._locks._watchdog.remove(self._entry)
-        call = lock_release(self._key, self._owner, self.side)
-        cmd = call.cmds[0]
-        try:
-            replies = await self._locks._pipeline(self._key, [cmd], resend=True)
-        except asyncio.CancelledError:
-            # The caller was cancelled meanwhile: the watchdog sends it again, with the same
-            # REQ id, so it is applied once whether or not it reached the server.
-            self._locks._watchdog.release_later(self._key, cmd)
-            raise
-        finally:
-            if self._conn is not None:
-                await _quietly(self._conn.disconnect(nowait=True))
-                self._conn = None
-        return bool(call.read(replies))
-
-    async def __aenter__(self) -> "Hold":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.release()
-
-    def __repr__(self) -> str:
-        return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
-
-
-class Lock:
-    def __init__(self, locks: Locks, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
-                 session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
-        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
-                               locks._watchdog_lease_ms)
-        key = self._spec.key
-        self._locks = locks
-        self._owner = None if owner is None else check_owner(owner)
-        self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
-        self._scoped_wait = scoped_wait(wait)
-        self.name = key.decode("utf-8", "replace")
-
-    def owner(self) -> str:
-        return (self._owner or self._locks.owner().encode()).decode("utf-8", "replace")
-
-    def _owner_bytes(self) -> bytes:
-        return self._owner or self._locks.owner().encode()
-
-    async def acquire(self, *, wait: Any = _UNSET) -> Optional[Hold]:
-        spec = self._spec
-        block = spec.wait_ms if wait is _UNSET else wait_ms(wait)
-        locks = self._locks
-        locks._check_pid()
-        owner = self._owner_bytes()
-        replicas = acknowledgements(spec, 0 if spec.sync_replicas is not None else await locks._replicas_for(spec.key))
-        plan = lock_plan(spec, owner, block, replicas)
-        sent = time.monotonic()
-        conn = None
-        if plan.waits:
-            replies, conn = await locks._blocking(plan, pin=spec.session)
-        else:
-            replies = await locks._pipeline(spec.key, plan.cmds, resend=True)
-        try:
-            grant = read_grant(spec, replies, replicas)
-            if grant is not None and grant.short:
-                await locks._give_back(plan, replies[0])
-                raise NotAcknowledged(
-                    f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
-                    f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
-        except BaseException:
-            await _closed(conn)
-            raise
-        if grant is None:
-            await _closed(conn)
-            return None
-        return Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew,
-                    grant_basis(sent, time.monotonic(), block, spec, replicas), grant.token, grant.count,
-                    grant.acked, conn)
-
-    async def __aenter__(self) -> Hold:
-        hold = scoped(await self.acquire(wait=self._scoped_wait), f"lock {self.name!r}")
-        task = asyncio.current_task()
-        self._stacks.setdefault(task, []).append(hold)  # type: ignore[arg-type]
-        return hold
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        hold = self._stacks[asyncio.current_task()].pop()  # type: ignore[index]
-        try:
-            await hold.release()
-        except NotHeld as e:
-            if exc_type is None:
-                raise Lost(f"lock {hold.key!r} was lost before the block ended: "
-                           f"{hold._renewal.lost_reason or 'not held at release'}") from e
-
-    async def info(self) -> LockInfo:
-        return await self._locks.info(self._spec.key)
-
-    async def is_locked(self) -> bool:
-        return await self._locks._do(lock_is_locked(self._spec.key))
-
-    async def is_held_by(self, owner: Any = None) -> bool:
-        who = check_owner(owner) if owner is not None else self._owner_bytes()
-        return await self._locks._do(lock_is_held_by(self._spec.key, who, self._spec.side))
-
-    async def hold_count(self) -> int:
-        return await self._locks._do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side))
-
-    async def remaining_lease(self) -> Optional[float]:
-        ms = await self._locks._do(lock_remaining_lease(self._spec.key))
-        return ms / 1000 if ms is not None else None
-
-    async def force_release(self) -> bool:
-        return await self._locks.force_release(self._spec.key)
-
-    async def unlock(self) -> bool:
-        return await self._locks._do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side))
-
-
-class ReadWriteLock:
-    def __init__(self, locks: Locks, name: Any, owner: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self._owner = None if owner is None else check_owner(owner)
-
-    def read(self, **opts: Any) -> Lock:
-        return self._side(READ, opts)
-
-    def write(self, **opts: Any) -> Lock:
-        return self._side(WRITE, opts)
-
-    def _side(self, side: str, opts: dict) -> Lock:
-        if opts.pop("fair", False):
-            raise ValueError("fair does not apply to a read-write lock")
-        bad = set(opts) - {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
-        if bad:
-            raise TypeError(f"unexpected options: {', '.join(sorted(bad))}")
-        return Lock(self._locks, self._key, side, opts.get("lease"), opts.get("wait"), False,
-                    opts.get("fenced", False), opts.get("session", False), opts.get("sync_replicas"),
-                    opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT), self._owner)
-
-    async def info(self) -> LockInfo:
-        return await self._locks.info(self._key)
-
-    async def is_locked(self) -> bool:
-        return await self._locks._do(lock_is_locked(self._key))
-
-    async def force_release(self) -> bool:
-        return await self._locks.force_release(self._key)
-
-
-class MultiHold:
-    def __init__(self, locks: Locks, keys: list, owner: bytes, lease: int, renew: bool, basis: float, conn: Any):
-        self.keys = [k.decode("utf-8", "replace") for k in keys]
-        self.owner = owner.decode("utf-8", "replace")
-        self.lost = asyncio.Event()
-        self._locks, self._keys, self._owner, self._conn = locks, keys, owner, conn
-        self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
-        self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
-        self._released = False
-        self._pid = os.getpid()
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise Lost(f"a lock of {self.keys!r} was lost")
-
-    async def release(self) -> int:
-        if self._released or self._pid != os.getpid():
-            return 0
-        self._released = True
-        for e in self._entries:
-            self._locks._watchdog.remove(e)
-        try:
-            return await self._locks._do(multi_release(self._owner, self._keys))
-        finally:
-            await _closed(self._conn)
-            self._conn = None
-
-    async def __aenter__(self) -> "MultiHold":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.release()
-
-
-class MultiLock:
-    def __init__(self, locks: Locks, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
-        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
-                                 locks._router.cluster is not None)
-        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
-        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
-        self._stacks: "weakref.WeakKeyDictionary[asyncio.Task, list]" = weakref.WeakKeyDictionary()
-
-    async def acquire(self, *, wait: Any = _UNSET) -> Optional[MultiHold]:
-        block = self._wait if wait is _UNSET else wait_ms(wait)
-        locks = self._locks
-        locks._check_pid()
-        owner = self._owner or locks.owner().encode()
-        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
-        sent = time.monotonic()
-        conn = None
-        if plan.waits:
-            replies, conn = await locks._blocking(plan, pin=self._session)
-            sent = time.monotonic()
-        else:
-            replies = await locks._pipeline(plan.key, plan.cmds, resend=True)
-        try:
-            taken = read_taken(replies[0])
-        finally:
-            if conn is not None and not granted(replies[0]):
-                await _closed(conn)
-        if not taken:
-            return None
-        return MultiHold(locks, self._keys, owner, self._lease, self._renew, sent, conn)
-
-    async def __aenter__(self) -> MultiHold:
-        h = scoped(await self.acquire(wait=self._scoped_wait), f"the locks {self._keys!r}")
-        self._stacks.setdefault(asyncio.current_task(), []).append(h)  # type: ignore[arg-type]
-        return h
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._stacks[asyncio.current_task()].pop().release()  # type: ignore[index]
-
-
-class Permits:
-    def __init__(self, sem: "Semaphore", n: int):
-        self.count = n
-        self._sem = sem
-        self._released = False
-
-    async def release(self) -> int:
-        if self._released:
-            return await self._sem.available()
-        self._released = True
-        return await self._sem.release(self.count)
-
-    async def __aenter__(self) -> "Permits":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.release()
-
-
-class Semaphore:
-    def __init__(self, locks: Locks, name: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self.name = self._key.decode("utf-8", "replace")
-
-    async def try_set_permits(self, n: int) -> bool:
-        return await self._locks._do(semaphore_try_set_permits(self._key, n))
-
-    async def add_permits(self, n: int) -> int:
-        return await self._locks._do(semaphore_add_permits(self._key, n))
-
-    async def available(self) -> int:
-        return await self._locks._do(semaphore_available(self._key))
-
-    async def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Optional[Permits]:
-        plan = semaphore_plan(self._key, permits, wait_ms(wait))
-        replies = await self._locks._replies(plan)
-        return Permits(self, permits) if read_taken(replies[0]) else None
-
-    async def release(self, permits: int = 1) -> int:
-        return await self._locks._do(semaphore_release(self._key, permits))
-
-
-class LeasedPermit:
-    def __init__(self, sem: "PermitSemaphore", pid: str, lease: int, renew: bool, basis: float):
-        self.id = pid
-        self.lost = asyncio.Event()
-        self._sem = sem
-        self._renewal = Renewal(sem._key, pid.encode(), None, lease, renew, basis, kind="permit")
-        self._entry = sem._locks._watchdog.add(self._renewal, self.lost)
-        self._released = False
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
-
-    async def renew(self) -> None:
-        try:
-            await self._sem._locks._do(permit_renew(self._renewal.key, self._renewal.owner, self._renewal.lease_ms))
-        except Lost:
-            self._sem._locks._watchdog._lose(self._entry, self._renewal, self.lost, "not leased")
-            self.check()
-        self._renewal.basis = time.monotonic()
-
-    async def release(self) -> bool:
-        if self._released:
-            return False
-        self._released = True
-        self._sem._locks._watchdog.remove(self._entry)
-        return await self._sem.release(self.id)
-
-    async def __aenter__(self) -> "LeasedPermit":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.release()
-
-
-class PermitSemaphore(Semaphore):
-    async def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
-                      lease: Optional[float] = None) -> Optional[list[LeasedPermit]]:
-        lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
-        plan = lease_plan(self._key, lms, permits, wait_ms(wait))
-        ids = read_leased((await self._locks._replies(plan))[0])
-        if ids is None:
-            return None
-        return [LeasedPermit(self, i, lms, lease is None, time.monotonic()) for i in ids]
-
-    async def release(self, permit_id: str) -> bool:  # type: ignore[override]
-        return await self._locks._do(permit_return(self._key, permit_id))
-
-
-class Latch:
-    def __init__(self, locks: Locks, name: Any):
-        self._locks = locks
-        self._key = check_name(name)
-
-    async def try_set_count(self, n: int) -> bool:
-        return await self._locks._do(latch_try_set_count(self._key, n))
-
-    async def count_down(self) -> int:
-        return await self._locks._do(latch_count_down(self._key))
-
-    async def count(self) -> int:
-        return await self._locks._do(latch_count(self._key))
-
-    async def await_zero(self, wait: Optional[float] = None) -> bool:
-        return read_latch((await self._locks._replies(latch_plan(self._key, wait_ms(wait))))[0])
-
-
-class Leadership:
-    def __init__(self, hold: Hold, value: str):
-        self.value = value
-        self.term = hold.token or 0
-        self.replicas_acked = hold.replicas_acked
-        self.lost = hold.lost
-        self.hold = hold
-
-    def check(self) -> None:
-        self.hold.check()
-
-    async def resign(self) -> None:
-        if not self.hold._released:
-            try:
-                await self.hold.release()
-            except NotHeld:
-                pass
-
-    async def __aenter__(self) -> "Leadership":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.resign()
-
-
-class Election:
-    def __init__(self, locks: Locks, name: Any, sync_replicas: Any, sync_timeout: Any):
-        self._locks = locks
-        self._key = check_name(name)
-        self._replicas = check_replicas(sync_replicas)
-        self._sync_timeout = sync_timeout
-
-    async def campaign(self, value: str, wait: Optional[float] = math.inf) -> Optional[Leadership]:
-        check_value(value)
-        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
-                    self._sync_timeout, value)
-        hold = await lock.acquire()
-        if hold is None:
-            return None
-        if (hold.count or 1) > 1:
-            await hold.release()
-            raise DuplicateValue(f"{value!r} already leads {self._key!r}")
-        return Leadership(hold, value)
-
-    async def leader(self) -> Optional[Leader]:
-        return await self._locks._do(election_leader(self._key))
+
+
+# ---------------------------------------------------------------- the handles (``_handles``)
+
+
+class Hold(_h.Hold, _h.AsyncScope):
+    """A granted lock; ``lost`` is an asyncio.Event; ``async with hold:`` releases at the end."""
+
+
+class Lock(_h.Lock, _h.AsyncScope):
+    """``async with lock as hold:``, ``await lock.acquire()``. Owners are asyncio tasks."""
+
+
+class ReadWriteLock(_h.ReadWriteLock):
+    """``read(...)`` and ``write(...)``: asyncio Lock handles sharing one owner."""
+
+
+class MultiHold(_h.MultiHold, _h.AsyncScope):
+    """Every lock of a multi-key acquire; ``lost`` (an asyncio.Event) is set when any is lost."""
+
+
+class MultiLock(_h.MultiLock, _h.AsyncScope):
+    """Several locks, all or none; ``async with multi as hold:``."""
+
+
+class Permits(_h.Permits, _h.AsyncScope):
+    """Permits taken from a Semaphore; ``await permits.release()``."""
+
+
+class Semaphore(_h.Semaphore):
+    """RSemaphore; a wait runs in a task of its own, so a cancelled caller loses nothing."""
+
+
+class LeasedPermit(_h.LeasedPermit, _h.AsyncScope):
+    """One leased permit; ``lost`` is an asyncio.Event."""
+
+
+class PermitSemaphore(_h.PermitSemaphore):
+    """RPermitExpirableSemaphore, awaited."""
+
+
+class Latch(_h.Latch):
+    """RCountDownLatch; ``await latch.await_zero(wait)``."""
+
+
+class Leadership(_h.Leadership, _h.AsyncScope):
+    """The post; ``await leadership.resign()``."""
+
+
+class Election(_h.Election):
+    """Leader election; ``async for leader in election.observe():``."""
 
     async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
-        last: Any = _UNSET
+        seen: Any = _UNSET
         while True:
-            now = await self.leader()
-            if now != last:
-                last = now
-                yield now
+            leader = await self.leader()
+            if leader != seen:
+                yield leader
+            seen = leader
             await asyncio.sleep(poll)

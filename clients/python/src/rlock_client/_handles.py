@@ -1,0 +1,827 @@
+"""The handle classes, written once for both faces (issue 38).
+
+Every method that talks to a server is a *plan*: a generator that yields requests,
+``(face method name, args)``, and receives what the face's method returned (or has its
+exception thrown in). Each face runs plans with one driver, ``Locks._run``: the sync face
+calls its methods and returns the plan's value; the asyncio face awaits them and returns an
+awaitable. Threads, tasks and sockets stay in the faces; decisions stay in ``_core``.
+
+The requests a plan may yield (each face's ``Locks`` has these methods):
+
+- ``("_do", (call,))``: a ``_core.Call``, sent and read;
+- ``("_pipeline", (key, cmds, resend))``: the replies of ``cmds`` on the server of ``key``;
+- ``("_wait", (plan, pin))``: a ``_core.Plan`` sent on a wait connection: (replies, the
+  connection if ``pin``);
+- ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
+  is handed over (a plan factory; the sync face runs it from another thread);
+- ``("_close", (conn,))``: a pinned wait connection closed;
+- ``("_replicas_for", (key,))``, ``("_servers", ())``, ``("_on", (server, cmd))``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import weakref
+from typing import Any, Generator, Optional, Sequence, Tuple, TypeVar
+
+from ._core import (
+    DEFAULT_SYNC_TIMEOUT,
+    READ,
+    STATS_CMD,
+    WRITE,
+    Call,
+    Renewal,
+    acknowledgements,
+    check_name,
+    check_owner,
+    check_replicas,
+    check_value,
+    election_leader,
+    grant_basis,
+    latch_count,
+    latch_count_down,
+    latch_plan,
+    latch_try_set_count,
+    lease_ms,
+    lease_plan,
+    lock_force_release,
+    lock_hold_count,
+    lock_info,
+    lock_is_held_by,
+    lock_is_locked,
+    lock_plan,
+    lock_release,
+    lock_remaining_lease,
+    lock_renew,
+    lock_spec,
+    merge_top,
+    multi_plan,
+    multi_release,
+    multi_spec,
+    new_client_id,
+    new_req_id,
+    parse_stats,
+    parse_top,
+    permit_renew,
+    permit_return,
+    read_grant,
+    read_latch,
+    read_leased,
+    read_taken,
+    release_cmd,
+    scoped,
+    scoped_wait,
+    semaphore_add_permits,
+    semaphore_available,
+    semaphore_plan,
+    semaphore_release,
+    semaphore_try_set_permits,
+    server_name,
+    top_cmd,
+    waiters_call,
+    wait_ms,
+)
+from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
+
+T = TypeVar("T")
+Request = Tuple[str, tuple]
+Op = Generator[Request, Any, T]  # a plan: run by a face's ``Locks._run``
+
+UNSET: Any = object()
+
+
+def do(call: Call) -> Op[Any]:
+    """The plan of one ``_core.Call``."""
+    return (yield ("_do", (call,)))
+
+
+def send(key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> Op[list]:
+    return (yield ("_pipeline", (key, cmds, resend)))
+
+
+def close(conn: Any) -> Op[None]:
+    if conn is not None:
+        yield ("_close", (conn,))
+
+
+def returns(value: T) -> Op[T]:
+    """A plan that sends nothing (``__enter__`` of what is already held)."""
+    return value
+    yield  # noqa: unreachable; makes this a generator
+
+
+class Scope:
+    """What both faces' scoped forms run: ``_enter()`` and ``_exit(exc_type)`` plans."""
+
+    _locks: Any
+
+    def _enter(self) -> Op[Any]:
+        return (yield from returns(self))
+
+    def _exit(self, exc_type: Any, *rest: Any) -> Op[None]:
+        yield from self._release()  # type: ignore[attr-defined]
+
+
+class SyncScope(Scope):
+    """``with x:`` (the sync face)."""
+
+    def __enter__(self) -> Any:
+        return self._locks._run(self._enter())
+
+    def __exit__(self, *exc: Any) -> None:
+        self._locks._run(self._exit(*exc))
+
+
+class AsyncScope(Scope):
+    """``async with x:`` (the asyncio face): each returns the awaitable of its plan."""
+
+    def __aenter__(self) -> Any:
+        return self._locks._run(self._enter())
+
+    def __aexit__(self, *exc: Any) -> Any:
+        return self._locks._run(self._exit(*exc))
+
+
+# ---------------------------------------------------------------- Locks
+
+
+class Locks:
+    """What both faces' ``Locks`` share: the handles, the queries, the per-process state.
+    A face adds its driver (``_run``) and the requests' methods, and names its module in
+    ``_face`` (whose handle classes the factories make)."""
+
+    _face: Any
+
+    def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
+        self._watchdog_lease_ms = lease_ms(watchdog_lease)
+        self._router = self._face._Router(client)
+        self._replicas: dict = {}
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """The state of one process (again after fork(): the parent's is the parent's)."""
+        self.client_id = new_client_id()
+        self._owner_seq = 0
+        self._pid = os.getpid()
+        self._fresh_here()
+        self._watchdog = self._face._Watchdog(self)
+
+    def _fresh_here(self) -> None:
+        raise NotImplementedError
+
+    def _run(self, plan: Op[T]) -> Any:
+        raise NotImplementedError
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():
+            self._router.forget()
+            self._fresh()
+
+    # ------------------------------------------------------------ handles
+
+    def lock(
+        self,
+        name: Any,
+        *,
+        lease: Optional[float] = None,
+        wait: Optional[float] = None,
+        fair: bool = False,
+        fenced: bool = False,
+        session: bool = False,
+        sync_replicas: Optional[int] = None,
+        sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
+        owner: Any = None,
+    ) -> Any:
+        return self._face.Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               owner)
+
+    def read_write(self, name: Any, *, owner: Any = None) -> Any:
+        return self._face.ReadWriteLock(self, name, owner)
+
+    def multi(
+        self,
+        names: Sequence[Any],
+        *,
+        lease: Optional[float] = None,
+        wait: Optional[float] = None,
+        session: bool = False,
+        owner: Any = None,
+    ) -> Any:
+        return self._face.MultiLock(self, names, lease, wait, session, owner)
+
+    def semaphore(self, name: Any) -> Any:
+        return self._face.Semaphore(self, name)
+
+    def permit_semaphore(self, name: Any) -> Any:
+        return self._face.PermitSemaphore(self, name)
+
+    def latch(self, name: Any) -> Any:
+        return self._face.Latch(self, name)
+
+    def election(self, name: Any, *, sync_replicas: Optional[int] = None,
+                 sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> Any:
+        return self._face.Election(self, name, sync_replicas, sync_timeout)
+
+    # ------------------------------------------------------------ queries
+
+    def info(self, name: Any) -> Any:
+        """``LockInfo`` of the lock ``name``."""
+        return self._run(do(lock_info(check_name(name))))
+
+    def force_release(self, name: Any) -> Any:
+        return self._run(do(lock_force_release(check_name(name))))
+
+    def waiters(self, name: Any) -> Any:
+        """The ``Waiter`` list of the lock ``name``."""
+        return self._run(do(waiters_call(check_name(name))))
+
+    def stats(self) -> Any:
+        """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
+        return self._run(self._stats())
+
+    def _stats(self) -> Op[dict]:
+        out = {}
+        for s in (yield ("_servers", ())):
+            out[server_name(s.settings.kwargs)] = parse_stats((yield ("_on", (s, STATS_CMD))))
+        return out
+
+    def top(self, count: int = 10) -> Any:
+        """``RLOCK.TOP``: the most contended keys, on every primary."""
+        return self._run(self._top(top_cmd(count), count))
+
+    def _top(self, cmd: list, count: int) -> Op[list]:
+        out: list = []
+        for s in (yield ("_servers", ())):
+            out += parse_top((yield ("_on", (s, cmd))))
+        return merge_top(out, count)
+
+
+# ---------------------------------------------------------------- locks
+
+
+def _dropped(dog: Any, entry: int, key: bytes, owner: bytes, side: Optional[str], pid: int, gone: list) -> None:
+    """A Hold dropped without release: the watchdog gives it back."""
+    if pid != os.getpid() or gone[0]:
+        return
+    dog.remove(entry)
+    dog.release_later(key, release_cmd(key, owner, side, new_req_id()))
+
+
+class Hold(Scope):
+    """A granted lock: ``token`` (fenced), ``count`` (hold count), ``replicas_acked``,
+    ``lost`` (an Event of the face, set when the hold is gone), ``check()``, ``release()``."""
+
+    def __init__(self, locks: Any, key: bytes, owner: bytes, side: Optional[str], lease: int, renew: bool,
+                 basis: float, token: Optional[int], count: Optional[int], replicas: Optional[int], conn: Any = None,
+                 activate: bool = True):
+        self.key = key.decode("utf-8", "replace")
+        self.owner = owner.decode("utf-8", "replace")
+        self.side = side
+        self.token = token
+        self.count = count
+        self.replicas_acked = replicas
+        self.lost = locks._event()
+        self._locks = locks
+        self._key = key
+        self._owner = owner
+        self._conn = conn
+        self._pid = os.getpid()
+        self._released = False
+        self._renewal = Renewal(key, owner, side, lease, renew, basis)
+        self._entry = 0
+        self._finalizer: Optional[weakref.finalize] = None
+        self._gone = [False]  # set when released: a finalizer registered meanwhile does nothing
+        if activate:
+            self._activate()
+
+    def _activate(self) -> None:
+        """Renewed by the watchdog and given back if dropped. Apart from ``__init__`` so that a
+        wait can record the Hold first (``_undo``): if the thread is interrupted in here,
+        ``release()`` undoes what was done."""
+        dog = self._locks._watchdog
+        self._entry = dog.new_entry()
+        self._finalizer = weakref.finalize(self, _dropped, dog, self._entry, self._key, self._owner, self.side,
+                                           self._pid, self._gone)
+        dog.add(self._renewal, self.lost, self._entry)
+
+    def check(self) -> None:
+        """Raises Lost if the hold is gone."""
+        if self.lost.is_set():
+            raise Lost(f"lock {self.key!r}: {self._renewal.lost_reason or 'lost'}")
+
+    @property
+    def is_lost(self) -> bool:
+        return self.lost.is_set()
+
+    def renew(self) -> Any:
+        """Renews the lease now (the watchdog does it by itself)."""
+        return self._locks._run(self._renew())
+
+    def _renew(self) -> Op[None]:
+        self.check()
+        r = self._renewal
+        try:
+            yield from do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
+        except Lost:
+            self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
+            raise
+        r.basis = time.monotonic()
+
+    def release(self) -> Any:
+        """Gives this hold back. True when the lock is free now, False when a re-entry was
+        undone. Raises NotHeld when the lock was no longer held (lost). In a child process
+        after fork(), releases nothing of the parent's and returns False."""
+        return self._locks._run(self._release())
+
+    def _release(self) -> Op[bool]:
+        if self._pid != os.getpid() or self._released:
+            return False
+        call = lock_release(self._key, self._owner, self.side)
+        cmd = call.cmds[0]
+        try:
+            self._released = True
+            self._gone[0] = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self._locks._watchdog.remove(self._entry)
+            replies = yield from send(self._key, [cmd], True)
+        except self._locks._link_errors:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, an exception raised in this thread, a cancelled
+            # task): the watchdog sends it, with the same REQ id, so it is applied once
+            # whether or not it reached the server.
+            self._locks._watchdog.release_later(self._key, cmd)
+            raise
+        finally:
+            conn, self._conn = self._conn, None
+            yield from close(conn)
+        return bool(call.read(replies))
+
+    def __repr__(self) -> str:
+        return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
+
+
+class Lock(Scope):
+    """A lock handle. The scoped form acquires (NotAcquired if the wait ends first) and
+    releases; ``lock.acquire()`` returns a Hold or None."""
+
+    def __init__(self, locks: Any, name: Any, side: Optional[str], lease: Any, wait: Any, fair: Any, fenced: Any,
+                 session: Any, sync_replicas: Any, sync_timeout: Any, owner: Any):
+        self._spec = lock_spec(name, side, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
+                               locks._watchdog_lease_ms)
+        self._locks = locks
+        self._owner = None if owner is None else check_owner(owner)
+        self._scopes = locks._scopes()
+        self._scoped_wait = scoped_wait(wait)
+        self.name = self._spec.key.decode("utf-8", "replace")
+
+    def owner(self) -> str:
+        """The owner this handle acquires for, from the calling thread (task)."""
+        return self._owner_bytes().decode("utf-8", "replace")
+
+    def _owner_bytes(self) -> bytes:
+        return self._owner or self._locks.owner().encode()
+
+    def acquire(self, *, wait: Any = UNSET) -> Any:
+        """Takes the lock (or re-enters it) for the caller's owner: a Hold, or None if it is
+        not granted within the wait (the handle's ``wait``, or none: one try)."""
+        return self._locks._run(self._acquire(wait))
+
+    def _acquire(self, wait: Any) -> Op[Optional[Hold]]:
+        spec = self._spec
+        block = spec.wait_ms if wait is UNSET else wait_ms(wait)
+        locks = self._locks
+        locks._check_pid()
+        owner = self._owner_bytes()
+        seen = 0 if spec.sync_replicas is not None else (yield ("_replicas_for", (spec.key,)))
+        replicas = acknowledgements(spec, seen)
+        plan = lock_plan(spec, owner, block, replicas)
+        sent = time.monotonic()
+        conn = None
+        if plan.waits:
+            replies, conn = yield ("_wait", (plan, spec.session))
+        else:
+            replies = yield from send(spec.key, plan.cmds, True)
+        try:
+            grant = read_grant(spec, replies, replicas)
+        except BaseException:
+            yield from close(conn)
+            raise
+        if grant is None:
+            yield from close(conn)  # a session connection that holds nothing
+            return None
+        if grant.short:
+            try:
+                yield from send(spec.key, plan.give_back(replies[0]), True)
+            finally:
+                yield from close(conn)
+            raise NotAcknowledged(
+                f"lock {self.name!r}: {grant.acked} of {replicas} replicas acknowledged the grant within "
+                f"{spec.sync_timeout_ms} ms; it was released", grant.acked or 0)
+        basis = grant_basis(sent, time.monotonic(), block, spec, replicas)
+        hold = locks._face.Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew, basis,
+                                grant.token, grant.count, grant.acked, conn, activate=False)
+        yield ("_undo", (hold._release,))
+        hold._activate()
+        return hold
+
+    def _enter(self) -> Op[Hold]:
+        hold = scoped((yield from self._acquire(self._scoped_wait)), f"lock {self.name!r}")
+        self._locks._scope(self._scopes).append(hold)
+        return hold
+
+    def _exit(self, exc_type: Any, *rest: Any) -> Op[None]:
+        """A scope ends: a hold lost meanwhile is told as Lost, unless the body raised."""
+        hold = self._locks._scope(self._scopes).pop()
+        try:
+            yield from hold._release()
+        except NotHeld as e:
+            if exc_type is None:
+                raise Lost(f"lock {hold.key!r} was lost before the block ended: "
+                           f"{hold._renewal.lost_reason or 'not held at release'}") from e
+
+    # queries, no hold needed
+    def info(self) -> Any:
+        return self._locks.info(self._spec.key)
+
+    def is_locked(self) -> Any:
+        return self._locks._run(do(lock_is_locked(self._spec.key)))
+
+    def is_held_by(self, owner: Any = None) -> Any:
+        """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
+        who = self._owner_bytes() if owner is None else check_owner(owner)
+        return self._locks._run(do(lock_is_held_by(self._spec.key, who, self._spec.side)))
+
+    def hold_count(self) -> Any:
+        """This handle's owner's hold count (on its side for a read-write lock)."""
+        return self._locks._run(do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
+
+    def remaining_lease(self) -> Any:
+        """The lease left in seconds; None when the lock is free (or has no expiry)."""
+        return self._locks._run(self._remaining_lease())
+
+    def _remaining_lease(self) -> Op[Optional[float]]:
+        ms = yield from do(lock_remaining_lease(self._spec.key))
+        return None if ms is None else ms / 1000
+
+    def force_release(self) -> Any:
+        return self._locks.force_release(self._spec.key)
+
+    def unlock(self) -> Any:
+        """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
+        return self._locks._run(do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
+
+
+class ReadWriteLock:
+    """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
+    one owner (the caller's unless ``owner=`` was given)."""
+
+    def __init__(self, locks: Any, name: Any, owner: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._owner = None if owner is None else check_owner(owner)
+
+    def read(self, **opts: Any) -> Any:
+        return self._side(READ, opts)
+
+    def write(self, **opts: Any) -> Any:
+        return self._side(WRITE, opts)
+
+    def _side(self, side: str, opts: dict) -> Any:
+        if opts.pop("fair", False):
+            raise ValueError("fair does not apply to a read-write lock")
+        bad = set(opts) - {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
+        if bad:
+            raise TypeError(f"unexpected options: {', '.join(sorted(bad))}")
+        return self._locks._face.Lock(self._locks, self._key, side, opts.get("lease"), opts.get("wait"), False,
+                                      opts.get("fenced", False), opts.get("session", False),
+                                      opts.get("sync_replicas"), opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT),
+                                      self._owner)
+
+    def info(self) -> Any:
+        return self._locks.info(self._key)
+
+    def is_locked(self) -> Any:
+        return self._locks._run(do(lock_is_locked(self._key)))
+
+    def force_release(self) -> Any:
+        return self._locks.force_release(self._key)
+
+
+class MultiHold(Scope):
+    """Every lock of a multi-key acquire; ``lost`` is set when any is lost."""
+
+    def __init__(self, locks: Any, keys: list, owner: bytes, lease: int, renew: bool, basis: float, conn: Any):
+        self.keys = [k.decode("utf-8", "replace") for k in keys]
+        self.owner = owner.decode("utf-8", "replace")
+        self.lost = locks._event()
+        self._locks, self._keys, self._owner, self._conn = locks, keys, owner, conn
+        self._renewals = [Renewal(k, owner, None, lease, renew, basis) for k in keys]
+        self._entries = [locks._watchdog.add(r, self.lost) for r in self._renewals]
+        self._released = False
+        self._pid = os.getpid()
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"a lock of {self.keys!r} was lost")
+
+    def release(self) -> Any:
+        """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
+        fork(), releases nothing of the parent's and returns 0."""
+        return self._locks._run(self._release())
+
+    def _release(self) -> Op[int]:
+        if self._released or self._pid != os.getpid():
+            return 0
+        self._released = True
+        for e in self._entries:
+            self._locks._watchdog.remove(e)
+        try:
+            return int((yield from do(multi_release(self._owner, self._keys))))
+        finally:
+            conn, self._conn = self._conn, None
+            yield from close(conn)
+
+
+class MultiLock(Scope):
+    """Several locks, all or none (RLOCK.MACQUIRE). In a cluster the names must share a
+    slot (a hash tag): names in several slots are refused before anything is sent."""
+
+    def __init__(self, locks: Any, names: Sequence[Any], lease: Any, wait: Any, session: Any, owner: Any):
+        self._m = m = multi_spec(names, lease, wait, session, owner, locks._watchdog_lease_ms,
+                                 locks._router.cluster is not None)
+        self._locks, self._keys, self._lease, self._renew = locks, m.keys, m.lease_ms, m.renew
+        self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
+        self._scopes = locks._scopes()
+
+    def acquire(self, *, wait: Any = UNSET) -> Any:
+        """Takes every lock for the caller's owner, or none: None if they are not all granted
+        within the wait (the handle's ``wait``, or none: one try)."""
+        return self._locks._run(self._acquire(wait))
+
+    def _acquire(self, wait: Any) -> Op[Optional[MultiHold]]:
+        block = self._wait if wait is UNSET else wait_ms(wait)
+        locks = self._locks
+        locks._check_pid()
+        owner = self._owner or locks.owner().encode()
+        plan = multi_plan(self._keys, owner, self._lease, block, self._session)
+        sent = time.monotonic()
+        conn = None
+        if plan.waits:
+            replies, conn = yield ("_wait", (plan, self._session))
+        else:
+            replies = yield from send(plan.key, plan.cmds, True)
+        try:
+            taken = read_taken(replies[0])
+        except BaseException:
+            yield from close(conn)
+            raise
+        if not taken:
+            yield from close(conn)
+            return None
+        basis = sent if block is None else time.monotonic()
+        hold = locks._face.MultiHold(locks, self._keys, owner, self._lease, self._renew, basis, conn)
+        yield ("_undo", (hold._release,))
+        return hold
+
+    def _enter(self) -> Op[MultiHold]:
+        h = scoped((yield from self._acquire(self._scoped_wait)), f"the locks {self._keys!r}")
+        self._locks._scope(self._scopes).append(h)
+        return h
+
+    def _exit(self, *exc: Any) -> Op[None]:
+        yield from self._locks._scope(self._scopes).pop()._release()
+
+
+# ---------------------------------------------------------------- semaphores, latches
+
+
+class Permits(Scope):
+    """Permits taken from a Semaphore; ``release()`` gives them back."""
+
+    def __init__(self, sem: "Semaphore", n: int):
+        self.count = n
+        self._sem = sem
+        self._locks = sem._locks
+        self._released = False
+
+    def release(self) -> Any:
+        return self._locks._run(self._release())
+
+    def _release(self) -> Op[int]:
+        if self._released:
+            return int((yield from do(semaphore_available(self._sem._key))))
+        self._released = True
+        return int((yield from do(semaphore_release(self._sem._key, self.count))))
+
+
+class Semaphore:
+    """Redisson's RSemaphore: waits run in the server, in arrival order."""
+
+    def __init__(self, locks: Any, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self.name = self._key.decode("utf-8", "replace")
+
+    def try_set_permits(self, n: int) -> Any:
+        return self._locks._run(do(semaphore_try_set_permits(self._key, n)))
+
+    def add_permits(self, n: int) -> Any:
+        return self._locks._run(do(semaphore_add_permits(self._key, n)))
+
+    def available(self) -> Any:
+        return self._locks._run(do(semaphore_available(self._key)))
+
+    def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Any:
+        """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
+        one try). The wait runs in the server."""
+        return self._locks._run(self._acquire(permits, wait))
+
+    def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
+        plan = semaphore_plan(self._key, permits, wait_ms(wait))
+        if plan.waits:
+            replies, _ = yield ("_wait", (plan, False))
+        else:
+            replies = yield from send(self._key, plan.cmds, True)
+        if not read_taken(replies[0]):
+            return None
+        got = self._locks._face.Permits(self, permits)
+        yield ("_undo", (got._release,))
+        return got
+
+    def release(self, permits: int = 1) -> Any:
+        return self._locks._run(do(semaphore_release(self._key, permits)))
+
+
+class LeasedPermit(Scope):
+    """One leased permit: ``id``, ``lost``, ``renew()``, ``release()``; renewed by the
+    watchdog unless its lease was fixed."""
+
+    def __init__(self, sem: "PermitSemaphore", pid: str, lease: int, renew: bool, basis: float):
+        self.id = pid
+        self._sem = sem
+        self._locks = locks = sem._locks
+        self.lost = locks._event()
+        self._renewal = Renewal(sem._key, pid.encode(), None, lease, renew, basis, kind="permit")
+        self._entry = locks._watchdog.add(self._renewal, self.lost)
+        self._released = False
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
+
+    def renew(self) -> Any:
+        return self._locks._run(self._renew())
+
+    def _renew(self) -> Op[None]:
+        r = self._renewal
+        try:
+            yield from do(permit_renew(r.key, r.owner, r.lease_ms))
+        except Lost:
+            self._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
+            self.check()
+        r.basis = time.monotonic()
+
+    def release(self) -> Any:
+        return self._locks._run(self._release())
+
+    def _release(self) -> Op[bool]:
+        if self._released:
+            return False
+        self._released = True
+        self._locks._watchdog.remove(self._entry)
+        return bool((yield from do(permit_return(self._sem._key, self.id))))
+
+
+class PermitSemaphore(Semaphore):
+    """Redisson's RPermitExpirableSemaphore: leased permits that come back at their lease's end."""
+
+    def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
+                lease: Optional[float] = None) -> Any:
+        """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
+        ``wait`` (None: one try)."""
+        return self._locks._run(self._lease(permits, wait, lease))
+
+    def _lease(self, permits: int, wait: Optional[float], lease: Optional[float]) -> Op[Optional[list]]:
+        block = wait_ms(wait)
+        lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
+        plan = lease_plan(self._key, lms, permits, block)
+        sent = time.monotonic()
+        if plan.waits:
+            replies, _ = yield ("_wait", (plan, False))
+        else:
+            replies = yield from send(self._key, plan.cmds, True)
+        ids = read_leased(replies[0])
+        if ids is None:
+            return None
+        basis = sent if block is None else time.monotonic()
+        made: list = []
+
+        def undo() -> Op[None]:
+            # Those made give themselves back; the rest go back under the plan's REQ ids.
+            for p in made:
+                yield from p._release()
+            rest = plan.give_back(ids)[len(made):]
+            if rest:
+                yield from send(self._key, rest, True)
+
+        yield ("_undo", (undo,))
+        for i in ids:
+            made.append(self._locks._face.LeasedPermit(self, i, lms, lease is None, basis))
+        return made
+
+    def release(self, permit_id: str) -> Any:  # type: ignore[override]
+        return self._locks._run(do(permit_return(self._key, permit_id)))
+
+
+class Latch:
+    """Redisson's RCountDownLatch."""
+
+    def __init__(self, locks: Any, name: Any):
+        self._locks = locks
+        self._key = check_name(name)
+
+    def try_set_count(self, n: int) -> Any:
+        return self._locks._run(do(latch_try_set_count(self._key, n)))
+
+    def count_down(self) -> Any:
+        return self._locks._run(do(latch_count_down(self._key)))
+
+    def count(self) -> Any:
+        return self._locks._run(do(latch_count(self._key)))
+
+    def await_zero(self, wait: Optional[float] = None) -> Any:
+        """True once the count is zero; False if the wait ends first (None: look once). The
+        wait runs in the server."""
+        return self._locks._run(self._await_zero(wait))
+
+    def _await_zero(self, wait: Optional[float]) -> Op[bool]:
+        plan = latch_plan(self._key, wait_ms(wait))
+        if plan.waits:
+            replies, _ = yield ("_wait", (plan, False))
+        else:
+            replies = yield from send(self._key, plan.cmds)
+        return read_latch(replies[0])
+
+
+# ---------------------------------------------------------------- election
+
+
+class Leadership(Scope):
+    """The post: ``value``, ``term`` (the fencing token), ``lost``, ``resign()``."""
+
+    def __init__(self, hold: Hold, value: str):
+        self.value = value
+        self.term = hold.token or 0
+        self.replicas_acked = hold.replicas_acked
+        self.lost = hold.lost
+        self.hold = hold
+        self._locks = hold._locks
+
+    def check(self) -> None:
+        self.hold.check()
+
+    def resign(self) -> Any:
+        return self._locks._run(self._release())
+
+    def _release(self) -> Op[None]:
+        if not self.hold._released:
+            try:
+                yield from self.hold._release()
+            except NotHeld:
+                pass
+
+
+class Election:
+    """Leader election on the lock ``name``: the holder leads; its value is the owner and its
+    term the fencing token. Leases are the Locks' ``watchdog_lease``."""
+
+    def __init__(self, locks: Any, name: Any, sync_replicas: Any, sync_timeout: Any):
+        self._locks = locks
+        self._key = check_name(name)
+        self._replicas = check_replicas(sync_replicas)
+        self._sync_timeout = sync_timeout
+
+    def campaign(self, value: str, wait: Optional[float] = math.inf) -> Any:
+        """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
+        check_value(value)
+        return self._locks._run(self._campaign(value, wait))
+
+    def _campaign(self, value: str, wait: Optional[float]) -> Op[Optional[Leadership]]:
+        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
+                    self._sync_timeout, value)
+        hold = yield from lock._acquire(UNSET)
+        if hold is None:
+            return None
+        if (hold.count or 1) > 1:
+            yield from hold._release()
+            raise DuplicateValue(f"{value!r} already leads {self._key!r}")
+        return self._locks._face.Leadership(hold, value)
+
+    def leader(self) -> Any:
+        """The ``Leader`` now, or None."""
+        return self._locks._run(do(election_leader(self._key)))
+
