@@ -29,17 +29,25 @@ from typing import Any, Generator, Optional, Sequence, Tuple, TypeVar
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
     READ,
+    RESEND_AFTER,
     STATS_CMD,
     WRITE,
+    LOST_BY_OTHERS,
+    RAN_OUT_FIXED,
     Call,
     Renewal,
     acknowledgements,
+    after_renewal,
+    attached_replicas,
     check_name,
     check_owner,
     check_replicas,
     check_value,
+    due_now,
     election_leader,
     grant_basis,
+    held_cmd,
+    hit_by_events,
     latch_count,
     latch_count_down,
     latch_plan,
@@ -66,11 +74,14 @@ from ._core import (
     parse_top,
     permit_renew,
     permit_return,
+    raise_if_error,
     read_grant,
     read_latch,
     read_leased,
     read_taken,
     release_cmd,
+    renew_args,
+    renewal_timeout,
     scoped,
     scoped_wait,
     semaphore_add_permits,
@@ -79,10 +90,15 @@ from ._core import (
     semaphore_release,
     semaphore_try_set_permits,
     server_name,
+    split_due,
     top_cmd,
     waiters_call,
     wait_ms,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 T = TypeVar("T")
@@ -90,6 +106,7 @@ Request = Tuple[str, tuple]
 Op = Generator[Request, Any, T]  # a plan: run by a face's ``Locks._run``
 
 UNSET: Any = object()
+LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)  # a broken link, not a server's refusal
 
 
 def do(call: Call) -> Op[Any]:
@@ -153,6 +170,7 @@ class Locks:
     ``_face`` (whose handle classes the factories make)."""
 
     _face: Any
+    _link_errors = LINK_ERRORS
 
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         self._watchdog_lease_ms = lease_ms(watchdog_lease)
@@ -223,6 +241,59 @@ class Locks:
     def election(self, name: Any, *, sync_replicas: Optional[int] = None,
                  sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> Any:
         return self._face.Election(self, name, sync_replicas, sync_timeout)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _sending(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
+                 timeout: Optional[float] = None) -> Op[list]:
+        """``cmds`` on the server of ``key`` (server errors come back as values). ``resend``: a
+        broken link sends them once more (they carry REQ ids, so the server applies them at
+        most once). A MOVED reply in a cluster sends them to the node it names."""
+        self._check_pid()
+        server = yield ("_server_for", (key,))
+        out: list = []
+        for attempt in range(3):
+            try:
+                out = yield ("_on_server", (server, cmds, timeout))
+            except self._link_errors:
+                if not resend or attempt == 2:
+                    raise
+                yield ("_sleep", (RESEND_AFTER,))
+                continue
+            moved = next((v for v in out if isinstance(v, MovedError)), None)
+            if moved is None or self._router.cluster is None:
+                return out
+            server = yield ("_moved", (moved,))
+        return out
+
+    def _replicas_of(self, key: bytes) -> Op[int]:
+        """How many replicas the key's server has attached (looked up once a second)."""
+        server = yield ("_server_for", (key,))
+        now = time.monotonic()
+        seen = self._replicas.get(id(server))
+        if seen is None or now - seen[0] > 1.0:
+            seen = (now, attached_replicas((yield ("_on", (server, ("INFO", "replication"))))))
+            self._replicas[id(server)] = seen
+        return int(seen[1])
+
+    def _replicas_for(self, key: bytes) -> Any:
+        return self._run(self._replicas_of(key))
+
+    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
+                  timeout: Optional[float] = None) -> Any:
+        return self._run(self._sending(key, cmds, resend, timeout))
+
+    def _do(self, c: Call) -> Any:
+        return self._run(self._doing(c))
+
+    def _doing(self, c: Call) -> Op[Any]:
+        return c.read((yield from self._sending(c.key, c.cmds, c.resend)))
+
+    def _call(self, key: bytes, *args: Any) -> Any:
+        return self._run(self._calling(key, args))
+
+    def _calling(self, key: bytes, args: Sequence[Any]) -> Op[Any]:
+        return raise_if_error((yield from self._sending(key, [args]))[0])
 
     # ------------------------------------------------------------ queries
 
@@ -396,7 +467,7 @@ class Lock(Scope):
         locks = self._locks
         locks._check_pid()
         owner = self._owner_bytes()
-        seen = 0 if spec.sync_replicas is not None else (yield ("_replicas_for", (spec.key,)))
+        seen = 0 if spec.sync_replicas is not None else (yield from locks._replicas_of(spec.key))
         replicas = acknowledgements(spec, seen)
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
@@ -825,3 +896,137 @@ class Election:
         """The ``Leader`` now, or None."""
         return self._locks._run(do(election_leader(self._key)))
 
+
+
+# ---------------------------------------------------------------- the watchdog's bookkeeping
+
+
+class Watchdog:
+    """One per Locks: renews every due hold in one pipeline per server, a third of a lease
+    after its last renewal, and tells loss. The bookkeeping and the plans of a turn are here;
+    each face runs them (a thread, a task), sleeps between turns and listens to keyspace
+    events (see ``_core.LOSS_EVENTS``). ``_mutex`` is the face's: a reentrant lock for threads
+    (a Hold's finalizer may call ``release_later`` from a garbage collection that starts while
+    the watchdog's thread holds it), nothing for tasks."""
+
+    _mutex: Any
+
+    def __init__(self, locks: Any):
+        self._locks = weakref.ref(locks)
+        self._entries: dict = {}  # id -> (Renewal, the face's Event)
+        self._releases: list = []
+        self._seq = 0
+        self._sleep_until = 0.0
+        self._idle_since: Optional[float] = None
+        self.rounds = 0
+        self.renewals = 0
+        self._pid = os.getpid()
+        self._anchor = time.monotonic()
+
+    def _start(self, wake: bool) -> None:
+        """Starts the face's runner unless it runs; ``wake``: it looks again at once."""
+        raise NotImplementedError
+
+    def _stopped(self) -> None:
+        """The runner ends (nothing left to renew): called under ``_mutex``."""
+
+    def new_entry(self) -> int:
+        """An id for ``add``, taken first so that one interrupted between the two can be removed."""
+        with self._mutex:
+            self._seq += 1
+            return self._seq
+
+    def add(self, r: Renewal, lost: Any, n: int = 0) -> int:
+        r.schedule(self._anchor, time.monotonic())
+        n = n or self.new_entry()
+        with self._mutex:
+            self._entries[n] = (r, lost)
+            # Woken only when this hold falls due before the runner would look again: a
+            # switch per acquire would cost more than the acquire.
+            early = r.due_at() < self._sleep_until
+            self._start(early)
+        return n
+
+    def remove(self, n: int) -> None:
+        with self._mutex:
+            self._entries.pop(n, None)
+
+    def release_later(self, key: bytes, cmd: list) -> None:
+        """A hold dropped (or a release interrupted): given back from the watchdog's turn."""
+        with self._mutex:
+            self._releases.append((key, cmd))
+        self._start(True)
+
+    def _lose(self, n: int, r: Renewal, ev: Any, why: str) -> None:
+        r.lost_reason = why
+        self.remove(n)
+        ev.set()
+
+    def _turn(self, locks: Any) -> Op[Optional[Tuple[bool, list]]]:
+        """One look: gives back dropped holds and renews what is due. Returns (look again at
+        once, the entries to sleep on), or None when the runner should end (after 5 s with
+        nothing to renew)."""
+        with self._mutex:
+            entries = list(self._entries.items())
+            releases, self._releases = self._releases, []
+        for key, cmd in releases:
+            try:
+                yield from locks._sending(key, [cmd], True)
+            except Exception:
+                pass
+        now = time.monotonic()
+        if entries:
+            self._idle_since = None
+        else:
+            self._idle_since = self._idle_since or now
+            if now - self._idle_since > 5:
+                with self._mutex:
+                    if not self._entries and not self._releases:
+                        self._sleep_until = 0.0
+                        self._stopped()
+                        return None
+        due = due_now(entries, now)
+        if not due:
+            return False, entries
+        with self._mutex:
+            self._sleep_until = 0.0
+        yield from self._renewing(locks, due)
+        return True, []
+
+    def _renewing(self, locks: Any, due: list) -> Op[None]:
+        self.rounds += 1
+        now = time.monotonic()
+        ran_out, renewable = split_due(due)
+        for n, r, ev in ran_out:
+            self._lose(n, r, ev, RAN_OUT_FIXED)
+        groups: dict = {}
+        for entry in renewable:
+            server = yield ("_server_for", (entry[1].key,))
+            groups.setdefault(id(server), []).append(entry)
+        for group in groups.values():
+            cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
+            try:
+                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
+                replies = yield from locks._sending(group[0][1].key, cmds, False, timeout)
+            except Exception:
+                replies = [None] * len(group)
+            self.renewals += len(group)
+            for (n, r, ev), v in zip(group, replies):
+                why = after_renewal(r, v, now, time.monotonic(), self._anchor) if n in self._entries else None
+                if why is not None:
+                    self._lose(n, r, ev, why)
+
+    def _checking(self, locks: Any, keys: set) -> Op[None]:
+        """Keyspace events said these keys changed: renew their holds at once, and ask the
+        server whether fixed-lease holds are still held."""
+        with self._mutex:
+            hit, fixed = hit_by_events(list(self._entries.items()), keys)
+        if hit:
+            yield from self._renewing(locks, hit)
+        for n, r, ev in fixed:
+            try:
+                held = yield from locks._calling(r.key, held_cmd(r))
+            except Exception:
+                continue
+            if not held:
+                self._lose(n, r, ev, LOST_BY_OTHERS)

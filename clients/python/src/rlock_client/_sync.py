@@ -18,91 +18,24 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from . import _handles as _h
 from ._core import (
-    DEFAULT_SYNC_TIMEOUT,
-    LOST_BY_OTHERS,
-    RAN_OUT_FIXED,
-    READ,
     RESEND_AFTER,
     SCAN_COUNT,
-    STATS_CMD,
     WAIT_MARGIN,
-    WRITE,
-    Call,
     Leader,
-    LockInfo,
     Plan,
-    Renewal,
     ScannedLock,
-    Waiter,
-    acknowledgements,
-    after_renewal,
-    attached_replicas,
-    check_name,
-    check_owner,
-    check_replicas,
-    check_value,
-    due_now,
-    election_leader,
     event_channels,
     events_on,
-    grant_basis,
-    held_cmd,
-    hit_by_events,
-    latch_count,
-    latch_count_down,
-    latch_plan,
-    latch_try_set_count,
-    lease_ms,
-    lease_plan,
-    lock_force_release,
-    lock_hold_count,
-    lock_info,
-    lock_is_held_by,
-    lock_is_locked,
-    lock_plan,
-    lock_release,
-    lock_remaining_lease,
-    lock_renew,
-    lock_spec,
     lost_key,
-    merge_top,
-    multi_plan,
-    multi_release,
-    multi_spec,
-    new_client_id,
-    new_req_id,
     next_look,
     owner_id,
     pack,
     parse_scan,
-    parse_stats,
-    parse_top,
-    permit_renew,
-    permit_return,
     raise_if_error,
-    read_grant,
-    read_latch,
-    read_leased,
-    read_taken,
-    release_cmd,
-    renew_args,
-    renewal_timeout,
     resend_wait,
     scan_cmd,
-    scoped,
-    scoped_wait,
-    semaphore_add_permits,
-    semaphore_available,
-    semaphore_plan,
-    semaphore_release,
-    semaphore_try_set_permits,
-    server_name,
-    split_due,
     text,
-    top_cmd,
     wait_deadline,
-    wait_ms,
-    waiters_call,
 )
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
@@ -112,22 +45,13 @@ _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
 T = TypeVar("T")
 
 
-class _Server:
-    """One server: a pool of idle connections for short commands and one for waits."""
-
-    def __init__(self, settings: _conn.Settings):
-        self.settings = settings
-        self._idle: list = []
-        self._idle_waits: list = []
-        self._idle_timed: list = []
-        self._mutex = threading.Lock()
-        self.pid = os.getpid()
+class _Server(_conn.Pool):
+    """One server: its idle connections (``_conn.Pool``), opened here, on the calling thread."""
 
     def _take(self, waits: bool = False):
-        with self._mutex:
-            pool = self._idle_waits if waits else self._idle
-            if pool:
-                return pool.pop()
+        conn = self.idle("waits" if waits else "")
+        if conn is not None:
+            return conn
         if waits:
             conn = self.settings.sync_connection(None)
             conn.connect()
@@ -140,36 +64,16 @@ class _Server:
         return self.settings.sync_connection(self.settings.socket_timeout)
 
     def _give(self, conn, waits: bool = False) -> None:
-        if self.pid != os.getpid():
-            return
-        with self._mutex:
-            (self._idle_waits if waits else self._idle).append(conn)
+        self.give(conn, "waits" if waits else "")
 
     def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
         """Sends ``cmds`` in one write and reads every reply; server errors come back as
         values. A broken link raises (the connection is dropped). ``timeout``: on a connection
         of the watchdog's, whose socket timeout it is (renewals must not outwait a lease)."""
-        if timeout is not None:
-            with self._mutex:
-                conn = self._idle_timed.pop() if self._idle_timed else None
-            if conn is None:
-                conn = self.settings.sync_connection(timeout)
-            try:
-                conn.send_packed_command(_packed(conn, cmds))
-                out = []
-                for _ in cmds:
-                    try:
-                        out.append(conn.read_response())
-                    except ResponseError as e:
-                        out.append(e)
-            except BaseException:
-                conn.disconnect()
-                raise
-            if self.pid == os.getpid():
-                with self._mutex:
-                    self._idle_timed.append(conn)
-            return out
-        conn = self._take()
+        kind = "" if timeout is None else "timed"
+        conn = self.idle(kind) if timeout is not None else self._take()
+        if conn is None:
+            conn = self.settings.sync_connection(timeout)
         try:
             conn.send_packed_command(_packed(conn, cmds))
             out = []
@@ -181,64 +85,26 @@ class _Server:
         except BaseException:
             conn.disconnect()
             raise
-        self._give(conn)
+        self.give(conn, kind)
         return out
 
     def call(self, *args: Any) -> Any:
         return raise_if_error(self.pipeline([args])[0])
 
-    def forget(self) -> None:
-        """After fork(): the parent's sockets are the parent's."""
-        with self._mutex:
-            self._idle = []
-            self._idle_waits = []
-            self._idle_timed = []
-        self._mutex = threading.Lock()
-        self.pid = os.getpid()
 
-
-class _Router:
+class _Router(_conn.Router):
     def __init__(self, client: Any):
-        settings, cluster = _conn.describe(client)
-        self.cluster = cluster
-        self.single = _Server(settings) if settings else None
-        self._base = settings or _conn.cluster_settings(cluster)
-        self._nodes: dict = {}
-        self._mutex = threading.Lock()
-
-    @property
-    def db(self) -> int:
-        return self._base.db
-
-    def at(self, host: str, port: int) -> _Server:
-        with self._mutex:
-            s = self._nodes.get((host, port))
-            if s is None:
-                s = self._nodes[(host, port)] = _Server(self._base.at(host, port))
-            return s
+        super().__init__(client, _Server)
 
     def server_for(self, key: bytes) -> _Server:
-        if self.single is not None:
-            return self.single
-        return self.at(*_conn.node_of(self.cluster, key))
+        return self.node_for(key)
 
     def all(self) -> list[_Server]:
-        if self.single is not None:
-            return [self.single]
-        return [self.at(h, p) for h, p in _conn.primaries(self.cluster)]
+        return self.nodes()
 
     def moved(self, e: MovedError) -> _Server:
-        try:
-            self.cluster.nodes_manager.initialize()
-        except Exception:
-            pass
+        _safe(self.cluster.nodes_manager.initialize)
         return self.at(e.host, int(e.port))
-
-    def forget(self) -> None:
-        for s in [self.single, *self._nodes.values()]:
-            if s is not None:
-                s.forget()
-        self._mutex = threading.Lock()
 
 
 class Locks(_h.Locks):
@@ -353,12 +219,6 @@ class Locks(_h.Locks):
                 threading.Thread(target=self._abandon, args=(waited, w), name="rlock-abandon", daemon=True).start()
             raise
 
-    def _do(self, c: Call) -> Any:
-        return c.read(self._pipeline(c.key, c.cmds, resend=c.resend))
-
-    def _call(self, key: bytes, *args: Any) -> Any:
-        return raise_if_error(self._pipeline(key, [args])[0])
-
     @staticmethod
     def _close(conn: Any) -> None:
         conn.disconnect()
@@ -370,35 +230,17 @@ class Locks(_h.Locks):
     def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
         return server.call(*cmd)
 
-    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
-                  timeout: Optional[float] = None) -> list:
-        """``cmds`` on the server of ``key``. ``resend``: a broken link sends them once more
-        (they carry REQ ids, so the server applies them at most once)."""
-        self._check_pid()
-        server = self._router.server_for(key)
-        for attempt in range(3):
-            try:
-                out = server.pipeline(cmds, timeout)
-            except _LINK_ERRORS:
-                if not resend or attempt == 2:
-                    raise
-                time.sleep(RESEND_AFTER)
-                continue
-            moved = next((v for v in out if isinstance(v, MovedError)), None)
-            if moved is None or self._router.cluster is None:
-                return out
-            server = self._router.moved(moved)
-        return out
+    def _server_for(self, key: bytes) -> _Server:
+        return self._router.server_for(key)
 
-    def _replicas_for(self, key: bytes) -> int:
-        """How many replicas the key's server has attached (looked up once a second)."""
-        server = self._router.server_for(key)
-        now = time.monotonic()
-        seen = self._replicas.get(id(server))
-        if seen is None or now - seen[0] > 1.0:
-            seen = (now, attached_replicas(server.call("INFO", "replication")))
-            self._replicas[id(server)] = seen
-        return int(seen[1])
+    @staticmethod
+    def _on_server(server: _Server, cmds: Sequence[Sequence[Any]], timeout: Optional[float]) -> list:
+        return server.pipeline(cmds, timeout)
+
+    def _moved(self, e: MovedError) -> _Server:
+        return self._router.moved(e)
+
+    _sleep = staticmethod(time.sleep)
 
     def _wait_here(self, plan: Plan, w: "_Wait", pin: bool) -> tuple[list, Any]:
         """Sends ``plan.cmds`` (the first may block in the server) on a wait connection and
@@ -541,63 +383,27 @@ if hasattr(os, "register_at_fork"):
 # ---------------------------------------------------------------- the watchdog
 
 
-class _Watchdog:
-    """One thread per Locks: renews every due hold in one pipeline per server, a third of a
-    lease after its last renewal; tells loss; with keyspace events on, hears a lock's loss
-    within one event (see ``_core.LOSS_EVENTS``)."""
+class _Watchdog(_h.Watchdog):
+    """The watchdog's thread (``_handles.Watchdog``): one per Locks, started by the first hold
+    and ended after 5 s with none; with keyspace events on, hears a lock's loss within one
+    event (``_Subscriber``)."""
 
     def __init__(self, locks: Locks):
-        self._locks = weakref.ref(locks)
-        # Reentrant: a Hold's finalizer (release_later) may run from a garbage collection
-        # that starts while this thread holds it.
         self._mutex = threading.RLock()
-        self._entries: dict = {}  # id -> (Renewal, threading.Event)
-        self._releases: list = []
-        self._seq = 0
+        super().__init__(locks)
         self._thread: Optional[threading.Thread] = None
         self._wake = threading.Event()
-        self._sleep_until = 0.0
-        self.rounds = 0
-        self.renewals = 0
-        self._pid = os.getpid()
-        self._anchor = time.monotonic()
 
-    def new_entry(self) -> int:
-        """An id for ``add``, taken first so that one interrupted between the two can be removed."""
+    def _start(self, wake: bool) -> None:
         with self._mutex:
-            self._seq += 1
-            return self._seq
-
-    def add(self, r: Renewal, lost: threading.Event, n: int = 0) -> int:
-        r.schedule(self._anchor, time.monotonic())
-        with self._mutex:
-            if not n:
-                self._seq += 1
-                n = self._seq
-            self._entries[n] = (r, lost)
-            self._ensure_thread()
-            # Woken only when this hold falls due before the thread would look again: a
-            # thread switch per acquire would cost more than the acquire.
-            early = r.due_at() < self._sleep_until
-        if early:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="rlock-watchdog", daemon=True)
+                self._thread.start()
+        if wake:
             self._wake.set()
-        return n
 
-    def remove(self, n: int) -> None:
-        with self._mutex:
-            self._entries.pop(n, None)
-
-    def release_later(self, key: bytes, cmd: list) -> None:
-        """A hold dropped without release: given back from the watchdog's thread."""
-        with self._mutex:
-            self._releases.append((key, cmd))
-            self._ensure_thread()
-        self._wake.set()
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="rlock-watchdog", daemon=True)
-            self._thread.start()
+    def _stopped(self) -> None:
+        self._thread = None
 
     def _run(self) -> None:
         # An unexpected error (a cluster's node map failing, say) must not end the renewals.
@@ -610,35 +416,17 @@ class _Watchdog:
 
     def _cycle(self) -> None:
         sub = _Subscriber(self)
-        idle_since = None
+        self._idle_since = None
         try:
             while True:
                 locks = self._locks()
-                if locks is None or self._pid != os.getpid():
+                turn = None if locks is None or self._pid != os.getpid() else locks._run(self._turn(locks))
+                del locks  # asleep, the watchdog keeps no Locks alive
+                if turn is None:
                     return
-                with self._mutex:
-                    entries = list(self._entries.items())
-                    releases, self._releases = self._releases, []
-                for key, cmd in releases:
-                    _safe(locks._pipeline, key, [cmd], True)
-                now = time.monotonic()
-                if not entries:
-                    idle_since = idle_since or now
-                    if now - idle_since > 5:
-                        with self._mutex:
-                            if not self._entries and not self._releases:
-                                self._thread = None
-                                self._sleep_until = 0.0
-                                return
-                else:
-                    idle_since = None
-                due = due_now(entries, now)
-                if due:
-                    with self._mutex:
-                        self._sleep_until = 0.0
-                    self._renew(locks, due)
+                again, entries = turn
+                if again:
                     continue
-                del locks
                 sub.sync(entries)
                 self._wake.clear()
                 timeout = next_look(entries, time.monotonic())
@@ -652,48 +440,10 @@ class _Watchdog:
             sub.close()
 
     def check_now(self, keys: set) -> None:
-        """Keyspace events said these keys changed: renew their holds at once."""
+        """Keyspace events said these keys changed (``_handles.Watchdog._checking``)."""
         locks = self._locks()
-        if locks is None:
-            return
-        with self._mutex:
-            hit, fixed = hit_by_events(list(self._entries.items()), keys)
-        if hit:
-            self._renew(locks, hit)
-        for n, r, ev in fixed:
-            try:
-                held = locks._call(r.key, *held_cmd(r))
-            except Exception:
-                continue
-            if not held:
-                self._lose(n, r, ev, LOST_BY_OTHERS)
-
-    def _lose(self, n: int, r: Renewal, ev: threading.Event, why: str) -> None:
-        r.lost_reason = why
-        self.remove(n)
-        ev.set()
-
-    def _renew(self, locks: Locks, due: list) -> None:
-        self.rounds += 1
-        now = time.monotonic()
-        ran_out, renewable = split_due(due)
-        for n, r, ev in ran_out:
-            self._lose(n, r, ev, RAN_OUT_FIXED)
-        by_server: dict = {}
-        for n, r, ev in renewable:
-            by_server.setdefault(id(locks._router.server_for(r.key)), []).append((n, r, ev))
-        for group in by_server.values():
-            cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
-            try:
-                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
-                replies = locks._pipeline(group[0][1].key, cmds, timeout=timeout)
-            except Exception:
-                replies = [None] * len(group)
-            for (n, r, ev), v in zip(group, replies):
-                self.renewals += 1
-                why = after_renewal(r, v, now, time.monotonic(), self._anchor)
-                if why is not None:
-                    self._lose(n, r, ev, why)
+        if locks is not None:
+            locks._run(self._checking(locks, keys))
 
 
 class _Subscriber:

@@ -6,6 +6,7 @@ cancel is read and given back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -21,92 +22,27 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from . import _handles as _h
 from ._core import (
-    DEFAULT_SYNC_TIMEOUT,
-    LOST_BY_OTHERS,
-    RAN_OUT_FIXED,
-    READ,
     RESEND_AFTER,
     SCAN_COUNT,
-    STATS_CMD,
     WAIT_MARGIN,
-    WRITE,
-    Call,
     Leader,
     LockInfo,
     Plan,
-    Renewal,
     ScannedLock,
     Waiter,
-    acknowledgements,
-    after_renewal,
-    attached_replicas,
-    check_name,
-    check_owner,
-    check_replicas,
-    check_value,
-    due_now,
-    election_leader,
     event_channels,
     events_on,
-    grant_basis,
     granted,
-    held_cmd,
-    hit_by_events,
-    latch_count,
-    latch_count_down,
-    latch_plan,
-    latch_try_set_count,
-    lease_ms,
-    lease_plan,
-    lock_force_release,
-    lock_hold_count,
-    lock_info,
-    lock_is_held_by,
-    lock_is_locked,
-    lock_plan,
-    lock_release,
-    lock_remaining_lease,
-    lock_renew,
-    lock_spec,
     lost_key,
-    merge_top,
-    multi_plan,
-    multi_release,
-    multi_spec,
-    new_client_id,
-    new_req_id,
     next_look,
     owner_id,
     pack,
     parse_scan,
-    parse_stats,
-    parse_top,
-    permit_renew,
-    permit_return,
     raise_if_error,
-    read_grant,
-    read_latch,
-    read_leased,
-    read_taken,
-    release_cmd,
-    renew_args,
-    renewal_timeout,
     resend_wait,
     scan_cmd,
-    scoped,
-    scoped_wait,
-    semaphore_add_permits,
-    semaphore_available,
-    semaphore_plan,
-    semaphore_release,
-    semaphore_try_set_permits,
-    server_name,
-    split_due,
     text,
-    top_cmd,
     wait_deadline,
-    wait_ms,
-    waiters_call,
 )
 from .errors import (
     Deadlock,
@@ -169,37 +105,21 @@ async def _quietly(coro: Any) -> None:
         pass
 
 
-class _Server:
-    def __init__(self, settings: _conn.Settings):
-        self.settings = settings
-        self._idle: list = []
-        self._idle_waits: list = []
-        self.pid = os.getpid()
+class _Server(_conn.Pool):
+    """One server's idle connections (``_conn.Pool``), opened on the running loop."""
 
-    async def take(self, waits: bool = False):
-        pool = self._idle_waits if waits else self._idle
-        if pool:
-            return pool.pop()
-        if waits:
+    async def take(self, waits: bool = False) -> Any:
+        conn = self.idle("waits" if waits else "")
+        if conn is None and waits:
             conn = self.settings.async_connection(None)
             await conn.connect()
-            return conn
-        return self.settings.async_connection(self.settings.socket_timeout)
-
-    def give(self, conn: Any, waits: bool = False) -> None:
-        if self.pid == os.getpid():
-            (self._idle_waits if waits else self._idle).append(conn)
+        return conn or self.settings.async_connection(self.settings.socket_timeout)
 
     async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
         conn = await self.take()
         try:
             await conn.send_packed_command(_packed(conn, cmds))
-            out = []
-            for _ in cmds:
-                try:
-                    out.append(await conn.read_response())
-                except ResponseError as e:
-                    out.append(e)
+            out = [await _reply(conn) for _ in cmds]
         except BaseException:
             await _quietly(conn.disconnect(nowait=True))
             raise
@@ -209,59 +129,36 @@ class _Server:
     async def call(self, *args: Any) -> Any:
         return raise_if_error((await self.pipeline([args]))[0])
 
-    def forget(self) -> None:
-        self._idle = []
-        self._idle_waits = []
-        self.pid = os.getpid()
+
+async def _reply(conn: Any, **kw: Any) -> Any:
+    """The next reply; a server error is a value (the plans read it)."""
+    try:
+        return await conn.read_response(**kw)
+    except ResponseError as e:
+        return e
 
 
-class _Router:
+class _Router(_conn.Router):
     def __init__(self, client: Any):
-        settings, cluster = _conn.describe(client)
-        self.cluster = cluster
-        self.single = _Server(settings) if settings else None
-        self._base = settings or _conn.cluster_settings(cluster)
-        self._nodes: dict = {}
-        self._ready = cluster is None
-
-    @property
-    def db(self) -> int:
-        return self._base.db
+        super().__init__(client, _Server)
+        self._ready = self.cluster is None
 
     async def ready(self) -> None:
         if not self._ready:
             await self.cluster.initialize()
             self._ready = True
 
-    def at(self, host: str, port: int) -> _Server:
-        s = self._nodes.get((host, port))
-        if s is None:
-            s = self._nodes[(host, port)] = _Server(self._base.at(host, port))
-        return s
-
     async def server_for(self, key: bytes) -> _Server:
-        if self.single is not None:
-            return self.single
         await self.ready()
-        return self.at(*_conn.node_of(self.cluster, key))
+        return self.node_for(key)
 
     async def all(self) -> list[_Server]:
-        if self.single is not None:
-            return [self.single]
         await self.ready()
-        return [self.at(h, p) for h, p in _conn.primaries(self.cluster)]
+        return self.nodes()
 
     async def moved(self, e: MovedError) -> _Server:
-        try:
-            await self.cluster.nodes_manager.initialize()
-        except Exception:
-            pass
+        await _quietly(self.cluster.nodes_manager.initialize())
         return self.at(e.host, int(e.port))
-
-    def forget(self) -> None:
-        for s in [self.single, *self._nodes.values()]:
-            if s is not None:
-                s.forget()
 
 
 class Locks(_h.Locks):
@@ -342,12 +239,6 @@ class Locks(_h.Locks):
             except BaseException as e:
                 failed = e
 
-    async def _do(self, c: Call) -> Any:
-        return c.read(await self._pipeline(c.key, c.cmds, resend=c.resend))
-
-    async def _call(self, key: bytes, *args: Any) -> Any:
-        return raise_if_error((await self._pipeline(key, [args]))[0])
-
     @staticmethod
     async def _close(conn: Any) -> None:
         await _quietly(conn.disconnect(nowait=True))
@@ -363,32 +254,17 @@ class Locks(_h.Locks):
     async def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
         return await server.call(*cmd)
 
-    async def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> list:
-        self._check_pid()
-        server = await self._router.server_for(key)
-        out: list = []
-        for attempt in range(3):
-            try:
-                out = await server.pipeline(cmds)
-            except _LINK_ERRORS:
-                if not resend or attempt == 2:
-                    raise
-                await asyncio.sleep(RESEND_AFTER)
-                continue
-            moved = next((v for v in out if isinstance(v, MovedError)), None)
-            if moved is None or self._router.cluster is None:
-                return out
-            server = await self._router.moved(moved)
-        return out
+    async def _server_for(self, key: bytes) -> _Server:
+        return await self._router.server_for(key)
 
-    async def _replicas_for(self, key: bytes) -> int:
-        server = await self._router.server_for(key)
-        now = time.monotonic()
-        seen = self._replicas.get(id(server))
-        if seen is None or now - seen[0] > 1.0:
-            seen = (now, attached_replicas(await server.call("INFO", "replication")))
-            self._replicas[id(server)] = seen
-        return int(seen[1])
+    @staticmethod
+    async def _on_server(server: _Server, cmds: Sequence[Sequence[Any]], timeout: Optional[float]) -> list:
+        return await asyncio.wait_for(server.pipeline(cmds), timeout)
+
+    async def _moved(self, e: MovedError) -> _Server:
+        return await self._router.moved(e)
+
+    _sleep = staticmethod(asyncio.sleep)
 
     async def _wait(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
         """The one wait of the asyncio face: ``plan`` runs in a task of its own, whose replies
@@ -414,7 +290,7 @@ class Locks(_h.Locks):
             raise
         if pin:
             return replies, state["conn"]
-        state["server"].give(state["conn"], waits=True)
+        state["server"].give(state["conn"], "waits")
         return replies, None
 
     async def _wait_into(self, fut: asyncio.Future, state: dict, plan: Plan) -> Optional[list]:
@@ -466,7 +342,7 @@ class Locks(_h.Locks):
                 continue
             moved = replies[0] if isinstance(replies[0], MovedError) else None
             if moved is not None and self._router.cluster is not None:
-                state["server"].give(conn, waits=True)
+                state["server"].give(conn, "waits")
                 state["server"] = await self._router.moved(moved)
                 state["conn"] = await state["server"].take(waits=True)
                 continue
@@ -511,107 +387,73 @@ def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
 # ---------------------------------------------------------------- the watchdog
 
 
-class _Watchdog:
+class _Watchdog(_h.Watchdog):
+    """The watchdog's task (``_handles.Watchdog``) on the loop of the holds it renews, and
+    its keyspace-event listener."""
+
+    _mutex = contextlib.nullcontext()  # one loop: nothing runs between two awaits
+
     def __init__(self, locks: Locks):
-        self._locks = weakref.ref(locks)
-        self._entries: dict = {}
-        self._releases: list = []
-        self._seq = 0
+        super().__init__(locks)
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self.rounds = 0
-        self.renewals = 0
-        self._pid = os.getpid()
-        self._anchor = time.monotonic()
         self._sub: Any = None
         self._sub_task: Optional[asyncio.Task] = None
         self._channels: set = set()
         self._checked = 0.0
         self._events: Optional[str] = None
-        self._sleep_until = 0.0
 
-    def new_entry(self) -> int:
-        """An id for ``add``, taken first (as the sync face's, where a thread may be interrupted)."""
-        self._seq += 1
-        return self._seq
-
-    def add(self, r: Renewal, lost: asyncio.Event, entry: int = 0) -> int:
-        r.schedule(self._anchor, time.monotonic())
-        entry = entry or self.new_entry()
-        self._entries[entry] = (r, lost)
-        # Woken only when this hold falls due before the task would look again.
-        self._ensure_task(wake=r.due_at() < self._sleep_until)
-        return entry
-
-    def remove(self, n: int) -> None:
-        self._entries.pop(n, None)
-
-    def release_later(self, key: bytes, cmd: list) -> None:
-        self._releases.append((key, cmd))
+    def _start(self, wake: bool) -> None:
         try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None:
-            self._ensure_task()
-        elif self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._ensure_task)
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a dropped hold's finalizer, outside the loop
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._ensure_task)
+            return
+        self._ensure_task(wake, loop)
 
-    def _ensure_task(self, wake: bool = True) -> None:
-        loop = asyncio.get_running_loop()
+    def _ensure_task(self, wake: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+        loop = loop or asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop = loop
             self._wake = asyncio.Event()
-            self._task = loop.create_task(self._run())
+            self._task = loop.create_task(self._runner())
         if wake and self._wake is not None:
             self._wake.set()
 
-    async def _run(self) -> None:
+    async def _runner(self) -> None:
         # An unexpected error (a cluster's node map failing, say) must not end the renewals.
         while True:
             try:
-                return await self._cycle()
+                return await self._turns()
             except Exception:
                 logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
                 await asyncio.sleep(0.1)
 
-    async def _cycle(self) -> None:
-        idle_since = None
+    async def _turns(self) -> None:
+        self._idle_since = None
         try:
-            while True:
+            while self._pid == os.getpid():
                 locks = self._locks()
-                if locks is None or self._pid != os.getpid():
+                if locks is None or not (turn := await locks._run(self._turn(locks))):
                     return
-                entries = list(self._entries.items())
-                releases, self._releases = self._releases, []
-                for key, cmd in releases:
-                    await _quietly(locks._pipeline(key, [cmd], True))
-                now = time.monotonic()
-                if not entries:
-                    idle_since = idle_since or now
-                    if now - idle_since > 5 and not self._releases:
-                        self._sleep_until = 0.0
-                        return
-                else:
-                    idle_since = None
-                due = due_now(entries, now)
-                if due:
-                    await self._renew(locks, due)
-                    continue
-                await self._sync_events(locks, entries)
-                del locks
-                assert self._wake is not None
-                self._wake.clear()
-                timeout = next_look(entries, time.monotonic())
-                self._sleep_until = time.monotonic() + timeout
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    pass
-                self._sleep_until = 0.0
+                if not turn[0]:
+                    await self._sync_events(locks, turn[1])
+                    del locks  # asleep, the watchdog keeps no Locks alive
+                    await self._sleep(next_look(turn[1], time.monotonic()))
         finally:
             await self._close_events()
+
+    async def _sleep(self, timeout: float) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        self._sleep_until = time.monotonic() + timeout
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._sleep_until = 0.0
 
     async def _sync_events(self, locks: Locks, entries: list) -> None:
         if locks._router.single is None:
@@ -666,45 +508,10 @@ class _Watchdog:
         self._channels = set()
 
     async def check_now(self, keys: set) -> None:
+        """Keyspace events said these keys changed (``_handles.Watchdog._checking``)."""
         locks = self._locks()
-        if locks is None:
-            return
-        hit, fixed = hit_by_events(list(self._entries.items()), keys)
-        if hit:
-            await self._renew(locks, hit)
-        held = await asyncio.gather(*(locks._call(r.key, *held_cmd(r)) for _, r, _ in fixed), return_exceptions=True)
-        for (n, r, ev), v in zip(fixed, held):
-            if v == 0:
-                self._lose(n, r, ev, LOST_BY_OTHERS)
-
-    def _lose(self, n: int, r: Renewal, ev: asyncio.Event, why: str) -> None:
-        r.lost_reason = why
-        self.remove(n)
-        ev.set()
-
-    async def _renew(self, locks: Locks, due: list) -> None:
-        self.rounds += 1
-        now = time.monotonic()
-        ran_out, renewable = split_due(due)
-        for n, r, ev in ran_out:
-            self._lose(n, r, ev, RAN_OUT_FIXED)
-        groups: dict = {}
-        for entry in renewable:
-            groups.setdefault(id(await locks._router.server_for(entry[1].key)), []).append(entry)
-        for group in groups.values():
-            cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
-            try:
-                timeout = renewal_timeout([r.lease_ms for _, r, _ in group])
-                replies = await asyncio.wait_for(locks._pipeline(group[0][1].key, cmds), timeout)
-            except Exception:
-                replies = [None] * len(group)
-            self.renewals += len(group)
-            for (n, r, ev), v in zip(group, replies):
-                why = after_renewal(r, v, now, time.monotonic(), self._anchor) if n in self._entries else None
-                if why is not None:
-                    self._lose(n, r, ev, why)
-
-
+        if locks is not None:
+            await locks._run(self._checking(locks, keys))
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)
