@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from ._core import pack
+
 # What is copied from the user's connection settings. Everything else (retries, protocol,
 # decoding, redis-py's maintenance notifications) is ours to choose.
 _KEEP = {
@@ -198,3 +200,9 @@ class Router:
         for s in [self.single, *self._nodes.values()]:
             if s is not None:
                 s.forget()
+
+
+def packed(conn: Any, cmds: Any) -> list:
+    """``cmds`` as the bytes of one write (``_core.pack``), or redis-py's packing of them."""
+    p = pack(cmds)
+    return [p] if p is not None else conn.pack_commands(cmds)

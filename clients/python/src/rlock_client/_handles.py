@@ -35,6 +35,7 @@ from ._core import (
     LOST_BY_OTHERS,
     RAN_OUT_FIXED,
     Call,
+    Plan,
     Renewal,
     acknowledgements,
     after_renewal,
@@ -82,6 +83,7 @@ from ._core import (
     release_cmd,
     renew_args,
     renewal_timeout,
+    resend_wait,
     scoped,
     scoped_wait,
     semaphore_add_permits,
@@ -92,6 +94,7 @@ from ._core import (
     server_name,
     split_due,
     top_cmd,
+    wait_deadline,
     waiters_call,
     wait_ms,
 )
@@ -159,6 +162,23 @@ class AsyncScope(Scope):
 
     def __aexit__(self, *exc: Any) -> Any:
         return self._locks._run(self._exit(*exc))
+
+
+class Waiting:
+    """How far one wait got (``Locks._waiting``); ``gives_back``: a link broken after the
+    grant was read gives it back there (the asyncio face; the sync face's ``_abandon`` does)."""
+
+    __slots__ = ("server", "conn", "sent", "replies", "pinned", "undo", "left", "gives_back")
+
+    def __init__(self, gives_back: bool = False, pinned: bool = False) -> None:
+        self.server: Any = None
+        self.conn: Any = None
+        self.sent = False
+        self.replies: Optional[list] = None
+        self.pinned = pinned  # conn is the caller's (SESSION), not back in the pool
+        self.undo: Any = None  # gives back what was made from the replies
+        self.left = False  # the caller left: no resend
+        self.gives_back = gives_back
 
 
 # ---------------------------------------------------------------- Locks
@@ -265,6 +285,71 @@ class Locks:
                 return out
             server = yield ("_moved", (moved,))
         return out
+
+    def _waiting(self, plan: Plan, w: "Waiting") -> Op[list]:
+        """Sends ``plan.cmds`` (the first may block in the server) on a wait connection and
+        reads every reply. A broken link sends them again (REQ ids) with the wait that is left
+        (``_core.resend_wait``), unless the caller left; MOVED sends them to the node it names.
+        ``w`` records how far it got (which server and connection, whether it was sent, the
+        replies once all are read), for the face to end a wait its caller left."""
+        self._check_pid()
+        w.server = yield ("_server_for", (plan.key,))
+        cmds = plan.cmds
+        deadline = wait_deadline(time.monotonic(), plan.block)
+        tries = 0
+        while True:
+            w.conn = yield ("_take_wait", (w.server,))
+            replies: list = []
+            try:
+                w.sent = True
+                yield ("_send_wait", (w.conn, cmds, replies, deadline))
+            except self._link_errors as e:
+                yield from close(w.conn)
+                if replies:
+                    # The grant was read; what follows (HGET, WAIT) is lost: it is given back.
+                    w.replies = replies
+                    if w.gives_back:
+                        yield from self._giving_back(plan, replies[0])
+                    raise
+                tries += 1
+                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
+                                    time.monotonic())
+                if again is None or w.left:
+                    raise
+                yield ("_sleep", (RESEND_AFTER,))
+                cmds = [again] + list(cmds[1:])
+                continue
+            except BaseException:
+                yield from close(w.conn)
+                raise
+            moved = replies[0] if isinstance(replies[0], MovedError) else None
+            if moved is not None and self._router.cluster is not None:
+                w.sent = False  # refused: nothing was applied
+                w.server.give(w.conn, "waits")
+                w.server = yield ("_moved", (moved,))
+                continue
+            w.replies = replies
+            return replies
+
+    def _reclaiming(self, plan: Plan, replies: Optional[list]) -> Op[None]:
+        """A wait its caller left, whose server-side wait is over: unless its replies are
+        known, the call is sent again with its REQ id and a 1 ms wait (a grant the first got
+        is replayed, or the call runs anew). What either replied is given back."""
+        if replies is None and plan.req:
+            try:
+                replies = yield from self._sending(plan.key, [plan.again()], True)
+            except Exception:
+                return
+        if replies:
+            yield from self._giving_back(plan, replies[0])
+
+    def _giving_back(self, plan: Plan, reply: Any) -> Op[None]:
+        cmds = plan.give_back(reply)
+        if cmds:
+            try:
+                yield from self._sending(plan.key, cmds, True)
+            except Exception:
+                pass
 
     def _replicas_of(self, key: bytes) -> Op[int]:
         """How many replicas the key's server has attached (looked up once a second)."""

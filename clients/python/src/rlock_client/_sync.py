@@ -18,7 +18,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from . import _handles as _h
 from ._core import (
-    RESEND_AFTER,
     SCAN_COUNT,
     WAIT_MARGIN,
     Leader,
@@ -29,17 +28,13 @@ from ._core import (
     lost_key,
     next_look,
     owner_id,
-    pack,
     parse_scan,
     raise_if_error,
-    resend_wait,
     scan_cmd,
     text,
-    wait_deadline,
 )
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
-_LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
 _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
 T = TypeVar("T")
@@ -75,7 +70,7 @@ class _Server(_conn.Pool):
         if conn is None:
             conn = self.settings.sync_connection(timeout)
         try:
-            conn.send_packed_command(_packed(conn, cmds))
+            conn.send_packed_command(_conn.packed(conn, cmds))
             out = []
             for _ in cmds:
                 try:
@@ -116,7 +111,6 @@ class Locks(_h.Locks):
     lock command behind your back."""
 
     _face = sys.modules[__name__]
-    _link_errors = _LINK_ERRORS
 
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         super().__init__(client, watchdog_lease=watchdog_lease)
@@ -193,14 +187,14 @@ class Locks(_h.Locks):
         another thread end the wait in the server and give back its grant (``_abandon``):
         nothing is left held by nobody. The plan tells (``_undo``) how to give back what it
         made, as soon as it made it."""
-        w: Optional[_Wait] = None
+        w: Optional[_h.Waiting] = None
         waited: Any = None
         try:
             req = next(plan)
             while True:
                 try:
                     if req[0] == "_wait":
-                        waited, w = req[1][0], _Wait()
+                        waited, w = req[1][0], _h.Waiting()
                         out = self._wait_here(waited, w, req[1][1])
                     elif req[0] == "_undo":
                         out = None
@@ -215,7 +209,7 @@ class Locks(_h.Locks):
         except StopIteration as done:
             return done.value
         except BaseException as e:
-            if w is not None and (w.replies is not None or not isinstance(e, _LINK_ERRORS)):
+            if w is not None and (w.replies is not None or not isinstance(e, _h.LINK_ERRORS)):
                 threading.Thread(target=self._abandon, args=(waited, w), name="rlock-abandon", daemon=True).start()
             raise
 
@@ -242,63 +236,34 @@ class Locks(_h.Locks):
 
     _sleep = staticmethod(time.sleep)
 
-    def _wait_here(self, plan: Plan, w: "_Wait", pin: bool) -> tuple[list, Any]:
-        """Sends ``plan.cmds`` (the first may block in the server) on a wait connection and
-        returns (replies, the connection if ``pin``). A broken link sends them again (REQ ids)
-        with the wait that is left (``_core.resend_wait``). ``w`` records how far it got (what
-        was sent, on which connection, the replies once all are read) for ``_abandon``."""
-        self._check_pid()
-        server = self._router.server_for(plan.key)
-        cmds = plan.cmds
-        deadline = wait_deadline(time.monotonic(), plan.block)
-        tries = 0
-        while True:
-            conn = server._take(waits=True)
-            w.server, w.conn = server, conn
-            replies: list = []
-            try:
-                w.sent = True
-                conn.send_packed_command(_packed(conn, cmds))
-                while len(replies) < len(cmds):
-                    # In slices, so that an exception raised in this thread lands within one.
-                    while not conn.can_read(timeout=0.05):
-                        if deadline is not None and time.monotonic() > deadline + WAIT_MARGIN:
-                            raise RedisTimeoutError("the server did not answer a wait in time")
-                    try:
-                        replies.append(conn.read_response())
-                    except ResponseError as e:
-                        replies.append(e)
-            except _LINK_ERRORS as e:
-                conn.disconnect()
-                if replies:
-                    # The grant was read; what follows (HGET, WAIT) is lost: it is given back.
-                    w.replies = replies
-                    raise
-                tries += 1
-                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
-                                    time.monotonic())
-                if again is None:
-                    raise
-                time.sleep(RESEND_AFTER)
-                cmds = [again] + list(cmds[1:])
-                continue
-            except BaseException:
-                conn.disconnect()
-                raise
-            moved = replies[0] if isinstance(replies[0], MovedError) else None
-            if moved is not None and self._router.cluster is not None:
-                w.sent = False  # refused: nothing was applied
-                server._give(conn, waits=True)
-                server = self._router.moved(moved)
-                continue
-            w.pinned = pin
-            w.replies = replies
-            if pin:
-                return replies, conn
-            server._give(conn, waits=True)
-            return replies, None
+    def _wait_here(self, plan: Plan, w: _h.Waiting, pin: bool) -> tuple[list, Any]:
+        """The wait of ``plan`` on the calling thread (``_handles.Locks._waiting``): (replies,
+        the connection if ``pin``)."""
+        w.pinned = pin
+        replies = self._run(self._waiting(plan, w))
+        if pin:
+            return replies, w.conn
+        w.server._give(w.conn, waits=True)
+        return replies, None
 
-    def _abandon(self, plan: Plan, w: "_Wait") -> None:
+    @staticmethod
+    def _take_wait(server: _Server) -> Any:
+        return server._take(waits=True)
+
+    @staticmethod
+    def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
+        conn.send_packed_command(_conn.packed(conn, cmds))
+        while len(replies) < len(cmds):
+            # In slices, so that an exception raised in this thread lands within one.
+            while not conn.can_read(timeout=0.05):
+                if deadline is not None and time.monotonic() > deadline + WAIT_MARGIN:
+                    raise RedisTimeoutError("the server did not answer a wait in time")
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as e:
+                replies.append(e)
+
+    def _abandon(self, plan: Plan, w: _h.Waiting) -> None:
         """The caller of ``_wait`` left before what it waited for reached it. Runs in a thread
         of its own: gives back what the wait was granted (``plan.give_back``, whose REQ ids are
         one per grant, so it is applied at most once)."""
@@ -308,7 +273,7 @@ class Locks(_h.Locks):
         if w.replies is not None:
             if w.pinned:
                 _safe(w.conn.disconnect)  # the SESSION connection of what is given back
-            self._give_back(plan, w.replies[0])
+            self._run(self._giving_back(plan, w.replies[0]))
             return
         if not w.sent or w.server is None:
             return
@@ -331,37 +296,7 @@ class Locks(_h.Locks):
             except Exception:
                 pass
             time.sleep(0.01)
-        if not plan.req:
-            return  # nothing taken (a latch): nothing to give back
-        try:
-            v = self._pipeline(plan.key, [plan.again()], resend=True)[0]
-        except Exception:
-            return
-        self._give_back(plan, v)
-
-    def _give_back(self, plan: Plan, reply: Any) -> None:
-        cmds = plan.give_back(reply)
-        if cmds:
-            _safe(self._pipeline, plan.key, cmds, True)
-
-
-class _Wait:
-    """How far one wait on the calling thread got (``Locks._wait``)."""
-
-    __slots__ = ("server", "conn", "sent", "replies", "pinned", "undo")
-
-    def __init__(self) -> None:
-        self.server: Any = None
-        self.conn: Any = None
-        self.sent = False
-        self.replies: Optional[list] = None
-        self.pinned = False  # conn is the caller's (SESSION), not back in the pool
-        self.undo: Any = None  # gives back what was made from the replies
-
-
-def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
-    p = pack(cmds)
-    return [p] if p is not None else conn.pack_commands(cmds)
+        self._run(self._reclaiming(plan, None))
 
 
 def _safe(f: Any, *args: Any) -> None:

@@ -22,7 +22,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from . import _conn
 from . import _handles as _h
 from ._core import (
-    RESEND_AFTER,
     SCAN_COUNT,
     WAIT_MARGIN,
     Leader,
@@ -36,13 +35,10 @@ from ._core import (
     lost_key,
     next_look,
     owner_id,
-    pack,
     parse_scan,
     raise_if_error,
-    resend_wait,
     scan_cmd,
     text,
-    wait_deadline,
 )
 from .errors import (
     Deadlock,
@@ -85,7 +81,6 @@ __all__ = [
     "DuplicateValue",
 ]
 
-_LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _UNSET: Any = object()
 _BACKGROUND: set = set()
 T = TypeVar("T")
@@ -118,7 +113,7 @@ class _Server(_conn.Pool):
     async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
         conn = await self.take()
         try:
-            await conn.send_packed_command(_packed(conn, cmds))
+            await conn.send_packed_command(_conn.packed(conn, cmds))
             out = [await _reply(conn) for _ in cmds]
         except BaseException:
             await _quietly(conn.disconnect(nowait=True))
@@ -166,8 +161,7 @@ class Locks(_h.Locks):
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
     _face = sys.modules[__name__]
-    _link_errors = _LINK_ERRORS
-
+    
     @classmethod
     def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
         if not isinstance(url, str):
@@ -272,30 +266,27 @@ class Locks(_h.Locks):
         cancels ``fut``, never the wait; the wait is then abandoned (``_abandon``) and what it
         was granted is given back (Rust: a oneshot channel). Returns (replies, the connection
         if ``pin``)."""
-        self._check_pid()
-        server = await self._router.server_for(plan.key)
-        conn = await server.take(waits=True)
-        state: dict = {"conn": conn, "server": server, "left": False}
+        w = _h.Waiting(gives_back=True, pinned=pin)
         fut = asyncio.get_running_loop().create_future()
-        inner = _spawn(self._wait_into(fut, state, plan))
+        inner = _spawn(self._wait_into(fut, w, plan))
         try:
             replies = await fut
         except asyncio.CancelledError:
-            state["left"] = True
+            w.left = True
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 replies = fut.result()  # granted as we were cancelled
             else:
                 replies = None
-            _spawn(self._abandon(state, inner, plan, replies))
+            _spawn(self._abandon(w, inner, plan, replies))
             raise
         if pin:
-            return replies, state["conn"]
-        state["server"].give(state["conn"], "waits")
+            return replies, w.conn
+        w.server.give(w.conn, "waits")
         return replies, None
 
-    async def _wait_into(self, fut: asyncio.Future, state: dict, plan: Plan) -> Optional[list]:
+    async def _wait_into(self, fut: asyncio.Future, w: _h.Waiting, plan: Plan) -> Optional[list]:
         try:
-            replies = await self._send_wait(state, plan)
+            replies = await self._run(self._waiting(plan, w))
         except BaseException as e:
             if not fut.done():
                 fut.set_exception(e)
@@ -305,83 +296,32 @@ class Locks(_h.Locks):
         fut.set_result(replies)
         return None
 
-    async def _send_wait(self, state: dict, plan: Plan) -> list:
-        """Sends ``plan.cmds``; a broken link sends them again (REQ ids) with the wait that
-        is left (``_core.resend_wait``), unless the caller left."""
-        cmds = plan.cmds
-        deadline = wait_deadline(time.monotonic(), plan.block)
-        tries = 0
-        while True:
-            conn = state["conn"]
-            replies: list = []
-            state["replies"] = replies
-            try:
-                await conn.send_packed_command(_packed(conn, cmds))
-                while len(replies) < len(cmds):
-                    t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
-                    try:
-                        v = await asyncio.wait_for(conn.read_response(timeout=math.inf), t)
-                    except asyncio.TimeoutError:
-                        raise RedisTimeoutError("the server did not answer a wait in time") from None
-                    except ResponseError as e:
-                        v = e
-                    replies.append(v)
-            except _LINK_ERRORS as e:
-                await _quietly(conn.disconnect(nowait=True))
-                if replies:
-                    await self._give_back(plan, replies[0])
-                    raise
-                tries += 1
-                again = resend_wait(cmds[0], tries, isinstance(e, RedisTimeoutError), plan.block, deadline,
-                                    time.monotonic())
-                if again is None or state["left"]:
-                    raise
-                await asyncio.sleep(RESEND_AFTER)
-                cmds = [again] + list(cmds[1:])
-                state["conn"] = await state["server"].take(waits=True)
-                continue
-            moved = replies[0] if isinstance(replies[0], MovedError) else None
-            if moved is not None and self._router.cluster is not None:
-                state["server"].give(conn, "waits")
-                state["server"] = await self._router.moved(moved)
-                state["conn"] = await state["server"].take(waits=True)
-                continue
-            return replies
+    @staticmethod
+    async def _take_wait(server: _Server) -> Any:
+        return await server.take(waits=True)
 
-    async def _abandon(self, state: dict, inner: asyncio.Task, plan: Plan, replies: Optional[list]) -> None:
+    @staticmethod
+    async def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
+        await conn.send_packed_command(_conn.packed(conn, cmds))
+        for _ in cmds:
+            t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
+            try:
+                replies.append(await asyncio.wait_for(_reply(conn, timeout=math.inf), t))
+            except asyncio.TimeoutError:
+                raise RedisTimeoutError("the server did not answer a wait in time") from None
+
+    async def _abandon(self, w: _h.Waiting, inner: asyncio.Task, plan: Plan, replies: Optional[list]) -> None:
         """The caller left a wait. Its connection is closed (the server frees a blocked client
-        whose socket closed: no CLIENT KILL, which an ACL may refuse), then, unless its replies
-        are known, the call is sent again with its REQ id and a 1 ms wait: a grant the first
-        got is replayed, or the call runs anew. What either replied is given back."""
+        whose socket closed: no CLIENT KILL, which an ACL may refuse), then what it was granted
+        is given back (``_handles.Locks._reclaiming``)."""
         if replies is None and not inner.done():
             inner.cancel()
         await _quietly(asyncio.wait({inner}, timeout=1))
-        await _quietly(state["conn"].disconnect(nowait=True))
+        if w.conn is not None:
+            await _quietly(w.conn.disconnect(nowait=True))
         if replies is None and inner.done() and not inner.cancelled() and inner.exception() is None:
             replies = inner.result()  # read as the caller left
-        if replies is None and plan.req:
-            try:
-                replies = await self._pipeline(plan.key, [plan.again()], resend=True)
-            except Exception:
-                return
-        if replies:
-            await self._give_back(plan, replies[0])
-
-    async def _give_back(self, plan: Plan, reply: Any) -> None:
-        cmds = plan.give_back(reply)
-        if cmds:
-            await _quietly(self._pipeline(plan.key, cmds, True))
-
-
-async def _closed(conn: Any) -> None:
-    """Closes a wait's pinned connection, if any (a SESSION connection that holds nothing)."""
-    if conn is not None:
-        await _quietly(conn.disconnect(nowait=True))
-
-
-def _packed(conn: Any, cmds: Sequence[Sequence[Any]]) -> list:
-    p = pack(cmds)
-    return [p] if p is not None else conn.pack_commands(cmds)
+        await self._run(self._reclaiming(plan, replies))
 
 
 # ---------------------------------------------------------------- the watchdog
