@@ -45,6 +45,8 @@ from ._core import (
     check_replicas,
     check_value,
     due_now,
+    event_channels,
+    events_on,
     election_leader,
     grant_basis,
     held_cmd,
@@ -93,6 +95,7 @@ from ._core import (
     semaphore_try_set_permits,
     server_name,
     split_due,
+    text,
     top_cmd,
     wait_deadline,
     waiters_call,
@@ -105,10 +108,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 T = TypeVar("T")
-Request = Tuple[str, tuple]
+Request = tuple  # (face method name, args), or (object, method name, args)
 Op = Generator[Request, Any, T]  # a plan: run by a face's ``Locks._run``
 
 UNSET: Any = object()
+EVENTS_CONFIG = ("CONFIG", "GET", "notify-keyspace-events")
 LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)  # a broken link, not a server's refusal
 
 
@@ -1007,6 +1011,10 @@ class Watchdog:
         self.renewals = 0
         self._pid = os.getpid()
         self._anchor = time.monotonic()
+        self._sub: Any = None  # the keyspace-event connection, while events are on
+        self._channels: set = set()
+        self._checked = 0.0
+        self._events: Optional[str] = None
 
     def _start(self, wake: bool) -> None:
         """Starts the face's runner unless it runs; ``wake``: it looks again at once."""
@@ -1072,11 +1080,43 @@ class Watchdog:
                         return None
         due = due_now(entries, now)
         if not due:
+            yield from self._following(locks, entries)
             return False, entries
         with self._mutex:
             self._sleep_until = 0.0
         yield from self._renewing(locks, due)
         return True, []
+
+    def _following(self, locks: Any, entries: list) -> Op[None]:
+        """Keeps the face's event connection subscribed to each held key's channel while
+        ``notify-keyspace-events`` publishes the module's events there (looked up once a
+        second; one server, not a cluster), and closes it otherwise."""
+        single = locks._router.single
+        if single is None:
+            return
+        if entries and time.monotonic() - self._checked > 1.0:
+            self._checked = time.monotonic()
+            try:
+                flags = raise_if_error((yield ("_on_server", (single, [EVENTS_CONFIG], 0.5)))[0])
+                self._events = events_on(text(flags[1]) if flags else "")
+            except Exception:
+                self._events = None
+        if not entries or not self._events:
+            yield (self, "_unfollow", ())
+            return
+        want = set(event_channels(self._events, locks._router.db, sorted({r.key for _, (r, _) in entries})))
+        try:
+            if self._sub is None:
+                yield (self, "_follow", (single, locks._router.db))
+                self._channels = set()
+            add, drop = want - self._channels, self._channels - want
+            if add:
+                yield (self, "_subscribe", ("SUBSCRIBE", *add))
+            if drop:
+                yield (self, "_subscribe", ("UNSUBSCRIBE", *drop))
+            self._channels = want
+        except Exception:
+            yield (self, "_unfollow", ())
 
     def _renewing(self, locks: Any, due: list) -> Op[None]:
         self.rounds += 1

@@ -23,8 +23,6 @@ from ._core import (
     Leader,
     Plan,
     ScannedLock,
-    event_channels,
-    events_on,
     lost_key,
     next_look,
     owner_id,
@@ -201,7 +199,7 @@ class Locks(_h.Locks):
                         if w is not None:
                             w.undo = req[1][0]
                     else:
-                        out = getattr(self, req[0])(*req[1])
+                        out = getattr(self, req[0])(*req[1]) if len(req) == 2 else getattr(req[0], req[1])(*req[2])
                 except BaseException as e:
                     req = plan.throw(e)
                     continue
@@ -350,7 +348,6 @@ class _Watchdog(_h.Watchdog):
                 time.sleep(0.1)
 
     def _cycle(self) -> None:
-        sub = _Subscriber(self)
         self._idle_since = None
         try:
             while True:
@@ -362,17 +359,18 @@ class _Watchdog(_h.Watchdog):
                 again, entries = turn
                 if again:
                     continue
-                sub.sync(entries)
                 self._wake.clear()
                 timeout = next_look(entries, time.monotonic())
+                if self._sub is not None:
+                    timeout = min(timeout, 0.05)
                 with self._mutex:
-                    self._sleep_until = time.monotonic() + (min(timeout, 0.05) if sub.active else timeout)
-                if sub.active:
-                    sub.wait(min(timeout, 0.05))
+                    self._sleep_until = time.monotonic() + timeout
+                if self._sub is not None:
+                    self._hear(timeout)
                 else:
                     self._wake.wait(timeout)
         finally:
-            sub.close()
+            self._unfollow()
 
     def check_now(self, keys: set) -> None:
         """Keyspace events said these keys changed (``_handles.Watchdog._checking``)."""
@@ -380,83 +378,38 @@ class _Watchdog(_h.Watchdog):
         if locks is not None:
             locks._run(self._checking(locks, keys))
 
+    # the keyspace-event connection (``_handles.Watchdog._following``), read between turns
 
-class _Subscriber:
-    """The watchdog's keyspace-event connection: subscribed to each held key's channel
-    while ``notify-keyspace-events`` publishes the module's events there."""
+    def _follow(self, single: _Server, db: int) -> None:
+        self._db = db
+        self._sub = single.settings.sync_connection(None)
+        self._sub.connect()
 
-    def __init__(self, dog: _Watchdog):
-        self.dog = dog
-        self.conn: Any = None
-        self.channels: set = set()
-        self.checked = 0.0
-        self.on: Optional[str] = None
-        self.db = 0
+    def _subscribe(self, *args: Any) -> None:
+        self._sub.send_command(*args)
 
-    @property
-    def active(self) -> bool:
-        return self.conn is not None
-
-    def sync(self, entries: list) -> None:
-        locks = self.dog._locks()
-        if locks is None or locks._router.single is None:
-            return
-        now = time.monotonic()
-        if not entries:
-            self.close()
-            return
-        if now - self.checked > 1.0:
-            self.checked = now
-            try:
-                flags = raise_if_error(
-                    locks._router.single.pipeline([("CONFIG", "GET", "notify-keyspace-events")], timeout=0.5)[0])
-                self.on = events_on(text(flags[1]) if flags else "")
-            except Exception:
-                self.on = None
-        if not self.on:
-            self.close()
-            return
-        db = self.db = locks._router.db
-        want = set(event_channels(self.on, db, sorted({r.key for _, (r, _) in entries})))
-        try:
-            if self.conn is None:
-                self.conn = locks._router.single.settings.sync_connection(None)
-                self.conn.connect()
-                self.channels = set()
-            add, drop = want - self.channels, self.channels - want
-            if add:
-                self.conn.send_command("SUBSCRIBE", *add)
-            if drop:
-                self.conn.send_command("UNSUBSCRIBE", *drop)
-            self.channels = want
-        except Exception:
-            self.close()
-
-    def wait(self, timeout: float) -> None:
+    def _hear(self, timeout: float) -> None:
         hit: set = set()
         try:
             end = time.monotonic() + timeout
-            while self.conn.can_read(timeout=max(0.0, end - time.monotonic())):
-                key = lost_key(self.conn.read_response(), self.db)
+            while self._sub.can_read(timeout=max(0.0, end - time.monotonic())):
+                key = lost_key(self._sub.read_response(), self._db)
                 if key is not None:
                     hit.add(key)
-                    if not self.conn.can_read(timeout=0):
+                    if not self._sub.can_read(timeout=0):
                         break  # tell it now; later messages are read on the next turn
                 if time.monotonic() >= end:
                     break
         except Exception:
-            self.close()
+            self._unfollow()
         if hit:
-            self.dog.check_now(hit)
+            self.check_now(hit)
 
-    def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.disconnect()
-            except Exception:
-                pass
-        self.conn = None
-        self.channels = set()
+    def _unfollow(self) -> None:
+        if self._sub is not None:
+            _safe(self._sub.disconnect)
+        self._sub = None
+        self._channels = set()
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)

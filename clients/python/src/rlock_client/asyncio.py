@@ -29,8 +29,6 @@ from ._core import (
     Plan,
     ScannedLock,
     Waiter,
-    event_channels,
-    events_on,
     granted,
     lost_key,
     next_look,
@@ -38,7 +36,6 @@ from ._core import (
     parse_scan,
     raise_if_error,
     scan_cmd,
-    text,
 )
 from .errors import (
     Deadlock,
@@ -229,7 +226,8 @@ class Locks(_h.Locks):
                 return end.value
             reply, failed = None, None
             try:
-                reply = await getattr(self, req[0])(*req[1])
+                target, name, args = (self, *req) if len(req) == 2 else req
+                reply = await getattr(target, name)(*args)
             except BaseException as e:
                 failed = e
 
@@ -338,11 +336,7 @@ class _Watchdog(_h.Watchdog):
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._sub: Any = None
         self._sub_task: Optional[asyncio.Task] = None
-        self._channels: set = set()
-        self._checked = 0.0
-        self._events: Optional[str] = None
 
     def _start(self, wake: bool) -> None:
         try:
@@ -379,11 +373,10 @@ class _Watchdog(_h.Watchdog):
                 if locks is None or not (turn := await locks._run(self._turn(locks))):
                     return
                 if not turn[0]:
-                    await self._sync_events(locks, turn[1])
                     del locks  # asleep, the watchdog keeps no Locks alive
                     await self._sleep(next_look(turn[1], time.monotonic()))
         finally:
-            await self._close_events()
+            await self._unfollow()
 
     async def _sleep(self, timeout: float) -> None:
         assert self._wake is not None
@@ -395,39 +388,14 @@ class _Watchdog(_h.Watchdog):
             pass
         self._sleep_until = 0.0
 
-    async def _sync_events(self, locks: Locks, entries: list) -> None:
-        if locks._router.single is None:
-            return
-        if not entries:
-            await self._close_events()
-            return
-        now = time.monotonic()
-        if now - self._checked > 1.0:
-            self._checked = now
-            try:
-                flags = await asyncio.wait_for(
-                    locks._router.single.call("CONFIG", "GET", "notify-keyspace-events"), 0.5)
-                self._events = events_on(text(flags[1]) if flags else "")
-            except Exception:
-                self._events = None
-        if not self._events:
-            await self._close_events()
-            return
-        want = set(event_channels(self._events, locks._router.db, sorted({r.key for _, (r, _) in entries})))
-        try:
-            if self._sub is None:
-                self._sub = locks._router.single.settings.async_connection(None)
-                await self._sub.connect()
-                self._channels = set()
-                self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub, locks._router.db))
-            add, drop = want - self._channels, self._channels - want
-            if add:
-                await self._sub.send_command("SUBSCRIBE", *add)
-            if drop:
-                await self._sub.send_command("UNSUBSCRIBE", *drop)
-            self._channels = want
-        except Exception:
-            await self._close_events()
+    async def _follow(self, single: _Server, db: int) -> None:
+        """Opens the event connection (``_handles.Watchdog._following``) and its listener."""
+        self._sub = single.settings.async_connection(None)
+        await self._sub.connect()
+        self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub, db))
+
+    async def _subscribe(self, *args: Any) -> None:
+        await self._sub.send_command(*args)
 
     async def _listen(self, conn: Any, db: int) -> None:
         try:
@@ -438,7 +406,7 @@ class _Watchdog(_h.Watchdog):
         except BaseException:
             return
 
-    async def _close_events(self) -> None:
+    async def _unfollow(self) -> None:
         if self._sub_task is not None:
             self._sub_task.cancel()
             self._sub_task = None
