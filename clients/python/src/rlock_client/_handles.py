@@ -15,7 +15,9 @@ The requests a plan may yield (each face's ``Locks`` has these methods):
 - ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
   is handed over (a plan factory; the sync face runs it from another thread);
 - ``("_close", (conn,))``: a pinned wait connection closed;
-- ``("_replicas_for", (key,))``, ``("_servers", ())``, ``("_on", (server, cmd))``.
+- ``("_sleep", (seconds,))``;
+- ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``,
+  ``moved``), server (``pipeline``, ``call``, ``_take``) or watchdog.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 T = TypeVar("T")
+L = TypeVar("L", bound="Locks")
 Request = tuple  # (face method name, args), or (object, method name, args)
 Op = Generator[Request, Any, T]  # a plan: run by a face's ``Locks._run``
 
@@ -202,6 +205,18 @@ class Locks:
         self._replicas: dict = {}
         self._fresh()
 
+    @classmethod
+    def from_url(cls: type[L], url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> L:
+        """``redis://``, ``rediss://`` (TLS: ``ssl_ca_certs=``, ``ssl_certfile=``,
+        ``ssl_keyfile=``) or ``unix://``; ``cluster=True`` for a Redis Cluster."""
+        if not isinstance(url, str):
+            raise TypeError("url must be a str")
+        return cls(cls._client_from_url(url, cluster, kwargs), watchdog_lease=watchdog_lease)
+
+    @staticmethod
+    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
+        raise NotImplementedError
+
     def _fresh(self) -> None:
         """The state of one process (again after fork(): the parent's is the parent's)."""
         self.client_id = new_client_id()
@@ -274,11 +289,11 @@ class Locks:
         broken link sends them once more (they carry REQ ids, so the server applies them at
         most once). A MOVED reply in a cluster sends them to the node it names."""
         self._check_pid()
-        server = yield ("_server_for", (key,))
+        server = yield (self._router, "server_for", (key,))
         out: list = []
         for attempt in range(3):
             try:
-                out = yield ("_on_server", (server, cmds, timeout))
+                out = yield (server, "pipeline", (cmds, timeout))
             except self._link_errors:
                 if not resend or attempt == 2:
                     raise
@@ -287,7 +302,7 @@ class Locks:
             moved = next((v for v in out if isinstance(v, MovedError)), None)
             if moved is None or self._router.cluster is None:
                 return out
-            server = yield ("_moved", (moved,))
+            server = yield (self._router, "moved", (moved,))
         return out
 
     def _waiting(self, plan: Plan, w: "Waiting") -> Op[list]:
@@ -297,12 +312,12 @@ class Locks:
         ``w`` records how far it got (which server and connection, whether it was sent, the
         replies once all are read), for the face to end a wait its caller left."""
         self._check_pid()
-        w.server = yield ("_server_for", (plan.key,))
+        w.server = yield (self._router, "server_for", (plan.key,))
         cmds = plan.cmds
         deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
-            w.conn = yield ("_take_wait", (w.server,))
+            w.conn = yield (w.server, "_take", (True,))
             replies: list = []
             try:
                 w.sent = True
@@ -330,7 +345,7 @@ class Locks:
             if moved is not None and self._router.cluster is not None:
                 w.sent = False  # refused: nothing was applied
                 w.server.give(w.conn, "waits")
-                w.server = yield ("_moved", (moved,))
+                w.server = yield (self._router, "moved", (moved,))
                 continue
             w.replies = replies
             return replies
@@ -357,11 +372,11 @@ class Locks:
 
     def _replicas_of(self, key: bytes) -> Op[int]:
         """How many replicas the key's server has attached (looked up once a second)."""
-        server = yield ("_server_for", (key,))
+        server = yield (self._router, "server_for", (key,))
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            seen = (now, attached_replicas((yield ("_on", (server, ("INFO", "replication"))))))
+            seen = (now, attached_replicas((yield (server, "call", ("INFO", "replication")))))
             self._replicas[id(server)] = seen
         return int(seen[1])
 
@@ -403,8 +418,8 @@ class Locks:
 
     def _stats(self) -> Op[dict]:
         out = {}
-        for s in (yield ("_servers", ())):
-            out[server_name(s.settings.kwargs)] = parse_stats((yield ("_on", (s, STATS_CMD))))
+        for s in (yield (self._router, "all", ())):
+            out[server_name(s.settings.kwargs)] = parse_stats((yield (s, "call", STATS_CMD)))
         return out
 
     def top(self, count: int = 10) -> Any:
@@ -413,8 +428,8 @@ class Locks:
 
     def _top(self, cmd: list, count: int) -> Op[list]:
         out: list = []
-        for s in (yield ("_servers", ())):
-            out += parse_top((yield ("_on", (s, cmd))))
+        for s in (yield (self._router, "all", ())):
+            out += parse_top((yield (s, "call", cmd)))
         return merge_top(out, count)
 
 
@@ -1097,7 +1112,7 @@ class Watchdog:
         if entries and time.monotonic() - self._checked > 1.0:
             self._checked = time.monotonic()
             try:
-                flags = raise_if_error((yield ("_on_server", (single, [EVENTS_CONFIG], 0.5)))[0])
+                flags = raise_if_error((yield (single, "pipeline", ([EVENTS_CONFIG], 0.5)))[0])
                 self._events = events_on(text(flags[1]) if flags else "")
             except Exception:
                 self._events = None
@@ -1126,7 +1141,7 @@ class Watchdog:
             self._lose(n, r, ev, RAN_OUT_FIXED)
         groups: dict = {}
         for entry in renewable:
-            server = yield ("_server_for", (entry[1].key,))
+            server = yield (locks._router, "server_for", (entry[1].key,))
             groups.setdefault(id(server), []).append(entry)
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]

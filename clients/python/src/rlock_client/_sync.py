@@ -17,6 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
+from ._handles import Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
 from ._core import (
     SCAN_COUNT,
     WAIT_MARGIN,
@@ -114,19 +115,15 @@ class Locks(_h.Locks):
         super().__init__(client, watchdog_lease=watchdog_lease)
         _ALL_LOCKS.add(self)
 
-    @classmethod
-    def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
-        """``redis://``, ``rediss://`` (TLS: ``ssl_ca_certs=``, ``ssl_certfile=``,
-        ``ssl_keyfile=``) or ``unix://``; ``cluster=True`` for a Redis Cluster."""
-        if not isinstance(url, str):
-            raise TypeError("url must be a str")
+    @staticmethod
+    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
         if cluster:
             from redis.cluster import RedisCluster
 
-            return cls(RedisCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+            return RedisCluster.from_url(url, **kwargs)
         import redis
 
-        return cls(redis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+        return redis.Redis.from_url(url, **kwargs)
 
     # ------------------------------------------------------------ owners, per thread
 
@@ -215,23 +212,6 @@ class Locks(_h.Locks):
     def _close(conn: Any) -> None:
         conn.disconnect()
 
-    def _servers(self) -> list:
-        return self._router.all()
-
-    @staticmethod
-    def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
-        return server.call(*cmd)
-
-    def _server_for(self, key: bytes) -> _Server:
-        return self._router.server_for(key)
-
-    @staticmethod
-    def _on_server(server: _Server, cmds: Sequence[Sequence[Any]], timeout: Optional[float]) -> list:
-        return server.pipeline(cmds, timeout)
-
-    def _moved(self, e: MovedError) -> _Server:
-        return self._router.moved(e)
-
     _sleep = staticmethod(time.sleep)
 
     def _wait_here(self, plan: Plan, w: _h.Waiting, pin: bool) -> tuple[list, Any]:
@@ -243,10 +223,6 @@ class Locks(_h.Locks):
             return replies, w.conn
         w.server._give(w.conn, waits=True)
         return replies, None
-
-    @staticmethod
-    def _take_wait(server: _Server) -> Any:
-        return server._take(waits=True)
 
     @staticmethod
     def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
@@ -426,10 +402,6 @@ class Lock(_h.Lock, _h.SyncScope):
     and releases; ``lock.acquire()`` returns a Hold or None. Owners are threads."""
 
 
-class ReadWriteLock(_h.ReadWriteLock):
-    """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
-    one owner (the calling thread's unless ``owner=`` was given)."""
-
 
 class MultiHold(_h.MultiHold, _h.SyncScope):
     """Every lock of a multi-key acquire; ``lost`` (a threading.Event) is set when any is lost."""
@@ -443,20 +415,11 @@ class Permits(_h.Permits, _h.SyncScope):
     """Permits taken from a Semaphore; ``release()`` gives them back."""
 
 
-class Semaphore(_h.Semaphore):
-    """Redisson's RSemaphore: waits run in the server, in arrival order, on the calling thread."""
-
 
 class LeasedPermit(_h.LeasedPermit, _h.SyncScope):
     """One leased permit: ``id``, ``lost`` (a threading.Event), ``renew()``, ``release()``."""
 
 
-class PermitSemaphore(_h.PermitSemaphore):
-    """Redisson's RPermitExpirableSemaphore: leased permits that come back at their lease's end."""
-
-
-class Latch(_h.Latch):
-    """Redisson's RCountDownLatch; ``await_zero`` waits on the calling thread."""
 
 
 class Leadership(_h.Leadership, _h.SyncScope):

@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
+from ._handles import Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
 from ._core import (
     SCAN_COUNT,
     WAIT_MARGIN,
@@ -100,15 +101,19 @@ async def _quietly(coro: Any) -> None:
 class _Server(_conn.Pool):
     """One server's idle connections (``_conn.Pool``), opened on the running loop."""
 
-    async def take(self, waits: bool = False) -> Any:
+    async def _take(self, waits: bool = False) -> Any:
         conn = self.idle("waits" if waits else "")
         if conn is None and waits:
             conn = self.settings.async_connection(None)
             await conn.connect()
         return conn or self.settings.async_connection(self.settings.socket_timeout)
 
-    async def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
-        conn = await self.take()
+    async def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
+        """``cmds`` in one write, every reply read (server errors as values), within ``timeout``."""
+        return await asyncio.wait_for(self._pipeline(cmds), timeout)
+
+    async def _pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
+        conn = await self._take()
         try:
             await conn.send_packed_command(_conn.packed(conn, cmds))
             out = [await _reply(conn) for _ in cmds]
@@ -159,17 +164,11 @@ class Locks(_h.Locks):
 
     _face = sys.modules[__name__]
     
-    @classmethod
-    def from_url(cls, url: str, *, cluster: bool = False, watchdog_lease: float = 30.0, **kwargs: Any) -> "Locks":
-        if not isinstance(url, str):
-            raise TypeError("url must be a str")
-        if cluster:
-            from redis.asyncio.cluster import RedisCluster as AsyncCluster
-
-            return cls(AsyncCluster.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+    @staticmethod
+    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
         import redis.asyncio as aredis
 
-        return cls(aredis.Redis.from_url(url, **kwargs), watchdog_lease=watchdog_lease)
+        return (aredis.RedisCluster if cluster else aredis.Redis).from_url(url, **kwargs)
 
     # ------------------------------------------------------------ owners, per task
 
@@ -239,23 +238,6 @@ class Locks(_h.Locks):
     async def _undo(plan: Any) -> None:
         """A wait runs in a task of its own (``_wait``): a cancelled caller cannot lose its grant."""
 
-    async def _servers(self) -> list:
-        return await self._router.all()
-
-    @staticmethod
-    async def _on(server: "_Server", cmd: Sequence[Any]) -> Any:
-        return await server.call(*cmd)
-
-    async def _server_for(self, key: bytes) -> _Server:
-        return await self._router.server_for(key)
-
-    @staticmethod
-    async def _on_server(server: _Server, cmds: Sequence[Sequence[Any]], timeout: Optional[float]) -> list:
-        return await asyncio.wait_for(server.pipeline(cmds), timeout)
-
-    async def _moved(self, e: MovedError) -> _Server:
-        return await self._router.moved(e)
-
     _sleep = staticmethod(asyncio.sleep)
 
     async def _wait(self, plan: Plan, pin: bool = False) -> tuple[list, Any]:
@@ -293,10 +275,6 @@ class Locks(_h.Locks):
             return replies
         fut.set_result(replies)
         return None
-
-    @staticmethod
-    async def _take_wait(server: _Server) -> Any:
-        return await server.take(waits=True)
 
     @staticmethod
     async def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
@@ -433,9 +411,6 @@ class Lock(_h.Lock, _h.AsyncScope):
     """``async with lock as hold:``, ``await lock.acquire()``. Owners are asyncio tasks."""
 
 
-class ReadWriteLock(_h.ReadWriteLock):
-    """``read(...)`` and ``write(...)``: asyncio Lock handles sharing one owner."""
-
 
 class MultiHold(_h.MultiHold, _h.AsyncScope):
     """Every lock of a multi-key acquire; ``lost`` (an asyncio.Event) is set when any is lost."""
@@ -449,20 +424,11 @@ class Permits(_h.Permits, _h.AsyncScope):
     """Permits taken from a Semaphore; ``await permits.release()``."""
 
 
-class Semaphore(_h.Semaphore):
-    """RSemaphore; a wait runs in a task of its own, so a cancelled caller loses nothing."""
-
 
 class LeasedPermit(_h.LeasedPermit, _h.AsyncScope):
     """One leased permit; ``lost`` is an asyncio.Event."""
 
 
-class PermitSemaphore(_h.PermitSemaphore):
-    """RPermitExpirableSemaphore, awaited."""
-
-
-class Latch(_h.Latch):
-    """RCountDownLatch; ``await latch.await_zero(wait)``."""
 
 
 class Leadership(_h.Leadership, _h.AsyncScope):
