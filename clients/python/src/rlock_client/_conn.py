@@ -196,6 +196,10 @@ class Router:
             return [self.single]
         return [self.at(h, p) for h, p in primaries(self.cluster)]
 
+    # The sync face's names; the asyncio face's are coroutines that first load the node map.
+    server_for = node_for
+    all = nodes
+
     def forget(self) -> None:
         for s in [self.single, *self._nodes.values()]:
             if s is not None:

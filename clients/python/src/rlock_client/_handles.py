@@ -23,7 +23,9 @@ The requests a plan may yield (each face's ``Locks`` has these methods):
 from __future__ import annotations
 
 import math
+import logging
 import os
+import sys
 import time
 import weakref
 from typing import Any, Generator, Optional, Sequence, Tuple, TypeVar
@@ -75,6 +77,7 @@ from ._core import (
     multi_spec,
     new_client_id,
     new_req_id,
+    owner_id,
     parse_stats,
     parse_top,
     permit_renew,
@@ -196,8 +199,14 @@ class Locks:
     A face adds its driver (``_run``) and the requests' methods, and names its module in
     ``_face`` (whose handle classes the factories make)."""
 
-    _face: Any
+    _face: Any  # the module of the face whose Locks this is
     _link_errors = LINK_ERRORS
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        module = sys.modules[cls.__module__]
+        if hasattr(module, "_Router"):  # a face's own Locks (a user's subclass keeps its face)
+            cls._face = module
 
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         self._watchdog_lease_ms = lease_ms(watchdog_lease)
@@ -227,6 +236,11 @@ class Locks:
 
     def _fresh_here(self) -> None:
         raise NotImplementedError
+
+    def _new_owner(self) -> str:
+        """The next owner id of this process, ``<client-uuid>:<n>`` (under the face's lock)."""
+        self._owner_seq += 1
+        return owner_id(self.client_id, self._owner_seq)
 
     def _run(self, plan: Op[T]) -> Any:
         raise NotImplementedError
@@ -1073,7 +1087,16 @@ class Watchdog:
     def _turn(self, locks: Any) -> Op[Optional[Tuple[bool, list]]]:
         """One look: gives back dropped holds and renews what is due. Returns (look again at
         once, the entries to sleep on), or None when the runner should end (after 5 s with
-        nothing to renew)."""
+        nothing to renew). An unexpected error (a cluster's node map failing, say) is logged
+        and the next turn comes 0.1 s later: it must not end the renewals."""
+        try:
+            return (yield from self._turning(locks))
+        except Exception:
+            logging.getLogger("rlock_client").exception("the watchdog's turn failed; it goes on")
+            yield ("_sleep", (0.1,))
+            return True, []
+
+    def _turning(self, locks: Any) -> Op[Optional[Tuple[bool, list]]]:
         with self._mutex:
             entries = list(self._entries.items())
             releases, self._releases = self._releases, []

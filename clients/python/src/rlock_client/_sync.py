@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
-import sys
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Iterator, Optional, Sequence
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -26,7 +23,6 @@ from ._core import (
     ScannedLock,
     lost_key,
     next_look,
-    owner_id,
     parse_scan,
     raise_if_error,
     scan_cmd,
@@ -34,9 +30,7 @@ from ._core import (
 )
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
-_UNSET: Any = object()
 _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
-T = TypeVar("T")
 
 
 class _Server(_conn.Pool):
@@ -90,12 +84,6 @@ class _Router(_conn.Router):
     def __init__(self, client: Any):
         super().__init__(client, _Server)
 
-    def server_for(self, key: bytes) -> _Server:
-        return self.node_for(key)
-
-    def all(self) -> list[_Server]:
-        return self.nodes()
-
     def moved(self, e: MovedError) -> _Server:
         _safe(self.cluster.nodes_manager.initialize)
         return self.at(e.host, int(e.port))
@@ -109,8 +97,7 @@ class Locks(_h.Locks):
     made with the client's address, credentials and TLS settings, which never resend a
     lock command behind your back."""
 
-    _face = sys.modules[__name__]
-
+    
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         super().__init__(client, watchdog_lease=watchdog_lease)
         _ALL_LOCKS.add(self)
@@ -136,8 +123,7 @@ class Locks(_h.Locks):
         o = getattr(self._owners, "id", None)
         if o is None or getattr(self._owners, "pid", None) != os.getpid():
             with self._owner_mutex:
-                self._owner_seq += 1
-                o = owner_id(self.client_id, self._owner_seq)
+                o = self._new_owner()
             self._owners.id = o
             self._owners.pid = os.getpid()
         return o
@@ -175,7 +161,7 @@ class Locks(_h.Locks):
 
     # ------------------------------------------------------------ the driver
 
-    def _run(self, plan: _h.Op[T]) -> T:
+    def _run(self, plan: _h.Op[_h.T]) -> _h.T:
         """Runs a plan of ``_handles`` on the calling thread and returns its value. From a
         wait's send until the plan returns, whatever ends it early (KeyboardInterrupt, an
         exception raised in this thread, a link that broke after the grant was read) has
@@ -315,15 +301,6 @@ class _Watchdog(_h.Watchdog):
         self._thread = None
 
     def _run(self) -> None:
-        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
-        while True:
-            try:
-                return self._cycle()
-            except Exception:
-                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
-                time.sleep(0.1)
-
-    def _cycle(self) -> None:
         self._idle_since = None
         try:
             while True:
@@ -432,7 +409,7 @@ class Election(_h.Election):
     def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,
         until ``stop`` is set."""
-        last: Any = _UNSET
+        last: Any = _h.UNSET
         while stop is None or not stop.is_set():
             now = self.leader()
             if now != last:

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import os
-import sys
 import time
 import weakref
-from typing import Any, AsyncIterator, Optional, Sequence, TypeVar
+from typing import Any, AsyncIterator, Optional, Sequence
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -33,7 +30,6 @@ from ._core import (
     granted,
     lost_key,
     next_look,
-    owner_id,
     parse_scan,
     raise_if_error,
     scan_cmd,
@@ -79,9 +75,7 @@ __all__ = [
     "DuplicateValue",
 ]
 
-_UNSET: Any = object()
 _BACKGROUND: set = set()
-T = TypeVar("T")
 
 
 def _spawn(coro: Any) -> asyncio.Task:
@@ -145,11 +139,11 @@ class _Router(_conn.Router):
             await self.cluster.initialize()
             self._ready = True
 
-    async def server_for(self, key: bytes) -> _Server:
+    async def server_for(self, key: bytes) -> _Server:  # type: ignore[override]
         await self.ready()
         return self.node_for(key)
 
-    async def all(self) -> list[_Server]:
+    async def all(self) -> list[_Server]:  # type: ignore[override]
         await self.ready()
         return self.nodes()
 
@@ -162,8 +156,7 @@ class Locks(_h.Locks):
     """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
-    _face = sys.modules[__name__]
-    
+        
     @staticmethod
     def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
         import redis.asyncio as aredis
@@ -182,8 +175,7 @@ class Locks(_h.Locks):
             raise RuntimeError("call from inside an asyncio task")
         o = self._owners.get(task)
         if o is None:
-            self._owner_seq += 1
-            o = self._owners[task] = owner_id(self.client_id, self._owner_seq)
+            o = self._owners[task] = self._new_owner()
         return o
 
     @staticmethod
@@ -213,7 +205,7 @@ class Locks(_h.Locks):
 
     # ------------------------------------------------------------ the driver
 
-    async def _run(self, plan: _h.Op[T]) -> T:
+    async def _run(self, plan: _h.Op[_h.T]) -> _h.T:
         """Runs a plan of ``_handles``: each request is awaited, its value sent back in (or
         its exception, a cancel too, thrown in)."""
         reply: Any = None
@@ -330,18 +322,9 @@ class _Watchdog(_h.Watchdog):
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop = loop
             self._wake = asyncio.Event()
-            self._task = loop.create_task(self._runner())
+            self._task = loop.create_task(self._turns())
         if wake and self._wake is not None:
             self._wake.set()
-
-    async def _runner(self) -> None:
-        # An unexpected error (a cluster's node map failing, say) must not end the renewals.
-        while True:
-            try:
-                return await self._turns()
-            except Exception:
-                logging.getLogger("rlock_client").exception("the watchdog failed; it starts again")
-                await asyncio.sleep(0.1)
 
     async def _turns(self) -> None:
         self._idle_since = None
@@ -439,7 +422,7 @@ class Election(_h.Election):
     """Leader election; ``async for leader in election.observe():``."""
 
     async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
-        seen: Any = _UNSET
+        seen: Any = _h.UNSET
         while True:
             leader = await self.leader()
             if leader != seen:
