@@ -210,7 +210,7 @@ class Locks:
 
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         self._watchdog_lease_ms = lease_ms(watchdog_lease)
-        self._router = self._face._Router(client)
+        self._router = self._face._Router(client, self._face._Server)
         self._replicas: dict = {}
         self._fresh()
 
@@ -1078,6 +1078,17 @@ class Watchdog:
         with self._mutex:
             self._releases.append((key, cmd))
         self._start(True)
+
+    def check_now(self, keys: set) -> Any:
+        """Keyspace events said these keys changed: ``_checking`` run by the face (an
+        awaitable in the asyncio face; None once the Locks is gone)."""
+        locks = self._locks()
+        return None if locks is None else locks._run(self._checking(locks, keys))
+
+    def _unfollowed(self) -> Any:
+        """The event connection, forgotten (the face closes it)."""
+        sub, self._sub, self._channels = self._sub, None, set()
+        return sub
 
     def _lose(self, n: int, r: Renewal, ev: Any, why: str) -> None:
         r.lost_reason = why

@@ -81,9 +81,6 @@ class _Server(_conn.Pool):
 
 
 class _Router(_conn.Router):
-    def __init__(self, client: Any):
-        super().__init__(client, _Server)
-
     def moved(self, e: MovedError) -> _Server:
         _safe(self.cluster.nodes_manager.initialize)
         return self.at(e.host, int(e.port))
@@ -325,12 +322,6 @@ class _Watchdog(_h.Watchdog):
         finally:
             self._unfollow()
 
-    def check_now(self, keys: set) -> None:
-        """Keyspace events said these keys changed (``_handles.Watchdog._checking``)."""
-        locks = self._locks()
-        if locks is not None:
-            locks._run(self._checking(locks, keys))
-
     # the keyspace-event connection (``_handles.Watchdog._following``), read between turns
 
     def _follow(self, single: _Server, db: int) -> None:
@@ -359,10 +350,9 @@ class _Watchdog(_h.Watchdog):
             self.check_now(hit)
 
     def _unfollow(self) -> None:
-        if self._sub is not None:
-            _safe(self._sub.disconnect)
-        self._sub = None
-        self._channels = set()
+        sub = self._unfollowed()
+        if sub is not None:
+            _safe(sub.disconnect)
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)

@@ -130,12 +130,10 @@ async def _reply(conn: Any, **kw: Any) -> Any:
 
 
 class _Router(_conn.Router):
-    def __init__(self, client: Any):
-        super().__init__(client, _Server)
-        self._ready = self.cluster is None
+    _ready = False  # a cluster's node map, loaded on first use
 
     async def ready(self) -> None:
-        if not self._ready:
+        if self.cluster is not None and not self._ready:
             await self.cluster.initialize()
             self._ready = True
 
@@ -362,8 +360,9 @@ class _Watchdog(_h.Watchdog):
         try:
             while True:
                 key = lost_key(await conn.read_response(timeout=math.inf), db)
-                if key is not None:
-                    await self.check_now({key})
+                checked = None if key is None else self.check_now({key})
+                if checked is not None:
+                    await checked
         except BaseException:
             return
 
@@ -371,16 +370,9 @@ class _Watchdog(_h.Watchdog):
         if self._sub_task is not None:
             self._sub_task.cancel()
             self._sub_task = None
-        if self._sub is not None:
-            await _quietly(self._sub.disconnect(nowait=True))
-            self._sub = None
-        self._channels = set()
-
-    async def check_now(self, keys: set) -> None:
-        """Keyspace events said these keys changed (``_handles.Watchdog._checking``)."""
-        locks = self._locks()
-        if locks is not None:
-            await locks._run(self._checking(locks, keys))
+        sub = self._unfollowed()
+        if sub is not None:
+            await _quietly(sub.disconnect(nowait=True))
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)
