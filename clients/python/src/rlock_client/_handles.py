@@ -77,6 +77,7 @@ from ._core import (
     multi_spec,
     new_client_id,
     new_req_id,
+    next_look,
     owner_id,
     parse_stats,
     parse_top,
@@ -1028,6 +1029,7 @@ class Watchdog:
     the watchdog's thread holds it), nothing for tasks."""
 
     _mutex: Any
+    _wake: Any  # the face's Event: set to end the runner's sleep
 
     def __init__(self, locks: Any):
         self._locks = weakref.ref(locks)
@@ -1095,6 +1097,23 @@ class Watchdog:
         self.remove(n)
         ev.set()
 
+    def _look(self) -> Any:
+        """The next turn, run by the face (an awaitable in the asyncio face); None when the
+        Locks is gone or this is a child after fork(). The Locks is held only while it runs."""
+        locks = self._locks()
+        if locks is None or self._pid != os.getpid():
+            return None
+        return locks._run(self._turn(locks))
+
+    def _napping(self, entries: list, most: float) -> float:
+        """How long the runner sleeps now: until the next hold falls due, at most ``most``
+        (``add`` wakes it only for a hold due sooner)."""
+        timeout = min(next_look(entries, time.monotonic()), most)
+        with self._mutex:
+            self._wake.clear()
+            self._sleep_until = time.monotonic() + timeout
+        return timeout
+
     def _turn(self, locks: Any) -> Op[Optional[Tuple[bool, list]]]:
         """One look: gives back dropped holds and renews what is due. Returns (look again at
         once, the entries to sleep on), or None when the runner should end (after 5 s with
@@ -1125,6 +1144,7 @@ class Watchdog:
                 with self._mutex:
                     if not self._entries and not self._releases:
                         self._sleep_until = 0.0
+                        self._idle_since = None
                         self._stopped()
                         return None
         due = due_now(entries, now)

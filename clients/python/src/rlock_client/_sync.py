@@ -22,7 +22,6 @@ from ._core import (
     Plan,
     ScannedLock,
     lost_key,
-    next_look,
     parse_scan,
     raise_if_error,
     scan_cmd,
@@ -129,13 +128,8 @@ class Locks(_h.Locks):
         self._router.forget()
         self._fresh()
 
-    @staticmethod
-    def _event() -> threading.Event:
-        return threading.Event()
-
-    @staticmethod
-    def _scopes() -> threading.local:
-        return threading.local()
+    _event = threading.Event  # a hold's ``lost``
+    _scopes = threading.local  # a handle's open scopes, per thread
 
     @staticmethod
     def _scope(scopes: threading.local) -> list:
@@ -298,23 +292,11 @@ class _Watchdog(_h.Watchdog):
         self._thread = None
 
     def _run(self) -> None:
-        self._idle_since = None
         try:
-            while True:
-                locks = self._locks()
-                turn = None if locks is None or self._pid != os.getpid() else locks._run(self._turn(locks))
-                del locks  # asleep, the watchdog keeps no Locks alive
-                if turn is None:
-                    return
-                again, entries = turn
-                if again:
-                    continue
-                self._wake.clear()
-                timeout = next_look(entries, time.monotonic())
-                if self._sub is not None:
-                    timeout = min(timeout, 0.05)
-                with self._mutex:
-                    self._sleep_until = time.monotonic() + timeout
+            while (turn := self._look()) is not None:
+                if turn[0]:
+                    continue  # renewed: look again at once
+                timeout = self._napping(turn[1], 0.05 if self._sub is not None else math.inf)
                 if self._sub is not None:
                     self._hear(timeout)
                 else:

@@ -29,7 +29,6 @@ from ._core import (
     Waiter,
     granted,
     lost_key,
-    next_look,
     parse_scan,
     raise_if_error,
     scan_cmd,
@@ -176,13 +175,8 @@ class Locks(_h.Locks):
             o = self._owners[task] = self._new_owner()
         return o
 
-    @staticmethod
-    def _event() -> asyncio.Event:
-        return asyncio.Event()
-
-    @staticmethod
-    def _scopes() -> "weakref.WeakKeyDictionary[asyncio.Task, list]":
-        return weakref.WeakKeyDictionary()
+    _event = asyncio.Event  # a hold's ``lost``
+    _scopes = weakref.WeakKeyDictionary  # a handle's open scopes, per task
 
     @staticmethod
     def _scope(scopes: "weakref.WeakKeyDictionary[asyncio.Task, list]") -> list:
@@ -299,12 +293,10 @@ class _Watchdog(_h.Watchdog):
 
     _mutex = contextlib.nullcontext()  # one loop: nothing runs between two awaits
 
-    def __init__(self, locks: Locks):
-        super().__init__(locks)
-        self._task: Optional[asyncio.Task] = None
-        self._wake: Optional[asyncio.Event] = None
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._sub_task: Optional[asyncio.Task] = None
+    _task: Optional[asyncio.Task] = None
+    _wake: Optional[asyncio.Event] = None
+    _loop: Optional[asyncio.AbstractEventLoop] = None
+    _sub_task: Optional[asyncio.Task] = None
 
     def _start(self, wake: bool) -> None:
         try:
@@ -325,22 +317,15 @@ class _Watchdog(_h.Watchdog):
             self._wake.set()
 
     async def _turns(self) -> None:
-        self._idle_since = None
         try:
-            while self._pid == os.getpid():
-                locks = self._locks()
-                if locks is None or not (turn := await locks._run(self._turn(locks))):
-                    return
+            while (looked := self._look()) is not None and (turn := await looked) is not None:
                 if not turn[0]:
-                    del locks  # asleep, the watchdog keeps no Locks alive
-                    await self._sleep(next_look(turn[1], time.monotonic()))
+                    await self._sleep(self._napping(turn[1], math.inf))
         finally:
             await self._unfollow()
 
     async def _sleep(self, timeout: float) -> None:
-        assert self._wake is not None
-        self._wake.clear()
-        self._sleep_until = time.monotonic() + timeout
+        assert self._wake is not None  # made with the task
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except asyncio.TimeoutError:
