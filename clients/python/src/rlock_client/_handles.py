@@ -365,6 +365,15 @@ class Locks:
             w.replies = replies
             return replies
 
+    @staticmethod
+    def _handed(w: "Waiting", replies: list) -> Tuple[list, Any]:
+        """A wait's result handed to its caller: (replies, the connection if pinned); a wait
+        connection that is not pinned goes back to its pool."""
+        if w.pinned:
+            return replies, w.conn
+        w.server.give(w.conn, "waits")
+        return replies, None
+
     def _reclaiming(self, plan: Plan, replies: Optional[list]) -> Op[None]:
         """A wait its caller left, whose server-side wait is over: unless its replies are
         known, the call is sent again with its REQ id and a 1 ms wait (a grant the first got

@@ -50,9 +50,6 @@ class _Server(_conn.Pool):
             return conn
         return self.settings.sync_connection(self.settings.socket_timeout)
 
-    def _give(self, conn, waits: bool = False) -> None:
-        self.give(conn, "waits" if waits else "")
-
     def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
         """Sends ``cmds`` in one write and reads every reply; server errors come back as
         values. A broken link raises (the connection is dropped). ``timeout``: on a connection
@@ -93,7 +90,7 @@ class Locks(_h.Locks):
     made with the client's address, credentials and TLS settings, which never resend a
     lock command behind your back."""
 
-    
+
     def __init__(self, client: Any, *, watchdog_lease: float = 30.0):
         super().__init__(client, watchdog_lease=watchdog_lease)
         _ALL_LOCKS.add(self)
@@ -195,11 +192,7 @@ class Locks(_h.Locks):
         """The wait of ``plan`` on the calling thread (``_handles.Locks._waiting``): (replies,
         the connection if ``pin``)."""
         w.pinned = pin
-        replies = self._run(self._waiting(plan, w))
-        if pin:
-            return replies, w.conn
-        w.server._give(w.conn, waits=True)
-        return replies, None
+        return self._handed(w, self._run(self._waiting(plan, w)))
 
     @staticmethod
     def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:

@@ -153,7 +153,6 @@ class Locks(_h.Locks):
     """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
-        
     @staticmethod
     def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
         import redis.asyncio as aredis
@@ -243,10 +242,7 @@ class Locks(_h.Locks):
                 replies = None
             _spawn(self._abandon(w, inner, plan, replies))
             raise
-        if pin:
-            return replies, w.conn
-        w.server.give(w.conn, "waits")
-        return replies, None
+        return self._handed(w, replies)
 
     async def _wait_into(self, fut: asyncio.Future, w: _h.Waiting, plan: Plan) -> Optional[list]:
         try:
