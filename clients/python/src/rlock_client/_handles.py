@@ -132,6 +132,14 @@ def send(key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> Op[
     return (yield ("_pipeline", (key, cmds, resend)))
 
 
+def replies_of(plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
+    """The replies of an acquiring plan: waited for on a wait connection (and that connection
+    if ``pin``), or sent at once (resent after a broken link: REQ ids, or a mere look)."""
+    if plan.waits:
+        return (yield ("_wait", (plan, pin)))
+    return (yield from send(plan.key, plan.cmds, True)), None
+
+
 def close(conn: Any) -> Op[None]:
     if conn is not None:
         yield ("_close", (conn,))
@@ -599,11 +607,7 @@ class Lock(Scope):
         replicas = acknowledgements(spec, seen)
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
-        conn = None
-        if plan.waits:
-            replies, conn = yield ("_wait", (plan, spec.session))
-        else:
-            replies = yield from send(spec.key, plan.cmds, True)
+        replies, conn = yield from replies_of(plan, spec.session)
         try:
             grant = read_grant(spec, replies, replicas)
         except BaseException:
@@ -768,11 +772,7 @@ class MultiLock(Scope):
         owner = self._owner or locks.owner().encode()
         plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
-        conn = None
-        if plan.waits:
-            replies, conn = yield ("_wait", (plan, self._session))
-        else:
-            replies = yield from send(plan.key, plan.cmds, True)
+        replies, conn = yield from replies_of(plan, self._session)
         try:
             taken = read_taken(replies[0])
         except BaseException:
@@ -841,10 +841,7 @@ class Semaphore:
 
     def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
-        if plan.waits:
-            replies, _ = yield ("_wait", (plan, False))
-        else:
-            replies = yield from send(self._key, plan.cmds, True)
+        replies, _ = yield from replies_of(plan)
         if not read_taken(replies[0]):
             return None
         got = self._locks._face.Permits(self, permits)
@@ -909,10 +906,7 @@ class PermitSemaphore(Semaphore):
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         plan = lease_plan(self._key, lms, permits, block)
         sent = time.monotonic()
-        if plan.waits:
-            replies, _ = yield ("_wait", (plan, False))
-        else:
-            replies = yield from send(self._key, plan.cmds, True)
+        replies, _ = yield from replies_of(plan)
         ids = read_leased(replies[0])
         if ids is None:
             return None
@@ -959,10 +953,7 @@ class Latch:
 
     def _await_zero(self, wait: Optional[float]) -> Op[bool]:
         plan = latch_plan(self._key, wait_ms(wait))
-        if plan.waits:
-            replies, _ = yield ("_wait", (plan, False))
-        else:
-            replies = yield from send(self._key, plan.cmds)
+        replies, _ = yield from replies_of(plan)
         return read_latch(replies[0])
 
 
