@@ -1,18 +1,22 @@
 package rlock_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // TestC22_Package: a fresh module outside the repository requires the client through a
-// replace line, builds, vets and uses it, with nothing but the module cache (GOPROXY=off).
+// replace line (as a user does until the module is tagged), tidies, vets and builds with the
+// module proxy the environment names, and the program it builds takes and releases a fenced
+// lock on each server.
 func TestC22_Package(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command")
+		t.Fatal("no go command on the PATH")
 	}
 	here, _ := os.Getwd()
 	dir := t.TempDir()
@@ -28,31 +32,59 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 	rlock "github.com/rlock-dev/rlock/clients/go/v4"
 )
 
 func main() {
-	locks := rlock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	ctx := context.Background()
+	locks := rlock.New(redis.NewClient(&redis.Options{Addr: os.Args[1]}))
 	defer locks.Close()
-	_, err := locks.Lock("").Acquire(context.Background())
-	fmt.Println(rlock.Version, errors.Is(err, rlock.ErrInvalidArgument))
+	if _, err := locks.Lock("").Acquire(ctx); !errors.Is(err, rlock.ErrInvalidArgument) {
+		fmt.Println("an empty name was not refused:", err)
+		os.Exit(1)
+	}
+	hold, err := locks.Lock(os.Args[2], rlock.Fenced()).Acquire(ctx)
+	if err != nil {
+		fmt.Println("acquire:", err)
+		os.Exit(1)
+	}
+	if _, err := hold.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+		os.Exit(1)
+	}
+	fmt.Println(rlock.Version, hold.Token())
 }
 `)
-	run := func(args ...string) string {
-		cmd := exec.Command(gobin, args...)
+	run := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, out)
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 		}
 		return string(out)
 	}
-	run("mod", "tidy")
-	run("vet", "./...")
-	if out := run("run", "."); out != "4.1.0 true\n" {
-		t.Fatalf("the app printed %q", out)
-	}
+	run(gobin, "mod", "tidy")
+	run(gobin, "vet", "./...")
+	run(gobin, "build", "-o", "app", ".")
+	onEachServer(t, func(t *testing.T, s *server) {
+		name := key(t, "c22")
+		out := strings.TrimSpace(run(filepath.Join(dir, "app"), s.addr(), name))
+		var version string
+		var token int64
+		if _, err := fmt.Sscanf(out, "%s %d", &version, &token); err != nil || version != "4.1.0" || token < 1 {
+			t.Fatalf("the app printed %q", out)
+		}
+		c := s.client(t)
+		if n, err := c.Exists(bg(), name).Result(); err != nil || n != 0 {
+			t.Fatalf("the lock is still there after the app released it (%d, %v)", n, err)
+		}
+		if got, err := c.Get(bg(), "redisson_lock_token:{"+name+"}").Int64(); err != nil || got != token {
+			t.Fatalf("the server's fencing counter is %d (%v), the app's hold had %d", got, err, token)
+		}
+	})
 }

@@ -235,6 +235,7 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
                 "rlatch.trysetcount",
                 "rlock.acquire",
                 "rlock.forcerelease",
+                "rlock.guard",
                 "rlock.info",
                 "rlock.macquire",
                 "rlock.mrelease",
@@ -265,6 +266,20 @@ fn the_rlock_category_grants_the_lock_commands_and_nothing_else() {
         );
         assert!(call(&mut locker, &["RLOCK.INFO", "job"]).is_ok());
         assert_int(&mut locker, &["RLOCK.RENEW", "job", "w1"], 1);
+        // RLOCK.GUARD is in the category, but its inner command is checked as the caller:
+        // +@rlock alone runs no SET through it either.
+        assert_refused(
+            call(
+                &mut locker,
+                &["RLOCK.GUARD", "job", "w1", "CALL", "SET", "{job}x", "1"],
+            ),
+            &format!("{flavor}: +@rlock grants no other command through RLOCK.GUARD"),
+        );
+        assert_eq!(
+            call(&mut admin, &["EXISTS", "{job}x"]),
+            Ok(Value::Int(0)),
+            "{flavor}: the refused guarded SET wrote nothing"
+        );
         assert_int(&mut locker, &["RLOCK.RELEASE", "job", "w1"], 1);
         assert_refused(
             call(&mut locker, &["SET", "job", "x"]),
