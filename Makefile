@@ -136,7 +136,7 @@ bench-go:
 	scripts/deps.sh build redis redis8 valkey go
 	$(CARGO) build --release -p rlock
 	mkdir -p $(TARGET_DIR)
-	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS) \
+	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && env $$($(CURDIR)/scripts/deps.sh --servers) RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS) \
 		$(if $(FLAVOR),-flavor $(FLAVOR)) $(if $(BENCH_JSON),-json $(abspath $(BENCH_JSON)))
 
 unit:
