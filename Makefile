@@ -124,7 +124,7 @@ test-go:
 	scripts/deps.sh build redis redis8 valkey go
 	$(CARGO) build -p rlock
 	cd clients/go && go vet ./... && test -z "$$(gofmt -l .)"
-	cd clients/go && RLOCK_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
+	cd clients/go && env $$($(CURDIR)/scripts/deps.sh --servers) RLOCK_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
 
 # The Go client against raw commands on go-redis, redsync's Mutex and bsm/redislock
 # (clients/go/bench, a module of its own): server on core 0, load on core 1, medians of rounds.

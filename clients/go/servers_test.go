@@ -211,9 +211,10 @@ func (s *server) log() string {
 
 func (s *server) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
-// client is a go-redis client on the server, closed at the test's end.
+// client is a go-redis client on the server, closed at the test's end. Its retries are off,
+// as on rlock's own connections: the tests kill clients, and a silent resend would hide it.
 func (s *server) client(t testing.TB, o ...func(*redis.Options)) *redis.Client {
-	opt := &redis.Options{Addr: s.addr()}
+	opt := &redis.Options{Addr: s.addr(), MaxRetries: -1}
 	for _, f := range o {
 		f(opt)
 	}
