@@ -91,6 +91,15 @@ type options struct {
 	syncTimeout  time.Duration
 }
 
+// scoped are the options a scoped call (Do) acquires with: waiting until granted unless a Wait
+// was set.
+func (o options) scoped() options {
+	if !o.waitSet {
+		o.wait, o.waitSet = waitSpec{forever: true}, true
+	}
+	return o
+}
+
 // Option sets one option of a lock handle (or another synchronizer).
 type Option func(*options)
 
@@ -782,7 +791,9 @@ func guardArgs(key, owner string, side Side, token int64, inner []any) ([]any, e
 	if len(inner) == 0 {
 		return nil, invalid(key, `Guard needs a command to run, e.g. hold.Guard(ctx, "SET", key, value)`)
 	}
-	if name, ok := commandName(inner[0]); !ok || name == "" {
+	// A name is text: a string or bytes (asText would also take an integer, as its digits).
+	_, isInt := inner[0].(int64)
+	if name, ok := asText(inner[0]); isInt || !ok || name == "" {
 		return nil, invalid(key, fmt.Sprintf("a guarded command's name must be a non-empty string, not %#v", inner[0]))
 	}
 	for i, a := range inner {
@@ -801,16 +812,6 @@ func guardArgs(key, owner string, side Side, token int64, inner []any) ([]any, e
 	}
 	args = append(args, "CALL")
 	return append(args, inner...), nil
-}
-
-func commandName(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case []byte:
-		return string(x), true
-	}
-	return "", false
 }
 
 // The one-key commands of the queries and the counters.

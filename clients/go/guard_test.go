@@ -69,6 +69,20 @@ func refusedNotHeld(t *testing.T, err error, h *rlock.Hold) {
 	}
 }
 
+// holdWriting acquires lock k through locks with opts and writes value to its data through the
+// hold (RLOCK.GUARD); either failing fails the test.
+func holdWriting(t *testing.T, locks *rlock.Locks, k, value string, opts ...rlock.Option) *rlock.Hold {
+	t.Helper()
+	h, err := locks.Lock(k, opts...).Acquire(bg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Guard(bg(), "SET", dataOf(k), value).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func TestC20_GuardedWrites(t *testing.T) {
 	onEachServer(t, func(t *testing.T, s *server) {
 		c := s.client(t)
@@ -151,13 +165,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 
 		t.Run("refused once the lease ran out", func(t *testing.T) {
 			k := key(t, "lock")
-			h, err := locks.Lock(k, rlock.Lease(300*time.Millisecond)).Acquire(bg()) // not renewed
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Guard(bg(), "SET", dataOf(k), "before").Err(); err != nil {
-				t.Fatal(err)
-			}
+			h := holdWriting(t, locks, k, "before", rlock.Lease(300*time.Millisecond)) // not renewed
 			time.Sleep(450 * time.Millisecond)
 			before := lockState(t, c, k)
 			refusedNotHeld(t, h.Guard(bg(), "SET", dataOf(k), "after").Err(), h)
@@ -168,13 +176,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 
 		t.Run("refused once the lease ran out while the server slept", func(t *testing.T) {
 			k := key(t, "lock")
-			h, err := locks.Lock(k, rlock.Lease(200*time.Millisecond), rlock.Fenced()).Acquire(bg())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Guard(bg(), "SET", dataOf(k), "before").Err(); err != nil {
-				t.Fatal(err)
-			}
+			h := holdWriting(t, locks, k, "before", rlock.Lease(200*time.Millisecond), rlock.Fenced())
 			admin := s.client(t)
 			slept := make(chan error, 1)
 			go func() { slept <- admin.Do(context.Background(), "DEBUG", "SLEEP", "0.4").Err() }()
@@ -191,13 +193,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 
 		t.Run("refused once the lock was force-released", func(t *testing.T) {
 			k := key(t, "lock")
-			h, err := locks.Lock(k, rlock.Fenced()).Acquire(bg())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Guard(bg(), "SET", dataOf(k), "before").Err(); err != nil {
-				t.Fatal(err)
-			}
+			h := holdWriting(t, locks, k, "before", rlock.Fenced())
 			if n, err := c.Do(bg(), "RLOCK.FORCERELEASE", k).Int64(); err != nil || n != 1 {
 				t.Fatalf("force release: %d %v", n, err)
 			}
@@ -209,23 +205,14 @@ func TestC20_GuardedWrites(t *testing.T) {
 
 		t.Run("refused once a newer token exists", func(t *testing.T) {
 			k := key(t, "lock")
-			first, err := locks.Lock(k, rlock.Fenced()).Acquire(bg())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := first.Guard(bg(), "SET", dataOf(k), "first").Err(); err != nil {
-				t.Fatal(err)
-			}
+			first := holdWriting(t, locks, k, "first", rlock.Fenced())
 			// Another holder takes the lock after a force release, and writes.
 			if err := c.Do(bg(), "RLOCK.FORCERELEASE", k).Err(); err != nil {
 				t.Fatal(err)
 			}
-			second, err := newLocks(t, c).Lock(k, rlock.Fenced()).Acquire(bg())
-			if err != nil || second.Token() <= first.Token() {
-				t.Fatalf("second: %v, tokens %d %d", err, first.Token(), second.Token())
-			}
-			if err := second.Guard(bg(), "SET", dataOf(k), "second").Err(); err != nil {
-				t.Fatal(err)
+			second := holdWriting(t, newLocks(t, c), k, "second", rlock.Fenced())
+			if second.Token() <= first.Token() {
+				t.Fatalf("second: tokens %d %d", first.Token(), second.Token())
 			}
 			before := lockState(t, c, k)
 			refusedNotHeld(t, first.Guard(bg(), "SET", dataOf(k), "stale").Err(), first)

@@ -62,10 +62,7 @@ func (k *Lock) usable(ctx context.Context) error {
 	if k == nil {
 		return invalid("", "a nil *Lock")
 	}
-	if k.err != nil {
-		return k.err
-	}
-	return k.l.usable(ctx)
+	return k.l.usableFor(ctx, k.err)
 }
 
 // replicasWanted settles the acknowledgement: how many replicas must ack (0: no WAIT). The
@@ -424,12 +421,31 @@ func (h *Hold) Release(ctx context.Context) (bool, error) {
 
 // scoped is the handle Do acquires with: waiting until granted unless the handle sets a Wait.
 func (k *Lock) scoped() *Lock {
-	if k.o.waitSet {
-		return k
-	}
 	c := *k
-	c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
+	c.o = k.o.scoped()
 	return &c
+}
+
+// heldHandle is what a scoped call holds while its function runs (*Hold, *MultiHold).
+type heldHandle[R any] interface {
+	Context() context.Context
+	Release(ctx context.Context) (R, error)
+}
+
+// runHeld is the body of the Do methods: acquire, run fn with the hold and its context, and
+// release even when fn failed (on a context that is not cancelled, so the hold is not left).
+// fn's error comes first, then the release's.
+func runHeld[H heldHandle[R], R any](ctx context.Context, acquire func(context.Context) (H, error), fn func(context.Context, H) error) error {
+	h, err := acquire(ctx)
+	if err != nil {
+		return err
+	}
+	ran := fn(h.Context(), h)
+	_, rerr := h.Release(context.WithoutCancel(ctx))
+	if ran != nil {
+		return ran
+	}
+	return rerr
 }
 
 // Do acquires, runs fn with the hold, and releases. It waits until granted unless the handle
@@ -443,14 +459,5 @@ func (k *Lock) Do(ctx context.Context, fn func(ctx context.Context, h *Hold) err
 	if fn == nil {
 		return invalid(k.name, "a nil function")
 	}
-	h, err := k.scoped().Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	ran := fn(h.Context(), h)
-	_, rerr := h.Release(context.WithoutCancel(ctx))
-	if ran != nil {
-		return ran
-	}
-	return rerr
+	return runHeld[*Hold, bool](ctx, k.scoped().Acquire, fn)
 }

@@ -152,6 +152,15 @@ func (l *Locks) Close() error {
 	return nil
 }
 
+// usableFor is usable for a handle whose options were refused with handleErr (nil when fine):
+// that error first, before anything is sent.
+func (l *Locks) usableFor(ctx context.Context, handleErr error) error {
+	if handleErr != nil {
+		return handleErr
+	}
+	return l.usable(ctx)
+}
+
 func (l *Locks) usable(ctx context.Context) error {
 	if l == nil {
 		return invalid("", "a nil *Locks")

@@ -111,11 +111,8 @@ func (m *MultiLock) releaseArgs(req string) []any { return mreleaseArgs(m.o.owne
 
 // scoped is the handle Do acquires with: waiting until granted unless the handle sets a Wait.
 func (m *MultiLock) scoped() *MultiLock {
-	if m.o.waitSet {
-		return m
-	}
 	c := *m
-	c.o.wait, c.o.waitSet = waitSpec{forever: true}, true
+	c.o = m.o.scoped()
 	return &c
 }
 
@@ -130,16 +127,7 @@ func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context, h *Mult
 	if fn == nil {
 		return invalid("", "a nil function")
 	}
-	h, err := m.scoped().Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	ran := fn(h.Context(), h)
-	_, rerr := h.Release(context.WithoutCancel(ctx))
-	if ran != nil {
-		return ran
-	}
-	return rerr
+	return runHeld[*MultiHold, int](ctx, m.scoped().Acquire, fn)
 }
 
 // Context is cancelled when any of the locks is lost, or the set is released.

@@ -23,10 +23,7 @@ func (s *Semaphore) usable(ctx context.Context) error {
 	if s == nil {
 		return invalid("", "a nil semaphore")
 	}
-	if s.err != nil {
-		return s.err
-	}
-	return s.l.usable(ctx)
+	return s.l.usableFor(ctx, s.err)
 }
 
 func checkPermits(name string, n int) error {

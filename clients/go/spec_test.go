@@ -257,49 +257,38 @@ func multiOf(l *Locks, a specArgs) (*MultiLock, error) {
 	return l.MultiLock(keys, opts...), nil
 }
 
-func semaphoreOf(l *Locks, a specArgs) (*Semaphore, error) {
+// keyAndWait are the key and the wait option (if any) of a semaphore's, a latch's or an
+// election's case. On an error the handle made from them is not used.
+func keyAndWait(a specArgs) (string, []Option, error) {
 	key, err := a.str("key")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	opts, err := a.waitOnly()
+	return key, opts, err
+}
+
+func semaphoreOf(l *Locks, a specArgs) (*Semaphore, error) {
+	key, opts, err := keyAndWait(a)
 	return l.Semaphore(key, opts...), err
 }
 
 func permitsOf(l *Locks, a specArgs) (*PermitExpirableSemaphore, error) {
-	key, err := a.str("key")
-	if err != nil {
-		return nil, err
+	key, opts, err := keyAndWait(a)
+	if err != nil || !a.has("lease_ms") {
+		return l.PermitExpirableSemaphore(key, opts...), err
 	}
-	opts, err := a.waitOnly()
-	if err != nil {
-		return nil, err
-	}
-	if a.has("lease_ms") {
-		d, err := a.ms("lease_ms")
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, Lease(d))
-	}
-	return l.PermitExpirableSemaphore(key, opts...), nil
+	d, err := a.ms("lease_ms")
+	return l.PermitExpirableSemaphore(key, append(opts, Lease(d))...), err
 }
 
 func latchOf(l *Locks, a specArgs) (*CountDownLatch, error) {
-	key, err := a.str("key")
-	if err != nil {
-		return nil, err
-	}
-	opts, err := a.waitOnly()
+	key, opts, err := keyAndWait(a)
 	return l.CountDownLatch(key, opts...), err
 }
 
 func electionOf(l *Locks, a specArgs) (*Election, error) {
-	key, err := a.str("key")
-	if err != nil {
-		return nil, err
-	}
-	opts, err := a.waitOnly()
+	key, opts, err := keyAndWait(a)
 	return l.Election(key, opts...), err
 }
 
