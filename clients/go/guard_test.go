@@ -83,6 +83,22 @@ func holdWriting(t *testing.T, locks *rlock.Locks, k, value string, opts ...rloc
 	return h
 }
 
+// released releases h, failing the test if that fails.
+func released(t *testing.T, h *rlock.Hold) {
+	t.Helper()
+	if _, err := h.Release(bg()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dataIs fails the test unless the data of lock k reads want.
+func dataIs(t *testing.T, c *redis.Client, k, want string) {
+	t.Helper()
+	if v, _ := c.Get(bg(), dataOf(k)).Result(); v != want {
+		t.Fatalf("the data is %q, want %q", v, want)
+	}
+}
+
 func TestC20_GuardedWrites(t *testing.T) {
 	onEachServer(t, func(t *testing.T, s *server) {
 		c := s.client(t)
@@ -102,9 +118,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if want := []any{"RLOCK.GUARD", k, h.Owner(), "CALL", "SET", dataOf(k), "v1"}; !reflect.DeepEqual(cmd.Args(), want) {
 				t.Fatalf("sent %v, want %v", cmd.Args(), want)
 			}
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != "v1" {
-				t.Fatalf("the data is %q", v)
-			}
+			dataIs(t, c, k, "v1")
 			if n, err := h.Guard(bg(), "APPEND", dataOf(k), "+2").Int64(); err != nil || n != 4 {
 				t.Fatalf("an integer reply: %d %v", n, err)
 			}
@@ -119,9 +133,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if !errors.As(err, &re) || errors.Is(err, rlock.ErrNotHeld) || !strings.HasPrefix(err.Error(), "ERR ") {
 				t.Fatalf("the inner command's own error: %v", err)
 			}
-			if _, err := h.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			released(t, h)
 
 			fenced, err := locks.Lock(k, rlock.Fenced()).Acquire(bg())
 			if err != nil {
@@ -131,12 +143,8 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if want := []any{"RLOCK.GUARD", k, fenced.Owner(), "TOKEN", fenced.Token(), "CALL", "SET", dataOf(k), fmt.Sprint("t", fenced.Token())}; !reflect.DeepEqual(cmd.Args(), want) || cmd.Err() != nil {
 				t.Fatalf("sent %v (%v), want %v", cmd.Args(), cmd.Err(), want)
 			}
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != fmt.Sprint("t", fenced.Token()) {
-				t.Fatalf("the data is %q", v)
-			}
-			if _, err := fenced.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			dataIs(t, c, k, fmt.Sprint("t", fenced.Token()))
+			released(t, fenced)
 
 			rw := locks.RWLock(k + ":rw")
 			w, err := rw.Write(rlock.Fenced()).Acquire(bg())
@@ -147,9 +155,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if cmd.Err() != nil || cmd.Args()[3] != "WRITE" || cmd.Args()[4] != "TOKEN" {
 				t.Fatalf("a write hold: %v %v", cmd.Args(), cmd.Err())
 			}
-			if _, err := w.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			released(t, w)
 			r, err := rw.Read().Acquire(bg())
 			if err != nil {
 				t.Fatal(err)
@@ -158,9 +164,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if v, err := cmd.Text(); err != nil || v != "w" || cmd.Args()[3] != "READ" {
 				t.Fatalf("a read hold: %v %q %v", cmd.Args(), v, err)
 			}
-			if _, err := r.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			released(t, r)
 		})
 
 		t.Run("refused once the lease ran out", func(t *testing.T) {
@@ -186,9 +190,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			refusedNotHeld(t, refused, h)
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != "before" {
-				t.Fatalf("the data is %q", v)
-			}
+			dataIs(t, c, k, "before")
 		})
 
 		t.Run("refused once the lock was force-released", func(t *testing.T) {
@@ -219,9 +221,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if after := lockState(t, c, k); after != before || !strings.HasSuffix(before, `"second"`) {
 				t.Fatalf("the refusal changed %s into %s", before, after)
 			}
-			if _, err := second.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			released(t, second)
 			// The same owner takes it again (a stable owner, in another process or after a
 			// restart): it holds the lock, but not as the hold that got the old token.
 			again, err := newLocks(t, c).Lock(k, rlock.Fenced(), rlock.Owner(first.Owner())).Acquire(bg())
@@ -243,12 +243,8 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if err := again.Guard(bg(), "SET", dataOf(k), "again").Err(); err != nil {
 				t.Fatalf("the newer hold's own token: %v", err)
 			}
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != "again" {
-				t.Fatalf("the data is %q", v)
-			}
-			if _, err := again.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			dataIs(t, c, k, "again")
+			released(t, again)
 		})
 
 		t.Run("bad input and a released hold send nothing", func(t *testing.T) {
@@ -263,9 +259,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 					t.Errorf("bad command %d %#v: %v", i, args, err)
 				}
 			}
-			if _, err := h.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			released(t, h)
 			if err := h.Guard(bg(), "SET", dataOf(k), "v").Err(); !errors.Is(err, rlock.ErrNotHeld) || !strings.Contains(err.Error(), "released") {
 				t.Fatalf("a released hold: %v", err)
 			}
@@ -292,12 +286,8 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if n := len(p.sent("RLOCK.GUARD")); n != 1 {
 				t.Fatalf("RLOCK.GUARD sent %d times", n)
 			}
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != "1" {
-				t.Fatalf("the counter is %q: the guarded INCR ran more than once", v)
-			}
-			if _, err := h.Release(bg()); err != nil {
-				t.Fatal(err)
-			}
+			dataIs(t, c, k, "1") // the guarded INCR ran once, not again behind the caller's back
+			released(t, h)
 		})
 
 		t.Run("a leader writes only while it leads, in its term", func(t *testing.T) {
@@ -320,9 +310,7 @@ func TestC20_GuardedWrites(t *testing.T) {
 			if err := leader.Guard(bg(), "SET", dataOf(k), "a again").Err(); !errors.Is(err, rlock.ErrNotHeld) {
 				t.Fatalf("a deposed leader wrote: %v", err)
 			}
-			if v, _ := c.Get(bg(), dataOf(k)).Result(); v != "a" {
-				t.Fatalf("the data is %q", v)
-			}
+			dataIs(t, c, k, "a")
 			if err := next.Resign(bg()); err != nil {
 				t.Fatal(err)
 			}
