@@ -300,6 +300,25 @@ func usableHandle(err error) error {
 	return nil
 }
 
+// usableOf reads a case's handle with open, and gives it only if its options were accepted too
+// (the error it would stop at before sending anything, as usableHandle wraps it).
+func usableOf[H any](open func(*Locks, specArgs) (H, error), refused func(H) error) func(*Locks, specArgs) (H, error) {
+	return func(l *Locks, a specArgs) (H, error) {
+		h, err := open(l, a)
+		if err != nil {
+			return h, err
+		}
+		return h, usableHandle(refused(h))
+	}
+}
+
+var (
+	usableLockOf      = usableOf(lockOf, func(k *Lock) error { return k.err })
+	usableMultiOf     = usableOf(multiOf, func(m *MultiLock) error { return m.err })
+	usableSemaphoreOf = usableOf(semaphoreOf, func(s *Semaphore) error { return s.err })
+	usablePermitsOf   = usableOf(permitsOf, func(s *PermitExpirableSemaphore) error { return s.err })
+)
+
 // acquirePipeline is what an acquire of k sends when the key's primary has attached replicas.
 func acquirePipeline(k *Lock, attached int, req string) ([][]any, error) {
 	if err := usableHandle(k.err); err != nil {
@@ -326,11 +345,8 @@ func sends(l *Locks, c specCase) ([][]any, error) {
 	}
 	switch c.Call {
 	case "lock.acquire", "lock.scoped", "lock.release", "lock.renew", "lock.is_held_by", "lock.hold_count":
-		k, err := lockOf(l, a)
+		k, err := usableLockOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(k.err); err != nil {
 			return nil, err
 		}
 		switch c.Call {
@@ -356,11 +372,8 @@ func sends(l *Locks, c specCase) ([][]any, error) {
 	case "lock.info", "election.leader":
 		return one(infoArgs(key()), nil)
 	case "multi.acquire", "multi.scoped", "multi.release":
-		m, err := multiOf(l, a)
+		m, err := usableMultiOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(m.err); err != nil {
 			return nil, err
 		}
 		switch c.Call {
@@ -378,11 +391,8 @@ func sends(l *Locks, c specCase) ([][]any, error) {
 	case "semaphore.available":
 		return one(availableArgs(key()), nil)
 	case "semaphore.acquire", "semaphore.release":
-		s, err := semaphoreOf(l, a)
+		s, err := usableSemaphoreOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(s.err); err != nil {
 			return nil, err
 		}
 		if c.Call == "semaphore.acquire" {
@@ -390,11 +400,8 @@ func sends(l *Locks, c specCase) ([][]any, error) {
 		}
 		return one(semReleaseArgs(s.name, count("permits"), req), nil)
 	case "permits.acquire", "permits.renew", "permits.release":
-		s, err := permitsOf(l, a)
+		s, err := usablePermitsOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(s.err); err != nil {
 			return nil, err
 		}
 		id, _ := a.str("id")
@@ -503,16 +510,31 @@ func agree(t *testing.T, id string, got [][]string, wantRaw json.RawMessage) {
 	}
 }
 
-func checkCommands(t *testing.T, doc *specFile) {
+// eachExpressed runs check on what express makes of each case, with a Locks that can send
+// nothing; a case express cannot make is an error of the test.
+func eachExpressed[R any](t *testing.T, doc *specFile, express func(*Locks, specCase) (R, error), check func(c specCase, r R)) {
 	l := nowhere(t)
 	for _, c := range doc.Cases {
-		cmds, err := sends(l, c)
+		r, err := express(l, c)
 		if err != nil {
 			t.Errorf("%s: cannot express: %v", c.ID, err)
 			continue
 		}
-		agree(t, c.ID, words(cmds), c.Expect)
+		check(c, r)
 	}
+}
+
+// expected is a case's expect object.
+func expected(t *testing.T, c specCase) map[string]any {
+	var want map[string]any
+	if err := json.Unmarshal(c.Expect, &want); err != nil {
+		t.Fatalf("%s: expect %s", c.ID, c.Expect)
+	}
+	return want
+}
+
+func checkCommands(t *testing.T, doc *specFile) {
+	eachExpressed(t, doc, sends, func(c specCase, cmds [][]any) { agree(t, c.ID, words(cmds), c.Expect) })
 }
 
 // specServerError is a server's error reply as go-redis returns it: a redis.Error.
@@ -695,11 +717,8 @@ func reads(l *Locks, c specCase) (map[string]any, [][]any, error) {
 		}
 		return class(first.err), nil, nil
 	case "multi.acquire", "multi.scoped", "multi.release":
-		m, err := multiOf(l, a)
+		m, err := usableMultiOf(l, a)
 		if err != nil {
-			return nil, nil, err
-		}
-		if err := usableHandle(m.err); err != nil {
 			return nil, nil, err
 		}
 		if c.Call == "multi.release" {
@@ -781,18 +800,20 @@ func has(got, want map[string]any) bool {
 	return true
 }
 
+// read is what a call makes of a case's reply, and what it sends next.
+type read struct {
+	got  map[string]any
+	next [][]any
+}
+
 func checkReplies(t *testing.T, doc *specFile) {
-	l := nowhere(t)
-	for _, c := range doc.Cases {
+	readOf := func(l *Locks, c specCase) (read, error) {
 		got, next, err := reads(l, c)
-		if err != nil {
-			t.Errorf("%s: cannot express: %v", c.ID, err)
-			continue
-		}
-		var want map[string]any
-		if err := json.Unmarshal(c.Expect, &want); err != nil {
-			t.Fatalf("%s: expect %s", c.ID, c.Expect)
-		}
+		return read{got, next}, err
+	}
+	eachExpressed(t, doc, readOf, func(c specCase, r read) {
+		got, next := r.got, r.next
+		want := expected(t, c)
 		then, hasThen := want["then_sends"]
 		delete(want, "then_sends")
 		gotN := normal(t, got).(map[string]any)
@@ -805,7 +826,7 @@ func checkReplies(t *testing.T, doc *specFile) {
 		} else if len(next) > 0 {
 			t.Errorf("%s: sends %v next, and should not", c.ID, next)
 		}
-	}
+	})
 }
 
 // raises is the error a call makes of the server error line of the case (errors.json).
@@ -814,11 +835,8 @@ func raises(l *Locks, c specCase) (error, error) {
 	r := reply{err: specServerError(c.Error)}
 	switch c.Call {
 	case "lock.acquire", "lock.scoped", "lock.release":
-		k, err := lockOf(l, a)
+		k, err := usableLockOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(k.err); err != nil {
 			return nil, err
 		}
 		if c.Call == "lock.release" {
@@ -829,11 +847,8 @@ func raises(l *Locks, c specCase) (error, error) {
 		_, _, err = readGrant([]reply{r}, k.o.fenced, replicas, k.name, k.o.owner)
 		return err, nil
 	case "multi.acquire", "multi.release":
-		m, err := multiOf(l, a)
+		m, err := usableMultiOf(l, a)
 		if err != nil {
-			return nil, err
-		}
-		if err := usableHandle(m.err); err != nil {
 			return nil, err
 		}
 		if c.Call == "multi.release" {
@@ -854,28 +869,19 @@ func raises(l *Locks, c specCase) (error, error) {
 }
 
 func checkErrors(t *testing.T, doc *specFile) {
-	l := nowhere(t)
-	for _, c := range doc.Cases {
-		raised, err := raises(l, c)
-		if err != nil {
-			t.Errorf("%s: cannot express: %v", c.ID, err)
-			continue
-		}
+	eachExpressed(t, doc, raises, func(c specCase, raised error) {
 		if raised == nil {
 			t.Errorf("%s: %q raised nothing", c.ID, c.Error)
-			continue
+			return
 		}
 		got := class(raised)
 		got["class"] = got["error"]
 		delete(got, "error")
-		var want map[string]any
-		if err := json.Unmarshal(c.Expect, &want); err != nil {
-			t.Fatalf("%s: expect %s", c.ID, c.Expect)
-		}
+		want := expected(t, c)
 		if gotN := normal(t, got).(map[string]any); !has(gotN, want) {
 			t.Errorf("%s: got %v, want %v", c.ID, gotN, want)
 		}
-	}
+	})
 }
 
 func checkKeyspace(t *testing.T, doc *specFile) {
