@@ -248,6 +248,18 @@ class ClusterTopology implements Topology {
 
 const quiet = () => {};
 
+/**
+ * Keeps `c`'s errors quiet and gives a promise that settles once one of `events` says the
+ * connection has ended for good, or once `settle()` is called (when we end it ourselves).
+ */
+function watchClose(c: any, events: string[]): { closed: Promise<void>; settle: () => void } {
+  c.on("error", quiet);
+  let settle!: () => void;
+  const closed = new Promise<void>((r) => (settle = r));
+  for (const e of events) c.on(e, () => settle());
+  return { closed, settle };
+}
+
 /** Connects, or gives up after `ms` (a wrong CA, a dead server) and closes what was started. */
 async function connectWithin(c: any, ms: number, close: () => void): Promise<void> {
   let t: NodeJS.Timeout | undefined;
@@ -300,10 +312,7 @@ class IoredisDriver implements Driver {
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
     const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
-    c.on("error", quiet);
-    let closedResolve!: () => void;
-    const closed = new Promise<void>((r) => (closedResolve = r));
-    c.on(reconnect ? "end" : "close", () => closedResolve());
+    const { closed } = watchClose(c, [reconnect ? "end" : "close"]);
     await connectWithin(c, timeoutMs, () => c.disconnect(false));
     return {
       call: (args) =>
@@ -379,11 +388,8 @@ class NodeRedisDriver implements Driver {
   async open(reconnect: boolean, timeoutMs: number): Promise<Conn> {
     const convert = converter(await replyErrorClass(this.name));
     const c = this.dup(reconnect);
-    c.on("error", quiet);
-    let closedResolve!: () => void;
-    const closed = new Promise<void>((r) => (closedResolve = r));
-    c.on("end", () => closedResolve());
-    if (!reconnect) c.on("error", () => closedResolve());
+    // Without reconnecting, an error is the end of the connection too.
+    const { closed, settle } = watchClose(c, reconnect ? ["end"] : ["end", "error"]);
     await connectWithin(c, timeoutMs, () => destroy(c));
     return {
       call: (args) =>
@@ -391,12 +397,8 @@ class NodeRedisDriver implements Driver {
           throw convert(e);
         }),
       destroy: () => {
-        try {
-          c.destroy();
-        } catch {
-          /* closed already */
-        }
-        closedResolve();
+        destroy(c);
+        settle();
       },
       quit: async () => {
         try {
@@ -405,7 +407,7 @@ class NodeRedisDriver implements Driver {
           /* closed already */
         }
         destroy(c);
-        closedResolve();
+        settle();
       },
       closed,
       get isOpen() {

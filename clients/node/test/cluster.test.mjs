@@ -2,11 +2,8 @@
 // multi-key lock over names in different slots is refused before anything is sent.
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { TestCluster, DRIVERS, flavors, until, sleep } from "./helpers.mjs";
+import { TestCluster, DRIVERS, flavors, sleep, key, checkGrantedInArrivalOrder } from "./helpers.mjs";
 import { NotHeldError, ServerError } from "../dist/esm/index.js";
-
-let n = 0;
-const key = (what) => `t:${what}:${process.pid}:${n++}`;
 
 for (const flavor of flavors()) {
   describe(`cluster on ${flavor}`, () => {
@@ -46,19 +43,7 @@ for (const flavor of flavors()) {
 
       test(`[${driver}] C14 on a cluster: waiters granted in arrival order at once (${flavor})`, async () => {
         const locks = cluster.locks(driver);
-        const k = key("c14b");
-        const holder = await locks.lock(k).acquire();
-        const order = [];
-        const waits = [];
-        for (let i = 0; i < 3; i++) {
-          waits.push(locks.lock(k, { wait: 5000 }).acquire().then(async (h) => { order.push({ i, at: performance.now() }); await h.release(); }));
-          await until(async () => (await locks.info(k)).blocked === i + 1, 2000, 2);
-        }
-        const t0 = performance.now();
-        await holder.release();
-        await Promise.all(waits);
-        assert.deepEqual(order.map((o) => o.i), [0, 1, 2]);
-        assert.ok(order[0].at - t0 < 50);
+        await checkGrantedInArrivalOrder(locks, key("c14b"));
       });
 
       test(`[${driver}] C14 on a cluster: read-write, multi-key in one slot, semaphore, latch (${flavor})`, async () => {

