@@ -132,7 +132,10 @@ func (l *Locks) newOwner() string {
 }
 
 // Close stops the watchdog (holds are no longer renewed: they end with their lease) and
-// closes the connections this Locks opened. The application's client stays open.
+// closes the connections this Locks opened, those Session holds live on too (closing the
+// pool closes them): the server ends those holds at once. This is the Java and Node
+// clients' close: a hold is released by Release (or Do), not by Close. The application's
+// client stays open.
 func (l *Locks) Close() error {
 	l.once.Do(func() {
 		close(l.closed)

@@ -462,6 +462,37 @@ func TestC18_Owners(t *testing.T) {
 	})
 }
 
+// Close ends the Session holds it still has at once (it closes their connections), as the
+// Java client's close does; a leased hold is left to its lease, as every client's close
+// leaves it (Release releases, Close does not).
+func TestCloseEndsSessionHolds(t *testing.T) {
+	onEachServer(t, func(t *testing.T, s *server) {
+		c := s.client(t)
+		locks := rlock.New(s.client(t))
+		session, leased := key(t, "session"), key(t, "leased")
+		if _, err := locks.Lock(session, rlock.Session()).Acquire(bg()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := locks.Lock(leased, rlock.Lease(5*time.Second)).Acquire(bg()); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := c.Exists(bg(), session, leased).Result(); n != 2 {
+			t.Fatalf("%d of the 2 locks held", n)
+		}
+		closed := time.Now()
+		_ = locks.Close()
+		if !eventually(time.Second, func() bool { n, _ := c.Exists(bg(), session).Result(); return n == 0 }) {
+			t.Fatal("the session hold outlived Close")
+		}
+		if d := time.Since(closed); d > 500*time.Millisecond {
+			t.Fatalf("freed %v after Close", d)
+		}
+		if n, _ := c.Exists(bg(), leased).Result(); n != 1 {
+			t.Fatal("Close released a leased hold")
+		}
+	})
+}
+
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	s := sharedServer(t, flavors(t)[0])
 	c := s.client(t)
