@@ -322,3 +322,53 @@ func TestGuardReplies(t *testing.T) {
 		t.Error("no token in the text")
 	}
 }
+
+func TestObserveDecisions(t *testing.T) {
+	if got := observeSource("Kd"); got != keyspaceMode {
+		t.Errorf("Kd: %q", got)
+	}
+	if got := observeSource("EA"); got != keyeventMode {
+		t.Errorf("EA: %q", got)
+	}
+	if got := observeSource("Kx"); got != unlockSource {
+		t.Errorf("Kx (no module events): %q", got)
+	}
+	if got := observeChannels(keyspaceMode, 2, "k"); !reflect.DeepEqual(got, []string{"__keyspace@2__:k"}) {
+		t.Errorf("keyspace: %v", got)
+	}
+	want := []string{"__keyevent@0__:rlock.acquire", "__keyevent@0__:rlock.release", "__keyevent@0__:rlock.expire",
+		"__keyevent@0__:rlock.forcerelease", "__keyevent@0__:rlock.sessionend"}
+	if got := observeChannels(keyeventMode, 0, "k"); !reflect.DeepEqual(got, want) {
+		t.Errorf("keyevent: %v", got)
+	}
+	if got := observeChannels(unlockSource, 0, "k"); !reflect.DeepEqual(got, []string{"redisson_lock__channel:{k}"}) {
+		t.Errorf("unlock: %v", got)
+	}
+	if got := unlockChannel("{t}:k"); got != "redisson_lock__channel:{t}:k" {
+		t.Errorf("a hash tag is kept: %q", got)
+	}
+	for _, c := range []struct {
+		source, payload string
+		matters         bool
+	}{
+		{keyspaceMode, "rlock.release", true}, {keyspaceMode, "del", true}, {keyspaceMode, "rlock.timeout", false},
+		{keyeventMode, "k", true}, {keyeventMode, "other", false}, {unlockSource, "0", true},
+	} {
+		if got := observeMatters(c.source, "k", c.payload); got != c.matters {
+			t.Errorf("%s %q: %v", c.source, c.payload, got)
+		}
+	}
+	for _, c := range []struct {
+		events bool
+		pttl   int64
+		want   time.Duration
+	}{
+		{false, 30000, observePoll}, {false, -2, observePoll},
+		{true, -2, observeRecheck}, {true, -1, observeRecheck}, {true, 30000, observeRecheck},
+		{true, 250, 251 * time.Millisecond}, {true, 0, time.Millisecond},
+	} {
+		if got := observeWait(c.events, c.pttl); got != c.want {
+			t.Errorf("events %v pttl %d: %v, want %v", c.events, c.pttl, got, c.want)
+		}
+	}
+}

@@ -1,9 +1,6 @@
 package rlock
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Election is a leader election on the lock name: the leader is its holder, its value the
 // owner id, its term the fencing token. Candidates wait in the server, first come first
@@ -84,8 +81,14 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 }
 
 // Observe reports each change of leader, in order, on the channel (a zero Leader when
-// nobody leads), starting with the current one. It looks every 20 ms; the channel closes
-// when ctx ends or the Locks is closed.
+// nobody leads), starting with the current one; each is read with RLOCK.INFO, so a leader
+// and its term belong together. It learns of changes as the Rust client does (docs/COMMANDS.md,
+// "observe"): while notify-keyspace-events publishes the module's events (d, or A, with K or
+// E) it reads the lock on each of the lock's events, at the holder's lease end (a lapse
+// nobody waits on raises no event) and every second; otherwise it reads every 50 ms and at
+// once when the unlock channel says the lock was freed. It looks at notify-keyspace-events
+// again every second. In a cluster it reads every 50 ms. A leader that lasts less than a
+// read can be missed. The channel closes when ctx ends or the Locks is closed.
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if e == nil {
 		return nil, invalid("", "a nil election")
@@ -99,29 +102,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	out := make(chan Leader, 16)
 	started := e.l.later(func() {
 		defer close(out)
-		var last *Leader
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			cur, _, err := e.Leader(ctx)
-			if err == nil && (last == nil || *last != cur) {
-				last = &cur
-				select {
-				case out <- cur:
-				case <-ctx.Done():
-					return
-				case <-e.l.closed:
-					return
-				}
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			case <-e.l.closed:
-				return
-			}
-		}
+		e.observe(ctx, out)
 	})
 	if !started {
 		close(out)

@@ -7,6 +7,7 @@ package rlock
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // lossEventList is every keyspace event that can end a hold, and none that a client's own
@@ -91,4 +92,79 @@ func keyspaceChannel(db int, key string) string {
 
 func keyeventChannel(db int, event string) string {
 	return "__keyevent@" + strconv.Itoa(db) + "__:" + event
+}
+
+// An election's observer (Election.Observe) follows one lock's holder. What it listens to is
+// docs/COMMANDS.md's "observe" row, as the Rust client does: the module's events on the lock
+// (keyspaceMode, keyeventMode) while notify-keyspace-events publishes them, else the unlock
+// channel (unlockSource) beside a read every 50 ms.
+const unlockSource = "unlock"
+
+// lockEventList are the module's events that can change who holds a lock.
+var lockEventList = []string{"rlock.acquire", "rlock.release", "rlock.expire", "rlock.forcerelease", "rlock.sessionend"}
+
+// Observer timing: how often it reads the lock while polling, and at the latest while it
+// follows events (then it also looks at notify-keyspace-events again).
+const (
+	observePoll    = 50 * time.Millisecond
+	observeRecheck = time.Second
+)
+
+// observeSource is what an observer listens to when notify-keyspace-events is flags.
+func observeSource(flags string) string {
+	if s := eventSource(flags); s != "" {
+		return s
+	}
+	return unlockSource
+}
+
+// observeChannels are the channels an observer of key subscribes to for source.
+func observeChannels(source string, db int, key string) []string {
+	switch source {
+	case keyspaceMode:
+		return []string{keyspaceChannel(db, key)}
+	case keyeventMode:
+		out := make([]string, 0, len(lockEventList))
+		for _, ev := range lockEventList {
+			out = append(out, keyeventChannel(db, ev))
+		}
+		return out
+	}
+	return []string{unlockChannel(key)}
+}
+
+// unlockChannel is where the module publishes that a release left key free (Redisson's
+// channel, whose name keeps the key's hash tag if it has one).
+func unlockChannel(key string) string {
+	if strings.Contains(key, "{") {
+		return "redisson_lock__channel:" + key
+	}
+	return "redisson_lock__channel:{" + key + "}"
+}
+
+// observeMatters tells whether a message (payload) on one of source's channels may announce a
+// change of key's holder: any event of the key but a wait's timeout (keyspace), an event
+// naming the key (keyevent: the other keys' events come on the same channels), any unlock.
+func observeMatters(source, key, payload string) bool {
+	switch source {
+	case keyspaceMode:
+		return payload != "rlock.timeout"
+	case keyeventMode:
+		return payload == key
+	}
+	return true
+}
+
+// observeWait is how long an observer waits for a message before it reads the lock again:
+// following events, until the holder's lease ends (pttl ms; a lapse that nobody waits on
+// raises no event) and a second at the most; otherwise the poll.
+func observeWait(events bool, pttl int64) time.Duration {
+	if !events {
+		return observePoll
+	}
+	// A millisecond past the end, so the read finds it over.
+	if end := time.Duration(pttl+1) * time.Millisecond; pttl >= 0 && end < observeRecheck {
+		return end
+	}
+	return observeRecheck
 }

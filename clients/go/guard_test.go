@@ -32,14 +32,17 @@ func needGuard(t *testing.T, c *redis.Client) {
 	}
 }
 
-// guardCalls is how many RLOCK.GUARD calls the server has run (INFO commandstats).
-func guardCalls(t *testing.T, c *redis.Client) int {
+// guardCalls is how many RLOCK.GUARD calls the server has run.
+func guardCalls(t *testing.T, c *redis.Client) int { return commandCalls(t, c, "rlock.guard") }
+
+// commandCalls is how many calls of command (lower case) the server has run (INFO commandstats).
+func commandCalls(t *testing.T, c *redis.Client, command string) int {
 	info, err := c.Info(bg(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_rlock.guard:calls="); ok {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+command+":calls="); ok {
 			n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
 			return n
 		}
