@@ -372,3 +372,19 @@ func TestObserveDecisions(t *testing.T) {
 		}
 	}
 }
+
+func TestAskedTo(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("ASK 14604 127.0.0.1:7001"), "127.0.0.1:7001"},
+		{errors.New("MOVED 14604 127.0.0.1:7001"), ""},
+		{errors.New("TRYAGAIN Multiple keys request during rehashing of slot"), ""},
+		{nil, ""},
+	} {
+		if got := askedTo(c.err); got != c.want {
+			t.Errorf("%v: %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -319,6 +319,55 @@ func isServerError(err error) bool {
 	return errors.As(err, &re)
 }
 
+// askedTo is the node an ASK redirection names ("ASK slot host:port": the slot is moving
+// and the key is on that node now), or "" for any other reply.
+func askedTo(err error) string {
+	if err == nil {
+		return ""
+	}
+	f := strings.Fields(err.Error())
+	if len(f) == 3 && f[0] == "ASK" {
+		return f[2]
+	}
+	return ""
+}
+
+// nodeTo is the node a command on key goes to: the slot's primary, or the node an ASK
+// redirection named (asked; "" when none), reached with the options of the slot's primary.
+func (l *Locks) nodeTo(ctx context.Context, key, asked string) (*node, error) {
+	if asked == "" || l.cluster == nil {
+		return l.nodeFor(ctx, key)
+	}
+	c, err := l.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	opt := *c.Options()
+	opt.Addr = asked
+	return l.nodeAt(&opt), nil
+}
+
+// sendTo is sendPipe, after an ASK redirection (asked) with ASKING before each command (it
+// holds for the next command only); the replies are the commands' own.
+func sendTo(ctx context.Context, c redis.Cmdable, cmds [][]any, asked bool) ([]reply, error) {
+	if !asked {
+		return sendPipe(ctx, c, cmds)
+	}
+	with := make([][]any, 0, 2*len(cmds))
+	for _, cmd := range cmds {
+		with = append(with, []any{"ASKING"}, cmd)
+	}
+	r, err := sendPipe(ctx, c, with)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]reply, len(cmds))
+	for i := range out {
+		out[i] = r[2*i+1]
+	}
+	return out, nil
+}
+
 // movedTo reads a cluster redirection (MOVED / ASK): the server ran nothing.
 func movedTo(err error) bool {
 	if err == nil {
@@ -337,17 +386,22 @@ func (l *Locks) pipe(ctx context.Context, key string, resend bool, cmds ...[]any
 	}
 	var out []reply
 	var err error
+	asked := ""
 	for attempt := 0; attempt < 4; attempt++ {
 		var n *node
-		n, err = l.nodeFor(ctx, key)
+		n, err = l.nodeTo(ctx, key, asked)
 		if err != nil {
 			return nil, err
 		}
 		// Not ctx itself: go-redis counts a dial cut by a context as a failed dial, and after
 		// a few it fails every dial for a while. The response timeout bounds the call.
-		out, err = sendPipe(context.WithoutCancel(ctx), n.short, cmds)
+		out, err = sendTo(context.WithoutCancel(ctx), n.short, cmds, asked != "")
 		switch {
+		case err == nil && l.cluster != nil && len(out) > 0 && askedTo(out[0].err) != "":
+			asked = askedTo(out[0].err)
+			continue
 		case err == nil && l.cluster != nil && len(out) > 0 && movedTo(out[0].err):
+			asked = ""
 			l.cluster.ReloadState(ctx)
 			if strings.HasPrefix(out[0].err.Error(), "TRYAGAIN") {
 				time.Sleep(25 * time.Millisecond)
@@ -432,8 +486,9 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 	}
 	b.cmds = append([][]any(nil), b.cmds...)
 	started := time.Now()
+	asked := ""
 	for attempt := 0; ; attempt++ {
-		n, err := l.nodeFor(ctx, b.key)
+		n, err := l.nodeTo(ctx, b.key, asked)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +504,7 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 				rctx, cancel = context.WithTimeout(rctx, b.wait.d+b.extra+l.cfg.responseTimeout)
 				defer cancel()
 			}
-			r, err := sendPipe(rctx, d.conn, cmds)
+			r, err := sendTo(rctx, d.conn, cmds, asked != "")
 			done <- sent{replies: r, err: err}
 		}(b.cmds)
 		select {
@@ -472,13 +527,22 @@ func (l *Locks) callBlocking(ctx context.Context, b blocking, undo func(replies 
 			} else {
 				n.giveBack(d)
 			}
-			if l.cluster != nil && len(s.replies) > 0 && movedTo(s.replies[0].err) && attempt < 4 {
+			// Redirections are followed for as long as the wait lasts (as the Rust client
+			// does): while a slot moves, a waiter on the importing node is sent back with
+			// MOVED by the module's slot check (every 250 ms), and the old node ASKs again.
+			if l.cluster != nil && len(s.replies) > 0 && movedTo(s.replies[0].err) {
 				left, ok := b.wait.left(time.Since(started))
 				if !ok {
 					s.replies[0] = reply{isNil: true}
 					return s.replies, nil
 				}
-				l.cluster.ReloadState(ctx)
+				// An ASK: this key is on the node it names while its slot moves; a MOVED: the
+				// slot has moved (or TRYAGAIN: its keys are split), and the slots are read
+				// again, a moment later.
+				if asked = askedTo(s.replies[0].err); asked == "" {
+					l.cluster.ReloadState(ctx)
+					time.Sleep(25 * time.Millisecond)
+				}
 				b.cmds[0] = blockArgsReplaced(b.cmds[0], left)
 				continue
 			}

@@ -197,3 +197,86 @@ func TestC14_Cluster(t *testing.T) {
 		})
 	}
 }
+
+// While a slot moves (MIGRATING on its primary, IMPORTING on another node), a key of it that
+// its primary no longer has is answered with ASK: the client sends ASKING and the command to
+// the node the ASK names, for a try, a wait in the server, a renewal and a release.
+func TestClusterAskRedirection(t *testing.T) {
+	for _, flavor := range flavors(t) {
+		t.Run(flavor, func(t *testing.T) {
+			nodes := startCluster(t, flavor)
+			var addrs []string
+			for _, n := range nodes {
+				addrs = append(addrs, n.addr())
+			}
+			k := "moving"
+			slot, err := nodes[0].client(t).ClusterKeySlot(bg(), k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			source, target := nodes[int(slot)/(16384/3)], nodes[(int(slot)/(16384/3)+1)%3]
+			id := func(s *server) string {
+				v, err := s.client(t).Do(bg(), "CLUSTER", "MYID").Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			if err := target.client(t).Do(bg(), "CLUSTER", "SETSLOT", slot, "IMPORTING", id(source)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := source.client(t).Do(bg(), "CLUSTER", "SETSLOT", slot, "MIGRATING", id(target)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// The key as the node the ASK names has it (a plain read there would be MOVED).
+			onTarget := func() int64 {
+				var n *redis.IntCmd
+				_, err := target.client(t).Pipelined(bg(), func(p redis.Pipeliner) error {
+					p.Do(bg(), "ASKING")
+					n = p.Exists(bg(), k)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n.Val()
+			}
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			t.Cleanup(func() { _ = cc.Close() })
+			locks := newLocks(t, cc, rlock.WithWatchdogLease(900*time.Millisecond))
+			held, err := locks.Lock(k).Acquire(bg())
+			if err != nil {
+				t.Fatalf("a try on a moving slot: %v", err)
+			}
+			if onTarget() != 1 {
+				t.Fatal("the lock is not on the node the ASK named")
+			}
+			waited := make(chan error, 1)
+			go func() {
+				h, err := locks.Lock(k, rlock.Wait(5*time.Second)).Acquire(bg())
+				if err != nil {
+					waited <- fmt.Errorf("acquire: %w", err)
+					return
+				}
+				if _, err := h.Release(bg()); err != nil {
+					waited <- fmt.Errorf("release: %w", err)
+					return
+				}
+				waited <- nil
+			}()
+			time.Sleep(1500 * time.Millisecond) // renewals at 300 ms and 600 ms of each 900 ms lease
+			if err := held.Err(); err != nil {
+				t.Fatalf("renewals on a moving slot: %v", err)
+			}
+			if free, err := held.Release(bg()); err != nil || !free {
+				t.Fatalf("release on a moving slot: %v %v", free, err)
+			}
+			if err := <-waited; err != nil {
+				t.Fatalf("a wait on a moving slot: %v", err)
+			}
+			if onTarget() != 0 {
+				t.Fatal("still held")
+			}
+		})
+	}
+}

@@ -256,6 +256,13 @@ func (w *watchdog) renewBatch(due []dueHold) {
 		}
 		for i, d := range list {
 			r := replies[i]
+			if l.cluster != nil && askedTo(r.err) != "" {
+				// The slot is moving and the key is on the node the ASK names: renewed there
+				// (the same REQ id; pipe follows the ASK).
+				if again, err := l.do(ctx, d.k.key, true, cmds[i]...); err == nil {
+					r = again
+				}
+			}
 			if r.err != nil && l.cluster != nil && movedTo(r.err) {
 				l.cluster.ReloadState(ctx) // the slot moved: routed anew at the retry
 				continue
