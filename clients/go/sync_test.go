@@ -433,8 +433,11 @@ func TestC15_DurableByDefault(t *testing.T) {
 			}
 			locks := newLocks(t, c)
 			h, err := locks.Lock("durable").Acquire(bg())
-			if err != nil || h.ReplicasAcked() < 1 {
-				t.Fatalf("default acquire: %v acked %d", err, h.ReplicasAcked())
+			if err != nil {
+				t.Fatalf("default acquire: %v", err)
+			}
+			if h.ReplicasAcked() < 1 {
+				t.Fatalf("default acquire: acked %d", h.ReplicasAcked())
 			}
 			_, _ = h.Release(bg())
 			before := waits()

@@ -130,16 +130,22 @@ func startCluster(t *testing.T, flavor string) []*server {
 	return nodes
 }
 
+// clusterClient is the application's go-redis client of the cluster, closed when t ends.
+func clusterClient(t *testing.T, nodes []*server) *redis.ClusterClient {
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.addr())
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
 func TestC14_Cluster(t *testing.T) {
 	for _, flavor := range flavors(t) {
 		t.Run(flavor, func(t *testing.T) {
 			nodes := startCluster(t, flavor)
-			var addrs []string
-			for _, n := range nodes {
-				addrs = append(addrs, n.addr())
-			}
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			t.Cleanup(func() { _ = cc.Close() })
+			cc := clusterClient(t, nodes)
 			var uc redis.UniversalClient = cc
 			locks := newLocks(t, uc)
 			// C01 on keys of every primary.
@@ -205,10 +211,6 @@ func TestClusterAskRedirection(t *testing.T) {
 	for _, flavor := range flavors(t) {
 		t.Run(flavor, func(t *testing.T) {
 			nodes := startCluster(t, flavor)
-			var addrs []string
-			for _, n := range nodes {
-				addrs = append(addrs, n.addr())
-			}
 			k := "moving"
 			slot, err := nodes[0].client(t).ClusterKeySlot(bg(), k).Result()
 			if err != nil {
@@ -241,9 +243,7 @@ func TestClusterAskRedirection(t *testing.T) {
 				}
 				return n.Val()
 			}
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			t.Cleanup(func() { _ = cc.Close() })
-			locks := newLocks(t, cc, rlock.WithWatchdogLease(900*time.Millisecond))
+			locks := newLocks(t, clusterClient(t, nodes), rlock.WithWatchdogLease(900*time.Millisecond))
 			held, err := locks.Lock(k).Acquire(bg())
 			if err != nil {
 				t.Fatalf("a try on a moving slot: %v", err)
