@@ -8,26 +8,24 @@ import io.github.rlock.client.Hold;
 import io.github.rlock.client.LockInfo;
 import io.github.rlock.client.Locks;
 import io.github.rlock.client.RlockLock;
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** The rlock-client jar (io.github.rlock.client) beside Redisson's RLock on one name. */
 class ClientTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
 
   private static Locks locks(Fleet.Node node, Locks.Options options) {
     return Locks.create(
         node.lettuce, io.lettuce.core.RedisURI.create("127.0.0.1", node.port), options);
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void anRlockLockAndRedissonsExcludeEachOtherAndWakeEachOther(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("client");
@@ -87,8 +85,7 @@ class ClientTest {
   /**
    * CLIENTS.md C18: with Redisson's client id, a thread's RLock hold and RlockLock are one hold.
    */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void withRedissonsClientIdAThreadsHoldIsReentered(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("client");
@@ -107,8 +104,7 @@ class ClientTest {
   }
 
   /** Redisson's forceUnlock of an rlock-client hold: the hold learns it is lost within lease/3. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void redissonsForceUnlockIsToldToTheRlockHolder(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("client");

@@ -3,22 +3,20 @@ package io.github.rlock.redisson;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** Redisson's RFairLock and rlock's FAIR: one queue, first come first served across both. */
 class FairLockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void oneQueueServedInArrivalOrderWhoeverJoins(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("fair");

@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -13,16 +15,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** Redisson's RLock and rlock's RLOCK.ACQUIRE on one name. */
 class LockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void aRedissonHoldIsReadAndRespectedByRlock(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("lock");
@@ -46,8 +44,7 @@ class LockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void anRlockHoldIsReadAndRespectedByRedisson(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("lock");
@@ -77,8 +74,7 @@ class LockTest {
   }
 
   /** CLIENTS.md C18: rlock with Redisson's own owner for this thread is the same holder. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void redissonsOwnerIsOneHolderAcrossBoth(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("lock");
@@ -100,8 +96,7 @@ class LockTest {
   }
 
   /** forceUnlock deletes an rlock hold, and the waiter blocked in the server gets it at once. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void redissonsForceUnlockFreesAnRlockHoldForItsWaiter(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("lock");
@@ -120,8 +115,7 @@ class LockTest {
   }
 
   /** A Redisson holder on its watchdog keeps the lock for several leases while rlock waits. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void redissonsWatchdogKeepsItsHoldWhileRlockWaits(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("lock");
@@ -186,8 +180,7 @@ class LockTest {
   }
 
   /** Three Redisson threads and three rlock callers loop on one lock: one holder at a time. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void bothSidesExcludeEachOtherUnderContention(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("contended");

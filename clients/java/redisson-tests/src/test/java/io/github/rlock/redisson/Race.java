@@ -1,5 +1,6 @@
 package io.github.rlock.redisson;
 
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;

@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -13,14 +15,11 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 
 /** Redisson's RReadWriteLock and rlock's READ / WRITE on one name. */
 class ReadWriteLockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
 
   /** Readers together, a writer alone; checked by whoever enters. */
   private static final class ReadWriteReferee {
@@ -55,8 +54,7 @@ class ReadWriteLockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void readersShareAcrossBothAndWritersWaitForThem(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("rw");
@@ -94,8 +92,7 @@ class ReadWriteLockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void anRlockWriterExcludesRedissonAndWakesItsReaders(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("rw");
@@ -134,8 +131,7 @@ class ReadWriteLockTest {
    * was given; docs/COMMANDS.md says "its default (30 s)"), rlock's leaves it.
    */
   @Tag("difference")
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void differenceWriteReentryLeasesFollowEachSidesOwnRule(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("rw");
@@ -169,8 +165,7 @@ class ReadWriteLockTest {
   /**
    * Redisson readers and a writer and rlock readers and a writer loop on one lock: exclusion holds.
    */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void writersAloneReadersTogetherUnderContention(Flavor flavor) throws Exception {
     long[] counts = mixedContention(flavor, 1_500);
     for (int i = 1; i < counts.length; i += 2) {
@@ -188,8 +183,7 @@ class ReadWriteLockTest {
    * fails, and docs/COMMANDS.md should say so.
    */
   @Tag("difference")
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void differenceRedissonReadWriteWaitersGetNoShareBesideBlockedRlockCallers(Flavor flavor)
       throws Exception {
     long[] counts = mixedContention(flavor, 1_000);

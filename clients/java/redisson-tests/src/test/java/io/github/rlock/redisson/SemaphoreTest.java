@@ -5,25 +5,23 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 
 /** Redisson's RSemaphore and RPermitExpirableSemaphore beside RSEM.*. */
 class SemaphoreTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
   private static final int PERMITS = 3;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void eachSideWakesTheOthersWaiters(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("sem");
@@ -71,8 +69,7 @@ class SemaphoreTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void capacityNeverExceededAndPermitsConserved(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("sem");
@@ -143,8 +140,7 @@ class SemaphoreTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void leasedPermitsAreSharedBothWays(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("pes");
@@ -177,8 +173,7 @@ class SemaphoreTest {
   }
 
   /** A module lease that ends comes back by the module's timer and wakes Redisson's waiter. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void anEndedRlockLeaseWakesARedissonWaiter(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("pes");

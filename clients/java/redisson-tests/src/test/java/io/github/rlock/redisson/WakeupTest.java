@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -12,8 +14,6 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 
@@ -22,11 +22,9 @@ import org.redisson.api.RedissonClient;
  * shares each gets in a mixed fleet (docs/COMMANDS.md, "Sharing with Redisson clients").
  */
 class WakeupTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
   private static final long RUN_MS = 2_000;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void aRedissonWaiterIsWokenByAnRlockRelease(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("wake");
@@ -62,8 +60,7 @@ class WakeupTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void anRlockWaiterIsWokenByARedissonUnlock(Flavor flavor) throws Exception {
     Fleet.Node node = Fleet.of(flavor);
     String key = Fleet.name("wake");
@@ -103,8 +100,7 @@ class WakeupTest {
    */
   private static final double NOT_STARVED = 0.05;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void oneRedissonThreadBesideThreeBlockedCallersIsNotStarved(Flavor flavor) throws Exception {
     long[] counts = mixedFleet(Fleet.of(flavor), 1, 1, 3);
     assertNeitherStarved(
@@ -112,8 +108,7 @@ class WakeupTest {
   }
 
   /** Documents the difference: two listening connections split about one blocked client's share. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void twoRedissonClientsBesideTwoBlockedCallersAreNotStarved(Flavor flavor) throws Exception {
     long[] counts = mixedFleet(Fleet.of(flavor), 2, 1, 2);
     assertNeitherStarved(
@@ -121,8 +116,7 @@ class WakeupTest {
   }
 
   /** The docs' limit: one pub/sub connection for all of a client's threads. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
+  @EachFlavor
   void threeRedissonThreadsOnOneClientBesideThreeBlockedCallersAreNotStarved(Flavor flavor)
       throws Exception {
     long[] counts = mixedFleet(Fleet.of(flavor), 1, 3, 3);

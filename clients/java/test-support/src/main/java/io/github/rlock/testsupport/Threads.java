@@ -1,4 +1,4 @@
-package io.github.rlock.redisson;
+package io.github.rlock.testsupport;
 
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
@@ -6,8 +6,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 
 /** Work on threads of its own: Redisson and rlock owners are per thread. */
-final class Threads {
-  static <T> CompletableFuture<T> start(String name, Callable<T> work) {
+public final class Threads {
+  /** Runs {@code work} on a daemon thread named {@code name}; its outcome is the future's. */
+  public static <T> CompletableFuture<T> start(String name, Callable<T> work) {
     CompletableFuture<T> result = new CompletableFuture<>();
     Thread thread =
         new Thread(
@@ -25,7 +26,7 @@ final class Threads {
   }
 
   /** Polls until `condition` holds; false if `timeoutMs` passes first. */
-  static boolean await(long timeoutMs, BooleanSupplier condition) {
+  public static boolean await(long timeoutMs, BooleanSupplier condition) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
     while (System.nanoTime() < deadline) {
       if (condition.getAsBoolean()) {
@@ -36,7 +37,7 @@ final class Threads {
     return condition.getAsBoolean();
   }
 
-  static void sleep(long ms) {
+  public static void sleep(long ms) {
     try {
       Thread.sleep(ms);
     } catch (InterruptedException e) {
