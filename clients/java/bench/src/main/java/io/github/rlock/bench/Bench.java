@@ -78,7 +78,7 @@ public final class Bench {
       try (ServerProcess server = ServerProcess.start(flavor, o.module, launcher)) {
         Report.Measured measured = runFlavor(server, pinned, o);
         runs.add(measured);
-        table.append(table(flavor.label, figures(measured)));
+        table.append(table(flavor.label(), figures(measured)));
       }
     }
     System.out.print(table);
@@ -163,7 +163,7 @@ public final class Bench {
         }
         System.err.printf(
             "%s: round %d of %d done%s%n",
-            server.flavor.label, round, o.rounds, round == 0 ? " (warm-up, not counted)" : "");
+            server.flavor.label(), round, o.rounds, round == 0 ? " (warm-up, not counted)" : "");
       }
     } finally {
       raw.close();
@@ -173,7 +173,7 @@ public final class Bench {
       factory.destroy();
     }
     return new Report.Measured(
-        server.flavor.label, pinned, serverInfo, modulesInfo, o.threads, samples);
+        server.flavor.label(), pinned, serverInfo, modulesInfo, o.threads, samples);
   }
 
   /** The medians of a server's rounds, for the table. */

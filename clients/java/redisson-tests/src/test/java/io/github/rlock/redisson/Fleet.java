@@ -12,6 +12,7 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.stream.Stream;
 import org.redisson.Redisson;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -62,6 +63,11 @@ final class Fleet {
       return other;
     }
 
+    @Override
+    public String toString() {
+      return flavor.label();
+    }
+
     private void stop() {
       redisson.shutdown();
       lettuce.shutdown();
@@ -89,6 +95,11 @@ final class Fleet {
     synchronized (NODES) {
       return NODES.computeIfAbsent(flavor, f -> new Node(ServerProcess.shared(f)));
     }
+  }
+
+  /** The node of each flavor of {@link Flavor#chosen}, made as each run comes to it. */
+  static Stream<Node> nodes() {
+    return Flavor.chosen().stream().map(Fleet::of);
   }
 
   /** A fresh name, unique in this run. */

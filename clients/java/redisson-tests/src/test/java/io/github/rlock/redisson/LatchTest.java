@@ -4,20 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.testsupport.EachFlavor;
-import io.github.rlock.testsupport.Flavor;
 import io.github.rlock.testsupport.Threads;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.redisson.api.RCountDownLatch;
 
 /** Redisson's RCountDownLatch beside RLATCH.*: a latch opened by either side. */
-class LatchTest {
-
-  @EachFlavor
-  void redissonOpensALatchRlockWaitsOn(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("latch");
+class LatchTest extends BothSides {
+  @EachServer
+  void redissonOpensALatchRlockWaitsOn(Fleet.Node node) throws Exception {
     RCountDownLatch latch = node.redisson.getCountDownLatch(key);
     try (Rlock rlock = node.rlock();
         Rlock waiter = node.rlock()) {
@@ -36,10 +31,8 @@ class LatchTest {
     }
   }
 
-  @EachFlavor
-  void rlockOpensALatchRedissonWaitsOn(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("latch");
+  @EachServer
+  void rlockOpensALatchRedissonWaitsOn(Fleet.Node node) throws Exception {
     RCountDownLatch latch = node.redisson.getCountDownLatch(key);
     try (Rlock rlock = node.rlock();
         Rlock waiter = node.rlock()) {
@@ -59,7 +52,7 @@ class LatchTest {
       assertEquals(1L, rlockWaiter.get(2, TimeUnit.SECONDS));
       System.out.printf(
           "[%s] Redisson latch waiter passed %d ms after the last count-down%n",
-          flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - opened));
+          node.flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - opened));
       assertEquals(0L, rlock.integer("RLATCH.COUNT", key));
       assertEquals(1L, rlock.integer("RLATCH.AWAIT", key));
     }

@@ -7,30 +7,29 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
-/** A server the tests run on, and the variable that names its binary. */
+/**
+ * A server the tests run on: Redis 7.0, Redis 8.2, Valkey 9. Its label is its name in lower case
+ * (redis, redis8, valkey), its binary named by the variable {@code <NAME>_SERVER}.
+ */
 public enum Flavor {
-  REDIS("redis", "REDIS_SERVER"),
-  REDIS8("redis8", "REDIS8_SERVER"),
-  VALKEY("valkey", "VALKEY_SERVER");
+  REDIS,
+  REDIS8,
+  VALKEY;
 
-  public final String label;
-  public final String binaryVariable;
-
-  Flavor(String label, String binaryVariable) {
-    this.label = label;
-    this.binaryVariable = binaryVariable;
+  public String label() {
+    return name().toLowerCase(Locale.ROOT);
   }
 
   @Override
   public String toString() {
-    return label;
+    return label();
   }
 
   /** The flavor labelled {@code label} (redis, redis8, valkey). */
   public static Flavor named(String label) {
     String wanted = label.trim().toLowerCase(Locale.ROOT);
     return Arrays.stream(values())
-        .filter(f -> f.label.equals(wanted))
+        .filter(f -> f.label().equals(wanted))
         .findFirst()
         .orElseThrow(
             () ->
@@ -57,12 +56,13 @@ public enum Flavor {
     return out;
   }
 
-  /** The server binary, from {@link #binaryVariable}. */
+  /** The server binary, from {@code <NAME>_SERVER}. */
   public String binary() {
+    String binaryVariable = name() + "_SERVER";
     String binary = System.getenv(binaryVariable);
     if (binary == null || !Files.isExecutable(Paths.get(binary))) {
       throw new IllegalStateException(
-          label
+          label()
               + " server not found: set "
               + binaryVariable
               + " (source /opt/rlock-env/env.sh), or narrow RLOCK_FLAVORS");

@@ -64,7 +64,7 @@ public final class ServerProcess implements AutoCloseable {
     for (int attempt = 0; attempt < 8; attempt++) {
       int port = freePort();
       try {
-        Path dir = Files.createTempDirectory("rlock-java-" + flavor.label + "-");
+        Path dir = Files.createTempDirectory("rlock-java-" + flavor.label() + "-");
         List<String> command = new ArrayList<>(launcher);
         command.addAll(
             List.of(
@@ -98,7 +98,7 @@ public final class ServerProcess implements AutoCloseable {
         throw new IllegalStateException("cannot start " + binary, e);
       }
     }
-    throw new IllegalStateException("could not start " + flavor.label + " on a free port");
+    throw new IllegalStateException("could not start " + flavor.label() + " on a free port");
   }
 
   /**

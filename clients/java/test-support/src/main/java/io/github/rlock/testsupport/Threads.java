@@ -25,6 +25,23 @@ public final class Threads {
     return result;
   }
 
+  /**
+   * On a thread of its own: {@code attempt} to take something and, when it was granted, {@code
+   * giveBack} at once. Completes with whether it was granted.
+   */
+  public static CompletableFuture<Boolean> tryAndGiveBack(
+      String name, Callable<Boolean> attempt, Runnable giveBack) {
+    return start(
+        name,
+        () -> {
+          boolean granted = attempt.call();
+          if (granted) {
+            giveBack.run();
+          }
+          return granted;
+        });
+  }
+
   /** Polls until `condition` holds; false if `timeoutMs` passes first. */
   public static boolean await(long timeoutMs, BooleanSupplier condition) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
