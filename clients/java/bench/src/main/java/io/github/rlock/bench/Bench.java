@@ -246,7 +246,8 @@ public final class Bench {
       if (withReq(conn, acquire, lease, random, id) == null) {
         throw new IllegalStateException("uncontended lock refused");
       }
-      withReq(conn, release, new CommandArgs<>(StringCodec.UTF8).addKey(key).add(owner), random, id);
+      CommandArgs<String, String> mine = new CommandArgs<>(StringCodec.UTF8).addKey(key).add(owner);
+      withReq(conn, release, mine, random, id);
     };
   }
 
@@ -395,8 +396,8 @@ public final class Bench {
           {"redis_lock_registry", "RedisLockRegistry", ""}
         }) {
       Figure pairs = new Figure("uncontended pairs/s", "", false, b[2]);
-      s.append(
-          compare(f, pairs, "uncontended.rlock_client", "uncontended." + b[0], "rlock-client ÷ " + b[1]));
+      String names = "rlock-client ÷ " + b[1];
+      s.append(compare(f, pairs, "uncontended.rlock_client", "uncontended." + b[0], names));
     }
     for (String[] pair :
         new String[][] {
@@ -410,7 +411,7 @@ public final class Bench {
     return s.toString();
   }
 
-  /** One row: the path's figure, the baseline's, and their ratio, higher meaning rlock is better. */
+  /** One row: the path's figure, the baseline's, and their ratio (above 1: rlock is better). */
   private static String compare(
       Map<String, Object> f, Figure figure, String path, String baseline, String names) {
     String a = path + figure.suffix();

@@ -7,7 +7,7 @@ import java.lang.annotation.Target;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
-/** A test run once on the {@link Fleet.Node} of each chosen flavor, named by it: {@code [valkey]}. */
+/** A test run once on the {@link Fleet.Node} of each chosen flavor, named by it: [valkey]. */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)
 @ParameterizedTest(name = "{0}")

@@ -75,7 +75,8 @@ class WakeupTest extends BothSides {
       lock.unlock();
       assertEquals(1L, granted.get(5, TimeUnit.SECONDS));
       double ms = (grantedAt.get() - unlockedAt) / 1e6;
-      System.out.printf("[%s] rlock waiter served %.2f ms after a Redisson unlock%n", node.flavor, ms);
+      System.out.printf(
+          "[%s] rlock waiter served %.2f ms after a Redisson unlock%n", node.flavor, ms);
       assertTrue(ms < 100, "served " + ms + " ms after the unlock");
       assertEquals(Map.of("rlock-waiter", 1L), observer.holders(key));
       observer.release(key, "rlock-waiter");

@@ -117,7 +117,8 @@ public final class ServerProcess implements AutoCloseable {
       dir = dir.getParent();
     }
     if (dir == null) {
-      throw new IllegalStateException("rlock module not found: set RLOCK_MODULE=/path/to/librlock.so");
+      throw new IllegalStateException(
+          "rlock module not found: set RLOCK_MODULE=/path/to/librlock.so");
     }
     return existing(
         dir.resolve("target/debug/librlock.so"),

@@ -2,6 +2,7 @@ package io.github.rlock.testsupport;
 
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 
@@ -9,20 +10,19 @@ import java.util.function.BooleanSupplier;
 public final class Threads {
   /** Runs {@code work} on a daemon thread named {@code name}; its outcome is the future's. */
   public static <T> CompletableFuture<T> start(String name, Callable<T> work) {
-    CompletableFuture<T> result = new CompletableFuture<>();
-    Thread thread =
-        new Thread(
-            () -> {
-              try {
-                result.complete(work.call());
-              } catch (Throwable e) {
-                result.completeExceptionally(e);
-              }
-            },
-            name);
-    thread.setDaemon(true);
-    thread.start();
-    return result;
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return work.call();
+          } catch (Exception e) {
+            throw new CompletionException(e);
+          }
+        },
+        task -> {
+          Thread thread = new Thread(task, name);
+          thread.setDaemon(true);
+          thread.start();
+        });
   }
 
   /**
