@@ -2,6 +2,8 @@ package io.github.rlock.bench;
 
 import io.github.rlock.client.Locks;
 import io.github.rlock.spring.RlockLockRegistry;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.ServerProcess;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.codec.StringCodec;
@@ -50,7 +52,7 @@ public final class Bench {
   private static final int MAX_SAMPLES = 200_000;
 
   private record Options(
-      List<String> flavors, int rounds, long runMs, int threads, Path json, String module) {}
+      List<Flavor> flavors, int rounds, long runMs, int threads, Path json, Path module) {}
 
   /**
    * One contended run: hand-offs/s (acquisitions by another thread than the last holder: a lock
@@ -69,11 +71,14 @@ public final class Bench {
     Report.Header header = Report.Header.now(o.rounds, o.runMs, o.threads, WARM_UP_MS);
     List<Report.Measured> runs = new ArrayList<>();
     StringBuilder table = new StringBuilder();
-    for (String flavor : o.flavors) {
-      try (BenchServer server = BenchServer.start(flavor, o.module)) {
-        Report.Measured measured = runFlavor(server, o);
+    // The server on CPU 0 when taskset is there; run.sh puts this JVM on CPU 1.
+    boolean pinned = Files.isExecutable(Paths.get("/usr/bin/taskset"));
+    List<String> launcher = pinned ? List.of("/usr/bin/taskset", "-c", "0") : List.of();
+    for (Flavor flavor : o.flavors) {
+      try (ServerProcess server = ServerProcess.start(flavor, o.module, launcher)) {
+        Report.Measured measured = runFlavor(server, pinned, o);
         runs.add(measured);
-        table.append(table(flavor, figures(measured)));
+        table.append(table(flavor.label(), figures(measured)));
       }
     }
     System.out.print(table);
@@ -83,8 +88,9 @@ public final class Bench {
     System.out.println("results: " + json);
   }
 
-  private static Report.Measured runFlavor(BenchServer server, Options o) throws Exception {
-    String uri = "redis://127.0.0.1:" + server.port;
+  private static Report.Measured runFlavor(ServerProcess server, boolean pinned, Options o)
+      throws Exception {
+    String uri = server.uri();
     RedisClient lettuce = RedisClient.create(uri);
     Locks locks = Locks.create(lettuce);
     Config config = new Config();
@@ -111,66 +117,44 @@ public final class Bench {
         List<Step> paths =
             new ArrayList<>(
                 List.of(
+                    () -> uncontended(into, o, "rlock_client", lockOf(locks.lock("u:client:" + r))),
                     () ->
-                        add(
-                            into,
-                            "uncontended.rlock_client",
-                            pairs(o.runMs, lockOf(locks.lock("u:client:" + r)))),
+                        uncontended(
+                            into, o, "raw_lettuce", rawPair(raw, "u:raw:" + r, locks.owner())),
                     () ->
-                        add(
-                            into,
-                            "uncontended.raw_lettuce",
-                            pairs(o.runMs, rawPair(raw, "u:raw:" + r, locks.owner()))),
-                    () ->
-                        add(
-                            into,
-                            "uncontended.redisson",
-                            pairs(o.runMs, lockOf(redisson.getLock("u:redisson:" + r)))),
+                        uncontended(
+                            into, o, "redisson", lockOf(redisson.getLock("u:redisson:" + r))),
                     () -> {
                       RedisLockRegistry single =
                           new RedisLockRegistry(factory, "u:spring:" + r, 60_000);
-                      add(
-                          into,
-                          "uncontended.redis_lock_registry",
-                          pairs(o.runMs, lockOf(single.obtain("k"))));
+                      uncontended(into, o, "redis_lock_registry", lockOf(single.obtain("k")));
                       single.destroy();
                     },
                     // Contended: one lock, o.threads threads, hold 0. Each thread of the Spring
                     // paths has a registry of its own, as a process would.
+                    () -> contended(into, o, "rlock_client", i -> locks.lock("c:client:" + r)),
                     () ->
-                        record(
-                            into,
-                            "contended.rlock_client",
-                            contended(o, i -> locks.lock("c:client:" + r))),
+                        contended(into, o, "redisson", i -> redisson.getLock("c:redisson:" + r)),
                     () ->
-                        record(
+                        contended(
                             into,
-                            "contended.redisson",
-                            contended(o, i -> redisson.getLock("c:redisson:" + r))),
-                    () ->
-                        record(
-                            into,
-                            "contended.rlock_lock_registry",
-                            contended(
-                                o,
-                                i ->
-                                    new RlockLockRegistry(locks, "c:rlockspring:" + r)
-                                        .obtain("k"))),
+                            o,
+                            "rlock_lock_registry",
+                            i -> new RlockLockRegistry(locks, "c:rlockspring:" + r).obtain("k")),
                     () -> {
                       List<RedisLockRegistry> registries = new ArrayList<>();
-                      record(
+                      contended(
                           into,
-                          "contended.redis_lock_registry",
-                          contended(
-                              o,
-                              i -> {
-                                RedisLockRegistry registry =
-                                    new RedisLockRegistry(factory, "c:spring:" + r, 60_000);
-                                synchronized (registries) {
-                                  registries.add(registry);
-                                }
-                                return registry.obtain("k");
-                              }));
+                          o,
+                          "redis_lock_registry",
+                          i -> {
+                            RedisLockRegistry registry =
+                                new RedisLockRegistry(factory, "c:spring:" + r, 60_000);
+                            synchronized (registries) {
+                              registries.add(registry);
+                            }
+                            return registry.obtain("k");
+                          });
                       registries.forEach(RedisLockRegistry::destroy);
                     }));
         java.util.Collections.rotate(paths, round);
@@ -179,7 +163,7 @@ public final class Bench {
         }
         System.err.printf(
             "%s: round %d of %d done%s%n",
-            server.flavor, round, o.rounds, round == 0 ? " (warm-up, not counted)" : "");
+            server.flavor.label(), round, o.rounds, round == 0 ? " (warm-up, not counted)" : "");
       }
     } finally {
       raw.close();
@@ -189,17 +173,14 @@ public final class Bench {
       factory.destroy();
     }
     return new Report.Measured(
-        server.flavor, server.pinned, serverInfo, modulesInfo, o.threads, samples);
+        server.flavor.label(), pinned, serverInfo, modulesInfo, o.threads, samples);
   }
 
-  /** The medians of a server's rounds, and the ratios the table shows. */
+  /** The medians of a server's rounds, for the table. */
   private static Map<String, Object> figures(Report.Measured m) {
     Map<String, Object> figures = new LinkedHashMap<>();
     figures.put("pinned", m.serverPinned());
     m.samples().forEach((name, values) -> figures.put(name, Report.median(values)));
-    figures.put(
-        "ratio.uncontended_client_over_raw",
-        div(figures, "uncontended.rlock_client", "uncontended.raw_lettuce"));
     return figures;
   }
 
@@ -207,7 +188,18 @@ public final class Bench {
     samples.computeIfAbsent(name, n -> new ArrayList<>()).add(value);
   }
 
-  private static void record(Map<String, List<Double>> samples, String name, Contended c) {
+  /** Measures `pair` on this thread as the uncontended path `path`. */
+  private static void uncontended(
+      Map<String, List<Double>> samples, Options o, String path, Pair pair) throws Exception {
+    add(samples, "uncontended." + path, pairs(o.runMs, pair));
+  }
+
+  /** Measures the contended path `path`, thread i on `lockFor(i)`, and keeps its five figures. */
+  private static void contended(
+      Map<String, List<Double>> samples, Options o, String path, IntFunction<Lock> lockFor)
+      throws Exception {
+    Contended c = contended(o, lockFor);
+    String name = "contended." + path;
     add(samples, name + ".per_s", c.perSecond);
     add(samples, name + ".acquisitions_per_s", c.acquisitionsPerSecond);
     add(samples, name + ".min_over_max", c.fairness);
@@ -247,35 +239,28 @@ public final class Bench {
     SecureRandom random = new SecureRandom();
     Keyword acquire = new Keyword("RLOCK.ACQUIRE");
     Keyword release = new Keyword("RLOCK.RELEASE");
+    byte[] id = new byte[16];
     return () -> {
-      byte[] id = new byte[16];
-      random.nextBytes(id);
-      Long n =
-          conn.sync()
-              .dispatch(
-                  acquire,
-                  new IntegerOutput<>(StringCodec.UTF8),
-                  new CommandArgs<>(StringCodec.UTF8)
-                      .addKey(key)
-                      .add(owner)
-                      .add("LEASE")
-                      .add(30_000)
-                      .add("REQ")
-                      .add(HexFormat.of().formatHex(id)));
-      if (n == null) {
+      CommandArgs<String, String> lease =
+          new CommandArgs<>(StringCodec.UTF8).addKey(key).add(owner).add("LEASE").add(30_000);
+      if (withReq(conn, acquire, lease, random, id) == null) {
         throw new IllegalStateException("uncontended lock refused");
       }
-      random.nextBytes(id);
-      conn.sync()
-          .dispatch(
-              release,
-              new IntegerOutput<>(StringCodec.UTF8),
-              new CommandArgs<>(StringCodec.UTF8)
-                  .addKey(key)
-                  .add(owner)
-                  .add("REQ")
-                  .add(HexFormat.of().formatHex(id)));
+      CommandArgs<String, String> mine = new CommandArgs<>(StringCodec.UTF8).addKey(key).add(owner);
+      withReq(conn, release, mine, random, id);
     };
+  }
+
+  /** Sends `command` with `args` and a fresh REQ id, as rlock-client does; its integer reply. */
+  private static Long withReq(
+      StatefulRedisConnection<String, String> conn,
+      Keyword command,
+      CommandArgs<String, String> args,
+      SecureRandom random,
+      byte[] id) {
+    random.nextBytes(id);
+    args.add("REQ").add(HexFormat.of().formatHex(id));
+    return conn.sync().dispatch(command, new IntegerOutput<>(StringCodec.UTF8), args);
   }
 
   /** Pairs per second on this thread, after a warm-up. */
@@ -386,77 +371,57 @@ public final class Bench {
         p99);
   }
 
+  /** A figure of the table: its name, its suffix in the samples, and the target of its ratio. */
+  private record Figure(String name, String suffix, boolean lowerIsBetter, String target) {}
+
+  private static final List<Figure> CONTENDED_FIGURES =
+      List.of(
+          new Figure("contended hand-offs/s", ".per_s", false, "≥ 2"),
+          new Figure("contended acquisitions/s", ".acquisitions_per_s", false, ""),
+          new Figure("fairness min/max per thread", ".min_over_max", false, "rlock ≥ 0.9"),
+          new Figure("hand-off p50 ms", ".handoff_p50_ms", true, "rlock < 1 ms"),
+          new Figure("hand-off p99 ms", ".handoff_p99_ms", true, ""));
+
   private static String table(String flavor, Map<String, Object> f) {
     StringBuilder s = new StringBuilder();
     s.append(
         String.format(
             Locale.ROOT, "%n## %s (server pinned to CPU 0: %s)%n%n", flavor, f.get("pinned")));
     s.append("| figure | rlock | baseline | ratio | target |\n|---|---:|---:|---:|---|\n");
-    s.append(
-        row(
-            "uncontended pairs/s, rlock-client ÷ raw Lettuce",
-            f.get("uncontended.rlock_client"),
-            f.get("uncontended.raw_lettuce"),
-            f.get("ratio.uncontended_client_over_raw"),
-            "≥ 0.85"));
-    s.append(
-        row(
-            "uncontended pairs/s, rlock-client ÷ Redisson RLock",
-            f.get("uncontended.rlock_client"),
-            f.get("uncontended.redisson"),
-            div(f, "uncontended.rlock_client", "uncontended.redisson"),
-            ""));
-    s.append(
-        row(
-            "uncontended pairs/s, rlock-client ÷ RedisLockRegistry",
-            f.get("uncontended.rlock_client"),
-            f.get("uncontended.redis_lock_registry"),
-            div(f, "uncontended.rlock_client", "uncontended.redis_lock_registry"),
-            ""));
+    // {baseline path, its name, the target of rlock-client's ratio to it}
+    for (String[] b :
+        new String[][] {
+          {"raw_lettuce", "raw Lettuce", "≥ 0.85"},
+          {"redisson", "Redisson RLock", ""},
+          {"redis_lock_registry", "RedisLockRegistry", ""}
+        }) {
+      Figure pairs = new Figure("uncontended pairs/s", "", false, b[2]);
+      String names = "rlock-client ÷ " + b[1];
+      s.append(compare(f, pairs, "uncontended.rlock_client", "uncontended." + b[0], names));
+    }
     for (String[] pair :
         new String[][] {
           {"rlock_client", "redisson", "rlock-client ÷ Redisson RLock"},
           {"rlock_lock_registry", "redis_lock_registry", "RlockLockRegistry ÷ RedisLockRegistry"}
         }) {
-      String a = "contended." + pair[0];
-      String b = "contended." + pair[1];
-      s.append(
-          row(
-              "contended hand-offs/s, " + pair[2],
-              f.get(a + ".per_s"),
-              f.get(b + ".per_s"),
-              div(f, a + ".per_s", b + ".per_s"),
-              "≥ 2"));
-      s.append(
-          row(
-              "contended acquisitions/s, " + pair[2],
-              f.get(a + ".acquisitions_per_s"),
-              f.get(b + ".acquisitions_per_s"),
-              div(f, a + ".acquisitions_per_s", b + ".acquisitions_per_s"),
-              ""));
-      s.append(
-          row(
-              "fairness min/max per thread, " + pair[2],
-              f.get(a + ".min_over_max"),
-              f.get(b + ".min_over_max"),
-              div(f, a + ".min_over_max", b + ".min_over_max"),
-              "rlock ≥ 0.9"));
-      s.append(
-          row(
-              "hand-off p50 ms, " + pair[2],
-              f.get(a + ".handoff_p50_ms"),
-              f.get(b + ".handoff_p50_ms"),
-              div(f, b + ".handoff_p50_ms", a + ".handoff_p50_ms"),
-              "rlock < 1 ms"));
-      s.append(
-          row(
-              "hand-off p99 ms, " + pair[2],
-              f.get(a + ".handoff_p99_ms"),
-              f.get(b + ".handoff_p99_ms"),
-              div(f, b + ".handoff_p99_ms", a + ".handoff_p99_ms"),
-              ""));
+      for (Figure figure : CONTENDED_FIGURES) {
+        s.append(compare(f, figure, "contended." + pair[0], "contended." + pair[1], pair[2]));
+      }
     }
     return s.toString();
+  }
+
+  /** One row: the path's figure, the baseline's, and their ratio (above 1: rlock is better). */
+  private static String compare(
+      Map<String, Object> f, Figure figure, String path, String baseline, String names) {
+    String a = path + figure.suffix();
+    String b = baseline + figure.suffix();
+    return row(
+        figure.name() + ", " + names,
+        f.get(a),
+        f.get(b),
+        figure.lowerIsBetter() ? div(f, b, a) : div(f, a, b),
+        figure.target());
   }
 
   private static double div(Map<String, Object> f, String a, String b) {
@@ -486,7 +451,7 @@ public final class Bench {
   }
 
   private static Options parse(String[] argv) {
-    List<String> flavors = List.of("redis", "valkey");
+    List<Flavor> flavors = List.of(Flavor.REDIS, Flavor.VALKEY);
     int rounds = 3;
     long runMs = 2_000;
     int threads = 32;
@@ -494,7 +459,7 @@ public final class Bench {
     for (int i = 0; i < argv.length; i++) {
       String value = i + 1 < argv.length ? argv[i + 1] : null;
       switch (argv[i]) {
-        case "--flavors" -> flavors = List.of(value.split(","));
+        case "--flavors" -> flavors = Arrays.stream(value.split(",")).map(Flavor::named).toList();
         case "--rounds" -> rounds = Integer.parseInt(value);
         case "--run-ms" -> runMs = Long.parseLong(value);
         case "--threads" -> threads = Integer.parseInt(value);
@@ -508,9 +473,10 @@ public final class Bench {
       }
       i++;
     }
-    String module =
-        System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/release/librlock.so");
-    if (!Files.isRegularFile(Paths.get(module))) {
+    Path module =
+        Paths.get(
+            System.getenv().getOrDefault("RLOCK_MODULE", "../../../target/release/librlock.so"));
+    if (!Files.isRegularFile(module)) {
       throw new IllegalStateException("rlock module not found at " + module + ": set RLOCK_MODULE");
     }
     return new Options(flavors, rounds, runMs, threads, json, module);

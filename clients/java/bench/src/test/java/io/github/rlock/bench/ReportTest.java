@@ -33,6 +33,16 @@ class ReportTest {
             .orElseThrow();
   }
 
+  /** The median of the result that has these fields. */
+  private static Object median(Map<String, Object> doc, Object... kv) {
+    return find(doc, "results", kv).get("median");
+  }
+
+  /** The value of rlock-client's ratio to `baseline` in `scenario`. */
+  private static Object ratio(Map<String, Object> doc, String scenario, String baseline) {
+    return find(doc, "ratios", "scenario", scenario, "baseline", baseline).get("value");
+  }
+
   @Test
   void mediansRatiosAndNulls() {
     Map<String, List<Double>> samples = new LinkedHashMap<>();
@@ -66,26 +76,15 @@ class ReportTest {
     assertEquals(
         "Valkey 9.1.2 (redis_version 7.2.4)", find(doc, "servers", "id", "valkey").get("version"));
     assertEquals("40100", ((Map<?, ?>) doc.get("build")).get("module_version"));
-    assertEquals(
-        1000.0,
-        find(doc, "results", "scenario", "uncontended", "path", "rlock-client").get("median"));
+    assertEquals(1000.0, median(doc, "scenario", "uncontended", "path", "rlock-client"));
     // A round without samples is left out of the median; none at all gives NaN, written null.
-    assertEquals(
-        0.1,
-        find(doc, "results", "path", "rlock-client", "metric", "latency_p50_ms").get("median"));
-    Object p99 =
-        find(doc, "results", "path", "rlock-client", "metric", "latency_p99_ms").get("median");
+    assertEquals(0.1, median(doc, "path", "rlock-client", "metric", "latency_p50_ms"));
+    Object p99 = median(doc, "path", "rlock-client", "metric", "latency_p99_ms");
     assertTrue(Double.isNaN((Double) p99));
     assertTrue(Json.write(doc).contains("\"median\": null"));
-    assertEquals(
-        4.0,
-        find(doc, "ratios", "scenario", "uncontended", "baseline", "Redisson RLock").get("value"));
-    assertEquals(
-        4.0,
-        find(doc, "ratios", "scenario", "contended", "baseline", "Redisson RLock").get("value"));
-    assertNull(
-        find(doc, "ratios", "scenario", "uncontended", "baseline", "RedisLockRegistry")
-            .get("value"));
+    assertEquals(4.0, ratio(doc, "uncontended", "Redisson RLock"));
+    assertEquals(4.0, ratio(doc, "contended", "Redisson RLock"));
+    assertNull(ratio(doc, "uncontended", "RedisLockRegistry"));
     assertEquals(
         Map.of("workers", 32, "hold_ms", 0),
         find(doc, "results", "scenario", "contended").get("setting"));

@@ -8,44 +8,30 @@ import io.github.rlock.client.Hold;
 import io.github.rlock.client.LockInfo;
 import io.github.rlock.client.Locks;
 import io.github.rlock.client.RlockLock;
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** The rlock-client jar (io.github.rlock.client) beside Redisson's RLock on one name. */
-class ClientTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
+class ClientTest extends BothSides {
   private static Locks locks(Fleet.Node node, Locks.Options options) {
     return Locks.create(
         node.lettuce, io.lettuce.core.RedisURI.create("127.0.0.1", node.port), options);
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void anRlockLockAndRedissonsExcludeEachOtherAndWakeEachOther(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("client");
+  @EachServer
+  void anRlockLockAndRedissonsExcludeEachOtherAndWakeEachOther(Fleet.Node node) throws Exception {
     RLock theirs = node.redisson.getLock(key);
     try (Locks locks = locks(node, Locks.Options.defaults())) {
       RlockLock mine = locks.lock(key);
       mine.lock();
       assertEquals(Map.of(locks.owner(), 1L), locks.info(key).holders());
       CompletableFuture<Boolean> redissonWaiter =
-          Threads.start(
-              "redisson",
-              () -> {
-                boolean got = theirs.tryLock(5, 10, TimeUnit.SECONDS);
-                if (got) {
-                  theirs.unlock();
-                }
-                return got;
-              });
+          Threads.tryAndGiveBack(
+              "redisson", () -> theirs.tryLock(5, 10, TimeUnit.SECONDS), theirs::unlock);
       Threads.sleep(200);
       assertFalse(redissonWaiter.isDone(), "Redisson went in beside an rlock-client hold");
       mine.unlock();
@@ -53,29 +39,12 @@ class ClientTest {
           redissonWaiter.get(3, TimeUnit.SECONDS), "Redisson's waiter not woken by unlock()");
       // And the other way: Redisson holds, RlockLock.tryLock waits in the server.
       CompletableFuture<Void> release = new CompletableFuture<>();
-      CompletableFuture<Void> held = new CompletableFuture<>();
-      CompletableFuture<Void> holder =
-          Threads.start(
-              "redisson-holder",
-              () -> {
-                theirs.lock();
-                held.complete(null);
-                release.get();
-                theirs.unlock();
-                return null;
-              });
+      CompletableFuture<String> held = new CompletableFuture<>();
+      CompletableFuture<Void> holder = holdElsewhere(node, theirs, held, release);
       held.get(5, TimeUnit.SECONDS);
       assertFalse(mine.tryLock(), "rlock-client went in beside a Redisson hold");
       CompletableFuture<Boolean> rlockWaiter =
-          Threads.start(
-              "rlock",
-              () -> {
-                boolean got = mine.tryLock(5, TimeUnit.SECONDS);
-                if (got) {
-                  mine.unlock();
-                }
-                return got;
-              });
+          Threads.tryAndGiveBack("rlock", () -> mine.tryLock(5, TimeUnit.SECONDS), mine::unlock);
       assertTrue(Threads.await(2_000, () -> locks.waiters(key).size() == 1));
       release.complete(null);
       assertTrue(rlockWaiter.get(3, TimeUnit.SECONDS));
@@ -87,11 +56,8 @@ class ClientTest {
   /**
    * CLIENTS.md C18: with Redisson's client id, a thread's RLock hold and RlockLock are one hold.
    */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void withRedissonsClientIdAThreadsHoldIsReentered(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("client");
+  @EachServer
+  void withRedissonsClientIdAThreadsHoldIsReentered(Fleet.Node node) throws Exception {
     RLock theirs = node.redisson.getLock(key);
     try (Locks locks = locks(node, Locks.Options.defaults().clientId(node.redisson.getId()))) {
       RlockLock mine = locks.lock(key);
@@ -107,11 +73,8 @@ class ClientTest {
   }
 
   /** Redisson's forceUnlock of an rlock-client hold: the hold learns it is lost within lease/3. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void redissonsForceUnlockIsToldToTheRlockHolder(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("client");
+  @EachServer
+  void redissonsForceUnlockIsToldToTheRlockHolder(Fleet.Node node) throws Exception {
     try (Locks locks =
         locks(node, Locks.Options.defaults().watchdogLease(Duration.ofMillis(1_500)))) {
       Hold hold = locks.lock(key).acquire().orElseThrow();
@@ -123,7 +86,7 @@ class ClientTest {
       long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - forced);
       System.out.printf(
           "[%s] rlock-client told of Redisson's forceUnlock after %d ms (lease 1500 ms)%n",
-          flavor, ms);
+          node.flavor, ms);
       assertTrue(ms <= 1_500 / 3 + 200, "told after " + ms + " ms");
     }
   }

@@ -3,25 +3,18 @@ package io.github.rlock.redisson;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** Redisson's RFairLock and rlock's FAIR: one queue, first come first served across both. */
-class FairLockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void oneQueueServedInArrivalOrderWhoeverJoins(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("fair");
+class FairLockTest extends BothSides {
+  @EachServer
+  void oneQueueServedInArrivalOrderWhoeverJoins(Fleet.Node node) throws Exception {
     List<String> served = Collections.synchronizedList(new ArrayList<>());
     List<String> queued = new ArrayList<>();
     List<CompletableFuture<Void>> joiners = new ArrayList<>();
@@ -30,10 +23,7 @@ class FairLockTest {
       for (int i = 0; i < 4; i++) {
         String name = (i % 2 == 0 ? "redisson-" : "rlock-") + i;
         CompletableFuture<String> owner = new CompletableFuture<>();
-        joiners.add(
-            i % 2 == 0
-                ? redissonJoiner(node, key, name, owner, served)
-                : rlockJoiner(node, key, name, owner, served));
+        joiners.add(joiner(node, key, name, i % 2 == 0, owner, served));
         String joined = owner.get(5, TimeUnit.SECONDS);
         queued.add(joined);
         int expected = i + 1;
@@ -54,45 +44,38 @@ class FairLockTest {
     }
   }
 
-  private static CompletableFuture<Void> redissonJoiner(
+  /**
+   * Joins the queue on a thread of its own, through Redisson's RFairLock or rlock's FAIR: tells
+   * its owner, waits up to 15 s, notes that it was served, holds 50 ms and releases.
+   */
+  private static CompletableFuture<Void> joiner(
       Fleet.Node node,
       String key,
       String name,
+      boolean redisson,
       CompletableFuture<String> owner,
       List<String> served) {
     return Threads.start(
         name,
         () -> {
-          RLock lock = node.redisson.getFairLock(key);
-          owner.complete(Owners.redissons(node.redisson));
-          if (!lock.tryLock(15, 10, TimeUnit.SECONDS)) {
-            throw new AssertionError(name + " not served in 15 s");
-          }
-          served.add(name);
-          Threads.sleep(50);
-          lock.unlock();
-          return null;
-        });
-  }
-
-  private static CompletableFuture<Void> rlockJoiner(
-      Fleet.Node node,
-      String key,
-      String name,
-      CompletableFuture<String> owner,
-      List<String> served) {
-    return Threads.start(
-        name,
-        () -> {
-          try (Rlock conn = node.rlock()) {
-            String me = Owners.mine();
+          RLock theirs = node.redisson.getFairLock(key);
+          try (Rlock conn = redisson ? null : node.rlock()) {
+            String me = redisson ? Owners.redissons(node.redisson) : Owners.mine();
             owner.complete(me);
-            if (conn.acquire(key, me, "FAIR", "LEASE", 10_000, "BLOCK", 15_000) == null) {
+            boolean granted =
+                redisson
+                    ? theirs.tryLock(15, 10, TimeUnit.SECONDS)
+                    : conn.acquire(key, me, "FAIR", "LEASE", 10_000, "BLOCK", 15_000) != null;
+            if (!granted) {
               throw new AssertionError(name + " not served in 15 s");
             }
             served.add(name);
             Threads.sleep(50);
-            conn.release(key, me);
+            if (redisson) {
+              theirs.unlock();
+            } else {
+              conn.release(key, me);
+            }
           }
           return null;
         });

@@ -3,22 +3,14 @@ package io.github.rlock.redisson;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RFencedLock;
 
 /** Redisson's RFencedLock tokens and rlock's TOKEN: one counter, rising across both. */
-class FencedLockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void tokensRiseAcrossBothSides(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("fenced");
+class FencedLockTest extends BothSides {
+  @EachServer
+  void tokensRiseAcrossBothSides(Fleet.Node node) throws Exception {
     RFencedLock fenced = node.redisson.getFencedLock(key);
     List<Long> tokens = new ArrayList<>();
     try (Rlock rlock = node.rlock()) {

@@ -4,22 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RCountDownLatch;
 
 /** Redisson's RCountDownLatch beside RLATCH.*: a latch opened by either side. */
-class LatchTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void redissonOpensALatchRlockWaitsOn(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("latch");
+class LatchTest extends BothSides {
+  @EachServer
+  void redissonOpensALatchRlockWaitsOn(Fleet.Node node) throws Exception {
     RCountDownLatch latch = node.redisson.getCountDownLatch(key);
     try (Rlock rlock = node.rlock();
         Rlock waiter = node.rlock()) {
@@ -38,11 +31,8 @@ class LatchTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void rlockOpensALatchRedissonWaitsOn(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("latch");
+  @EachServer
+  void rlockOpensALatchRedissonWaitsOn(Fleet.Node node) throws Exception {
     RCountDownLatch latch = node.redisson.getCountDownLatch(key);
     try (Rlock rlock = node.rlock();
         Rlock waiter = node.rlock()) {
@@ -62,7 +52,7 @@ class LatchTest {
       assertEquals(1L, rlockWaiter.get(2, TimeUnit.SECONDS));
       System.out.printf(
           "[%s] Redisson latch waiter passed %d ms after the last count-down%n",
-          flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - opened));
+          node.flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - opened));
       assertEquals(0L, rlock.integer("RLATCH.COUNT", key));
       assertEquals(1L, rlock.integer("RLATCH.AWAIT", key));
     }

@@ -5,27 +5,18 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 
 /** Redisson's RLock and rlock's RLOCK.ACQUIRE on one name. */
-class LockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void aRedissonHoldIsReadAndRespectedByRlock(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("lock");
+class LockTest extends BothSides {
+  @EachServer
+  void aRedissonHoldIsReadAndRespectedByRlock(Fleet.Node node) throws Exception {
     RLock lock = node.redisson.getLock(key);
     try (Rlock rlock = node.rlock()) {
       lock.lock();
@@ -46,11 +37,8 @@ class LockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void anRlockHoldIsReadAndRespectedByRedisson(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("lock");
+  @EachServer
+  void anRlockHoldIsReadAndRespectedByRedisson(Fleet.Node node) throws Exception {
     RLock lock = node.redisson.getLock(key);
     try (Rlock rlock = node.rlock()) {
       String owner = Owners.mine();
@@ -77,11 +65,8 @@ class LockTest {
   }
 
   /** CLIENTS.md C18: rlock with Redisson's own owner for this thread is the same holder. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void redissonsOwnerIsOneHolderAcrossBoth(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("lock");
+  @EachServer
+  void redissonsOwnerIsOneHolderAcrossBoth(Fleet.Node node) throws Exception {
     RLock lock = node.redisson.getLock(key);
     try (Rlock rlock = node.rlock()) {
       String owner = Owners.redissons(node.redisson);
@@ -100,11 +85,8 @@ class LockTest {
   }
 
   /** forceUnlock deletes an rlock hold, and the waiter blocked in the server gets it at once. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void redissonsForceUnlockFreesAnRlockHoldForItsWaiter(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("lock");
+  @EachServer
+  void redissonsForceUnlockFreesAnRlockHoldForItsWaiter(Fleet.Node node) throws Exception {
     try (Rlock holder = node.rlock();
         Rlock waiter = node.rlock()) {
       assertEquals(1L, holder.acquire(key, "holder", "LEASE", 60_000));
@@ -120,32 +102,16 @@ class LockTest {
   }
 
   /** A Redisson holder on its watchdog keeps the lock for several leases while rlock waits. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void redissonsWatchdogKeepsItsHoldWhileRlockWaits(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("lock");
-    RLock lock = node.redisson.getLock(key);
-    CompletableFuture<Void> locked = new CompletableFuture<>();
+  @EachServer
+  void redissonsWatchdogKeepsItsHoldWhileRlockWaits(Fleet.Node node) throws Exception {
+    CompletableFuture<String> held = new CompletableFuture<>();
     CompletableFuture<Void> unlock = new CompletableFuture<>();
-    AtomicLong unlockedAt = new AtomicLong();
-    AtomicReference<String> holderOwner = new AtomicReference<>();
     CompletableFuture<Void> holder =
-        Threads.start(
-            "redisson-holder",
-            () -> {
-              lock.lock();
-              holderOwner.set(Owners.redissons(node.redisson));
-              locked.complete(null);
-              unlock.get();
-              unlockedAt.set(System.nanoTime());
-              lock.unlock();
-              return null;
-            });
-    locked.get(5, TimeUnit.SECONDS);
+        holdElsewhere(node, node.redisson.getLock(key), held, unlock);
+    String holderOwner = held.get(5, TimeUnit.SECONDS);
     try (Rlock waiter = node.rlock();
         Rlock observer = node.rlock()) {
-      checkWatchdogHold(node, key, holderOwner.get(), waiter, observer, unlock, unlockedAt);
+      checkWatchdogHold(key, holderOwner, waiter, observer, unlock);
     } finally {
       unlock.complete(null);
     }
@@ -153,44 +119,35 @@ class LockTest {
   }
 
   private static void checkWatchdogHold(
-      Fleet.Node node,
-      String key,
-      String holderOwner,
-      Rlock waiter,
-      Rlock observer,
-      CompletableFuture<Void> unlock,
-      AtomicLong unlockedAt)
+      String key, String holderOwner, Rlock waiter, Rlock observer, CompletableFuture<Void> unlock)
       throws Exception {
-    {
-      String owner = "rlock-waiter";
-      long waiterId = waiter.clientId();
-      CompletableFuture<Long> granted =
-          Threads.start(
-              "rlock-waiter", () -> waiter.acquire(key, owner, "LEASE", 30_000, "BLOCK", 20_000));
-      assertTrue(Threads.await(2_000, () -> observer.waiters(key).size() == 1));
-      Map<String, Object> entry = observer.waiters(key).get(0);
-      assertEquals(owner, entry.get("owner"));
-      assertEquals("lock", entry.get("kind"));
-      assertEquals(waiterId, entry.get("client-id"));
-      assertEquals(1L, observer.info(key).get("blocked"), () -> "RLOCK.INFO " + observer.info(key));
-      Threads.sleep(Fleet.WATCHDOG_MS * 2 + 500);
-      assertFalse(granted.isDone(), "the waiter was served while the Redisson holder renewed");
-      assertEquals(Map.of(holderOwner, 1L), observer.holders(key));
-      unlock.complete(null);
-      assertEquals(1L, granted.get(2, TimeUnit.SECONDS));
-      long handoffMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - unlockedAt.get());
-      assertTrue(handoffMs < 500, "served " + handoffMs + " ms after the unlock");
-      assertEquals(Map.of(owner, 1L), observer.holders(key));
-      observer.release(key, owner);
-    }
+    String owner = "rlock-waiter";
+    long waiterId = waiter.clientId();
+    CompletableFuture<Long> granted =
+        Threads.start(
+            "rlock-waiter", () -> waiter.acquire(key, owner, "LEASE", 30_000, "BLOCK", 20_000));
+    assertTrue(Threads.await(2_000, () -> observer.waiters(key).size() == 1));
+    Map<String, Object> entry = observer.waiters(key).get(0);
+    assertEquals(owner, entry.get("owner"));
+    assertEquals("lock", entry.get("kind"));
+    assertEquals(waiterId, entry.get("client-id"));
+    assertEquals(1L, observer.info(key).get("blocked"), () -> "RLOCK.INFO " + observer.info(key));
+    Threads.sleep(Fleet.WATCHDOG_MS * 2 + 500);
+    assertFalse(granted.isDone(), "the waiter was served while the Redisson holder renewed");
+    assertEquals(Map.of(holderOwner, 1L), observer.holders(key));
+    // Timed from before the holder is told: the hand-off measured includes its wake-up.
+    long unlockedAt = System.nanoTime();
+    unlock.complete(null);
+    assertEquals(1L, granted.get(2, TimeUnit.SECONDS));
+    long handoffMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - unlockedAt);
+    assertTrue(handoffMs < 500, "served " + handoffMs + " ms after the unlock");
+    assertEquals(Map.of(owner, 1L), observer.holders(key));
+    observer.release(key, owner);
   }
 
   /** Three Redisson threads and three rlock callers loop on one lock: one holder at a time. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void bothSidesExcludeEachOtherUnderContention(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("contended");
+  @EachServer
+  void bothSidesExcludeEachOtherUnderContention(Fleet.Node node) throws Exception {
     List<Race.Caller> callers = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
       callers.add(Race.redisson(node.redisson, key));
@@ -202,7 +159,7 @@ class LockTest {
     long[] counts = Race.run(1_500, referee, callers);
     System.out.printf(
         "[%s] contention, 3 Redisson threads + 3 rlock BLOCK callers: %s%n",
-        flavor, java.util.Arrays.toString(counts));
+        node.flavor, java.util.Arrays.toString(counts));
     assertEquals(0, referee.violations(), "two holders at once");
     for (long c : counts) {
       assertTrue(c > 0, "a caller starved: " + java.util.Arrays.toString(counts));
@@ -215,19 +172,20 @@ class LockTest {
    * once.
    */
   private static Race.Caller exactRlockCaller(Fleet.Node node, String key) {
-    return new Race.RlockCaller(node) {
-      @Override
-      public void once(Referee referee) {
-        if (conn.acquire(key, owner, "LEASE", 10_000, "BLOCK", 10_000) == null) {
-          throw new AssertionError("rlock waited 10 s");
-        }
-        referee.enter(1);
-        assertEquals(Map.of(owner, 1L), conn.holders(key));
-        assertEquals(2L, conn.acquire(key, owner, "LEASE", 10_000));
-        assertEquals(0L, conn.release(key, owner));
-        referee.leave(1);
-        assertEquals(1L, conn.release(key, owner));
-      }
-    };
+    return Race.on(
+        () -> Race.Seat.of(node),
+        (seat, referee) -> {
+          Rlock conn = seat.conn();
+          String owner = seat.owner();
+          if (conn.acquire(key, owner, "LEASE", 10_000, "BLOCK", 10_000) == null) {
+            throw new AssertionError("rlock waited 10 s");
+          }
+          referee.enter(1);
+          assertEquals(Map.of(owner, 1L), conn.holders(key));
+          assertEquals(2L, conn.acquire(key, owner, "LEASE", 10_000));
+          assertEquals(0L, conn.release(key, owner));
+          referee.leave(1);
+          assertEquals(1L, conn.release(key, owner));
+        });
   }
 }

@@ -1,7 +1,9 @@
 package io.github.rlock.redisson;
 
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -39,6 +41,42 @@ final class Race {
         referee.leave(1);
       };
 
+  /** One acquire-and-release of a caller, on the handle it made on its thread. */
+  interface Round<H> {
+    void run(H handle, Referee referee) throws Exception;
+  }
+
+  /**
+   * A caller whose handle `open` makes on the caller's own thread (owners are per thread), each
+   * round `round` on it; the handle is closed at the end when it is AutoCloseable.
+   */
+  static <H> Caller on(Callable<H> open, Round<H> round) {
+    return new Caller() {
+      private H handle;
+
+      @Override
+      public void prepare() throws Exception {
+        handle = open.call();
+      }
+
+      @Override
+      public void once(Referee referee) throws Exception {
+        round.run(handle, referee);
+      }
+
+      @Override
+      public void close() {
+        if (handle instanceof AutoCloseable closing) {
+          try {
+            closing.close();
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        }
+      }
+    };
+  }
+
   /** A Redisson thread on a plain RLock: tryLock (wait 10 s, lease 30 s), unlock. */
   static Caller redisson(RedissonClient client, String key) {
     return redisson(() -> client.getLock(key), ALONE);
@@ -48,69 +86,48 @@ final class Race {
    * A Redisson thread on the lock `lockOf` gives (made on the thread): tryLock, `inside`, unlock.
    */
   static Caller redisson(Supplier<RLock> lockOf, Inside inside) {
-    return new Caller() {
-      private RLock lock;
-
-      @Override
-      public void prepare() {
-        lock = lockOf.get();
-      }
-
-      @Override
-      public void once(Referee referee) throws Exception {
-        if (!lock.tryLock(10, 30, TimeUnit.SECONDS)) {
-          throw new AssertionError("a Redisson thread waited 10 s");
-        }
-        try {
-          inside.run(referee);
-        } finally {
-          lock.unlock();
-        }
-      }
-    };
+    return on(
+        lockOf::get,
+        (lock, referee) -> {
+          if (!lock.tryLock(10, 30, TimeUnit.SECONDS)) {
+            throw new AssertionError("a Redisson thread waited 10 s");
+          }
+          try {
+            inside.run(referee);
+          } finally {
+            lock.unlock();
+          }
+        });
   }
 
-  /** An rlock caller on a connection of its own, its owner the thread's. */
-  abstract static class RlockCaller implements Caller {
-    private final Fleet.Node node;
-    protected Rlock conn;
-    protected String owner;
-
-    RlockCaller(Fleet.Node node) {
-      this.node = node;
-    }
-
-    @Override
-    public void prepare() {
-      conn = node.rlock();
-      owner = Owners.mine();
+  /** An rlock caller's connection of its own and its owner, the thread's. */
+  record Seat(Rlock conn, String owner) implements AutoCloseable {
+    static Seat of(Fleet.Node node) {
+      return new Seat(node.rlock(), Owners.mine());
     }
 
     @Override
     public void close() {
-      if (conn != null) {
-        conn.close();
-      }
+      conn.close();
     }
   }
 
   /** An rlock caller: RLOCK.ACQUIRE … [side] LEASE 30000 BLOCK 10000, `inside`, RLOCK.RELEASE. */
   static Caller rlock(Fleet.Node node, String key, List<String> side, Inside inside) {
-    return new RlockCaller(node) {
-      @Override
-      public void once(Referee referee) throws Exception {
-        List<Object> options = new ArrayList<>(side);
-        options.addAll(List.of("LEASE", 30_000, "BLOCK", 10_000));
-        if (conn.acquire(key, owner, options.toArray()) == null) {
-          throw new AssertionError("an rlock caller waited 10 s");
-        }
-        try {
-          inside.run(referee);
-        } finally {
-          conn.release(key, owner, side.toArray());
-        }
-      }
-    };
+    List<Object> options = new ArrayList<>(side);
+    options.addAll(List.of("LEASE", 30_000, "BLOCK", 10_000));
+    return on(
+        () -> Seat.of(node),
+        (seat, referee) -> {
+          if (seat.conn().acquire(key, seat.owner(), options.toArray()) == null) {
+            throw new AssertionError("an rlock caller waited 10 s");
+          }
+          try {
+            inside.run(referee);
+          } finally {
+            seat.conn().release(key, seat.owner(), side.toArray());
+          }
+        });
   }
 
   static Caller rlock(Fleet.Node node, String key) {

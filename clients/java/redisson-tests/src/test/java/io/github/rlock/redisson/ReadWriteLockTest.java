@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -13,15 +13,11 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 
 /** Redisson's RReadWriteLock and rlock's READ / WRITE on one name. */
-class ReadWriteLockTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
-
+class ReadWriteLockTest extends BothSides {
   /** Readers together, a writer alone; checked by whoever enters. */
   private static final class ReadWriteReferee {
     private int readers;
@@ -55,11 +51,8 @@ class ReadWriteLockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void readersShareAcrossBothAndWritersWaitForThem(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("rw");
+  @EachServer
+  void readersShareAcrossBothAndWritersWaitForThem(Fleet.Node node) throws Exception {
     RReadWriteLock rw = node.redisson.getReadWriteLock(key);
     try (Rlock rlock = node.rlock()) {
       rw.readLock().lock(20, TimeUnit.SECONDS);
@@ -75,17 +68,10 @@ class ReadWriteLockTest {
           Threads.start("redisson-writer", () -> rw.writeLock().tryLock()).get(5, TimeUnit.SECONDS),
           "Redisson wrote under readers");
       // A Redisson writer waiting on pub/sub is woken when the last reader, rlock's, goes.
+      RLock w = rw.writeLock();
       CompletableFuture<Boolean> writer =
-          Threads.start(
-              "redisson-writer",
-              () -> {
-                RLock w = rw.writeLock();
-                boolean got = w.tryLock(10, 10, TimeUnit.SECONDS);
-                if (got) {
-                  w.unlock();
-                }
-                return got;
-              });
+          Threads.tryAndGiveBack(
+              "redisson-writer", () -> w.tryLock(10, 10, TimeUnit.SECONDS), w::unlock);
       Threads.sleep(200);
       rw.readLock().unlock();
       assertFalse(writer.isDone(), "the writer went in beside rlock's reader");
@@ -94,11 +80,8 @@ class ReadWriteLockTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void anRlockWriterExcludesRedissonAndWakesItsReaders(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("rw");
+  @EachServer
+  void anRlockWriterExcludesRedissonAndWakesItsReaders(Fleet.Node node) throws Exception {
     RReadWriteLock rw = node.redisson.getReadWriteLock(key);
     try (Rlock rlock = node.rlock()) {
       assertEquals(1L, rlock.acquire(key, "rlock-writer", "WRITE", "LEASE", 20_000));
@@ -108,17 +91,10 @@ class ReadWriteLockTest {
       // mode.
       assertTrue(rw.writeLock().isLocked());
       assertFalse(rw.readLock().isLocked());
+      RLock r = rw.readLock();
       CompletableFuture<Boolean> reader =
-          Threads.start(
-              "redisson-reader",
-              () -> {
-                RLock r = rw.readLock();
-                boolean got = r.tryLock(10, 10, TimeUnit.SECONDS);
-                if (got) {
-                  r.unlock();
-                }
-                return got;
-              });
+          Threads.tryAndGiveBack(
+              "redisson-reader", () -> r.tryLock(10, 10, TimeUnit.SECONDS), r::unlock);
       Threads.sleep(200);
       assertFalse(reader.isDone(), "Redisson read under rlock's writer");
       assertEquals(1L, rlock.release(key, "rlock-writer", "WRITE"));
@@ -134,11 +110,8 @@ class ReadWriteLockTest {
    * was given; docs/COMMANDS.md says "its default (30 s)"), rlock's leaves it.
    */
   @Tag("difference")
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void differenceWriteReentryLeasesFollowEachSidesOwnRule(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("rw");
+  @EachServer
+  void differenceWriteReentryLeasesFollowEachSidesOwnRule(Fleet.Node node) throws Exception {
     RLock write = node.redisson.getReadWriteLock(key).writeLock();
     String owner = Owners.redissons(node.redisson);
     try (Rlock rlock = node.rlock()) {
@@ -169,10 +142,9 @@ class ReadWriteLockTest {
   /**
    * Redisson readers and a writer and rlock readers and a writer loop on one lock: exclusion holds.
    */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void writersAloneReadersTogetherUnderContention(Flavor flavor) throws Exception {
-    long[] counts = mixedContention(flavor, 1_500);
+  @EachServer
+  void writersAloneReadersTogetherUnderContention(Fleet.Node node) throws Exception {
+    long[] counts = mixedContention(node, 1_500);
     for (int i = 1; i < counts.length; i += 2) {
       assertTrue(counts[i] > 0, "an rlock caller starved: " + Arrays.toString(counts));
     }
@@ -188,11 +160,10 @@ class ReadWriteLockTest {
    * fails, and docs/COMMANDS.md should say so.
    */
   @Tag("difference")
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void differenceRedissonReadWriteWaitersGetNoShareBesideBlockedRlockCallers(Flavor flavor)
+  @EachServer
+  void differenceRedissonReadWriteWaitersGetNoShareBesideBlockedRlockCallers(Fleet.Node node)
       throws Exception {
-    long[] counts = mixedContention(flavor, 1_000);
+    long[] counts = mixedContention(node, 1_000);
     long redisson = counts[0] + counts[2] + counts[4];
     long rlock = counts[1] + counts[3] + counts[5];
     assertTrue(
@@ -202,8 +173,7 @@ class ReadWriteLockTest {
             + "): update docs/COMMANDS.md and this test");
   }
 
-  private static long[] mixedContention(Flavor flavor, long runMs) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
+  private static long[] mixedContention(Fleet.Node node, long runMs) throws Exception {
     String key = Fleet.name("rw");
     ReadWriteReferee referee = new ReadWriteReferee();
     List<Race.Caller> callers = new ArrayList<>();
@@ -215,7 +185,7 @@ class ReadWriteLockTest {
     System.out.printf(
         "[%s] read-write contention (Redisson r, rlock r, Redisson r, rlock r, Redisson w, rlock"
             + " w): %s%n",
-        flavor, Arrays.toString(counts));
+        node.flavor, Arrays.toString(counts));
     assertEquals(0, referee.violations(), "a writer beside someone");
     return counts;
   }

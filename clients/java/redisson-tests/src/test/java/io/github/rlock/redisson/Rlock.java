@@ -2,6 +2,9 @@ package io.github.rlock.redisson;
 
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.output.ArrayOutput;
+import io.lettuce.core.output.CommandOutput;
+import io.lettuce.core.output.IntegerOutput;
 import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.ProtocolKeyword;
 import java.nio.charset.StandardCharsets;
@@ -29,23 +32,45 @@ final class Rlock implements AutoCloseable {
     this.connection = connection;
   }
 
-  private Object send(String command, Object... args) {
+  /**
+   * Lettuce's ArrayOutput, except that a nil reply (RSEM.LEASE with no permit free) reads as null
+   * rather than as a list holding null.
+   */
+  private static final class ArrayOrNil extends ArrayOutput<String, String> {
+    private boolean array;
+
+    ArrayOrNil() {
+      super(StringCodec.UTF8);
+    }
+
+    @Override
+    public void multi(int count) {
+      array = true;
+      super.multi(count);
+    }
+
+    @Override
+    public List<Object> get() {
+      return array ? super.get() : null;
+    }
+  }
+
+  private <T> T send(CommandOutput<String, String, T> output, String command, Object... args) {
     CommandArgs<String, String> commandArgs = new CommandArgs<>(StringCodec.UTF8);
     for (Object arg : args) {
       commandArgs.add(arg.toString());
     }
-    return connection.sync().dispatch(new Keyword(command), new ReplyOutput(), commandArgs);
+    return connection.sync().dispatch(new Keyword(command), output, commandArgs);
   }
 
   /** A command whose reply is one integer or null. */
   Long integer(String command, Object... args) {
-    return (Long) send(command, args);
+    return send(new IntegerOutput<>(StringCodec.UTF8), command, args);
   }
 
-  /** A command whose reply is an array, or null. */
-  @SuppressWarnings("unchecked")
+  /** A command whose reply is an array (strings, integers, arrays), or null. */
   List<Object> array(String command, Object... args) {
-    return (List<Object>) send(command, args);
+    return send(new ArrayOrNil(), command, args);
   }
 
   Long acquire(String key, String owner, Object... options) {

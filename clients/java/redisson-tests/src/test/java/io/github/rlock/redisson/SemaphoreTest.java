@@ -5,28 +5,22 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 
 /** Redisson's RSemaphore and RPermitExpirableSemaphore beside RSEM.*. */
-class SemaphoreTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
+class SemaphoreTest extends BothSides {
   private static final int PERMITS = 3;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void eachSideWakesTheOthersWaiters(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("sem");
+  @EachServer
+  void eachSideWakesTheOthersWaiters(Fleet.Node node) throws Exception {
     RSemaphore semaphore = node.redisson.getSemaphore(key);
     try (Rlock rlock = node.rlock();
         Rlock waiter = node.rlock()) {
@@ -46,7 +40,7 @@ class SemaphoreTest {
       assertTrue(redissonWaiter.get(3, TimeUnit.SECONDS));
       System.out.printf(
           "[%s] Redisson semaphore waiter served %d ms after RSEM.RELEASE%n",
-          flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - released));
+          node.flavor, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - released));
       // rlock's blocked waiter woken by Redisson's release (an INCRBY the module polls for).
       AtomicLong grantedAt = new AtomicLong();
       CompletableFuture<Long> rlockWaiter =
@@ -64,18 +58,15 @@ class SemaphoreTest {
       assertEquals(1L, rlockWaiter.get(3, TimeUnit.SECONDS));
       long ms = TimeUnit.NANOSECONDS.toMillis(grantedAt.get() - redissonReleased);
       System.out.printf(
-          "[%s] RSEM.ACQUIRE BLOCK served %d ms after Redisson's release%n", flavor, ms);
+          "[%s] RSEM.ACQUIRE BLOCK served %d ms after Redisson's release%n", node.flavor, ms);
       assertTrue(ms < 500, "served " + ms + " ms after Redisson's release");
       assertEquals(1L, rlock.integer("RSEM.RELEASE", key));
       assertEquals(1, semaphore.availablePermits());
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void capacityNeverExceededAndPermitsConserved(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("sem");
+  @EachServer
+  void capacityNeverExceededAndPermitsConserved(Fleet.Node node) throws Exception {
     try (Rlock rlock = node.rlock()) {
       assertEquals(1L, rlock.integer("RSEM.TRYSETPERMITS", key, PERMITS));
       assertEquals(PERMITS, node.redisson.getSemaphore(key).availablePermits());
@@ -83,57 +74,32 @@ class SemaphoreTest {
       List<Race.Caller> callers = new ArrayList<>();
       for (int i = 0; i < 3; i++) {
         callers.add(
-            new Race.Caller() {
-              private RSemaphore semaphore;
-
-              @Override
-              public void prepare() {
-                semaphore = node.redisson.getSemaphore(key);
-              }
-
-              @Override
-              public void once(Referee r) throws Exception {
-                int n = 1 + (int) (Thread.currentThread().getId() % 2);
-                if (!semaphore.tryAcquire(n, 10, TimeUnit.SECONDS)) {
-                  throw new AssertionError("Redisson waited 10 s");
-                }
-                r.enter(n);
-                Thread.sleep(0, 300_000);
-                r.leave(n);
-                semaphore.release(n);
-              }
-            });
+            Race.on(
+                () -> node.redisson.getSemaphore(key),
+                (semaphore, r) -> {
+                  int n = permitsOfThisThread();
+                  if (!semaphore.tryAcquire(n, 10, TimeUnit.SECONDS)) {
+                    throw new AssertionError("Redisson waited 10 s");
+                  }
+                  stayInside(r, n);
+                  semaphore.release(n);
+                }));
         callers.add(
-            new Race.Caller() {
-              private Rlock conn;
-
-              @Override
-              public void prepare() {
-                conn = node.rlock();
-              }
-
-              @Override
-              public void once(Referee r) throws Exception {
-                int n = 1 + (int) (Thread.currentThread().getId() % 2);
-                if (conn.integer("RSEM.ACQUIRE", key, "PERMITS", n, "BLOCK", 10_000) == null) {
-                  throw new AssertionError("rlock waited 10 s");
-                }
-                r.enter(n);
-                Thread.sleep(0, 300_000);
-                r.leave(n);
-                conn.integer("RSEM.RELEASE", key, "PERMITS", n);
-              }
-
-              @Override
-              public void close() {
-                conn.close();
-              }
-            });
+            Race.on(
+                node::rlock,
+                (conn, r) -> {
+                  int n = permitsOfThisThread();
+                  if (conn.integer("RSEM.ACQUIRE", key, "PERMITS", n, "BLOCK", 10_000) == null) {
+                    throw new AssertionError("rlock waited 10 s");
+                  }
+                  stayInside(r, n);
+                  conn.integer("RSEM.RELEASE", key, "PERMITS", n);
+                }));
       }
       long[] counts = Race.run(1_500, referee, callers);
       System.out.printf(
           "[%s] semaphore of %d, Redisson and rlock alternating: %s, most inside %d%n",
-          flavor, PERMITS, Arrays.toString(counts), referee.most());
+          node.flavor, PERMITS, Arrays.toString(counts), referee.most());
       assertEquals(0, referee.violations(), "more than " + PERMITS + " permits out");
       for (long c : counts) {
         assertTrue(c > 0, "a caller starved: " + Arrays.toString(counts));
@@ -143,11 +109,19 @@ class SemaphoreTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void leasedPermitsAreSharedBothWays(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("pes");
+  /** 1 or 2, by the thread: callers take different numbers of permits. */
+  private static int permitsOfThisThread() {
+    return 1 + (int) (Thread.currentThread().getId() % 2);
+  }
+
+  private static void stayInside(Referee referee, int permits) throws InterruptedException {
+    referee.enter(permits);
+    Thread.sleep(0, 300_000);
+    referee.leave(permits);
+  }
+
+  @EachServer
+  void leasedPermitsAreSharedBothWays(Fleet.Node node) throws Exception {
     RPermitExpirableSemaphore semaphore = node.redisson.getPermitExpirableSemaphore(key);
     try (Rlock rlock = node.rlock()) {
       assertTrue(semaphore.trySetPermits(2));
@@ -177,11 +151,8 @@ class SemaphoreTest {
   }
 
   /** A module lease that ends comes back by the module's timer and wakes Redisson's waiter. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void anEndedRlockLeaseWakesARedissonWaiter(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("pes");
+  @EachServer
+  void anEndedRlockLeaseWakesARedissonWaiter(Fleet.Node node) throws Exception {
     RPermitExpirableSemaphore semaphore = node.redisson.getPermitExpirableSemaphore(key);
     try (Rlock rlock = node.rlock()) {
       assertTrue(semaphore.trySetPermits(1));
@@ -194,7 +165,7 @@ class SemaphoreTest {
       long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - leasedAt);
       System.out.printf(
           "[%s] Redisson permit waiter served %d ms after a 400 ms rlock lease began%n",
-          flavor, ms);
+          node.flavor, ms);
       assertTrue(id != null && ms >= 350 && ms < 1_500, "served after " + ms + " ms: " + id);
       semaphore.release(id);
     }

@@ -4,7 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.rlock.redisson.Fleet.Flavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.Threads;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -12,8 +13,6 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 
@@ -21,30 +20,24 @@ import org.redisson.api.RedissonClient;
  * Who wakes whom: Redisson's pub/sub waiters and rlock's blocked waiters on one lock, and the
  * shares each gets in a mixed fleet (docs/COMMANDS.md, "Sharing with Redisson clients").
  */
-class WakeupTest {
-  private static final String FLAVORS = "io.github.rlock.redisson.Fleet#flavors";
+class WakeupTest extends BothSides {
   private static final long RUN_MS = 2_000;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void aRedissonWaiterIsWokenByAnRlockRelease(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("wake");
+  @EachServer
+  void aRedissonWaiterIsWokenByAnRlockRelease(Fleet.Node node) throws Exception {
     try (Rlock rlock = node.rlock()) {
       assertEquals(1L, rlock.acquire(key, "rlock-holder", "LEASE", 60_000));
       AtomicLong grantedAt = new AtomicLong();
+      RLock lock = node.redisson.getLock(key);
       CompletableFuture<Boolean> waiter =
-          Threads.start(
+          Threads.tryAndGiveBack(
               "redisson-waiter",
               () -> {
-                RLock lock = node.redisson.getLock(key);
                 boolean got = lock.tryLock(10, 10, TimeUnit.SECONDS);
                 grantedAt.set(System.nanoTime());
-                if (got) {
-                  lock.unlock();
-                }
                 return got;
-              });
+              },
+              lock::unlock);
       String channel = "redisson_lock__channel:{" + key + "}";
       assertTrue(
           Threads.await(5_000, () -> subscribers(rlock, channel) >= 1),
@@ -56,17 +49,14 @@ class WakeupTest {
       long ms = TimeUnit.NANOSECONDS.toMillis(grantedAt.get() - releasedAt);
       System.out.printf(
           "[%s] Redisson waiter served %d ms after an rlock release (lease left: 60 s)%n",
-          flavor, ms);
+          node.flavor, ms);
       assertTrue(
           ms < 1_000, "woken " + ms + " ms after the release: by its own poll, not the message");
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void anRlockWaiterIsWokenByARedissonUnlock(Flavor flavor) throws Exception {
-    Fleet.Node node = Fleet.of(flavor);
-    String key = Fleet.name("wake");
+  @EachServer
+  void anRlockWaiterIsWokenByARedissonUnlock(Fleet.Node node) throws Exception {
     RLock lock = node.redisson.getLock(key);
     lock.lock(60, TimeUnit.SECONDS);
     try (Rlock waiter = node.rlock();
@@ -85,7 +75,8 @@ class WakeupTest {
       lock.unlock();
       assertEquals(1L, granted.get(5, TimeUnit.SECONDS));
       double ms = (grantedAt.get() - unlockedAt) / 1e6;
-      System.out.printf("[%s] rlock waiter served %.2f ms after a Redisson unlock%n", flavor, ms);
+      System.out.printf(
+          "[%s] rlock waiter served %.2f ms after a Redisson unlock%n", node.flavor, ms);
       assertTrue(ms < 100, "served " + ms + " ms after the unlock");
       assertEquals(Map.of("rlock-waiter", 1L), observer.holders(key));
       observer.release(key, "rlock-waiter");
@@ -103,31 +94,28 @@ class WakeupTest {
    */
   private static final double NOT_STARVED = 0.05;
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void oneRedissonThreadBesideThreeBlockedCallersIsNotStarved(Flavor flavor) throws Exception {
-    long[] counts = mixedFleet(Fleet.of(flavor), 1, 1, 3);
+  @EachServer
+  void oneRedissonThreadBesideThreeBlockedCallersIsNotStarved(Fleet.Node node) throws Exception {
+    long[] counts = mixedFleet(node, 1, 1, 3);
     assertNeitherStarved(
-        report(flavor, "1 Redisson client x 1 thread + 3 rlock BLOCK", counts, 1), counts);
+        report(node.flavor, "1 Redisson client x 1 thread + 3 rlock BLOCK", counts, 1), counts);
   }
 
   /** Documents the difference: two listening connections split about one blocked client's share. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void twoRedissonClientsBesideTwoBlockedCallersAreNotStarved(Flavor flavor) throws Exception {
-    long[] counts = mixedFleet(Fleet.of(flavor), 2, 1, 2);
+  @EachServer
+  void twoRedissonClientsBesideTwoBlockedCallersAreNotStarved(Fleet.Node node) throws Exception {
+    long[] counts = mixedFleet(node, 2, 1, 2);
     assertNeitherStarved(
-        report(flavor, "2 Redisson clients x 1 thread + 2 rlock BLOCK", counts, 2), counts);
+        report(node.flavor, "2 Redisson clients x 1 thread + 2 rlock BLOCK", counts, 2), counts);
   }
 
   /** The docs' limit: one pub/sub connection for all of a client's threads. */
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void threeRedissonThreadsOnOneClientBesideThreeBlockedCallersAreNotStarved(Flavor flavor)
+  @EachServer
+  void threeRedissonThreadsOnOneClientBesideThreeBlockedCallersAreNotStarved(Fleet.Node node)
       throws Exception {
-    long[] counts = mixedFleet(Fleet.of(flavor), 1, 3, 3);
+    long[] counts = mixedFleet(node, 1, 3, 3);
     assertNeitherStarved(
-        report(flavor, "1 Redisson client x 3 threads + 3 rlock BLOCK", counts, 3), counts);
+        report(node.flavor, "1 Redisson client x 3 threads + 3 rlock BLOCK", counts, 3), counts);
   }
 
   private static void assertNeitherStarved(double[] ratio, long[] counts) {

@@ -9,6 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.rlock.client.LockInfo;
 import io.github.rlock.client.Locks;
+import io.github.rlock.testsupport.EachFlavor;
+import io.github.rlock.testsupport.Flavor;
+import io.github.rlock.testsupport.ServerProcess;
+import io.github.rlock.testsupport.Threads;
 import io.lettuce.core.RedisClient;
 import java.time.Duration;
 import java.util.ConcurrentModificationException;
@@ -17,22 +21,18 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
 import org.springframework.context.annotation.AnnotationConfigApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.integration.support.locks.LockRegistry;
 
 class RlockLockRegistryTest {
-  private static final String FLAVORS = "io.github.rlock.spring.TestServer#flavors";
-
   private RedisClient client;
   private Locks one;
   private Locks two;
 
-  private void connect(String flavor) {
-    client = RedisClient.create(TestServer.uri(flavor));
+  private void connect(Flavor flavor) {
+    client = RedisClient.create(ServerProcess.shared(flavor).uri());
     one = Locks.create(client);
     two = Locks.create(client);
   }
@@ -52,23 +52,11 @@ class RlockLockRegistryTest {
 
   /** Runs on a thread of its own: locks belong to threads. */
   private static <T> T elsewhere(java.util.concurrent.Callable<T> work) throws Exception {
-    CompletableFuture<T> result = new CompletableFuture<>();
-    Thread t =
-        new Thread(
-            () -> {
-              try {
-                result.complete(work.call());
-              } catch (Throwable e) {
-                result.completeExceptionally(e);
-              }
-            });
-    t.start();
-    return result.get(10, TimeUnit.SECONDS);
+    return Threads.start("elsewhere", work).get(10, TimeUnit.SECONDS);
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void obtainGivesOneLockPerKeyAndRefusesBadKeys(String flavor) {
+  @EachFlavor
+  void obtainGivesOneLockPerKeyAndRefusesBadKeys(Flavor flavor) {
     connect(flavor);
     RlockLockRegistry registry = new RlockLockRegistry(one, registryKey());
     assertSame(registry.obtain("a"), registry.obtain("a"));
@@ -80,9 +68,8 @@ class RlockLockRegistryTest {
     assertThrows(UnsupportedOperationException.class, () -> registry.obtain("a").newCondition());
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void twoProcessesExcludeEachOtherAndTheWaiterIsServed(String flavor) throws Exception {
+  @EachFlavor
+  void twoProcessesExcludeEachOtherAndTheWaiterIsServed(Flavor flavor) throws Exception {
     connect(flavor);
     String prefix = registryKey();
     Lock mine = new RlockLockRegistry(one, prefix).obtain("orders");
@@ -113,9 +100,8 @@ class RlockLockRegistryTest {
     assertTrue(ms >= 250 && ms < 2_000, "the waiter got it after " + ms + " ms");
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void reentrantPerThreadAndOnlyTheHolderUnlocks(String flavor) throws Exception {
+  @EachFlavor
+  void reentrantPerThreadAndOnlyTheHolderUnlocks(Flavor flavor) throws Exception {
     connect(flavor);
     String prefix = registryKey();
     Lock lock = new RlockLockRegistry(one, prefix).obtain("k");
@@ -143,9 +129,8 @@ class RlockLockRegistryTest {
     assertThrows(IllegalStateException.class, lock::unlock);
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void aHoldThatRanOutIsReportedOnUnlock(String flavor) throws Exception {
+  @EachFlavor
+  void aHoldThatRanOutIsReportedOnUnlock(Flavor flavor) throws Exception {
     connect(flavor);
     Lock lock = new RlockLockRegistry(one, registryKey(), 200).obtain("k");
     lock.lock();
@@ -153,9 +138,8 @@ class RlockLockRegistryTest {
     assertThrows(ConcurrentModificationException.class, lock::unlock);
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void renewLockKeepsAFixedLeaseHold(String flavor) throws Exception {
+  @EachFlavor
+  void renewLockKeepsAFixedLeaseHold(Flavor flavor) throws Exception {
     connect(flavor);
     String prefix = registryKey();
     RlockLockRegistry registry = new RlockLockRegistry(one, prefix, 500);
@@ -179,9 +163,8 @@ class RlockLockRegistryTest {
             }));
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void theWatchdogKeepsAHoldWithoutExpireAfter(String flavor) throws Exception {
+  @EachFlavor
+  void theWatchdogKeepsAHoldWithoutExpireAfter(Flavor flavor) throws Exception {
     connect(flavor);
     try (Locks shortLease =
         Locks.create(client, Locks.Options.defaults().watchdogLease(Duration.ofMillis(600)))) {
@@ -195,9 +178,8 @@ class RlockLockRegistryTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void expireUnusedKeepsHeldLocks(String flavor) throws Exception {
+  @EachFlavor
+  void expireUnusedKeepsHeldLocks(Flavor flavor) throws Exception {
     connect(flavor);
     RlockLockRegistry registry = new RlockLockRegistry(one, registryKey());
     Lock held = registry.obtain("held");
@@ -221,9 +203,8 @@ class RlockLockRegistryTest {
     }
   }
 
-  @ParameterizedTest(name = "{0}")
-  @MethodSource(FLAVORS)
-  void aSpringServiceRunsUnderTheLockThroughExecuteLocked(String flavor) throws Exception {
+  @EachFlavor
+  void aSpringServiceRunsUnderTheLockThroughExecuteLocked(Flavor flavor) throws Exception {
     connect(flavor);
     Config.locks = one;
     try (AnnotationConfigApplicationContext context =
