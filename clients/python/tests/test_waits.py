@@ -107,18 +107,23 @@ def test_c06_interrupted_thread_waits_leave_nothing(server, r, key):
             if t.is_alive() and t.ident not in finished:
                 interrupt(t)
 
-    threads = []
-    for _ in range(40):
-        t = threading.Thread(target=waiter)
-        t.start()
-        threads.append(t)
-        threading.Timer(rng.uniform(0.0, 0.03), interrupt_if_waiting, (t,)).start()  # a random moment of its wait
-        time.sleep(rng.uniform(0.0, 0.01))
-    for t in threads:
-        t.join(10)
+    # Rounds of 40 waiters until at least 5 were interrupted: how many interruptions land in a
+    # wait (not before or after it) depends on how busy the machine is.
+    rounds = 0
+    while rounds < 4 and (rounds == 0 or outcomes["interrupted"] < 5):
+        rounds += 1
+        threads = []
+        for _ in range(40):
+            t = threading.Thread(target=waiter)
+            t.start()
+            threads.append(t)
+            threading.Timer(rng.uniform(0.0, 0.03), interrupt_if_waiting, (t,)).start()  # a random moment of its wait
+            time.sleep(rng.uniform(0.0, 0.01))
+        for t in threads:
+            t.join(10)
     stop.set()
     churner.join(10)
-    assert sum(outcomes.values()) == 40, outcomes
+    assert sum(outcomes.values()) == 40 * rounds, outcomes
     print("c06 outcomes", outcomes)
     assert outcomes["interrupted"] >= 5, outcomes
     assert wait_free(r, key), (r.hgetall(key), r.execute_command("RLOCK.WAITERS", key))
@@ -138,7 +143,9 @@ def test_c06_interrupted_at_each_step_of_a_grant_leaves_nothing(server, r, key, 
         def granted_then_interrupted(*a, **kw):
             raise GaveUp()
 
-        monkeypatch.setattr(sync, "read_grant", granted_then_interrupted)
+        import rlock_client._handles as handles  # the plans, written once for both faces
+
+        monkeypatch.setattr(handles, "read_grant", granted_then_interrupted)
     else:
         activate = sync.Hold._activate
 
