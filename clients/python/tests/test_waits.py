@@ -28,8 +28,8 @@ def interrupt_after_the_first_reply(monkeypatch):
 
     take = sync._Server._take
 
-    def taking(self, waits=False):
-        conn = take(self, waits)
+    def taking(self, waits=False, timeout=None):
+        conn = take(self, waits, timeout)
         if waits:
             read = conn.read_response
 

@@ -5,6 +5,7 @@ or a reconnect), speak RESP2, return bytes, and have the socket timeout each cal
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Optional
 
@@ -60,39 +61,21 @@ class Settings:
     def db(self) -> int:
         return int(self.kwargs.get("db") or 0)
 
-    def sync_connection(self, socket_timeout: Optional[float]):
-        import redis
+    def connection(self, redis_module: str, socket_timeout: Optional[float]) -> Any:
+        """A new connection of the face's redis-py module (``redis``, ``redis.asyncio``), which
+        never resends a command behind the package's back (no retries, no health checks)."""
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
 
+        face = importlib.import_module(redis_module)
         cls = {
-            "tcp": redis.Connection,
-            "ssl": redis.SSLConnection,
-            "unix": redis.UnixDomainSocketConnection,
+            "tcp": face.Connection,
+            "ssl": face.SSLConnection,
+            "unix": face.UnixDomainSocketConnection,
         }[self.kind]
         return cls(
             **self.kwargs,
             socket_timeout=socket_timeout,
-            retry=Retry(NoBackoff(), 0),
-            protocol=2,
-            decode_responses=False,
-            health_check_interval=0,
-        )
-
-    def async_connection(self, socket_timeout: Optional[float]):
-        import redis.asyncio as aredis
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-
-        cls = {
-            "tcp": aredis.Connection,
-            "ssl": aredis.SSLConnection,
-            "unix": aredis.UnixDomainSocketConnection,
-        }[self.kind]
-        return cls(
-            **self.kwargs,
-            socket_timeout=socket_timeout,
-            retry=Retry(NoBackoff(), 0),
+            retry=importlib.import_module(redis_module + ".retry").Retry(NoBackoff(), 0),
             protocol=2,
             decode_responses=False,
             health_check_interval=0,
@@ -160,6 +143,12 @@ class Pool:
     def give(self, conn: Any, kind: str = "") -> None:
         if self.pid == os.getpid():  # after fork(), the parent's sockets are the parent's
             self._idle[kind].append(conn)
+
+    @staticmethod
+    def kind(waits: bool, timeout: Optional[float]) -> str:
+        """The kind of connection a use takes: a wait's, one with a renewal's ``timeout``, or
+        one for short commands."""
+        return "waits" if waits else "" if timeout is None else "timed"
 
     def forget(self) -> None:
         self._idle: dict[str, list] = {"": [], "waits": [], "timed": []}

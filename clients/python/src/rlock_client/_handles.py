@@ -8,20 +8,20 @@ awaitable. Threads, tasks and sockets stay in the faces; decisions stay in ``_co
 
 The requests a plan may yield (each face's ``Locks`` has these methods):
 
-- ``("_do", (call,))``: a ``_core.Call``, sent and read;
-- ``("_pipeline", (key, cmds, resend))``: the replies of ``cmds`` on the server of ``key``;
 - ``("_wait", (plan, pin))``: a ``_core.Plan`` sent on a wait connection: (replies, the
   connection if ``pin``);
+- ``("_read", (conn, waits, deadline))``: the next reply on a connection;
 - ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
   is handed over (a plan factory; the sync face runs it from another thread);
 - ``("_close", (conn,))``: a pinned wait connection closed;
 - ``("_sleep", (seconds,))``;
 - ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``,
-  ``moved``), server (``pipeline``, ``call``, ``_take``) or watchdog.
+  ``moved``), server (``_take``) or connection (``send_packed_command``).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import logging
 import os
@@ -33,8 +33,10 @@ from typing import Any, Generator, Optional, Sequence, Tuple, TypeVar
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
     READ,
+    SCAN_COUNT,
     RESEND_AFTER,
     STATS_CMD,
+    WAIT_MARGIN,
     WRITE,
     LOST_BY_OTHERS,
     RAN_OUT_FIXED,
@@ -72,6 +74,7 @@ from ._core import (
     lock_remaining_lease,
     lock_renew,
     lock_spec,
+    lost_key,
     merge_top,
     multi_plan,
     multi_release,
@@ -80,6 +83,7 @@ from ._core import (
     new_req_id,
     next_look,
     owner_id,
+    parse_scan,
     parse_stats,
     parse_top,
     permit_renew,
@@ -103,15 +107,17 @@ from ._core import (
     server_name,
     split_due,
     text,
+    scan_cmd,
     top_cmd,
     wait_deadline,
     waiters_call,
     wait_ms,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MovedError
+from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ._conn import packed
 from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 T = TypeVar("T")
@@ -139,6 +145,40 @@ def replies_of(plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
     if plan.waits:
         return (yield ("_wait", (plan, pin)))
     return (yield from send(plan.key, plan.cmds, True)), None
+
+
+def talk(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, waits: bool, deadline: Optional[float]) -> Op[list]:
+    """Sends ``cmds`` in one write on ``conn`` and reads each reply into ``replies`` (a
+    server's error as a value), which tells how far it got should it be cut. ``waits``: a
+    wait connection, whose first reply may come when the server's wait ends; the face reads it
+    so that an interrupt lands within, and gives up a silence past ``deadline``."""
+    yield (conn, "send_packed_command", (packed(conn, cmds),))
+    while len(replies) < len(cmds):
+        try:
+            replies.append((yield ("_read", (conn, waits, deadline))))
+        except ResponseError as e:
+            replies.append(e)
+    return replies
+
+
+def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> Op[list]:
+    """``cmds`` on a connection of ``server`` (a face's ``_Server``), every reply read. A
+    broken link raises, and the connection is dropped. ``timeout``: the watchdog's (renewals
+    must not outwait a lease), the socket timeout of connections of its own (sync) or a
+    deadline on each read (asyncio)."""
+    conn = yield (server, "_take", (False, timeout))
+    try:
+        out = yield from talk(conn, cmds, [], False, None if timeout is None else time.monotonic() + timeout)
+    except BaseException:
+        yield ("_close", (conn,))
+        raise
+    server.give(conn, server.kind(False, timeout))
+    return out
+
+
+def ask(server: Any, *args: Any) -> Op[Any]:
+    """One command on ``server``, its error raised."""
+    return raise_if_error((yield from exchange(server, [args]))[0])
 
 
 def close(conn: Any) -> Op[None]:
@@ -230,27 +270,40 @@ class Locks:
         ``ssl_keyfile=``) or ``unix://``; ``cluster=True`` for a Redis Cluster."""
         if not isinstance(url, str):
             raise TypeError("url must be a str")
-        return cls(cls._client_from_url(url, cluster, kwargs), watchdog_lease=watchdog_lease)
+        redis = importlib.import_module(cls._redis)
+        client = (redis.RedisCluster if cluster else redis.Redis).from_url(url, **kwargs)
+        return cls(client, watchdog_lease=watchdog_lease)
 
-    @staticmethod
-    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
-        raise NotImplementedError
+    _redis: str  # the face's redis-py module, whose clients ``from_url`` makes
 
     def _fresh(self) -> None:
         """The state of one process (again after fork(): the parent's is the parent's)."""
         self.client_id = new_client_id()
         self._owner_seq = 0
         self._pid = os.getpid()
-        self._fresh_here()
+        self._owners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # caller -> owner id
+        self._owner_mutex = self._mutex_type()
         self._watchdog = self._face._Watchdog(self)
 
-    def _fresh_here(self) -> None:
-        raise NotImplementedError
+    # The face's: who calls (the thread, the task), and a lock for what callers share.
+    _caller: Any
+    _mutex_type: Any
 
-    def _new_owner(self) -> str:
-        """The next owner id of this process, ``<client-uuid>:<n>`` (under the face's lock)."""
-        self._owner_seq += 1
-        return owner_id(self.client_id, self._owner_seq)
+    def owner(self) -> str:
+        """The calling thread's (asyncio: task's) owner id, ``<client-uuid>:<n>``."""
+        caller = self._caller()
+        o = self._owners.get(caller)
+        if o is None:
+            with self._owner_mutex:
+                self._owner_seq += 1
+                o = self._owners[caller] = owner_id(self.client_id, self._owner_seq)
+        return o
+
+    _scopes = weakref.WeakKeyDictionary  # a handle's open scopes: caller -> its stack
+
+    def _scope(self, scopes: weakref.WeakKeyDictionary) -> list:
+        """The caller's open scopes of one handle (``with``, ``async with``), innermost last."""
+        return scopes.setdefault(self._caller(), [])
 
     def _run(self, plan: Op[T]) -> Any:
         raise NotImplementedError
@@ -317,7 +370,7 @@ class Locks:
         out: list = []
         for attempt in range(3):
             try:
-                out = yield (server, "pipeline", (cmds, timeout))
+                out = yield from exchange(server, cmds, timeout)
             except self._link_errors:
                 if not resend or attempt == 2:
                     raise
@@ -326,7 +379,7 @@ class Locks:
             moved = next((v for v in out if isinstance(v, MovedError)), None)
             if moved is None or self._router.cluster is None:
                 return out
-            server = yield (self._router, "moved", (moved,))
+            server = yield from self._moved(moved)
         return out
 
     def _waiting(self, plan: Plan, w: "Waiting") -> Op[list]:
@@ -345,7 +398,7 @@ class Locks:
             replies: list = []
             try:
                 w.sent = True
-                yield ("_send_wait", (w.conn, cmds, replies, deadline))
+                yield from talk(w.conn, cmds, replies, True, None if deadline is None else deadline + WAIT_MARGIN)
             except self._link_errors as e:
                 yield from close(w.conn)
                 if replies:
@@ -369,10 +422,19 @@ class Locks:
             if moved is not None and self._router.cluster is not None:
                 w.sent = False  # refused: nothing was applied
                 w.server.give(w.conn, "waits")
-                w.server = yield (self._router, "moved", (moved,))
+                w.server = yield from self._moved(moved)
                 continue
             w.replies = replies
             return replies
+
+    def _moved(self, e: MovedError) -> Op[Any]:
+        """The server a MOVED reply names, once the cluster's node map is loaded again (if
+        that fails, the node the reply names is asked all the same)."""
+        try:
+            yield (self._router.cluster.nodes_manager, "initialize", ())
+        except Exception:
+            pass
+        return self._router.at(e.host, int(e.port))
 
     @staticmethod
     def _handed(w: "Waiting", replies: list) -> Tuple[list, Any]:
@@ -409,7 +471,7 @@ class Locks:
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
-            seen = (now, attached_replicas((yield (server, "call", ("INFO", "replication")))))
+            seen = (now, attached_replicas((yield from ask(server, "INFO", "replication"))))
             self._replicas[id(server)] = seen
         return int(seen[1])
 
@@ -434,6 +496,11 @@ class Locks:
 
     # ------------------------------------------------------------ queries
 
+    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = SCAN_COUNT) -> "Scan":
+        """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary, a page at a
+        time: ``for`` over it (the sync face), ``async for`` (the asyncio face)."""
+        return Scan(self, match, type, count)
+
     def info(self, name: Any) -> Any:
         """``LockInfo`` of the lock ``name``."""
         return self._run(do(lock_info(check_name(name))))
@@ -452,7 +519,7 @@ class Locks:
     def _stats(self) -> Op[dict]:
         out = {}
         for s in (yield (self._router, "all", ())):
-            out[server_name(s.settings.kwargs)] = parse_stats((yield (s, "call", STATS_CMD)))
+            out[server_name(s.settings.kwargs)] = parse_stats((yield from ask(s, *STATS_CMD)))
         return out
 
     def top(self, count: int = 10) -> Any:
@@ -462,8 +529,61 @@ class Locks:
     def _top(self, cmd: list, count: int) -> Op[list]:
         out: list = []
         for s in (yield (self._router, "all", ())):
-            out += parse_top((yield (s, "call", cmd)))
+            out += parse_top((yield from ask(s, *cmd)))
         return merge_top(out, count)
+
+
+class Stream:
+    """An iterator of either face: ``for`` over it (sync), ``async for`` (asyncio). Each item
+    is the value of one plan, ``_next()``, run by the face's driver; ``UNSET`` ends it."""
+
+    _locks: Any
+
+    def _next(self) -> Op[Any]:
+        raise NotImplementedError
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Any:
+        item = self._locks._run(self._next())
+        if item is UNSET:
+            raise StopIteration
+        return item
+
+    def __aiter__(self) -> "Stream":
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._locks._run(self._next())
+        if item is UNSET:
+            raise StopAsyncIteration
+        return item
+
+
+class Scan(Stream):
+    """``Locks.scan``'s iterator: each page (``RLOCK.SCAN`` on one primary) is one plan,
+    run by the face when the entries read so far are used up."""
+
+    def __init__(self, locks: Locks, match: Optional[str], type: Optional[str], count: int):
+        scan_cmd(0, match, type, count)  # refused here, before anything is sent
+        self._locks = locks
+        self._args = (match, type, count)
+        self._servers: Optional[list] = None
+        self._cursor = 0
+        self._entries: list = []
+
+    def _next(self) -> Op[Any]:
+        """The next ``ScannedLock``, or ``UNSET`` at the end."""
+        if self._servers is None:
+            self._servers = list((yield (self._locks._router, "all", ())))
+        while not self._entries and self._servers:
+            self._cursor, self._entries = parse_scan((yield from ask(self._servers[0],
+                                                                     *scan_cmd(self._cursor, *self._args))))
+            if self._cursor == 0:
+                self._servers.pop(0)
+            self._entries.reverse()
+        return self._entries.pop() if self._entries else UNSET
 
 
 # ---------------------------------------------------------------- locks
@@ -1033,6 +1153,36 @@ class Election:
         """The ``Leader`` now, or None."""
         return self._locks._run(do(election_leader(self._key)))
 
+    def observe(self, poll: float = 0.05, stop: Any = None) -> "Observation":
+        """The leader now, then each change (None: no leader), read every ``poll`` seconds,
+        until ``stop`` (an Event of the face) is set: ``for leader in election.observe():``
+        (sync), ``async for`` (asyncio)."""
+        return Observation(self, poll, stop)
+
+
+class Observation(Stream):
+    """``Election.observe``'s iterator: one plan per change of leader."""
+
+    def __init__(self, election: Election, poll: float, stop: Any):
+        self._locks = election._locks
+        self._key = election._key
+        self._poll = poll
+        self._stop = stop
+        self._last: Any = UNSET
+        self._looked = False
+
+    def _next(self) -> Op[Any]:
+        while True:
+            if self._looked:
+                yield ("_sleep", (self._poll,))
+            self._looked = True
+            if self._stop is not None and self._stop.is_set():
+                return UNSET
+            now = yield from do(election_leader(self._key))
+            if now != self._last:
+                self._last = now
+                return now
+
 
 
 # ---------------------------------------------------------------- the watchdog's bookkeeping
@@ -1064,9 +1214,17 @@ class Watchdog:
         self._channels: set = set()
         self._checked = 0.0
         self._events: Optional[str] = None
+        self._db = 0  # the event connection's database
+        self._close = locks._close  # the face's: closes a connection (None: nothing)
 
     def _start(self, wake: bool) -> None:
         """Starts the face's runner unless it runs; ``wake``: it looks again at once."""
+        if self._runs() and wake:
+            self._wake.set()
+
+    def _runs(self) -> bool:
+        """Starts the face's runner unless it runs. False if it cannot from here (it is then
+        started, and woken, from where it can)."""
         raise NotImplementedError
 
     def _stopped(self) -> None:
@@ -1105,10 +1263,23 @@ class Watchdog:
         locks = self._locks()
         return None if locks is None else locks._run(self._checking(locks, keys))
 
-    def _unfollowed(self) -> Any:
-        """The event connection, forgotten (the face closes it)."""
+    def _listen_to(self, conn: Any) -> None:
+        """The event connection is open and about to subscribe: the asyncio face starts its
+        listener here; the sync face's thread reads it between turns."""
+
+    def _heard(self, reply: Any) -> Optional[bytes]:
+        """The lock key a message of the event connection names, if it tells a loss."""
+        return lost_key(reply, self._db)
+
+    def _stop_listening(self) -> None:
+        """The event connection is about to close: the asyncio face ends its listener."""
+
+    def _unfollow(self) -> Any:
+        """Closes the event connection, if any (the face's ``_close``: an awaitable in the
+        asyncio face)."""
+        self._stop_listening()
         sub, self._sub, self._channels = self._sub, None, set()
-        return sub
+        return self._close(sub)
 
     def _lose(self, n: int, r: Renewal, ev: Any, why: str) -> None:
         r.lost_reason = why
@@ -1184,7 +1355,7 @@ class Watchdog:
         if entries and time.monotonic() - self._checked > 1.0:
             self._checked = time.monotonic()
             try:
-                flags = raise_if_error((yield (single, "pipeline", ([EVENTS_CONFIG], 0.5)))[0])
+                flags = raise_if_error((yield from exchange(single, [EVENTS_CONFIG], 0.5))[0])
                 self._events = events_on(text(flags[1]) if flags else "")
             except Exception:
                 self._events = None
@@ -1194,13 +1365,15 @@ class Watchdog:
         want = set(event_channels(self._events, locks._router.db, sorted({r.key for _, (r, _) in entries})))
         try:
             if self._sub is None:
-                yield (self, "_follow", (single, locks._router.db))
+                self._sub = yield (single, "_take", (True,))
+                self._db = locks._router.db
                 self._channels = set()
+                self._listen_to(self._sub)
             add, drop = want - self._channels, self._channels - want
             if add:
-                yield (self, "_subscribe", ("SUBSCRIBE", *add))
+                yield (self._sub, "send_command", ("SUBSCRIBE", *add))
             if drop:
-                yield (self, "_subscribe", ("UNSUBSCRIBE", *drop))
+                yield (self._sub, "send_command", ("UNSUBSCRIBE", *drop))
             self._channels = want
         except Exception:
             yield (self, "_unfollow", ())

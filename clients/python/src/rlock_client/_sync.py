@@ -7,27 +7,18 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional
 
-from redis.exceptions import MovedError, ResponseError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
-from ._handles import Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
+from ._handles import Election, Latch, PermitSemaphore, ReadWriteLock, Semaphore  # noqa: F401 (both faces)
 from ._core import (
-    SCAN_COUNT,
-    WAIT_MARGIN,
-    Leader,
     Plan,
-    ScannedLock,
-    lost_key,
-    parse_scan,
-    raise_if_error,
-    scan_cmd,
     text,
 )
-from .errors import DuplicateValue, Lost, NotAcknowledged, NotHeld
 
 _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
 
@@ -35,12 +26,14 @@ _ALL_LOCKS: "weakref.WeakSet[Locks]" = weakref.WeakSet()
 class _Server(_conn.Pool):
     """One server: its idle connections (``_conn.Pool``), opened here, on the calling thread."""
 
-    def _take(self, waits: bool = False):
-        conn = self.idle("waits" if waits else "")
+    def _take(self, waits: bool = False, timeout: Optional[float] = None) -> Any:
+        """An idle connection, or a new one: a wait's (connected, its CLIENT ID read, for
+        ``_abandon``), or with ``timeout`` as its socket timeout (the watchdog's renewals)."""
+        conn = self.idle(self.kind(waits, timeout))
         if conn is not None:
             return conn
         if waits:
-            conn = self.settings.sync_connection(None)
+            conn = self.settings.connection("redis", None)
             conn.connect()
             conn.send_command("CLIENT", "ID")
             try:
@@ -48,38 +41,10 @@ class _Server(_conn.Pool):
             except ResponseError:  # CLIENT refused by ACL: waits are then ended by closing
                 conn.rlock_id = None
             return conn
-        return self.settings.sync_connection(self.settings.socket_timeout)
-
-    def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
-        """Sends ``cmds`` in one write and reads every reply; server errors come back as
-        values. A broken link raises (the connection is dropped). ``timeout``: on a connection
-        of the watchdog's, whose socket timeout it is (renewals must not outwait a lease)."""
-        kind = "" if timeout is None else "timed"
-        conn = self.idle(kind) if timeout is not None else self._take()
-        if conn is None:
-            conn = self.settings.sync_connection(timeout)
-        try:
-            conn.send_packed_command(_conn.packed(conn, cmds))
-            out = []
-            for _ in cmds:
-                try:
-                    out.append(conn.read_response())
-                except ResponseError as e:
-                    out.append(e)
-        except BaseException:
-            conn.disconnect()
-            raise
-        self.give(conn, kind)
-        return out
-
-    def call(self, *args: Any) -> Any:
-        return raise_if_error(self.pipeline([args])[0])
+        return self.settings.connection("redis", self.settings.socket_timeout if timeout is None else timeout)
 
 
-class _Router(_conn.Router):
-    def moved(self, e: MovedError) -> _Server:
-        _safe(self.cluster.nodes_manager.initialize)
-        return self.at(e.host, int(e.port))
+_Router = _conn.Router  # nothing of its own: a MOVED reply reloads the node map on this thread
 
 
 class Locks(_h.Locks):
@@ -95,57 +60,18 @@ class Locks(_h.Locks):
         super().__init__(client, watchdog_lease=watchdog_lease)
         _ALL_LOCKS.add(self)
 
-    @staticmethod
-    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
-        if cluster:
-            from redis.cluster import RedisCluster
+    _redis = "redis"  # the redis-py module of this face's clients and connections
 
-            return RedisCluster.from_url(url, **kwargs)
-        import redis
+    # ------------------------------------------------------------ owners: threads
 
-        return redis.Redis.from_url(url, **kwargs)
-
-    # ------------------------------------------------------------ owners, per thread
-
-    def _fresh_here(self) -> None:
-        self._owners = threading.local()
-        self._owner_mutex = threading.Lock()
-
-    def owner(self) -> str:
-        """The calling thread's owner id, ``<client-uuid>:<n>``."""
-        o = getattr(self._owners, "id", None)
-        if o is None or getattr(self._owners, "pid", None) != os.getpid():
-            with self._owner_mutex:
-                o = self._new_owner()
-            self._owners.id = o
-            self._owners.pid = os.getpid()
-        return o
+    _caller = staticmethod(threading.current_thread)
+    _mutex_type = threading.Lock
 
     def _after_fork(self) -> None:
         self._router.forget()
         self._fresh()
 
     _event = threading.Event  # a hold's ``lost``
-    _scopes = threading.local  # a handle's open scopes, per thread
-
-    @staticmethod
-    def _scope(scopes: threading.local) -> list:
-        """The calling thread's open scopes of one handle (``with``), innermost last."""
-        stack = getattr(scopes, "holds", None)
-        if stack is None:
-            stack = scopes.holds = []
-        return stack
-
-    def scan(self, match: Optional[str] = None, type: Optional[str] = None, count: int = SCAN_COUNT) -> Iterator[ScannedLock]:
-        """Every lock (``type``: ``"lock"`` or ``"rwlock"``), on every primary."""
-        scan_cmd(0, match, type, count)  # refused here, before anything is sent
-        for server in self._router.all():
-            cursor = 0
-            while True:
-                cursor, entries = parse_scan(server.call(*scan_cmd(cursor, match, type, count)))
-                yield from entries
-                if cursor == 0:
-                    break
 
     # ------------------------------------------------------------ the driver
 
@@ -184,7 +110,8 @@ class Locks(_h.Locks):
 
     @staticmethod
     def _close(conn: Any) -> None:
-        conn.disconnect()
+        if conn is not None:
+            _safe(conn.disconnect)
 
     _sleep = staticmethod(time.sleep)
 
@@ -195,17 +122,14 @@ class Locks(_h.Locks):
         return self._handed(w, self._run(self._waiting(plan, w)))
 
     @staticmethod
-    def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
-        conn.send_packed_command(_conn.packed(conn, cmds))
-        while len(replies) < len(cmds):
-            # In slices, so that an exception raised in this thread lands within one.
-            while not conn.can_read(timeout=0.05):
-                if deadline is not None and time.monotonic() > deadline + WAIT_MARGIN:
-                    raise RedisTimeoutError("the server did not answer a wait in time")
-            try:
-                replies.append(conn.read_response())
-            except ResponseError as e:
-                replies.append(e)
+    def _read(conn: Any, waits: bool, deadline: Optional[float]) -> Any:
+        """The next reply on ``conn``. A wait's is awaited in slices, so that an exception
+        raised in this thread lands within one; past ``deadline`` the silence is given up.
+        Other reads end with the connection's socket timeout."""
+        while waits and not conn.can_read(timeout=0.05):
+            if deadline is not None and time.monotonic() > deadline:
+                raise RedisTimeoutError("the server did not answer a wait in time")
+        return conn.read_response()
 
     def _abandon(self, plan: Plan, w: _h.Waiting) -> None:
         """The caller of ``_wait`` left before what it waited for reached it. Runs in a thread
@@ -229,9 +153,9 @@ class Locks(_h.Locks):
         end = time.monotonic() + 5
         while cid is not None and time.monotonic() < end:
             try:
-                if not text(server.call("CLIENT", "LIST", "ID", cid)).strip():
+                if not text(self._run(_h.ask(server, "CLIENT", "LIST", "ID", cid))).strip():
                     break
-                server.call("CLIENT", "KILL", "ID", cid)
+                self._run(_h.ask(server, "CLIENT", "KILL", "ID", cid))
             except ResponseError:
                 # CLIENT refused by ACL: the closed socket ends the wait; give the server a
                 # moment to see it, and the REQ id below does the rest.
@@ -273,13 +197,12 @@ class _Watchdog(_h.Watchdog):
         self._thread: Optional[threading.Thread] = None
         self._wake = threading.Event()
 
-    def _start(self, wake: bool) -> None:
+    def _runs(self) -> bool:
         with self._mutex:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="rlock-watchdog", daemon=True)
                 self._thread.start()
-        if wake:
-            self._wake.set()
+        return True
 
     def _stopped(self) -> None:
         self._thread = None
@@ -299,20 +222,12 @@ class _Watchdog(_h.Watchdog):
 
     # the keyspace-event connection (``_handles.Watchdog._following``), read between turns
 
-    def _follow(self, single: _Server, db: int) -> None:
-        self._db = db
-        self._sub = single.settings.sync_connection(None)
-        self._sub.connect()
-
-    def _subscribe(self, *args: Any) -> None:
-        self._sub.send_command(*args)
-
     def _hear(self, timeout: float) -> None:
         hit: set = set()
         try:
             end = time.monotonic() + timeout
             while self._sub.can_read(timeout=max(0.0, end - time.monotonic())):
-                key = lost_key(self._sub.read_response(), self._db)
+                key = self._heard(self._sub.read_response())
                 if key is not None:
                     hit.add(key)
                     if not self._sub.can_read(timeout=0):
@@ -324,10 +239,6 @@ class _Watchdog(_h.Watchdog):
         if hit:
             self.check_now(hit)
 
-    def _unfollow(self) -> None:
-        sub = self._unfollowed()
-        if sub is not None:
-            _safe(sub.disconnect)
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)
@@ -366,18 +277,3 @@ class LeasedPermit(_h.LeasedPermit, _h.SyncScope):
 
 class Leadership(_h.Leadership, _h.SyncScope):
     """The post: ``value``, ``term`` (the fencing token), ``lost``, ``resign()``."""
-
-
-class Election(_h.Election):
-    """Leader election on the lock ``name``; ``observe()`` iterates over the leaders."""
-
-    def observe(self, poll: float = 0.05, stop: Optional[threading.Event] = None) -> Iterator[Optional[Leader]]:
-        """The leader now, then each change (None: no leader), read every ``poll`` seconds,
-        until ``stop`` is set."""
-        last: Any = _h.UNSET
-        while stop is None or not stop.is_set():
-            now = self.leader()
-            if now != last:
-                last = now
-                yield now
-            time.sleep(poll)

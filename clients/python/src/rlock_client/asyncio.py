@@ -8,30 +8,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import time
-import weakref
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import Any, Optional
 
-from redis.exceptions import MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
-from ._handles import Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
+from ._handles import Election, Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
 from ._core import (
-    SCAN_COUNT,
-    WAIT_MARGIN,
     Leader,
     LockInfo,
     Plan,
     ScannedLock,
     Waiter,
-    granted,
-    lost_key,
-    parse_scan,
-    raise_if_error,
-    scan_cmd,
 )
 from .errors import (
     Deadlock,
@@ -96,38 +86,13 @@ async def _quietly(coro: Any) -> None:
 class _Server(_conn.Pool):
     """One server's idle connections (``_conn.Pool``), opened on the running loop."""
 
-    async def _take(self, waits: bool = False) -> Any:
-        conn = self.idle("waits" if waits else "")
+    async def _take(self, waits: bool = False, timeout: Optional[float] = None) -> Any:
+        conn = self.idle(self.kind(waits, timeout))
         if conn is None and waits:
-            conn = self.settings.async_connection(None)
+            conn = self.settings.connection("redis.asyncio", None)
             await conn.connect()
-        return conn or self.settings.async_connection(self.settings.socket_timeout)
-
-    async def pipeline(self, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> list:
-        """``cmds`` in one write, every reply read (server errors as values), within ``timeout``."""
-        return await asyncio.wait_for(self._pipeline(cmds), timeout)
-
-    async def _pipeline(self, cmds: Sequence[Sequence[Any]]) -> list:
-        conn = await self._take()
-        try:
-            await conn.send_packed_command(_conn.packed(conn, cmds))
-            out = [await _reply(conn) for _ in cmds]
-        except BaseException:
-            await _quietly(conn.disconnect(nowait=True))
-            raise
-        self.give(conn)
-        return out
-
-    async def call(self, *args: Any) -> Any:
-        return raise_if_error((await self.pipeline([args]))[0])
-
-
-async def _reply(conn: Any, **kw: Any) -> Any:
-    """The next reply; a server error is a value (the plans read it)."""
-    try:
-        return await conn.read_response(**kw)
-    except ResponseError as e:
-        return e
+        # A new connection's handshake is read within its socket timeout: the renewal's, if any.
+        return conn or self.settings.connection("redis.asyncio", timeout or self.settings.socket_timeout)
 
 
 class _Router(_conn.Router):
@@ -146,55 +111,24 @@ class _Router(_conn.Router):
         await self.ready()
         return self.nodes()
 
-    async def moved(self, e: MovedError) -> _Server:
-        await _quietly(self.cluster.nodes_manager.initialize())
-        return self.at(e.host, int(e.port))
-
 
 class Locks(_h.Locks):
     """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
+    _redis = "redis.asyncio"  # the redis-py module of this face's clients and connections
+
+    # ------------------------------------------------------------ owners: tasks
+
     @staticmethod
-    def _client_from_url(url: str, cluster: bool, kwargs: dict) -> Any:
-        import redis.asyncio as aredis
-
-        return (aredis.RedisCluster if cluster else aredis.Redis).from_url(url, **kwargs)
-
-    # ------------------------------------------------------------ owners, per task
-
-    def _fresh_here(self) -> None:
-        self._owners: "weakref.WeakKeyDictionary[asyncio.Task, str]" = weakref.WeakKeyDictionary()
-
-    def owner(self) -> str:
-        """The calling task's owner id, ``<client-uuid>:<n>``."""
+    def _caller() -> asyncio.Task:
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("call from inside an asyncio task")
-        o = self._owners.get(task)
-        if o is None:
-            o = self._owners[task] = self._new_owner()
-        return o
+        return task
 
+    _mutex_type = contextlib.nullcontext  # one loop: nothing runs between two awaits
     _event = asyncio.Event  # a hold's ``lost``
-    _scopes = weakref.WeakKeyDictionary  # a handle's open scopes, per task
-
-    @staticmethod
-    def _scope(scopes: "weakref.WeakKeyDictionary[asyncio.Task, list]") -> list:
-        """The calling task's open scopes of one handle (``async with``), innermost last."""
-        task = asyncio.current_task()
-        assert task is not None, "call from inside an asyncio task"
-        return scopes.setdefault(task, [])
-
-    async def scan(self, match: Optional[str] = None, type: Optional[str] = None,
-                   count: int = SCAN_COUNT) -> AsyncIterator[ScannedLock]:
-        scan_cmd(0, match, type, count)
-        for server in await self._router.all():
-            cursor: Optional[int] = None
-            while cursor != 0:
-                cursor, entries = parse_scan(await server.call(*scan_cmd(cursor or 0, match, type, count)))
-                for e in entries:
-                    yield e
 
     # ------------------------------------------------------------ the driver
 
@@ -217,7 +151,8 @@ class Locks(_h.Locks):
 
     @staticmethod
     async def _close(conn: Any) -> None:
-        await _quietly(conn.disconnect(nowait=True))
+        if conn is not None:
+            await _quietly(conn.disconnect(nowait=True))
 
     @staticmethod
     async def _undo(plan: Any) -> None:
@@ -259,14 +194,14 @@ class Locks(_h.Locks):
         return None
 
     @staticmethod
-    async def _send_wait(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, deadline: Optional[float]) -> None:
-        await conn.send_packed_command(_conn.packed(conn, cmds))
-        for _ in cmds:
-            t = None if deadline is None else max(0.1, deadline + WAIT_MARGIN - time.monotonic())
-            try:
-                replies.append(await asyncio.wait_for(_reply(conn, timeout=math.inf), t))
-            except asyncio.TimeoutError:
-                raise RedisTimeoutError("the server did not answer a wait in time") from None
+    async def _read(conn: Any, waits: bool, deadline: Optional[float]) -> Any:
+        """The next reply on ``conn``: a wait's as long as the server waits, given up past
+        ``deadline``."""
+        within = None if deadline is None else max(0.1, deadline - time.monotonic())
+        try:
+            return await asyncio.wait_for(conn.read_response(timeout=math.inf if waits else None), within)
+        except asyncio.TimeoutError:
+            raise RedisTimeoutError("the server did not answer in time") from None
 
     async def _abandon(self, w: _h.Waiting, inner: asyncio.Task, plan: Plan, replies: Optional[list]) -> None:
         """The caller left a wait. Its connection is closed (the server frees a blocked client
@@ -296,23 +231,20 @@ class _Watchdog(_h.Watchdog):
     _loop: Optional[asyncio.AbstractEventLoop] = None
     _sub_task: Optional[asyncio.Task] = None
 
-    def _start(self, wake: bool) -> None:
+    def _runs(self) -> bool:
+        """The task, on the running loop; a dropped hold's finalizer, outside the loop, has
+        the loop start and wake it."""
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # a dropped hold's finalizer, outside the loop
+        except RuntimeError:
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._ensure_task)
-            return
-        self._ensure_task(wake, loop)
-
-    def _ensure_task(self, wake: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
-        loop = loop or asyncio.get_running_loop()
+                self._loop.call_soon_threadsafe(self._start, True)
+            return False
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop = loop
             self._wake = asyncio.Event()
             self._task = loop.create_task(self._turns())
-        if wake and self._wake is not None:
-            self._wake.set()
+        return True
 
     async def _turns(self) -> None:
         try:
@@ -330,32 +262,24 @@ class _Watchdog(_h.Watchdog):
             pass
         self._sleep_until = 0.0
 
-    async def _follow(self, single: _Server, db: int) -> None:
-        """Opens the event connection (``_handles.Watchdog._following``) and its listener."""
-        self._sub = single.settings.async_connection(None)
-        await self._sub.connect()
-        self._sub_task = asyncio.get_running_loop().create_task(self._listen(self._sub, db))
+    def _listen_to(self, conn: Any) -> None:
+        """The event connection (``_handles.Watchdog._following``) gets its listener."""
+        self._sub_task = asyncio.get_running_loop().create_task(self._listen(conn))
 
-    async def _subscribe(self, *args: Any) -> None:
-        await self._sub.send_command(*args)
-
-    async def _listen(self, conn: Any, db: int) -> None:
+    async def _listen(self, conn: Any) -> None:
         try:
             while True:
-                key = lost_key(await conn.read_response(timeout=math.inf), db)
+                key = self._heard(await conn.read_response(timeout=math.inf))
                 checked = None if key is None else self.check_now({key})
                 if checked is not None:
                     await checked
         except BaseException:
             return
 
-    async def _unfollow(self) -> None:
+    def _stop_listening(self) -> None:
         if self._sub_task is not None:
             self._sub_task.cancel()
             self._sub_task = None
-        sub = self._unfollowed()
-        if sub is not None:
-            await _quietly(sub.disconnect(nowait=True))
 
 
 # ---------------------------------------------------------------- the handles (``_handles``)
@@ -391,16 +315,3 @@ class LeasedPermit(_h.LeasedPermit, _h.AsyncScope):
 
 class Leadership(_h.Leadership, _h.AsyncScope):
     """The post; ``await leadership.resign()``."""
-
-
-class Election(_h.Election):
-    """Leader election; ``async for leader in election.observe():``."""
-
-    async def observe(self, poll: float = 0.05) -> AsyncIterator[Optional[Leader]]:
-        seen: Any = _h.UNSET
-        while True:
-            leader = await self.leader()
-            if leader != seen:
-                yield leader
-            seen = leader
-            await asyncio.sleep(poll)
