@@ -28,7 +28,8 @@ import os
 import sys
 import time
 import weakref
-from typing import Any, Generator, Optional, Sequence, Tuple, TypeVar
+from typing import (Any, Awaitable, Callable, Concatenate, Generator, Generic, List, Optional, ParamSpec, Sequence,
+                    Tuple, TypeVar, overload)
 
 from ._core import (
     DEFAULT_SYNC_TIMEOUT,
@@ -41,7 +42,10 @@ from ._core import (
     LOST_BY_OTHERS,
     RAN_OUT_FIXED,
     Call,
+    Leader,
+    LockInfo,
     Plan,
+    Waiter,
     Renewal,
     acknowledgements,
     after_renewal,
@@ -124,6 +128,51 @@ T = TypeVar("T")
 L = TypeVar("L", bound="Locks")
 Request = tuple  # (face method name, args), or (object, method name, args)
 Op = Generator[Request, Any, T]  # a plan: run by a face's ``Locks._run``
+S = TypeVar("S")
+P = ParamSpec("P")
+
+
+class Sync:
+    """What a class of the sync face is: its planned methods return their plan's value."""
+
+
+class Async:
+    """What a class of the asyncio face is: its planned methods return an awaitable of it."""
+
+
+class planned(Generic[S, P, T]):
+    """A public method written once as a plan, run by the face of the object it is read from:
+    on a ``Sync`` object a call returns the plan's value, on an ``Async`` one an awaitable of
+    it. The plan's parameters and value are the method's types on either face."""
+
+    def __init__(self, plan: Callable[Concatenate[S, P], Op[T]]) -> None:
+        self.plan = plan
+        self.__doc__ = plan.__doc__
+        self.__name__ = plan.__name__
+
+    @overload
+    def __get__(self, obj: None, cls: Any) -> "planned[S, P, T]": ...
+
+    @overload
+    def __get__(self, obj: Sync, cls: Any) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(self, obj: Async, cls: Any) -> Callable[P, Awaitable[T]]: ...
+
+    @overload
+    def __get__(self, obj: Any, cls: Any) -> Callable[P, Any]: ...
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        if obj is None:
+            return self
+        plan = self.plan
+        runner = obj if isinstance(obj, Locks) else obj._locks
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return runner._run(plan(obj, *args, **kwargs))
+
+        run.__doc__, run.__name__ = plan.__doc__, plan.__name__
+        return run
 
 UNSET: Any = object()
 EVENTS_CONFIG = ("CONFIG", "GET", "notify-keyspace-events")
@@ -204,7 +253,7 @@ class Scope:
         yield from self._release()  # type: ignore[attr-defined]
 
 
-class SyncScope(Scope):
+class SyncScope(Scope, Sync):
     """``with x:`` (the sync face)."""
 
     def __enter__(self) -> Any:
@@ -214,7 +263,7 @@ class SyncScope(Scope):
         self._locks._run(self._exit(*exc))
 
 
-class AsyncScope(Scope):
+class AsyncScope(Scope, Async):
     """``async with x:`` (the asyncio face): each returns the awaitable of its plan."""
 
     def __aenter__(self) -> Any:
@@ -243,8 +292,22 @@ class Waiting:
 
 # ---------------------------------------------------------------- Locks
 
+# The face's classes, which the generic shared ones name (``_sync.Lock`` is ``Lock[_sync.Hold]``).
+H = TypeVar("H", bound="Hold")
+MH = TypeVar("MH", bound="MultiHold")
+PM = TypeVar("PM", bound="Permits")
+LP = TypeVar("LP", bound="LeasedPermit")
+LD = TypeVar("LD", bound="Leadership")
+LK = TypeVar("LK", bound="Lock")
+RW = TypeVar("RW", bound="ReadWriteLock")
+ML = TypeVar("ML", bound="MultiLock")
+SM = TypeVar("SM", bound="Semaphore")
+PS = TypeVar("PS", bound="PermitSemaphore")
+LT = TypeVar("LT", bound="Latch")
+EL = TypeVar("EL", bound="Election")
 
-class Locks:
+
+class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     """What both faces' ``Locks`` share: the handles, the queries, the per-process state.
     A face adds its driver (``_run``) and the requests' methods, and names its module in
     ``_face`` (whose handle classes the factories make)."""
@@ -327,11 +390,11 @@ class Locks:
         sync_replicas: Optional[int] = None,
         sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
         owner: Any = None,
-    ) -> Any:
+    ) -> LK:
         return self._face.Lock(self, name, None, lease, wait, fair, fenced, session, sync_replicas, sync_timeout,
                                owner)
 
-    def read_write(self, name: Any, *, owner: Any = None) -> Any:
+    def read_write(self, name: Any, *, owner: Any = None) -> RW:
         return self._face.ReadWriteLock(self, name, owner)
 
     def multi(
@@ -342,20 +405,20 @@ class Locks:
         wait: Optional[float] = None,
         session: bool = False,
         owner: Any = None,
-    ) -> Any:
+    ) -> ML:
         return self._face.MultiLock(self, names, lease, wait, session, owner)
 
-    def semaphore(self, name: Any) -> Any:
+    def semaphore(self, name: Any) -> SM:
         return self._face.Semaphore(self, name)
 
-    def permit_semaphore(self, name: Any) -> Any:
+    def permit_semaphore(self, name: Any) -> PS:
         return self._face.PermitSemaphore(self, name)
 
-    def latch(self, name: Any) -> Any:
+    def latch(self, name: Any) -> LT:
         return self._face.Latch(self, name)
 
     def election(self, name: Any, *, sync_replicas: Optional[int] = None,
-                 sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> Any:
+                 sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> EL:
         return self._face.Election(self, name, sync_replicas, sync_timeout)
 
     # ------------------------------------------------------------ plumbing
@@ -501,20 +564,24 @@ class Locks:
         time: ``for`` over it (the sync face), ``async for`` (the asyncio face)."""
         return Scan(self, match, type, count)
 
-    def info(self, name: Any) -> Any:
+    @planned
+    def info(self, name: Any) -> Op[LockInfo]:
         """``LockInfo`` of the lock ``name``."""
-        return self._run(do(lock_info(check_name(name))))
+        return (yield from do(lock_info(check_name(name))))
 
-    def force_release(self, name: Any) -> Any:
-        return self._run(do(lock_force_release(check_name(name))))
+    @planned
+    def force_release(self, name: Any) -> Op[bool]:
+        return (yield from do(lock_force_release(check_name(name))))
 
-    def waiters(self, name: Any) -> Any:
+    @planned
+    def waiters(self, name: Any) -> Op[List[Waiter]]:
         """The ``Waiter`` list of the lock ``name``."""
-        return self._run(do(waiters_call(check_name(name))))
+        return (yield from do(waiters_call(check_name(name))))
 
-    def stats(self) -> Any:
+    @planned
+    def stats(self) -> Op[dict]:
         """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
-        return self._run(self._stats())
+        return (yield from self._stats())
 
     def _stats(self) -> Op[dict]:
         out = {}
@@ -522,9 +589,10 @@ class Locks:
             out[server_name(s.settings.kwargs)] = parse_stats((yield from ask(s, *STATS_CMD)))
         return out
 
-    def top(self, count: int = 10) -> Any:
+    @planned
+    def top(self, count: int = 10) -> Op[list]:
         """``RLOCK.TOP``: the most contended keys, on every primary."""
-        return self._run(self._top(top_cmd(count), count))
+        return (yield from self._top(top_cmd(count), count))
 
     def _top(self, cmd: list, count: int) -> Op[list]:
         out: list = []
@@ -643,9 +711,10 @@ class Hold(Scope):
     def is_lost(self) -> bool:
         return self.lost.is_set()
 
-    def renew(self) -> Any:
+    @planned
+    def renew(self) -> Op[None]:
         """Renews the lease now (the watchdog does it by itself)."""
-        return self._locks._run(self._renew())
+        return (yield from self._renew())
 
     def _renew(self) -> Op[None]:
         self.check()
@@ -657,7 +726,8 @@ class Hold(Scope):
             raise
         r.basis = time.monotonic()
 
-    def guard(self, *command: Any) -> Any:
+    @planned
+    def guard(self, *command: Any) -> Op[Any]:
         """Runs ``command`` (``"SET", "{orders}:total", "5"``) in the server only while this hold
         stands (``RLOCK.GUARD``, checked in the same server turn), and returns its reply. The
         owner must hold the lock now (on this hold's side), its lease counted to the moment of
@@ -666,14 +736,17 @@ class Hold(Scope):
         StaleToken (the same owner took it again as a newer hold). The inner command's own
         error is redis-py's. Sent once: a broken link raises, since the command may have run.
         In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
-        return self._locks._run(do(hold_guard(self._key, self._owner, self.side, self.token, command,
-                                              self._released)))
+        return (yield from self._guard(command))
 
-    def release(self) -> Any:
+    def _guard(self, command: Sequence[Any]) -> Op[Any]:
+        return (yield from do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
+
+    @planned
+    def release(self) -> Op[bool]:
         """Gives this hold back. True when the lock is free now, False when a re-entry was
         undone. Raises NotHeld when the lock was no longer held (lost). In a child process
         after fork(), releases nothing of the parent's and returns False."""
-        return self._locks._run(self._release())
+        return (yield from self._release())
 
     def _release(self) -> Op[bool]:
         if self._pid != os.getpid() or self._released:
@@ -704,7 +777,7 @@ class Hold(Scope):
         return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
 
 
-class Lock(Scope):
+class Lock(Scope, Generic[H]):
     """A lock handle. The scoped form acquires (NotAcquired if the wait ends first) and
     releases; ``lock.acquire()`` returns a Hold or None."""
 
@@ -725,12 +798,13 @@ class Lock(Scope):
     def _owner_bytes(self) -> bytes:
         return self._owner or self._locks.owner().encode()
 
-    def acquire(self, *, wait: Any = UNSET) -> Any:
+    @planned
+    def acquire(self, *, wait: Any = UNSET) -> Op[Optional[H]]:
         """Takes the lock (or re-enters it) for the caller's owner: a Hold, or None if it is
         not granted within the wait (the handle's ``wait``, or none: one try)."""
-        return self._locks._run(self._acquire(wait))
+        return (yield from self._acquire(wait))
 
-    def _acquire(self, wait: Any) -> Op[Optional[Hold]]:
+    def _acquire(self, wait: Any) -> Op[Optional[H]]:
         spec = self._spec
         block = spec.wait_ms if wait is UNSET else wait_ms(wait)
         locks = self._locks
@@ -780,38 +854,45 @@ class Lock(Scope):
                            f"{hold._renewal.lost_reason or 'not held at release'}") from e
 
     # queries, no hold needed
-    def info(self) -> Any:
-        return self._locks.info(self._spec.key)
+    @planned
+    def info(self) -> Op[LockInfo]:
+        return (yield from do(lock_info(self._spec.key)))
 
-    def is_locked(self) -> Any:
-        return self._locks._run(do(lock_is_locked(self._spec.key)))
+    @planned
+    def is_locked(self) -> Op[bool]:
+        return (yield from do(lock_is_locked(self._spec.key)))
 
-    def is_held_by(self, owner: Any = None) -> Any:
+    @planned
+    def is_held_by(self, owner: Any = None) -> Op[bool]:
         """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
         who = self._owner_bytes() if owner is None else check_owner(owner)
-        return self._locks._run(do(lock_is_held_by(self._spec.key, who, self._spec.side)))
+        return (yield from do(lock_is_held_by(self._spec.key, who, self._spec.side)))
 
-    def hold_count(self) -> Any:
+    @planned
+    def hold_count(self) -> Op[int]:
         """This handle's owner's hold count (on its side for a read-write lock)."""
-        return self._locks._run(do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
 
-    def remaining_lease(self) -> Any:
+    @planned
+    def remaining_lease(self) -> Op[Optional[float]]:
         """The lease left in seconds; None when the lock is free (or has no expiry)."""
-        return self._locks._run(self._remaining_lease())
+        return (yield from self._remaining_lease())
 
     def _remaining_lease(self) -> Op[Optional[float]]:
         ms = yield from do(lock_remaining_lease(self._spec.key))
         return None if ms is None else ms / 1000
 
-    def force_release(self) -> Any:
-        return self._locks.force_release(self._spec.key)
+    @planned
+    def force_release(self) -> Op[bool]:
+        return (yield from do(lock_force_release(self._spec.key)))
 
-    def unlock(self) -> Any:
+    @planned
+    def unlock(self) -> Op[bool]:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        return self._locks._run(do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
-class ReadWriteLock:
+class ReadWriteLock(Generic[LK]):
     """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
     one owner (the caller's unless ``owner=`` was given)."""
 
@@ -820,13 +901,13 @@ class ReadWriteLock:
         self._key = check_name(name)
         self._owner = None if owner is None else check_owner(owner)
 
-    def read(self, **opts: Any) -> Any:
+    def read(self, **opts: Any) -> LK:
         return self._side(READ, opts)
 
-    def write(self, **opts: Any) -> Any:
+    def write(self, **opts: Any) -> LK:
         return self._side(WRITE, opts)
 
-    def _side(self, side: str, opts: dict) -> Any:
+    def _side(self, side: str, opts: dict) -> LK:
         if opts.pop("fair", False):
             raise ValueError("fair does not apply to a read-write lock")
         bad = set(opts) - {"lease", "wait", "fenced", "session", "sync_replicas", "sync_timeout"}
@@ -837,14 +918,17 @@ class ReadWriteLock:
                                       opts.get("sync_replicas"), opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT),
                                       self._owner)
 
-    def info(self) -> Any:
-        return self._locks.info(self._key)
+    @planned
+    def info(self) -> Op[LockInfo]:
+        return (yield from do(lock_info(self._key)))
 
-    def is_locked(self) -> Any:
-        return self._locks._run(do(lock_is_locked(self._key)))
+    @planned
+    def is_locked(self) -> Op[bool]:
+        return (yield from do(lock_is_locked(self._key)))
 
-    def force_release(self) -> Any:
-        return self._locks.force_release(self._key)
+    @planned
+    def force_release(self) -> Op[bool]:
+        return (yield from do(lock_force_release(self._key)))
 
 
 class MultiHold(Scope):
@@ -864,10 +948,11 @@ class MultiHold(Scope):
         if self.lost.is_set():
             raise Lost(f"a lock of {self.keys!r} was lost")
 
-    def release(self) -> Any:
+    @planned
+    def release(self) -> Op[int]:
         """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
         fork(), releases nothing of the parent's and returns 0."""
-        return self._locks._run(self._release())
+        return (yield from self._release())
 
     def _release(self) -> Op[int]:
         if self._released or self._pid != os.getpid():
@@ -882,7 +967,7 @@ class MultiHold(Scope):
             yield from close(conn)
 
 
-class MultiLock(Scope):
+class MultiLock(Scope, Generic[MH]):
     """Several locks, all or none (RLOCK.MACQUIRE). In a cluster the names must share a
     slot (a hash tag): names in several slots are refused before anything is sent."""
 
@@ -893,12 +978,13 @@ class MultiLock(Scope):
         self._wait, self._scoped_wait, self._session, self._owner = m.wait_ms, m.scoped_wait, m.session, m.owner
         self._scopes = locks._scopes()
 
-    def acquire(self, *, wait: Any = UNSET) -> Any:
+    @planned
+    def acquire(self, *, wait: Any = UNSET) -> Op[Optional[MH]]:
         """Takes every lock for the caller's owner, or none: None if they are not all granted
         within the wait (the handle's ``wait``, or none: one try)."""
-        return self._locks._run(self._acquire(wait))
+        return (yield from self._acquire(wait))
 
-    def _acquire(self, wait: Any) -> Op[Optional[MultiHold]]:
+    def _acquire(self, wait: Any) -> Op[Optional[MH]]:
         block = self._wait if wait is UNSET else wait_ms(wait)
         locks = self._locks
         locks._check_pid()
@@ -940,8 +1026,9 @@ class Permits(Scope):
         self._locks = sem._locks
         self._released = False
 
-    def release(self) -> Any:
-        return self._locks._run(self._release())
+    @planned
+    def release(self) -> Op[int]:
+        return (yield from self._release())
 
     def _release(self) -> Op[int]:
         if self._released:
@@ -950,7 +1037,7 @@ class Permits(Scope):
         return int((yield from do(semaphore_release(self._sem._key, self.count))))
 
 
-class Semaphore:
+class Semaphore(Generic[PM]):
     """Redisson's RSemaphore: waits run in the server, in arrival order."""
 
     def __init__(self, locks: Any, name: Any):
@@ -958,19 +1045,23 @@ class Semaphore:
         self._key = check_name(name)
         self.name = self._key.decode("utf-8", "replace")
 
-    def try_set_permits(self, n: int) -> Any:
-        return self._locks._run(do(semaphore_try_set_permits(self._key, n)))
+    @planned
+    def try_set_permits(self, n: int) -> Op[bool]:
+        return (yield from do(semaphore_try_set_permits(self._key, n)))
 
-    def add_permits(self, n: int) -> Any:
-        return self._locks._run(do(semaphore_add_permits(self._key, n)))
+    @planned
+    def add_permits(self, n: int) -> Op[int]:
+        return (yield from do(semaphore_add_permits(self._key, n)))
 
-    def available(self) -> Any:
-        return self._locks._run(do(semaphore_available(self._key)))
+    @planned
+    def available(self) -> Op[int]:
+        return (yield from do(semaphore_available(self._key)))
 
-    def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Any:
+    @planned
+    def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Op[Optional[PM]]:
         """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
         one try). The wait runs in the server."""
-        return self._locks._run(self._acquire(permits, wait))
+        return (yield from self._acquire(permits, wait))
 
     def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
@@ -981,8 +1072,9 @@ class Semaphore:
         yield ("_undo", (got._release,))
         return got
 
-    def release(self, permits: int = 1) -> Any:
-        return self._locks._run(do(semaphore_release(self._key, permits)))
+    @planned
+    def release(self, permits: int = 1) -> Op[int]:
+        return (yield from do(semaphore_release(self._key, permits)))
 
 
 class LeasedPermit(Scope):
@@ -1002,8 +1094,9 @@ class LeasedPermit(Scope):
         if self.lost.is_set():
             raise Lost(f"permit {self.id} of {self._sem.name!r} was lost")
 
-    def renew(self) -> Any:
-        return self._locks._run(self._renew())
+    @planned
+    def renew(self) -> Op[None]:
+        return (yield from self._renew())
 
     def _renew(self) -> Op[None]:
         r = self._renewal
@@ -1014,8 +1107,9 @@ class LeasedPermit(Scope):
             self.check()
         r.basis = time.monotonic()
 
-    def release(self) -> Any:
-        return self._locks._run(self._release())
+    @planned
+    def release(self) -> Op[bool]:
+        return (yield from self._release())
 
     def _release(self) -> Op[bool]:
         if self._released:
@@ -1025,14 +1119,15 @@ class LeasedPermit(Scope):
         return bool((yield from do(permit_return(self._sem._key, self.id))))
 
 
-class PermitSemaphore(Semaphore):
+class PermitSemaphore(Semaphore[Any], Generic[LP]):
     """Redisson's RPermitExpirableSemaphore: leased permits that come back at their lease's end."""
 
+    @planned
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None,  # type: ignore[override]
-                lease: Optional[float] = None) -> Any:
+                lease: Optional[float] = None) -> Op[Optional[List[LP]]]:
         """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
         ``wait`` (None: one try)."""
-        return self._locks._run(self._lease(permits, wait, lease))
+        return (yield from self._lease(permits, wait, lease))
 
     def _lease(self, permits: int, wait: Optional[float], lease: Optional[float]) -> Op[Optional[list]]:
         block = wait_ms(wait)
@@ -1059,8 +1154,9 @@ class PermitSemaphore(Semaphore):
             made.append(self._locks._face.LeasedPermit(self, i, lms, lease is None, basis))
         return made
 
-    def release(self, permit_id: str) -> Any:  # type: ignore[override]
-        return self._locks._run(do(permit_return(self._key, permit_id)))
+    @planned
+    def release(self, permit_id: str) -> Op[bool]:  # type: ignore[override]
+        return (yield from do(permit_return(self._key, permit_id)))
 
 
 class Latch:
@@ -1070,19 +1166,23 @@ class Latch:
         self._locks = locks
         self._key = check_name(name)
 
-    def try_set_count(self, n: int) -> Any:
-        return self._locks._run(do(latch_try_set_count(self._key, n)))
+    @planned
+    def try_set_count(self, n: int) -> Op[bool]:
+        return (yield from do(latch_try_set_count(self._key, n)))
 
-    def count_down(self) -> Any:
-        return self._locks._run(do(latch_count_down(self._key)))
+    @planned
+    def count_down(self) -> Op[int]:
+        return (yield from do(latch_count_down(self._key)))
 
-    def count(self) -> Any:
-        return self._locks._run(do(latch_count(self._key)))
+    @planned
+    def count(self) -> Op[int]:
+        return (yield from do(latch_count(self._key)))
 
-    def await_zero(self, wait: Optional[float] = None) -> Any:
+    @planned
+    def await_zero(self, wait: Optional[float] = None) -> Op[bool]:
         """True once the count is zero; False if the wait ends first (None: look once). The
         wait runs in the server."""
-        return self._locks._run(self._await_zero(wait))
+        return (yield from self._await_zero(wait))
 
     def _await_zero(self, wait: Optional[float]) -> Op[bool]:
         plan = latch_plan(self._key, wait_ms(wait))
@@ -1107,13 +1207,15 @@ class Leadership(Scope):
     def check(self) -> None:
         self.hold.check()
 
-    def guard(self, *command: Any) -> Any:
+    @planned
+    def guard(self, *command: Any) -> Op[Any]:
         """Runs ``command`` only while this leadership stands, in this term (``hold.guard``):
         a deposed leader's command is refused with NotHeld or StaleToken, and not run."""
-        return self.hold.guard(*command)
+        return (yield from self.hold._guard(command))
 
-    def resign(self) -> Any:
-        return self._locks._run(self._release())
+    @planned
+    def resign(self) -> Op[None]:
+        return (yield from self._release())
 
     def _release(self) -> Op[None]:
         if not self.hold._released:
@@ -1123,7 +1225,7 @@ class Leadership(Scope):
                 pass
 
 
-class Election:
+class Election(Generic[LD]):
     """Leader election on the lock ``name``: the holder leads; its value is the owner and its
     term the fencing token. Leases are the Locks' ``watchdog_lease``."""
 
@@ -1133,13 +1235,14 @@ class Election:
         self._replicas = check_replicas(sync_replicas)
         self._sync_timeout = sync_timeout
 
-    def campaign(self, value: str, wait: Optional[float] = math.inf) -> Any:
+    @planned
+    def campaign(self, value: str, wait: Optional[float] = math.inf) -> Op[Optional[LD]]:
         """Waits in the server until elected (``wait``: at most so long; None if not elected)."""
         check_value(value)
-        return self._locks._run(self._campaign(value, wait))
+        return (yield from self._campaign(value, wait))
 
-    def _campaign(self, value: str, wait: Optional[float]) -> Op[Optional[Leadership]]:
-        lock = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
+    def _campaign(self, value: str, wait: Optional[float]) -> Op[Optional[LD]]:
+        lock: Lock[Hold] = Lock(self._locks, self._key, None, None, wait, False, True, False, self._replicas,
                     self._sync_timeout, value)
         hold = yield from lock._acquire(UNSET)
         if hold is None:
@@ -1149,9 +1252,10 @@ class Election:
             raise DuplicateValue(f"{value!r} already leads {self._key!r}")
         return self._locks._face.Leadership(hold, value)
 
-    def leader(self) -> Any:
+    @planned
+    def leader(self) -> Op[Optional[Leader]]:
         """The ``Leader`` now, or None."""
-        return self._locks._run(do(election_leader(self._key)))
+        return (yield from do(election_leader(self._key)))
 
     def observe(self, poll: float = 0.05, stop: Any = None) -> "Observation":
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,

@@ -14,7 +14,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
-from ._handles import Election, Latch, PermitSemaphore, ReadWriteLock, Semaphore  # noqa: F401 (both faces)
 from ._core import (
     Plan,
     text,
@@ -47,7 +46,8 @@ class _Server(_conn.Pool):
 _Router = _conn.Router  # nothing of its own: a MOVED reply reloads the node map on this thread
 
 
-class Locks(_h.Locks):
+class Locks(_h.Locks["Lock", "ReadWriteLock", "MultiLock", "Semaphore", "PermitSemaphore", "Latch", "Election"],
+            _h.Sync):
     """Locks, semaphores, latches and elections on one server or cluster.
 
     ``Locks(client)`` takes a ``redis.Redis``, ``RedisCluster`` or ``valkey.Valkey``;
@@ -250,7 +250,7 @@ class Hold(_h.Hold, _h.SyncScope):
     ``with hold:`` releases at the end."""
 
 
-class Lock(_h.Lock, _h.SyncScope):
+class Lock(_h.Lock[Hold], _h.SyncScope):
     """A lock handle. ``with lock as hold:`` acquires (NotAcquired if the wait ends first)
     and releases; ``lock.acquire()`` returns a Hold or None. Owners are threads."""
 
@@ -260,7 +260,7 @@ class MultiHold(_h.MultiHold, _h.SyncScope):
     """Every lock of a multi-key acquire; ``lost`` (a threading.Event) is set when any is lost."""
 
 
-class MultiLock(_h.MultiLock, _h.SyncScope):
+class MultiLock(_h.MultiLock[MultiHold], _h.SyncScope):
     """Several locks, all or none (RLOCK.MACQUIRE); ``with multi as hold:``."""
 
 
@@ -277,3 +277,26 @@ class LeasedPermit(_h.LeasedPermit, _h.SyncScope):
 
 class Leadership(_h.Leadership, _h.SyncScope):
     """The post: ``value``, ``term`` (the fencing token), ``lost``, ``resign()``."""
+
+
+class Semaphore(_h.Semaphore[Permits], _h.Sync):
+    """Redisson's RSemaphore: ``acquire(permits, wait=)`` -> Permits or None, ``release()``,
+    ``try_set_permits()``, ``add_permits()``, ``available()``."""
+
+
+class PermitSemaphore(_h.PermitSemaphore[LeasedPermit], _h.Sync):
+    """Redisson's RPermitExpirableSemaphore: ``acquire(wait=, lease=)`` -> a list of
+    LeasedPermit or None."""
+
+
+class Latch(_h.Latch, _h.Sync):
+    """Redisson's RCountDownLatch: ``await_zero(wait)``, ``count_down()``, ``count()``."""
+
+
+class ReadWriteLock(_h.ReadWriteLock[Lock], _h.Sync):
+    """A read/write lock: ``read()`` and ``write()`` are its Lock handles."""
+
+
+class Election(_h.Election[Leadership], _h.Sync):
+    """Leader election on a lock: ``campaign(value)`` -> Leadership or None, ``leader()``,
+    ``observe()`` (an iterator)."""

@@ -15,7 +15,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import _conn
 from . import _handles as _h
-from ._handles import Election, Latch, PermitSemaphore, ReadWriteLock, Semaphore  # one class serves both faces
 from ._core import (
     Leader,
     LockInfo,
@@ -112,7 +111,8 @@ class _Router(_conn.Router):
         return self.nodes()
 
 
-class Locks(_h.Locks):
+class Locks(_h.Locks["Lock", "ReadWriteLock", "MultiLock", "Semaphore", "PermitSemaphore", "Latch", "Election"],
+            _h.Async):
     """The asyncio twin of ``rlock_client.Locks``: takes a ``redis.asyncio.Redis``,
     ``redis.asyncio.RedisCluster`` or ``valkey.asyncio.Valkey``, or a URL."""
 
@@ -289,7 +289,7 @@ class Hold(_h.Hold, _h.AsyncScope):
     """A granted lock; ``lost`` is an asyncio.Event; ``async with hold:`` releases at the end."""
 
 
-class Lock(_h.Lock, _h.AsyncScope):
+class Lock(_h.Lock[Hold], _h.AsyncScope):
     """``async with lock as hold:``, ``await lock.acquire()``. Owners are asyncio tasks."""
 
 
@@ -298,7 +298,7 @@ class MultiHold(_h.MultiHold, _h.AsyncScope):
     """Every lock of a multi-key acquire; ``lost`` (an asyncio.Event) is set when any is lost."""
 
 
-class MultiLock(_h.MultiLock, _h.AsyncScope):
+class MultiLock(_h.MultiLock[MultiHold], _h.AsyncScope):
     """Several locks, all or none; ``async with multi as hold:``."""
 
 
@@ -315,3 +315,23 @@ class LeasedPermit(_h.LeasedPermit, _h.AsyncScope):
 
 class Leadership(_h.Leadership, _h.AsyncScope):
     """The post; ``await leadership.resign()``."""
+
+
+class Semaphore(_h.Semaphore[Permits], _h.Async):
+    """``await sem.acquire(permits, wait=)`` -> Permits or None."""
+
+
+class PermitSemaphore(_h.PermitSemaphore[LeasedPermit], _h.Async):
+    """``await slots.acquire(wait=, lease=)`` -> a list of LeasedPermit or None."""
+
+
+class Latch(_h.Latch, _h.Async):
+    """``await latch.await_zero(wait)``."""
+
+
+class ReadWriteLock(_h.ReadWriteLock[Lock], _h.Async):
+    """``rw.read()``, ``rw.write()``: its Lock handles, ``async with`` as any."""
+
+
+class Election(_h.Election[Leadership], _h.Async):
+    """``await election.campaign(value)``; ``async for leader in election.observe():``."""
