@@ -8,6 +8,15 @@ import threading
 import time
 
 
+def shut(*socks: socket.socket) -> None:
+    """Ends both directions of each socket (a peer that is gone already is no error)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class CuttingProxy:
     def __init__(self, target_port: int):
         self.target = target_port
@@ -58,12 +67,9 @@ class CuttingProxy:
                     break
         except OSError:
             pass
-        for s in (client, server):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        shut(client, server)
+        client.close()
+        server.close()
 
     def _pump_down(self, server: socket.socket, client: socket.socket, pair: dict) -> None:
         try:
@@ -75,11 +81,7 @@ class CuttingProxy:
         except OSError:
             pass
         if not pair["cut"]:  # the server closed: so does the client's side
-            for s in (client, server):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(client, server)
 
     def close(self) -> None:
         self._closed = True
@@ -132,11 +134,7 @@ class TlsFront:
                     b.sendall(data)
             except OSError:
                 pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(a, b)
 
         threading.Thread(target=pump, args=(server, client), daemon=True).start()
         pump(client, server)

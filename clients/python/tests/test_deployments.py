@@ -111,11 +111,16 @@ def replicated(flavor):
     primary.close()
 
 
-def test_c15_default_acquire_waits_for_a_replica(replicated):
-    primary, replica = replicated
-    locks = Locks.from_url(primary.url)
+def counted(primary):
+    """Locks on ``primary``, and a client of it whose command statistics start from zero."""
     r = primary.client()
     r.execute_command("CONFIG", "RESETSTAT")
+    return Locks.from_url(primary.url), r
+
+
+def test_c15_default_acquire_waits_for_a_replica(replicated):
+    primary, replica = replicated
+    locks, r = counted(primary)
     hold = locks.lock("c15").acquire()
     assert hold.replicas_acked >= 1
     assert r.info("commandstats")["cmdstat_wait"]["calls"] == 1
@@ -127,10 +132,7 @@ def test_c15_default_acquire_waits_for_a_replica(replicated):
 
 
 def test_c15_sync_replicas_zero_sends_no_wait(replicated):
-    primary, _ = replicated
-    locks = Locks.from_url(primary.url)
-    r = primary.client()
-    r.execute_command("CONFIG", "RESETSTAT")
+    locks, r = counted(replicated[0])
     hold = locks.lock("c15-none", sync_replicas=0).acquire()
     assert hold.replicas_acked is None
     hold.release()
