@@ -4,19 +4,24 @@ Every method that talks to a server is a *plan*: a generator that yields request
 ``(face method name, args)``, and receives what the face's method returned (or has its
 exception thrown in). Each face runs plans with one driver, ``Locks._run``: the sync face
 calls its methods and returns the plan's value; the asyncio face awaits them and returns an
-awaitable. Threads, tasks and sockets stay in the faces; decisions stay in ``_core``.
+awaitable. A public method is its plan, marked ``@planned``: read from an object of the sync
+face it returns the value, from one of the asyncio face an awaitable of it, and its types say
+so on both. Threads, tasks and sockets stay in the faces; decisions stay in ``_core``.
 
 The requests a plan may yield (each face's ``Locks`` has these methods):
 
+- ``("_do", (call,))``: a ``_core.Call``, sent and read (``do``);
+- ``("_pipeline", (key, cmds, resend))``: the replies of ``cmds`` on the server of ``key``;
 - ``("_wait", (plan, pin))``: a ``_core.Plan`` sent on a wait connection: (replies, the
   connection if ``pin``);
-- ``("_read", (conn, waits, deadline))``: the next reply on a connection;
+- ``("_read", (conn, waits, deadline))``: the next reply on a connection (``talk``);
 - ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
   is handed over (a plan factory; the sync face runs it from another thread);
-- ``("_close", (conn,))``: a pinned wait connection closed;
+- ``("_close", (conn,))``: a connection closed (None: nothing);
 - ``("_sleep", (seconds,))``;
-- ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``,
-  ``moved``), server (``_take``) or connection (``send_packed_command``).
+- ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``),
+  server (``_take``), connection (``send_packed_command``), a cluster's node map
+  (``initialize``) or the watchdog (``_unfollow``).
 """
 
 from __future__ import annotations
@@ -777,7 +782,27 @@ class Hold(Scope):
         return f"Hold(key={self.key!r}, owner={self.owner!r}, token={self.token}, lost={self.lost.is_set()})"
 
 
-class Lock(Scope, Generic[H]):
+class LockKey:
+    """What a lock's handles ask about the lock's key: a Lock's, or a ReadWriteLock's (both
+    sides)."""
+
+    _locks: Any
+    _key: bytes
+
+    @planned
+    def info(self) -> Op[LockInfo]:
+        return (yield from do(lock_info(self._key)))
+
+    @planned
+    def is_locked(self) -> Op[bool]:
+        return (yield from do(lock_is_locked(self._key)))
+
+    @planned
+    def force_release(self) -> Op[bool]:
+        return (yield from do(lock_force_release(self._key)))
+
+
+class Lock(LockKey, Scope, Generic[H]):
     """A lock handle. The scoped form acquires (NotAcquired if the wait ends first) and
     releases; ``lock.acquire()`` returns a Hold or None."""
 
@@ -789,7 +814,8 @@ class Lock(Scope, Generic[H]):
         self._owner = None if owner is None else check_owner(owner)
         self._scopes = locks._scopes()
         self._scoped_wait = scoped_wait(wait)
-        self.name = self._spec.key.decode("utf-8", "replace")
+        self._key = self._spec.key
+        self.name = self._key.decode("utf-8", "replace")
 
     def owner(self) -> str:
         """The owner this handle acquires for, from the calling thread (task)."""
@@ -855,14 +881,6 @@ class Lock(Scope, Generic[H]):
 
     # queries, no hold needed
     @planned
-    def info(self) -> Op[LockInfo]:
-        return (yield from do(lock_info(self._spec.key)))
-
-    @planned
-    def is_locked(self) -> Op[bool]:
-        return (yield from do(lock_is_locked(self._spec.key)))
-
-    @planned
     def is_held_by(self, owner: Any = None) -> Op[bool]:
         """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
         who = self._owner_bytes() if owner is None else check_owner(owner)
@@ -883,16 +901,12 @@ class Lock(Scope, Generic[H]):
         return None if ms is None else ms / 1000
 
     @planned
-    def force_release(self) -> Op[bool]:
-        return (yield from do(lock_force_release(self._spec.key)))
-
-    @planned
     def unlock(self) -> Op[bool]:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
         return (yield from do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
-class ReadWriteLock(Generic[LK]):
+class ReadWriteLock(LockKey, Generic[LK]):
     """Redisson's RReadWriteLock: ``read(...)`` and ``write(...)`` are Lock handles sharing
     one owner (the caller's unless ``owner=`` was given)."""
 
@@ -918,17 +932,6 @@ class ReadWriteLock(Generic[LK]):
                                       opts.get("sync_replicas"), opts.get("sync_timeout", DEFAULT_SYNC_TIMEOUT),
                                       self._owner)
 
-    @planned
-    def info(self) -> Op[LockInfo]:
-        return (yield from do(lock_info(self._key)))
-
-    @planned
-    def is_locked(self) -> Op[bool]:
-        return (yield from do(lock_is_locked(self._key)))
-
-    @planned
-    def force_release(self) -> Op[bool]:
-        return (yield from do(lock_force_release(self._key)))
 
 
 class MultiHold(Scope):
