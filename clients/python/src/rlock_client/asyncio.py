@@ -85,13 +85,19 @@ async def _quietly(coro: Any) -> None:
 class _Server(_conn.Pool):
     """One server's idle connections (``_conn.Pool``), opened on the running loop."""
 
+    @staticmethod
+    def kind(waits: bool, timeout: Optional[float]) -> str:
+        """A renewal's reads carry their deadline here (``Locks._read``): it needs no connections
+        of its own."""
+        return "waits" if waits else ""
+
     async def _take(self, waits: bool = False, timeout: Optional[float] = None) -> Any:
         conn = self.idle(self.kind(waits, timeout))
-        if conn is None and waits:
-            conn = self.settings.connection("redis.asyncio", None)
-            await conn.connect()
-        # A new connection's handshake is read within its socket timeout: the renewal's, if any.
-        return conn or self.settings.connection("redis.asyncio", timeout or self.settings.socket_timeout)
+        if conn is None:
+            conn = self.settings.connection("redis.asyncio", None if waits else self.settings.socket_timeout)
+            # Connected here: a renewal's within its time (a hung server must not hold the watchdog).
+            await asyncio.wait_for(conn.connect(), timeout)
+        return conn
 
 
 class _Router(_conn.Router):
