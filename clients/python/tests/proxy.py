@@ -8,7 +8,19 @@ import threading
 import time
 
 
-class CuttingProxy:
+def shut(*socks: socket.socket) -> None:
+    """Ends both directions of each socket (a peer that is gone already is no error)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class Front:
+    """A listener on a free local port for a server on ``target_port``: each connection it
+    accepts is served (``_serve``) on a thread of its own until ``close()``."""
+
     def __init__(self, target_port: int):
         self.target = target_port
         self.listener = socket.socket()
@@ -16,28 +28,46 @@ class CuttingProxy:
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
+        self._closed = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
+
+
+class CuttingProxy(Front):
+    def __init__(self, target_port: int):
+        super().__init__(target_port)
         self.cut_on: bytes | None = None
         self.cuts = 0
         self.seen: list[bytes] = []
         self._mutex = threading.Lock()
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
 
     def cut_next(self, marker: bytes) -> None:
         """The next client write containing ``marker`` reaches the server, then both ends close."""
         with self._mutex:
             self.cut_on = marker
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.target))
-            pair = {"cut": False}
-            threading.Thread(target=self._pump_up, args=(client, server, pair), daemon=True).start()
-            threading.Thread(target=self._pump_down, args=(server, client, pair), daemon=True).start()
+    def _serve(self, client: socket.socket) -> None:
+        server = socket.create_connection(("127.0.0.1", self.target))
+        pair = {"cut": False}
+        threading.Thread(target=self._pump_down, args=(server, client, pair), daemon=True).start()
+        self._pump_up(client, server, pair)
 
     def _pump_up(self, client: socket.socket, server: socket.socket, pair: dict) -> None:
         try:
@@ -58,12 +88,9 @@ class CuttingProxy:
                     break
         except OSError:
             pass
-        for s in (client, server):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        shut(client, server)
+        client.close()
+        server.close()
 
     def _pump_down(self, server: socket.socket, client: socket.socket, pair: dict) -> None:
         try:
@@ -75,18 +102,10 @@ class CuttingProxy:
         except OSError:
             pass
         if not pair["cut"]:  # the server closed: so does the client's side
-            for s in (client, server):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._closed = True
-        self.listener.close()
+            shut(client, server)
 
 
-class TlsFront:
+class TlsFront(Front):
     """TLS in front of a plaintext server, for servers built without TLS (the PyPI Redis 8.2
     and Valkey 9): the client's handshake, certificate check and client certificate are
     checked here, as the server would, and the bytes pass through unchanged."""
@@ -94,26 +113,13 @@ class TlsFront:
     def __init__(self, target_port: int, certfile: str, keyfile: str, cafile: str):
         import ssl
 
-        self.target = target_port
+        super().__init__(target_port)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(certfile, keyfile)
         ctx.load_verify_locations(cafile)
         ctx.verify_mode = ssl.CERT_REQUIRED
         self.ctx = ctx
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                raw, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+        self.start()
 
     def _serve(self, raw: socket.socket) -> None:
         try:
@@ -132,15 +138,7 @@ class TlsFront:
                     b.sendall(data)
             except OSError:
                 pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(a, b)
 
         threading.Thread(target=pump, args=(server, client), daemon=True).start()
         pump(client, server)
-
-    def close(self) -> None:
-        self._closed = True
-        self.listener.close()

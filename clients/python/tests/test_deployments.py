@@ -111,11 +111,16 @@ def replicated(flavor):
     primary.close()
 
 
-def test_c15_default_acquire_waits_for_a_replica(replicated):
-    primary, replica = replicated
-    locks = Locks.from_url(primary.url)
+def counted(primary):
+    """Locks on ``primary``, and a client of it whose command statistics start from zero."""
     r = primary.client()
     r.execute_command("CONFIG", "RESETSTAT")
+    return Locks.from_url(primary.url), r
+
+
+def test_c15_default_acquire_waits_for_a_replica(replicated):
+    primary, replica = replicated
+    locks, r = counted(primary)
     hold = locks.lock("c15").acquire()
     assert hold.replicas_acked >= 1
     assert r.info("commandstats")["cmdstat_wait"]["calls"] == 1
@@ -127,10 +132,7 @@ def test_c15_default_acquire_waits_for_a_replica(replicated):
 
 
 def test_c15_sync_replicas_zero_sends_no_wait(replicated):
-    primary, _ = replicated
-    locks = Locks.from_url(primary.url)
-    r = primary.client()
-    r.execute_command("CONFIG", "RESETSTAT")
+    locks, r = counted(replicated[0])
     hold = locks.lock("c15-none", sync_replicas=0).acquire()
     assert hold.replicas_acked is None
     hold.release()
@@ -188,14 +190,19 @@ def tls_server(flavor, tmp_path_factory):
     s.close()
 
 
-def test_c19_tls_with_ca_and_client_certificate(tls_server):
-    s, d = tls_server
-    locks = Locks.from_url(
+def tls_locks(s, d, ca):
+    """Locks over TLS to the test server, trusting ``ca``, with the client's certificate."""
+    return Locks.from_url(
         f"rediss://127.0.0.1:{s.tls_port}/0",
-        ssl_ca_certs=str(d / "ca.pem"),
+        ssl_ca_certs=str(d / ca),
         ssl_certfile=str(d / "client.crt"),
         ssl_keyfile=str(d / "client.key"),
     )
+
+
+def test_c19_tls_with_ca_and_client_certificate(tls_server):
+    s, d = tls_server
+    locks = tls_locks(s, d, "ca.pem")
     lock = locks.lock("c19", wait=1, fenced=True)
     with lock as hold:
         assert hold.token >= 1
@@ -205,12 +212,7 @@ def test_c19_tls_with_ca_and_client_certificate(tls_server):
 
 def test_c19_wrong_ca_is_refused(tls_server):
     s, d = tls_server
-    locks = Locks.from_url(
-        f"rediss://127.0.0.1:{s.tls_port}/0",
-        ssl_ca_certs=str(d / "other-ca.pem"),
-        ssl_certfile=str(d / "client.crt"),
-        ssl_keyfile=str(d / "client.key"),
-    )
+    locks = tls_locks(s, d, "other-ca.pem")
     with pytest.raises(redis.ConnectionError):
         locks.lock("c19-wrong").acquire()
     assert not s.client().exists("c19-wrong")

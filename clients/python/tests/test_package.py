@@ -94,7 +94,7 @@ def test_c22_the_wheel_holds_the_package_typed_and_nothing_else(dist):
         names = z.namelist()
         metadata = z.read(f"rlock_client-{VERSION}.dist-info/METADATA").decode()
     assert "rlock_client/py.typed" in names  # mypy users get the types
-    for module in ("__init__", "_core", "_sync", "_conn", "asyncio", "errors"):
+    for module in ("__init__", "_core", "_handles", "_sync", "_conn", "asyncio", "errors"):
         assert f"rlock_client/{module}.py" in names
     assert not [n for n in names if n.startswith("tests/") or "/tests/" in n or n.endswith(".pyc")]
     assert re.search(r"(?m)^Name: rlock-client$", metadata)

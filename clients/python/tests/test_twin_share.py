@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from twin_share import code_lines, twin_share  # noqa: E402
@@ -53,8 +51,6 @@ def test_the_script_fails_above_its_bound():
     assert subprocess.run([sys.executable, script, "--max", "0"], capture_output=True).returncode == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 38 asks for at most 20 %; the faces are at about 67 % "
-                   "(shared handle classes driven by _core plans are the rest of the work)")
 def test_the_faces_twin_share_is_at_most_20_percent():
     pkg = os.path.join(HERE, "..", "src", "rlock_client")
     with open(os.path.join(pkg, "_sync.py")) as f, open(os.path.join(pkg, "asyncio.py")) as g:
