@@ -173,9 +173,7 @@ impl Shared {
     }
 
     fn error(&self, what: &str) {
-        if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-            eprintln!("  contended: unexpected reply: {what}");
-        }
+        harness::load::unexpected(&self.errors, "contended", what);
     }
 
     /// The holder passes from `from` to `to`; any other holder is a violation (and `to` holds

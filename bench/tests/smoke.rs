@@ -7,6 +7,7 @@ use rlock_bench::fair::{FairPath, FairRun, MIN_CYCLES};
 use rlock_bench::harness::pairs::PairRun;
 use rlock_bench::harness::Cell;
 use rlock_bench::memory::{MemPath, MemRun};
+use rlock_bench::report::json::results;
 use rlock_bench::report::{markdown, Meta};
 use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, PERMITS};
 use rlock_bench::stall::StallPath;
@@ -27,8 +28,43 @@ fn quick_run_makes_progress_on_every_path() {
         check_report(&plan, r);
     }
 
-    let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
+    let meta = Meta::collect(&["--quick".into()]);
+    let text = markdown(&meta, &plan, &reports, true);
     check_markdown(&text);
+    check_json(&results(&meta, &plan, &reports));
+}
+
+/// `--json` carries every scenario the plan ran, the BLPOP hand-off among the contended paths,
+/// and lists nothing as not measured.
+fn check_json(json: &str) {
+    for id in [
+        "uncontended",
+        "contended",
+        "expiry",
+        "fair",
+        "fair-uncontended",
+        "memory",
+        "stall",
+        "cluster",
+        "mixed",
+        "rwlock-uncontended",
+        "rwlock-contended",
+        "semaphore-uncontended",
+        "semaphore-contended",
+        "semaphore-reclaim",
+        "guard",
+    ] {
+        let entry = format!("\"id\": \"{id}\"");
+        assert!(json.contains(&entry), "--json lacks scenario {id}");
+    }
+    assert!(
+        json.contains("\"path\": \"BLPOP\""),
+        "--json lacks the BLPOP hand-off"
+    );
+    assert!(
+        json.contains("\"not_measured\": []"),
+        "--json lists something as not measured"
+    );
 }
 
 /// Every run of a cell of pairs made some, with no unexpected replies; `what` names the cell.
