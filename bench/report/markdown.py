@@ -357,11 +357,13 @@ def report(run: Run, note: str | None, results_dir: str, plots_dir: str, figures
         out.append("**About this run.**\n\n" + note + "\n")
     out.append("## The answers\n")
     out.append("\n".join(f"- {a}" for a in answers(run)) + "\n")
-    if figures:
-        out.append("## Plots\n")
-        for f in figures:
-            caption = PLOT_CAPTIONS.get(f, f)
+    out.append("## Plots\n")
+    for f in PLOT_CAPTIONS:
+        caption = PLOT_CAPTIONS[f]
+        if f in figures:
             out.append(f"![{caption}]({plots_dir}/{f})\n\n*{caption}.*\n")
+        else:
+            out.append(f"*{caption}*: not measured in this run (no results to draw it from).\n")
     for s in run.suites:
         out.append(suite_section(s))
     missing = not_measured(run)

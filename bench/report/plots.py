@@ -149,6 +149,8 @@ def latency(run: Run) -> str | None:
             color = RLOCK if s.role("contended", path) == "rlock" else BASELINE
             p50 = s.median("contended", server, setting, path, "latency_p50_ms")
             p99 = s.median("contended", server, setting, path, "latency_p99_ms")
+            if p50 is None:  # `paths` has only those with one
+                continue
             if p99 is not None:
                 ax.barh(j + 0.2, p99, height=0.4, color=color, alpha=0.4)
                 ax.text(p99, j + 0.2, f" p99 {short(p99)}", va="center", fontsize=7)
@@ -218,11 +220,16 @@ def memory(run: Run) -> str | None:
     return svg(fig)
 
 
+MAKERS = (("contended.svg", contended), ("latency.svg", latency), ("uncontended.svg", uncontended),
+          ("memory.svg", memory))
+# Every plot the report can have, by file name, in the report's order.
+NAMES = tuple(name for name, _ in MAKERS)
+
+
 def draw(run: Run) -> dict[str, str]:
     """Each plot the results allow, by file name, in the report's order."""
     out = {}
-    for name, make in (("contended.svg", contended), ("latency.svg", latency),
-                       ("uncontended.svg", uncontended), ("memory.svg", memory)):
+    for name, make in MAKERS:
         text = make(run)
         if text is not None:
             out[name] = text
