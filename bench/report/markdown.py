@@ -270,6 +270,8 @@ def not_measured(run: Run) -> list[str]:
         missing = [label for sid, label in SERVERS if sid not in ran]
         if missing:
             out.append(f"{name}: not run on {', '.join(missing)} in this run.")
+        for x in s.unaccounted():
+            out.append(f"{name}, {x}: no results in this run (its file does not carry the scenario).")
         for n in s.doc["not_measured"]:
             what = ", ".join(str(n[k]) if k != "setting" else setting_text(n[k])
                              for k in ("scenario", "server", "setting", "path") if n.get(k))

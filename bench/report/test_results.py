@@ -73,6 +73,13 @@ class Checks(unittest.TestCase):
         self.assertEqual([x["id"] for x in python.doc["servers"]], ["redis", "valkey"])
         self.assertEqual([a[0] for a in run.absent], ["node", "java", "go"])
 
+    def test_a_scenario_neither_written_nor_listed_is_unaccounted(self) -> None:
+        s = check(doc(), "f")
+        self.assertEqual(s.unaccounted(), ["uncontended"])
+        d = doc()
+        d["not_measured"] = [{"scenario": "uncontended", "reason": "r"}]
+        self.assertEqual(check(d, "f").unaccounted(), [])
+
 
 class Build(unittest.TestCase):
     def test_a_plot_the_run_cannot_draw_is_removed_and_said_not_measured(self) -> None:

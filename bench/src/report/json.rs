@@ -527,6 +527,28 @@ fn clients_hold_of(cell: &MixedCell) -> Json {
     clients_hold((cell.clients, cell.hold_ms))
 }
 
+/// The scenario ids a scenario of the plan writes (bench/report/README.md).
+fn ids(s: Scenario) -> &'static [&'static str] {
+    match s {
+        Scenario::Uncontended => &["uncontended"],
+        Scenario::Contended => &["contended"],
+        Scenario::Expiry => &["expiry"],
+        Scenario::Fair => &["fair"],
+        Scenario::FairUncontended => &["fair-uncontended"],
+        Scenario::Memory => &["memory"],
+        Scenario::Stall => &["stall"],
+        Scenario::Cluster => &["cluster"],
+        Scenario::Mixed => &["mixed"],
+        Scenario::ReadWrite => &["rwlock-uncontended", "rwlock-contended"],
+        Scenario::Semaphore => &[
+            "semaphore-uncontended",
+            "semaphore-contended",
+            "semaphore-reclaim",
+        ],
+        Scenario::Guard => &["guard"],
+    }
+}
+
 /// The whole results file.
 pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
     let mut d = Doc::default();
@@ -776,7 +798,9 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
             d.ratios("guard", server, &g.cells, pipeline, &WRITES[0], &pairs);
         }
         for s in Scenario::ALL.into_iter().filter(|&s| !ran(s)) {
-            d.not_measured(&format!("{s:?}"), server, "not in this run (--only)");
+            for id in ids(s) {
+                d.not_measured(id, server, "not in this run (--only)");
+            }
         }
     }
     let (commit, dirty) = match meta.commit.strip_suffix(" + uncommitted changes") {
