@@ -12,6 +12,7 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
+from markdown import num  # noqa: E402
 from results import Run, Suite, contended_metric, headline_setting  # noqa: E402
 
 RLOCK = "#1565c0"
@@ -95,15 +96,10 @@ def name(s: Suite, scenario: str, path: str) -> str:
 
 
 def short(v: float) -> str:
-    if v < 0:
-        return "-" + short(-v)
-    if v >= 10_000:
-        return f"{v / 1000:.0f}k"
-    if v >= 1000:
-        return f"{v / 1000:.1f}k"
-    if v >= 10:
-        return f"{v:.0f}"
-    return f"{v:.2f}"
+    """A bar's label: thousands as k, the rest as the tables write them."""
+    if abs(v) >= 1000:
+        return f"{v / 1000:.{0 if abs(v) >= 10_000 else 1}f}k"
+    return num(v)
 
 
 def contended(run: Run) -> str | None:

@@ -4,6 +4,7 @@
 use rlock_bench::contended::WaitPath;
 use rlock_bench::expiry::ExpiryPath;
 use rlock_bench::fair::{FairPath, FairRun, MIN_CYCLES};
+use rlock_bench::harness::late::Lateness;
 use rlock_bench::harness::pairs::PairRun;
 use rlock_bench::harness::Cell;
 use rlock_bench::memory::{MemPath, MemRun};
@@ -64,6 +65,24 @@ fn check_json(json: &str) {
     assert!(
         json.contains("\"not_measured\": []"),
         "--json lists something as not measured"
+    );
+}
+
+/// A waiter served after a deadline: every sample taken, no errors, none served more than
+/// `slack_ms` before the deadline.
+fn check_lateness<P: std::fmt::Debug + Copy>(
+    cell: &Lateness<P>,
+    samples: usize,
+    slack_ms: f64,
+    what: &str,
+) {
+    let path = cell.path;
+    assert_eq!(cell.samples(), samples, "{what} {path:?}: samples");
+    assert_eq!(cell.errors, 0, "{what} {path:?}: errors");
+    assert!(
+        cell.min_ms() > -slack_ms,
+        "{what} {path:?}: served {} ms early",
+        -cell.min_ms()
     );
 }
 
@@ -136,16 +155,10 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
 
     let e = r.expiry.as_ref().expect("expiry ran");
     for path in ExpiryPath::ALL {
-        let cell = e.cell(path).expect("cell");
-        assert_eq!(cell.samples(), plan.expiry_samples, "{path:?} samples");
-        assert_eq!(cell.errors, 0);
         // Nobody gets the lock before the lease runs out (small slack: the deadline is
         // estimated from the holder's reply, which arrives after the server set it).
-        assert!(
-            cell.min_ms() > -5.0,
-            "{path:?} got the lock {} ms early",
-            -cell.min_ms()
-        );
+        let cell = e.cell(path).expect("cell");
+        check_lateness(cell, plan.expiry_samples, 5.0, "expiry");
     }
 
     let f = r.fair.as_ref().expect("fair ran");
@@ -228,15 +241,9 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
         }
     }
     for path in ReclaimPath::ALL {
-        let cell = sem.reclaim.cell(path).expect("cell");
-        assert_eq!(cell.errors, 0, "reclaim {path:?}: errors");
-        assert_eq!(cell.samples(), plan.rounds * plan.sem_samples);
         // The permit never comes back before its deadline (ms-rounded scores: 1 ms slack).
-        assert!(
-            cell.min_ms() > -1.0,
-            "reclaim {path:?}: granted {} ms early",
-            -cell.min_ms()
-        );
+        let cell = sem.reclaim.cell(path).expect("cell");
+        check_lateness(cell, plan.rounds * plan.sem_samples, 1.0, "reclaim");
     }
 
     let g = r.guard.as_ref().expect("guard ran");
