@@ -70,7 +70,7 @@ fn check_json(json: &str) {
 
 /// A waiter served after a deadline: every sample taken, no errors, none served more than
 /// `slack_ms` before the deadline.
-fn check_lateness<P: std::fmt::Debug + Copy>(
+fn check_lateness<P: rlock_bench::harness::Path + std::fmt::Debug>(
     cell: &Lateness<P>,
     samples: usize,
     slack_ms: f64,
