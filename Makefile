@@ -167,15 +167,22 @@ bench:
 # module's bench runs on every server; each client's on BENCH_REPORT_FLAVORS, one after the
 # other. A benchmark the machine cannot run (no target yet, a runtime missing, a failure) leaves
 # no file and a line in note.md: the report says it was not measured. BENCH_REPORT_ARGS goes to
-# `make bench`, BENCH_REPORT_CLIENT_ARGS to each client's bench (e.g. --rounds 3).
+# `make bench`, BENCH_REPORT_CLIENT_ARGS to the Python and Node benches; Java and Go run their
+# own defaults (3 rounds of 2 s; 5 of 1.5 s).
+# The defaults fit the whole run in about 40 minutes on 2 cores (every scenario, server and
+# library kept; bench/report/README.md, "How long it takes"): the module 3 rounds of 1 s and 2
+# rounds of its 10,000 waiters instead of 5, 2 s and 3 (about 63 minutes alone); the Python and
+# Node benches 3 rounds of 0.5 s.
 BENCH_RESULTS := docs/benchmarks/results
 BENCH_REPORT_FLAVORS ?= redis redis8 valkey
-BENCH_REPORT_ARGS ?=
-BENCH_REPORT_CLIENT_ARGS ?=
+BENCH_REPORT_ARGS ?= --rounds 3 --secs 1 --waiter-rounds 2
+BENCH_REPORT_CLIENT_ARGS ?= --rounds 3 --seconds 0.5
 bench-report: $(PY_VENV)/.report-ready
 	rm -f $(BENCH_RESULTS)/*.json $(BENCH_RESULTS)/note.md
 	mkdir -p $(BENCH_RESULTS)
 	echo "- Load average (1, 5, 15 min) when \`make bench-report\` started: $$(cut -d' ' -f1-3 /proc/loadavg), on $$(nproc) CPUs." > $(BENCH_RESULTS)/note.md
+	echo "- Rounds and seconds: the module \`$(strip $(BENCH_REPORT_ARGS))\`; the Python and Node benches \`$(strip $(BENCH_REPORT_CLIENT_ARGS))\`; Java and Go their own defaults. Each suite's plan line below says what it ran." >> $(BENCH_RESULTS)/note.md
+	echo "- Started at $$(date -u '+%H:%M UTC')." >> $(BENCH_RESULTS)/note.md
 	@out=$(BENCH_RESULTS); skip() { echo "- $$1 did not run: $$2." >> $$out/note.md; echo "bench-report: $$1 not measured ($$2)" >&2; }; \
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--quiet --json $$out/module.json $(BENCH_REPORT_ARGS)" || skip '`make bench`' "it failed"; \
 	for f in $(BENCH_REPORT_FLAVORS); do \
@@ -188,7 +195,7 @@ bench-report: $(PY_VENV)/.report-ready
 			$(MAKE) --no-print-directory bench-$$lang FLAVOR=$$f BENCH_JSON=$(CURDIR)/$$out/$$lang-$$f.json || skip "\`make bench-$$lang\` on $$f" "it failed"; \
 		done; \
 	done
-	echo "- Load average when it ended: $$(cut -d' ' -f1-3 /proc/loadavg)." >> $(BENCH_RESULTS)/note.md
+	echo "- Load average when it ended, at $$(date -u '+%H:%M UTC'): $$(cut -d' ' -f1-3 /proc/loadavg)." >> $(BENCH_RESULTS)/note.md
 	scripts/bench-report --readme README.md
 
 # The report's generator on the committed sample of real short runs: the report and the plots

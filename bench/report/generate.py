@@ -48,6 +48,11 @@ def build(results_dir: str, out: str) -> list[str]:
     os.makedirs(os.path.join(out, PLOTS), exist_ok=True)
     written = []
     figures = plots.draw(run)
+    # A plot this run cannot draw must not survive from an earlier one.
+    for stale in sorted(set(plots.NAMES) - set(figures)):
+        path = os.path.join(out, PLOTS, stale)
+        if os.path.exists(path):
+            os.remove(path)
     for name, svg in figures.items():
         rel = f"{PLOTS}/{name}"
         with open(os.path.join(out, rel), "w", encoding="utf-8") as f:

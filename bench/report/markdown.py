@@ -10,7 +10,8 @@ SERVERS = (("redis", "Redis 7.0"), ("redis8", "Redis 8.2"), ("valkey", "Valkey 9
 PLOT_CAPTIONS = {
     "contended.svg": "Contended hand-offs/s and fairness (min/max acquisitions per worker), rlock against "
                      "each library, per language",
-    "latency.svg": "Hand-off latency, p50 and p99: from a release sent to the next holder's grant",
+    "latency.svg": "Hand-off latency, p50 and p99: from a release sent to the next holder's grant, against "
+                   "BLPOP (a token list) and the libraries",
     "uncontended.svg": "Uncontended acquire/release pairs/s: rlock against Lua (Redisson's scripts) and "
                        "SET NX PX, per server",
     "memory.svg": "Server memory per blocked waiter: RLOCK.ACQUIRE BLOCK against BLPOP",
@@ -32,6 +33,9 @@ METRIC_NAMES = {
     "tries_per_handoff": "tries/hand-off",
     "stall_ms": "stall ms",
     "forgotten_ms": "forgotten ms",
+    "writes_per_sec": "writes/s",
+    "server_us_per_write": "server CPU µs/write",
+    "redisson_share": "Q ÷ mean B",
 }
 
 
@@ -131,8 +135,11 @@ def answer_parts(run: Run, who) -> tuple[list[str], list[str], list[str]]:
             fair.append(f"{w}: rlock {num(f(path))}, " + ", ".join(f"{name(q['baseline'])} {num(f(q['baseline']))}"
                                                                    for q in ratios))
             lat = lambda p: s.median("contended", server, setting, p, "latency_p50_ms")  # noqa: E731
+            # Every baseline with a latency, BLPOP's too (it has no throughput ratio: it is no lock).
+            timed = [p["path"] for p in s.paths("contended") if s.role("contended", p["path"]) == "baseline" and
+                     lat(p["path"]) is not None]
             cost.append(f"{w}: rlock {num(lat(path))} ms, " + ", ".join(
-                f"{name(q['baseline'])} {num(lat(q['baseline']))} ms" for q in ratios))
+                f"{name(b)} {num(lat(b))} ms" for b in timed))
     return faster, fair, cost
 
 
@@ -141,7 +148,7 @@ def answers(run: Run) -> list[str]:
     none = "not measured in this run"
     return [
         "**How much faster than what I use?** Workers contending for one lock, rlock's throughput "
-        "(hand-offs/s; the Python bench: acquisitions/s) ÷ each library's, same run: "
+        "(hand-offs/s, or acquisitions/s where a suite's file has no hand-off count) ÷ each library's, same run: "
         + ("; ".join(faster) or none) + ".",
         "**Is it fair?** The fewest acquisitions of a worker ÷ the most (1.00 is even): "
         + ("; ".join(fair) or none) + ".",
@@ -263,14 +270,25 @@ def not_measured(run: Run) -> list[str]:
         missing = [label for sid, label in SERVERS if sid not in ran]
         if missing:
             out.append(f"{name}: not run on {', '.join(missing)} in this run.")
+        for x in s.unaccounted():
+            out.append(f"{name}, {x}: no results in this run (its file does not carry the scenario).")
         for n in s.doc["not_measured"]:
             what = ", ".join(str(n[k]) if k != "setting" else setting_text(n[k])
                              for k in ("scenario", "server", "setting", "path") if n.get(k))
             out.append(f"{name}, {what}: {n['reason']}.")
-    if not any(p["path"] == "BLPOP" for s in run.suites for p in s.paths("contended")):
-        out.append("A BLPOP hand-off (one list, a push per release) as a latency baseline: no benchmark "
-                   "sends it yet; BLPOP is measured as a blocked waiter (memory, stall), not as a hand-off.")
+    if not blpop_measured(run):
+        out.append("A BLPOP hand-off (one token in a list, `BLPOP` to take it, `RPUSH` to put it back) as "
+                   "the latency baseline: not in this run's contended results.")
+    for s in run.suites:
+        name = next((n for i, n, _ in SUITES if i == s.id), s.id)
+        if s.results(scenario="contended") and contended_metric(s) != "handoffs_per_sec":
+            out.append(f"{name}: hand-offs (its file counts acquisitions only; its contended figures are "
+                       f"acquisitions/s).")
     return out
+
+
+def blpop_measured(run: Run) -> bool:
+    return any(s.results(scenario="contended", path="BLPOP", metric="latency_p50_ms") for s in run.suites)
 
 
 # ---------------------------------------------------------------- the report
@@ -291,12 +309,19 @@ METHOD = """## How to read it
   or more latency, for those metrics); the column names the metric when it is not the
   scenario's first. Absolute rates depend on the machine: 2 shared cores, the server pinned
   to core 0 and the load to core 1.
-- **Hand-off** (contended): a grant to a worker other than the one that released last. The
-  module's bench and the Node bench count hand-offs; the Python bench counts every
-  acquisition (a worker that takes the lock back right after its own release counts too),
-  shown as acquisitions/s. **Latency**: from the release being sent to the next holder's
-  grant arriving, one clock for all workers. **Fairness**: the fewest acquisitions of a
-  worker ÷ the most, over the measured window; 1.00 is even, near 0 is starvation.
+- **Hand-off** (contended): a grant to a worker other than the one that released last; a
+  worker that takes the lock back right after its own release is an acquisition, not a
+  hand-off. Every suite counts both and leads with hand-offs/s. **Latency**: from the
+  release being sent to the next holder's grant arriving (hand-offs only), one clock for all
+  workers. **BLPOP** (the module's contended scenario) is no lock: one token in a list,
+  taken by `BLPOP` and put back by `RPUSH`, the server's own blocking hand-off, the floor
+  for a hand-off's latency. **Fairness**: the fewest acquisitions of a worker ÷ the most,
+  over the measured window; 1.00 is even, near 0 is starvation.
+- **Rounds and seconds.** `make bench-report` shortens the benchmarks' own defaults so that
+  the whole run fits in about 40 minutes on 2 cores, keeping every scenario, server and
+  library: by default the module runs 3 rounds of 1 s (2 rounds of its 10,000 waiters), the
+  Python and Node benches 3 rounds of 0.5 s, Java and Go their own defaults. The run's note
+  above says what this run passed, and each suite's plan line what it ran.
 - **Memory per blocked waiter**: the server's `used_memory` with N waiters blocked minus
   with the same N connections idle, ÷ N.
 - **Not measured** means what it says: the figure is absent from this run (a suite that did
@@ -334,11 +359,13 @@ def report(run: Run, note: str | None, results_dir: str, plots_dir: str, figures
         out.append("**About this run.**\n\n" + note + "\n")
     out.append("## The answers\n")
     out.append("\n".join(f"- {a}" for a in answers(run)) + "\n")
-    if figures:
-        out.append("## Plots\n")
-        for f in figures:
-            caption = PLOT_CAPTIONS.get(f, f)
+    out.append("## Plots\n")
+    for f in PLOT_CAPTIONS:
+        caption = PLOT_CAPTIONS[f]
+        if f in figures:
             out.append(f"![{caption}]({plots_dir}/{f})\n\n*{caption}.*\n")
+        else:
+            out.append(f"*{caption}*: not measured in this run (no results to draw it from).\n")
     for s in run.suites:
         out.append(suite_section(s))
     missing = not_measured(run)

@@ -12,6 +12,7 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
+from markdown import num  # noqa: E402
 from results import Run, Suite, contended_metric, headline_setting  # noqa: E402
 
 RLOCK = "#1565c0"
@@ -95,15 +96,10 @@ def name(s: Suite, scenario: str, path: str) -> str:
 
 
 def short(v: float) -> str:
-    if v < 0:
-        return "-" + short(-v)
-    if v >= 10_000:
-        return f"{v / 1000:.0f}k"
-    if v >= 1000:
-        return f"{v / 1000:.1f}k"
-    if v >= 10:
-        return f"{v:.0f}"
-    return f"{v:.2f}"
+    """A bar's label: thousands as k, the rest as the tables write them."""
+    if abs(v) >= 1000:
+        return f"{v / 1000:.{0 if abs(v) >= 10_000 else 1}f}k"
+    return num(v)
 
 
 def contended(run: Run) -> str | None:
@@ -149,6 +145,8 @@ def latency(run: Run) -> str | None:
             color = RLOCK if s.role("contended", path) == "rlock" else BASELINE
             p50 = s.median("contended", server, setting, path, "latency_p50_ms")
             p99 = s.median("contended", server, setting, path, "latency_p99_ms")
+            if p50 is None:  # `paths` has only those with one
+                continue
             if p99 is not None:
                 ax.barh(j + 0.2, p99, height=0.4, color=color, alpha=0.4)
                 ax.text(p99, j + 0.2, f" p99 {short(p99)}", va="center", fontsize=7)
@@ -159,8 +157,9 @@ def latency(run: Run) -> str | None:
         log_axis(ax)
         ax.set_xlabel(f"ms, release sent → next grant (log); {server}")
         ax.set_title(label(s, setting), fontsize=9)
-    fig.suptitle("Hand-off latency, p50 (dark) and p99 (light); blue: rlock. BLPOP as a hand-off: not measured",
-                 fontsize=10)
+    blpop = any(s.results(scenario="contended", path="BLPOP", metric="latency_p50_ms") for s, _, _ in ps)
+    against = "BLPOP: a token list, the server's own hand-off" if blpop else "BLPOP as a hand-off: not measured"
+    fig.suptitle(f"Hand-off latency, p50 (dark) and p99 (light); blue: rlock. {against}", fontsize=10)
     fig.tight_layout()
     return svg(fig)
 
@@ -217,11 +216,16 @@ def memory(run: Run) -> str | None:
     return svg(fig)
 
 
+MAKERS = (("contended.svg", contended), ("latency.svg", latency), ("uncontended.svg", uncontended),
+          ("memory.svg", memory))
+# Every plot the report can have, by file name, in the report's order.
+NAMES = tuple(name for name, _ in MAKERS)
+
+
 def draw(run: Run) -> dict[str, str]:
     """Each plot the results allow, by file name, in the report's order."""
     out = {}
-    for name, make in (("contended.svg", contended), ("latency.svg", latency),
-                       ("uncontended.svg", uncontended), ("memory.svg", memory)):
+    for name, make in MAKERS:
         text = make(run)
         if text is not None:
             out[name] = text

@@ -20,6 +20,18 @@ SUITES = (
     ("go", "The Go client", "make bench-go"),
 )
 
+# The scenarios each suite measures when it runs whole: one it did not write, and did not list
+# under not_measured, is reported as not measured all the same.
+SCENARIOS = {
+    "module": ("uncontended", "contended", "expiry", "fair", "fair-uncontended", "memory", "stall", "cluster",
+               "mixed", "rwlock-uncontended", "rwlock-contended", "semaphore-uncontended", "semaphore-contended",
+               "semaphore-reclaim", "guard"),
+    "python": ("uncontended", "contended"),
+    "node": ("uncontended", "contended"),
+    "java": ("uncontended", "contended"),
+    "go": ("uncontended", "contended"),
+}
+
 TOP_KEYS = (
     "schema", "suite", "language", "title", "command", "date", "machine", "build",
     "servers", "scenarios", "paths", "results", "ratios", "not_measured",
@@ -67,6 +79,11 @@ class Suite:
 
     def role(self, scenario: str, path: str) -> str:
         return next((p["role"] for p in self.paths(scenario) if p["path"] == path), "baseline")
+
+    def unaccounted(self) -> list[str]:
+        """The suite's scenarios with no results and no not_measured entry naming them."""
+        listed = {n.get("scenario") for n in self.doc["not_measured"]}
+        return [x for x in SCENARIOS.get(self.id, ()) if not self.results(scenario=x) and x not in listed]
 
     def scenario(self, scenario: str) -> dict | None:
         return next((s for s in self.doc["scenarios"] if s["id"] == scenario), None)

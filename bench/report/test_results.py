@@ -1,11 +1,13 @@
-"""The results checks alone, on made-up documents (shapes, not benchmark figures):
-python3 bench/report/test_results.py"""
+"""The results checks, and what a build leaves behind, on made-up documents (shapes, not
+benchmark figures): python3 bench/report/test_results.py"""
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -70,6 +72,33 @@ class Checks(unittest.TestCase):
         assert python is not None
         self.assertEqual([x["id"] for x in python.doc["servers"]], ["redis", "valkey"])
         self.assertEqual([a[0] for a in run.absent], ["node", "java", "go"])
+
+    def test_a_scenario_neither_written_nor_listed_is_unaccounted(self) -> None:
+        s = check(doc(), "f")
+        self.assertEqual(s.unaccounted(), ["uncontended"])
+        d = doc()
+        d["not_measured"] = [{"scenario": "uncontended", "reason": "r"}]
+        self.assertEqual(check(d, "f").unaccounted(), [])
+
+
+class Build(unittest.TestCase):
+    def test_a_plot_the_run_cannot_draw_is_removed_and_said_not_measured(self) -> None:
+        import generate
+
+        with tempfile.TemporaryDirectory() as d:
+            results, out = os.path.join(d, "results"), os.path.join(d, "out")
+            os.makedirs(results)
+            os.makedirs(os.path.join(out, generate.PLOTS))
+            with open(os.path.join(results, "python-redis.json"), "w") as f:
+                json.dump(doc(), f)
+            stale = os.path.join(out, generate.PLOTS, "memory.svg")
+            with open(stale, "w") as f:
+                f.write("<svg>an earlier run's</svg>")
+            generate.build(results, out)
+            self.assertFalse(os.path.exists(stale))
+            with open(os.path.join(out, generate.REPORT)) as f:
+                text = f.read()
+            self.assertIn("memory per blocked waiter: RLOCK.ACQUIRE BLOCK against BLPOP*: not measured", text)
 
 
 if __name__ == "__main__":

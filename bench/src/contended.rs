@@ -1,7 +1,9 @@
 //! Scenario 2: N clients hand one lock around, each looping acquire, hold, release.
 //! B = RLOCK.ACQUIRE ... BLOCK 0 (the server queues and hands off),
 //! P = RLOCK.ACQUIRE without BLOCK, retried 10 ms after a miss (as redis-semaphore does),
-//! Q = Redisson: Lua tryLock; on a miss wait for an unlock message or the holder's TTL.
+//! Q = Redisson: Lua tryLock; on a miss wait for an unlock message or the holder's TTL;
+//! BLPOP = no lock at all: one token in a list, taken by `BLPOP` and put back by `RPUSH`, the
+//! server's own blocking hand-off, as the floor a hand-off's latency is measured against.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,12 +26,15 @@ const LEASE_MS: u64 = 30_000;
 /// redis-semaphore's default retry delay.
 pub const POLL_MS: u64 = 10;
 const NONE: usize = usize::MAX;
+/// The one element of the BLPOP path's list.
+const TOKEN: &str = "token";
 
 paths! {
     pub enum WaitPath {
         B => "B", "RLOCK.ACQUIRE lock o BLOCK 0 LEASE 30000, RLOCK.RELEASE";
         P => "P", "RLOCK.ACQUIRE lock o LEASE 30000, sleep 10 ms on null, RLOCK.RELEASE";
         Q => "Q", "Lua tryLock; on a miss wait for `0` on redisson_lock__channel:{lock} or the TTL; Lua unlock";
+        Blpop => "BLPOP", "BLPOP list 0 takes the one token, RPUSH list token puts it back (no lease, no owner)";
     }
 }
 
@@ -131,10 +136,12 @@ struct Shared {
     violations: AtomicU64,
     errors: AtomicU64,
     latencies_ms: Mutex<Vec<f64>>,
+    /// What clears the run's key: the lock's forced release, or `DEL` of the token list.
+    cleanup: &'static str,
 }
 
 impl Shared {
-    fn new(clients: usize) -> Shared {
+    fn new(clients: usize, cleanup: &'static str) -> Shared {
         Shared {
             epoch: Instant::now(),
             clients,
@@ -149,6 +156,7 @@ impl Shared {
             violations: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             latencies_ms: Mutex::new(Vec::new()),
+            cleanup,
         }
     }
 
@@ -165,9 +173,7 @@ impl Shared {
     }
 
     fn error(&self, what: &str) {
-        if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-            eprintln!("  contended: unexpected reply: {what}");
-        }
+        harness::load::unexpected(&self.errors, "contended", what);
     }
 
     /// The holder passes from `from` to `to`; any other holder is a violation (and `to` holds
@@ -219,6 +225,10 @@ impl harness::Shared for Shared {
     fn measuring(&self, on: bool) {
         self.measuring.store(on, Ordering::SeqCst);
     }
+
+    fn cleanup(&self) -> &'static str {
+        self.cleanup
+    }
 }
 
 struct Client {
@@ -236,12 +246,13 @@ impl Client {
                 WaitPath::B => self.acquire_rlock(true).await,
                 WaitPath::P => self.acquire_rlock(false).await,
                 WaitPath::Q => self.try_lock_redisson().await,
+                WaitPath::Blpop => self.take_token().await,
             };
             let Some(got) = got else { return };
             if !got {
                 match self.path {
-                    WaitPath::B => {
-                        self.shared.error("BLOCK 0 returned null");
+                    WaitPath::B | WaitPath::Blpop => {
+                        self.shared.error("a wait without a timeout returned null");
                         return;
                     }
                     WaitPath::P => tokio::time::sleep(Duration::from_millis(POLL_MS)).await,
@@ -266,6 +277,14 @@ impl Client {
                         .query_async::<Value>(&mut self.seat.con)
                         .await
                 }
+                // The list held no token while this client had it: the push makes it one long.
+                WaitPath::Blpop => {
+                    redis::cmd("RPUSH")
+                        .arg(&self.seat.key)
+                        .arg(TOKEN)
+                        .query_async::<Value>(&mut self.seat.con)
+                        .await
+                }
             };
             if !matches!(released, Ok(Value::Int(1))) {
                 self.shared.error(&format!("release: {released:?}"));
@@ -287,6 +306,22 @@ impl Client {
             Ok(Value::Nil) => Some(false),
             other => {
                 self.shared.error(&format!("acquire: {other:?}"));
+                None
+            }
+        }
+    }
+
+    /// `BLPOP key 0`: Some(true) with the token, None on anything else.
+    async fn take_token(&mut self) -> Option<bool> {
+        let reply = redis::cmd("BLPOP")
+            .arg(&self.seat.key)
+            .arg(0)
+            .query_async::<Value>(&mut self.seat.con)
+            .await;
+        match reply {
+            Ok(Value::Array(ref kv)) if kv.len() == 2 => Some(true),
+            other => {
+                self.shared.error(&format!("BLPOP: {other:?}"));
                 None
             }
         }
@@ -328,8 +363,20 @@ pub async fn run_once(
     plan: &Plan,
 ) -> WaitRun {
     let clients = paths.len();
-    let shared = Arc::new(Shared::new(clients));
+    let tokens = paths.contains(&WaitPath::Blpop);
+    let shared = Arc::new(Shared::new(
+        clients,
+        if tokens { "DEL" } else { "RLOCK.FORCERELEASE" },
+    ));
     let key_bytes = key.as_bytes().to_vec();
+    if tokens {
+        let _: Value = redis::cmd("RPUSH")
+            .arg(key)
+            .arg(TOKEN)
+            .query_async(control)
+            .await
+            .expect("the BLPOP path's token");
+    }
     let listens = |me: usize| {
         (paths[me] == WaitPath::Q).then(|| (unlock_channel(&key_bytes), unlock_message as Wakes))
     };

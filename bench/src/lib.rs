@@ -2,7 +2,8 @@
 //! each pair of paths run in one process, on one server, interleaved round by round.
 //!
 //! 1. uncontended pairs: R (RLOCK) vs L (Redisson's Lua scripts) vs S (SET NX / DEL);
-//! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter);
+//! 2. contended hand-off: B (BLOCK) vs P (10 ms poller) vs Q (Redisson pub/sub waiter), with
+//!    BLPOP on a one-token list as the floor for a hand-off's latency;
 //! 3. lease expiry: how late after the deadline a waiter gets the lock, B vs Q;
 //! 4. fair queue cost: one fair acquire/release cycle with Q owners queued, R vs F (Lua);
 //! 5. uncontended pairs with FAIR and with REQ: RF (FAIR), RQ (REQ) vs R;
@@ -15,6 +16,8 @@
 //! 11. the semaphore: uncontended acquire/release and lease/return pairs against Redisson's
 //!     scripts, a contended semaphore (32 clients, 4 permits), BLOCK against a Redisson-style
 //!     waiter, and how late after a lease's deadline a waiter gets the expired permit.
+//! 12. guarded writes: G (RLOCK.GUARD ... CALL SET) vs C (a check-and-set script) vs P (a plain
+//!     SET, no guard).
 //!
 //! By default the server runs on one CPU and this process on another (`pin`).
 //!

@@ -35,11 +35,7 @@ impl MixedCell {
 
     /// Q's acquisitions ÷ the mean of the B clients', median over rounds.
     pub fn redisson_share(&self) -> f64 {
-        median(self.mixed.iter().map(|run| {
-            let blocked = &run.per_client[1..];
-            let mean = blocked.iter().sum::<u64>() as f64 / blocked.len().max(1) as f64;
-            ratio(run.per_client[0] as f64, mean)
-        }))
+        median(self.mixed.iter().map(redisson_share))
     }
 
     pub fn acquisitions_per_sec(&self) -> f64 {
@@ -62,6 +58,13 @@ impl MixedCell {
             .map(|r| r.trouble.total())
             .sum()
     }
+}
+
+/// Q's acquisitions ÷ the mean of the B clients' in one mixed run (client 0 is Q).
+pub fn redisson_share(run: &WaitRun) -> f64 {
+    let blocked = &run.per_client[1..];
+    let mean = blocked.iter().sum::<u64>() as f64 / blocked.len().max(1) as f64;
+    ratio(run.per_client[0] as f64, mean)
 }
 
 #[derive(Debug, Clone)]

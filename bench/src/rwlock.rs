@@ -145,9 +145,7 @@ impl Shared {
     }
 
     fn error(&self, what: &str) {
-        if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-            eprintln!("  rwlock: unexpected reply: {what}");
-        }
+        harness::load::unexpected(&self.errors, "rwlock", what);
     }
 }
 

@@ -4,9 +4,11 @@
 use rlock_bench::contended::WaitPath;
 use rlock_bench::expiry::ExpiryPath;
 use rlock_bench::fair::{FairPath, FairRun, MIN_CYCLES};
+use rlock_bench::harness::late::Lateness;
 use rlock_bench::harness::pairs::PairRun;
 use rlock_bench::harness::Cell;
 use rlock_bench::memory::{MemPath, MemRun};
+use rlock_bench::report::json::results;
 use rlock_bench::report::{markdown, Meta};
 use rlock_bench::semaphore::{ReclaimPath, SemPairPath, SemWaitPath, PERMITS};
 use rlock_bench::stall::StallPath;
@@ -27,8 +29,61 @@ fn quick_run_makes_progress_on_every_path() {
         check_report(&plan, r);
     }
 
-    let text = markdown(&Meta::collect(&["--quick".into()]), &plan, &reports, true);
+    let meta = Meta::collect(&["--quick".into()]);
+    let text = markdown(&meta, &plan, &reports, true);
     check_markdown(&text);
+    check_json(&results(&meta, &plan, &reports));
+}
+
+/// `--json` carries every scenario the plan ran, the BLPOP hand-off among the contended paths,
+/// and lists nothing as not measured.
+fn check_json(json: &str) {
+    for id in [
+        "uncontended",
+        "contended",
+        "expiry",
+        "fair",
+        "fair-uncontended",
+        "memory",
+        "stall",
+        "cluster",
+        "mixed",
+        "rwlock-uncontended",
+        "rwlock-contended",
+        "semaphore-uncontended",
+        "semaphore-contended",
+        "semaphore-reclaim",
+        "guard",
+    ] {
+        let entry = format!("\"id\": \"{id}\"");
+        assert!(json.contains(&entry), "--json lacks scenario {id}");
+    }
+    assert!(
+        json.contains("\"path\": \"BLPOP\""),
+        "--json lacks the BLPOP hand-off"
+    );
+    assert!(
+        json.contains("\"not_measured\": []"),
+        "--json lists something as not measured"
+    );
+}
+
+/// A waiter served after a deadline: every sample taken, no errors, none served more than
+/// `slack_ms` before the deadline.
+fn check_lateness<P: rlock_bench::harness::Path + std::fmt::Debug>(
+    cell: &Lateness<P>,
+    samples: usize,
+    slack_ms: f64,
+    what: &str,
+) {
+    let path = cell.path;
+    assert_eq!(cell.samples(), samples, "{what} {path:?}: samples");
+    assert_eq!(cell.errors, 0, "{what} {path:?}: errors");
+    assert!(
+        cell.min_ms() > -slack_ms,
+        "{what} {path:?}: served {} ms early",
+        -cell.min_ms()
+    );
 }
 
 /// Every run of a cell of pairs made some, with no unexpected replies; `what` names the cell.
@@ -100,16 +155,10 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
 
     let e = r.expiry.as_ref().expect("expiry ran");
     for path in ExpiryPath::ALL {
-        let cell = e.cell(path).expect("cell");
-        assert_eq!(cell.samples(), plan.expiry_samples, "{path:?} samples");
-        assert_eq!(cell.errors, 0);
         // Nobody gets the lock before the lease runs out (small slack: the deadline is
         // estimated from the holder's reply, which arrives after the server set it).
-        assert!(
-            cell.min_ms() > -5.0,
-            "{path:?} got the lock {} ms early",
-            -cell.min_ms()
-        );
+        let cell = e.cell(path).expect("cell");
+        check_lateness(cell, plan.expiry_samples, 5.0, "expiry");
     }
 
     let f = r.fair.as_ref().expect("fair ran");
@@ -192,15 +241,9 @@ fn check_report(plan: &Plan, r: &FlavorReport) {
         }
     }
     for path in ReclaimPath::ALL {
-        let cell = sem.reclaim.cell(path).expect("cell");
-        assert_eq!(cell.errors, 0, "reclaim {path:?}: errors");
-        assert_eq!(cell.samples(), plan.rounds * plan.sem_samples);
         // The permit never comes back before its deadline (ms-rounded scores: 1 ms slack).
-        assert!(
-            cell.min_ms() > -1.0,
-            "reclaim {path:?}: granted {} ms early",
-            -cell.min_ms()
-        );
+        let cell = sem.reclaim.cell(path).expect("cell");
+        check_lateness(cell, plan.rounds * plan.sem_samples, 1.0, "reclaim");
     }
 
     let g = r.guard.as_ref().expect("guard ran");

@@ -125,6 +125,13 @@ pub trait Shared: Send + Sync {
     }
 }
 
+/// Counts an unexpected reply in `errors`, and prints the first of a run (`scenario`'s).
+pub fn unexpected(errors: &AtomicU64, scenario: &str, what: &str) {
+    if errors.fetch_add(1, Ordering::Relaxed) == 0 {
+        eprintln!("  {scenario}: unexpected reply: {what}");
+    }
+}
+
 /// What clients on one key did inside the window.
 #[derive(Debug, Clone)]
 pub struct Measured {

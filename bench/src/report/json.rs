@@ -8,10 +8,12 @@ use super::Meta;
 use crate::contended::{WaitPath, WaitRun};
 use crate::expiry::ExpiryPath;
 use crate::fair::{FairPath, FairRun};
+use crate::guard::GuardPath;
 use crate::harness::late::Lateness;
 use crate::harness::{Cell, Path};
 use crate::measure::{median, percentile, ratio};
 use crate::memory::{MemPath, MemRun};
+use crate::mixed::{redisson_share, MixedCell};
 use crate::rwlock::{RwRun, RwWaitPath};
 use crate::semaphore::{ReclaimPath, SemPairPath, SemRun, SemWaitPath};
 use crate::stall::{StallPath, StallRun};
@@ -168,14 +170,19 @@ impl Doc {
             } else {
                 "baseline"
             };
-            self.paths.push(Json::Obj(vec![
-                ("scenario", Json::str(scenario)),
-                ("path", Json::str(p.letter())),
-                ("label", Json::str(p.describe())),
-                ("short", Json::str(short_name(scenario, p.letter()))),
-                ("role", Json::str(role)),
-            ]));
+            let short = short_name(scenario, p.letter());
+            self.path(scenario, p.letter(), p.describe(), short, role);
         }
+    }
+
+    fn path(&mut self, scenario: &str, path: &str, label: &str, short: &str, role: &str) {
+        self.paths.push(Json::Obj(vec![
+            ("scenario", Json::str(scenario)),
+            ("path", Json::str(path)),
+            ("label", Json::str(label)),
+            ("short", Json::str(short)),
+            ("role", Json::str(role)),
+        ]));
     }
 
     /// Each cell's runs as per-round values and their median, one result per metric.
@@ -211,11 +218,24 @@ impl Doc {
         m: &Metric<R>,
         rounds: &[f64],
     ) {
+        self.named_result(scenario, server, setting, path.letter(), m, rounds);
+    }
+
+    /// A result of a path the scenario names by a string rather than a [`Path`].
+    fn named_result<R>(
+        &mut self,
+        scenario: &'static str,
+        server: &'static str,
+        setting: Json,
+        path: &str,
+        m: &Metric<R>,
+        rounds: &[f64],
+    ) {
         self.results.push(Json::Obj(vec![
             ("scenario", Json::str(scenario)),
             ("server", Json::str(server)),
             ("setting", setting),
-            ("path", Json::str(path.letter())),
+            ("path", Json::str(path)),
             ("metric", Json::str(m.name)),
             ("unit", Json::str(m.unit)),
             (
@@ -253,17 +273,31 @@ impl Doc {
                     continue;
                 };
                 let value = ratio(a.med(m.of), b.med(m.of));
-                self.ratios.push(Json::Obj(vec![
-                    ("scenario", Json::str(scenario)),
-                    ("server", Json::str(server)),
-                    ("setting", setting(a.setting)),
-                    ("metric", Json::str(m.name)),
-                    ("path", Json::str(path.letter())),
-                    ("baseline", Json::str(baseline.letter())),
-                    ("value", Json::num(value)),
-                ]));
+                let names = (path.letter(), baseline.letter());
+                self.ratio(scenario, server, setting(a.setting), m.name, names, value);
             }
         }
+    }
+
+    /// `value` = the median of `metric` on `path` ÷ on `baseline`, as the caller computed it.
+    fn ratio(
+        &mut self,
+        scenario: &str,
+        server: &str,
+        setting: Json,
+        metric: &str,
+        (path, baseline): (&str, &str),
+        value: f64,
+    ) {
+        self.ratios.push(Json::Obj(vec![
+            ("scenario", Json::str(scenario)),
+            ("server", Json::str(server)),
+            ("setting", setting),
+            ("metric", Json::str(metric)),
+            ("path", Json::str(path)),
+            ("baseline", Json::str(baseline)),
+            ("value", Json::num(value)),
+        ]));
     }
 
     /// How late each path's waiter was served: each round's p50 and p99, and `path` ÷
@@ -295,15 +329,8 @@ impl Doc {
             let find = |x: P| cells.iter().find(|c| c.path == x);
             if let (Some(a), Some(b)) = (find(path), find(baseline)) {
                 let value = ratio(median(per_round(a, 50.0)), median(per_round(b, 50.0)));
-                self.ratios.push(Json::Obj(vec![
-                    ("scenario", Json::str(scenario)),
-                    ("server", Json::str(server)),
-                    ("setting", setting()),
-                    ("metric", Json::str(LATE[0].name)),
-                    ("path", Json::str(path.letter())),
-                    ("baseline", Json::str(baseline.letter())),
-                    ("value", Json::num(value)),
-                ]));
+                let names = (path.letter(), baseline.letter());
+                self.ratio(scenario, server, setting(), LATE[0].name, names, value);
             }
         }
     }
@@ -322,6 +349,7 @@ fn short_name(scenario: &str, letter: &str) -> &'static str {
     match (scenario, letter) {
         ("fair", "R") => "RLOCK FAIR",
         ("fair", "F") => "classic fair Lua",
+        ("guard", "P") => "plain SET",
         (_, "R") => "RLOCK",
         (_, "L") => "Redisson's Lua",
         (_, "S") => "SET NX PX",
@@ -336,6 +364,9 @@ fn short_name(scenario: &str, letter: &str) -> &'static str {
         (_, "P") => "10 ms poller",
         (_, "Q") => "Redisson-style",
         (_, "F") => "RLOCK FAIR BLOCK",
+        (_, "BLPOP") => "BLPOP token list",
+        (_, "G") => "RLOCK.GUARD SET",
+        (_, "C") => "check-and-set Lua",
         _ => "",
     }
 }
@@ -355,6 +386,29 @@ const PAIRS: [Metric<crate::harness::pairs::PairRun>; 2] = [
         r.window.server_us_per(r.done)
     }),
 ];
+
+const WRITES: [Metric<crate::harness::pairs::PairRun>; 2] = [
+    metric("writes_per_sec", "writes/s", true, |r| r.pairs_per_sec()),
+    metric("server_us_per_write", "µs", false, |r| {
+        r.window.server_us_per(r.done)
+    }),
+];
+
+const CLUSTER_PAIRS: Metric<f64> = metric("pairs_per_sec", "pairs/s", true, |r| *r);
+
+/// Scenario 9: the fleet's runs. Q's share is of the mixed fleet only (client 0 is Q).
+const FLEET: [Metric<WaitRun>; 2] = [
+    metric("acquisitions_per_sec", "acquisitions/s", true, |r| {
+        r.acquisitions_per_sec()
+    }),
+    metric("fairness", "min/max per client", true, |r| r.fairness()),
+];
+const REDISSON_SHARE: Metric<WaitRun> = metric(
+    "redisson_share",
+    "Q's acquisitions ÷ the B clients' mean",
+    true,
+    redisson_share,
+);
 
 const HANDOFFS: [Metric<WaitRun>; 7] = [
     metric("handoffs_per_sec", "hand-offs/s", true, |r| {
@@ -462,18 +516,38 @@ fn queue(q: usize) -> Json {
     Json::Obj(vec![("queued", Json::Num(q as f64))])
 }
 
-/// The scenarios this writer carries; the others are listed under `not_measured` with why.
-const WRITTEN: [Scenario; 9] = [
-    Scenario::Uncontended,
-    Scenario::Contended,
-    Scenario::Expiry,
-    Scenario::Fair,
-    Scenario::FairUncontended,
-    Scenario::Memory,
-    Scenario::Stall,
-    Scenario::ReadWrite,
-    Scenario::Semaphore,
-];
+/// Scenario 8's paths: the one node of the other scenarios, and the 3-primary cluster.
+const ONE_NODE: &str = "1 node";
+const THREE_PRIMARIES: &str = "3 primaries";
+/// Scenario 9's: one Redisson-style client beside N − 1 blocked in the server, and all on B.
+const MIXED: &str = "Q + B";
+const ALL_BLOCKED: &str = "all B";
+
+fn clients_hold_of(cell: &MixedCell) -> Json {
+    clients_hold((cell.clients, cell.hold_ms))
+}
+
+/// The scenario ids a scenario of the plan writes (bench/report/README.md).
+fn ids(s: Scenario) -> &'static [&'static str] {
+    match s {
+        Scenario::Uncontended => &["uncontended"],
+        Scenario::Contended => &["contended"],
+        Scenario::Expiry => &["expiry"],
+        Scenario::Fair => &["fair"],
+        Scenario::FairUncontended => &["fair-uncontended"],
+        Scenario::Memory => &["memory"],
+        Scenario::Stall => &["stall"],
+        Scenario::Cluster => &["cluster"],
+        Scenario::Mixed => &["mixed"],
+        Scenario::ReadWrite => &["rwlock-uncontended", "rwlock-contended"],
+        Scenario::Semaphore => &[
+            "semaphore-uncontended",
+            "semaphore-contended",
+            "semaphore-reclaim",
+        ],
+        Scenario::Guard => &["guard"],
+    }
+}
 
 /// The whole results file.
 pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
@@ -552,6 +626,34 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
         let rlock = [ReclaimPath::B, ReclaimPath::BehindLua];
         d.paths("semaphore-reclaim", &ReclaimPath::ALL, &rlock);
     }
+    if ran(Scenario::Cluster) {
+        let title = "Cluster: uncontended pairs (R, pipeline 16) on 3 primaries against one node";
+        d.scenario("cluster", title, "pairs_per_sec");
+        let label = "RLOCK.ACQUIRE k o LEASE 30000 + RLOCK.RELEASE k o, pipeline 16, each connection on one node's keys";
+        d.path(
+            "cluster",
+            THREE_PRIMARIES,
+            label,
+            "3-primary cluster",
+            "rlock",
+        );
+        d.path("cluster", ONE_NODE, label, "one node", "baseline");
+    }
+    if ran(Scenario::Mixed) {
+        let title = "Mixed fleet: one Redisson-style client beside clients blocked in the server";
+        d.scenario("mixed", title, "fairness");
+        let label =
+            "client 0 Redisson's lock() (Lua tryLock, wait for the unlock message or the TTL), \
+                     the others RLOCK.ACQUIRE lock o BLOCK 0 LEASE 30000";
+        d.path("mixed", MIXED, label, "1 Redisson-style + BLOCK", "rlock");
+        let label = "the same clients, all RLOCK.ACQUIRE lock o BLOCK 0 LEASE 30000";
+        d.path("mixed", ALL_BLOCKED, label, "all BLOCK", "baseline");
+    }
+    if ran(Scenario::Guard) {
+        let title = "Guarded writes: RLOCK.GUARD against a check-and-set script";
+        d.scenario("guard", title, "writes_per_sec");
+        d.paths("guard", &GuardPath::ALL, &[GuardPath::G]);
+    }
     for r in reports {
         let server = server_id(r.flavor);
         if let Some(u) = &r.uncontended {
@@ -577,6 +679,16 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
                 clients_hold,
                 &HANDOFFS[0],
                 &pairs,
+            );
+            // BLPOP is no lock: what a hand-off's latency is set against, not its throughput.
+            let floor = [(B, WaitPath::Blpop)];
+            d.ratios(
+                "contended",
+                server,
+                &c.cells,
+                clients_hold,
+                &HANDOFFS[3],
+                &floor,
             );
         }
         if let Some(u) = &r.fair_uncontended {
@@ -645,15 +757,50 @@ pub fn results(meta: &Meta, plan: &Plan, reports: &[FlavorReport]) -> String {
             let pairs = [(ReclaimPath::B, ReclaimPath::Q)];
             d.lateness("semaphore-reclaim", server, lease, &rc.cells, &pairs);
         }
-        for s in Scenario::ALL {
-            let reason = if !ran(s) {
-                "not in this run (--only)"
-            } else if !WRITTEN.contains(&s) {
-                "measured, in the markdown report only: not yet written to --json"
-            } else {
-                continue;
-            };
-            d.not_measured(&format!("{s:?}"), server, reason);
+        if let Some(c) = &r.cluster {
+            let at = Json::Obj(vec![("pipeline", Json::Num(16.0))]);
+            let s = "cluster";
+            d.named_result(s, server, at, THREE_PRIMARIES, &CLUSTER_PAIRS, &c.cluster);
+            let at = Json::Obj(vec![("pipeline", Json::Num(16.0))]);
+            d.named_result(s, server, at, ONE_NODE, &CLUSTER_PAIRS, &c.single);
+            let at = Json::Obj(vec![("pipeline", Json::Num(16.0))]);
+            let names = (THREE_PRIMARIES, ONE_NODE);
+            d.ratio(s, server, at, CLUSTER_PAIRS.name, names, c.ratio());
+        }
+        if let Some(m) = &r.mixed {
+            for cell in &m.cells {
+                let runs = [(MIXED, &cell.mixed), (ALL_BLOCKED, &cell.all_blocked)];
+                for (path, runs) in runs {
+                    for metric in &FLEET {
+                        let rounds: Vec<f64> = runs.iter().map(metric.of).collect();
+                        d.named_result(
+                            "mixed",
+                            server,
+                            clients_hold_of(cell),
+                            path,
+                            metric,
+                            &rounds,
+                        );
+                    }
+                }
+                let share: Vec<f64> = cell.mixed.iter().map(redisson_share).collect();
+                let at = clients_hold_of(cell);
+                d.named_result("mixed", server, at, MIXED, &REDISSON_SHARE, &share);
+                let names = (MIXED, ALL_BLOCKED);
+                let (at, metric) = (clients_hold_of(cell), FLEET[0].name);
+                d.ratio("mixed", server, at, metric, names, cell.throughput_ratio());
+            }
+        }
+        if let Some(g) = &r.guard {
+            use GuardPath::{C, G, P};
+            d.cells("guard", server, &g.cells, pipeline, &WRITES);
+            let pairs = [(G, C), (G, P)];
+            d.ratios("guard", server, &g.cells, pipeline, &WRITES[0], &pairs);
+        }
+        for s in Scenario::ALL.into_iter().filter(|&s| !ran(s)) {
+            for id in ids(s) {
+                d.not_measured(id, server, "not in this run (--only)");
+            }
         }
     }
     let (commit, dirty) = match meta.commit.strip_suffix(" + uncommitted changes") {

@@ -100,17 +100,40 @@ def uncontended(name: str, port: int, seconds: float) -> float:
 
 
 class Tally:
+    """Grants, counted by the holder alone (the lock orders the calls): every acquisition per
+    worker, and the hand-offs (a grant to a worker other than the one that released last; a
+    worker taking the lock back after its own release is not one), each with its latency."""
+
     def __init__(self, workers: int):
         self.counts = [0] * workers
+        self.handoffs = 0
         self.gaps: list[float] = []
         self.last_release = 0.0
+        self.last_holder = -1
         self.mutex = threading.Lock()
 
     def granted(self, i: int) -> None:
         now = time.perf_counter()
         self.counts[i] += 1
-        if self.last_release:
+        if self.last_holder not in (-1, i):
+            self.handoffs += 1
             self.gaps.append(now - self.last_release)
+        self.last_holder = i
+
+    def restart(self) -> None:
+        self.counts = [0] * len(self.counts)
+        self.handoffs = 0
+        self.gaps = []
+
+    def figures(self, elapsed: float, cpu_s: float) -> dict:
+        total, gaps = sum(self.counts), list(self.gaps)
+        return {
+            "handoffs": self.handoffs / elapsed,
+            "acquisitions": total / elapsed,
+            "p50_ms": statistics.median(gaps) * 1000 if gaps else float("nan"),
+            "fairness": (min(self.counts) / max(self.counts)) if max(self.counts) else 0.0,
+            "cpu_us": cpu_s / self.handoffs * 1e6 if self.handoffs else float("nan"),
+        }
 
     def releasing(self) -> None:
         self.last_release = time.perf_counter()
@@ -164,25 +187,15 @@ def contended_threads(name: str, port: int, workers: int, seconds: float, r: red
         t.start()
     time.sleep(0.5)  # warm up
     with tally.mutex:
-        tally.counts = [0] * workers
-        tally.gaps = []
+        tally.restart()
     cpu0 = server_cpu(r)
     t0 = time.perf_counter()
     time.sleep(seconds)
-    counts = list(tally.counts)
-    gaps = list(tally.gaps)
-    elapsed = time.perf_counter() - t0
-    cpu1 = server_cpu(r)
+    figures = tally.figures(time.perf_counter() - t0, server_cpu(r) - cpu0)
     stop.set()
     for t in threads:
         t.join(5)
-    total = sum(counts)
-    return {
-        "handoffs": total / elapsed,
-        "p50_ms": statistics.median(gaps) * 1000 if gaps else float("nan"),
-        "fairness": (min(counts) / max(counts)) if max(counts) else 0.0,
-        "cpu_us": (cpu1 - cpu0) / total * 1e6 if total else float("nan"),
-    }
+    return figures
 
 
 # ------------------------------------------------------------------ contended, asyncio
@@ -229,14 +242,11 @@ async def contended_tasks_async(name: str, port: int, workers: int, seconds: flo
 
     tasks = [asyncio.create_task(worker(i)) for i in range(workers)]
     await asyncio.sleep(0.5)
-    tally.counts = [0] * workers
-    tally.gaps = []
+    tally.restart()
     cpu0 = server_cpu(r)
     t0 = time.perf_counter()
     await asyncio.sleep(seconds)
-    counts, gaps = list(tally.counts), list(tally.gaps)
-    elapsed = time.perf_counter() - t0
-    cpu1 = server_cpu(r)
+    figures = tally.figures(time.perf_counter() - t0, server_cpu(r) - cpu0)
     stop.set()
     await asyncio.wait(tasks, timeout=5)
     for t in tasks:
@@ -244,13 +254,7 @@ async def contended_tasks_async(name: str, port: int, workers: int, seconds: flo
     await asyncio.gather(*tasks, return_exceptions=True)
     for c in clients:
         await c.aclose()
-    total = sum(counts)
-    return {
-        "handoffs": total / elapsed,
-        "p50_ms": statistics.median(gaps) * 1000 if gaps else float("nan"),
-        "fairness": (min(counts) / max(counts)) if max(counts) else 0.0,
-        "cpu_us": (cpu1 - cpu0) / total * 1e6 if total else float("nan"),
-    }
+    return figures
 
 
 def contended_tasks(*args) -> dict:
@@ -273,10 +277,11 @@ PYTHON_PATHS = {
     "python-redis-lock": ("python-redis-lock's Lock (SET NX, waits for a list push)", "baseline"),
 }
 CONTENDED_METRICS = (  # the bench's field, the schema's metric, unit, better
-    ("handoffs", "acquisitions_per_sec", "acquisitions/s", "higher"),
+    ("handoffs", "handoffs_per_sec", "hand-offs/s", "higher"),
+    ("acquisitions", "acquisitions_per_sec", "acquisitions/s", "higher"),
     ("fairness", "fairness", "min/max per worker", "higher"),
     ("p50_ms", "latency_p50_ms", "ms", "lower"),
-    ("cpu_us", "server_us_per_acquisition", "µs", "lower"),
+    ("cpu_us", "server_us_per_handoff", "µs", "lower"),
 )
 
 
@@ -323,7 +328,7 @@ def results_json(args: argparse.Namespace, r: redis.Redis, un: dict, contended: 
         for name, runs in rows.items():
             for field, metric, unit, better in CONTENDED_METRICS:
                 result("contended", setting, name, metric, unit, better, [run[field] for run in runs])
-        ratio("contended", setting, "acquisitions_per_sec", {n: [run["handoffs"] for run in v] for n, v in rows.items()})
+        ratio("contended", setting, "handoffs_per_sec", {n: [run["handoffs"] for run in v] for n, v in rows.items()})
         for name in PYTHON_PATHS:
             if name not in rows:
                 not_measured.append({"scenario": "contended", "server": server, "setting": setting, "path": name,
@@ -349,7 +354,7 @@ def results_json(args: argparse.Namespace, r: redis.Redis, un: dict, contended: 
             {"id": "uncontended", "title": "Uncontended acquire+release pairs (one thread)",
              "primary_metric": "pairs_per_sec"},
             {"id": "contended", "title": "Contended: workers on one lock, hold 0",
-             "primary_metric": "acquisitions_per_sec"},
+             "primary_metric": "handoffs_per_sec"},
         ],
         "paths": [{"scenario": s, "path": name, "label": label, "role": role}
                   for s in ("uncontended", "contended") for name, (label, role) in PYTHON_PATHS.items()],
@@ -408,7 +413,7 @@ def main() -> None:
             for n in contenders:
                 h = med(rows[n], "handoffs")
                 print(
-                    f"| {n} | {h:,.0f} | {base / h:.2f} | {med(rows[n], 'p50_ms'):.3f} ms | "
+                    f"| {n} | {h:,.0f} | {base / h if h else float('nan'):.2f} | {med(rows[n], 'p50_ms'):.3f} ms | "
                     f"{med(rows[n], 'fairness'):.2f} | {med(rows[n], 'cpu_us'):.1f} µs |"
                 )
         if args.json:
