@@ -169,8 +169,7 @@ mod tests {
     use super::*;
 
     fn parse(words: &[&str]) -> Result<ScanArgs, ScanArgError> {
-        let args: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parse_scan_args(&args)
+        parse_scan_args(&crate::core::words(words))
     }
 
     #[test]
