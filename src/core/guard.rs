@@ -252,11 +252,23 @@ mod tests {
         };
         let (wait, guard) = (traits(3), traits(-5));
         let refused: [(&[&str], &CommandTraits, Refusal); 6] = [
-            (&["BLPOP", "k", "0"], &blocking, Refusal::Blocking("blpop".into())),
+            (
+                &["BLPOP", "k", "0"],
+                &blocking,
+                Refusal::Blocking("blpop".into()),
+            ),
             (&["WAIT", "1", "0"], &wait, Refusal::Blocking("wait".into())),
             (&["MULTI"], &noscript, Refusal::Transaction("multi".into())),
-            (&["MONITOR"], &noscript, Refusal::NotInModuleCall("monitor".into())),
-            (&["PUBLISH", "c", "m"], &pubsub, Refusal::PubSub("publish".into())),
+            (
+                &["MONITOR"],
+                &noscript,
+                Refusal::NotInModuleCall("monitor".into()),
+            ),
+            (
+                &["PUBLISH", "c", "m"],
+                &pubsub,
+                Refusal::PubSub("publish".into()),
+            ),
             (
                 &["RLOCK.GUARD", "k", "o", "CALL", "GET", "x"],
                 &guard,

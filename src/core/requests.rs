@@ -187,7 +187,12 @@ mod tests {
         assert_eq!(record, b"A:3:own:er");
         let negative = encode(RequestKind::Renew, -1, b"o");
         for (record, kind, owner, replayed) in [
-            (&record, RequestKind::Acquire, &b"own:er"[..], Replay::Reply(3)),
+            (
+                &record,
+                RequestKind::Acquire,
+                &b"own:er"[..],
+                Replay::Reply(3),
+            ),
             (&record, RequestKind::Acquire, b"other", Replay::Conflict),
             (&record, RequestKind::Release, b"own:er", Replay::Conflict),
             (&negative, RequestKind::Renew, b"o", Replay::Reply(-1)),
