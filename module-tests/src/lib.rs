@@ -863,9 +863,9 @@ pub fn assert_refused_unchanged(
     args: &[&str],
     prefix: &str,
 ) {
-    let before = keyspace(con);
-    assert_refused_with(con, args, prefix, flavor);
-    assert_eq!(keyspace(con), before, "{flavor}: {args:?} changed keys");
+    assert_keyspace_kept(con, format!("{flavor}: {args:?}"), |con| {
+        assert_refused_with(con, args, prefix, flavor)
+    });
 }
 
 /// [`assert_refused_unchanged`] for each (arguments, error prefix) of `cases`.
@@ -1276,12 +1276,18 @@ mod tests {
 
     #[test]
     fn helper_keys_tag_the_name_unless_it_has_its_own_tag() {
-        assert_eq!(tagged(b"k"), b"{k}");
-        assert_eq!(tagged(b"{t}:k"), b"{t}:k");
-        assert_eq!(
-            helper_key("redisson_lock_queue", b"k"),
-            b"redisson_lock_queue:{k}"
-        );
-        assert_eq!(helper_key("p", b"{t}:k"), b"p:{t}:k");
+        for (key, name) in [(&b"k"[..], &b"{k}"[..]), (b"{t}:k", b"{t}:k")] {
+            assert_eq!(tagged(key), name);
+        }
+        for (prefix, key, name) in [
+            (
+                "redisson_lock_queue",
+                &b"k"[..],
+                &b"redisson_lock_queue:{k}"[..],
+            ),
+            ("p", b"{t}:k", b"p:{t}:k"),
+        ] {
+            assert_eq!(helper_key(prefix, key), name);
+        }
     }
 }

@@ -16,8 +16,24 @@ fn get(con: &mut Connection, key: &str) -> Result<Value, String> {
     call(con, &["GET", key])
 }
 
+/// An array reply of bulk strings.
+fn bulks(items: &[&str]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|item| Value::BulkString(item.as_bytes().to_vec()))
+            .collect(),
+    )
+}
+
 fn bulk(text: &str) -> Result<Value, String> {
     Ok(Value::BulkString(text.as_bytes().to_vec()))
+}
+
+/// `RLOCK.GUARD lock owner` and the rest of the call: its options, CALL and the
+/// inner command.
+fn guard<'a>(lock: &'a str, owner: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    [&["RLOCK.GUARD", lock, owner][..], rest].concat()
 }
 
 /// The guard's error, or a panic naming the reply that was not one.
@@ -31,35 +47,19 @@ fn refusal(con: &mut Connection, args: &[&str]) -> String {
 #[test]
 fn the_holder_runs_the_command_and_gets_its_reply() {
     for (flavor, server, mut con) in servers() {
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"]),
-            ok(1)
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"], 1);
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "orders",
-                "alice",
-                "CALL",
-                "SET",
-                "o{orders}",
-                "paid",
-            ],
+            &guard("orders", "alice", &["CALL", "SET", "o{orders}", "paid"]),
         );
         assert_eq!(
             call(
                 &mut con,
-                &[
-                    "RLOCK.GUARD",
+                &guard(
                     "orders",
                     "alice",
-                    "TOKEN",
-                    "1",
-                    "call",
-                    "get",
-                    "o{orders}"
-                ]
+                    &["TOKEN", "1", "call", "get", "o{orders}"]
+                )
             ),
             bulk("paid"),
             "{flavor}"
@@ -67,15 +67,7 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         // Another owner: nothing runs.
         let refused = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "orders",
-                "bob",
-                "CALL",
-                "SET",
-                "o{orders}",
-                "void",
-            ],
+            &guard("orders", "bob", &["CALL", "SET", "o{orders}", "void"]),
         );
         assert_eq!(
             refused, "NOTHELD the lock is not held by this owner",
@@ -86,23 +78,18 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         call(&mut con, &["RPUSH", "l{orders}", "x"]).unwrap();
         let wrong = refusal(
             &mut con,
-            &["RLOCK.GUARD", "orders", "alice", "CALL", "GET", "l{orders}"],
+            &guard("orders", "alice", &["CALL", "GET", "l{orders}"]),
         );
         assert!(wrong.starts_with("WRONGTYPE"), "{flavor}: {wrong}");
         // Replies of every shape pass through.
         assert_eq!(
             call(
                 &mut con,
-                &[
-                    "RLOCK.GUARD",
+                &guard(
                     "orders",
                     "alice",
-                    "CALL",
-                    "LRANGE",
-                    "l{orders}",
-                    "0",
-                    "-1"
-                ]
+                    &["CALL", "LRANGE", "l{orders}", "0", "-1"]
+                )
             ),
             Ok(Value::Array(vec![Value::BulkString(b"x".to_vec())])),
             "{flavor}"
@@ -110,14 +97,7 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         assert_eq!(
             call(
                 &mut con,
-                &[
-                    "RLOCK.GUARD",
-                    "orders",
-                    "alice",
-                    "CALL",
-                    "GET",
-                    "none{orders}"
-                ]
+                &guard("orders", "alice", &["CALL", "GET", "none{orders}"])
             ),
             Ok(Value::Nil),
             "{flavor}"
@@ -126,7 +106,7 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         call(&mut con, &["RLOCK.RELEASE", "orders", "alice"]).unwrap();
         let refused = refusal(
             &mut con,
-            &["RLOCK.GUARD", "orders", "alice", "CALL", "DEL", "o{orders}"],
+            &guard("orders", "alice", &["CALL", "DEL", "o{orders}"]),
         );
         assert!(refused.starts_with("NOTHELD"), "{flavor}: {refused}");
         assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
@@ -139,22 +119,12 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
 #[test]
 fn a_token_taken_since_is_stale() {
     for (flavor, server, mut con) in servers() {
-        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(1));
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 1);
         call(&mut con, &["RLOCK.RELEASE", "t", "a"]).unwrap();
-        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(2));
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 2);
         let stale = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
+            &guard("t", "a", &["TOKEN", "1", "CALL", "SET", "x{t}", "1"]),
         );
         assert_eq!(
             stale, "STALETOKEN the lock's fencing token is now 2, not 1",
@@ -162,65 +132,29 @@ fn a_token_taken_since_is_stale() {
         );
         let ahead = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "3",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
+            &guard("t", "a", &["TOKEN", "3", "CALL", "SET", "x{t}", "1"]),
         );
         assert!(ahead.starts_with("STALETOKEN"), "{flavor}: {ahead}");
         assert_eq!(get(&mut con, "x{t}"), Ok(Value::Nil), "{flavor}");
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "2",
-                "CALL",
-                "SET",
-                "x{t}",
-                "2",
-            ],
+            &guard("t", "a", &["TOKEN", "2", "CALL", "SET", "x{t}", "2"]),
         );
         // NOTHELD comes before the token.
         let other = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "b",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
+            &guard("t", "b", &["TOKEN", "1", "CALL", "SET", "x{t}", "1"]),
         );
         assert!(other.starts_with("NOTHELD"), "{flavor}: {other}");
         // A lock without a counter has no token to match.
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
         let none = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "plain",
                 "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{plain}",
-                "1",
-            ],
+                &["TOKEN", "1", "CALL", "SET", "x{plain}", "1"],
+            ),
         );
         assert_eq!(
             none, "STALETOKEN the lock has no fencing token, not 1",
@@ -237,22 +171,15 @@ fn a_token_taken_since_is_stale() {
 #[test]
 fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
     for (flavor, _server, mut con) in servers() {
-        call(&mut con, &["RLOCK.ACQUIRE", "s", "a", "LEASE", "200"]).unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "rw", "r", "READ", "LEASE", "200"],
-        )
-        .unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "rw", "r2", "READ", "LEASE", "30000"],
-        )
-        .unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "w", "a", "WRITE", "LEASE", "200"],
-        )
-        .unwrap();
+        for (lock, owner, side, lease_ms) in [
+            ("s", "a", None, "200"),
+            ("rw", "r", Some("READ"), "200"),
+            ("rw", "r2", Some("READ"), "30000"),
+            ("w", "a", Some("WRITE"), "200"),
+        ] {
+            let acquire = ["RLOCK.ACQUIRE", lock, owner, "LEASE", lease_ms];
+            call(&mut con, &[&acquire[..], side.as_slice()].concat()).unwrap();
+        }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         pipe.cmd("DEBUG").arg("SLEEP").arg("0.4");
@@ -282,13 +209,10 @@ fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
             );
         }
         // r2's read lease still runs.
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "r2", "READ", "CALL", "INCR", "n{rw}"]
-            ),
-            ok(1),
-            "{flavor}"
+        assert_int(
+            &mut con,
+            &guard("rw", "r2", &["READ", "CALL", "INCR", "n{rw}"]),
+            1,
         );
     }
 }
@@ -297,46 +221,37 @@ fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
 fn each_side_of_a_read_write_lock_is_guarded() {
     for (flavor, _server, mut con) in servers() {
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "r", "READ"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "r", "READ", "CALL", "INCR", "c{rw}"]
-            ),
-            ok(1),
-            "{flavor}"
+        assert_int(
+            &mut con,
+            &guard("rw", "r", &["READ", "CALL", "INCR", "c{rw}"]),
+            1,
         );
         let not_writer = refusal(
             &mut con,
-            &["RLOCK.GUARD", "rw", "r", "WRITE", "CALL", "INCR", "c{rw}"],
+            &guard("rw", "r", &["WRITE", "CALL", "INCR", "c{rw}"]),
         );
         assert!(not_writer.starts_with("NOTHELD"), "{flavor}: {not_writer}");
-        let no_side = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "rw", "r", "CALL", "INCR", "c{rw}"],
-        );
+        let no_side = refusal(&mut con, &guard("rw", "r", &["CALL", "INCR", "c{rw}"]));
         assert!(
             no_side.starts_with("WRONGTYPE the key holds a read-write lock"),
             "{flavor}: {no_side}"
         );
         call(&mut con, &["RLOCK.RELEASE", "rw", "r", "READ"]).unwrap();
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "w", "WRITE"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "w", "WRITE", "CALL", "INCR", "c{rw}"]
-            ),
-            ok(2),
-            "{flavor}"
+        assert_int(
+            &mut con,
+            &guard("rw", "w", &["WRITE", "CALL", "INCR", "c{rw}"]),
+            2,
         );
         let reader = refusal(
             &mut con,
-            &["RLOCK.GUARD", "rw", "w", "READ", "CALL", "INCR", "c{rw}"],
+            &guard("rw", "w", &["READ", "CALL", "INCR", "c{rw}"]),
         );
         assert!(reader.starts_with("NOTHELD"), "{flavor}: {reader}");
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
         let plain = refusal(
             &mut con,
-            &["RLOCK.GUARD", "plain", "a", "READ", "CALL", "GET", "x"],
+            &guard("plain", "a", &["READ", "CALL", "GET", "x"]),
         );
         assert!(
             plain.starts_with("WRONGTYPE the key holds a reentrant lock"),
@@ -352,192 +267,117 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
         call(&mut con, &["SET", "str", "v"]).unwrap();
         let long_owner = "o".repeat(1025);
         let cases: &[(&[&str], &str)] = &[
+            (&guard("k", "a", &["SET", "x"]), "ERR unknown option 'SET'"),
+            (&guard("k", "a", &["READ", "x"]), "ERR unknown option"),
             (
-                &["RLOCK.GUARD", "k", "a", "SET", "x"],
-                "ERR unknown option 'SET'",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "READ", "x"],
-                "ERR unknown option",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "TOKEN", "1", "READ"],
+                &guard("k", "a", &["TOKEN", "1", "READ"]),
                 "ERR RLOCK.GUARD needs CALL",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "READ", "CALL"],
+                &guard("k", "a", &["READ", "CALL"]),
                 "ERR RLOCK.GUARD needs CALL",
             ),
+            (&guard("k", "a", &["CALL"]), "ERR wrong number of arguments"),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL"],
-                "ERR wrong number of arguments",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "TOKEN",
-                    "x",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
+                &guard("k", "a", &["TOKEN", "x", "CALL", "SET", "x", "1"]),
                 "ERR TOKEN must be an integer",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "TOKEN",
-                    "1",
-                    "TOKEN",
-                    "1",
-                    "CALL",
-                    "SET",
-                    "x",
-                ],
+                &guard("k", "a", &["TOKEN", "1", "TOKEN", "1", "CALL", "SET", "x"]),
                 "ERR option TOKEN given more than once",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "READ",
-                    "WRITE",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
+                &guard("k", "a", &["READ", "WRITE", "CALL", "SET", "x", "1"]),
                 "ERR give one of READ or WRITE",
             ),
             (
-                &["RLOCK.GUARD", "k", "", "CALL", "SET", "x", "1"],
+                &guard("k", "", &["CALL", "SET", "x", "1"]),
                 "ERR owner must not be empty",
             ),
             (
-                &["RLOCK.GUARD", "k", &long_owner, "CALL", "SET", "x", "1"],
+                &guard("k", &long_owner, &["CALL", "SET", "x", "1"]),
                 "ERR owner must be at most 1024 bytes",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "NOSUCH", "x"],
+                &guard("k", "a", &["CALL", "NOSUCH", "x"]),
                 "ERR unknown command 'NOSUCH' inside RLOCK.GUARD",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "SET", "x"],
+                &guard("k", "a", &["CALL", "SET", "x"]),
                 "ERR wrong number of arguments for 'set' inside RLOCK.GUARD",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "GET", "x", "y"],
+                &guard("k", "a", &["CALL", "GET", "x", "y"]),
                 "ERR wrong number of arguments for 'get'",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "BLPOP", "x", "0"],
+                &guard("k", "a", &["CALL", "BLPOP", "x", "0"]),
                 "ERR RLOCK.GUARD cannot run 'blpop': a blocking command",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "BLMOVE",
-                    "x",
-                    "y",
-                    "LEFT",
-                    "LEFT",
-                    "0",
-                ],
+                &guard("k", "a", &["CALL", "BLMOVE", "x", "y", "LEFT", "LEFT", "0"]),
                 "ERR RLOCK.GUARD cannot run 'blmove': a blocking command",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "XREAD",
-                    "STREAMS",
-                    "s",
-                    "0",
-                ],
+                &guard("k", "a", &["CALL", "XREAD", "STREAMS", "s", "0"]),
                 "ERR RLOCK.GUARD cannot run 'xread': a blocking command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "WAIT", "1", "0"],
+                &guard("k", "a", &["CALL", "WAIT", "1", "0"]),
                 "ERR RLOCK.GUARD cannot run 'wait': a blocking command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "MULTI"],
+                &guard("k", "a", &["CALL", "MULTI"]),
                 "ERR RLOCK.GUARD cannot run 'multi': a transaction command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "EXEC"],
+                &guard("k", "a", &["CALL", "EXEC"]),
                 "ERR RLOCK.GUARD cannot run 'exec': a transaction command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "WATCH", "x"],
+                &guard("k", "a", &["CALL", "WATCH", "x"]),
                 "ERR RLOCK.GUARD cannot run 'watch': a transaction command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "SUBSCRIBE", "c"],
+                &guard("k", "a", &["CALL", "SUBSCRIBE", "c"]),
                 "ERR RLOCK.GUARD cannot run 'subscribe': a pub/sub command",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "PUBLISH", "c", "m"],
+                &guard("k", "a", &["CALL", "PUBLISH", "c", "m"]),
                 "ERR RLOCK.GUARD cannot run 'publish': a pub/sub command",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
+                &guard(
                     "k",
                     "a",
-                    "CALL",
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
+                    &["CALL", "RLOCK.GUARD", "k", "a", "CALL", "SET", "x", "1"],
+                ),
                 "ERR RLOCK.GUARD cannot run 'rlock.guard': a command of the rlock module",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "RLOCK.RELEASE", "k", "a"],
+                &guard("k", "a", &["CALL", "RLOCK.RELEASE", "k", "a"]),
                 "ERR RLOCK.GUARD cannot run 'rlock.release'",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "MONITOR"],
+                &guard("k", "a", &["CALL", "MONITOR"]),
                 "ERR RLOCK.GUARD cannot run 'monitor': not allowed in a module call",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
+                &guard(
                     "k",
                     "a",
-                    "CALL",
-                    "EVAL",
-                    "redis.call('set','x','1')",
-                    "0",
-                ],
+                    &["CALL", "EVAL", "redis.call('set','x','1')", "0"],
+                ),
                 "ERR RLOCK.GUARD runs a script only with its keys declared",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "FCALL", "f", "0"],
+                &guard("k", "a", &["CALL", "FCALL", "f", "0"]),
                 "ERR RLOCK.GUARD runs a script only with its keys declared",
             ),
             // The lock key's type, held or not, and the counter's.
+            (&guard("str", "a", &["CALL", "SET", "x", "1"]), "WRONGTYPE"),
             (
-                &["RLOCK.GUARD", "str", "a", "CALL", "SET", "x", "1"],
-                "WRONGTYPE",
-            ),
-            (
-                &["RLOCK.GUARD", "str", "a", "READ", "CALL", "SET", "x", "1"],
+                &guard("str", "a", &["READ", "CALL", "SET", "x", "1"]),
                 "WRONGTYPE",
             ),
         ];
@@ -546,17 +386,7 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
         assert_refused_unchanged(
             flavor,
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "k",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x",
-                "1",
-            ],
+            &guard("k", "a", &["TOKEN", "1", "CALL", "SET", "x", "1"]),
             "ERR the fencing counter key holds a value that is not a non-negative integer",
         );
     }
@@ -566,22 +396,20 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
 fn scripts_run_with_their_keys_declared() {
     for (flavor, _server, mut con) in servers() {
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
+        assert_int(
+            &mut con,
+            &guard(
+                "k",
+                "a",
                 &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
                     "CALL",
                     "EVAL",
                     "return redis.call('incr', KEYS[1])",
                     "1",
-                    "n{k}"
-                ]
+                    "n{k}",
+                ],
             ),
-            ok(1),
-            "{flavor}"
+            1,
         );
         // A guard from a script runs its command; a script from a guard from a script
         // does not.
@@ -656,11 +484,7 @@ fn command_getkeys_names_the_lock_and_the_inner_keys() {
                 "2",
             ],
         );
-        let want: Vec<Value> = ["lock", "a", "b"]
-            .iter()
-            .map(|k| Value::BulkString(k.as_bytes().to_vec()))
-            .collect();
-        assert_eq!(keys, Ok(Value::Array(want)), "{flavor}");
+        assert_eq!(keys, Ok(bulks(&["lock", "a", "b"])), "{flavor}");
         let keys = call(
             &mut con,
             &[
@@ -676,14 +500,7 @@ fn command_getkeys_names_the_lock_and_the_inner_keys() {
                 "k1",
             ],
         );
-        assert_eq!(
-            keys,
-            Ok(Value::Array(vec![
-                Value::BulkString(b"lock".to_vec()),
-                Value::BulkString(b"k1".to_vec())
-            ])),
-            "{flavor}"
-        );
+        assert_eq!(keys, Ok(bulks(&["lock", "k1"])), "{flavor}");
     }
 }
 
@@ -699,14 +516,14 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
         );
         assert_okay(
             &mut app,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "1"],
+            &guard("app:lock", "me", &["CALL", "SET", "app:x", "1"]),
         );
         // A command the user may not run.
         refused_as_user(
             flavor,
             &mut app,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "DEL", "app:x"],
+            &guard("app:lock", "me", &["CALL", "DEL", "app:x"]),
             "NOPERM",
         );
         // A key outside the user's patterns.
@@ -714,7 +531,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut app,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "other", "1"],
+            &guard("app:lock", "me", &["CALL", "SET", "other", "1"]),
             "NOPERM",
         );
         // A lock outside them.
@@ -723,15 +540,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut app,
             &mut admin,
-            &[
-                "RLOCK.GUARD",
-                "other:lock",
-                "me",
-                "CALL",
-                "SET",
-                "app:x",
-                "2",
-            ],
+            &guard("other:lock", "me", &["CALL", "SET", "app:x", "2"]),
             "NOPERM",
         );
         // Read-only patterns allow a guarded read, not a guarded write.
@@ -743,7 +552,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
         assert_eq!(
             call(
                 &mut reader,
-                &["RLOCK.GUARD", "app:lock", "me", "CALL", "GET", "app:x"]
+                &guard("app:lock", "me", &["CALL", "GET", "app:x"])
             ),
             bulk("1"),
             "{flavor}"
@@ -752,7 +561,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut reader,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "3"],
+            &guard("app:lock", "me", &["CALL", "SET", "app:x", "3"]),
             "NOPERM",
         );
         assert_eq!(get(&mut admin, "app:x"), bulk("1"), "{flavor}");
@@ -769,9 +578,9 @@ fn refused_as_user(
     args: &[&str],
     prefix: &str,
 ) {
-    let before = keyspace(admin);
-    assert_refused_with(user, args, prefix, flavor);
-    assert_eq!(keyspace(admin), before, "{flavor}: {args:?} changed keys");
+    assert_keyspace_kept(admin, format!("{flavor}: {args:?}"), |_| {
+        assert_refused_with(user, args, prefix, flavor)
+    });
 }
 
 /// A replica without the module, and a restart from the AOF, see the inner command as
@@ -784,48 +593,39 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "TOKEN"]).unwrap();
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "k",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "v{k}",
-                "1",
-            ],
+            &guard("k", "a", &["TOKEN", "1", "CALL", "SET", "v{k}", "1"]),
         );
         call(
             &mut con,
-            &["RLOCK.GUARD", "k", "a", "CALL", "HSET", "h{k}", "f", "x"],
+            &guard("k", "a", &["CALL", "HSET", "h{k}", "f", "x"]),
         )
         .unwrap();
         call(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "k",
                 "a",
-                "CALL",
-                "EVAL",
-                "return redis.call('rpush', KEYS[1], 'e')",
-                "1",
-                "l{k}",
-            ],
+                &[
+                    "CALL",
+                    "EVAL",
+                    "return redis.call('rpush', KEYS[1], 'e')",
+                    "1",
+                    "l{k}",
+                ],
+            ),
         )
         .unwrap();
         let _ = refusal(
             &mut con,
-            &["RLOCK.GUARD", "k", "b", "CALL", "SET", "v{k}", "stray"],
+            &guard("k", "b", &["CALL", "SET", "v{k}", "stray"]),
         );
-        assert_eq!(call(&mut con, &["WAIT", "1", "5000"]), ok(1), "{flavor}");
+        assert_int(&mut con, &["WAIT", "1", "5000"], 1);
         let mut r = replica.conn();
         assert_eq!(get(&mut r, "v{k}"), bulk("1"), "{flavor}");
         assert_eq!(call(&mut r, &["HGET", "h{k}", "f"]), bulk("x"), "{flavor}");
-        assert_eq!(call(&mut r, &["LLEN", "l{k}"]), ok(1), "{flavor}");
+        assert_int(&mut r, &["LLEN", "l{k}"], 1);
         // Guards are refused on a replica: the lock is checked where it is written.
-        let on_replica = refusal(&mut r, &["RLOCK.GUARD", "k", "a", "CALL", "GET", "v{k}"]);
+        let on_replica = refusal(&mut r, &guard("k", "a", &["CALL", "GET", "v{k}"]));
         assert!(
             on_replica.starts_with("READONLY") || on_replica.contains("unknown command"),
             "{flavor}: {on_replica}"
@@ -837,14 +637,10 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
             .start();
         let mut con = aof.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "LEASE", "600000"]).unwrap();
-        call(
-            &mut con,
-            &["RLOCK.GUARD", "k", "a", "CALL", "INCRBY", "n{k}", "5"],
-        )
-        .unwrap();
+        call(&mut con, &guard("k", "a", &["CALL", "INCRBY", "n{k}", "5"])).unwrap();
         let _ = refusal(
             &mut con,
-            &["RLOCK.GUARD", "k", "b", "CALL", "INCRBY", "n{k}", "100"],
+            &guard("k", "b", &["CALL", "INCRBY", "n{k}", "100"]),
         );
         let logged = aof_text(aof.dir());
         assert!(
@@ -892,82 +688,50 @@ fn aof_text(dir: &std::path::Path) -> String {
 #[test]
 fn an_elected_leader_writes_only_in_its_term() {
     for (flavor, _server, mut con) in servers() {
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"]
-            ),
-            ok(1)
+        assert_int(
+            &mut con,
+            &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"],
+            1,
         );
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "leader",
                 "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "a",
-            ],
+                &["TOKEN", "1", "CALL", "SET", "config{leader}", "a"],
+            ),
         );
         // node-a's lease runs out unseen; node-b wins term 2.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"]),
-            ok(2)
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"], 2);
         let deposed = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "leader",
                 "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "stale",
-            ],
+                &["TOKEN", "1", "CALL", "SET", "config{leader}", "stale"],
+            ),
         );
         assert!(deposed.starts_with("NOTHELD"), "{flavor}: {deposed}");
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "leader",
                 "node-b",
-                "TOKEN",
-                "2",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "b",
-            ],
+                &["TOKEN", "2", "CALL", "SET", "config{leader}", "b"],
+            ),
         );
         // node-a campaigns again with the same value after node-b resigns: term 3; its
         // old term's token is stale.
         call(&mut con, &["RLOCK.RELEASE", "leader", "node-b"]).unwrap();
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"]),
-            ok(3)
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"], 3);
         let old_term = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "leader",
                 "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "stale",
-            ],
+                &["TOKEN", "1", "CALL", "SET", "config{leader}", "stale"],
+            ),
         );
         assert!(old_term.starts_with("STALETOKEN"), "{flavor}: {old_term}");
         assert_eq!(get(&mut con, "config{leader}"), bulk("b"), "{flavor}");
@@ -983,38 +747,24 @@ fn in_a_cluster_the_inner_keys_must_share_the_locks_slot() {
         call(&mut con, &["RLOCK.ACQUIRE", "{g}lock", "me", "TOKEN"]).unwrap();
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "{g}lock",
                 "me",
-                "TOKEN",
-                "1",
-                "CALL",
-                "MSET",
-                "{g}a",
-                "1",
-                "{g}b",
-                "2",
-            ],
+                &["TOKEN", "1", "CALL", "MSET", "{g}a", "1", "{g}b", "2"],
+            ),
         );
         let crossed = refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "{g}lock",
                 "me",
-                "CALL",
-                "MSET",
-                "{g}a",
-                "3",
-                "{other}b",
-                "4",
-            ],
+                &["CALL", "MSET", "{g}a", "3", "{other}b", "4"],
+            ),
         );
         assert!(crossed.starts_with("CROSSSLOT"), "{flavor}: {crossed}");
         let elsewhere = refusal(
             &mut con,
-            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "SET", "{zz}x", "1"],
+            &guard("{g}lock", "me", &["CALL", "SET", "{zz}x", "1"]),
         );
         assert!(elsewhere.starts_with("CROSSSLOT"), "{flavor}: {elsewhere}");
         assert_eq!(get(&mut con, "{g}a"), bulk("1"), "{flavor}");
@@ -1022,7 +772,7 @@ fn in_a_cluster_the_inner_keys_must_share_the_locks_slot() {
         let other = cluster.other_primary(primary);
         let moved = refusal(
             &mut other.conn(),
-            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "GET", "{g}a"],
+            &guard("{g}lock", "me", &["CALL", "GET", "{g}a"]),
         );
         assert!(moved.starts_with("MOVED"), "{flavor}: {moved}");
         // Inside a script the server does not route: the guard checks the slot itself.
