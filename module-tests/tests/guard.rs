@@ -311,58 +311,6 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
                 "ERR wrong number of arguments for 'get'",
             ),
             (
-                &guard("k", "a", &["CALL", "BLPOP", "x", "0"]),
-                "ERR RLOCK.GUARD cannot run 'blpop': a blocking command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "BLMOVE", "x", "y", "LEFT", "LEFT", "0"]),
-                "ERR RLOCK.GUARD cannot run 'blmove': a blocking command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "XREAD", "STREAMS", "s", "0"]),
-                "ERR RLOCK.GUARD cannot run 'xread': a blocking command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "WAIT", "1", "0"]),
-                "ERR RLOCK.GUARD cannot run 'wait': a blocking command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "MULTI"]),
-                "ERR RLOCK.GUARD cannot run 'multi': a transaction command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "EXEC"]),
-                "ERR RLOCK.GUARD cannot run 'exec': a transaction command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "WATCH", "x"]),
-                "ERR RLOCK.GUARD cannot run 'watch': a transaction command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "SUBSCRIBE", "c"]),
-                "ERR RLOCK.GUARD cannot run 'subscribe': a pub/sub command",
-            ),
-            (
-                &guard("k", "a", &["CALL", "PUBLISH", "c", "m"]),
-                "ERR RLOCK.GUARD cannot run 'publish': a pub/sub command",
-            ),
-            (
-                &guard(
-                    "k",
-                    "a",
-                    &["CALL", "RLOCK.GUARD", "k", "a", "CALL", "SET", "x", "1"],
-                ),
-                "ERR RLOCK.GUARD cannot run 'rlock.guard': a command of the rlock module",
-            ),
-            (
-                &guard("k", "a", &["CALL", "RLOCK.RELEASE", "k", "a"]),
-                "ERR RLOCK.GUARD cannot run 'rlock.release'",
-            ),
-            (
-                &guard("k", "a", &["CALL", "MONITOR"]),
-                "ERR RLOCK.GUARD cannot run 'monitor': not allowed in a module call",
-            ),
-            (
                 &guard(
                     "k",
                     "a",
@@ -382,6 +330,35 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
             ),
         ];
         assert_each_refused_unchanged(flavor, &mut con, cases);
+        // Commands the guard never runs inside itself, and why.
+        let cannot_run: &[(&[&str], &str)] = &[
+            (&["BLPOP", "x", "0"], "'blpop': a blocking command"),
+            (
+                &["BLMOVE", "x", "y", "LEFT", "LEFT", "0"],
+                "'blmove': a blocking command",
+            ),
+            (
+                &["XREAD", "STREAMS", "s", "0"],
+                "'xread': a blocking command",
+            ),
+            (&["WAIT", "1", "0"], "'wait': a blocking command"),
+            (&["MULTI"], "'multi': a transaction command"),
+            (&["EXEC"], "'exec': a transaction command"),
+            (&["WATCH", "x"], "'watch': a transaction command"),
+            (&["SUBSCRIBE", "c"], "'subscribe': a pub/sub command"),
+            (&["PUBLISH", "c", "m"], "'publish': a pub/sub command"),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "SET", "x", "1"],
+                "'rlock.guard': a command of the rlock module",
+            ),
+            (&["RLOCK.RELEASE", "k", "a"], "'rlock.release'"),
+            (&["MONITOR"], "'monitor': not allowed in a module call"),
+        ];
+        for (inner, why) in cannot_run {
+            let args = guard("k", "a", &[&["CALL"][..], inner].concat());
+            let refusal = format!("ERR RLOCK.GUARD cannot run {why}");
+            assert_refused_unchanged(flavor, &mut con, &args, &refusal);
+        }
         call(&mut con, &["SET", "redisson_lock_token:{k}", "nan"]).unwrap();
         assert_refused_unchanged(
             flavor,
