@@ -755,6 +755,22 @@ pub fn output_text(out: &std::process::Output) -> String {
     )
 }
 
+/// A test's set-up: runs each call of `calls` (its words split at spaces) in turn,
+/// panicking on an error reply.
+#[track_caller]
+pub fn set_up(con: &mut redis::Connection, calls: &[&str]) {
+    for line in calls {
+        if let Err(e) = call(con, &words(line)) {
+            panic!("set-up call {line:?} failed: {e}");
+        }
+    }
+}
+
+/// A command's words, written as one line split at spaces: long calls stay one line.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 /// Runs a command of string arguments; an error reply becomes `Err("CODE detail")`.
 pub fn call(con: &mut redis::Connection, args: &[&str]) -> Result<Value, String> {
     let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -1268,6 +1284,17 @@ pub fn primary_and_bare_replica(flavor: Flavor) -> (Server, Server) {
         .replica_of(primary.port)
         .start();
     (primary, replica)
+}
+
+/// [`primary_and_bare_replica`] of each flavor of [`flavors`] in turn, with a
+/// connection to the primary.
+pub fn primaries_and_bare_replicas(
+) -> impl Iterator<Item = (Flavor, Server, Server, redis::Connection)> {
+    flavors().into_iter().map(|flavor| {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let c = primary.conn();
+        (flavor, primary, replica, c)
+    })
 }
 
 #[cfg(test)]

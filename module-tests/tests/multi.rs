@@ -68,8 +68,7 @@ fn every_lock_or_none() {
         for key in ["a", "b", "c"] {
             assert!(!exists(&mut c, key), "{flavor}: {key}");
         }
-        assert!(rstat(&server, "multi_acquires") >= 2, "{flavor}");
-        assert!(rstat(&server, "multi_releases") >= 2, "{flavor}");
+        assert_counted(&server, &[("multi_acquires", 2), ("multi_releases", 2)]);
     }
 }
 
@@ -248,16 +247,7 @@ fn session_holds_end_with_the_connection() {
         let mut w = Pending::blocked_on(
             &server,
             &mut c,
-            &[
-                "RLOCK.MACQUIRE",
-                "w",
-                "2",
-                "c",
-                "d",
-                "SESSION",
-                "BLOCK",
-                "10000",
-            ],
+            &words("RLOCK.MACQUIRE w 2 c d SESSION BLOCK 10000"),
             ("d", 1),
         );
         run(&mut c, &["RLOCK.RELEASE", "d", "h"]);
@@ -269,18 +259,9 @@ fn session_holds_end_with_the_connection() {
         });
         assert!(gone, "{flavor}: session holds outlived their connections");
         // Not in a script, whose client never closes.
-        let r = call(
-            &mut c,
-            &[
-                "EVAL",
-                "return redis.call('RLOCK.MACQUIRE', 'o', '1', 'k', 'SESSION')",
-                "0",
-            ],
-        );
-        assert!(
-            matches!(&r, Err(e) if e.contains("SESSION")),
-            "{flavor}: {r:?}"
-        );
+        let script = "return redis.call('RLOCK.MACQUIRE', 'o', '1', 'k', 'SESSION')";
+        let refused = ["EVAL", script, "0"];
+        assert_refused_with(&mut c, &refused, "ERR SESSION cannot be used", flavor);
     }
 }
 
@@ -307,44 +288,19 @@ fn scripts_and_transactions_never_block() {
 
 #[test]
 fn a_replica_without_the_module_ends_identical() {
-    for flavor in flavors() {
-        let (primary, replica) = primary_and_bare_replica(flavor);
-        let mut c = primary.conn();
+    for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
         run(
             &mut c,
             &["RLOCK.MACQUIRE", "o", "3", "x", "y", "z", "LEASE", "60000"],
         );
         // With REQ: the records replicate as plain writes too.
-        run(
-            &mut c,
-            &[
-                "RLOCK.MACQUIRE",
-                "o",
-                "2",
-                "x",
-                "y",
-                "LEASE",
-                "50000",
-                "REQ",
-                "r1",
-            ],
-        );
+        run(&mut c, &words("RLOCK.MACQUIRE o 2 x y LEASE 50000 REQ r1"));
         run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z", "REQ", "r2"]);
         run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let mut m = Pending::new(&primary);
-        m.send(&[
-            "RLOCK.MACQUIRE",
-            "m",
-            "2",
-            "v",
-            "w",
-            "BLOCK",
-            "10000",
-            "LEASE",
-            "70000",
-            "REQ",
-            "r3",
-        ]);
+        m.send(&words(
+            "RLOCK.MACQUIRE m 2 v w BLOCK 10000 LEASE 70000 REQ r3",
+        ));
         wait_blocked(flavor, &mut c, "w", 1);
         run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
         assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}");

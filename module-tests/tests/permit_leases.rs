@@ -252,7 +252,7 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
             median < 50.0 && worst < 1000.0,
             "{flavor}: waiters served {median:.1} ms (median), {worst:.1} ms (worst) after the deadline"
         );
-        assert!(rstat(&server, "permit_reclaims") >= 4, "{flavor}");
+        assert_counted(&server, &[("permit_reclaims", 4)]);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }
@@ -262,31 +262,14 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
         let mut holder = Pending::new(&server);
-        holder.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "600000",
-            "PERMITS",
-            "2",
-            "SESSION",
-        ]);
+        holder.send(&words("RSEM.LEASE s LEASE 600000 PERMITS 2 SESSION"));
         let ids = ids_of(&holder.reply().expect("lease"));
         // A plain lease on another connection does not go with it.
         run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
         let kept = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "600000"]));
         let mut waiter = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "600000",
-                "PERMITS",
-                "2",
-                "BLOCK",
-                "5000",
-            ],
+            &words("RSEM.LEASE s LEASE 600000 PERMITS 2 BLOCK 5000"),
             1,
         );
         run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
@@ -308,19 +291,9 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
         // SESSION would outlive a script's caller.
-        let r = call(
-            &mut c,
-            &[
-                "EVAL",
-                "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')",
-                "1",
-                "s",
-            ],
-        );
-        assert!(
-            matches!(&r, Err(e) if e.contains("SESSION cannot be used")),
-            "{r:?}"
-        );
+        let script = "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')";
+        let refused = ["EVAL", script, "1", "s"];
+        assert_refused_with(&mut c, &refused, "ERR SESSION cannot be used", flavor);
     }
 }
 
@@ -330,16 +303,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut big = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "PERMITS",
-                "3",
-                "BLOCK",
-                "5000",
-            ],
+            &words("RSEM.LEASE s LEASE 60000 PERMITS 3 BLOCK 5000"),
             1,
         );
         let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "5000"], 2);
@@ -378,16 +342,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
 fn retried_leases_and_returns_with_req_are_applied_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
-        let lease = [
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "PERMITS",
-            "2",
-            "REQ",
-            "l1",
-        ];
+        let lease = words("RSEM.LEASE s LEASE 60000 PERMITS 2 REQ l1");
         let first = ids_of(&run(&mut c, &lease));
         let mut other = server.conn();
         assert_eq!(
@@ -415,16 +370,7 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
         );
         // A blocked lease sent twice is granted once, with the same ids.
         run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "2"]);
-        let blocked = [
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RSEM.LEASE s LEASE 60000 BLOCK 5000 REQ b1");
         let mut one = Pending::blocked(&server, &blocked, 1);
         let mut two = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
@@ -481,13 +427,7 @@ fn bad_lease_calls_change_nothing() {
                 "ERR unknown option",
             ),
             (
-                &[
-                    "RSEM.RENEW",
-                    "s",
-                    "gggggggggggggggggggggggggggggggg",
-                    "LEASE",
-                    "5",
-                ],
+                &words("RSEM.RENEW s gggggggggggggggggggggggggggggggg LEASE 5"),
                 "ERR permit id must be",
             ),
             (&["RSEM.AVAILABLE", "w"], "WRONGTYPE"),
@@ -508,9 +448,7 @@ fn bad_lease_calls_change_nothing() {
 
 #[test]
 fn a_replica_without_the_module_ends_identical_after_leases() {
-    for flavor in flavors() {
-        let (primary, replica) = primary_and_bare_replica(flavor);
-        let mut c = primary.conn();
+    for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "5"]);
         run(&mut c, &["PEXPIRE", "s", "600000"]);
         let ids = ids_of(&run(
@@ -586,16 +524,7 @@ fn a_request_granted_while_it_waited_is_not_granted_again() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
         let mut blocked = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "BLOCK",
-                "0",
-                "REQ",
-                "r2",
-            ],
+            &words("RSEM.LEASE s LEASE 60000 BLOCK 0 REQ r2"),
             1,
         );
         // Permits appear and the same request arrives before the module's poll: one grant.
@@ -648,16 +577,7 @@ fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
         );
         let mut lease = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "BLOCK",
-                "5000",
-                "REQ",
-                "same",
-            ],
+            &words("RSEM.LEASE s LEASE 60000 BLOCK 5000 REQ same"),
             2,
         );
         run(&mut c, &["RSEM.RELEASE", "s"]);

@@ -252,16 +252,7 @@ fn records_expire_with_the_lease() {
 fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "fw", "h", "FAIR"]);
-        let acquire = [
-            "RLOCK.ACQUIRE",
-            "fw",
-            "o",
-            "FAIR",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "q1",
-        ];
+        let acquire = words("RLOCK.ACQUIRE fw o FAIR BLOCK 5000 REQ q1");
         let release = ["RLOCK.RELEASE", "fw", "h"];
         sent_twice_granted_once(&server, &mut c, &acquire, "fw", &release);
         assert_eq!(holders(&mut c, "fw"), held_by("o", 1), "{flavor}");
@@ -380,16 +371,7 @@ fn retries_on_a_read_write_lock_are_applied_once() {
         assert!(matches!(&r, Err(e) if e.starts_with("NOTHELD")), "{r:?}");
         assert_eq!(record(&mut c, "rw", "u2"), None, "{flavor}");
         // A blocked write, sent again on another connection, is granted once.
-        let blocked = [
-            "RLOCK.ACQUIRE",
-            "rw",
-            "p",
-            "WRITE",
-            "BLOCK",
-            "10000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RLOCK.ACQUIRE rw p WRITE BLOCK 10000 REQ b1");
         let release = ["RLOCK.RELEASE", "rw", "o", "WRITE"];
         sent_twice_granted_once(&server, &mut c, &blocked, "rw", &release);
         assert_eq!(hget(&mut c, "rw", "p:write").as_deref(), Some("1"));
@@ -423,40 +405,22 @@ fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
             (
                 "g",
                 ["RLOCK.RELEASE", "g h"],
-                vec![
-                    "RLOCK.ACQUIRE",
-                    "g",
-                    "OWNER",
-                    "BLOCK",
-                    "5000",
-                    "LEASE",
-                    "30000",
-                    "REQ",
-                    "OWNER",
-                ],
+                words("RLOCK.ACQUIRE g OWNER BLOCK 5000 LEASE 30000 REQ OWNER"),
             ),
             (
                 "s",
                 ["RSEM.RELEASE", "s"],
-                vec!["RSEM.ACQUIRE", "s", "BLOCK", "5000"],
+                words("RSEM.ACQUIRE s BLOCK 5000"),
             ),
             (
                 "l",
                 ["RSEM.RETURN", &format!("l {leased}")],
-                vec!["RSEM.LEASE", "l", "LEASE", "60000", "BLOCK", "5000"],
+                words("RSEM.LEASE l LEASE 60000 BLOCK 5000"),
             ),
             (
                 "{m}1",
                 ["RLOCK.RELEASE", "{m}1 h"],
-                vec![
-                    "RLOCK.MACQUIRE",
-                    "OWNER",
-                    "2",
-                    "{m}1",
-                    "{m}2",
-                    "BLOCK",
-                    "5000",
-                ],
+                words("RLOCK.MACQUIRE OWNER 2 {m}1 {m}2 BLOCK 5000"),
             ),
         ];
         for (key, [verb, rest], wait) in families {
@@ -592,16 +556,7 @@ fn a_retried_mrelease_does_not_release_twice() {
 #[test]
 fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
     for (flavor, server, mut c) in servers() {
-        let session = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "sa",
-            "sb",
-            "SESSION",
-            "REQ",
-            "s1",
-        ];
+        let session = words("RLOCK.MACQUIRE o 2 sa sb SESSION REQ s1");
         let mut first = server.conn();
         assert_eq!(run(&mut first, &session), Value::Int(2), "{flavor}");
         drop(first);
@@ -637,17 +592,7 @@ fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
         assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut c, "rb"), held_by("p", 1), "{flavor}");
         // Past its lease the record is gone with the holds: the call is new again.
-        let short = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ea",
-            "eb",
-            "LEASE",
-            "100",
-            "REQ",
-            "e1",
-        ];
+        let short = words("RLOCK.MACQUIRE o 2 ea eb LEASE 100 REQ e1");
         assert_eq!(run(&mut c, &short), Value::Int(2), "{flavor}");
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(record(&mut c, "ea", "e1"), None, "{flavor}");
@@ -747,19 +692,7 @@ fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
 fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
-        let blocked = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ba",
-            "bb",
-            "BLOCK",
-            "10000",
-            "LEASE",
-            "60000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RLOCK.MACQUIRE o 2 ba bb BLOCK 10000 LEASE 60000 REQ b1");
         let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 1));
         let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 2));
         run(&mut c, &["RLOCK.RELEASE", "bb", "h"]);
@@ -782,17 +715,7 @@ fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
         // The first connection granted and killed in one turn: the retry heard the
         // reply, so the holds and the record stay.
         run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
-        let again = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ba",
-            "bb",
-            "BLOCK",
-            "10000",
-            "REQ",
-            "b2",
-        ];
+        let again = words("RLOCK.MACQUIRE o 2 ba bb BLOCK 10000 REQ b2");
         let first = Pending::blocked_on(&server, &mut c, &again, ("bb", 1));
         let mut second = Pending::blocked_on(&server, &mut c, &again, ("bb", 2));
         let mut tx = redis::pipe();

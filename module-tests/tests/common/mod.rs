@@ -32,6 +32,20 @@ pub fn rstat(server: &Server, name: &str) -> i64 {
     })
 }
 
+/// Asserts that each `INFO rlock` counter named in `at_least` has reached its count.
+#[track_caller]
+pub fn assert_counted(server: &Server, at_least: &[(&str, i64)]) {
+    let stats = rstats(server);
+    for &(name, count) in at_least {
+        let got = stats.get(name).copied().unwrap_or_default();
+        assert!(
+            got >= count,
+            "{}: rlock_{name} is {got}, under {count}",
+            server.flavor
+        );
+    }
+}
+
 /// `RLOCK.INFO key` over RESP2.
 pub fn lock_info(con: &mut Connection, key: &str) -> LockInfo {
     let v = call(con, &["RLOCK.INFO", key]).expect("RLOCK.INFO");
