@@ -75,9 +75,14 @@ fn every_lock_or_none() {
 #[test]
 fn bad_calls_change_nothing() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "held", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "rw", "o", "READ"]);
-        run(&mut c, &["SET", "str", "x"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE held o",
+                "RLOCK.ACQUIRE rw o READ",
+                "SET str x",
+            ],
+        );
         let cases: &[(&[&str], &str)] = &[
             (&["RLOCK.MACQUIRE", "o", "0", "a"], "ERR numkeys must be"),
             (&["RLOCK.MACQUIRE", "o", "x", "a"], "ERR numkeys must be"),
@@ -136,8 +141,7 @@ fn server_alive(server: &Server) {
 #[test]
 fn a_blocked_call_waits_until_every_lock_is_free() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE a h1", "RLOCK.ACQUIRE b h2"]);
         let mut m = Pending::blocked_on(
             &server,
             &mut c,
@@ -214,8 +218,7 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
 #[test]
 fn a_waiter_that_leaves_lets_the_line_move() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE b h", "RLOCK.ACQUIRE a h"]);
         let m = Pending::blocked_on(
             &server,
             &mut c,
@@ -273,9 +276,14 @@ fn scripts_and_transactions_never_block() {
         assert_nil(&mut c, &["EVAL", script, "0"]);
         let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'c')";
         assert_int(&mut c, &["EVAL", script, "0"], 2);
-        run(&mut c, &["MULTI"]);
-        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "a", "c"]);
-        run(&mut c, &["RLOCK.MACQUIRE", "p", "1", "b", "BLOCK", "0"]);
+        set_up(
+            &mut c,
+            &[
+                "MULTI",
+                "RLOCK.MRELEASE o 2 a c",
+                "RLOCK.MACQUIRE p 1 b BLOCK 0",
+            ],
+        );
         let replies = run(&mut c, &["EXEC"]);
         assert_eq!(
             replies,
@@ -295,8 +303,10 @@ fn a_replica_without_the_module_ends_identical() {
         );
         // With REQ: the records replicate as plain writes too.
         run(&mut c, &words("RLOCK.MACQUIRE o 2 x y LEASE 50000 REQ r1"));
-        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z", "REQ", "r2"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
+        set_up(
+            &mut c,
+            &["RLOCK.MRELEASE o 2 y z REQ r2", "RLOCK.ACQUIRE w h"],
+        );
         let mut m = Pending::new(&primary);
         m.send(&words(
             "RLOCK.MACQUIRE m 2 v w BLOCK 10000 LEASE 70000 REQ r3",

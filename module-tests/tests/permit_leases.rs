@@ -449,8 +449,7 @@ fn bad_lease_calls_change_nothing() {
 #[test]
 fn a_replica_without_the_module_ends_identical_after_leases() {
     for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "5"]);
-        run(&mut c, &["PEXPIRE", "s", "600000"]);
+        set_up(&mut c, &["RSEM.TRYSETPERMITS s 5", "PEXPIRE s 600000"]);
         let ids = ids_of(&run(
             &mut c,
             &["RSEM.LEASE", "s", "LEASE", "60000", "PERMITS", "3"],
@@ -596,10 +595,15 @@ fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
 #[test]
 fn leases_moved_by_swapdb_still_end_by_timer() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
-        run(&mut c, &["RSEM.LEASE", "s", "LEASE", "300"]);
-        run(&mut c, &["SWAPDB", "0", "1"]);
-        run(&mut c, &["SELECT", "1"]);
+        set_up(
+            &mut c,
+            &[
+                "RSEM.TRYSETPERMITS s 1",
+                "RSEM.LEASE s LEASE 300",
+                "SWAPDB 0 1",
+                "SELECT 1",
+            ],
+        );
         let back = wait_until(Duration::from_secs(2), || {
             let mut probe = server.conn();
             run(&mut probe, &["SELECT", "1"]);

@@ -83,10 +83,15 @@ fn permits_are_counted_as_redisson_counts_them() {
 #[test]
 fn bad_calls_change_nothing() {
     for (flavor, _server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
-        run(&mut c, &["HSET", "h", "f", "1"]);
-        run(&mut c, &["SET", "text", "abc"]);
-        run(&mut c, &["SET", "big", "9223372036854775807"]);
+        set_up(
+            &mut c,
+            &[
+                "RSEM.TRYSETPERMITS s 1",
+                "HSET h f 1",
+                "SET text abc",
+                "SET big 9223372036854775807",
+            ],
+        );
         let cases: &[(&[&str], &str)] = &[
             (
                 &["RSEM.TRYSETPERMITS", "x", "-1"],
@@ -276,8 +281,7 @@ fn redisson_counting_down_to_zero_releases_waiters() {
 #[test]
 fn a_replica_without_the_module_ends_identical() {
     for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
-        run(&mut c, &["SET", "ttl", "5"]);
-        run(&mut c, &["PEXPIRE", "ttl", "60000"]);
+        set_up(&mut c, &["SET ttl 5", "PEXPIRE ttl 60000"]);
         for step in [
             &["RSEM.TRYSETPERMITS", "s", "4"][..],
             &["RSEM.ACQUIRE", "s", "PERMITS", "3"],
