@@ -220,33 +220,23 @@ fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
 #[test]
 fn each_side_of_a_read_write_lock_is_guarded() {
     for (flavor, _server, mut con) in servers() {
+        // `owner` increments c{rw} under the `side` it names (none: a plain lock's guard).
+        let incr = |owner, side: &[&'static str]| {
+            guard("rw", owner, &[side, &["CALL", "INCR", "c{rw}"]].concat())
+        };
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "r", "READ"]).unwrap();
-        assert_int(
-            &mut con,
-            &guard("rw", "r", &["READ", "CALL", "INCR", "c{rw}"]),
-            1,
-        );
-        let not_writer = refusal(
-            &mut con,
-            &guard("rw", "r", &["WRITE", "CALL", "INCR", "c{rw}"]),
-        );
+        assert_int(&mut con, &incr("r", &["READ"]), 1);
+        let not_writer = refusal(&mut con, &incr("r", &["WRITE"]));
         assert!(not_writer.starts_with("NOTHELD"), "{flavor}: {not_writer}");
-        let no_side = refusal(&mut con, &guard("rw", "r", &["CALL", "INCR", "c{rw}"]));
+        let no_side = refusal(&mut con, &incr("r", &[]));
         assert!(
             no_side.starts_with("WRONGTYPE the key holds a read-write lock"),
             "{flavor}: {no_side}"
         );
         call(&mut con, &["RLOCK.RELEASE", "rw", "r", "READ"]).unwrap();
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "w", "WRITE"]).unwrap();
-        assert_int(
-            &mut con,
-            &guard("rw", "w", &["WRITE", "CALL", "INCR", "c{rw}"]),
-            2,
-        );
-        let reader = refusal(
-            &mut con,
-            &guard("rw", "w", &["READ", "CALL", "INCR", "c{rw}"]),
-        );
+        assert_int(&mut con, &incr("w", &["WRITE"]), 2);
+        let reader = refusal(&mut con, &incr("w", &["READ"]));
         assert!(reader.starts_with("NOTHELD"), "{flavor}: {reader}");
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
         let plain = refusal(

@@ -47,8 +47,7 @@ fn a_retried_acquire_does_not_reenter() {
         assert_eq!(run(&mut c, &fenced), Value::Int(1), "{flavor}: replayed");
         assert_eq!(holders(&mut c, "t"), held_by("o", 1), "{flavor}");
         // Once it is given back, the call is new: here the lock is someone else's.
-        run(&mut c, &["RLOCK.RELEASE", "t", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "TOKEN"]);
+        set_up(&mut c, &["RLOCK.RELEASE t o", "RLOCK.ACQUIRE t p TOKEN"]);
         assert_eq!(run(&mut c, &fenced), Value::Nil, "{flavor}: not replayed");
         assert_eq!(holders(&mut c, "t"), held_by("p", 1), "{flavor}");
         // FAIR takes the same path.
@@ -62,8 +61,7 @@ fn a_retried_acquire_does_not_reenter() {
 #[test]
 fn a_retried_release_does_not_release_twice() {
     for (flavor, _server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE r o", "RLOCK.ACQUIRE r o"]);
         let undo = ["RLOCK.RELEASE", "r", "o", "REQ", "u1"];
         assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}");
         assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}: retried");
@@ -392,10 +390,15 @@ fn retries_on_a_read_write_lock_are_applied_once() {
 #[test]
 fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
-        run(&mut c, &["RSEM.ACQUIRE", "s"]);
-        run(&mut c, &["RSEM.TRYSETPERMITS", "l", "1"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE g h",
+                "RSEM.TRYSETPERMITS s 1",
+                "RSEM.ACQUIRE s",
+                "RSEM.TRYSETPERMITS l 1",
+            ],
+        );
         let leased = match run(&mut c, &["RSEM.LEASE", "l", "LEASE", "60000"]) {
             Value::Array(ids) => reply_text(&ids[0]),
             other => panic!("{flavor}: RSEM.LEASE replied {other:?}"),
@@ -586,8 +589,7 @@ fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
         assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut c, "rb"), held_by("o", 1), "{flavor}");
         // Held by someone else by the time the retry comes: not acquired.
-        run(&mut c, &["RLOCK.FORCERELEASE", "rb"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "rb", "p"]);
+        set_up(&mut c, &["RLOCK.FORCERELEASE rb", "RLOCK.ACQUIRE rb p"]);
         assert_eq!(run(&mut c, &acquire), Value::Nil, "{flavor}");
         assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut c, "rb"), held_by("p", 1), "{flavor}");
@@ -605,9 +607,14 @@ fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
 fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
     for (flavor, _server, mut c) in servers() {
         run(&mut c, &macquire("o", ["ca", "cb"], "x"));
-        run(&mut c, &["RLOCK.ACQUIRE", "ca", "o", "REQ", "y"]);
-        run(&mut c, &["RLOCK.MRELEASE", "o", "1", "cb", "REQ", "z"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "cb", "o"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE ca o REQ y",
+                "RLOCK.MRELEASE o 1 cb REQ z",
+                "RLOCK.ACQUIRE cb o",
+            ],
+        );
         let before = keyspace(&mut c);
         for args in [
             &macquire("other", ["ca", "cb"], "x")[..],
@@ -639,48 +646,33 @@ fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
 fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
         let long = "x".repeat(65);
-        let cases = [
+        // Each bad request id, refused alike by both commands.
+        let bad_ids: [(&[&str], &str); 6] = [
+            (&["REQ"], "ERR option REQ needs a request id"),
+            (&["REQ", &long], "ERR REQ id must be 1 to 64 bytes"),
+            (&["REQ", "a}"], "ERR REQ id must not contain '{' or '}'"),
+            (&["REQ", "{a"], "ERR REQ id must not contain '{' or '}'"),
             (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "2", "b", "c", "REQ", ""],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a}"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a", "REQ", "b"],
+                &["REQ", "a", "REQ", "b"],
                 "ERR option REQ given more than once",
             ),
             (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "{a"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "a", "REQ", "a"],
+                &["REQ", "a", "REQ", "a"],
                 "ERR option REQ given more than once",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "LEASE", "10"],
-                "ERR unknown option 'LEASE'",
             ),
         ];
+        let mut cases = Vec::new();
+        for command in ["RLOCK.MACQUIRE", "RLOCK.MRELEASE"] {
+            for (bad_id, error) in bad_ids {
+                cases.push(([&[command, "o", "1", "b"][..], bad_id].concat(), error));
+            }
+        }
+        let empty_id = vec!["RLOCK.MACQUIRE", "o", "2", "b", "c", "REQ", ""];
+        cases.push((empty_id, "ERR REQ id must be 1 to 64 bytes"));
+        cases.push((
+            words("RLOCK.MRELEASE o 1 b LEASE 10"),
+            "ERR unknown option 'LEASE'",
+        ));
         refused_writing_nothing(flavor, &mut c, &cases);
     }
 }
