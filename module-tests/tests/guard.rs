@@ -654,52 +654,32 @@ fn aof_text(dir: &std::path::Path) -> String {
 /// both writes only while that leader of that term leads.
 #[test]
 fn an_elected_leader_writes_only_in_its_term() {
+    // `owner`, leader of term `token`, sets the config to `value`.
+    let write = |owner, token, value| {
+        guard(
+            "leader",
+            owner,
+            &["TOKEN", token, "CALL", "SET", "config{leader}", value],
+        )
+    };
     for (flavor, _server, mut con) in servers() {
         assert_int(
             &mut con,
             &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"],
             1,
         );
-        assert_okay(
-            &mut con,
-            &guard(
-                "leader",
-                "node-a",
-                &["TOKEN", "1", "CALL", "SET", "config{leader}", "a"],
-            ),
-        );
+        assert_okay(&mut con, &write("node-a", "1", "a"));
         // node-a's lease runs out unseen; node-b wins term 2.
         std::thread::sleep(std::time::Duration::from_millis(300));
         assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"], 2);
-        let deposed = refusal(
-            &mut con,
-            &guard(
-                "leader",
-                "node-a",
-                &["TOKEN", "1", "CALL", "SET", "config{leader}", "stale"],
-            ),
-        );
+        let deposed = refusal(&mut con, &write("node-a", "1", "stale"));
         assert!(deposed.starts_with("NOTHELD"), "{flavor}: {deposed}");
-        assert_okay(
-            &mut con,
-            &guard(
-                "leader",
-                "node-b",
-                &["TOKEN", "2", "CALL", "SET", "config{leader}", "b"],
-            ),
-        );
+        assert_okay(&mut con, &write("node-b", "2", "b"));
         // node-a campaigns again with the same value after node-b resigns: term 3; its
         // old term's token is stale.
         call(&mut con, &["RLOCK.RELEASE", "leader", "node-b"]).unwrap();
         assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"], 3);
-        let old_term = refusal(
-            &mut con,
-            &guard(
-                "leader",
-                "node-a",
-                &["TOKEN", "1", "CALL", "SET", "config{leader}", "stale"],
-            ),
-        );
+        let old_term = refusal(&mut con, &write("node-a", "1", "stale"));
         assert!(old_term.starts_with("STALETOKEN"), "{flavor}: {old_term}");
         assert_eq!(get(&mut con, "config{leader}"), bulk("b"), "{flavor}");
     }

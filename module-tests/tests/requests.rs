@@ -148,35 +148,43 @@ fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
 #[test]
 fn bad_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
-        let long = "x".repeat(65);
-        let cases = [
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", ""],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.RELEASE", "b", "o", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.RENEW", "b", "o", "REQ", "a{b}"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", "a", "REQ", "b"],
-                "ERR option REQ given more than once",
-            ),
-            (
-                vec!["RLOCK.RELEASE", "b", "o", "LEASE", "10"],
-                "ERR unknown option 'LEASE'",
-            ),
-        ];
-        refused_writing_nothing(flavor, &mut c, &cases);
+        let calls = ["RLOCK.ACQUIRE b o", "RLOCK.RELEASE b o", "RLOCK.RENEW b o"];
+        refuses_bad_request_ids(flavor, &mut c, &calls);
+        let not_an_option = (
+            words("RLOCK.RELEASE b o LEASE 10"),
+            "ERR unknown option 'LEASE'",
+        );
+        refused_writing_nothing(flavor, &mut c, &[not_an_option]);
     }
+}
+
+/// Each bad request id, after each of `calls` (words split at spaces), is refused alike
+/// and writes nothing.
+fn refuses_bad_request_ids(flavor: Flavor, c: &mut Connection, calls: &[&str]) {
+    let long = "x".repeat(65);
+    let bad_ids: [(&[&str], &str); 8] = [
+        (&["REQ"], "ERR option REQ needs a request id"),
+        (&["REQ", ""], "ERR REQ id must be 1 to 64 bytes"),
+        (&["REQ", &long], "ERR REQ id must be 1 to 64 bytes"),
+        (&["REQ", "a{b}"], "ERR REQ id must not contain '{' or '}'"),
+        (&["REQ", "a}"], "ERR REQ id must not contain '{' or '}'"),
+        (&["REQ", "{a"], "ERR REQ id must not contain '{' or '}'"),
+        (
+            &["REQ", "a", "REQ", "b"],
+            "ERR option REQ given more than once",
+        ),
+        (
+            &["REQ", "a", "REQ", "a"],
+            "ERR option REQ given more than once",
+        ),
+    ];
+    let mut cases = Vec::new();
+    for call in calls {
+        for (bad_id, error) in bad_ids {
+            cases.push(([&words(call)[..], bad_id].concat(), error));
+        }
+    }
+    refused_writing_nothing(flavor, c, &cases);
 }
 
 /// `args` (with a `REQ` id) blocks on `key`; the client times out and sends it again on
@@ -645,35 +653,17 @@ fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
 #[test]
 fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
-        let long = "x".repeat(65);
-        // Each bad request id, refused alike by both commands.
-        let bad_ids: [(&[&str], &str); 6] = [
-            (&["REQ"], "ERR option REQ needs a request id"),
-            (&["REQ", &long], "ERR REQ id must be 1 to 64 bytes"),
-            (&["REQ", "a}"], "ERR REQ id must not contain '{' or '}'"),
-            (&["REQ", "{a"], "ERR REQ id must not contain '{' or '}'"),
-            (
-                &["REQ", "a", "REQ", "b"],
-                "ERR option REQ given more than once",
-            ),
-            (
-                &["REQ", "a", "REQ", "a"],
-                "ERR option REQ given more than once",
-            ),
+        let calls = [
+            "RLOCK.MACQUIRE o 1 b",
+            "RLOCK.MACQUIRE o 2 b c",
+            "RLOCK.MRELEASE o 1 b",
         ];
-        let mut cases = Vec::new();
-        for command in ["RLOCK.MACQUIRE", "RLOCK.MRELEASE"] {
-            for (bad_id, error) in bad_ids {
-                cases.push(([&[command, "o", "1", "b"][..], bad_id].concat(), error));
-            }
-        }
-        let empty_id = vec!["RLOCK.MACQUIRE", "o", "2", "b", "c", "REQ", ""];
-        cases.push((empty_id, "ERR REQ id must be 1 to 64 bytes"));
-        cases.push((
+        refuses_bad_request_ids(flavor, &mut c, &calls);
+        let not_an_option = (
             words("RLOCK.MRELEASE o 1 b LEASE 10"),
             "ERR unknown option 'LEASE'",
-        ));
-        refused_writing_nothing(flavor, &mut c, &cases);
+        );
+        refused_writing_nothing(flavor, &mut c, &[not_an_option]);
     }
 }
 

@@ -219,43 +219,30 @@ mod tests {
 
     #[test]
     fn bad_options() {
-        assert_eq!(
-            parse_scan_args(&words(&["0", "COUNT", "0"])),
-            Err(ScanArgError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "COUNT", "-3"])),
-            Err(ScanArgError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "COUNT", "x"])),
-            Err(ScanArgError::NotAnInteger)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "COUNT"])),
-            Err(ScanArgError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "MATCH"])),
-            Err(ScanArgError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "LIMIT", "3"])),
-            Err(ScanArgError::Syntax)
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "TYPE", "hash"])),
-            Err(ScanArgError::UnknownType("hash".into()))
-        );
-        assert_eq!(
-            parse_scan_args(&words(&["0", "COUNT", "1", "COUNT", "2"])),
-            Err(ScanArgError::RepeatedOption("COUNT"))
-        );
+        let refused: [(&[&str], ScanArgError); 9] = [
+            (&["0", "COUNT", "0"], ScanArgError::Syntax),
+            (&["0", "COUNT", "-3"], ScanArgError::Syntax),
+            (&["0", "COUNT", "x"], ScanArgError::NotAnInteger),
+            (&["0", "COUNT"], ScanArgError::Syntax),
+            (&["0", "MATCH"], ScanArgError::Syntax),
+            (&["0", "LIMIT", "3"], ScanArgError::Syntax),
+            (
+                &["0", "TYPE", "hash"],
+                ScanArgError::UnknownType("hash".into()),
+            ),
+            (
+                &["0", "COUNT", "1", "COUNT", "2"],
+                ScanArgError::RepeatedOption("COUNT"),
+            ),
+            (&[], ScanArgError::Syntax),
+        ];
+        for (args, error) in refused {
+            assert_eq!(parse_scan_args(&words(args)), Err(error), "{args:?}");
+        }
         assert_eq!(
             ScanArgError::UnknownType("hash".into()).to_string(),
             "ERR unknown TYPE 'hash' (use lock or rwlock)"
         );
-        assert_eq!(parse_scan_args(&words(&[])), Err(ScanArgError::Syntax));
     }
 
     #[test]
