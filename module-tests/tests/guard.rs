@@ -435,37 +435,12 @@ fn command_getkeys_names_the_lock_and_the_inner_keys() {
     for (flavor, _server, mut con) in servers() {
         let keys = call(
             &mut con,
-            &[
-                "COMMAND",
-                "GETKEYS",
-                "RLOCK.GUARD",
-                "lock",
-                "me",
-                "TOKEN",
-                "3",
-                "CALL",
-                "MSET",
-                "a",
-                "1",
-                "b",
-                "2",
-            ],
+            &words("COMMAND GETKEYS RLOCK.GUARD lock me TOKEN 3 CALL MSET a 1 b 2"),
         );
         assert_eq!(keys, Ok(bulks(&["lock", "a", "b"])), "{flavor}");
         let keys = call(
             &mut con,
-            &[
-                "COMMAND",
-                "GETKEYS",
-                "RLOCK.GUARD",
-                "lock",
-                "me",
-                "CALL",
-                "EVAL",
-                "s",
-                "1",
-                "k1",
-            ],
+            &words("COMMAND GETKEYS RLOCK.GUARD lock me CALL EVAL s 1 k1"),
         );
         assert_eq!(keys, Ok(bulks(&["lock", "k1"])), "{flavor}");
     }

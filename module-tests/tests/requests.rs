@@ -187,6 +187,30 @@ fn refuses_bad_request_ids(flavor: Flavor, c: &mut Connection, calls: &[&str]) {
     refused_writing_nothing(flavor, c, &cases);
 }
 
+/// `h` holds `key`; `args` (with a `REQ` id) blocks on it, and again on a second
+/// connection (a retry). `h` releases and the first connection is killed in the same
+/// turn: the retry gets `reply`, and the module has had time to give back what the
+/// dead connection never heard.
+fn the_retry_is_granted_as_the_first_dies(
+    server: &Server,
+    c: &mut Connection,
+    args: &[&str],
+    key: &str,
+    reply: i64,
+) {
+    let flavor = server.flavor;
+    run(c, &["RLOCK.ACQUIRE", key, "h"]);
+    let first = Pending::blocked_on(server, c, args, (key, 1));
+    let mut second = Pending::blocked_on(server, c, args, (key, 2));
+    let mut tx = redis::pipe();
+    tx.cmd("RLOCK.RELEASE").arg(key).arg("h");
+    tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+    let replies: Vec<Value> = tx.query(c).expect("pipeline");
+    assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
+    assert_eq!(second.reply(), Ok(Value::Int(reply)), "{flavor}");
+    std::thread::sleep(Duration::from_millis(100));
+}
+
 /// `args` (with a `REQ` id) blocks on `key`; the client times out and sends it again on
 /// a new connection, blocked behind it; `release` frees `key`. Both get `1` at once, and
 /// nobody is left blocked: one grant, two replies.
@@ -316,17 +340,8 @@ fn a_retry_after_the_hold_was_given_back_runs_again() {
 #[test]
 fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
-        let acquire = ["RLOCK.ACQUIRE", "g", "o", "BLOCK", "5000", "REQ", "g1"];
-        let first = Pending::blocked_on(&server, &mut c, &acquire, ("g", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("g", 2));
-        let mut tx = redis::pipe();
-        tx.cmd("RLOCK.RELEASE").arg("g").arg("h");
-        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
-        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
-        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
-        std::thread::sleep(Duration::from_millis(100));
+        let acquire = words("RLOCK.ACQUIRE g o BLOCK 5000 REQ g1");
+        the_retry_is_granted_as_the_first_dies(&server, &mut c, &acquire, "g", 1);
         assert_eq!(holders(&mut c, "g"), held_by("o", 1), "{flavor}");
     }
 }
@@ -696,17 +711,8 @@ fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
         assert_int(&mut c, &["RLOCK.MRELEASE", "o", "2", "ba", "bb"], 2);
         // The first connection granted and killed in one turn: the retry heard the
         // reply, so the holds and the record stay.
-        run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
         let again = words("RLOCK.MACQUIRE o 2 ba bb BLOCK 10000 REQ b2");
-        let first = Pending::blocked_on(&server, &mut c, &again, ("bb", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &again, ("bb", 2));
-        let mut tx = redis::pipe();
-        tx.cmd("RLOCK.RELEASE").arg("bb").arg("h");
-        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
-        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
-        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(2)), "{flavor}");
-        std::thread::sleep(Duration::from_millis(100));
+        the_retry_is_granted_as_the_first_dies(&server, &mut c, &again, "bb", 2);
         for key in ["ba", "bb"] {
             assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
         }
