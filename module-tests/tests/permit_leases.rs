@@ -141,7 +141,7 @@ fn leases_share_redissons_layout_both_ways() {
                 "{flavor}"
             );
         }
-        assert_eq!(get(&mut c, "s").as_deref(), Some("2"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 2, format_args!("{flavor}"));
         // Redisson's availablePermits and release on the module's lease.
         let z = zset("s");
         let ch = String::from_utf8(channel("s")).unwrap();
@@ -149,7 +149,7 @@ fn leases_share_redissons_layout_both_ways() {
         let available = ["EVAL", PERMIT_AVAILABLE, "3", "s", &z, &ch, &now, "publish"];
         assert_eq!(run(&mut c, &available), Value::BulkString(b"2".to_vec()));
         assert_eq!(redisson_release(&mut c, "s", &raw(&ids[0])), Value::Int(1));
-        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 3, format_args!("{flavor}"));
         assert_eq!(run(&mut c, &["RSEM.RETURN", "s", &ids[0]]), Value::Int(0));
         // Redisson's lease, renewed and returned by the module.
         let theirs = [7u8; 16];
@@ -160,7 +160,7 @@ fn leases_share_redissons_layout_both_ways() {
         let moved = score(&mut c, "s", &theirs).unwrap() as i64;
         assert!(moved > now_ms() + 100_000, "{flavor}: renewed to {moved}");
         assert_int(&mut c, &["RSEM.RETURN", "s", &hex(&theirs)], 1);
-        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 3, format_args!("{flavor}"));
         // Redisson renews a module lease.
         let now = now_ms().to_string();
         let later = (now_ms() + 90_000).to_string();
@@ -184,7 +184,7 @@ fn leases_share_redissons_layout_both_ways() {
             run(&mut c, &["RSEM.RETURN", "s", &ids[1].to_uppercase()]),
             Value::Int(1)
         );
-        assert_eq!(get(&mut c, "s").as_deref(), Some("4"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 4, format_args!("{flavor}"));
         assert_int(&mut c, &["EXISTS", &z], 0);
         // Each give-back published the new total, as Redisson's release does.
         let heard: Vec<String> = sub
@@ -289,7 +289,7 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
         assert_eq!(other.reply(), Ok(Value::Int(1)));
         run(&mut c, &["CLIENT", "KILL", "ID", &other.id.to_string()]);
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}"));
         // SESSION would outlive a script's caller.
         let script = "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')";
         let refused = ["EVAL", script, "1", "s"];
@@ -314,7 +314,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
         assert_eq!(ids_of(&big.reply().expect("big")).len(), 3, "{flavor}");
         assert_eq!(small.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 0, format_args!("{flavor}"));
         // Inside MULTI a lease cannot wait: null at once.
         let r = redis::pipe()
             .atomic()
@@ -350,19 +350,11 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
             first,
             "{flavor}: same ids"
         );
-        assert_eq!(
-            get(&mut c, "s").as_deref(),
-            Some("1"),
-            "{flavor}: taken once"
-        );
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}: taken once"));
         let give = ["RSEM.RETURN", "s", &first[0], "REQ", "t1"];
         assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}: replayed");
-        assert_eq!(
-            get(&mut c, "s").as_deref(),
-            Some("2"),
-            "{flavor}: given once"
-        );
+        assert_stored_permits(&mut c, "s", 2, format_args!("{flavor}: given once"));
         let r = call(&mut c, &["RSEM.LEASE", "s", "LEASE", "10", "REQ", "t1"]);
         assert!(
             matches!(&r, Err(e) if e.contains("REQ id already used")),
@@ -376,7 +368,7 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
         run(&mut c, &["RSEM.RELEASE", "s"]);
         let (a, b) = (one.reply().expect("one"), two.reply().expect("two"));
         assert_eq!(ids_of(&a), ids_of(&b), "{flavor}");
-        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 0, format_args!("{flavor}"));
         assert_int(&mut c, &["ZCARD", &zset("s")], 2);
     }
 }
@@ -469,7 +461,7 @@ fn a_replica_without_the_module_ends_identical_after_leases() {
         sync_replica(&primary, &replica);
         let mut r = replica.conn();
         assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
-        assert_eq!(get(&mut r, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut r, "s", 3, format_args!("{flavor}"));
         assert!(
             pttl(&mut r, zset("s").as_bytes()) > 0,
             "{flavor}: the zset has K's TTL"
@@ -538,7 +530,7 @@ fn a_request_granted_while_it_waited_is_not_granted_again() {
         let waited = ids_of(&blocked.reply().expect("served"));
         assert_eq!(ids_of(&replies[1]), waited, "{flavor}");
         assert_int(&mut c, &["ZCARD", &zset("s")], 1);
-        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}"));
     }
 }
 

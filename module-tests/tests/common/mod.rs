@@ -46,6 +46,18 @@ pub fn assert_counted(server: &Server, at_least: &[(&str, i64)]) {
     }
 }
 
+/// Asserts that semaphore `key` stores `permits`: its raw string, as Redisson reads it.
+#[track_caller]
+pub fn assert_stored_permits(
+    c: &mut Connection,
+    key: &str,
+    permits: i64,
+    what: impl std::fmt::Display,
+) {
+    let stored: Option<String> = redis::cmd("GET").arg(key).query(c).expect("GET");
+    assert_eq!(stored, Some(permits.to_string()), "{what}");
+}
+
 /// `RLOCK.INFO key` over RESP2.
 pub fn lock_info(con: &mut Connection, key: &str) -> LockInfo {
     let v = call(con, &["RLOCK.INFO", key]).expect("RLOCK.INFO");
