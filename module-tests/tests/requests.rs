@@ -289,28 +289,46 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
     }
 }
 
+/// `session` (a SESSION call of owner `o` with a `REQ` id, replying `reply`) on a
+/// connection that then closes, and sent again on another: each time `keys` are held
+/// for that connection alone, and its close gives them back. The retry runs again
+/// rather than report the holds that went.
+fn session_call_then_its_retry(
+    server: &Server,
+    c: &mut Connection,
+    session: &[&str],
+    reply: i64,
+    keys: &[&str],
+) {
+    let flavor = server.flavor;
+    for sent in ["first", "retry"] {
+        let mut con = server.conn();
+        assert_eq!(
+            run(&mut con, session),
+            Value::Int(reply),
+            "{flavor}: {sent}"
+        );
+        for key in keys {
+            assert_eq!(holders(c, key), held_by("o", 1), "{flavor}: {sent}: {key}");
+        }
+        drop(con);
+        let gone = wait_until(Duration::from_secs(2), || {
+            keys.iter().all(|key| holders(c, key).is_empty())
+        });
+        assert!(
+            gone,
+            "{flavor}: {sent}: the SESSION holds outlived their connection"
+        );
+    }
+}
+
 /// The record outlives a hold given back for its client; a retry then runs again
 /// rather than report a hold that is gone.
 #[test]
 fn a_retry_after_the_hold_was_given_back_runs_again() {
     for (flavor, server, mut c) in servers() {
         let acquire = ["RLOCK.ACQUIRE", "s", "o", "SESSION", "REQ", "s1"];
-        let mut first = server.conn();
-        assert_eq!(run(&mut first, &acquire), Value::Int(1));
-        drop(first);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
-            "{flavor}: the SESSION hold went with its connection"
-        );
-        // Taken again by the retry, and tied to the retrying connection.
-        let mut retry = server.conn();
-        assert_eq!(run(&mut retry, &acquire), Value::Int(1), "{flavor}");
-        assert_eq!(holders(&mut c, "s"), held_by("o", 1), "{flavor}");
-        drop(retry);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
-            "{flavor}: the retried SESSION hold went with the retrying connection"
-        );
+        session_call_then_its_retry(&server, &mut c, &acquire, 1, &["s"]);
         // Held by someone else by the time the retry comes: not acquired.
         let mut third = server.conn();
         assert_eq!(run(&mut third, &acquire), Value::Int(1));
@@ -583,23 +601,7 @@ fn a_retried_mrelease_does_not_release_twice() {
 fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
     for (flavor, server, mut c) in servers() {
         let session = words("RLOCK.MACQUIRE o 2 sa sb SESSION REQ s1");
-        let mut first = server.conn();
-        assert_eq!(run(&mut first, &session), Value::Int(2), "{flavor}");
-        drop(first);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "sa").is_empty()),
-            "{flavor}: the SESSION holds went with their connection"
-        );
-        assert!(holders(&mut c, "sb").is_empty(), "{flavor}");
-        let mut retry = server.conn();
-        assert_eq!(run(&mut retry, &session), Value::Int(2), "{flavor}");
-        assert_eq!(holders(&mut c, "sb"), held_by("o", 1), "{flavor}");
-        // The retry's holds are tied to the retrying connection.
-        drop(retry);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "sb").is_empty()),
-            "{flavor}: the retried SESSION holds went with the retrying connection"
-        );
+        session_call_then_its_retry(&server, &mut c, &session, 2, &["sa", "sb"]);
         // Released, then sent again: taken again.
         let acquire = macquire("o", ["ra", "rb"], "r1");
         assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}");
