@@ -36,6 +36,11 @@ fn guard<'a>(lock: &'a str, owner: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     [&["RLOCK.GUARD", lock, owner][..], rest].concat()
 }
 
+/// `a`'s guard on lock `k`, running `script` on its one key `key`.
+fn guarded_script<'a>(script: &'a str, key: &'a str) -> Vec<&'a str> {
+    guard("k", "a", &["CALL", "EVAL", script, "1", key])
+}
+
 /// The guard's error, or a panic naming the reply that was not one.
 fn refusal(con: &mut Connection, args: &[&str]) -> String {
     match call(con, args) {
@@ -46,23 +51,15 @@ fn refusal(con: &mut Connection, args: &[&str]) -> String {
 
 #[test]
 fn the_holder_runs_the_command_and_gets_its_reply() {
+    let as_alice = |rest: &[&'static str]| guard("orders", "alice", rest);
     for (flavor, server, mut con) in servers() {
         assert_int(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"], 1);
-        assert_okay(
+        assert_okay(&mut con, &as_alice(&["CALL", "SET", "o{orders}", "paid"]));
+        assert_reply(
             &mut con,
-            &guard("orders", "alice", &["CALL", "SET", "o{orders}", "paid"]),
-        );
-        assert_eq!(
-            call(
-                &mut con,
-                &guard(
-                    "orders",
-                    "alice",
-                    &["TOKEN", "1", "call", "get", "o{orders}"]
-                )
-            ),
-            bulk("paid"),
-            "{flavor}"
+            &as_alice(&["TOKEN", "1", "call", "get", "o{orders}"]),
+            Value::BulkString(b"paid".into()),
+            flavor,
         );
         // Another owner: nothing runs.
         let refused = refusal(
@@ -76,38 +73,24 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
         // The inner command's own errors are its reply: a list is not a string.
         call(&mut con, &["RPUSH", "l{orders}", "x"]).unwrap();
-        let wrong = refusal(
-            &mut con,
-            &guard("orders", "alice", &["CALL", "GET", "l{orders}"]),
-        );
+        let wrong = refusal(&mut con, &as_alice(&["CALL", "GET", "l{orders}"]));
         assert!(wrong.starts_with("WRONGTYPE"), "{flavor}: {wrong}");
         // Replies of every shape pass through.
-        assert_eq!(
-            call(
-                &mut con,
-                &guard(
-                    "orders",
-                    "alice",
-                    &["CALL", "LRANGE", "l{orders}", "0", "-1"]
-                )
-            ),
-            Ok(Value::Array(vec![Value::BulkString(b"x".to_vec())])),
-            "{flavor}"
+        assert_reply(
+            &mut con,
+            &as_alice(&["CALL", "LRANGE", "l{orders}", "0", "-1"]),
+            Value::Array(vec![Value::BulkString(b"x".to_vec())]),
+            flavor,
         );
-        assert_eq!(
-            call(
-                &mut con,
-                &guard("orders", "alice", &["CALL", "GET", "none{orders}"])
-            ),
-            Ok(Value::Nil),
-            "{flavor}"
+        assert_reply(
+            &mut con,
+            &as_alice(&["CALL", "GET", "none{orders}"]),
+            Value::Nil,
+            flavor,
         );
         // A free lock guards nothing.
         call(&mut con, &["RLOCK.RELEASE", "orders", "alice"]).unwrap();
-        let refused = refusal(
-            &mut con,
-            &guard("orders", "alice", &["CALL", "DEL", "o{orders}"]),
-        );
+        let refused = refusal(&mut con, &as_alice(&["CALL", "DEL", "o{orders}"]));
         assert!(refused.starts_with("NOTHELD"), "{flavor}: {refused}");
         assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
         assert_eq!(rstat(&server, "guard_calls"), 5, "{flavor}");
@@ -365,17 +348,7 @@ fn scripts_run_with_their_keys_declared() {
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a"]).unwrap();
         assert_int(
             &mut con,
-            &guard(
-                "k",
-                "a",
-                &[
-                    "CALL",
-                    "EVAL",
-                    "return redis.call('incr', KEYS[1])",
-                    "1",
-                    "n{k}",
-                ],
-            ),
+            &guarded_script("return redis.call('incr', KEYS[1])", "n{k}"),
             1,
         );
         // A guard from a script runs its command; a script from a guard from a script
@@ -544,17 +517,7 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
         .unwrap();
         call(
             &mut con,
-            &guard(
-                "k",
-                "a",
-                &[
-                    "CALL",
-                    "EVAL",
-                    "return redis.call('rpush', KEYS[1], 'e')",
-                    "1",
-                    "l{k}",
-                ],
-            ),
+            &guarded_script("return redis.call('rpush', KEYS[1], 'e')", "l{k}"),
         )
         .unwrap();
         let _ = refusal(
