@@ -31,11 +31,22 @@ fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
     )
 }
 
-/// Each (key, owner) of `held`: the owner holds the key, once.
-fn assert_held_once(flavor: Flavor, c: &mut Connection, held: &[(&str, &str)]) {
+/// Each of `granted` got its grant (1); each (key, owner) of `held`: the owner holds
+/// the key, once; and nobody is left blocked.
+fn assert_settled(
+    server: &Server,
+    c: &mut Connection,
+    granted: Vec<Pending>,
+    held: &[(&str, &str)],
+) {
+    let flavor = server.flavor;
+    for mut waiter in granted {
+        assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}: {}", waiter.id);
+    }
     for (key, owner) in held {
         assert_eq!(holders(c, key), held_by(owner, 1), "{flavor}: {key}");
     }
+    assert_eq!(rstat(server, "blocked"), 0, "{flavor}: still blocked");
 }
 
 #[test]
@@ -198,8 +209,8 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
             &["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"],
             ("a", 2),
         );
-        let mut s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 3);
-        let mut t = Pending::blocked_acquire(&server, &mut c, ("b", "t"), "10000", 3);
+        let s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 3);
+        let t = Pending::blocked_acquire(&server, &mut c, ("b", "t"), "10000", 3);
 
         assert_int(&mut c, &["RLOCK.MRELEASE", "h", "2", "a", "b"], 2);
         assert_eq!(m1.reply(), Ok(Value::Int(2)), "{flavor}: first in line");
@@ -208,10 +219,7 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
         assert_eq!(m2.reply(), Ok(Value::Int(2)), "{flavor}: second");
         assert_eq!(holders(&mut c, "a"), held_by("m2", 1), "{flavor}");
         run(&mut c, &["RLOCK.MRELEASE", "m2", "2", "a", "b"]);
-        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(t.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "t")]);
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        assert_settled(&server, &mut c, vec![s, t], &[("a", "s"), ("b", "t")]);
     }
 }
 
@@ -225,14 +233,12 @@ fn a_waiter_that_leaves_lets_the_line_move() {
             &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"],
             ("a", 1),
         );
-        let mut s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 2);
+        let s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 2);
         run(&mut c, &["RLOCK.RELEASE", "a", "h"]);
         assert!(!exists(&mut c, "a"), "{flavor}: kept for m");
         // m's connection dies: s, behind it, gets `a` at once.
         run(&mut c, &["CLIENT", "KILL", "ID", &m.id.to_string()]);
-        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "h")]);
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        assert_settled(&server, &mut c, vec![s], &[("a", "s"), ("b", "h")]);
     }
 }
 
