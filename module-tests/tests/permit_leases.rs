@@ -116,6 +116,12 @@ fn redisson_release(c: &mut Connection, key: &str, raw_id: &[u8]) -> Value {
     )
 }
 
+/// Semaphore `s` with no permits, and `call` (words split at spaces) blocked on it.
+fn waiter_on_empty(server: &Server, call: &str) -> Pending {
+    run(&mut server.conn(), &["RSEM.TRYSETPERMITS", "s", "0"]);
+    Pending::blocked(server, &words(call), 1)
+}
+
 #[test]
 fn leases_share_redissons_layout_both_ways() {
     for (flavor, server, mut c) in servers() {
@@ -300,12 +306,7 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
 #[test]
 fn blocked_leases_are_served_in_arrival_order_with_acquires() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::blocked(
-            &server,
-            &words("RSEM.LEASE s LEASE 60000 PERMITS 3 BLOCK 5000"),
-            1,
-        );
+        let mut big = waiter_on_empty(&server, "RSEM.LEASE s LEASE 60000 PERMITS 3 BLOCK 5000");
         let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "5000"], 2);
         // Two permits: the head wants three, and the one behind it waits too.
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
@@ -512,12 +513,7 @@ fn a_replayed_lease_must_still_be_leased() {
 #[test]
 fn a_request_granted_while_it_waited_is_not_granted_again() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut blocked = Pending::blocked(
-            &server,
-            &words("RSEM.LEASE s LEASE 60000 BLOCK 0 REQ r2"),
-            1,
-        );
+        let mut blocked = waiter_on_empty(&server, "RSEM.LEASE s LEASE 60000 BLOCK 0 REQ r2");
         // Permits appear and the same request arrives before the module's poll: one grant.
         let replies = redis::pipe()
             .atomic()
@@ -560,12 +556,7 @@ fn a_score_below_zero_is_nobodys_deadline() {
 #[test]
 fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut acquire = Pending::blocked(
-            &server,
-            &["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"],
-            1,
-        );
+        let mut acquire = waiter_on_empty(&server, "RSEM.ACQUIRE s BLOCK 5000 REQ same");
         let mut lease = Pending::blocked(
             &server,
             &words("RSEM.LEASE s LEASE 60000 BLOCK 5000 REQ same"),
