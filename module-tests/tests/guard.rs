@@ -36,9 +36,25 @@ fn guard<'a>(lock: &'a str, owner: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     [&["RLOCK.GUARD", lock, owner][..], rest].concat()
 }
 
+/// `owner`'s guard on `lock` with fencing token `token`, setting `key` to `value`.
+fn fenced_set<'a>(
+    lock: &'a str,
+    owner: &'a str,
+    token: &'a str,
+    key: &'a str,
+    value: &'a str,
+) -> Vec<&'a str> {
+    guard(lock, owner, &["TOKEN", token, "CALL", "SET", key, value])
+}
+
 /// `a`'s guard on lock `k`, running `script` on its one key `key`.
 fn guarded_script<'a>(script: &'a str, key: &'a str) -> Vec<&'a str> {
     guard("k", "a", &["CALL", "EVAL", script, "1", key])
+}
+
+/// The error of `guard(lock, owner, rest)`, which must be refused.
+fn guard_refusal(con: &mut Connection, lock: &str, owner: &str, rest: &[&str]) -> String {
+    refusal(con, &guard(lock, owner, rest))
 }
 
 /// The guard's error, or a panic naming the reply that was not one.
@@ -62,9 +78,11 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
             flavor,
         );
         // Another owner: nothing runs.
-        let refused = refusal(
+        let refused = guard_refusal(
             &mut con,
-            &guard("orders", "bob", &["CALL", "SET", "o{orders}", "void"]),
+            "orders",
+            "bob",
+            &["CALL", "SET", "o{orders}", "void"],
         );
         assert_eq!(
             refused, "NOTHELD the lock is not held by this owner",
@@ -105,40 +123,21 @@ fn a_token_taken_since_is_stale() {
         assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 1);
         call(&mut con, &["RLOCK.RELEASE", "t", "a"]).unwrap();
         assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 2);
-        let stale = refusal(
-            &mut con,
-            &guard("t", "a", &["TOKEN", "1", "CALL", "SET", "x{t}", "1"]),
-        );
+        let stale = refusal(&mut con, &fenced_set("t", "a", "1", "x{t}", "1"));
         assert_eq!(
             stale, "STALETOKEN the lock's fencing token is now 2, not 1",
             "{flavor}"
         );
-        let ahead = refusal(
-            &mut con,
-            &guard("t", "a", &["TOKEN", "3", "CALL", "SET", "x{t}", "1"]),
-        );
+        let ahead = refusal(&mut con, &fenced_set("t", "a", "3", "x{t}", "1"));
         assert!(ahead.starts_with("STALETOKEN"), "{flavor}: {ahead}");
         assert_eq!(get(&mut con, "x{t}"), Ok(Value::Nil), "{flavor}");
-        assert_okay(
-            &mut con,
-            &guard("t", "a", &["TOKEN", "2", "CALL", "SET", "x{t}", "2"]),
-        );
+        assert_okay(&mut con, &fenced_set("t", "a", "2", "x{t}", "2"));
         // NOTHELD comes before the token.
-        let other = refusal(
-            &mut con,
-            &guard("t", "b", &["TOKEN", "1", "CALL", "SET", "x{t}", "1"]),
-        );
+        let other = refusal(&mut con, &fenced_set("t", "b", "1", "x{t}", "1"));
         assert!(other.starts_with("NOTHELD"), "{flavor}: {other}");
         // A lock without a counter has no token to match.
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
-        let none = refusal(
-            &mut con,
-            &guard(
-                "plain",
-                "a",
-                &["TOKEN", "1", "CALL", "SET", "x{plain}", "1"],
-            ),
-        );
+        let none = refusal(&mut con, &fenced_set("plain", "a", "1", "x{plain}", "1"));
         assert_eq!(
             none, "STALETOKEN the lock has no fencing token, not 1",
             "{flavor}"
@@ -222,10 +221,7 @@ fn each_side_of_a_read_write_lock_is_guarded() {
         let reader = refusal(&mut con, &incr("w", &["READ"]));
         assert!(reader.starts_with("NOTHELD"), "{flavor}: {reader}");
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
-        let plain = refusal(
-            &mut con,
-            &guard("plain", "a", &["READ", "CALL", "GET", "x"]),
-        );
+        let plain = guard_refusal(&mut con, "plain", "a", &["READ", "CALL", "GET", "x"]);
         assert!(
             plain.starts_with("WRONGTYPE the key holds a reentrant lock"),
             "{flavor}: {plain}"
@@ -336,7 +332,7 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
         assert_refused_unchanged(
             flavor,
             &mut con,
-            &guard("k", "a", &["TOKEN", "1", "CALL", "SET", "x", "1"]),
+            &fenced_set("k", "a", "1", "x", "1"),
             "ERR the fencing counter key holds a value that is not a non-negative integer",
         );
     }
@@ -506,10 +502,7 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
         let (primary, replica) = primary_and_bare_replica(flavor);
         let mut con = primary.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "TOKEN"]).unwrap();
-        assert_okay(
-            &mut con,
-            &guard("k", "a", &["TOKEN", "1", "CALL", "SET", "v{k}", "1"]),
-        );
+        assert_okay(&mut con, &fenced_set("k", "a", "1", "v{k}", "1"));
         call(
             &mut con,
             &guard("k", "a", &["CALL", "HSET", "h{k}", "f", "x"]),
@@ -520,17 +513,14 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
             &guarded_script("return redis.call('rpush', KEYS[1], 'e')", "l{k}"),
         )
         .unwrap();
-        let _ = refusal(
-            &mut con,
-            &guard("k", "b", &["CALL", "SET", "v{k}", "stray"]),
-        );
+        let _ = guard_refusal(&mut con, "k", "b", &["CALL", "SET", "v{k}", "stray"]);
         assert_int(&mut con, &["WAIT", "1", "5000"], 1);
         let mut r = replica.conn();
         assert_eq!(get(&mut r, "v{k}"), bulk("1"), "{flavor}");
         assert_eq!(call(&mut r, &["HGET", "h{k}", "f"]), bulk("x"), "{flavor}");
         assert_int(&mut r, &["LLEN", "l{k}"], 1);
         // Guards are refused on a replica: the lock is checked where it is written.
-        let on_replica = refusal(&mut r, &guard("k", "a", &["CALL", "GET", "v{k}"]));
+        let on_replica = guard_refusal(&mut r, "k", "a", &["CALL", "GET", "v{k}"]);
         assert!(
             on_replica.starts_with("READONLY") || on_replica.contains("unknown command"),
             "{flavor}: {on_replica}"
@@ -543,10 +533,7 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
         let mut con = aof.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "LEASE", "600000"]).unwrap();
         call(&mut con, &guard("k", "a", &["CALL", "INCRBY", "n{k}", "5"])).unwrap();
-        let _ = refusal(
-            &mut con,
-            &guard("k", "b", &["CALL", "INCRBY", "n{k}", "100"]),
-        );
+        let _ = guard_refusal(&mut con, "k", "b", &["CALL", "INCRBY", "n{k}", "100"]);
         let logged = aof_text(aof.dir());
         assert!(
             !logged.to_ascii_lowercase().contains("rlock.guard"),
@@ -593,13 +580,7 @@ fn aof_text(dir: &std::path::Path) -> String {
 #[test]
 fn an_elected_leader_writes_only_in_its_term() {
     // `owner`, leader of term `token`, sets the config to `value`.
-    let write = |owner, token, value| {
-        guard(
-            "leader",
-            owner,
-            &["TOKEN", token, "CALL", "SET", "config{leader}", value],
-        )
-    };
+    let write = |owner, token, value| fenced_set("leader", owner, token, "config{leader}", value);
     for (flavor, _server, mut con) in servers() {
         assert_int(
             &mut con,
@@ -638,19 +619,14 @@ fn in_a_cluster_the_inner_keys_must_share_the_locks_slot() {
                 &["TOKEN", "1", "CALL", "MSET", "{g}a", "1", "{g}b", "2"],
             ),
         );
-        let crossed = refusal(
+        let crossed = guard_refusal(
             &mut con,
-            &guard(
-                "{g}lock",
-                "me",
-                &["CALL", "MSET", "{g}a", "3", "{other}b", "4"],
-            ),
+            "{g}lock",
+            "me",
+            &["CALL", "MSET", "{g}a", "3", "{other}b", "4"],
         );
         assert!(crossed.starts_with("CROSSSLOT"), "{flavor}: {crossed}");
-        let elsewhere = refusal(
-            &mut con,
-            &guard("{g}lock", "me", &["CALL", "SET", "{zz}x", "1"]),
-        );
+        let elsewhere = guard_refusal(&mut con, "{g}lock", "me", &["CALL", "SET", "{zz}x", "1"]);
         assert!(elsewhere.starts_with("CROSSSLOT"), "{flavor}: {elsewhere}");
         assert_eq!(get(&mut con, "{g}a"), bulk("1"), "{flavor}");
         // The other primary redirects, by the lock key.
