@@ -219,20 +219,36 @@ fn fair_queue_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
     }
 }
 
-extern "C" fn on_flush(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("flush event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
-            return;
+/// A server event's `extern "C"` callback that acts on one subevent: `body` runs in the
+/// panic guard with the raw context and the event's data, for `wanted` only.
+macro_rules! on_subevent {
+    ($name:ident, $what:literal, $wanted:expr, |$ctx:ident, $data:ident| $body:block) => {
+        extern "C" fn $name(
+            ctx: RawCtx,
+            _event: raw::RedisModuleEvent,
+            subevent: u64,
+            data: *mut c_void,
+        ) {
+            guard::callback($what, || {
+                if subevent != $wanted {
+                    return;
+                }
+                let ($ctx, $data) = (ctx, data);
+                $body
+            });
         }
+    };
+}
+
+on_subevent!(
+    on_flush,
+    "flush event",
+    raw::REDISMODULE_SUBEVENT_FLUSHDB_END,
+    |ctx, data| {
         let db = Some(ffi::event_flushed_db(data)).filter(|db| *db >= 0);
         serve_later(&Context::new(ctx), db);
-    });
-}
+    }
+);
 
 extern "C" fn on_swapdb(
     ctx: RawCtx,
@@ -446,16 +462,11 @@ extern "C" fn on_loading(
     });
 }
 
-extern "C" fn on_client(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("client event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
-            return;
-        }
+on_subevent!(
+    on_client,
+    "client event",
+    raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED,
+    |ctx, data| {
         let ctx = Context::new(ctx);
         let client = ffi::event_client_id(data);
         let (holds, permits) = state::with(|s| {
@@ -487,19 +498,14 @@ extern "C" fn on_client(
                 },
             );
         }
-    });
-}
+    }
+);
 
-extern "C" fn on_config(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("config event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE {
-            return;
-        }
+on_subevent!(
+    on_config,
+    "config event",
+    raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE,
+    |ctx, data| {
         let names = ffi::event_config_names(data);
         let changed = |config: &[u8]| names.iter().any(|name| name.eq_ignore_ascii_case(config));
         if changed(b"maxmemory-policy") {
@@ -508,5 +514,5 @@ extern "C" fn on_config(
         if changed(latency::THRESHOLD_CONFIG) {
             latency::read_threshold(&Context::new(ctx));
         }
-    });
-}
+    }
+);
