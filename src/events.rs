@@ -64,21 +64,49 @@ fn subscribe_slot_migration(ctx: &Context) -> bool {
     true
 }
 
-/// Slots of this node went to another by atomic migration: the waiters on their locks
-/// are sent there now, rather than at the sweep's next round.
-extern "C" fn on_slot_migration(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    guard::callback("slot migration event", || {
+/// A server event's `extern "C"` callback: `body` runs in the panic guard with the raw
+/// context, the subevent and the event's data.
+macro_rules! server_event {
+    ($(#[$doc:meta])* $name:ident, $what:literal, |$ctx:ident, $subevent:ident, $data:ident| $body:block) => {
+        $(#[$doc])*
+        extern "C" fn $name(
+            ctx: RawCtx,
+            _event: raw::RedisModuleEvent,
+            subevent: u64,
+            data: *mut c_void,
+        ) {
+            guard::callback($what, || {
+                let ($ctx, $subevent, $data) = (ctx, subevent, data);
+                $body
+            });
+        }
+    };
+}
+
+/// [`server_event!`] for a callback that acts on one subevent, `wanted`, alone.
+macro_rules! on_subevent {
+    ($name:ident, $what:literal, $wanted:expr, |$ctx:ident, $data:ident| $body:block) => {
+        server_event!($name, $what, |$ctx, subevent, $data| {
+            if subevent != $wanted {
+                return;
+            }
+            $body
+        });
+    };
+}
+
+server_event!(
+    /// Slots of this node went to another by atomic migration: the waiters on their locks
+    /// are sent there now, rather than at the sweep's next round.
+    on_slot_migration,
+    "slot migration event",
+    |ctx, subevent, _data| {
         if subevent == SLOT_EXPORT_COMPLETED {
             stats::SLOT_EXPORTS.incr();
             slots::sweep_soon(&Context::new(ctx));
         }
-    });
-}
+    }
+);
 
 extern "C" fn on_keyspace(
     ctx: RawCtx,
@@ -219,92 +247,80 @@ fn fair_queue_changed(ctx: &Context, locks: Vec<Vec<u8>>, event: &[u8]) {
     }
 }
 
-extern "C" fn on_flush(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("flush event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
-            return;
-        }
+on_subevent!(
+    on_flush,
+    "flush event",
+    raw::REDISMODULE_SUBEVENT_FLUSHDB_END,
+    |ctx, data| {
         let db = Some(ffi::event_flushed_db(data)).filter(|db| *db >= 0);
         serve_later(&Context::new(ctx), db);
-    });
-}
+    }
+);
 
-extern "C" fn on_swapdb(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    _subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("swapdb event", || {
-        let ctx = Context::new(ctx);
-        let (first, second) = ffi::event_swapped_dbs(data);
-        let locks = state::with(|s| {
-            s.fences.clear();
-            // Holds now sit in another database than the one they were taken in.
-            s.sessions.forget_db(Some(first));
-            s.sessions.forget_db(Some(second));
-            s.session_permits.forget_db(Some(first));
-            s.session_permits.forget_db(Some(second));
-            let mut locks = s.waiters.locks_in(Some(first));
-            locks.extend(s.waiters.locks_in(Some(second)));
-            // Rounds of locks nobody waits for here: the keys under those names are
-            // other locks now.
-            let rounds: Vec<LockId> = s
-                .sharing
-                .locks()
-                .filter(|l| (l.db == first || l.db == second) && !locks.contains(l))
-                .cloned()
-                .collect();
-            for lock in &rounds {
-                s.sharing.forget(lock);
-            }
-            // Leases moved with their database: watched under its new number too.
-            let swapped: Vec<LockId> = s
-                .leased_semaphores
-                .iter()
-                .filter(|l| l.db == first || l.db == second)
-                .map(|l| LockId {
-                    db: if l.db == first { second } else { first },
-                    key: l.key.clone(),
-                })
-                .collect();
-            locks.extend(
-                s.leased_semaphores
-                    .iter()
-                    .filter(|l| l.db == first || l.db == second)
-                    .cloned(),
-            );
-            s.leased_semaphores.extend(swapped.iter().cloned());
-            locks.extend(swapped);
-            // Fair queues too: each is looked at under both numbers now, and tracked
-            // on where it is found.
-            let queues: Vec<LockId> = s
-                .fair_queues
-                .iter()
-                .filter(|l| l.db == first || l.db == second)
-                .cloned()
-                .collect();
-            let now = ffi::now_ms();
-            for lock in queues {
-                let moved = LockId {
-                    db: if lock.db == first { second } else { first },
-                    key: lock.key.clone(),
-                };
-                s.fair_queues.look_by(&moved, now);
-                s.fair_queues.look_by(&lock, now);
-            }
-            locks
-        });
-        for lock in locks {
-            deferred::push(&ctx, Work::Serve { lock });
+server_event!(on_swapdb, "swapdb event", |ctx, _subevent, data| {
+    let ctx = Context::new(ctx);
+    let (first, second) = ffi::event_swapped_dbs(data);
+    let locks = state::with(|s| {
+        s.fences.clear();
+        // Holds now sit in another database than the one they were taken in.
+        s.sessions.forget_db(Some(first));
+        s.sessions.forget_db(Some(second));
+        s.session_permits.forget_db(Some(first));
+        s.session_permits.forget_db(Some(second));
+        let mut locks = s.waiters.locks_in(Some(first));
+        locks.extend(s.waiters.locks_in(Some(second)));
+        // Rounds of locks nobody waits for here: the keys under those names are
+        // other locks now.
+        let rounds: Vec<LockId> = s
+            .sharing
+            .locks()
+            .filter(|l| (l.db == first || l.db == second) && !locks.contains(l))
+            .cloned()
+            .collect();
+        for lock in &rounds {
+            s.sharing.forget(lock);
         }
+        // Leases moved with their database: watched under its new number too.
+        let swapped: Vec<LockId> = s
+            .leased_semaphores
+            .iter()
+            .filter(|l| l.db == first || l.db == second)
+            .map(|l| LockId {
+                db: if l.db == first { second } else { first },
+                key: l.key.clone(),
+            })
+            .collect();
+        locks.extend(
+            s.leased_semaphores
+                .iter()
+                .filter(|l| l.db == first || l.db == second)
+                .cloned(),
+        );
+        s.leased_semaphores.extend(swapped.iter().cloned());
+        locks.extend(swapped);
+        // Fair queues too: each is looked at under both numbers now, and tracked
+        // on where it is found.
+        let queues: Vec<LockId> = s
+            .fair_queues
+            .iter()
+            .filter(|l| l.db == first || l.db == second)
+            .cloned()
+            .collect();
+        let now = ffi::now_ms();
+        for lock in queues {
+            let moved = LockId {
+                db: if lock.db == first { second } else { first },
+                key: lock.key.clone(),
+            };
+            s.fair_queues.look_by(&moved, now);
+            s.fair_queues.look_by(&lock, now);
+        }
+        locks
     });
-}
+    for lock in locks {
+        deferred::push(&ctx, Work::Serve { lock });
+    }
+});
 
 /// After a flush, every lock in `db` (or everywhere) is gone, and with it every fair
 /// queue, lease zset and hold there: what the module knew of them is forgotten now,
@@ -338,18 +354,15 @@ fn serve_later(ctx: &Context, db: Option<i32>) {
     }
 }
 
-/// The server's cron (`hz` times a second): tracked fair queues whose earliest deadline
-/// came are looked at (see `handoff::locks::look_at_queue`). A cron tick rather than a timer:
-/// a timer kept for callers that poll would hold up `MODULE UNLOAD` for as long as
-/// `rlock.fair-wait-ms`, and their entries need not go to the millisecond. A search for
-/// queues the module does not know goes on a few steps.
-extern "C" fn on_cron(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    guard::callback("cron event", || {
+server_event!(
+    /// The server's cron (`hz` times a second): tracked fair queues whose earliest deadline
+    /// came are looked at (see `handoff::locks::look_at_queue`). A cron tick rather than a timer:
+    /// a timer kept for callers that poll would hold up `MODULE UNLOAD` for as long as
+    /// `rlock.fair-wait-ms`, and their entries need not go to the millisecond. A search for
+    /// queues the module does not know goes on a few steps.
+    on_cron,
+    "cron event",
+    |ctx, _subevent, _data| {
         let ctx = Context::new(ctx);
         if state::with(|s| s.queue_search.is_some()) {
             search_queues(&ctx);
@@ -365,8 +378,8 @@ extern "C" fn on_cron(
         for lock in due {
             deferred::push(&ctx, Work::LookAtQueue { lock });
         }
-    });
-}
+    }
+);
 
 /// How much of a cron tick the search for fair queues takes at most: a `SCAN` step of
 /// 1,000 keys takes well under it, so a few steps run per tick.
@@ -407,23 +420,16 @@ fn search_queues(ctx: &Context) {
     }
 }
 
-extern "C" fn on_role(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    guard::callback("role event", || {
-        if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
-            // Waiters, timers and sessions belong to a primary; counters now
-            // arrive by replication, unseen.
-            state::reset(&Context::new(ctx), Some(errors::DEMOTED));
-        } else if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
-            // The fair queues that came by replication are served from now on.
-            state::search_queues();
-        }
-    });
-}
+server_event!(on_role, "role event", |ctx, subevent, _data| {
+    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        // Waiters, timers and sessions belong to a primary; counters now
+        // arrive by replication, unseen.
+        state::reset(&Context::new(ctx), Some(errors::DEMOTED));
+    } else if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        // The fair queues that came by replication are served from now on.
+        state::search_queues();
+    }
+});
 
 extern "C" fn on_loading(
     _ctx: RawCtx,
@@ -446,16 +452,11 @@ extern "C" fn on_loading(
     });
 }
 
-extern "C" fn on_client(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("client event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
-            return;
-        }
+on_subevent!(
+    on_client,
+    "client event",
+    raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED,
+    |ctx, data| {
         let ctx = Context::new(ctx);
         let client = ffi::event_client_id(data);
         let (holds, permits) = state::with(|s| {
@@ -487,19 +488,14 @@ extern "C" fn on_client(
                 },
             );
         }
-    });
-}
+    }
+);
 
-extern "C" fn on_config(
-    ctx: RawCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    guard::callback("config event", || {
-        if subevent != raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE {
-            return;
-        }
+on_subevent!(
+    on_config,
+    "config event",
+    raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE,
+    |ctx, data| {
         let names = ffi::event_config_names(data);
         let changed = |config: &[u8]| names.iter().any(|name| name.eq_ignore_ascii_case(config));
         if changed(b"maxmemory-policy") {
@@ -508,5 +504,5 @@ extern "C" fn on_config(
         if changed(latency::THRESHOLD_CONFIG) {
             latency::read_threshold(&Context::new(ctx));
         }
-    });
-}
+    }
+);

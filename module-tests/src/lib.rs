@@ -755,6 +755,22 @@ pub fn output_text(out: &std::process::Output) -> String {
     )
 }
 
+/// A test's set-up: runs each call of `calls` (its words split at spaces) in turn,
+/// panicking on an error reply.
+#[track_caller]
+pub fn set_up(con: &mut redis::Connection, calls: &[&str]) {
+    for line in calls {
+        if let Err(e) = call(con, &words(line)) {
+            panic!("set-up call {line:?} failed: {e}");
+        }
+    }
+}
+
+/// A command's words, written as one line split at spaces: long calls stay one line.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 /// Runs a command of string arguments; an error reply becomes `Err("CODE detail")`.
 pub fn call(con: &mut redis::Connection, args: &[&str]) -> Result<Value, String> {
     let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -863,9 +879,9 @@ pub fn assert_refused_unchanged(
     args: &[&str],
     prefix: &str,
 ) {
-    let before = keyspace(con);
-    assert_refused_with(con, args, prefix, flavor);
-    assert_eq!(keyspace(con), before, "{flavor}: {args:?} changed keys");
+    assert_keyspace_kept(con, format!("{flavor}: {args:?}"), |con| {
+        assert_refused_with(con, args, prefix, flavor)
+    });
 }
 
 /// [`assert_refused_unchanged`] for each (arguments, error prefix) of `cases`.
@@ -1270,18 +1286,35 @@ pub fn primary_and_bare_replica(flavor: Flavor) -> (Server, Server) {
     (primary, replica)
 }
 
+/// [`primary_and_bare_replica`] of each flavor of [`flavors`] in turn, with a
+/// connection to the primary.
+pub fn primaries_and_bare_replicas(
+) -> impl Iterator<Item = (Flavor, Server, Server, redis::Connection)> {
+    flavors().into_iter().map(|flavor| {
+        let (primary, replica) = primary_and_bare_replica(flavor);
+        let c = primary.conn();
+        (flavor, primary, replica, c)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn helper_keys_tag_the_name_unless_it_has_its_own_tag() {
-        assert_eq!(tagged(b"k"), b"{k}");
-        assert_eq!(tagged(b"{t}:k"), b"{t}:k");
-        assert_eq!(
-            helper_key("redisson_lock_queue", b"k"),
-            b"redisson_lock_queue:{k}"
-        );
-        assert_eq!(helper_key("p", b"{t}:k"), b"p:{t}:k");
+        for (key, name) in [(&b"k"[..], &b"{k}"[..]), (b"{t}:k", b"{t}:k")] {
+            assert_eq!(tagged(key), name);
+        }
+        for (prefix, key, name) in [
+            (
+                "redisson_lock_queue",
+                &b"k"[..],
+                &b"redisson_lock_queue:{k}"[..],
+            ),
+            ("p", b"{t}:k", b"p:{t}:k"),
+        ] {
+            assert_eq!(helper_key(prefix, key), name);
+        }
     }
 }

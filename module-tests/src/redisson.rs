@@ -267,16 +267,8 @@ redis.call(ARGV[2], KEYS[2], value);
 
 /// `RedissonPermitExpirableSemaphore.trySetPermitsAsync(permits)`. KEYS[1] = K, KEYS[2] =
 /// `redisson_sc:{K}`; ARGV[1] = permits, ARGV[2] = `publish` or `spublish`. Publishes
-/// ARGV[1]. Reply: 1 = set, 0 = K already existed.
-pub const PERMIT_TRY_SET_PERMITS: &str = r#"
-local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    redis.call('set', KEYS[1], ARGV[1]);
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1;
-end;
-return 0;
-"#;
+/// ARGV[1]. Reply: 1 = set, 0 = K already existed. The same script as the semaphore's.
+pub const PERMIT_TRY_SET_PERMITS: &str = SEMAPHORE_TRY_SET_PERMITS;
 
 /// `RedissonPermitExpirableSemaphore.addPermitsAsync(permits)` (may be negative).
 /// KEYS[1] = K, KEYS[2] = `redisson_sc:{K}`; ARGV[1] = permits, ARGV[2] = `publish` or

@@ -16,8 +16,45 @@ fn get(con: &mut Connection, key: &str) -> Result<Value, String> {
     call(con, &["GET", key])
 }
 
+/// An array reply of bulk strings.
+fn bulks(items: &[&str]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|item| Value::BulkString(item.as_bytes().to_vec()))
+            .collect(),
+    )
+}
+
 fn bulk(text: &str) -> Result<Value, String> {
     Ok(Value::BulkString(text.as_bytes().to_vec()))
+}
+
+/// `RLOCK.GUARD lock owner` and the rest of the call: its options, CALL and the
+/// inner command.
+fn guard<'a>(lock: &'a str, owner: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    [&["RLOCK.GUARD", lock, owner][..], rest].concat()
+}
+
+/// `owner`'s guard on `lock` with fencing token `token`, setting `key` to `value`.
+fn fenced_set<'a>(
+    lock: &'a str,
+    owner: &'a str,
+    token: &'a str,
+    key: &'a str,
+    value: &'a str,
+) -> Vec<&'a str> {
+    guard(lock, owner, &["TOKEN", token, "CALL", "SET", key, value])
+}
+
+/// `a`'s guard on lock `k`, running `script` on its one key `key`.
+fn guarded_script<'a>(script: &'a str, key: &'a str) -> Vec<&'a str> {
+    guard("k", "a", &["CALL", "EVAL", script, "1", key])
+}
+
+/// The error of `guard(lock, owner, rest)`, which must be refused.
+fn guard_refusal(con: &mut Connection, lock: &str, owner: &str, rest: &[&str]) -> String {
+    refusal(con, &guard(lock, owner, rest))
 }
 
 /// The guard's error, or a panic naming the reply that was not one.
@@ -30,52 +67,22 @@ fn refusal(con: &mut Connection, args: &[&str]) -> String {
 
 #[test]
 fn the_holder_runs_the_command_and_gets_its_reply() {
+    let as_alice = |rest: &[&'static str]| guard("orders", "alice", rest);
     for (flavor, server, mut con) in servers() {
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"]),
-            ok(1)
-        );
-        assert_okay(
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "orders", "alice", "TOKEN"], 1);
+        assert_okay(&mut con, &as_alice(&["CALL", "SET", "o{orders}", "paid"]));
+        assert_reply(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "orders",
-                "alice",
-                "CALL",
-                "SET",
-                "o{orders}",
-                "paid",
-            ],
-        );
-        assert_eq!(
-            call(
-                &mut con,
-                &[
-                    "RLOCK.GUARD",
-                    "orders",
-                    "alice",
-                    "TOKEN",
-                    "1",
-                    "call",
-                    "get",
-                    "o{orders}"
-                ]
-            ),
-            bulk("paid"),
-            "{flavor}"
+            &as_alice(&["TOKEN", "1", "call", "get", "o{orders}"]),
+            Value::BulkString(b"paid".into()),
+            flavor,
         );
         // Another owner: nothing runs.
-        let refused = refusal(
+        let refused = guard_refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "orders",
-                "bob",
-                "CALL",
-                "SET",
-                "o{orders}",
-                "void",
-            ],
+            "orders",
+            "bob",
+            &["CALL", "SET", "o{orders}", "void"],
         );
         assert_eq!(
             refused, "NOTHELD the lock is not held by this owner",
@@ -84,50 +91,24 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
         assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
         // The inner command's own errors are its reply: a list is not a string.
         call(&mut con, &["RPUSH", "l{orders}", "x"]).unwrap();
-        let wrong = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "orders", "alice", "CALL", "GET", "l{orders}"],
-        );
+        let wrong = refusal(&mut con, &as_alice(&["CALL", "GET", "l{orders}"]));
         assert!(wrong.starts_with("WRONGTYPE"), "{flavor}: {wrong}");
         // Replies of every shape pass through.
-        assert_eq!(
-            call(
-                &mut con,
-                &[
-                    "RLOCK.GUARD",
-                    "orders",
-                    "alice",
-                    "CALL",
-                    "LRANGE",
-                    "l{orders}",
-                    "0",
-                    "-1"
-                ]
-            ),
-            Ok(Value::Array(vec![Value::BulkString(b"x".to_vec())])),
-            "{flavor}"
+        assert_reply(
+            &mut con,
+            &as_alice(&["CALL", "LRANGE", "l{orders}", "0", "-1"]),
+            Value::Array(vec![Value::BulkString(b"x".to_vec())]),
+            flavor,
         );
-        assert_eq!(
-            call(
-                &mut con,
-                &[
-                    "RLOCK.GUARD",
-                    "orders",
-                    "alice",
-                    "CALL",
-                    "GET",
-                    "none{orders}"
-                ]
-            ),
-            Ok(Value::Nil),
-            "{flavor}"
+        assert_reply(
+            &mut con,
+            &as_alice(&["CALL", "GET", "none{orders}"]),
+            Value::Nil,
+            flavor,
         );
         // A free lock guards nothing.
         call(&mut con, &["RLOCK.RELEASE", "orders", "alice"]).unwrap();
-        let refused = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "orders", "alice", "CALL", "DEL", "o{orders}"],
-        );
+        let refused = refusal(&mut con, &as_alice(&["CALL", "DEL", "o{orders}"]));
         assert!(refused.starts_with("NOTHELD"), "{flavor}: {refused}");
         assert_eq!(get(&mut con, "o{orders}"), bulk("paid"), "{flavor}");
         assert_eq!(rstat(&server, "guard_calls"), 5, "{flavor}");
@@ -139,89 +120,24 @@ fn the_holder_runs_the_command_and_gets_its_reply() {
 #[test]
 fn a_token_taken_since_is_stale() {
     for (flavor, server, mut con) in servers() {
-        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(1));
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 1);
         call(&mut con, &["RLOCK.RELEASE", "t", "a"]).unwrap();
-        assert_eq!(call(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"]), ok(2));
-        let stale = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "t", "a", "TOKEN"], 2);
+        let stale = refusal(&mut con, &fenced_set("t", "a", "1", "x{t}", "1"));
         assert_eq!(
             stale, "STALETOKEN the lock's fencing token is now 2, not 1",
             "{flavor}"
         );
-        let ahead = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "3",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
-        );
+        let ahead = refusal(&mut con, &fenced_set("t", "a", "3", "x{t}", "1"));
         assert!(ahead.starts_with("STALETOKEN"), "{flavor}: {ahead}");
         assert_eq!(get(&mut con, "x{t}"), Ok(Value::Nil), "{flavor}");
-        assert_okay(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "a",
-                "TOKEN",
-                "2",
-                "CALL",
-                "SET",
-                "x{t}",
-                "2",
-            ],
-        );
+        assert_okay(&mut con, &fenced_set("t", "a", "2", "x{t}", "2"));
         // NOTHELD comes before the token.
-        let other = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "t",
-                "b",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{t}",
-                "1",
-            ],
-        );
+        let other = refusal(&mut con, &fenced_set("t", "b", "1", "x{t}", "1"));
         assert!(other.starts_with("NOTHELD"), "{flavor}: {other}");
         // A lock without a counter has no token to match.
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
-        let none = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "plain",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x{plain}",
-                "1",
-            ],
-        );
+        let none = refusal(&mut con, &fenced_set("plain", "a", "1", "x{plain}", "1"));
         assert_eq!(
             none, "STALETOKEN the lock has no fencing token, not 1",
             "{flavor}"
@@ -237,22 +153,15 @@ fn a_token_taken_since_is_stale() {
 #[test]
 fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
     for (flavor, _server, mut con) in servers() {
-        call(&mut con, &["RLOCK.ACQUIRE", "s", "a", "LEASE", "200"]).unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "rw", "r", "READ", "LEASE", "200"],
-        )
-        .unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "rw", "r2", "READ", "LEASE", "30000"],
-        )
-        .unwrap();
-        call(
-            &mut con,
-            &["RLOCK.ACQUIRE", "w", "a", "WRITE", "LEASE", "200"],
-        )
-        .unwrap();
+        for (lock, owner, side, lease_ms) in [
+            ("s", "a", None, "200"),
+            ("rw", "r", Some("READ"), "200"),
+            ("rw", "r2", Some("READ"), "30000"),
+            ("w", "a", Some("WRITE"), "200"),
+        ] {
+            let acquire = ["RLOCK.ACQUIRE", lock, owner, "LEASE", lease_ms];
+            call(&mut con, &[&acquire[..], side.as_slice()].concat()).unwrap();
+        }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         pipe.cmd("DEBUG").arg("SLEEP").arg("0.4");
@@ -282,13 +191,10 @@ fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
             );
         }
         // r2's read lease still runs.
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "r2", "READ", "CALL", "INCR", "n{rw}"]
-            ),
-            ok(1),
-            "{flavor}"
+        assert_int(
+            &mut con,
+            &guard("rw", "r2", &["READ", "CALL", "INCR", "n{rw}"]),
+            1,
         );
     }
 }
@@ -296,48 +202,26 @@ fn a_lease_that_ran_out_during_debug_sleep_is_refused() {
 #[test]
 fn each_side_of_a_read_write_lock_is_guarded() {
     for (flavor, _server, mut con) in servers() {
+        // `owner` increments c{rw} under the `side` it names (none: a plain lock's guard).
+        let incr = |owner, side: &[&'static str]| {
+            guard("rw", owner, &[side, &["CALL", "INCR", "c{rw}"]].concat())
+        };
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "r", "READ"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "r", "READ", "CALL", "INCR", "c{rw}"]
-            ),
-            ok(1),
-            "{flavor}"
-        );
-        let not_writer = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "rw", "r", "WRITE", "CALL", "INCR", "c{rw}"],
-        );
+        assert_int(&mut con, &incr("r", &["READ"]), 1);
+        let not_writer = refusal(&mut con, &incr("r", &["WRITE"]));
         assert!(not_writer.starts_with("NOTHELD"), "{flavor}: {not_writer}");
-        let no_side = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "rw", "r", "CALL", "INCR", "c{rw}"],
-        );
+        let no_side = refusal(&mut con, &incr("r", &[]));
         assert!(
             no_side.starts_with("WRONGTYPE the key holds a read-write lock"),
             "{flavor}: {no_side}"
         );
         call(&mut con, &["RLOCK.RELEASE", "rw", "r", "READ"]).unwrap();
         call(&mut con, &["RLOCK.ACQUIRE", "rw", "w", "WRITE"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.GUARD", "rw", "w", "WRITE", "CALL", "INCR", "c{rw}"]
-            ),
-            ok(2),
-            "{flavor}"
-        );
-        let reader = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "rw", "w", "READ", "CALL", "INCR", "c{rw}"],
-        );
+        assert_int(&mut con, &incr("w", &["WRITE"]), 2);
+        let reader = refusal(&mut con, &incr("w", &["READ"]));
         assert!(reader.starts_with("NOTHELD"), "{flavor}: {reader}");
         call(&mut con, &["RLOCK.ACQUIRE", "plain", "a"]).unwrap();
-        let plain = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "plain", "a", "READ", "CALL", "GET", "x"],
-        );
+        let plain = guard_refusal(&mut con, "plain", "a", &["READ", "CALL", "GET", "x"]);
         assert!(
             plain.starts_with("WRONGTYPE the key holds a reentrant lock"),
             "{flavor}: {plain}"
@@ -352,211 +236,103 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
         call(&mut con, &["SET", "str", "v"]).unwrap();
         let long_owner = "o".repeat(1025);
         let cases: &[(&[&str], &str)] = &[
+            (&guard("k", "a", &["SET", "x"]), "ERR unknown option 'SET'"),
+            (&guard("k", "a", &["READ", "x"]), "ERR unknown option"),
             (
-                &["RLOCK.GUARD", "k", "a", "SET", "x"],
-                "ERR unknown option 'SET'",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "READ", "x"],
-                "ERR unknown option",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "TOKEN", "1", "READ"],
+                &guard("k", "a", &["TOKEN", "1", "READ"]),
                 "ERR RLOCK.GUARD needs CALL",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "READ", "CALL"],
+                &guard("k", "a", &["READ", "CALL"]),
                 "ERR RLOCK.GUARD needs CALL",
             ),
+            (&guard("k", "a", &["CALL"]), "ERR wrong number of arguments"),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL"],
-                "ERR wrong number of arguments",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "TOKEN",
-                    "x",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
+                &guard("k", "a", &["TOKEN", "x", "CALL", "SET", "x", "1"]),
                 "ERR TOKEN must be an integer",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "TOKEN",
-                    "1",
-                    "TOKEN",
-                    "1",
-                    "CALL",
-                    "SET",
-                    "x",
-                ],
+                &guard("k", "a", &["TOKEN", "1", "TOKEN", "1", "CALL", "SET", "x"]),
                 "ERR option TOKEN given more than once",
             ),
             (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "READ",
-                    "WRITE",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
+                &guard("k", "a", &["READ", "WRITE", "CALL", "SET", "x", "1"]),
                 "ERR give one of READ or WRITE",
             ),
             (
-                &["RLOCK.GUARD", "k", "", "CALL", "SET", "x", "1"],
+                &guard("k", "", &["CALL", "SET", "x", "1"]),
                 "ERR owner must not be empty",
             ),
             (
-                &["RLOCK.GUARD", "k", &long_owner, "CALL", "SET", "x", "1"],
+                &guard("k", &long_owner, &["CALL", "SET", "x", "1"]),
                 "ERR owner must be at most 1024 bytes",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "NOSUCH", "x"],
+                &guard("k", "a", &["CALL", "NOSUCH", "x"]),
                 "ERR unknown command 'NOSUCH' inside RLOCK.GUARD",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "SET", "x"],
+                &guard("k", "a", &["CALL", "SET", "x"]),
                 "ERR wrong number of arguments for 'set' inside RLOCK.GUARD",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "GET", "x", "y"],
+                &guard("k", "a", &["CALL", "GET", "x", "y"]),
                 "ERR wrong number of arguments for 'get'",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "BLPOP", "x", "0"],
-                "ERR RLOCK.GUARD cannot run 'blpop': a blocking command",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
+                &guard(
                     "k",
                     "a",
-                    "CALL",
-                    "BLMOVE",
-                    "x",
-                    "y",
-                    "LEFT",
-                    "LEFT",
-                    "0",
-                ],
-                "ERR RLOCK.GUARD cannot run 'blmove': a blocking command",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "XREAD",
-                    "STREAMS",
-                    "s",
-                    "0",
-                ],
-                "ERR RLOCK.GUARD cannot run 'xread': a blocking command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "WAIT", "1", "0"],
-                "ERR RLOCK.GUARD cannot run 'wait': a blocking command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "MULTI"],
-                "ERR RLOCK.GUARD cannot run 'multi': a transaction command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "EXEC"],
-                "ERR RLOCK.GUARD cannot run 'exec': a transaction command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "WATCH", "x"],
-                "ERR RLOCK.GUARD cannot run 'watch': a transaction command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "SUBSCRIBE", "c"],
-                "ERR RLOCK.GUARD cannot run 'subscribe': a pub/sub command",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "PUBLISH", "c", "m"],
-                "ERR RLOCK.GUARD cannot run 'publish': a pub/sub command",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "SET",
-                    "x",
-                    "1",
-                ],
-                "ERR RLOCK.GUARD cannot run 'rlock.guard': a command of the rlock module",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "RLOCK.RELEASE", "k", "a"],
-                "ERR RLOCK.GUARD cannot run 'rlock.release'",
-            ),
-            (
-                &["RLOCK.GUARD", "k", "a", "CALL", "MONITOR"],
-                "ERR RLOCK.GUARD cannot run 'monitor': not allowed in a module call",
-            ),
-            (
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "EVAL",
-                    "redis.call('set','x','1')",
-                    "0",
-                ],
+                    &["CALL", "EVAL", "redis.call('set','x','1')", "0"],
+                ),
                 "ERR RLOCK.GUARD runs a script only with its keys declared",
             ),
             (
-                &["RLOCK.GUARD", "k", "a", "CALL", "FCALL", "f", "0"],
+                &guard("k", "a", &["CALL", "FCALL", "f", "0"]),
                 "ERR RLOCK.GUARD runs a script only with its keys declared",
             ),
             // The lock key's type, held or not, and the counter's.
+            (&guard("str", "a", &["CALL", "SET", "x", "1"]), "WRONGTYPE"),
             (
-                &["RLOCK.GUARD", "str", "a", "CALL", "SET", "x", "1"],
-                "WRONGTYPE",
-            ),
-            (
-                &["RLOCK.GUARD", "str", "a", "READ", "CALL", "SET", "x", "1"],
+                &guard("str", "a", &["READ", "CALL", "SET", "x", "1"]),
                 "WRONGTYPE",
             ),
         ];
         assert_each_refused_unchanged(flavor, &mut con, cases);
+        // Commands the guard never runs inside itself, and why.
+        let cannot_run: &[(&[&str], &str)] = &[
+            (&["BLPOP", "x", "0"], "'blpop': a blocking command"),
+            (
+                &["BLMOVE", "x", "y", "LEFT", "LEFT", "0"],
+                "'blmove': a blocking command",
+            ),
+            (
+                &["XREAD", "STREAMS", "s", "0"],
+                "'xread': a blocking command",
+            ),
+            (&["WAIT", "1", "0"], "'wait': a blocking command"),
+            (&["MULTI"], "'multi': a transaction command"),
+            (&["EXEC"], "'exec': a transaction command"),
+            (&["WATCH", "x"], "'watch': a transaction command"),
+            (&["SUBSCRIBE", "c"], "'subscribe': a pub/sub command"),
+            (&["PUBLISH", "c", "m"], "'publish': a pub/sub command"),
+            (
+                &["RLOCK.GUARD", "k", "a", "CALL", "SET", "x", "1"],
+                "'rlock.guard': a command of the rlock module",
+            ),
+            (&["RLOCK.RELEASE", "k", "a"], "'rlock.release'"),
+            (&["MONITOR"], "'monitor': not allowed in a module call"),
+        ];
+        for (inner, why) in cannot_run {
+            let args = guard("k", "a", &[&["CALL"][..], inner].concat());
+            let refusal = format!("ERR RLOCK.GUARD cannot run {why}");
+            assert_refused_unchanged(flavor, &mut con, &args, &refusal);
+        }
         call(&mut con, &["SET", "redisson_lock_token:{k}", "nan"]).unwrap();
         assert_refused_unchanged(
             flavor,
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "k",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "x",
-                "1",
-            ],
+            &fenced_set("k", "a", "1", "x", "1"),
             "ERR the fencing counter key holds a value that is not a non-negative integer",
         );
     }
@@ -566,22 +342,10 @@ fn bad_calls_and_unsafe_commands_are_refused_and_change_nothing() {
 fn scripts_run_with_their_keys_declared() {
     for (flavor, _server, mut con) in servers() {
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a"]).unwrap();
-        assert_eq!(
-            call(
-                &mut con,
-                &[
-                    "RLOCK.GUARD",
-                    "k",
-                    "a",
-                    "CALL",
-                    "EVAL",
-                    "return redis.call('incr', KEYS[1])",
-                    "1",
-                    "n{k}"
-                ]
-            ),
-            ok(1),
-            "{flavor}"
+        assert_int(
+            &mut con,
+            &guarded_script("return redis.call('incr', KEYS[1])", "n{k}"),
+            1,
         );
         // A guard from a script runs its command; a script from a guard from a script
         // does not.
@@ -640,50 +404,14 @@ fn command_getkeys_names_the_lock_and_the_inner_keys() {
     for (flavor, _server, mut con) in servers() {
         let keys = call(
             &mut con,
-            &[
-                "COMMAND",
-                "GETKEYS",
-                "RLOCK.GUARD",
-                "lock",
-                "me",
-                "TOKEN",
-                "3",
-                "CALL",
-                "MSET",
-                "a",
-                "1",
-                "b",
-                "2",
-            ],
+            &words("COMMAND GETKEYS RLOCK.GUARD lock me TOKEN 3 CALL MSET a 1 b 2"),
         );
-        let want: Vec<Value> = ["lock", "a", "b"]
-            .iter()
-            .map(|k| Value::BulkString(k.as_bytes().to_vec()))
-            .collect();
-        assert_eq!(keys, Ok(Value::Array(want)), "{flavor}");
+        assert_eq!(keys, Ok(bulks(&["lock", "a", "b"])), "{flavor}");
         let keys = call(
             &mut con,
-            &[
-                "COMMAND",
-                "GETKEYS",
-                "RLOCK.GUARD",
-                "lock",
-                "me",
-                "CALL",
-                "EVAL",
-                "s",
-                "1",
-                "k1",
-            ],
+            &words("COMMAND GETKEYS RLOCK.GUARD lock me CALL EVAL s 1 k1"),
         );
-        assert_eq!(
-            keys,
-            Ok(Value::Array(vec![
-                Value::BulkString(b"lock".to_vec()),
-                Value::BulkString(b"k1".to_vec())
-            ])),
-            "{flavor}"
-        );
+        assert_eq!(keys, Ok(bulks(&["lock", "k1"])), "{flavor}");
     }
 }
 
@@ -699,14 +427,14 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
         );
         assert_okay(
             &mut app,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "1"],
+            &guard("app:lock", "me", &["CALL", "SET", "app:x", "1"]),
         );
         // A command the user may not run.
         refused_as_user(
             flavor,
             &mut app,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "DEL", "app:x"],
+            &guard("app:lock", "me", &["CALL", "DEL", "app:x"]),
             "NOPERM",
         );
         // A key outside the user's patterns.
@@ -714,7 +442,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut app,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "other", "1"],
+            &guard("app:lock", "me", &["CALL", "SET", "other", "1"]),
             "NOPERM",
         );
         // A lock outside them.
@@ -723,15 +451,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut app,
             &mut admin,
-            &[
-                "RLOCK.GUARD",
-                "other:lock",
-                "me",
-                "CALL",
-                "SET",
-                "app:x",
-                "2",
-            ],
+            &guard("other:lock", "me", &["CALL", "SET", "app:x", "2"]),
             "NOPERM",
         );
         // Read-only patterns allow a guarded read, not a guarded write.
@@ -743,7 +463,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
         assert_eq!(
             call(
                 &mut reader,
-                &["RLOCK.GUARD", "app:lock", "me", "CALL", "GET", "app:x"]
+                &guard("app:lock", "me", &["CALL", "GET", "app:x"])
             ),
             bulk("1"),
             "{flavor}"
@@ -752,7 +472,7 @@ fn the_inner_command_is_checked_against_the_callers_acl() {
             flavor,
             &mut reader,
             &mut admin,
-            &["RLOCK.GUARD", "app:lock", "me", "CALL", "SET", "app:x", "3"],
+            &guard("app:lock", "me", &["CALL", "SET", "app:x", "3"]),
             "NOPERM",
         );
         assert_eq!(get(&mut admin, "app:x"), bulk("1"), "{flavor}");
@@ -769,9 +489,9 @@ fn refused_as_user(
     args: &[&str],
     prefix: &str,
 ) {
-    let before = keyspace(admin);
-    assert_refused_with(user, args, prefix, flavor);
-    assert_eq!(keyspace(admin), before, "{flavor}: {args:?} changed keys");
+    assert_keyspace_kept(admin, format!("{flavor}: {args:?}"), |_| {
+        assert_refused_with(user, args, prefix, flavor)
+    });
 }
 
 /// A replica without the module, and a restart from the AOF, see the inner command as
@@ -782,50 +502,25 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
         let (primary, replica) = primary_and_bare_replica(flavor);
         let mut con = primary.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "TOKEN"]).unwrap();
-        assert_okay(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "k",
-                "a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "v{k}",
-                "1",
-            ],
-        );
+        assert_okay(&mut con, &fenced_set("k", "a", "1", "v{k}", "1"));
         call(
             &mut con,
-            &["RLOCK.GUARD", "k", "a", "CALL", "HSET", "h{k}", "f", "x"],
+            &guard("k", "a", &["CALL", "HSET", "h{k}", "f", "x"]),
         )
         .unwrap();
         call(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "k",
-                "a",
-                "CALL",
-                "EVAL",
-                "return redis.call('rpush', KEYS[1], 'e')",
-                "1",
-                "l{k}",
-            ],
+            &guarded_script("return redis.call('rpush', KEYS[1], 'e')", "l{k}"),
         )
         .unwrap();
-        let _ = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "k", "b", "CALL", "SET", "v{k}", "stray"],
-        );
-        assert_eq!(call(&mut con, &["WAIT", "1", "5000"]), ok(1), "{flavor}");
+        let _ = guard_refusal(&mut con, "k", "b", &["CALL", "SET", "v{k}", "stray"]);
+        assert_int(&mut con, &["WAIT", "1", "5000"], 1);
         let mut r = replica.conn();
         assert_eq!(get(&mut r, "v{k}"), bulk("1"), "{flavor}");
         assert_eq!(call(&mut r, &["HGET", "h{k}", "f"]), bulk("x"), "{flavor}");
-        assert_eq!(call(&mut r, &["LLEN", "l{k}"]), ok(1), "{flavor}");
+        assert_int(&mut r, &["LLEN", "l{k}"], 1);
         // Guards are refused on a replica: the lock is checked where it is written.
-        let on_replica = refusal(&mut r, &["RLOCK.GUARD", "k", "a", "CALL", "GET", "v{k}"]);
+        let on_replica = guard_refusal(&mut r, "k", "a", &["CALL", "GET", "v{k}"]);
         assert!(
             on_replica.starts_with("READONLY") || on_replica.contains("unknown command"),
             "{flavor}: {on_replica}"
@@ -837,15 +532,8 @@ fn guarded_writes_replicate_and_persist_as_themselves() {
             .start();
         let mut con = aof.conn();
         call(&mut con, &["RLOCK.ACQUIRE", "k", "a", "LEASE", "600000"]).unwrap();
-        call(
-            &mut con,
-            &["RLOCK.GUARD", "k", "a", "CALL", "INCRBY", "n{k}", "5"],
-        )
-        .unwrap();
-        let _ = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "k", "b", "CALL", "INCRBY", "n{k}", "100"],
-        );
+        call(&mut con, &guard("k", "a", &["CALL", "INCRBY", "n{k}", "5"])).unwrap();
+        let _ = guard_refusal(&mut con, "k", "b", &["CALL", "INCRBY", "n{k}", "100"]);
         let logged = aof_text(aof.dir());
         assert!(
             !logged.to_ascii_lowercase().contains("rlock.guard"),
@@ -891,84 +579,26 @@ fn aof_text(dir: &std::path::Path) -> String {
 /// both writes only while that leader of that term leads.
 #[test]
 fn an_elected_leader_writes_only_in_its_term() {
+    // `owner`, leader of term `token`, sets the config to `value`.
+    let write = |owner, token, value| fenced_set("leader", owner, token, "config{leader}", value);
     for (flavor, _server, mut con) in servers() {
-        assert_eq!(
-            call(
-                &mut con,
-                &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"]
-            ),
-            ok(1)
-        );
-        assert_okay(
+        assert_int(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "leader",
-                "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "a",
-            ],
+            &["RLOCK.ACQUIRE", "leader", "node-a", "LEASE", "200", "TOKEN"],
+            1,
         );
+        assert_okay(&mut con, &write("node-a", "1", "a"));
         // node-a's lease runs out unseen; node-b wins term 2.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"]),
-            ok(2)
-        );
-        let deposed = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "leader",
-                "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "stale",
-            ],
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-b", "TOKEN"], 2);
+        let deposed = refusal(&mut con, &write("node-a", "1", "stale"));
         assert!(deposed.starts_with("NOTHELD"), "{flavor}: {deposed}");
-        assert_okay(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "leader",
-                "node-b",
-                "TOKEN",
-                "2",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "b",
-            ],
-        );
+        assert_okay(&mut con, &write("node-b", "2", "b"));
         // node-a campaigns again with the same value after node-b resigns: term 3; its
         // old term's token is stale.
         call(&mut con, &["RLOCK.RELEASE", "leader", "node-b"]).unwrap();
-        assert_eq!(
-            call(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"]),
-            ok(3)
-        );
-        let old_term = refusal(
-            &mut con,
-            &[
-                "RLOCK.GUARD",
-                "leader",
-                "node-a",
-                "TOKEN",
-                "1",
-                "CALL",
-                "SET",
-                "config{leader}",
-                "stale",
-            ],
-        );
+        assert_int(&mut con, &["RLOCK.ACQUIRE", "leader", "node-a", "TOKEN"], 3);
+        let old_term = refusal(&mut con, &write("node-a", "1", "stale"));
         assert!(old_term.starts_with("STALETOKEN"), "{flavor}: {old_term}");
         assert_eq!(get(&mut con, "config{leader}"), bulk("b"), "{flavor}");
     }
@@ -983,46 +613,27 @@ fn in_a_cluster_the_inner_keys_must_share_the_locks_slot() {
         call(&mut con, &["RLOCK.ACQUIRE", "{g}lock", "me", "TOKEN"]).unwrap();
         assert_okay(
             &mut con,
-            &[
-                "RLOCK.GUARD",
+            &guard(
                 "{g}lock",
                 "me",
-                "TOKEN",
-                "1",
-                "CALL",
-                "MSET",
-                "{g}a",
-                "1",
-                "{g}b",
-                "2",
-            ],
+                &["TOKEN", "1", "CALL", "MSET", "{g}a", "1", "{g}b", "2"],
+            ),
         );
-        let crossed = refusal(
+        let crossed = guard_refusal(
             &mut con,
-            &[
-                "RLOCK.GUARD",
-                "{g}lock",
-                "me",
-                "CALL",
-                "MSET",
-                "{g}a",
-                "3",
-                "{other}b",
-                "4",
-            ],
+            "{g}lock",
+            "me",
+            &["CALL", "MSET", "{g}a", "3", "{other}b", "4"],
         );
         assert!(crossed.starts_with("CROSSSLOT"), "{flavor}: {crossed}");
-        let elsewhere = refusal(
-            &mut con,
-            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "SET", "{zz}x", "1"],
-        );
+        let elsewhere = guard_refusal(&mut con, "{g}lock", "me", &["CALL", "SET", "{zz}x", "1"]);
         assert!(elsewhere.starts_with("CROSSSLOT"), "{flavor}: {elsewhere}");
         assert_eq!(get(&mut con, "{g}a"), bulk("1"), "{flavor}");
         // The other primary redirects, by the lock key.
         let other = cluster.other_primary(primary);
         let moved = refusal(
             &mut other.conn(),
-            &["RLOCK.GUARD", "{g}lock", "me", "CALL", "GET", "{g}a"],
+            &guard("{g}lock", "me", &["CALL", "GET", "{g}a"]),
         );
         assert!(moved.starts_with("MOVED"), "{flavor}: {moved}");
         // Inside a script the server does not route: the guard checks the slot itself.

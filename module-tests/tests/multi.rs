@@ -31,11 +31,22 @@ fn redisson_unlock(c: &mut Connection, key: &str, owner: &str) -> Value {
     )
 }
 
-/// Each (key, owner) of `held`: the owner holds the key, once.
-fn assert_held_once(flavor: Flavor, c: &mut Connection, held: &[(&str, &str)]) {
+/// Each of `granted` got its grant (1); each (key, owner) of `held`: the owner holds
+/// the key, once; and nobody is left blocked.
+fn assert_settled(
+    server: &Server,
+    c: &mut Connection,
+    granted: Vec<Pending>,
+    held: &[(&str, &str)],
+) {
+    let flavor = server.flavor;
+    for mut waiter in granted {
+        assert_eq!(waiter.reply(), Ok(Value::Int(1)), "{flavor}: {}", waiter.id);
+    }
     for (key, owner) in held {
         assert_eq!(holders(c, key), held_by(owner, 1), "{flavor}: {key}");
     }
+    assert_eq!(rstat(server, "blocked"), 0, "{flavor}: still blocked");
 }
 
 #[test]
@@ -68,17 +79,21 @@ fn every_lock_or_none() {
         for key in ["a", "b", "c"] {
             assert!(!exists(&mut c, key), "{flavor}: {key}");
         }
-        assert!(rstat(&server, "multi_acquires") >= 2, "{flavor}");
-        assert!(rstat(&server, "multi_releases") >= 2, "{flavor}");
+        assert_counted(&server, &[("multi_acquires", 2), ("multi_releases", 2)]);
     }
 }
 
 #[test]
 fn bad_calls_change_nothing() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "held", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "rw", "o", "READ"]);
-        run(&mut c, &["SET", "str", "x"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE held o",
+                "RLOCK.ACQUIRE rw o READ",
+                "SET str x",
+            ],
+        );
         let cases: &[(&[&str], &str)] = &[
             (&["RLOCK.MACQUIRE", "o", "0", "a"], "ERR numkeys must be"),
             (&["RLOCK.MACQUIRE", "o", "x", "a"], "ERR numkeys must be"),
@@ -137,8 +152,7 @@ fn server_alive(server: &Server) {
 #[test]
 fn a_blocked_call_waits_until_every_lock_is_free() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "a", "h1"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "b", "h2"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE a h1", "RLOCK.ACQUIRE b h2"]);
         let mut m = Pending::blocked_on(
             &server,
             &mut c,
@@ -195,8 +209,8 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
             &["RLOCK.MACQUIRE", "m2", "2", "b", "a", "BLOCK", "10000"],
             ("a", 2),
         );
-        let mut s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 3);
-        let mut t = Pending::blocked_acquire(&server, &mut c, ("b", "t"), "10000", 3);
+        let s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 3);
+        let t = Pending::blocked_acquire(&server, &mut c, ("b", "t"), "10000", 3);
 
         assert_int(&mut c, &["RLOCK.MRELEASE", "h", "2", "a", "b"], 2);
         assert_eq!(m1.reply(), Ok(Value::Int(2)), "{flavor}: first in line");
@@ -205,32 +219,26 @@ fn waiters_are_served_in_arrival_order_without_deadlock() {
         assert_eq!(m2.reply(), Ok(Value::Int(2)), "{flavor}: second");
         assert_eq!(holders(&mut c, "a"), held_by("m2", 1), "{flavor}");
         run(&mut c, &["RLOCK.MRELEASE", "m2", "2", "a", "b"]);
-        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(t.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "t")]);
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        assert_settled(&server, &mut c, vec![s, t], &[("a", "s"), ("b", "t")]);
     }
 }
 
 #[test]
 fn a_waiter_that_leaves_lets_the_line_move() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "b", "h"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "a", "h"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE b h", "RLOCK.ACQUIRE a h"]);
         let m = Pending::blocked_on(
             &server,
             &mut c,
             &["RLOCK.MACQUIRE", "m", "2", "a", "b", "BLOCK", "0"],
             ("a", 1),
         );
-        let mut s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 2);
+        let s = Pending::blocked_acquire(&server, &mut c, ("a", "s"), "10000", 2);
         run(&mut c, &["RLOCK.RELEASE", "a", "h"]);
         assert!(!exists(&mut c, "a"), "{flavor}: kept for m");
         // m's connection dies: s, behind it, gets `a` at once.
         run(&mut c, &["CLIENT", "KILL", "ID", &m.id.to_string()]);
-        assert_eq!(s.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_held_once(flavor, &mut c, &[("a", "s"), ("b", "h")]);
-        assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
+        assert_settled(&server, &mut c, vec![s], &[("a", "s"), ("b", "h")]);
     }
 }
 
@@ -248,16 +256,7 @@ fn session_holds_end_with_the_connection() {
         let mut w = Pending::blocked_on(
             &server,
             &mut c,
-            &[
-                "RLOCK.MACQUIRE",
-                "w",
-                "2",
-                "c",
-                "d",
-                "SESSION",
-                "BLOCK",
-                "10000",
-            ],
+            &words("RLOCK.MACQUIRE w 2 c d SESSION BLOCK 10000"),
             ("d", 1),
         );
         run(&mut c, &["RLOCK.RELEASE", "d", "h"]);
@@ -269,18 +268,9 @@ fn session_holds_end_with_the_connection() {
         });
         assert!(gone, "{flavor}: session holds outlived their connections");
         // Not in a script, whose client never closes.
-        let r = call(
-            &mut c,
-            &[
-                "EVAL",
-                "return redis.call('RLOCK.MACQUIRE', 'o', '1', 'k', 'SESSION')",
-                "0",
-            ],
-        );
-        assert!(
-            matches!(&r, Err(e) if e.contains("SESSION")),
-            "{flavor}: {r:?}"
-        );
+        let script = "return redis.call('RLOCK.MACQUIRE', 'o', '1', 'k', 'SESSION')";
+        let refused = ["EVAL", script, "0"];
+        assert_refused_with(&mut c, &refused, "ERR SESSION cannot be used", flavor);
     }
 }
 
@@ -292,9 +282,14 @@ fn scripts_and_transactions_never_block() {
         assert_nil(&mut c, &["EVAL", script, "0"]);
         let script = "return redis.call('RLOCK.MACQUIRE', 'o', '2', 'a', 'c')";
         assert_int(&mut c, &["EVAL", script, "0"], 2);
-        run(&mut c, &["MULTI"]);
-        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "a", "c"]);
-        run(&mut c, &["RLOCK.MACQUIRE", "p", "1", "b", "BLOCK", "0"]);
+        set_up(
+            &mut c,
+            &[
+                "MULTI",
+                "RLOCK.MRELEASE o 2 a c",
+                "RLOCK.MACQUIRE p 1 b BLOCK 0",
+            ],
+        );
         let replies = run(&mut c, &["EXEC"]);
         assert_eq!(
             replies,
@@ -307,44 +302,21 @@ fn scripts_and_transactions_never_block() {
 
 #[test]
 fn a_replica_without_the_module_ends_identical() {
-    for flavor in flavors() {
-        let (primary, replica) = primary_and_bare_replica(flavor);
-        let mut c = primary.conn();
+    for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
         run(
             &mut c,
             &["RLOCK.MACQUIRE", "o", "3", "x", "y", "z", "LEASE", "60000"],
         );
         // With REQ: the records replicate as plain writes too.
-        run(
+        run(&mut c, &words("RLOCK.MACQUIRE o 2 x y LEASE 50000 REQ r1"));
+        set_up(
             &mut c,
-            &[
-                "RLOCK.MACQUIRE",
-                "o",
-                "2",
-                "x",
-                "y",
-                "LEASE",
-                "50000",
-                "REQ",
-                "r1",
-            ],
+            &["RLOCK.MRELEASE o 2 y z REQ r2", "RLOCK.ACQUIRE w h"],
         );
-        run(&mut c, &["RLOCK.MRELEASE", "o", "2", "y", "z", "REQ", "r2"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "w", "h"]);
         let mut m = Pending::new(&primary);
-        m.send(&[
-            "RLOCK.MACQUIRE",
-            "m",
-            "2",
-            "v",
-            "w",
-            "BLOCK",
-            "10000",
-            "LEASE",
-            "70000",
-            "REQ",
-            "r3",
-        ]);
+        m.send(&words(
+            "RLOCK.MACQUIRE m 2 v w BLOCK 10000 LEASE 70000 REQ r3",
+        ));
         wait_blocked(flavor, &mut c, "w", 1);
         run(&mut c, &["RLOCK.RELEASE", "w", "h"]);
         assert_eq!(m.reply(), Ok(Value::Int(2)), "{flavor}");

@@ -116,6 +116,12 @@ fn redisson_release(c: &mut Connection, key: &str, raw_id: &[u8]) -> Value {
     )
 }
 
+/// Semaphore `s` with no permits, and `call` (words split at spaces) blocked on it.
+fn waiter_on_empty(server: &Server, call: &str) -> Pending {
+    run(&mut server.conn(), &["RSEM.TRYSETPERMITS", "s", "0"]);
+    Pending::blocked(server, &words(call), 1)
+}
+
 #[test]
 fn leases_share_redissons_layout_both_ways() {
     for (flavor, server, mut c) in servers() {
@@ -141,7 +147,7 @@ fn leases_share_redissons_layout_both_ways() {
                 "{flavor}"
             );
         }
-        assert_eq!(get(&mut c, "s").as_deref(), Some("2"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 2, format_args!("{flavor}"));
         // Redisson's availablePermits and release on the module's lease.
         let z = zset("s");
         let ch = String::from_utf8(channel("s")).unwrap();
@@ -149,7 +155,7 @@ fn leases_share_redissons_layout_both_ways() {
         let available = ["EVAL", PERMIT_AVAILABLE, "3", "s", &z, &ch, &now, "publish"];
         assert_eq!(run(&mut c, &available), Value::BulkString(b"2".to_vec()));
         assert_eq!(redisson_release(&mut c, "s", &raw(&ids[0])), Value::Int(1));
-        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 3, format_args!("{flavor}"));
         assert_eq!(run(&mut c, &["RSEM.RETURN", "s", &ids[0]]), Value::Int(0));
         // Redisson's lease, renewed and returned by the module.
         let theirs = [7u8; 16];
@@ -160,7 +166,7 @@ fn leases_share_redissons_layout_both_ways() {
         let moved = score(&mut c, "s", &theirs).unwrap() as i64;
         assert!(moved > now_ms() + 100_000, "{flavor}: renewed to {moved}");
         assert_int(&mut c, &["RSEM.RETURN", "s", &hex(&theirs)], 1);
-        assert_eq!(get(&mut c, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 3, format_args!("{flavor}"));
         // Redisson renews a module lease.
         let now = now_ms().to_string();
         let later = (now_ms() + 90_000).to_string();
@@ -184,7 +190,7 @@ fn leases_share_redissons_layout_both_ways() {
             run(&mut c, &["RSEM.RETURN", "s", &ids[1].to_uppercase()]),
             Value::Int(1)
         );
-        assert_eq!(get(&mut c, "s").as_deref(), Some("4"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 4, format_args!("{flavor}"));
         assert_int(&mut c, &["EXISTS", &z], 0);
         // Each give-back published the new total, as Redisson's release does.
         let heard: Vec<String> = sub
@@ -252,7 +258,7 @@ fn an_ended_lease_comes_back_by_timer_and_serves_a_waiter_at_once() {
             median < 50.0 && worst < 1000.0,
             "{flavor}: waiters served {median:.1} ms (median), {worst:.1} ms (worst) after the deadline"
         );
-        assert!(rstat(&server, "permit_reclaims") >= 4, "{flavor}");
+        assert_counted(&server, &[("permit_reclaims", 4)]);
         assert_eq!(rstat(&server, "blocked"), 0, "{flavor}");
     }
 }
@@ -262,31 +268,14 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "2"]);
         let mut holder = Pending::new(&server);
-        holder.send(&[
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "600000",
-            "PERMITS",
-            "2",
-            "SESSION",
-        ]);
+        holder.send(&words("RSEM.LEASE s LEASE 600000 PERMITS 2 SESSION"));
         let ids = ids_of(&holder.reply().expect("lease"));
         // A plain lease on another connection does not go with it.
         run(&mut c, &["RSEM.ADDPERMITS", "s", "1"]);
         let kept = ids_of(&run(&mut c, &["RSEM.LEASE", "s", "LEASE", "600000"]));
         let mut waiter = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "600000",
-                "PERMITS",
-                "2",
-                "BLOCK",
-                "5000",
-            ],
+            &words("RSEM.LEASE s LEASE 600000 PERMITS 2 BLOCK 5000"),
             1,
         );
         run(&mut c, &["CLIENT", "KILL", "ID", &holder.id.to_string()]);
@@ -306,42 +295,18 @@ fn a_session_lease_comes_back_when_its_connection_closes() {
         assert_eq!(other.reply(), Ok(Value::Int(1)));
         run(&mut c, &["CLIENT", "KILL", "ID", &other.id.to_string()]);
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}"));
         // SESSION would outlive a script's caller.
-        let r = call(
-            &mut c,
-            &[
-                "EVAL",
-                "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')",
-                "1",
-                "s",
-            ],
-        );
-        assert!(
-            matches!(&r, Err(e) if e.contains("SESSION cannot be used")),
-            "{r:?}"
-        );
+        let script = "return redis.call('RSEM.LEASE', KEYS[1], 'LEASE', '10', 'SESSION')";
+        let refused = ["EVAL", script, "1", "s"];
+        assert_refused_with(&mut c, &refused, "ERR SESSION cannot be used", flavor);
     }
 }
 
 #[test]
 fn blocked_leases_are_served_in_arrival_order_with_acquires() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut big = Pending::blocked(
-            &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "PERMITS",
-                "3",
-                "BLOCK",
-                "5000",
-            ],
-            1,
-        );
+        let mut big = waiter_on_empty(&server, "RSEM.LEASE s LEASE 60000 PERMITS 3 BLOCK 5000");
         let mut small = Pending::blocked(&server, &["RSEM.ACQUIRE", "s", "BLOCK", "5000"], 2);
         // Two permits: the head wants three, and the one behind it waits too.
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
@@ -350,7 +315,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
         run(&mut c, &["RSEM.RELEASE", "s", "PERMITS", "2"]);
         assert_eq!(ids_of(&big.reply().expect("big")).len(), 3, "{flavor}");
         assert_eq!(small.reply(), Ok(Value::Int(1)), "{flavor}");
-        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 0, format_args!("{flavor}"));
         // Inside MULTI a lease cannot wait: null at once.
         let r = redis::pipe()
             .atomic()
@@ -378,16 +343,7 @@ fn blocked_leases_are_served_in_arrival_order_with_acquires() {
 fn retried_leases_and_returns_with_req_are_applied_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RSEM.TRYSETPERMITS", "s", "3"]);
-        let lease = [
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "PERMITS",
-            "2",
-            "REQ",
-            "l1",
-        ];
+        let lease = words("RSEM.LEASE s LEASE 60000 PERMITS 2 REQ l1");
         let first = ids_of(&run(&mut c, &lease));
         let mut other = server.conn();
         assert_eq!(
@@ -395,19 +351,11 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
             first,
             "{flavor}: same ids"
         );
-        assert_eq!(
-            get(&mut c, "s").as_deref(),
-            Some("1"),
-            "{flavor}: taken once"
-        );
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}: taken once"));
         let give = ["RSEM.RETURN", "s", &first[0], "REQ", "t1"];
         assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}");
         assert_eq!(run(&mut c, &give), Value::Int(1), "{flavor}: replayed");
-        assert_eq!(
-            get(&mut c, "s").as_deref(),
-            Some("2"),
-            "{flavor}: given once"
-        );
+        assert_stored_permits(&mut c, "s", 2, format_args!("{flavor}: given once"));
         let r = call(&mut c, &["RSEM.LEASE", "s", "LEASE", "10", "REQ", "t1"]);
         assert!(
             matches!(&r, Err(e) if e.contains("REQ id already used")),
@@ -415,22 +363,13 @@ fn retried_leases_and_returns_with_req_are_applied_once() {
         );
         // A blocked lease sent twice is granted once, with the same ids.
         run(&mut c, &["RSEM.ACQUIRE", "s", "PERMITS", "2"]);
-        let blocked = [
-            "RSEM.LEASE",
-            "s",
-            "LEASE",
-            "60000",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RSEM.LEASE s LEASE 60000 BLOCK 5000 REQ b1");
         let mut one = Pending::blocked(&server, &blocked, 1);
         let mut two = Pending::blocked(&server, &blocked, 2);
         run(&mut c, &["RSEM.RELEASE", "s"]);
         let (a, b) = (one.reply().expect("one"), two.reply().expect("two"));
         assert_eq!(ids_of(&a), ids_of(&b), "{flavor}");
-        assert_eq!(get(&mut c, "s").as_deref(), Some("0"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 0, format_args!("{flavor}"));
         assert_int(&mut c, &["ZCARD", &zset("s")], 2);
     }
 }
@@ -481,13 +420,7 @@ fn bad_lease_calls_change_nothing() {
                 "ERR unknown option",
             ),
             (
-                &[
-                    "RSEM.RENEW",
-                    "s",
-                    "gggggggggggggggggggggggggggggggg",
-                    "LEASE",
-                    "5",
-                ],
+                &words("RSEM.RENEW s gggggggggggggggggggggggggggggggg LEASE 5"),
                 "ERR permit id must be",
             ),
             (&["RSEM.AVAILABLE", "w"], "WRONGTYPE"),
@@ -508,11 +441,8 @@ fn bad_lease_calls_change_nothing() {
 
 #[test]
 fn a_replica_without_the_module_ends_identical_after_leases() {
-    for flavor in flavors() {
-        let (primary, replica) = primary_and_bare_replica(flavor);
-        let mut c = primary.conn();
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "5"]);
-        run(&mut c, &["PEXPIRE", "s", "600000"]);
+    for (flavor, primary, replica, mut c) in primaries_and_bare_replicas() {
+        set_up(&mut c, &["RSEM.TRYSETPERMITS s 5", "PEXPIRE s 600000"]);
         let ids = ids_of(&run(
             &mut c,
             &["RSEM.LEASE", "s", "LEASE", "60000", "PERMITS", "3"],
@@ -532,7 +462,7 @@ fn a_replica_without_the_module_ends_identical_after_leases() {
         sync_replica(&primary, &replica);
         let mut r = replica.conn();
         assert_eq!(keyspace(&mut c), keyspace(&mut r), "{flavor}");
-        assert_eq!(get(&mut r, "s").as_deref(), Some("3"), "{flavor}");
+        assert_stored_permits(&mut r, "s", 3, format_args!("{flavor}"));
         assert!(
             pttl(&mut r, zset("s").as_bytes()) > 0,
             "{flavor}: the zset has K's TTL"
@@ -583,21 +513,7 @@ fn a_replayed_lease_must_still_be_leased() {
 #[test]
 fn a_request_granted_while_it_waited_is_not_granted_again() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut blocked = Pending::blocked(
-            &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "BLOCK",
-                "0",
-                "REQ",
-                "r2",
-            ],
-            1,
-        );
+        let mut blocked = waiter_on_empty(&server, "RSEM.LEASE s LEASE 60000 BLOCK 0 REQ r2");
         // Permits appear and the same request arrives before the module's poll: one grant.
         let replies = redis::pipe()
             .atomic()
@@ -610,7 +526,7 @@ fn a_request_granted_while_it_waited_is_not_granted_again() {
         let waited = ids_of(&blocked.reply().expect("served"));
         assert_eq!(ids_of(&replies[1]), waited, "{flavor}");
         assert_int(&mut c, &["ZCARD", &zset("s")], 1);
-        assert_eq!(get(&mut c, "s").as_deref(), Some("1"), "{flavor}");
+        assert_stored_permits(&mut c, "s", 1, format_args!("{flavor}"));
     }
 }
 
@@ -640,24 +556,10 @@ fn a_score_below_zero_is_nobodys_deadline() {
 #[test]
 fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "0"]);
-        let mut acquire = Pending::blocked(
-            &server,
-            &["RSEM.ACQUIRE", "s", "BLOCK", "5000", "REQ", "same"],
-            1,
-        );
+        let mut acquire = waiter_on_empty(&server, "RSEM.ACQUIRE s BLOCK 5000 REQ same");
         let mut lease = Pending::blocked(
             &server,
-            &[
-                "RSEM.LEASE",
-                "s",
-                "LEASE",
-                "60000",
-                "BLOCK",
-                "5000",
-                "REQ",
-                "same",
-            ],
+            &words("RSEM.LEASE s LEASE 60000 BLOCK 5000 REQ same"),
             2,
         );
         run(&mut c, &["RSEM.RELEASE", "s"]);
@@ -676,10 +578,15 @@ fn an_acquire_and_a_lease_on_one_request_id_do_not_answer_each_other() {
 #[test]
 fn leases_moved_by_swapdb_still_end_by_timer() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
-        run(&mut c, &["RSEM.LEASE", "s", "LEASE", "300"]);
-        run(&mut c, &["SWAPDB", "0", "1"]);
-        run(&mut c, &["SELECT", "1"]);
+        set_up(
+            &mut c,
+            &[
+                "RSEM.TRYSETPERMITS s 1",
+                "RSEM.LEASE s LEASE 300",
+                "SWAPDB 0 1",
+                "SELECT 1",
+            ],
+        );
         let back = wait_until(Duration::from_secs(2), || {
             let mut probe = server.conn();
             run(&mut probe, &["SELECT", "1"]);

@@ -47,8 +47,7 @@ fn a_retried_acquire_does_not_reenter() {
         assert_eq!(run(&mut c, &fenced), Value::Int(1), "{flavor}: replayed");
         assert_eq!(holders(&mut c, "t"), held_by("o", 1), "{flavor}");
         // Once it is given back, the call is new: here the lock is someone else's.
-        run(&mut c, &["RLOCK.RELEASE", "t", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "t", "p", "TOKEN"]);
+        set_up(&mut c, &["RLOCK.RELEASE t o", "RLOCK.ACQUIRE t p TOKEN"]);
         assert_eq!(run(&mut c, &fenced), Value::Nil, "{flavor}: not replayed");
         assert_eq!(holders(&mut c, "t"), held_by("p", 1), "{flavor}");
         // FAIR takes the same path.
@@ -62,8 +61,7 @@ fn a_retried_acquire_does_not_reenter() {
 #[test]
 fn a_retried_release_does_not_release_twice() {
     for (flavor, _server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "r", "o"]);
+        set_up(&mut c, &["RLOCK.ACQUIRE r o", "RLOCK.ACQUIRE r o"]);
         let undo = ["RLOCK.RELEASE", "r", "o", "REQ", "u1"];
         assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}");
         assert_eq!(run(&mut c, &undo), Value::Int(0), "{flavor}: retried");
@@ -150,35 +148,67 @@ fn an_id_used_for_another_call_is_refused_and_changes_nothing() {
 #[test]
 fn bad_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
-        let long = "x".repeat(65);
-        let cases = [
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", ""],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.RELEASE", "b", "o", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.RENEW", "b", "o", "REQ", "a{b}"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.ACQUIRE", "b", "o", "REQ", "a", "REQ", "b"],
-                "ERR option REQ given more than once",
-            ),
-            (
-                vec!["RLOCK.RELEASE", "b", "o", "LEASE", "10"],
-                "ERR unknown option 'LEASE'",
-            ),
-        ];
-        refused_writing_nothing(flavor, &mut c, &cases);
+        let calls = ["RLOCK.ACQUIRE b o", "RLOCK.RELEASE b o", "RLOCK.RENEW b o"];
+        refuses_bad_request_ids(flavor, &mut c, &calls);
+        let not_an_option = (
+            words("RLOCK.RELEASE b o LEASE 10"),
+            "ERR unknown option 'LEASE'",
+        );
+        refused_writing_nothing(flavor, &mut c, &[not_an_option]);
     }
+}
+
+/// Each bad request id, after each of `calls` (words split at spaces), is refused alike
+/// and writes nothing.
+fn refuses_bad_request_ids(flavor: Flavor, c: &mut Connection, calls: &[&str]) {
+    let long = "x".repeat(65);
+    let bad_ids: [(&[&str], &str); 8] = [
+        (&["REQ"], "ERR option REQ needs a request id"),
+        (&["REQ", ""], "ERR REQ id must be 1 to 64 bytes"),
+        (&["REQ", &long], "ERR REQ id must be 1 to 64 bytes"),
+        (&["REQ", "a{b}"], "ERR REQ id must not contain '{' or '}'"),
+        (&["REQ", "a}"], "ERR REQ id must not contain '{' or '}'"),
+        (&["REQ", "{a"], "ERR REQ id must not contain '{' or '}'"),
+        (
+            &["REQ", "a", "REQ", "b"],
+            "ERR option REQ given more than once",
+        ),
+        (
+            &["REQ", "a", "REQ", "a"],
+            "ERR option REQ given more than once",
+        ),
+    ];
+    let mut cases = Vec::new();
+    for call in calls {
+        for (bad_id, error) in bad_ids {
+            cases.push(([&words(call)[..], bad_id].concat(), error));
+        }
+    }
+    refused_writing_nothing(flavor, c, &cases);
+}
+
+/// `h` holds `key`; `args` (with a `REQ` id) blocks on it, and again on a second
+/// connection (a retry). `h` releases and the first connection is killed in the same
+/// turn: the retry gets `reply`, and the module has had time to give back what the
+/// dead connection never heard.
+fn the_retry_is_granted_as_the_first_dies(
+    server: &Server,
+    c: &mut Connection,
+    args: &[&str],
+    key: &str,
+    reply: i64,
+) {
+    let flavor = server.flavor;
+    run(c, &["RLOCK.ACQUIRE", key, "h"]);
+    let first = Pending::blocked_on(server, c, args, (key, 1));
+    let mut second = Pending::blocked_on(server, c, args, (key, 2));
+    let mut tx = redis::pipe();
+    tx.cmd("RLOCK.RELEASE").arg(key).arg("h");
+    tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
+    let replies: Vec<Value> = tx.query(c).expect("pipeline");
+    assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
+    assert_eq!(second.reply(), Ok(Value::Int(reply)), "{flavor}");
+    std::thread::sleep(Duration::from_millis(100));
 }
 
 /// `args` (with a `REQ` id) blocks on `key`; the client times out and sends it again on
@@ -252,19 +282,43 @@ fn records_expire_with_the_lease() {
 fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "fw", "h", "FAIR"]);
-        let acquire = [
-            "RLOCK.ACQUIRE",
-            "fw",
-            "o",
-            "FAIR",
-            "BLOCK",
-            "5000",
-            "REQ",
-            "q1",
-        ];
+        let acquire = words("RLOCK.ACQUIRE fw o FAIR BLOCK 5000 REQ q1");
         let release = ["RLOCK.RELEASE", "fw", "h"];
         sent_twice_granted_once(&server, &mut c, &acquire, "fw", &release);
         assert_eq!(holders(&mut c, "fw"), held_by("o", 1), "{flavor}");
+    }
+}
+
+/// `session` (a SESSION call of owner `o` with a `REQ` id, replying `reply`) on a
+/// connection that then closes, and sent again on another: each time `keys` are held
+/// for that connection alone, and its close gives them back. The retry runs again
+/// rather than report the holds that went.
+fn session_call_then_its_retry(
+    server: &Server,
+    c: &mut Connection,
+    session: &[&str],
+    reply: i64,
+    keys: &[&str],
+) {
+    let flavor = server.flavor;
+    for sent in ["first", "retry"] {
+        let mut con = server.conn();
+        assert_eq!(
+            run(&mut con, session),
+            Value::Int(reply),
+            "{flavor}: {sent}"
+        );
+        for key in keys {
+            assert_eq!(holders(c, key), held_by("o", 1), "{flavor}: {sent}: {key}");
+        }
+        drop(con);
+        let gone = wait_until(Duration::from_secs(2), || {
+            keys.iter().all(|key| holders(c, key).is_empty())
+        });
+        assert!(
+            gone,
+            "{flavor}: {sent}: the SESSION holds outlived their connection"
+        );
     }
 }
 
@@ -274,22 +328,7 @@ fn a_fair_blocked_acquire_sent_twice_is_granted_once() {
 fn a_retry_after_the_hold_was_given_back_runs_again() {
     for (flavor, server, mut c) in servers() {
         let acquire = ["RLOCK.ACQUIRE", "s", "o", "SESSION", "REQ", "s1"];
-        let mut first = server.conn();
-        assert_eq!(run(&mut first, &acquire), Value::Int(1));
-        drop(first);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
-            "{flavor}: the SESSION hold went with its connection"
-        );
-        // Taken again by the retry, and tied to the retrying connection.
-        let mut retry = server.conn();
-        assert_eq!(run(&mut retry, &acquire), Value::Int(1), "{flavor}");
-        assert_eq!(holders(&mut c, "s"), held_by("o", 1), "{flavor}");
-        drop(retry);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "s").is_empty()),
-            "{flavor}: the retried SESSION hold went with the retrying connection"
-        );
+        session_call_then_its_retry(&server, &mut c, &acquire, 1, &["s"]);
         // Held by someone else by the time the retry comes: not acquired.
         let mut third = server.conn();
         assert_eq!(run(&mut third, &acquire), Value::Int(1));
@@ -319,17 +358,8 @@ fn a_retry_after_the_hold_was_given_back_runs_again() {
 #[test]
 fn a_grant_delivered_to_a_retry_stays_when_the_first_connection_dies() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
-        let acquire = ["RLOCK.ACQUIRE", "g", "o", "BLOCK", "5000", "REQ", "g1"];
-        let first = Pending::blocked_on(&server, &mut c, &acquire, ("g", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &acquire, ("g", 2));
-        let mut tx = redis::pipe();
-        tx.cmd("RLOCK.RELEASE").arg("g").arg("h");
-        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
-        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
-        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(1)), "{flavor}");
-        std::thread::sleep(Duration::from_millis(100));
+        let acquire = words("RLOCK.ACQUIRE g o BLOCK 5000 REQ g1");
+        the_retry_is_granted_as_the_first_dies(&server, &mut c, &acquire, "g", 1);
         assert_eq!(holders(&mut c, "g"), held_by("o", 1), "{flavor}");
     }
 }
@@ -380,16 +410,7 @@ fn retries_on_a_read_write_lock_are_applied_once() {
         assert!(matches!(&r, Err(e) if e.starts_with("NOTHELD")), "{r:?}");
         assert_eq!(record(&mut c, "rw", "u2"), None, "{flavor}");
         // A blocked write, sent again on another connection, is granted once.
-        let blocked = [
-            "RLOCK.ACQUIRE",
-            "rw",
-            "p",
-            "WRITE",
-            "BLOCK",
-            "10000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RLOCK.ACQUIRE rw p WRITE BLOCK 10000 REQ b1");
         let release = ["RLOCK.RELEASE", "rw", "o", "WRITE"];
         sent_twice_granted_once(&server, &mut c, &blocked, "rw", &release);
         assert_eq!(hget(&mut c, "rw", "p:write").as_deref(), Some("1"));
@@ -410,10 +431,15 @@ fn retries_on_a_read_write_lock_are_applied_once() {
 #[test]
 fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
     for (flavor, server, mut c) in servers() {
-        run(&mut c, &["RLOCK.ACQUIRE", "g", "h"]);
-        run(&mut c, &["RSEM.TRYSETPERMITS", "s", "1"]);
-        run(&mut c, &["RSEM.ACQUIRE", "s"]);
-        run(&mut c, &["RSEM.TRYSETPERMITS", "l", "1"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE g h",
+                "RSEM.TRYSETPERMITS s 1",
+                "RSEM.ACQUIRE s",
+                "RSEM.TRYSETPERMITS l 1",
+            ],
+        );
         let leased = match run(&mut c, &["RSEM.LEASE", "l", "LEASE", "60000"]) {
             Value::Array(ids) => reply_text(&ids[0]),
             other => panic!("{flavor}: RSEM.LEASE replied {other:?}"),
@@ -423,40 +449,22 @@ fn a_grant_written_but_never_sent_goes_to_the_next_waiter() {
             (
                 "g",
                 ["RLOCK.RELEASE", "g h"],
-                vec![
-                    "RLOCK.ACQUIRE",
-                    "g",
-                    "OWNER",
-                    "BLOCK",
-                    "5000",
-                    "LEASE",
-                    "30000",
-                    "REQ",
-                    "OWNER",
-                ],
+                words("RLOCK.ACQUIRE g OWNER BLOCK 5000 LEASE 30000 REQ OWNER"),
             ),
             (
                 "s",
                 ["RSEM.RELEASE", "s"],
-                vec!["RSEM.ACQUIRE", "s", "BLOCK", "5000"],
+                words("RSEM.ACQUIRE s BLOCK 5000"),
             ),
             (
                 "l",
                 ["RSEM.RETURN", &format!("l {leased}")],
-                vec!["RSEM.LEASE", "l", "LEASE", "60000", "BLOCK", "5000"],
+                words("RSEM.LEASE l LEASE 60000 BLOCK 5000"),
             ),
             (
                 "{m}1",
                 ["RLOCK.RELEASE", "{m}1 h"],
-                vec![
-                    "RLOCK.MACQUIRE",
-                    "OWNER",
-                    "2",
-                    "{m}1",
-                    "{m}2",
-                    "BLOCK",
-                    "5000",
-                ],
+                words("RLOCK.MACQUIRE OWNER 2 {m}1 {m}2 BLOCK 5000"),
             ),
         ];
         for (key, [verb, rest], wait) in families {
@@ -592,33 +600,8 @@ fn a_retried_mrelease_does_not_release_twice() {
 #[test]
 fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
     for (flavor, server, mut c) in servers() {
-        let session = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "sa",
-            "sb",
-            "SESSION",
-            "REQ",
-            "s1",
-        ];
-        let mut first = server.conn();
-        assert_eq!(run(&mut first, &session), Value::Int(2), "{flavor}");
-        drop(first);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "sa").is_empty()),
-            "{flavor}: the SESSION holds went with their connection"
-        );
-        assert!(holders(&mut c, "sb").is_empty(), "{flavor}");
-        let mut retry = server.conn();
-        assert_eq!(run(&mut retry, &session), Value::Int(2), "{flavor}");
-        assert_eq!(holders(&mut c, "sb"), held_by("o", 1), "{flavor}");
-        // The retry's holds are tied to the retrying connection.
-        drop(retry);
-        assert!(
-            wait_until(Duration::from_secs(2), || holders(&mut c, "sb").is_empty()),
-            "{flavor}: the retried SESSION holds went with the retrying connection"
-        );
+        let session = words("RLOCK.MACQUIRE o 2 sa sb SESSION REQ s1");
+        session_call_then_its_retry(&server, &mut c, &session, 2, &["sa", "sb"]);
         // Released, then sent again: taken again.
         let acquire = macquire("o", ["ra", "rb"], "r1");
         assert_eq!(run(&mut c, &acquire), Value::Int(2), "{flavor}");
@@ -631,23 +614,12 @@ fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
         assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut c, "rb"), held_by("o", 1), "{flavor}");
         // Held by someone else by the time the retry comes: not acquired.
-        run(&mut c, &["RLOCK.FORCERELEASE", "rb"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "rb", "p"]);
+        set_up(&mut c, &["RLOCK.FORCERELEASE rb", "RLOCK.ACQUIRE rb p"]);
         assert_eq!(run(&mut c, &acquire), Value::Nil, "{flavor}");
         assert_eq!(holders(&mut c, "ra"), held_by("o", 2), "{flavor}");
         assert_eq!(holders(&mut c, "rb"), held_by("p", 1), "{flavor}");
         // Past its lease the record is gone with the holds: the call is new again.
-        let short = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ea",
-            "eb",
-            "LEASE",
-            "100",
-            "REQ",
-            "e1",
-        ];
+        let short = words("RLOCK.MACQUIRE o 2 ea eb LEASE 100 REQ e1");
         assert_eq!(run(&mut c, &short), Value::Int(2), "{flavor}");
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(record(&mut c, "ea", "e1"), None, "{flavor}");
@@ -660,9 +632,14 @@ fn a_macquire_retried_after_a_hold_was_given_back_runs_again() {
 fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
     for (flavor, _server, mut c) in servers() {
         run(&mut c, &macquire("o", ["ca", "cb"], "x"));
-        run(&mut c, &["RLOCK.ACQUIRE", "ca", "o", "REQ", "y"]);
-        run(&mut c, &["RLOCK.MRELEASE", "o", "1", "cb", "REQ", "z"]);
-        run(&mut c, &["RLOCK.ACQUIRE", "cb", "o"]);
+        set_up(
+            &mut c,
+            &[
+                "RLOCK.ACQUIRE ca o REQ y",
+                "RLOCK.MRELEASE o 1 cb REQ z",
+                "RLOCK.ACQUIRE cb o",
+            ],
+        );
         let before = keyspace(&mut c);
         for args in [
             &macquire("other", ["ca", "cb"], "x")[..],
@@ -693,50 +670,17 @@ fn a_multi_key_id_used_for_another_call_is_refused_and_changes_nothing() {
 #[test]
 fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
     for (flavor, _server, mut c) in servers() {
-        let long = "x".repeat(65);
-        let cases = [
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "2", "b", "c", "REQ", ""],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a}"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.MACQUIRE", "o", "1", "b", "REQ", "a", "REQ", "b"],
-                "ERR option REQ given more than once",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ"],
-                "ERR option REQ needs a request id",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", long.as_str()],
-                "ERR REQ id must be 1 to 64 bytes",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "{a"],
-                "ERR REQ id must not contain '{' or '}'",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "REQ", "a", "REQ", "a"],
-                "ERR option REQ given more than once",
-            ),
-            (
-                vec!["RLOCK.MRELEASE", "o", "1", "b", "LEASE", "10"],
-                "ERR unknown option 'LEASE'",
-            ),
+        let calls = [
+            "RLOCK.MACQUIRE o 1 b",
+            "RLOCK.MACQUIRE o 2 b c",
+            "RLOCK.MRELEASE o 1 b",
         ];
-        refused_writing_nothing(flavor, &mut c, &cases);
+        refuses_bad_request_ids(flavor, &mut c, &calls);
+        let not_an_option = (
+            words("RLOCK.MRELEASE o 1 b LEASE 10"),
+            "ERR unknown option 'LEASE'",
+        );
+        refused_writing_nothing(flavor, &mut c, &[not_an_option]);
     }
 }
 
@@ -747,19 +691,7 @@ fn bad_multi_key_request_ids_are_refused_and_change_nothing() {
 fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
     for (flavor, server, mut c) in servers() {
         run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
-        let blocked = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ba",
-            "bb",
-            "BLOCK",
-            "10000",
-            "LEASE",
-            "60000",
-            "REQ",
-            "b1",
-        ];
+        let blocked = words("RLOCK.MACQUIRE o 2 ba bb BLOCK 10000 LEASE 60000 REQ b1");
         let mut first = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 1));
         let mut second = Pending::blocked_on(&server, &mut c, &blocked, ("bb", 2));
         run(&mut c, &["RLOCK.RELEASE", "bb", "h"]);
@@ -781,27 +713,8 @@ fn a_blocked_macquire_is_recorded_at_hand_off_and_granted_once() {
         assert_int(&mut c, &["RLOCK.MRELEASE", "o", "2", "ba", "bb"], 2);
         // The first connection granted and killed in one turn: the retry heard the
         // reply, so the holds and the record stay.
-        run(&mut c, &["RLOCK.ACQUIRE", "bb", "h"]);
-        let again = [
-            "RLOCK.MACQUIRE",
-            "o",
-            "2",
-            "ba",
-            "bb",
-            "BLOCK",
-            "10000",
-            "REQ",
-            "b2",
-        ];
-        let first = Pending::blocked_on(&server, &mut c, &again, ("bb", 1));
-        let mut second = Pending::blocked_on(&server, &mut c, &again, ("bb", 2));
-        let mut tx = redis::pipe();
-        tx.cmd("RLOCK.RELEASE").arg("bb").arg("h");
-        tx.cmd("CLIENT").arg("KILL").arg("ID").arg(first.id);
-        let replies: Vec<Value> = tx.query(&mut c).expect("pipeline");
-        assert_eq!(replies, vec![Value::Int(1), Value::Int(1)], "{flavor}");
-        assert_eq!(second.reply(), Ok(Value::Int(2)), "{flavor}");
-        std::thread::sleep(Duration::from_millis(100));
+        let again = words("RLOCK.MACQUIRE o 2 ba bb BLOCK 10000 REQ b2");
+        the_retry_is_granted_as_the_first_dies(&server, &mut c, &again, "bb", 2);
         for key in ["ba", "bb"] {
             assert_eq!(holders(&mut c, key), held_by("o", 1), "{flavor}: {key}");
         }

@@ -52,9 +52,14 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 || handoff::kept_for_multi(ctx, &lock, key, owner.as_slice());
         }
     }
+    // One attempt: the reply (count or token), or `None` when someone else holds it.
     let taken = match kept_for_waiters {
         true => None,
-        false => take(ctx, key, owner, &options, &record)?,
+        false => {
+            let lock_key = LockKey::open(ctx, key)?;
+            let plan = lock_key.plan_acquire(owner, &options)?;
+            plan.map(|plan| commit(ctx, &lock_key, key, owner, &options, &record, plan))
+        }
     };
     match taken {
         Some(reply) => {
@@ -68,19 +73,6 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
         None => block_or_null(ctx, lock(), owner, &options),
     }
-}
-
-/// One attempt: the reply (count or token), or `None` when someone else holds it.
-fn take(
-    ctx: &Context,
-    key: &RedisString,
-    owner: &RedisString,
-    options: &AcquireOptions,
-    record: &Option<RequestRecord>,
-) -> Result<Option<i64>, RedisError> {
-    let lock_key = LockKey::open(ctx, key)?;
-    let plan = lock_key.plan_acquire(owner, options)?;
-    Ok(plan.map(|plan| commit(ctx, &lock_key, key, owner, options, record, plan)))
 }
 
 /// `RLOCK.ACQUIRE ... FAIR`: first come, first served on Redisson's queue.

@@ -606,20 +606,41 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         }
     }
     set_acl_categories(ctx)?;
-    let described = COMMANDS.iter().all(|c| {
-        let (positions, access) = (c.positions, c.access);
+    describe(ctx);
+    Ok(())
+}
+
+/// Describes every command where the server takes command docs. A command whose
+/// description is refused is named in the log, and the others are still described.
+fn describe(ctx: &Context) {
+    let mut refused = Vec::new();
+    for c in COMMANDS {
         let doc = ffi::CommandDoc {
             summary: c.summary,
             since: c.since,
             arity: c.arity,
-            positions,
-            access,
+            positions: c.positions,
+            access: c.access,
             args: c.args,
         };
-        ffi::set_command_info(ctx, c.name, &doc)
-    });
-    if !described {
-        ctx.log_notice("rlock: this server does not take command docs; COMMAND DOCS will be empty");
+        match ffi::set_command_info(ctx, c.name, &doc) {
+            Some(true) => {}
+            Some(false) => refused.push(c.name.to_string_lossy()),
+            None => {
+                ctx.log_notice(
+                    "rlock: this server does not take command docs; COMMAND DOCS will be empty",
+                );
+                return;
+            }
+        }
     }
-    Ok(())
+    if !refused.is_empty() {
+        ffi::log_warning(
+            ctx.get_raw(),
+            &format!(
+                "rlock: the server refused the command docs of {}; COMMAND DOCS lacks them",
+                refused.join(", ")
+            ),
+        );
+    }
 }

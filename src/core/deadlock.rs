@@ -237,12 +237,7 @@ mod tests {
         reads: usize,
     }
 
-    fn lock(key: &str) -> LockId {
-        LockId {
-            db: 0,
-            key: key.as_bytes().to_vec(),
-        }
-    }
+    use crate::core::waitlist::lock_in_db0 as lock;
 
     impl Graph {
         fn hold(&mut self, key: &str, owner: &str) -> &mut Self {

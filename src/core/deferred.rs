@@ -110,12 +110,7 @@ impl DeferredWork {
 mod tests {
     use super::*;
 
-    fn lock(name: &str) -> LockId {
-        LockId {
-            db: 0,
-            key: name.as_bytes().to_vec(),
-        }
-    }
+    use crate::core::waitlist::lock_in_db0 as lock;
 
     #[test]
     fn work_runs_by_kind_and_merges_per_lock() {

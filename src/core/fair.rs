@@ -236,12 +236,7 @@ impl KnownQueues {
 mod tests {
     use super::*;
 
-    fn lock(key: &str) -> LockId {
-        LockId {
-            db: 0,
-            key: key.as_bytes().to_vec(),
-        }
-    }
+    use crate::core::waitlist::lock_in_db0 as lock;
 
     #[test]
     fn known_queues_are_due_at_their_next_look() {

@@ -216,8 +216,7 @@ mod tests {
     }
 
     fn check(argv: &[&str], traits: Option<&CommandTraits>) -> Option<Refusal> {
-        let argv: Vec<&[u8]> = argv.iter().map(|w| w.as_bytes()).collect();
-        refusal(&argv, traits, false)
+        refusal(&crate::core::words(argv), traits, false)
     }
 
     #[test]
@@ -243,41 +242,42 @@ mod tests {
             blocking: true,
             ..traits(-3)
         };
-        assert_eq!(
-            check(&["BLPOP", "k", "0"], Some(&blocking)),
-            Some(Refusal::Blocking("blpop".into()))
-        );
-        assert_eq!(
-            check(&["WAIT", "1", "0"], Some(&traits(3))),
-            Some(Refusal::Blocking("wait".into()))
-        );
         let noscript = CommandTraits {
             noscript: true,
             ..traits(-1)
         };
-        assert_eq!(
-            check(&["MULTI"], Some(&noscript)),
-            Some(Refusal::Transaction("multi".into()))
-        );
-        assert_eq!(
-            check(&["MONITOR"], Some(&noscript)),
-            Some(Refusal::NotInModuleCall("monitor".into()))
-        );
         let pubsub = CommandTraits {
             pubsub: true,
             ..traits(3)
         };
-        assert_eq!(
-            check(&["PUBLISH", "c", "m"], Some(&pubsub)),
-            Some(Refusal::PubSub("publish".into()))
-        );
-        assert_eq!(
-            check(
-                &["RLOCK.GUARD", "k", "o", "CALL", "GET", "x"],
-                Some(&traits(-5))
+        let (wait, guard) = (traits(3), traits(-5));
+        let refused: [(&[&str], &CommandTraits, Refusal); 6] = [
+            (
+                &["BLPOP", "k", "0"],
+                &blocking,
+                Refusal::Blocking("blpop".into()),
             ),
-            Some(Refusal::OwnModule("rlock.guard".into()))
-        );
+            (&["WAIT", "1", "0"], &wait, Refusal::Blocking("wait".into())),
+            (&["MULTI"], &noscript, Refusal::Transaction("multi".into())),
+            (
+                &["MONITOR"],
+                &noscript,
+                Refusal::NotInModuleCall("monitor".into()),
+            ),
+            (
+                &["PUBLISH", "c", "m"],
+                &pubsub,
+                Refusal::PubSub("publish".into()),
+            ),
+            (
+                &["RLOCK.GUARD", "k", "o", "CALL", "GET", "x"],
+                &guard,
+                Refusal::OwnModule("rlock.guard".into()),
+            ),
+        ];
+        for (argv, traits, refusal) in refused {
+            assert_eq!(check(argv, Some(traits)), Some(refusal), "{argv:?}");
+        }
     }
 
     #[test]

@@ -97,13 +97,7 @@ pub fn decide_release(state: LockState) -> Release {
         } if count > 1 => Release::Undo {
             remaining: count - 1,
         },
-        LockState::Held {
-            own_count: Some(_),
-            holders,
-        } => Release::Last {
-            lock_freed: holders <= 1,
-        },
-        _ => Release::NotHeld,
+        _ => decide_release_all(state),
     }
 }
 

@@ -48,6 +48,11 @@ pub fn write_helper_key(name: &mut Vec<u8>, prefix: &[u8], lock_key: &[u8]) {
     name.clear();
     name.extend_from_slice(prefix);
     name.push(b':');
+    push_tagged(name, lock_key);
+}
+
+/// `lock_key` as its own hash tag (`{K}`), or as it is when it already has one.
+fn push_tagged(name: &mut Vec<u8>, lock_key: &[u8]) {
     if lock_key.contains(&b'{') {
         name.extend_from_slice(lock_key);
     } else {
@@ -82,13 +87,7 @@ pub fn lock_keys_of(prefix: &[u8], helper: &[u8]) -> Vec<Vec<u8>> {
 /// hash tag, into a buffer the caller reuses.
 fn write_suffixed(name: &mut Vec<u8>, lock_key: &[u8], suffix: &[u8]) {
     name.clear();
-    if lock_key.contains(&b'{') {
-        name.extend_from_slice(lock_key);
-    } else {
-        name.push(b'{');
-        name.extend_from_slice(lock_key);
-        name.push(b'}');
-    }
+    push_tagged(name, lock_key);
     name.push(b':');
     name.extend_from_slice(suffix);
 }

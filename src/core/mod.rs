@@ -36,6 +36,12 @@ pub fn shrink_map<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
     }
 }
 
+/// A command's words as the server hands them over, for the unit tests.
+#[cfg(test)]
+pub fn words<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
+    words.iter().map(|w| w.as_bytes()).collect()
+}
+
 /// `shrink_map` for a set.
 pub fn shrink_set<T: Eq + Hash>(set: &mut HashSet<T>) {
     if set.capacity() > 32 && set.len() * 4 < set.capacity() {

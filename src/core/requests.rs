@@ -185,23 +185,20 @@ mod tests {
     fn a_record_replays_only_for_its_own_call() {
         let record = encode(RequestKind::Acquire, 3, b"own:er");
         assert_eq!(record, b"A:3:own:er");
-        assert_eq!(
-            replay(&record, RequestKind::Acquire, b"own:er"),
-            Replay::Reply(3)
-        );
-        assert_eq!(
-            replay(&record, RequestKind::Acquire, b"other"),
-            Replay::Conflict
-        );
-        assert_eq!(
-            replay(&record, RequestKind::Release, b"own:er"),
-            Replay::Conflict
-        );
         let negative = encode(RequestKind::Renew, -1, b"o");
-        assert_eq!(
-            replay(&negative, RequestKind::Renew, b"o"),
-            Replay::Reply(-1)
-        );
+        for (record, kind, owner, replayed) in [
+            (
+                &record,
+                RequestKind::Acquire,
+                &b"own:er"[..],
+                Replay::Reply(3),
+            ),
+            (&record, RequestKind::Acquire, b"other", Replay::Conflict),
+            (&record, RequestKind::Release, b"own:er", Replay::Conflict),
+            (&negative, RequestKind::Renew, b"o", Replay::Reply(-1)),
+        ] {
+            assert_eq!(replay(record, kind, owner), replayed, "{kind:?}");
+        }
     }
 
     #[test]
@@ -210,30 +207,18 @@ mod tests {
         assert_eq!(acquired, b"M:2:o");
         let released = encode(RequestKind::MultiRelease, 1, b"o");
         assert_eq!(released, b"U:1:o");
-        assert_eq!(
-            replay(&acquired, RequestKind::MultiAcquire, b"o"),
-            Replay::Reply(2)
-        );
-        assert_eq!(
-            replay(&released, RequestKind::MultiRelease, b"o"),
-            Replay::Reply(1)
-        );
-        for (record, kind) in [
-            (&acquired, RequestKind::Acquire),
-            (&acquired, RequestKind::MultiRelease),
-            (&released, RequestKind::Release),
-            (&released, RequestKind::MultiAcquire),
+        let single = encode(RequestKind::Acquire, 1, b"o");
+        for (record, kind, replayed) in [
+            (&acquired, RequestKind::MultiAcquire, Replay::Reply(2)),
+            (&released, RequestKind::MultiRelease, Replay::Reply(1)),
+            (&acquired, RequestKind::Acquire, Replay::Conflict),
+            (&acquired, RequestKind::MultiRelease, Replay::Conflict),
+            (&released, RequestKind::Release, Replay::Conflict),
+            (&released, RequestKind::MultiAcquire, Replay::Conflict),
+            (&single, RequestKind::MultiAcquire, Replay::Conflict),
         ] {
-            assert_eq!(replay(record, kind, b"o"), Replay::Conflict, "{kind:?}");
+            assert_eq!(replay(record, kind, b"o"), replayed, "{kind:?}");
         }
-        assert_eq!(
-            replay(
-                &encode(RequestKind::Acquire, 1, b"o"),
-                RequestKind::MultiAcquire,
-                b"o"
-            ),
-            Replay::Conflict
-        );
     }
 
     #[test]

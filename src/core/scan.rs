@@ -167,20 +167,16 @@ pub fn is_lock<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(words: &[&str]) -> Result<ScanArgs, ScanArgError> {
-        let args: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parse_scan_args(&args)
-    }
+    use crate::core::words;
 
     #[test]
     fn cursor_alone() {
-        let args = parse(&["0"]).unwrap();
+        let args = parse_scan_args(&words(&["0"])).unwrap();
         assert_eq!(args.cursor, b"0");
         assert_eq!(args.pattern, None);
         assert_eq!(args.count, None);
         assert_eq!(args.kind, None);
-        assert!(parse(&["18446744073709551615"]).is_ok());
+        assert!(parse_scan_args(&words(&["18446744073709551615"])).is_ok());
     }
 
     #[test]
@@ -196,7 +192,7 @@ mod tests {
             "+1",
         ] {
             assert_eq!(
-                parse(&[cursor]),
+                parse_scan_args(&words(&[cursor])),
                 Err(ScanArgError::InvalidCursor),
                 "{cursor:?}"
             );
@@ -205,38 +201,48 @@ mod tests {
 
     #[test]
     fn options_in_any_order_and_case() {
-        let args = parse(&["42", "type", "RWLOCK", "Count", "100", "match", "a*"]).unwrap();
+        let args = parse_scan_args(&words(&[
+            "42", "type", "RWLOCK", "Count", "100", "match", "a*",
+        ]))
+        .unwrap();
         assert_eq!(args.cursor, b"42");
         assert_eq!(args.pattern.as_deref(), Some(&b"a*"[..]));
         assert_eq!(args.count.as_deref(), Some(&b"100"[..]));
         assert_eq!(args.kind, Some(LockKind::ReadWrite));
         assert_eq!(
-            parse(&["0", "TYPE", "lock"]).unwrap().kind,
+            parse_scan_args(&words(&["0", "TYPE", "lock"]))
+                .unwrap()
+                .kind,
             Some(LockKind::Lock)
         );
     }
 
     #[test]
     fn bad_options() {
-        assert_eq!(parse(&["0", "COUNT", "0"]), Err(ScanArgError::Syntax));
-        assert_eq!(parse(&["0", "COUNT", "-3"]), Err(ScanArgError::Syntax));
-        assert_eq!(parse(&["0", "COUNT", "x"]), Err(ScanArgError::NotAnInteger));
-        assert_eq!(parse(&["0", "COUNT"]), Err(ScanArgError::Syntax));
-        assert_eq!(parse(&["0", "MATCH"]), Err(ScanArgError::Syntax));
-        assert_eq!(parse(&["0", "LIMIT", "3"]), Err(ScanArgError::Syntax));
-        assert_eq!(
-            parse(&["0", "TYPE", "hash"]),
-            Err(ScanArgError::UnknownType("hash".into()))
-        );
-        assert_eq!(
-            parse(&["0", "COUNT", "1", "COUNT", "2"]),
-            Err(ScanArgError::RepeatedOption("COUNT"))
-        );
+        let refused: [(&[&str], ScanArgError); 9] = [
+            (&["0", "COUNT", "0"], ScanArgError::Syntax),
+            (&["0", "COUNT", "-3"], ScanArgError::Syntax),
+            (&["0", "COUNT", "x"], ScanArgError::NotAnInteger),
+            (&["0", "COUNT"], ScanArgError::Syntax),
+            (&["0", "MATCH"], ScanArgError::Syntax),
+            (&["0", "LIMIT", "3"], ScanArgError::Syntax),
+            (
+                &["0", "TYPE", "hash"],
+                ScanArgError::UnknownType("hash".into()),
+            ),
+            (
+                &["0", "COUNT", "1", "COUNT", "2"],
+                ScanArgError::RepeatedOption("COUNT"),
+            ),
+            (&[], ScanArgError::Syntax),
+        ];
+        for (args, error) in refused {
+            assert_eq!(parse_scan_args(&words(args)), Err(error), "{args:?}");
+        }
         assert_eq!(
             ScanArgError::UnknownType("hash".into()).to_string(),
             "ERR unknown TYPE 'hash' (use lock or rwlock)"
         );
-        assert_eq!(parse(&[]), Err(ScanArgError::Syntax));
     }
 
     #[test]

@@ -123,12 +123,7 @@ impl SessionTable {
 mod tests {
     use super::*;
 
-    fn lock(key: &str) -> LockId {
-        LockId {
-            db: 0,
-            key: key.as_bytes().to_vec(),
-        }
-    }
+    use crate::core::waitlist::lock_in_db0 as lock;
 
     #[test]
     fn disconnect_returns_the_connections_holds_once() {

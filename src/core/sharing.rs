@@ -130,10 +130,15 @@ mod tests {
     use super::*;
 
     fn lock() -> LockId {
-        LockId {
-            db: 0,
-            key: b"k".to_vec(),
-        }
+        crate::core::waitlist::lock_in_db0("k")
+    }
+
+    /// After one hand-off of `l`, with nobody blocked: the next release counts subscribers.
+    fn counting(l: &LockId) -> Sharing {
+        let mut s = Sharing::default();
+        s.handed_off(l);
+        assert_eq!(s.next(l, 0, 0), Next::CountSubscribers);
+        s
     }
 
     #[test]
@@ -164,10 +169,8 @@ mod tests {
 
     #[test]
     fn a_window_serves_one_turn() {
-        let mut s = Sharing::default();
         let l = lock();
-        s.handed_off(&l);
-        assert_eq!(s.next(&l, 0, 0), Next::CountSubscribers);
+        let mut s = counting(&l);
         assert_eq!(s.after_count(&l, 1, 0), Next::Wait { until: 5 });
         // A Redisson client took the lock, and gave it back within the window.
         s.end_window(&l);
@@ -176,10 +179,8 @@ mod tests {
 
     #[test]
     fn without_subscribers_nobody_waits() {
-        let mut s = Sharing::default();
         let l = lock();
-        s.handed_off(&l);
-        assert_eq!(s.next(&l, 0, 0), Next::CountSubscribers);
+        let mut s = counting(&l);
         assert_eq!(s.after_count(&l, 0, 0), Next::Grant);
         // A new round: no count until it is over.
         assert_eq!(s.next(&l, 0, 0), Next::Grant);

@@ -128,9 +128,6 @@ impl KeyAccess {
     }
 }
 
-/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+),
-/// with one key spec: the key at argument 1, accessed as `access` says.
-/// Returns false where the server lacks the API or refuses the description.
 /// What `COMMAND DOCS` and `COMMAND INFO` say of a command.
 pub struct CommandDoc<'a> {
     pub summary: &'static CStr,
@@ -142,7 +139,10 @@ pub struct CommandDoc<'a> {
     pub args: &'a [ArgDoc],
 }
 
-pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool {
+/// Describes a registered command through `RedisModule_SetCommandInfo` (7.0+), with
+/// its key specs. `None` where the server lacks the API, `Some(false)` where it has no
+/// such command or refuses the description.
+pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> Option<bool> {
     let CommandDoc {
         summary,
         since,
@@ -158,11 +158,11 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
         let (Some(get_command), Some(set_info)) =
             (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo)
         else {
-            return false;
+            return None;
         };
         let handle = get_command(ctx.get_raw(), command.as_ptr());
         if handle.is_null() {
-            return false;
+            return Some(false);
         }
         let raw_args = command_args(args);
         let version = Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
@@ -222,7 +222,7 @@ pub fn set_command_info(ctx: &Context, command: &CStr, doc: &CommandDoc) -> bool
             key_specs.push(std::mem::zeroed());
             info.key_specs = Box::leak(key_specs.into_boxed_slice()).as_mut_ptr();
         }
-        set_info(handle, &info) == raw::REDISMODULE_OK as c_int
+        Some(set_info(handle, &info) == raw::REDISMODULE_OK as c_int)
     }
 }
 

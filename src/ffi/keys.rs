@@ -202,20 +202,8 @@ impl Key {
 
     /// The key's content as bytes, for a string key.
     pub fn string_value(&self) -> Vec<u8> {
-        let mut len = 0usize;
-        // SAFETY: DMA in read mode on a string key; the bytes are copied before
-        // anything else touches the key.
-        unsafe {
-            let data = raw::RedisModule_StringDMA.unwrap()(
-                self.ptr,
-                &mut len,
-                raw::REDISMODULE_READ as c_int,
-            );
-            if data.is_null() {
-                return Vec::new();
-            }
-            std::slice::from_raw_parts(data as *const u8, len).to_vec()
-        }
+        self.with_string(|bytes| Some(bytes.to_vec()))
+            .unwrap_or_default()
     }
 
     /// Makes `bytes` the string's whole content, in place, as `INCRBY` does: the key

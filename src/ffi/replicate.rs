@@ -5,6 +5,24 @@ use std::os::raw::c_longlong;
 
 use redis_module::{raw, Context, RedisString};
 
+/// `RedisModule_Replicate(ctx, cmd, format, args...)`, the one call behind every effect
+/// below. The format's letters name the arguments that follow, in order: `s` a
+/// `RedisModuleString`, `l` a long long, `v` an array of strings and its length (which
+/// must outlive the call).
+macro_rules! replicate {
+    ($ctx:expr, $cmd:expr, $format:literal $(, $arg:expr)*) => {
+        // SAFETY: each caller's format names the arguments it passes, as above.
+        unsafe {
+            raw::RedisModule_Replicate.unwrap()(
+                $ctx.get_raw(),
+                $cmd.as_ptr(),
+                $format.as_ptr()
+                $(, $arg)*
+            );
+        }
+    };
+}
+
 /// `PUBLISH channel 0`, the message of every Redisson unlock and wake.
 pub fn publish_zero(ctx: &Context, channel: &RedisString) {
     super::with_constant(b"0", |zero| publish(ctx, channel, zero));
@@ -12,73 +30,38 @@ pub fn publish_zero(ctx: &Context, channel: &RedisString) {
 
 /// Propagates `cmd key` to replicas and the AOF.
 pub fn replicate_key(ctx: &Context, cmd: &CStr, key: &RedisString) {
-    // SAFETY: the format "s" takes one RedisModuleString.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(ctx.get_raw(), cmd.as_ptr(), c"s".as_ptr(), key.inner);
-    }
+    replicate!(ctx, cmd, c"s", key.inner);
 }
 
 /// Propagates `cmd key n`.
 pub fn replicate_key_int(ctx: &Context, cmd: &CStr, key: &RedisString, n: i64) {
-    // SAFETY: the format "sl" takes a RedisModuleString and a long long.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"sl".as_ptr(),
-            key.inner,
-            n as c_longlong,
-        );
-    }
+    replicate!(ctx, cmd, c"sl", key.inner, n as c_longlong);
 }
 
 /// Propagates `cmd key arg...`.
 pub fn replicate_key_args(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[RedisString]) {
     let mut argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
-    // SAFETY: the format "sv" takes a RedisModuleString, then an array of them and its
-    // length; the array outlives the call.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"sv".as_ptr(),
-            key.inner,
-            argv.as_mut_ptr(),
-            argv.len(),
-        );
-    }
+    replicate!(ctx, cmd, c"sv", key.inner, argv.as_mut_ptr(), argv.len());
 }
 
 /// Propagates `SET key value PXAT at_ms`.
 pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &RedisString, at_ms: i64) {
     super::with_constant(b"PXAT", |pxat| {
-        // SAFETY: the format "sssl" takes three RedisModuleStrings and a long long.
-        unsafe {
-            raw::RedisModule_Replicate.unwrap()(
-                ctx.get_raw(),
-                c"SET".as_ptr(),
-                c"sssl".as_ptr(),
-                key.inner,
-                value.inner,
-                pxat.inner,
-                at_ms as c_longlong,
-            );
-        }
+        replicate!(
+            ctx,
+            c"SET",
+            c"sssl",
+            key.inner,
+            value.inner,
+            pxat.inner,
+            at_ms as c_longlong
+        );
     })
 }
 
 /// Propagates `cmd key field`.
 pub fn replicate_key_field(ctx: &Context, cmd: &CStr, key: &RedisString, field: &RedisString) {
-    // SAFETY: the format "ss" takes two RedisModuleStrings.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"ss".as_ptr(),
-            key.inner,
-            field.inner,
-        );
-    }
+    replicate!(ctx, cmd, c"ss", key.inner, field.inner);
 }
 
 /// Propagates `cmd key field n`.
@@ -89,17 +72,7 @@ pub fn replicate_key_field_int(
     field: &RedisString,
     n: i64,
 ) {
-    // SAFETY: the format "ssl" takes two RedisModuleStrings and a long long.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"ssl".as_ptr(),
-            key.inner,
-            field.inner,
-            n as c_longlong,
-        );
-    }
+    replicate!(ctx, cmd, c"ssl", key.inner, field.inner, n as c_longlong);
 }
 
 /// Propagates `cmd key field value`.
@@ -110,17 +83,7 @@ pub fn replicate_key_field_value(
     field: &RedisString,
     value: &RedisString,
 ) {
-    // SAFETY: the format "sss" takes three RedisModuleStrings.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"sss".as_ptr(),
-            key.inner,
-            field.inner,
-            value.inner,
-        );
-    }
+    replicate!(ctx, cmd, c"sss", key.inner, field.inner, value.inner);
 }
 
 /// Propagates `cmd key field value field2 n`: two fields in one command (`HSET`).
@@ -131,19 +94,16 @@ pub fn replicate_key_two_fields(
     (field, value): (&RedisString, &RedisString),
     (field2, n): (&RedisString, i64),
 ) {
-    // SAFETY: the format "ssssl" takes four RedisModuleStrings and a long long.
-    unsafe {
-        raw::RedisModule_Replicate.unwrap()(
-            ctx.get_raw(),
-            cmd.as_ptr(),
-            c"ssssl".as_ptr(),
-            key.inner,
-            field.inner,
-            value.inner,
-            field2.inner,
-            n as c_longlong,
-        );
-    }
+    replicate!(
+        ctx,
+        cmd,
+        c"ssssl",
+        key.inner,
+        field.inner,
+        value.inner,
+        field2.inner,
+        n as c_longlong
+    );
 }
 
 /// `PUBLISH channel message`, binary-safe; `SPUBLISH` in a cluster, where Redisson

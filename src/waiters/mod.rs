@@ -371,46 +371,52 @@ fn reply(ctx: &Context, reply: &BlockedReply) {
     };
 }
 
-extern "C" fn on_reply(
-    ctx: RawCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    guard::callback("blocked reply", || {
-        let ctx = Context::new(ctx);
-        let handle_id = ffi::handle_id_of(&ctx);
-        state::with(|s| {
-            s.undelivered.remove(&handle_id);
-            shrink_map(&mut s.undelivered);
-        });
-        match ffi::blocked_outcome::<BlockedReply>(&ctx) {
-            Some(answer) => reply(&ctx, answer),
-            None => {
-                ctx.reply(Ok(RedisValue::Null));
-            }
+/// A blocked client's `extern "C"` callback: `body` runs in the panic guard with the
+/// client's context and its blocked-client handle id.
+macro_rules! blocked_callback {
+    ($(#[$doc:meta])* $name:ident, $what:literal, |$ctx:ident, $handle_id:ident| $body:block) => {
+        $(#[$doc])*
+        extern "C" fn $name(
+            ctx: RawCtx,
+            _argv: *mut *mut raw::RedisModuleString,
+            _argc: c_int,
+        ) -> c_int {
+            guard::callback($what, || {
+                let $ctx = Context::new(ctx);
+                let $handle_id = ffi::handle_id_of(&$ctx);
+                $body
+            });
+            raw::REDISMODULE_OK as c_int
         }
-    });
-    raw::REDISMODULE_OK as c_int
+    };
 }
 
-/// `CLIENT UNBLOCK <id> [TIMEOUT]` on a waiter (servers where that is safe): it
-/// leaves with a null reply, as if its BLOCK ran out. A client already answered
-/// never gets here on those servers; its answer is delivered instead.
-extern "C" fn on_unblock(
-    ctx: RawCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    guard::callback("blocked unblock", || {
-        let ctx = Context::new(ctx);
-        let handle_id = ffi::handle_id_of(&ctx);
+blocked_callback!(on_reply, "blocked reply", |ctx, handle_id| {
+    state::with(|s| {
+        s.undelivered.remove(&handle_id);
+        shrink_map(&mut s.undelivered);
+    });
+    match ffi::blocked_outcome::<BlockedReply>(&ctx) {
+        Some(answer) => reply(&ctx, answer),
+        None => {
+            ctx.reply(Ok(RedisValue::Null));
+        }
+    }
+});
+
+blocked_callback!(
+    /// `CLIENT UNBLOCK <id> [TIMEOUT]` on a waiter (servers where that is safe): it
+    /// leaves with a null reply, as if its BLOCK ran out. A client already answered
+    /// never gets here on those servers; its answer is delivered instead.
+    on_unblock,
+    "blocked unblock",
+    |ctx, handle_id| {
         if let Some(waiter) = leave(handle_id) {
             forget(&ctx, waiter, Ending::Left);
         }
         ctx.reply(Ok(RedisValue::Null));
-    });
-    raw::REDISMODULE_OK as c_int
-}
+    }
+);
 
 /// A finite BLOCK ran out while the client still waited: a null reply.
 extern "C" fn on_deadline(ctx: RawCtx, data: *mut c_void) {

@@ -32,6 +32,32 @@ pub fn rstat(server: &Server, name: &str) -> i64 {
     })
 }
 
+/// Asserts that each `INFO rlock` counter named in `at_least` has reached its count.
+#[track_caller]
+pub fn assert_counted(server: &Server, at_least: &[(&str, i64)]) {
+    let stats = rstats(server);
+    for &(name, count) in at_least {
+        let got = stats.get(name).copied().unwrap_or_default();
+        assert!(
+            got >= count,
+            "{}: rlock_{name} is {got}, under {count}",
+            server.flavor
+        );
+    }
+}
+
+/// Asserts that semaphore `key` stores `permits`: its raw string, as Redisson reads it.
+#[track_caller]
+pub fn assert_stored_permits(
+    c: &mut Connection,
+    key: &str,
+    permits: i64,
+    what: impl std::fmt::Display,
+) {
+    let stored: Option<String> = redis::cmd("GET").arg(key).query(c).expect("GET");
+    assert_eq!(stored, Some(permits.to_string()), "{what}");
+}
+
 /// `RLOCK.INFO key` over RESP2.
 pub fn lock_info(con: &mut Connection, key: &str) -> LockInfo {
     let v = call(con, &["RLOCK.INFO", key]).expect("RLOCK.INFO");

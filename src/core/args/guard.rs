@@ -55,8 +55,7 @@ mod tests {
     use super::*;
 
     fn parse(words: &[&str]) -> Result<GuardOptions, ArgError> {
-        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parse_guard_options(&words)
+        parse_guard_options(&crate::core::words(words))
     }
 
     #[test]

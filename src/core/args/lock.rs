@@ -39,10 +39,51 @@ pub struct ReleaseOptions {
 pub fn parse_acquire_options<'a>(
     options: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<AcquireOptions, ArgError> {
+    let parsed = parse_lock_options(options, |_| true)?;
+    // Waiters on a read-write lock are served in arrival order without a queue.
+    if parsed.mode.is_some() && parsed.fair {
+        return Err(ArgError::NotForReadWrite("FAIR"));
+    }
+    Ok(parsed)
+}
+
+/// Parses the options that follow `key owner` in RLOCK.RENEW.
+pub fn parse_renew_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<RenewOptions, ArgError> {
+    let parsed = parse_lock_options(options, |keyword| {
+        matches!(keyword, Keyword::Lease | Keyword::Req | Keyword::Mode(_))
+    })?;
+    Ok(RenewOptions {
+        mode: parsed.mode,
+        lease: parsed.lease,
+        req: parsed.req,
+    })
+}
+
+/// Parses the options that follow `key owner` in RLOCK.RELEASE.
+pub fn parse_release_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<ReleaseOptions, ArgError> {
+    let parsed = parse_lock_options(options, |keyword| {
+        matches!(keyword, Keyword::Req | Keyword::Mode(_))
+    })?;
+    Ok(ReleaseOptions {
+        mode: parsed.mode,
+        req: parsed.req,
+    })
+}
+
+/// The one grammar of the lock commands' options: a keyword the command does not
+/// `take` is an unknown option, as any other word.
+fn parse_lock_options<'a>(
+    options: impl IntoIterator<Item = &'a [u8]>,
+    takes: impl Fn(Keyword) -> bool,
+) -> Result<AcquireOptions, ArgError> {
     let mut parsed = AcquireOptions::default();
     let mut rest = options.into_iter();
     while let Some(word) = rest.next() {
-        match Keyword::of(word) {
+        match Keyword::of(word).filter(|keyword| takes(*keyword)) {
             Some(Keyword::Lease) => {
                 once(parsed.lease.is_some(), "LEASE")?;
                 parsed.lease = Some(lease_value(rest.next())?);
@@ -72,10 +113,6 @@ pub fn parse_acquire_options<'a>(
             None => return Err(ArgError::UnknownOption(printable(word))),
         }
     }
-    // Waiters on a read-write lock are served in arrival order without a queue.
-    if parsed.mode.is_some() && parsed.fair {
-        return Err(ArgError::NotForReadWrite("FAIR"));
-    }
     Ok(parsed)
 }
 
@@ -87,56 +124,13 @@ pub(super) fn set_mode(mode: &mut Option<RwMode>, given: RwMode) -> Result<(), A
     Ok(())
 }
 
-/// Parses the options that follow `key owner` in RLOCK.RENEW.
-pub fn parse_renew_options<'a>(
-    options: impl IntoIterator<Item = &'a [u8]>,
-) -> Result<RenewOptions, ArgError> {
-    let mut parsed = RenewOptions::default();
-    let mut rest = options.into_iter();
-    while let Some(word) = rest.next() {
-        match Keyword::of(word) {
-            Some(Keyword::Lease) => {
-                once(parsed.lease.is_some(), "LEASE")?;
-                parsed.lease = Some(lease_value(rest.next())?);
-            }
-            Some(Keyword::Req) => {
-                once(parsed.req.is_some(), "REQ")?;
-                parsed.req = Some(request_id(rest.next())?);
-            }
-            Some(Keyword::Mode(mode)) => set_mode(&mut parsed.mode, mode)?,
-            _ => return Err(ArgError::UnknownOption(printable(word))),
-        }
-    }
-    Ok(parsed)
-}
-
-/// Parses the options that follow `key owner` in RLOCK.RELEASE.
-pub fn parse_release_options<'a>(
-    options: impl IntoIterator<Item = &'a [u8]>,
-) -> Result<ReleaseOptions, ArgError> {
-    let mut parsed = ReleaseOptions::default();
-    let mut rest = options.into_iter();
-    while let Some(word) = rest.next() {
-        match Keyword::of(word) {
-            Some(Keyword::Req) => {
-                once(parsed.req.is_some(), "REQ")?;
-                parsed.req = Some(request_id(rest.next())?);
-            }
-            Some(Keyword::Mode(mode)) => set_mode(&mut parsed.mode, mode)?,
-            _ => return Err(ArgError::UnknownOption(printable(word))),
-        }
-    }
-    Ok(parsed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::args::check_owner;
 
     fn acquire(words: &[&str]) -> Result<AcquireOptions, ArgError> {
-        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parse_acquire_options(words)
+        parse_acquire_options(crate::core::words(words))
     }
 
     #[test]

@@ -96,8 +96,7 @@ mod tests {
 
     #[test]
     fn a_multi_key_release_takes_a_request_id_alone() {
-        let words =
-            |w: &[&'static str]| -> Vec<&'static [u8]> { w.iter().map(|w| w.as_bytes()).collect() };
+        use crate::core::words;
         assert_eq!(parse_multi_release_options(words(&[])), Ok(None));
         assert_eq!(
             parse_multi_release_options(words(&["req", "u1"])),

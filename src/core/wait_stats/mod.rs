@@ -257,12 +257,7 @@ pub fn usec_text(usec: u64) -> String {
 mod tests {
     use super::*;
 
-    fn lock(key: &str) -> LockId {
-        LockId {
-            db: 0,
-            key: key.as_bytes().to_vec(),
-        }
-    }
+    use crate::core::waitlist::lock_in_db0 as lock;
 
     const W: u64 = 60_000;
 

@@ -17,6 +17,15 @@ pub struct LockId {
     pub key: Vec<u8>,
 }
 
+/// A lock in database 0, for the core's unit tests.
+#[cfg(test)]
+pub fn lock_in_db0(key: &str) -> LockId {
+    LockId {
+        db: 0,
+        key: key.as_bytes().to_vec(),
+    }
+}
+
 /// What a blocked client is told when its wait ends with an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockedReply {

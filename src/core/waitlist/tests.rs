@@ -2,12 +2,7 @@
 
 use super::*;
 
-fn lock(key: &str) -> LockId {
-    LockId {
-        db: 0,
-        key: key.as_bytes().to_vec(),
-    }
-}
+use super::lock_in_db0 as lock;
 
 fn waiter(key: &str, owner: &str) -> Waiter<()> {
     Waiter {
