@@ -1145,17 +1145,16 @@ mod tests {
         let stale = "STALETOKEN the lock's fencing token is now 8, not 7";
         let refused = parse_guard(Err(err(stale)), &hold, Some(7)).unwrap_err();
         assert!(refused.is_not_held(), "a stale token is a kind of not held");
-        match refused {
-            Error::StaleToken {
-                key,
-                owner,
-                token,
-                current,
-            } => {
-                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)))
-            }
-            other => panic!("{other:?}"),
-        }
+        let Error::StaleToken {
+            key,
+            owner,
+            token,
+            current,
+        } = refused
+        else {
+            panic!("{refused:?}")
+        };
+        assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)));
         // The inner command's own error is the caller's, untouched.
         let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
         match parse_guard(Err(err(wrongtype)), &hold, None) {

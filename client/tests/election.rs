@@ -672,7 +672,9 @@ async fn an_election_in_a_cluster_is_observed_by_polling() {
         let a = candidates().campaign("a").await.unwrap();
         let election = candidates();
         let next = tokio::spawn(async move { election.campaign("b").await.unwrap() });
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Each tenure lasts until the poller has reported it (a fixed pause missed a tenure
+        // on a loaded machine); how soon it reported is checked below.
+        seen_at_least(&seen, 2, "a's tenure").await;
         assert_eq!(
             candidates().leader().await.unwrap(),
             leader("a", a.term()),
@@ -683,7 +685,7 @@ async fn an_election_in_a_cluster_is_observed_by_polling() {
         let b = next.await.unwrap();
         let b_term = b.term();
         assert_eq!(b_term, a_term + 1, "{flavor}");
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        seen_at_least(&seen, 3, "b's tenure").await;
         let stepped_down = Instant::now();
         b.resign().await.unwrap();
         let items = seen_at_least(&seen, 4, "a, b and free").await;

@@ -6,8 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{raw, servers};
-use rlock_client::Locks;
+use common::{each_server, raw, servers};
 use rlock_module_tests::redis::Value;
 
 fn leased(server: &common::Server, key: &str) -> i64 {
@@ -61,18 +60,11 @@ async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let slots = locks.permit_semaphore("fixed");
         assert!(slots.try_set_permits(1).await.unwrap());
-        let short = slots
-            .clone()
-            .lease(Duration::from_millis(200))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+        let short =
+            common::granted(slots.clone().lease(Duration::from_millis(200)).acquire()).await;
         // A waiter is served when the lease ends, with nobody giving it back.
         let waiting = slots.clone().wait(Duration::from_secs(5));
         let task = tokio::spawn(async move { waiting.acquire().await });
@@ -90,9 +82,7 @@ async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_refused_is_never_silent() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let slots = locks.permit_semaphore("taken-away");
         assert!(slots.try_set_permits(1).await.unwrap());
         let permit = slots.acquire().await.unwrap().expect("free");
@@ -107,21 +97,11 @@ async fn a_renewal_refused_is_never_silent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_lease_wait_takes_nothing() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let slots = locks.permit_semaphore("none").wait_forever();
         assert!(slots.try_set_permits(0).await.unwrap());
-        let gave_up = tokio::time::timeout(Duration::from_millis(200), slots.acquire()).await;
-        assert!(gave_up.is_err(), "{flavor}: still waiting");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(slots.add_permits(1).await.unwrap(), 1, "{flavor}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            slots.available().await.unwrap(),
-            1,
-            "{flavor}: nobody took it"
-        );
+        let (wait, give_back) = (slots.acquire(), slots.add_permits(1));
+        common::a_cancelled_wait_takes_nothing(flavor, wait, give_back, slots.available()).await;
         assert_eq!(leased(&server, "none"), 0, "{flavor}");
     }
 }

@@ -6,14 +6,13 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, holders, raw, servers, Server};
+use common::{each_server, eventually, holders, raw, servers, Server};
 use rlock_client::Locks;
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let held = locks.lock("queue").acquire().await.unwrap().unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -52,8 +51,7 @@ async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_a_wait_that_runs_out_returns_none() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let _held = locks.lock("busy").acquire().await.unwrap().unwrap();
         let started = Instant::now();
         let got = locks
@@ -87,8 +85,7 @@ async fn c03_a_wait_that_runs_out_returns_none() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_does_not_stall_other_commands() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let _held = locks.lock("stuck").acquire().await.unwrap().unwrap();
         let waiter = locks.lock("stuck").wait_forever();
         let task = tokio::spawn(async move { waiter.acquire().await });
@@ -109,8 +106,7 @@ async fn a_waiting_acquire_does_not_stall_other_commands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let held = locks.lock("cancel").acquire().await.unwrap().unwrap();
         let waiter = locks.lock("cancel").wait_forever();
         let gave_up = tokio::time::timeout(Duration::from_millis(300), waiter.acquire()).await;
@@ -132,8 +128,7 @@ async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
 /// then aborts the server. A wait cancelled during a pause (or a `FAILOVER`) must not do that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let held = locks.lock("paused").acquire().await.unwrap().unwrap();
         raw(&server, &["CLIENT", "PAUSE", "1500", "WRITE"]).unwrap();
         let paused = Instant::now();
@@ -162,8 +157,7 @@ async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         for round in 0..40u64 {
             let held = locks.lock("race").acquire().await.unwrap().unwrap();
             let waiter = locks.lock("race").wait(Duration::from_secs(5));
@@ -186,8 +180,7 @@ async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_waits_its_turn() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let counter = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..4 {
@@ -219,8 +212,7 @@ async fn with_lock_waits_its_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 
 async fn c02_fair_waiters_are_served_in_arrival_order() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let held = locks.lock("fair").fair().acquire().await.unwrap().unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -245,8 +237,7 @@ async fn c02_fair_waiters_are_served_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 
 async fn a_fair_try_queues_the_caller() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let _held = locks.lock("fq").fair().acquire().await.unwrap().unwrap();
         let late = locks.lock("fq").fair();
         assert!(late.acquire().await.unwrap().is_none());
