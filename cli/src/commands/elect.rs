@@ -2,16 +2,14 @@
 //! the leader and term, then a line at every change.
 
 use std::io::Write;
-use std::time::Duration;
 
 use clap::Args;
 use rlock_client::{Error, Leader};
 use serde_json::json;
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use super::{acquire_or_refuse, catch_signals, leased_client, unavailable, EndArgs, WaitArgs};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
 use crate::exit;
 use crate::output;
 
@@ -41,7 +39,22 @@ Examples:
 
 /// Run CMD while elected leader, or watch who leads (--observe).
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(
+    after_help = AFTER,
+    mut_arg("wait", |a| a.help(
+        "How long to campaign, in the server. Default: until elected; 0: try once"
+    )),
+    mut_arg("lease", |a| a.help(
+        "The leadership's lease, renewed every third of it while CMD runs: how long a dead leader \
+         keeps the post. Default 30s"
+    )),
+    mut_arg("conflict_exit_code", |a| a.help(
+        "Exit with CODE instead of 75 when not elected within --wait"
+    )),
+    mut_arg("kill_after", |a| a.help(
+        "After leadership is lost and CMD got SIGTERM, SIGKILL it after this long"
+    )),
+)]
 pub struct ElectArgs {
     /// The election's name (its lock's key).
     pub name: String,
@@ -58,22 +71,11 @@ pub struct ElectArgs {
     #[arg(long, requires = "observe")]
     pub json: bool,
 
-    /// How long to campaign, in the server. Default: until elected; 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
-    /// The leadership's lease, renewed every third of it while CMD runs: how long a dead
-    /// leader keeps the post. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
-
-    /// Exit with CODE instead of 75 when not elected within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After leadership is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run while leader, and its arguments (after `--`).
     #[arg(
@@ -86,7 +88,7 @@ pub struct ElectArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
-    let locks = match leased_client(conn, args.lease) {
+    let locks = match leased_client(conn, args.waits.lease) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -104,18 +106,18 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         Err(code) => return code,
     };
     let campaign = async {
-        match args.wait {
+        match args.waits.wait {
             None => election.campaign(value.as_str()).await.map(Some),
             Some(d) => election.campaign_for(value.as_str(), d).await,
         }
     };
     let refused = |within| format!("not elected in {what}{within}: someone else leads");
-    let conflict = args.conflict_exit_code;
+    let conflict = args.ends.conflict_exit_code;
     let leadership = match acquire_or_refuse(
         &mut signals,
         &what,
         campaign,
-        args.wait,
+        args.waits.wait,
         refused,
         conflict,
     )
@@ -125,7 +127,7 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         Ok(Ok(l)) => l,
         Ok(Err(e @ Error::DuplicateValue { .. })) => {
             eprintln!("rlock: {e}; CMD not run");
-            return args.conflict_exit_code;
+            return args.ends.conflict_exit_code;
         }
         Ok(Err(e @ Error::InvalidValue { .. })) => {
             eprintln!("rlock: {e}");
@@ -145,7 +147,7 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         &env,
         &mut signals,
         leadership.lost(),
-        args.kill_after,
+        args.ends.kill_after,
     )
     .await;
     let held = format!("leadership of {what}");

@@ -1,15 +1,11 @@
 //! `rlock lock NAME -- CMD`: run CMD while holding a lock.
 
-use std::time::Duration;
-
 use clap::Args;
-use rlock_client::Error;
+use rlock_client::{Error, Lock};
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use super::{acquire_or_refuse, catch_signals, leased_client, unavailable, EndArgs, WaitArgs};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
-use crate::exit;
 
 const AFTER: &str = "\
 CMD runs in a process group of its own with RLOCK_KEY (the lock's name), RLOCK_OWNER (this run's
@@ -37,20 +33,28 @@ Examples:
 
 /// Run CMD while holding a lock (released when CMD exits).
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(
+    after_help = AFTER,
+    mut_arg("wait", |a| a.help(
+        "How long to wait for the lock, in the server (arrival order). Default: forever; 0: try once"
+    )),
+    mut_arg("lease", |a| a.help(
+        "The lease, renewed every third of it while CMD runs: how long the lock outlives a \
+         crashed rlock. Default 30s"
+    )),
+    mut_arg("conflict_exit_code", |a| a.help(
+        "Exit with CODE instead of 75 when the lock was not acquired within --wait"
+    )),
+    mut_arg("kill_after", |a| a.help(
+        "After the lock is lost and CMD got SIGTERM, SIGKILL it after this long"
+    )),
+)]
 pub struct LockArgs {
     /// The lock's name (its key; Redisson's RLock name).
     pub name: String,
 
-    /// How long to wait for the lock, in the server (arrival order). Default: forever;
-    /// 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
-
-    /// The lease, renewed every third of it while CMD runs: how long the lock outlives a
-    /// crashed rlock. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
     /// A fair lock: waiters (Redisson's too) are served strictly in arrival order.
     #[arg(long, conflicts_with_all = ["read", "write"])]
@@ -64,13 +68,8 @@ pub struct LockArgs {
     #[arg(long)]
     pub write: bool,
 
-    /// Exit with CODE instead of 75 when the lock was not acquired within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After the lock is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -78,7 +77,7 @@ pub struct LockArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
-    let locks = match leased_client(conn, args.lease) {
+    let locks = match leased_client(conn, args.waits.lease) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -96,11 +95,7 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     if args.fair {
         lock = lock.fair();
     }
-    lock = match args.wait {
-        None => lock.wait_forever(),
-        Some(d) if d.is_zero() => lock,
-        Some(d) => lock.wait(d),
-    };
+    lock = args.waits.apply(lock, Lock::wait_forever, Lock::wait);
     let mut signals = match catch_signals() {
         Ok(s) => s,
         Err(code) => return code,
@@ -108,13 +103,21 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     let what = format!("lock {:?}", args.name);
     let refused = |within| format!("{what} not acquired{within}: held by someone else");
     let acquire = lock.acquire();
-    let conflict = args.conflict_exit_code;
-    let guard =
-        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
-            Err(code) => return code,
-            Ok(Ok(g)) => g,
-            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-        };
+    let conflict = args.ends.conflict_exit_code;
+    let guard = match acquire_or_refuse(
+        &mut signals,
+        &what,
+        acquire,
+        args.waits.wait,
+        refused,
+        conflict,
+    )
+    .await
+    {
+        Err(code) => return code,
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+    };
     let mut env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_OWNER".to_owned(), lock.owner().to_owned()),
@@ -127,7 +130,7 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
         &env,
         &mut signals,
         guard.lost(),
-        args.kill_after,
+        args.ends.kill_after,
     )
     .await;
     child::exit_status(ended, &what, guard, |guard| async {

@@ -14,6 +14,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
+use clap::Args;
 use rlock_client::Locks;
 use serde_json::{json, Value};
 
@@ -21,6 +22,47 @@ use crate::child::Signals;
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
+
+/// How `lock`, `semaphore` and `elect` wait for what they hold and lease it. Each words the
+/// help for what it holds (`mut_arg` in its `#[command]`); the help texts set here are
+/// replaced.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse, help = "")]
+    pub wait: Option<Duration>,
+
+    #[arg(short, long, value_name = "DUR", value_parser = duration::parse, help = "")]
+    pub lease: Option<Duration>,
+}
+
+impl WaitArgs {
+    /// `handle` waiting as --wait says: without it, until granted (`forever`); 0, one try
+    /// (the handle as it is); else up to the wait (`up_to`).
+    pub fn apply<H>(&self, handle: H, forever: fn(H) -> H, up_to: fn(H, Duration) -> H) -> H {
+        match self.wait {
+            None => forever(handle),
+            Some(d) if d.is_zero() => handle,
+            Some(d) => up_to(handle, d),
+        }
+    }
+}
+
+/// How `lock`, `semaphore` and `elect` end: the exit status of a refusal, and how long CMD
+/// has between SIGTERM and SIGKILL once what it held is lost. Worded by each as [`WaitArgs`].
+#[derive(Debug, Args)]
+pub struct EndArgs {
+    #[arg(
+        short = 'E',
+        long = "conflict-exit-code",
+        value_name = "CODE",
+        default_value_t = exit::NOT_ACQUIRED,
+        help = ""
+    )]
+    pub conflict_exit_code: u8,
+
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s", help = "")]
+    pub kill_after: Duration,
+}
 
 /// Says what failed on stderr; the exit status for a server that failed us.
 pub fn unavailable(what: impl Display) -> u8 {

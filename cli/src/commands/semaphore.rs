@@ -1,13 +1,14 @@
 //! `rlock semaphore NAME --permits N -- CMD`: run CMD while holding one permit of N.
 
-use std::time::Duration;
-
 use clap::Args;
 
-use super::{acquire_or_refuse, catch_signals, check_lease, client, unavailable};
+use rlock_client::PermitSemaphore;
+
+use super::{
+    acquire_or_refuse, catch_signals, check_lease, client, unavailable, EndArgs, WaitArgs,
+};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
 use crate::exit;
 
 const AFTER: &str = "\
@@ -25,7 +26,22 @@ Examples:
 
 /// Run CMD while holding one permit of a semaphore of N permits.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(
+    after_help = AFTER,
+    mut_arg("wait", |a| a.help(
+        "How long to wait for a permit, in the server (arrival order). Default: forever; 0: try \
+         once"
+    )),
+    mut_arg("lease", |a| a.help(
+        "The permit's lease, renewed every third of it while CMD runs. Default 30s"
+    )),
+    mut_arg("conflict_exit_code", |a| a.help(
+        "Exit with CODE instead of 75 when no permit came within --wait"
+    )),
+    mut_arg("kill_after", |a| a.help(
+        "After the permit is lost and CMD got SIGTERM, SIGKILL it after this long"
+    )),
+)]
 pub struct SemaphoreArgs {
     /// The semaphore's name (its key).
     pub name: String,
@@ -34,22 +50,11 @@ pub struct SemaphoreArgs {
     #[arg(short, long, value_name = "N")]
     pub permits: u32,
 
-    /// How long to wait for a permit, in the server (arrival order). Default: forever;
-    /// 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
-    /// The permit's lease, renewed every third of it while CMD runs. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
-
-    /// Exit with CODE instead of 75 when no permit came within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After the permit is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -57,14 +62,14 @@ pub struct SemaphoreArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
-    if let Err(code) = check_lease(args.lease) {
+    if let Err(code) = check_lease(args.waits.lease) {
         return code;
     }
     if args.permits == 0 {
         eprintln!("rlock: --permits must be at least 1");
         return exit::USAGE;
     }
-    let locks = match client(conn, args.lease) {
+    let locks = match client(conn, args.waits.lease) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -73,23 +78,29 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
     if let Err(e) = sem.try_set_permits(args.permits).await {
         return unavailable(format!("semaphore {:?}: {e}", args.name));
     }
-    sem = match args.wait {
-        None => sem.wait_forever(),
-        Some(d) if d.is_zero() => sem,
-        Some(d) => sem.wait(d),
-    };
+    sem = args
+        .waits
+        .apply(sem, PermitSemaphore::wait_forever, PermitSemaphore::wait);
     let mut signals = match catch_signals() {
         Ok(s) => s,
         Err(code) => return code,
     };
     let refused = |within| format!("no permit of semaphore {:?}{within}: all taken", args.name);
-    let (acquire, conflict) = (sem.acquire(), args.conflict_exit_code);
-    let permit =
-        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
-            Err(code) => return code,
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-        };
+    let (acquire, conflict) = (sem.acquire(), args.ends.conflict_exit_code);
+    let permit = match acquire_or_refuse(
+        &mut signals,
+        &what,
+        acquire,
+        args.waits.wait,
+        refused,
+        conflict,
+    )
+    .await
+    {
+        Err(code) => return code,
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+    };
     let env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_PERMIT".to_owned(), permit.id().to_owned()),
@@ -99,7 +110,7 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
         &env,
         &mut signals,
         permit.lost(),
-        args.kill_after,
+        args.ends.kill_after,
     )
     .await;
     child::exit_status(ended, &what, permit, |permit| async {
