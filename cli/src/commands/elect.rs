@@ -7,7 +7,9 @@ use clap::Args;
 use rlock_client::{Error, Leader};
 use serde_json::json;
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable, EndArgs, WaitArgs};
+use super::{
+    acquire_or_refuse, catch_signals, leased_client, unavailable, worded, EndArgs, WaitArgs, Worded,
+};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::exit;
@@ -37,24 +39,17 @@ Examples:
   rlock elect --observe scheduler
   rlock elect --observe scheduler --json | jq -r .leader";
 
+const HELP: Worded = [
+    "How long to campaign, in the server. Default: until elected; 0: try once",
+    "The leadership's lease, renewed every third of it while CMD runs: how long a dead leader \
+     keeps the post. Default 30s",
+    "Exit with CODE instead of 75 when not elected within --wait",
+    "After leadership is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while elected leader, or watch who leads (--observe).
 #[derive(Debug, Args)]
-#[command(
-    after_help = AFTER,
-    mut_arg("wait", |a| a.help(
-        "How long to campaign, in the server. Default: until elected; 0: try once"
-    )),
-    mut_arg("lease", |a| a.help(
-        "The leadership's lease, renewed every third of it while CMD runs: how long a dead leader \
-         keeps the post. Default 30s"
-    )),
-    mut_arg("conflict_exit_code", |a| a.help(
-        "Exit with CODE instead of 75 when not elected within --wait"
-    )),
-    mut_arg("kill_after", |a| a.help(
-        "After leadership is lost and CMD got SIGTERM, SIGKILL it after this long"
-    )),
-)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct ElectArgs {
     /// The election's name (its lock's key).
     pub name: String,

@@ -3,7 +3,9 @@
 use clap::Args;
 use rlock_client::{Error, Lock};
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable, EndArgs, WaitArgs};
+use super::{
+    acquire_or_refuse, catch_signals, leased_client, unavailable, worded, EndArgs, WaitArgs, Worded,
+};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 
@@ -31,24 +33,17 @@ Examples:
   rlock lock --read catalog -- ./export-catalog.sh
   rlock lock --write catalog -- ./rebuild-catalog.sh";
 
+const HELP: Worded = [
+    "How long to wait for the lock, in the server (arrival order). Default: forever; 0: try once",
+    "The lease, renewed every third of it while CMD runs: how long the lock outlives a \
+     crashed rlock. Default 30s",
+    "Exit with CODE instead of 75 when the lock was not acquired within --wait",
+    "After the lock is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while holding a lock (released when CMD exits).
 #[derive(Debug, Args)]
-#[command(
-    after_help = AFTER,
-    mut_arg("wait", |a| a.help(
-        "How long to wait for the lock, in the server (arrival order). Default: forever; 0: try once"
-    )),
-    mut_arg("lease", |a| a.help(
-        "The lease, renewed every third of it while CMD runs: how long the lock outlives a \
-         crashed rlock. Default 30s"
-    )),
-    mut_arg("conflict_exit_code", |a| a.help(
-        "Exit with CODE instead of 75 when the lock was not acquired within --wait"
-    )),
-    mut_arg("kill_after", |a| a.help(
-        "After the lock is lost and CMD got SIGTERM, SIGKILL it after this long"
-    )),
-)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct LockArgs {
     /// The lock's name (its key; Redisson's RLock name).
     pub name: String,

@@ -14,7 +14,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Arg, Args};
 use rlock_client::Locks;
 use serde_json::{json, Value};
 
@@ -24,8 +24,7 @@ use crate::duration;
 use crate::exit;
 
 /// How `lock`, `semaphore` and `elect` wait for what they hold and lease it. Each words the
-/// help for what it holds (`mut_arg` in its `#[command]`); the help texts set here are
-/// replaced.
+/// help for what it holds ([`worded`]); the help texts set here are replaced.
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     #[arg(short, long, value_name = "DUR", value_parser = duration::parse, help = "")]
@@ -62,6 +61,20 @@ pub struct EndArgs {
 
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s", help = "")]
     pub kill_after: Duration,
+}
+
+/// The help of --wait, --lease, -E and --kill-after (in that order) worded for what a command
+/// holds.
+pub type Worded = [&'static str; 4];
+
+/// `arg` with the help `help` gives it, when it is one of [`WaitArgs`] or [`EndArgs`]: each
+/// command applies it to all its arguments (`#[command(mut_args(...))]`).
+pub fn worded(arg: Arg, help: &Worded) -> Arg {
+    let ids = ["wait", "lease", "conflict_exit_code", "kill_after"];
+    match ids.iter().position(|id| arg.get_id() == *id) {
+        Some(at) => arg.help(help[at]),
+        None => arg,
+    }
 }
 
 /// Says what failed on stderr; the exit status for a server that failed us.

@@ -5,7 +5,8 @@ use clap::Args;
 use rlock_client::PermitSemaphore;
 
 use super::{
-    acquire_or_refuse, catch_signals, check_lease, client, unavailable, EndArgs, WaitArgs,
+    acquire_or_refuse, catch_signals, check_lease, client, unavailable, worded, EndArgs, WaitArgs,
+    Worded,
 };
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
@@ -24,24 +25,17 @@ Examples:
   # at most 2 backups at once; give up after a minute
   rlock semaphore backups --permits 2 --wait 1m -- ./backup.sh";
 
+const HELP: Worded = [
+    "How long to wait for a permit, in the server (arrival order). Default: forever; 0: try \
+     once",
+    "The permit's lease, renewed every third of it while CMD runs. Default 30s",
+    "Exit with CODE instead of 75 when no permit came within --wait",
+    "After the permit is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while holding one permit of a semaphore of N permits.
 #[derive(Debug, Args)]
-#[command(
-    after_help = AFTER,
-    mut_arg("wait", |a| a.help(
-        "How long to wait for a permit, in the server (arrival order). Default: forever; 0: try \
-         once"
-    )),
-    mut_arg("lease", |a| a.help(
-        "The permit's lease, renewed every third of it while CMD runs. Default 30s"
-    )),
-    mut_arg("conflict_exit_code", |a| a.help(
-        "Exit with CODE instead of 75 when no permit came within --wait"
-    )),
-    mut_arg("kill_after", |a| a.help(
-        "After the permit is lost and CMD got SIGTERM, SIGKILL it after this long"
-    )),
-)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct SemaphoreArgs {
     /// The semaphore's name (its key).
     pub name: String,
