@@ -7,9 +7,7 @@ use clap::Args;
 use rlock_client::{Error, Leader};
 use serde_json::json;
 
-use super::{
-    acquire_or_refuse, catch_signals, leased_client, unavailable, worded, EndArgs, WaitArgs, Worded,
-};
+use super::{leased_client, unavailable, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::exit;
@@ -83,23 +81,23 @@ pub struct ElectArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
-    let locks = match leased_client(conn, args.waits.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    elect(conn, args).await.unwrap_or_else(|early| early)
+}
+
+/// A campaign and CMD's run while leader, or --observe: `Err(status)` when `rlock` exits
+/// before CMD runs.
+async fn elect(conn: &ConnectArgs, args: ElectArgs) -> Result<u8, u8> {
+    let locks = leased_client(conn, args.waits.lease)?;
     let election = locks.election(args.name.as_str());
     if args.observe {
-        return observe(election, args.json).await;
+        return Ok(observe(election, args.json).await);
     }
     let value = args
         .value
         .clone()
         .expect("clap requires it without --observe");
     let what = format!("election {:?}", args.name);
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let campaign = async {
         match args.waits.wait {
             None => election.campaign(value.as_str()).await.map(Some),
@@ -107,28 +105,17 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         }
     };
     let refused = |within| format!("not elected in {what}{within}: someone else leads");
-    let conflict = args.ends.conflict_exit_code;
-    let leadership = match acquire_or_refuse(
-        &mut signals,
-        &what,
-        campaign,
-        args.waits.wait,
-        refused,
-        conflict,
-    )
-    .await
-    {
-        Err(code) => return code,
-        Ok(Ok(l)) => l,
-        Ok(Err(e @ Error::DuplicateValue { .. })) => {
+    let leadership = match holding.acquire_or_refuse(&what, campaign, refused).await? {
+        Ok(l) => l,
+        Err(e @ Error::DuplicateValue { .. }) => {
             eprintln!("rlock: {e}; CMD not run");
-            return args.ends.conflict_exit_code;
+            return Err(args.ends.conflict_exit_code);
         }
-        Ok(Err(e @ Error::InvalidValue { .. })) => {
+        Err(e @ Error::InvalidValue { .. }) => {
             eprintln!("rlock: {e}");
-            return exit::USAGE;
+            return Err(exit::USAGE);
         }
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+        Err(e) => return Err(unavailable(format!("{what}: {e}"))),
     };
     let term = leadership.term().to_string();
     let env = vec![
@@ -137,16 +124,9 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         ("RLOCK_TERM".to_owned(), term.clone()),
         ("RLOCK_TOKEN".to_owned(), term),
     ];
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        leadership.lost(),
-        args.ends.kill_after,
-    )
-    .await;
+    let ended = holding.run(&args.command, &env, leadership.lost()).await;
     let held = format!("leadership of {what}");
-    child::exit_status(ended, &held, leadership, |leadership| async {
+    let status = child::exit_status(ended, &held, leadership, |leadership| async {
         match leadership.resign().await {
             Ok(()) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
@@ -156,8 +136,8 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
                 "{what}: resigning failed ({e}); the post ends with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }
 
 fn line(leader: &Option<Leader>, json: bool) -> String {

@@ -3,9 +3,7 @@
 use clap::Args;
 use rlock_client::{Error, Lock};
 
-use super::{
-    acquire_or_refuse, catch_signals, leased_client, unavailable, worded, EndArgs, WaitArgs, Worded,
-};
+use super::{leased_client, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 
@@ -72,10 +70,12 @@ pub struct LockArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
-    let locks = match leased_client(conn, args.waits.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    hold(conn, args).await.unwrap_or_else(|early| early)
+}
+
+/// CMD's run under the lock: `Err(status)` when `rlock` exits before CMD runs.
+async fn hold(conn: &ConnectArgs, args: LockArgs) -> Result<u8, u8> {
+    let locks = leased_client(conn, args.waits.lease)?;
     let mut lock = if args.read || args.write {
         let rw = locks.read_write(args.name.as_str());
         if args.read {
@@ -91,28 +91,10 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
         lock = lock.fair();
     }
     lock = args.waits.apply(lock, Lock::wait_forever, Lock::wait);
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let what = format!("lock {:?}", args.name);
     let refused = |within| format!("{what} not acquired{within}: held by someone else");
-    let acquire = lock.acquire();
-    let conflict = args.ends.conflict_exit_code;
-    let guard = match acquire_or_refuse(
-        &mut signals,
-        &what,
-        acquire,
-        args.waits.wait,
-        refused,
-        conflict,
-    )
-    .await
-    {
-        Err(code) => return code,
-        Ok(Ok(g)) => g,
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-    };
+    let guard = holding.acquire(&what, lock.acquire(), refused).await?;
     let mut env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_OWNER".to_owned(), lock.owner().to_owned()),
@@ -120,15 +102,8 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     if let Some(token) = guard.token() {
         env.push(("RLOCK_TOKEN".to_owned(), token.to_string()));
     }
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        guard.lost(),
-        args.ends.kill_after,
-    )
-    .await;
-    child::exit_status(ended, &what, guard, |guard| async {
+    let ended = holding.run(&args.command, &env, guard.lost()).await;
+    let status = child::exit_status(ended, &what, guard, |guard| async {
         match guard.release().await {
             Ok(_) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
@@ -138,6 +113,6 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
                 "{what}: the release failed ({e}); the lock ends with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }

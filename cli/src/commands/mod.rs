@@ -18,7 +18,7 @@ use clap::{Arg, Args};
 use rlock_client::Locks;
 use serde_json::{json, Value};
 
-use crate::child::Signals;
+use crate::child::{self, Ended, Signals};
 use crate::connect::ConnectArgs;
 use crate::duration;
 use crate::exit;
@@ -119,30 +119,70 @@ pub async fn ask<T, E: Display, F: Future<Output = Result<T, E>>>(
         .map_err(|e| unavailable(format!("{what}: {e}")))
 }
 
-/// SIGINT, SIGTERM and SIGHUP caught for CMD, or the exit status when they cannot be.
-pub fn catch_signals() -> Result<Signals, u8> {
-    Signals::catch().map_err(|e| unavailable(format!("cannot catch signals: {e}")))
+/// A run of CMD while something is held: the signals caught for it (SIGINT, SIGTERM and
+/// SIGHUP), and how it waits and ends. Its calls return `Err(status)` when `rlock` exits
+/// before CMD runs, once a message said why.
+pub struct Holding {
+    signals: Signals,
+    wait: Option<Duration>,
+    conflict: u8,
+    kill_after: Duration,
 }
 
-/// Waits for `acquire` as [`acquire_or_signal`] does. Nothing acquired within `wait` is
-/// `conflict`, the exit status, once `refused` (given ` within WAIT`, or nothing without a
-/// wait) said why.
-pub async fn acquire_or_refuse<T, E>(
-    signals: &mut Signals,
-    what: &str,
-    acquire: impl Future<Output = Result<Option<T>, E>>,
-    wait: Option<Duration>,
-    refused: impl FnOnce(String) -> String,
-    conflict: u8,
-) -> Result<Result<T, E>, u8> {
-    match acquire_or_signal(signals, what, acquire).await? {
-        Ok(Some(held)) => Ok(Ok(held)),
-        Ok(None) => {
-            let within = wait.map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
-            eprintln!("rlock: {}; CMD not run", refused(within));
-            Err(conflict)
+impl Holding {
+    /// Catches the signals for CMD.
+    pub fn start(waits: &WaitArgs, ends: &EndArgs) -> Result<Holding, u8> {
+        let signals =
+            Signals::catch().map_err(|e| unavailable(format!("cannot catch signals: {e}")))?;
+        Ok(Holding {
+            signals,
+            wait: waits.wait,
+            conflict: ends.conflict_exit_code,
+            kill_after: ends.kill_after,
+        })
+    }
+
+    /// Waits for `acquire` (`what` is acquired) as [`acquire_or_signal`] does. Nothing
+    /// acquired within --wait is -E's status, once `refused` (given ` within WAIT`, or nothing
+    /// without a wait) said why; an error is the caller's to read.
+    pub async fn acquire_or_refuse<T, E>(
+        &mut self,
+        what: &str,
+        acquire: impl Future<Output = Result<Option<T>, E>>,
+        refused: impl FnOnce(String) -> String,
+    ) -> Result<Result<T, E>, u8> {
+        match acquire_or_signal(&mut self.signals, what, acquire).await? {
+            Ok(Some(held)) => Ok(Ok(held)),
+            Ok(None) => {
+                let within = self
+                    .wait
+                    .map_or("".to_owned(), |w| format!(" within {}", duration::show(w)));
+                eprintln!("rlock: {}; CMD not run", refused(within));
+                Err(self.conflict)
+            }
+            Err(e) => Ok(Err(e)),
         }
-        Err(e) => Ok(Err(e)),
+    }
+
+    /// [`Holding::acquire_or_refuse`] where an error means the server failed us.
+    pub async fn acquire<T, E: Display>(
+        &mut self,
+        what: &str,
+        acquire: impl Future<Output = Result<Option<T>, E>>,
+        refused: impl FnOnce(String) -> String,
+    ) -> Result<T, u8> {
+        let acquired = self.acquire_or_refuse(what, acquire, refused).await?;
+        acquired.map_err(|e| unavailable(format!("{what}: {e}")))
+    }
+
+    /// Runs CMD (`command`, with `env`) until it exits or `lost` completes: see [`child::run`].
+    pub async fn run(
+        &mut self,
+        command: &[String],
+        env: &[(String, String)],
+        lost: impl Future<Output = rlock_client::Error>,
+    ) -> Ended {
+        child::run(command, env, &mut self.signals, lost, self.kill_after).await
     }
 }
 

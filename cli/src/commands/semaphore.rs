@@ -4,10 +4,7 @@ use clap::Args;
 
 use rlock_client::PermitSemaphore;
 
-use super::{
-    acquire_or_refuse, catch_signals, check_lease, client, unavailable, worded, EndArgs, WaitArgs,
-    Worded,
-};
+use super::{check_lease, client, unavailable, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
 use crate::exit;
@@ -56,58 +53,34 @@ pub struct SemaphoreArgs {
 }
 
 pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
-    if let Err(code) = check_lease(args.waits.lease) {
-        return code;
-    }
+    hold(conn, args).await.unwrap_or_else(|early| early)
+}
+
+/// CMD's run under a permit: `Err(status)` when `rlock` exits before CMD runs.
+async fn hold(conn: &ConnectArgs, args: SemaphoreArgs) -> Result<u8, u8> {
+    check_lease(args.waits.lease)?;
     if args.permits == 0 {
         eprintln!("rlock: --permits must be at least 1");
-        return exit::USAGE;
+        return Err(exit::USAGE);
     }
-    let locks = match client(conn, args.waits.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    let locks = client(conn, args.waits.lease)?;
     let what = format!("a permit of semaphore {:?}", args.name);
     let mut sem = locks.permit_semaphore(args.name.as_str());
     if let Err(e) = sem.try_set_permits(args.permits).await {
-        return unavailable(format!("semaphore {:?}: {e}", args.name));
+        return Err(unavailable(format!("semaphore {:?}: {e}", args.name)));
     }
     sem = args
         .waits
         .apply(sem, PermitSemaphore::wait_forever, PermitSemaphore::wait);
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let refused = |within| format!("no permit of semaphore {:?}{within}: all taken", args.name);
-    let (acquire, conflict) = (sem.acquire(), args.ends.conflict_exit_code);
-    let permit = match acquire_or_refuse(
-        &mut signals,
-        &what,
-        acquire,
-        args.waits.wait,
-        refused,
-        conflict,
-    )
-    .await
-    {
-        Err(code) => return code,
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-    };
+    let permit = holding.acquire(&what, sem.acquire(), refused).await?;
     let env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_PERMIT".to_owned(), permit.id().to_owned()),
     ];
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        permit.lost(),
-        args.ends.kill_after,
-    )
-    .await;
-    child::exit_status(ended, &what, permit, |permit| async {
+    let ended = holding.run(&args.command, &env, permit.lost()).await;
+    let status = child::exit_status(ended, &what, permit, |permit| async {
         match permit.release().await {
             Ok(true) => GivenBack::Done,
             Ok(false) => GivenBack::NotHeld(format!(
@@ -119,6 +92,6 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
                 "{what}: giving it back failed ({e}); it returns with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }
