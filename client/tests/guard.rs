@@ -275,9 +275,7 @@ async fn c20_a_leader_writes_only_while_it_leads_in_its_term() {
 
 #[test]
 fn c20_blocking_guards_write_while_held_and_are_refused_after() {
-    for flavor in common::flavors() {
-        let server = Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, server, locks) in common::each_server_blocking() {
         let (k, data) = ("c20sync", data_of("c20sync"));
         let hold = locks.lock(k).fenced().acquire().unwrap().unwrap();
         let _: () = hold.guard(&set(&data, "held")).unwrap();

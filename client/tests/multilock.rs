@@ -91,8 +91,7 @@ async fn the_watchdog_renews_every_lock() {
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, server, locks) in common::each_server_blocking() {
         let set = locks.multi(["{t}:a", "{t}:b"]);
         let guard = set.acquire().unwrap().expect("free");
         assert!(locks.multi(["{t}:b"]).acquire().unwrap().is_none());

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{each_server, raw, servers};
+use rlock_client::{Locks, PermitSemaphore};
 use rlock_module_tests::redis::Value;
 
 fn leased(server: &common::Server, key: &str) -> i64 {
@@ -14,6 +15,13 @@ fn leased(server: &common::Server, key: &str) -> i64 {
         Value::Int(n) => n,
         other => panic!("ZCARD replied {other:?}"),
     }
+}
+
+/// A permit semaphore of one permit, set now.
+async fn one_permit(locks: &Locks, name: &str) -> PermitSemaphore {
+    let slots = locks.permit_semaphore(name);
+    assert!(slots.try_set_permits(1).await.unwrap(), "{name} is new");
+    slots
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,8 +69,7 @@ async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
     for (flavor, _, locks) in each_server() {
-        let slots = locks.permit_semaphore("fixed");
-        assert!(slots.try_set_permits(1).await.unwrap());
+        let slots = one_permit(&locks, "fixed").await;
         let short =
             common::granted(slots.clone().lease(Duration::from_millis(200)).acquire()).await;
         // A waiter is served when the lease ends, with nobody giving it back.
@@ -83,8 +90,7 @@ async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_refused_is_never_silent() {
     for (flavor, _, locks) in each_server() {
-        let slots = locks.permit_semaphore("taken-away");
-        assert!(slots.try_set_permits(1).await.unwrap());
+        let slots = one_permit(&locks, "taken-away").await;
         let permit = slots.acquire().await.unwrap().expect("free");
         permit.renew().await.unwrap();
         // Given back by someone else: the guard learns it at its next renewal.
@@ -108,8 +114,7 @@ async fn a_cancelled_lease_wait_takes_nothing() {
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, _, locks) in common::each_server_blocking() {
         let slots = locks.permit_semaphore("bslots");
         assert!(slots.try_set_permits(1).unwrap());
         let one = slots.acquire().unwrap().expect("free");

@@ -51,9 +51,7 @@ async fn lock_queries_need_no_guard() {
 
 #[test]
 fn lock_queries_blocking() {
-    for flavor in common::flavors() {
-        let server = common::Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let lock = locks.lock("qb").lease(Duration::from_secs(20));
         assert!(!lock.is_locked().unwrap());
         assert_eq!(lock.remaining_lease().unwrap(), None);
@@ -220,9 +218,7 @@ async fn an_explicit_owner_reenters_and_releases_an_existing_hold() {
 
 #[test]
 fn an_explicit_owner_blocking() {
-    for flavor in common::flavors() {
-        let server = common::Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let first = locks.lock_as("b", "svc:1");
         let g = first.acquire().unwrap().expect("free");
         let second = locks.lock_as("b", "svc:1");

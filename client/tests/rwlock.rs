@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{each_server, pttl, raw, servers, Server};
+use common::{each_server, pttl, raw, Server};
 use rlock_client::{Error, Guard, LockKind, ReadWriteLock, Side};
 use rlock_module_tests::redis;
 
@@ -144,9 +144,7 @@ async fn the_watchdog_renews_both_sides() {
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let a = locks.read_write("b");
         let b = locks.read_write_as("b", "java-uuid:57");
         assert_eq!(b.owner(), "java-uuid:57");

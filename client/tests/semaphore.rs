@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{each_server, servers};
+use common::each_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
@@ -75,8 +75,7 @@ async fn c12_latch_lets_its_waiters_through_at_zero() {
 
 #[test]
 fn the_blocking_twins() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, _, locks) in common::each_server_blocking() {
         let pool = locks.semaphore("bpool");
         assert!(pool.try_set_permits(1).unwrap());
         let one = pool.acquire(1).unwrap().expect("free");

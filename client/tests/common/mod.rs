@@ -44,6 +44,15 @@ pub async fn a_cancelled_wait_takes_nothing<T>(
     assert_eq!(available.await.unwrap(), 1, "{flavor}: nobody took it");
 }
 
+/// [`each_server`] for the blocking face.
+pub fn each_server_blocking(
+) -> impl Iterator<Item = (Flavor, Server, rlock_client::blocking::Locks)> {
+    servers().into_iter().map(|server| {
+        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+        (server.flavor, server, locks)
+    })
+}
+
 /// A cluster of three primaries without replicas, and locks on it through its first primary.
 pub fn cluster_locks(flavor: Flavor) -> (rlock_module_tests::Cluster, rlock_client::Locks) {
     let nodes = rlock_module_tests::Cluster::start(flavor, 3, 0);
