@@ -80,13 +80,9 @@ pub struct ElectArgs {
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
-    elect(conn, args).await.unwrap_or_else(|early| early)
-}
-
 /// A campaign and CMD's run while leader, or --observe: `Err(status)` when `rlock` exits
 /// before CMD runs.
-async fn elect(conn: &ConnectArgs, args: ElectArgs) -> Result<u8, u8> {
+pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> Result<u8, u8> {
     let locks = leased_client(conn, args.waits.lease)?;
     let election = locks.election(args.name.as_str());
     if args.observe {

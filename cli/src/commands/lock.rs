@@ -69,12 +69,8 @@ pub struct LockArgs {
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
-    hold(conn, args).await.unwrap_or_else(|early| early)
-}
-
 /// CMD's run under the lock: `Err(status)` when `rlock` exits before CMD runs.
-async fn hold(conn: &ConnectArgs, args: LockArgs) -> Result<u8, u8> {
+pub async fn run(conn: &ConnectArgs, args: LockArgs) -> Result<u8, u8> {
     let locks = leased_client(conn, args.waits.lease)?;
     let mut lock = if args.read || args.write {
         let rw = locks.read_write(args.name.as_str());

@@ -52,12 +52,8 @@ pub struct SemaphoreArgs {
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
-    hold(conn, args).await.unwrap_or_else(|early| early)
-}
-
 /// CMD's run under a permit: `Err(status)` when `rlock` exits before CMD runs.
-async fn hold(conn: &ConnectArgs, args: SemaphoreArgs) -> Result<u8, u8> {
+pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> Result<u8, u8> {
     check_lease(args.waits.lease)?;
     if args.permits == 0 {
         eprintln!("rlock: --permits must be at least 1");
