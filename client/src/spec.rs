@@ -148,6 +148,24 @@ fn nowhere() -> Locks {
     Locks::from_url("redis://127.0.0.1:1/").expect("a URL")
 }
 
+/// `handle` with the case's `lease_ms` and `wait` (the same two steps on every handle).
+fn leased_and_waiting<H>(
+    a: &Args,
+    mut handle: H,
+    lease: fn(H, Duration) -> H,
+    forever: fn(H) -> H,
+    up_to: fn(H, Duration) -> H,
+) -> Arg<H> {
+    if let Some(ms) = a.ms("lease_ms")? {
+        handle = lease(handle, ms);
+    }
+    Ok(match a.wait()? {
+        None => handle,
+        Some(WaitArg::Forever) => forever(handle),
+        Some(WaitArg::For(d)) => up_to(handle, d),
+    })
+}
+
 /// The lock handle a case describes, built with the public builder.
 fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
     let (key, owner) = (a.string("key")?, a.string("owner")?);
@@ -157,14 +175,7 @@ fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
         Some("write") => locks.read_write_as(key, owner).write(),
         Some(other) => return Err(Refused(format!("side {other}"))),
     };
-    if let Some(lease) = a.ms("lease_ms")? {
-        lock = lock.lease(lease);
-    }
-    lock = match a.wait()? {
-        None => lock,
-        Some(WaitArg::Forever) => lock.wait_forever(),
-        Some(WaitArg::For(d)) => lock.wait(d),
-    };
+    lock = leased_and_waiting(a, lock, Lock::lease, Lock::wait_forever, Lock::wait)?;
     if a.flag("fair")? {
         lock = lock.fair();
     }
@@ -187,14 +198,13 @@ fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
 
 fn multi_of(locks: &Locks, a: &Args) -> Arg<MultiLock> {
     let mut multi = locks.multi_as(a.keys()?, a.string("owner")?);
-    if let Some(lease) = a.ms("lease_ms")? {
-        multi = multi.lease(lease);
-    }
-    multi = match a.wait()? {
-        None => multi,
-        Some(WaitArg::Forever) => multi.wait_forever(),
-        Some(WaitArg::For(d)) => multi.wait(d),
-    };
+    multi = leased_and_waiting(
+        a,
+        multi,
+        MultiLock::lease,
+        MultiLock::wait_forever,
+        MultiLock::wait,
+    )?;
     if a.flag("session")? {
         multi = multi.session();
     }
