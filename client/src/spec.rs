@@ -575,25 +575,28 @@ fn has(got: &J, want: &J) -> bool {
     }
 }
 
-#[test]
-fn c21_commands() {
-    let doc = document(COMMANDS);
+/// Runs `check` on each case of the vector file `text`, with its id, inside a runtime (the
+/// handles a case builds need one to exist).
+fn each_case(text: &str, mut check: impl FnMut(&str, &J)) {
+    let doc = document(text);
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     let _in = rt.enter();
     for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
-        let got = sends(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
-        agree(id, &got, &case["expect"], &mut HashMap::new());
+        check(case["id"].as_str().expect("id"), case);
     }
 }
 
 #[test]
+fn c21_commands() {
+    each_case(COMMANDS, |id, case| {
+        let got = sends(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
+        agree(id, &got, &case["expect"], &mut HashMap::new());
+    });
+}
+
+#[test]
 fn c21_replies() {
-    let doc = document(REPLIES);
-    let rt = tokio::runtime::Runtime::new().expect("a runtime");
-    let _in = rt.enter();
-    for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
+    each_case(REPLIES, |id, case| {
         let (got, next) = reads(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
         let mut want = case["expect"].clone();
         let then = want.as_object_mut().and_then(|o| o.remove("then_sends"));
@@ -602,21 +605,16 @@ fn c21_replies() {
             Some(then) => agree(id, &next, &then, &mut HashMap::new()),
             None => assert!(next.is_empty(), "{id}: sends {next:?} next, and should not"),
         }
-    }
+    });
 }
 
 #[test]
 fn c21_errors() {
-    let doc = document(ERRORS);
-    for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
+    each_case(ERRORS, |id, case| {
         let got = raises(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
-        assert!(
-            has(&got, &case["expect"]),
-            "{id}: got {got}, want {}",
-            case["expect"]
-        );
-    }
+        let want = &case["expect"];
+        assert!(has(&got, want), "{id}: got {got}, want {want}");
+    });
 }
 
 #[test]
