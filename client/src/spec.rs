@@ -14,7 +14,7 @@ use serde_json::{json, Value as J};
 
 use crate::command::{self, HoldName, Renewal, Wait};
 use crate::error::Error;
-use crate::{keyspace, Lock, Locks, MultiLock};
+use crate::{keyspace, Latch, Lock, Locks, MultiLock, Semaphore};
 
 const COMMANDS: &str = include_str!("../../clients/spec/commands.json");
 const REPLIES: &str = include_str!("../../clients/spec/replies.json");
@@ -685,49 +685,63 @@ async fn c21_refusals() {
     }
 }
 
+/// What a refusal case reads of a call's outcome: the class of its error.
+fn error<T>(outcome: crate::Result<T>) -> J {
+    match outcome {
+        Ok(_) => json!({"error": "none: the call went through"}),
+        Err(e) => json!({"error": class(&e)["error"]}),
+    }
+}
+
+/// `handle` with a semaphore's or latch's `wait` (the cases' own word for it).
+fn family_waiting<H>(
+    a: &Args,
+    handle: H,
+    forever: fn(H) -> H,
+    up_to: fn(H, Duration) -> H,
+) -> Arg<H> {
+    Ok(match a.family_wait()? {
+        Wait::For(d) => up_to(handle, d),
+        Wait::Forever => forever(handle),
+        Wait::No => handle,
+    })
+}
+
 /// The outcome of a call whose arguments should be refused: `Err` when the conversion of an
 /// argument into this crate's types refused it.
 async fn refuse(case: &J) -> Arg<J> {
     let a = Args(&case["args"]);
     let locks = nowhere();
-    let error = |r: crate::Result<()>| match r {
-        Ok(()) => json!({"error": "none: the call went through"}),
-        Err(e) => json!({"error": class(&e)["error"]}),
-    };
     Ok(match case["call"].as_str().unwrap_or("") {
         // A renewal's lease is its handle's: the handle is refused at its acquire.
-        "lock.acquire" | "lock.renew" => error(lock_of(&locks, &a)?.acquire().await.map(drop)),
+        "lock.acquire" | "lock.renew" => error(lock_of(&locks, &a)?.acquire().await),
         "lock.scoped" => error(lock_of(&locks, &a)?.with_lock(|_| async {}).await),
-        "multi.acquire" => error(multi_of(&locks, &a)?.acquire().await.map(drop)),
+        "multi.acquire" => error(multi_of(&locks, &a)?.acquire().await),
         "semaphore.acquire" => {
             let sem = locks.semaphore(a.string("key")?);
-            let sem = match a.family_wait()? {
-                Wait::For(d) => sem.wait(d),
-                Wait::Forever => sem.wait_forever(),
-                Wait::No => sem,
-            };
-            error(sem.acquire(a.u32("permits")?).await.map(drop))
+            let sem = family_waiting(&a, sem, Semaphore::wait_forever, Semaphore::wait)?;
+            error(sem.acquire(a.u32("permits")?).await)
         }
         "semaphore.release" => {
             let sem = locks.semaphore(a.string("key")?);
-            error(sem.release(a.u32("permits")?).await.map(drop))
+            error(sem.release(a.u32("permits")?).await)
         }
         "semaphore.try_set_permits" => {
             let sem = locks.semaphore(a.string("key")?);
-            error(sem.try_set_permits(a.u32("permits")?).await.map(drop))
+            error(sem.try_set_permits(a.u32("permits")?).await)
         }
         "permits.acquire" => {
             let mut sem = locks.permit_semaphore(a.string("key")?);
             if let Some(lease) = a.ms("lease_ms")? {
                 sem = sem.lease(lease);
             }
-            error(sem.acquire_many(a.u32("permits")?).await.map(drop))
+            error(sem.acquire_many(a.u32("permits")?).await)
         }
         "permits.release" => {
             let sem = locks.permit_semaphore(a.string("key")?);
-            error(sem.release(&a.string("id")?).await.map(drop))
+            error(sem.release(&a.string("id")?).await)
         }
-        "latch.count_down" => error(locks.latch(a.string("key")?).count_down().await.map(drop)),
+        "latch.count_down" => error(locks.latch(a.string("key")?).count_down().await),
         "latch.try_set_count" => {
             let count = a.u64("count")?.ok_or(Refused("count".into()))?;
             error(
@@ -740,12 +754,8 @@ async fn refuse(case: &J) -> Arg<J> {
         }
         "latch.await_zero" => {
             let latch = locks.latch(a.string("key")?);
-            let latch = match a.family_wait()? {
-                Wait::For(d) => latch.wait(d),
-                Wait::Forever => latch.wait_forever(),
-                Wait::No => latch,
-            };
-            error(latch.await_zero().await.map(drop))
+            let latch = family_waiting(&a, latch, Latch::wait_forever, Latch::wait)?;
+            error(latch.await_zero().await)
         }
         "election.campaign" => {
             let election = locks.election(a.string("key")?);
@@ -756,7 +766,7 @@ async fn refuse(case: &J) -> Arg<J> {
                     .map(drop),
             )
         }
-        "queries.top" => error(locks.contended_keys(a.u32("count")?).await.map(drop)),
+        "queries.top" => error(locks.contended_keys(a.u32("count")?).await),
         other => panic!("cannot express the call {other}"),
     })
 }
