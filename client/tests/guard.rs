@@ -287,6 +287,11 @@ fn c20_blocking_guards_write_while_held_and_are_refused_after() {
             "{flavor}: {refused:?}"
         );
         assert_eq!(get(&server, &data).as_deref(), Some("held"));
+        // The scoped call's hold guards on this thread too.
+        let scoped = locks.lock(k).fenced();
+        let wrote = scoped.with_lock(|hold| hold.guard::<()>(&set(&data, "scoped")));
+        assert!(matches!(wrote, Ok(Ok(()))), "{flavor}: {wrote:?}");
+        assert_eq!(get(&server, &data).as_deref(), Some("scoped"));
 
         let leadership = locks.election("c20sync-lead").campaign("n").unwrap();
         let lead_data = data_of("c20sync-lead");
