@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 
 /// Owns the private runtime. On drop it gives spawned work (background releases) a moment to
 /// finish, without blocking if it is dropped inside another runtime.
+#[derive(Debug)]
 struct Runtime(Option<tokio::runtime::Runtime>);
 
 impl Runtime {
@@ -791,16 +792,10 @@ impl Guard {
 
 /// The hold a blocking [`Lock::with_lock`] gives its closure: [`crate::Hold`]'s reads (through
 /// `Deref`), and a [`guard`](Hold::guard) that blocks the calling thread.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Hold {
     inner: crate::Hold,
     rt: Arc<Runtime>,
-}
-
-impl std::fmt::Debug for Hold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
 }
 
 impl std::ops::Deref for Hold {
