@@ -58,6 +58,14 @@ struct Lock {
     port: u16,
 }
 
+impl Lock {
+    /// `VERB name owner REST...`: a command on this lock for `owner`.
+    fn command<'a>(&'a self, verb: &'a [u8], owner: &'a str, rest: &[&'a [u8]]) -> Vec<&'a [u8]> {
+        let head = [verb, self.name.as_bytes(), owner.as_bytes()];
+        head.into_iter().chain(rest.iter().copied()).collect()
+    }
+}
+
 /// The workload on a fresh server of `flavor` for `secs` seconds: violations and counts.
 pub fn run(flavor: Flavor, seed: u64, secs: u64) -> (Vec<String>, BTreeMap<String, u64>) {
     let server = Server::start(flavor);
@@ -166,16 +174,8 @@ fn client(tally: &Tally, index: usize, locks: &[Lock], mut rng: Rng) {
             }
         };
         let lease = LEASE_MS.to_string();
-        let acquire = [
-            b"RLOCK.ACQUIRE".as_slice(),
-            lock.name.as_bytes(),
-            owner.as_bytes(),
-            b"LEASE",
-            lease.as_bytes(),
-            b"BLOCK",
-            b"500",
-            b"TOKEN",
-        ];
+        let waits = [b"LEASE", lease.as_bytes(), b"BLOCK", b"500", b"TOKEN"];
+        let acquire = lock.command(b"RLOCK.ACQUIRE", &owner, &waits);
         let token = match conn.call(&acquire) {
             Ok(Frame::Int(t)) => t,
             Ok(f) if f.is_null() => continue,
@@ -211,11 +211,7 @@ fn client(tally: &Tally, index: usize, locks: &[Lock], mut rng: Rng) {
             let late = granted.elapsed() > Duration::from_millis(LEASE_MS);
             write(tally, conn, &lock, &owner, token, seq, late, "lease");
         }
-        let release = [
-            b"RLOCK.RELEASE".as_slice(),
-            lock.name.as_bytes(),
-            owner.as_bytes(),
-        ];
+        let release = lock.command(b"RLOCK.RELEASE", &owner, &[]);
         match conn.call(&release) {
             Ok(Frame::Int(1)) => tally.count("releases"),
             Ok(Frame::Error(e)) if e.starts_with("NOTHELD") => {
@@ -250,17 +246,15 @@ fn write(
 ) {
     let entry = format!("{token}:{owner}:{seq}");
     let token_text = token.to_string();
-    let guard = [
-        b"RLOCK.GUARD".as_slice(),
-        lock.name.as_bytes(),
-        owner.as_bytes(),
-        b"TOKEN",
+    let rest = [
+        b"TOKEN".as_slice(),
         token_text.as_bytes(),
         b"CALL",
         b"RPUSH",
         lock.log.as_bytes(),
         entry.as_bytes(),
     ];
+    let guard = lock.command(b"RLOCK.GUARD", owner, &rest);
     match conn.call(&guard) {
         Ok(Frame::Int(_)) => {
             tally.count("guarded writes landed");

@@ -100,9 +100,12 @@ async fn run(cli: Cli) -> u8 {
         return exit::USAGE;
     }
     match cli.command {
-        Command::Lock(args) => lock::run(conn, args).await,
-        Command::Semaphore(args) => semaphore::run(conn, args).await,
-        Command::Elect(args) => elect::run(conn, args).await,
+        // These return `Err(status)` when rlock exits before CMD runs.
+        Command::Lock(args) => lock::run(conn, args).await.unwrap_or_else(|early| early),
+        Command::Semaphore(args) => semaphore::run(conn, args)
+            .await
+            .unwrap_or_else(|early| early),
+        Command::Elect(args) => elect::run(conn, args).await.unwrap_or_else(|early| early),
         Command::Info(args) => info::run(conn, args).await,
         Command::Waiters(args) => waiters::run(conn, args).await,
         Command::Ls(args) => ls::run(conn, args).await,

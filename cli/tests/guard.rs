@@ -48,12 +48,7 @@ fn guard_runs_the_command_only_for_the_holder() {
             ],
             "not held",
         );
-        assert_exit(&out, 75, format_args!("{flavor}: not held"));
-        assert!(
-            text(&out.stderr).contains("NOTHELD"),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit_saying(&out, 75, "NOTHELD", format_args!("{flavor}: not held"));
         let out = run_on(
             &server,
             &[
@@ -61,12 +56,7 @@ fn guard_runs_the_command_only_for_the_holder() {
             ],
             "stale",
         );
-        assert_exit(&out, 75, format_args!("{flavor}: stale"));
-        assert!(
-            text(&out.stderr).contains("STALETOKEN"),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit_saying(&out, 75, "STALETOKEN", format_args!("{flavor}: stale"));
         assert_eq!(
             get(&server, "x{job}"),
             Value::BulkString(b"v".to_vec()),
@@ -79,12 +69,7 @@ fn guard_runs_the_command_only_for_the_holder() {
             &["guard", "job", "--owner", "alice", "--", "GET", "l{job}"],
             "wrongtype",
         );
-        assert_exit(&out, 69, format_args!("{flavor}: inner error"));
-        assert!(
-            text(&out.stderr).contains("WRONGTYPE"),
-            "{flavor}: {}",
-            text(&out.stderr)
-        );
+        assert_exit_saying(&out, 69, "WRONGTYPE", format_args!("{flavor}: inner error"));
         // JSON.
         let out = run_on(
             &server,

@@ -28,10 +28,10 @@ use crate::command::{LockInfo, Side};
 use crate::conn::Endpoint;
 use crate::election::{Leader, ObserveMode};
 use crate::error::{Error, Result};
-use crate::hold::Hold;
 
 /// Owns the private runtime. On drop it gives spawned work (background releases) a moment to
 /// finish, without blocking if it is dropped inside another runtime.
+#[derive(Debug)]
 struct Runtime(Option<tokio::runtime::Runtime>);
 
 impl Runtime {
@@ -670,7 +670,8 @@ impl Lock {
     }
 
     /// Acquires, runs `f` on this thread, and releases: the same shape as the async
-    /// [`crate::Lock::with_lock`]. `f` gets the [`Hold`] by value and its output is returned as
+    /// [`crate::Lock::with_lock`]. `f` gets the [`Hold`] (whose `guard` blocks) by value and
+    /// its output is returned as
     /// `Ok(output)` (an `f` that returns a `Result` gives `Ok(Err(..))` for its own errors).
     /// Waits as long as it takes unless the handle sets a wait; [`Error::NotAcquired`] if that
     /// wait ended first. Unlike the async twin, `f` cannot be
@@ -693,7 +694,10 @@ impl Lock {
             key: self.key().to_owned(),
             waited: scoped.inner.waited(),
         })?;
-        let out = f(guard.hold());
+        let out = f(Hold {
+            inner: guard.held().hold(),
+            rt: self.rt.clone(),
+        });
         guard.release()?;
         Ok(out)
     }
@@ -734,8 +738,8 @@ guard_twin! {
 }
 
 impl std::ops::Deref for Guard {
-    type Target = Hold;
-    fn deref(&self) -> &Hold {
+    type Target = crate::Hold;
+    fn deref(&self) -> &crate::Hold {
         self.held()
     }
 }
@@ -745,8 +749,8 @@ impl Guard {
         self.inner.as_ref().expect("present until release")
     }
 
-    /// A clone of the [`Hold`].
-    pub fn hold(&self) -> Hold {
+    /// A clone of the [`crate::Hold`].
+    pub fn hold(&self) -> crate::Hold {
         self.held().hold()
     }
 
@@ -786,8 +790,46 @@ impl Guard {
     }
 }
 
+/// The hold a blocking [`Lock::with_lock`] gives its closure: [`crate::Hold`]'s reads (through
+/// `Deref`), and a [`guard`](Hold::guard) that blocks the calling thread.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    inner: crate::Hold,
+    rt: Arc<Runtime>,
+}
+
+impl std::ops::Deref for Hold {
+    type Target = crate::Hold;
+    fn deref(&self) -> &crate::Hold {
+        &self.inner
+    }
+}
+
+impl Hold {
+    /// See [`crate::Hold::guard`]: runs `command` only while this hold stands, and blocks
+    /// the calling thread for its reply.
+    ///
+    /// ```no_run
+    /// # fn f(locks: rlock_client::blocking::Locks) -> rlock_client::Result<()> {
+    /// use rlock_client::redis;
+    ///
+    /// let mut set = redis::cmd("SET");
+    /// set.arg("{orders}:total").arg(42);
+    /// locks.lock("orders").fenced().with_lock(|hold| hold.guard::<()>(&set))??;
+    /// # Ok(()) }
+    /// ```
+    pub fn guard<T: redis::FromRedisValue + Send>(&self, command: &redis::Cmd) -> Result<T> {
+        self.rt.block_on(self.inner.guard(command))
+    }
+
+    /// Blocks up to `timeout` for the hold to be lost; `Some(Error::Lost)` if it was.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Error> {
+        wait_lost(&self.rt, self.inner.clone(), timeout)
+    }
+}
+
 /// Blocks up to `timeout` for `hold` to be lost.
-fn wait_lost(rt: &Runtime, hold: Hold, timeout: Duration) -> Option<Error> {
+fn wait_lost(rt: &Runtime, hold: crate::Hold, timeout: Duration) -> Option<Error> {
     rt.block_on(async { tokio::time::timeout(timeout, hold.lost()).await.ok() })
 }
 
@@ -886,7 +928,7 @@ impl Leadership {
     }
 
     /// See [`crate::Leadership::hold`].
-    pub fn hold(&self) -> Hold {
+    pub fn hold(&self) -> crate::Hold {
         self.leadership().hold()
     }
 

@@ -1145,17 +1145,13 @@ mod tests {
         let stale = "STALETOKEN the lock's fencing token is now 8, not 7";
         let refused = parse_guard(Err(err(stale)), &hold, Some(7)).unwrap_err();
         assert!(refused.is_not_held(), "a stale token is a kind of not held");
-        match refused {
-            Error::StaleToken {
-                key,
-                owner,
-                token,
-                current,
-            } => {
-                assert_eq!((&*key, &*owner, token, current), ("k", "o", 7, Some(8)))
-            }
-            other => panic!("{other:?}"),
-        }
+        let want = Error::StaleToken {
+            key: "k".into(),
+            owner: "o".into(),
+            token: 7,
+            current: Some(8),
+        };
+        assert_eq!(format!("{refused:?}"), format!("{want:?}"));
         // The inner command's own error is the caller's, untouched.
         let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
         match parse_guard(Err(err(wrongtype)), &hold, None) {
@@ -1191,19 +1187,9 @@ mod tests {
 
     #[test]
     fn info_resp2_and_resp3() {
-        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = Value::Array(vec![
-            b("holders"),
-            Value::Array(vec![b("u:1"), Value::Int(2)]),
-            b("pttl"),
-            Value::Int(900),
-            b("queue"),
-            Value::Array(vec![b("u:2")]),
-            b("blocked"),
-            Value::Int(1),
-            b("token"),
-            Value::Nil,
-        ]);
+        let queue = [b("queue"), Value::Array(vec![b("u:2")])];
+        let blocked_and_token = [b("blocked"), Value::Int(1), b("token"), Value::Nil];
+        let resp2 = resp2_info(("u:1", 2), 900, queue.into_iter().chain(blocked_and_token));
         let want = LockInfo {
             kind: LockKind::Reentrant,
             holders: vec![("u:1".into(), 2)],
@@ -1236,6 +1222,14 @@ mod tests {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
+    /// An `RLOCK.INFO` reply in RESP2 with one holder and a pttl, then `more` fields.
+    fn resp2_info(holder: (&str, i64), pttl: i64, more: impl IntoIterator<Item = Value>) -> Value {
+        let (owner, count) = holder;
+        let holders = Value::Array(vec![b(owner), Value::Int(count)]);
+        let head = [b("holders"), holders, b("pttl"), Value::Int(pttl)];
+        Value::Array(head.into_iter().chain(more).collect())
+    }
+
     #[test]
     fn info_of_a_read_write_lock_does_not_fail() {
         // What the v1 module sends for `HSET k mode read u:1 1`: null for the non-count field.
@@ -1256,14 +1250,7 @@ mod tests {
         );
         assert_eq!(got.info.holders, [("u:1".to_string(), 1)]);
         // A server that reports `mode` beside the holders (v2) needs no second read.
-        let v2 = Value::Array(vec![
-            b("holders"),
-            Value::Array(vec![b("u:1:write"), Value::Int(1)]),
-            b("pttl"),
-            Value::Int(500),
-            b("mode"),
-            b("write"),
-        ]);
+        let v2 = resp2_info(("u:1:write", 1), 500, [b("mode"), b("write")]);
         let got = parse_info(v2).unwrap();
         assert!(got.complete);
         assert_eq!(

@@ -63,16 +63,16 @@ impl Latch {
 
     /// `RLATCH.COUNTDOWN`: one less; at zero every waiter passes. The count now.
     pub async fn count_down(&self) -> Result<i64> {
-        check_args(&self.key, &[])?;
-        let cmd = command::count_down(&self.key);
-        self.inner.integer(&cmd, "RLATCH.COUNTDOWN replied").await
+        self.inner
+            .integer_on(&self.key, command::count_down, "RLATCH.COUNTDOWN replied")
+            .await
     }
 
     /// `RLATCH.COUNT`: the count now (0 when the latch has none).
     pub async fn count(&self) -> Result<i64> {
-        check_args(&self.key, &[])?;
-        let cmd = command::latch_count(&self.key);
-        self.inner.integer(&cmd, "RLATCH.COUNT replied").await
+        self.inner
+            .integer_on(&self.key, command::latch_count, "RLATCH.COUNT replied")
+            .await
     }
 
     /// `RLATCH.AWAIT`: true once the count is zero (or the latch does not exist); false if

@@ -86,6 +86,18 @@ impl Inner {
         command::parse_integer(self.query(cmd).await?, what)
     }
 
+    /// `integer` for the command `cmd` makes of `key` (checked first, before anything is
+    /// sent): the counters' reads and writes.
+    pub(crate) async fn integer_on(
+        &self,
+        key: &str,
+        cmd: impl FnOnce(&str) -> redis::Cmd,
+        what: &'static str,
+    ) -> Result<i64> {
+        crate::error::check_args(key, &[])?;
+        self.integer(&cmd(key), what).await
+    }
+
     /// `query`, and once more with the same `REQ` id if the connection broke before the reply
     /// came: for a command the server applies at most once.
     pub(crate) async fn query_resent(&self, cmd: &redis::Cmd) -> Result<redis::Value> {

@@ -78,16 +78,21 @@ impl Semaphore {
 
     /// `RSEM.ADDPERMITS`: adds `permits` (negative takes them away). The permits available.
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
-        check_args(&self.key, &[])?;
-        let cmd = command::add_permits(&self.key, permits);
-        self.inner.integer(&cmd, "RSEM.ADDPERMITS replied").await
+        let cmd = |key: &str| command::add_permits(key, permits);
+        self.inner
+            .integer_on(&self.key, cmd, "RSEM.ADDPERMITS replied")
+            .await
     }
 
     /// `RSEM.AVAILABLE`: the permits available now.
     pub async fn available(&self) -> Result<i64> {
-        check_args(&self.key, &[])?;
-        let cmd = command::available_permits(&self.key);
-        self.inner.integer(&cmd, "RSEM.AVAILABLE replied").await
+        self.inner
+            .integer_on(
+                &self.key,
+                command::available_permits,
+                "RSEM.AVAILABLE replied",
+            )
+            .await
     }
 
     /// `RSEM.ACQUIRE`: takes `permits` (at least 1: 0 is [`Error::InvalidArgument`](crate::Error::InvalidArgument)), or `None` when not enough are

@@ -14,7 +14,7 @@ use serde_json::{json, Value as J};
 
 use crate::command::{self, HoldName, Renewal, Wait};
 use crate::error::Error;
-use crate::{keyspace, Lock, Locks, MultiLock};
+use crate::{keyspace, Latch, Lock, Locks, MultiLock, Semaphore};
 
 const COMMANDS: &str = include_str!("../../clients/spec/commands.json");
 const REPLIES: &str = include_str!("../../clients/spec/replies.json");
@@ -148,6 +148,24 @@ fn nowhere() -> Locks {
     Locks::from_url("redis://127.0.0.1:1/").expect("a URL")
 }
 
+/// `handle` with the case's `lease_ms` and `wait` (the same two steps on every handle).
+fn leased_and_waiting<H>(
+    a: &Args,
+    mut handle: H,
+    lease: fn(H, Duration) -> H,
+    forever: fn(H) -> H,
+    up_to: fn(H, Duration) -> H,
+) -> Arg<H> {
+    if let Some(ms) = a.ms("lease_ms")? {
+        handle = lease(handle, ms);
+    }
+    Ok(match a.wait()? {
+        None => handle,
+        Some(WaitArg::Forever) => forever(handle),
+        Some(WaitArg::For(d)) => up_to(handle, d),
+    })
+}
+
 /// The lock handle a case describes, built with the public builder.
 fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
     let (key, owner) = (a.string("key")?, a.string("owner")?);
@@ -157,14 +175,7 @@ fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
         Some("write") => locks.read_write_as(key, owner).write(),
         Some(other) => return Err(Refused(format!("side {other}"))),
     };
-    if let Some(lease) = a.ms("lease_ms")? {
-        lock = lock.lease(lease);
-    }
-    lock = match a.wait()? {
-        None => lock,
-        Some(WaitArg::Forever) => lock.wait_forever(),
-        Some(WaitArg::For(d)) => lock.wait(d),
-    };
+    lock = leased_and_waiting(a, lock, Lock::lease, Lock::wait_forever, Lock::wait)?;
     if a.flag("fair")? {
         lock = lock.fair();
     }
@@ -187,14 +198,13 @@ fn lock_of(locks: &Locks, a: &Args) -> Arg<Lock> {
 
 fn multi_of(locks: &Locks, a: &Args) -> Arg<MultiLock> {
     let mut multi = locks.multi_as(a.keys()?, a.string("owner")?);
-    if let Some(lease) = a.ms("lease_ms")? {
-        multi = multi.lease(lease);
-    }
-    multi = match a.wait()? {
-        None => multi,
-        Some(WaitArg::Forever) => multi.wait_forever(),
-        Some(WaitArg::For(d)) => multi.wait(d),
-    };
+    multi = leased_and_waiting(
+        a,
+        multi,
+        MultiLock::lease,
+        MultiLock::wait_forever,
+        MultiLock::wait,
+    )?;
     if a.flag("session")? {
         multi = multi.session();
     }
@@ -565,25 +575,28 @@ fn has(got: &J, want: &J) -> bool {
     }
 }
 
-#[test]
-fn c21_commands() {
-    let doc = document(COMMANDS);
+/// Runs `check` on each case of the vector file `text`, with its id, inside a runtime (the
+/// handles a case builds need one to exist).
+fn each_case(text: &str, mut check: impl FnMut(&str, &J)) {
+    let doc = document(text);
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     let _in = rt.enter();
     for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
-        let got = sends(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
-        agree(id, &got, &case["expect"], &mut HashMap::new());
+        check(case["id"].as_str().expect("id"), case);
     }
 }
 
 #[test]
+fn c21_commands() {
+    each_case(COMMANDS, |id, case| {
+        let got = sends(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
+        agree(id, &got, &case["expect"], &mut HashMap::new());
+    });
+}
+
+#[test]
 fn c21_replies() {
-    let doc = document(REPLIES);
-    let rt = tokio::runtime::Runtime::new().expect("a runtime");
-    let _in = rt.enter();
-    for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
+    each_case(REPLIES, |id, case| {
         let (got, next) = reads(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
         let mut want = case["expect"].clone();
         let then = want.as_object_mut().and_then(|o| o.remove("then_sends"));
@@ -592,21 +605,16 @@ fn c21_replies() {
             Some(then) => agree(id, &next, &then, &mut HashMap::new()),
             None => assert!(next.is_empty(), "{id}: sends {next:?} next, and should not"),
         }
-    }
+    });
 }
 
 #[test]
 fn c21_errors() {
-    let doc = document(ERRORS);
-    for case in cases(&doc) {
-        let id = case["id"].as_str().expect("id");
+    each_case(ERRORS, |id, case| {
         let got = raises(case).unwrap_or_else(|r| panic!("{id}: cannot express: {r:?}"));
-        assert!(
-            has(&got, &case["expect"]),
-            "{id}: got {got}, want {}",
-            case["expect"]
-        );
-    }
+        let want = &case["expect"];
+        assert!(has(&got, want), "{id}: got {got}, want {want}");
+    });
 }
 
 #[test]
@@ -677,49 +685,63 @@ async fn c21_refusals() {
     }
 }
 
+/// What a refusal case reads of a call's outcome: the class of its error.
+fn error<T>(outcome: crate::Result<T>) -> J {
+    match outcome {
+        Ok(_) => json!({"error": "none: the call went through"}),
+        Err(e) => json!({"error": class(&e)["error"]}),
+    }
+}
+
+/// `handle` with a semaphore's or latch's `wait` (the cases' own word for it).
+fn family_waiting<H>(
+    a: &Args,
+    handle: H,
+    forever: fn(H) -> H,
+    up_to: fn(H, Duration) -> H,
+) -> Arg<H> {
+    Ok(match a.family_wait()? {
+        Wait::For(d) => up_to(handle, d),
+        Wait::Forever => forever(handle),
+        Wait::No => handle,
+    })
+}
+
 /// The outcome of a call whose arguments should be refused: `Err` when the conversion of an
 /// argument into this crate's types refused it.
 async fn refuse(case: &J) -> Arg<J> {
     let a = Args(&case["args"]);
     let locks = nowhere();
-    let error = |r: crate::Result<()>| match r {
-        Ok(()) => json!({"error": "none: the call went through"}),
-        Err(e) => json!({"error": class(&e)["error"]}),
-    };
     Ok(match case["call"].as_str().unwrap_or("") {
         // A renewal's lease is its handle's: the handle is refused at its acquire.
-        "lock.acquire" | "lock.renew" => error(lock_of(&locks, &a)?.acquire().await.map(drop)),
+        "lock.acquire" | "lock.renew" => error(lock_of(&locks, &a)?.acquire().await),
         "lock.scoped" => error(lock_of(&locks, &a)?.with_lock(|_| async {}).await),
-        "multi.acquire" => error(multi_of(&locks, &a)?.acquire().await.map(drop)),
+        "multi.acquire" => error(multi_of(&locks, &a)?.acquire().await),
         "semaphore.acquire" => {
             let sem = locks.semaphore(a.string("key")?);
-            let sem = match a.family_wait()? {
-                Wait::For(d) => sem.wait(d),
-                Wait::Forever => sem.wait_forever(),
-                Wait::No => sem,
-            };
-            error(sem.acquire(a.u32("permits")?).await.map(drop))
+            let sem = family_waiting(&a, sem, Semaphore::wait_forever, Semaphore::wait)?;
+            error(sem.acquire(a.u32("permits")?).await)
         }
         "semaphore.release" => {
             let sem = locks.semaphore(a.string("key")?);
-            error(sem.release(a.u32("permits")?).await.map(drop))
+            error(sem.release(a.u32("permits")?).await)
         }
         "semaphore.try_set_permits" => {
             let sem = locks.semaphore(a.string("key")?);
-            error(sem.try_set_permits(a.u32("permits")?).await.map(drop))
+            error(sem.try_set_permits(a.u32("permits")?).await)
         }
         "permits.acquire" => {
             let mut sem = locks.permit_semaphore(a.string("key")?);
             if let Some(lease) = a.ms("lease_ms")? {
                 sem = sem.lease(lease);
             }
-            error(sem.acquire_many(a.u32("permits")?).await.map(drop))
+            error(sem.acquire_many(a.u32("permits")?).await)
         }
         "permits.release" => {
             let sem = locks.permit_semaphore(a.string("key")?);
-            error(sem.release(&a.string("id")?).await.map(drop))
+            error(sem.release(&a.string("id")?).await)
         }
-        "latch.count_down" => error(locks.latch(a.string("key")?).count_down().await.map(drop)),
+        "latch.count_down" => error(locks.latch(a.string("key")?).count_down().await),
         "latch.try_set_count" => {
             let count = a.u64("count")?.ok_or(Refused("count".into()))?;
             error(
@@ -732,12 +754,8 @@ async fn refuse(case: &J) -> Arg<J> {
         }
         "latch.await_zero" => {
             let latch = locks.latch(a.string("key")?);
-            let latch = match a.family_wait()? {
-                Wait::For(d) => latch.wait(d),
-                Wait::Forever => latch.wait_forever(),
-                Wait::No => latch,
-            };
-            error(latch.await_zero().await.map(drop))
+            let latch = family_waiting(&a, latch, Latch::wait_forever, Latch::wait)?;
+            error(latch.await_zero().await)
         }
         "election.campaign" => {
             let election = locks.election(a.string("key")?);
@@ -748,7 +766,7 @@ async fn refuse(case: &J) -> Arg<J> {
                     .map(drop),
             )
         }
-        "queries.top" => error(locks.contended_keys(a.u32("count")?).await.map(drop)),
+        "queries.top" => error(locks.contended_keys(a.u32("count")?).await),
         other => panic!("cannot express the call {other}"),
     })
 }

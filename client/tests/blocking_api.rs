@@ -147,16 +147,19 @@ async fn the_blocking_api_works_inside_a_multi_thread_runtime_and_spawn_blocking
 async fn with_lock_has_the_same_shape_in_both_apis() {
     for flavor in common::flavors() {
         let server = Server::start(flavor);
-        // One closure body, `FnOnce(Hold) -> T`, in both twins; the async one wraps it in a future.
-        let work = |hold: rlock_client::Hold| (hold.key().to_owned(), hold.token().is_some());
+        // One closure body over the hold's reads in both twins: the blocking twin's hold derefs
+        // to the async one (its own `guard` blocks); the async twin wraps it in a future.
+        let work = |hold: &rlock_client::Hold| (hold.key().to_owned(), hold.token().is_some());
         let sync = Locks::new(server.client()).unwrap();
-        let from_sync =
-            tokio::task::block_in_place(|| sync.lock("shape").fenced().with_lock(work).unwrap());
+        let from_sync = tokio::task::block_in_place(|| {
+            let scoped = sync.lock("shape").fenced();
+            scoped.with_lock(|hold| work(&hold)).unwrap()
+        });
         let locks = rlock_client::Locks::new(server.client());
         let from_async = locks
             .lock("shape")
             .fenced()
-            .with_lock(|hold| async move { work(hold) })
+            .with_lock(|hold| async move { work(&hold) })
             .await
             .unwrap();
         assert_eq!(from_sync, ("shape".to_string(), true), "{flavor}");

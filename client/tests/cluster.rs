@@ -59,13 +59,10 @@ async fn c14_locks_work_across_a_cluster() {
         for g in guards {
             g.release().await.unwrap();
         }
-        let g = locks
+        let lock = locks
             .lock("c:0")
-            .sync_replicas(0, Duration::from_millis(10))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free again");
+            .sync_replicas(0, Duration::from_millis(10));
+        let g = common::granted(lock.acquire()).await;
         assert_eq!(g.replicas_acked(), None, "sync_replicas(0) sends no WAIT");
         // The default: each primary has a replica, which acknowledges the grant.
         let d = locks.lock("c:5").acquire().await.unwrap().expect("free");
@@ -76,8 +73,7 @@ async fn c14_locks_work_across_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_guarded_writes_run_on_each_locks_primary_and_only_in_its_slot() {
     for flavor in common::flavors() {
-        let nodes = Cluster::start(flavor, 3, 0);
-        let locks = Locks::new(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap());
+        let (nodes, locks) = common::cluster_locks(flavor);
         let keys: Vec<String> = (0..12).map(|i| format!("g:{i}")).collect();
         let used: std::collections::HashSet<u16> =
             keys.iter().map(|k| owner_node(&nodes, k).port).collect();
@@ -241,12 +237,7 @@ async fn waits_and_renewals_follow_a_moving_slot() {
         let locks = Locks::builder(Endpoint::cluster(vec![source.url()]).unwrap())
             .watchdog_lease(Duration::from_millis(900))
             .build();
-        let held = locks
-            .lock(key.clone())
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+        let held = common::granted(locks.lock(key.clone()).acquire()).await;
         let waiter = locks.lock(key.clone()).wait(Duration::from_secs(15));
         let task = tokio::spawn(async move { waiter.acquire().await });
         tokio::time::sleep(Duration::from_millis(200)).await;

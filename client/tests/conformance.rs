@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{holders, servers, Server};
+use common::{each_server, holders, servers, Server};
 use rlock_client::{blocking, Error, Locks};
 use tokio::time::Instant;
 
@@ -158,8 +158,7 @@ async fn c17_bad_input_is_refused_before_anything_is_sent() {
 /// released from another task than the one that took it is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c18_owners_reenter_cross_into_deadlock_and_release_from_another_task() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let a = locks.lock("o1");
         let outer = a.acquire().await.unwrap().unwrap();
         let inner = a.clone().acquire().await.unwrap().unwrap();

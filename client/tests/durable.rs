@@ -68,25 +68,17 @@ async fn c15_a_default_acquire_returns_once_a_replica_has_the_grant() {
             g.release().await.unwrap();
         }
         // A wait is acknowledged too.
-        let waited = locks
-            .lock("durable:wait")
-            .wait(Duration::from_millis(500))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+        let lock = locks.lock("durable:wait").wait(Duration::from_millis(500));
+        let waited = common::granted(lock.acquire()).await;
         assert_eq!(waited.replicas_acked(), Some(1), "{flavor}");
         waited.release().await.unwrap();
 
         // sync_replicas(0): no WAIT at all.
         let before = wait_calls(&primary);
-        let g = locks
+        let lock = locks
             .lock("durable:off")
-            .sync_replicas(0, Duration::from_secs(1))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+            .sync_replicas(0, Duration::from_secs(1));
+        let g = common::granted(lock.acquire()).await;
         assert_eq!(g.replicas_acked(), None, "{flavor}");
         g.release().await.unwrap();
         let off = Locks::builder(primary.client())
@@ -176,21 +168,7 @@ async fn c06_a_wait_cancelled_in_its_replica_wait_releases_the_grant() {
     for flavor in common::flavors() {
         let primary = Server::start(flavor);
         let replica = replica_of(&primary);
-        common::raw(
-            &primary,
-            &[
-                "ACL",
-                "SETUSER",
-                "nokill",
-                "on",
-                ">pw",
-                "~*",
-                "&*",
-                "+@all",
-                "-client|kill",
-            ],
-        )
-        .unwrap();
+        common::add_user_without_client_kill(&primary);
         let limited =
             redis::Client::open(format!("redis://nokill:pw@127.0.0.1:{}/", primary.port)).unwrap();
         for (who, locks) in [

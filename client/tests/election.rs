@@ -672,7 +672,21 @@ async fn an_election_in_a_cluster_is_observed_by_polling() {
         let a = candidates().campaign("a").await.unwrap();
         let election = candidates();
         let next = tokio::spawn(async move { election.campaign("b").await.unwrap() });
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Each tenure lasts until the poller has reported it (a fixed pause missed a tenure
+        // on a loaded machine); how soon it reported is checked below.
+        seen_at_least(&seen, 2, "a's tenure").await;
+        // b's campaign waits in the server before a resigns, so the post passes straight to b.
+        let (watcher, deadline) = (
+            Locks::new(endpoint()),
+            Instant::now() + Duration::from_secs(5),
+        );
+        while watcher.info("{cluster}:leader").await.unwrap().blocked < 1 {
+            assert!(
+                Instant::now() < deadline,
+                "{flavor}: b's campaign never waited"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         assert_eq!(
             candidates().leader().await.unwrap(),
             leader("a", a.term()),
@@ -683,7 +697,7 @@ async fn an_election_in_a_cluster_is_observed_by_polling() {
         let b = next.await.unwrap();
         let b_term = b.term();
         assert_eq!(b_term, a_term + 1, "{flavor}");
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        seen_at_least(&seen, 3, "b's tenure").await;
         let stepped_down = Instant::now();
         b.resign().await.unwrap();
         let items = seen_at_least(&seen, 4, "a, b and free").await;
@@ -695,8 +709,9 @@ async fn an_election_in_a_cluster_is_observed_by_polling() {
             [None, leader("a", a_term), leader("b", b_term), None],
             "{flavor}"
         );
-        for ((at, _), since) in items[1..].iter().zip([campaigned, resigned, stepped_down]) {
-            assert!(at.saturating_duration_since(since) < WITHIN, "{flavor}");
+        for ((at, l), since) in items[1..].iter().zip([campaigned, resigned, stepped_down]) {
+            let late = at.saturating_duration_since(since);
+            assert!(late < WITHIN, "{flavor}: {l:?} seen {late:?} late");
         }
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{get, raw, servers, stall, Server};
+use common::{each_server, get, raw, servers, stall, Server};
 use rlock_client::redis::{self, Value};
 use rlock_client::{Error, Locks};
 
@@ -39,9 +39,7 @@ fn guard_calls(server: &Server) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_a_write_through_a_hold_is_applied_while_it_stands() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (k, data) = ("c20", data_of("c20"));
 
         let hold = locks.lock(k).acquire().await.unwrap().expect("free");
@@ -98,9 +96,7 @@ async fn c20_a_write_through_a_hold_is_applied_while_it_stands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_refused_changing_nothing_once_the_lease_ran_out() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (k, data) = ("c20lease", data_of("c20lease"));
         // A fixed lease: no watchdog renews it.
         let lock = locks.lock(k).lease(Duration::from_millis(300));
@@ -145,9 +141,7 @@ async fn c20_refused_once_the_lease_ran_out_while_the_server_slept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_refused_changing_nothing_once_the_lock_was_force_released() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (k, data) = ("c20force", data_of("c20force"));
         let hold = locks.lock(k).fenced().acquire().await.unwrap().unwrap();
         let _: () = hold.guard(&set(&data, "before")).await.unwrap();
@@ -166,9 +160,7 @@ async fn c20_refused_changing_nothing_once_the_lock_was_force_released() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_refused_changing_nothing_once_a_newer_token_exists() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (k, data) = ("c20token", data_of("c20token"));
         let lock = locks.lock(k).fenced();
         let first = lock.acquire().await.unwrap().unwrap();
@@ -205,18 +197,19 @@ async fn c20_refused_changing_nothing_once_a_newer_token_exists() {
             .await
             .unwrap_err();
         assert!(refused.is_not_held());
-        match refused {
-            Error::StaleToken {
-                key,
-                owner,
-                token,
-                current,
-            } => assert_eq!(
-                (key.as_str(), owner.as_str(), Some(token), current),
-                (k, lock.owner(), first.token(), again.token())
-            ),
-            other => panic!("{flavor}: a write with a stale token: {other:?}"),
-        }
+        let Error::StaleToken {
+            key,
+            owner,
+            token,
+            current,
+        } = refused
+        else {
+            panic!("{flavor}: a write with a stale token: {refused:?}")
+        };
+        assert_eq!(
+            (key.as_str(), owner.as_str(), Some(token), current),
+            (k, lock.owner(), first.token(), again.token())
+        );
         assert_eq!(state(&server, k), before);
         assert_eq!(before.1.as_deref(), Some("second"), "{flavor}");
         let _: () = again.guard(&set(&data, "again")).await.unwrap();
@@ -228,9 +221,7 @@ async fn c20_refused_changing_nothing_once_a_newer_token_exists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_a_command_without_a_name_is_refused_before_anything_is_sent() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let k = "c20bad";
         let hold = locks.lock(k).acquire().await.unwrap().unwrap();
         let sent = guard_calls(&server);
@@ -254,9 +245,7 @@ async fn c20_a_command_without_a_name_is_refused_before_anything_is_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c20_a_leader_writes_only_while_it_leads_in_its_term() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (k, data) = ("c20lead", data_of("c20lead"));
         let leader = locks.election(k).campaign("node-a").await.unwrap();
         let _: () = leader.guard(&set(&data, "a")).await.unwrap();
@@ -286,9 +275,7 @@ async fn c20_a_leader_writes_only_while_it_leads_in_its_term() {
 
 #[test]
 fn c20_blocking_guards_write_while_held_and_are_refused_after() {
-    for flavor in common::flavors() {
-        let server = Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, server, locks) in common::each_server_blocking() {
         let (k, data) = ("c20sync", data_of("c20sync"));
         let hold = locks.lock(k).fenced().acquire().unwrap().unwrap();
         let _: () = hold.guard(&set(&data, "held")).unwrap();
@@ -300,6 +287,11 @@ fn c20_blocking_guards_write_while_held_and_are_refused_after() {
             "{flavor}: {refused:?}"
         );
         assert_eq!(get(&server, &data).as_deref(), Some("held"));
+        // The scoped call's hold guards on this thread too.
+        let scoped = locks.lock(k).fenced();
+        let wrote = scoped.with_lock(|hold| hold.guard::<()>(&set(&data, "scoped")));
+        assert!(matches!(wrote, Ok(Ok(()))), "{flavor}: {wrote:?}");
+        assert_eq!(get(&server, &data).as_deref(), Some("scoped"));
 
         let leadership = locks.election("c20sync-lead").campaign("n").unwrap();
         let lead_data = data_of("c20sync-lead");

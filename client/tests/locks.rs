@@ -4,13 +4,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eventually, holders, pttl, raw, servers};
+use common::{each_server, eventually, holders, pttl, raw, servers};
 use rlock_client::{Error, Locks};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_excludes_others_and_release_frees() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let a = locks.lock("orders");
         let b = locks.lock("orders");
         assert_ne!(a.owner(), b.owner(), "each lock() is a new owner");
@@ -36,8 +35,7 @@ async fn acquire_excludes_others_and_release_frees() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c01_clones_of_a_handle_reenter_and_release() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let lock = locks.lock("reports");
         let outer = lock.acquire().await.unwrap().expect("free");
         let inner = lock.clone().acquire().await.unwrap().expect("re-entry");
@@ -53,15 +51,9 @@ async fn c01_clones_of_a_handle_reenter_and_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_is_sent_and_not_renewed() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
-        let g = locks
-            .lock("short")
-            .lease(Duration::from_millis(400))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+    for (_, server, locks) in each_server() {
+        let lock = locks.lock("short").lease(Duration::from_millis(400));
+        let g = common::granted(lock.acquire()).await;
         let ttl = pttl(&server, "short");
         assert!((1..=400).contains(&ttl), "{}: pttl {ttl}", server.flavor);
         // No watchdog for a fixed lease: the hold ends and the guard says so.
@@ -77,15 +69,9 @@ async fn lease_is_sent_and_not_renewed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renew_resets_the_lease() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
-        let g = locks
-            .lock("renewed")
-            .lease(Duration::from_millis(1500))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+    for (_, server, locks) in each_server() {
+        let lock = locks.lock("renewed").lease(Duration::from_millis(1500));
+        let g = common::granted(lock.acquire()).await;
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(pttl(&server, "renewed") <= 800);
         g.renew().await.unwrap();
@@ -96,8 +82,7 @@ async fn renew_resets_the_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c10_fenced_tokens_increase_and_survive_release() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let lock = locks.lock("fenced").fenced();
         let g1 = lock.acquire().await.unwrap().expect("free");
         let t1 = g1.token().expect("token");
@@ -125,8 +110,7 @@ async fn c10_fenced_tokens_increase_and_survive_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_releases_in_the_background_without_blocking() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let g = locks.lock("dropped").acquire().await.unwrap().unwrap();
         // On a current-thread runtime a blocking Drop would deadlock; this one must not.
         let started = std::time::Instant::now();
@@ -174,8 +158,7 @@ async fn release_of_a_lock_taken_away_is_not_held() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_runs_and_releases() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let lock = locks.lock("job").fenced();
         let token = lock
             .with_lock(|hold| async move {
@@ -230,8 +213,7 @@ async fn with_lock_stops_the_work_when_the_lock_is_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_reports_holders_and_pttl() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, _, locks) in each_server() {
         let free = locks.info("nothing").await.unwrap();
         assert!(free.holders.is_empty());
         assert_eq!(free.pttl, -2);
@@ -260,8 +242,7 @@ async fn server_errors_come_back_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owners_and_keys_are_binary_safe_enough_for_redisson_names() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let key = "{tenant:7}:lock ü";
         let g = locks.lock(key).acquire().await.unwrap().unwrap();
         assert_eq!(holders(&server, key).len(), 1);

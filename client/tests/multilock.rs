@@ -5,15 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{holders, pttl, raw, servers};
-use rlock_client::{Endpoint, Locks, MultiLock};
-use rlock_module_tests::Cluster;
+use common::{each_server, holders, pttl, raw, servers};
+use rlock_client::{Locks, MultiLock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_multi_key_all_or_none_with_waits() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let set = locks.multi(["{o}:b", "{o}:a", "{o}:a"]);
         assert_eq!(set.keys().collect::<Vec<_>>(), ["{o}:a", "{o}:b"]);
         let both = set.acquire().await.unwrap().expect("free");
@@ -48,9 +45,7 @@ async fn c12_multi_key_all_or_none_with_waits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c06_a_cancelled_multi_key_wait_leaves_nothing_behind() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         raw(&server, &["RLOCK.ACQUIRE", "{q}:b", "someone"]).unwrap();
         let set = locks.multi(["{q}:a", "{q}:b"]).wait_forever();
         let gave_up = tokio::time::timeout(Duration::from_millis(200), set.acquire()).await;
@@ -74,9 +69,8 @@ async fn c06_a_cancelled_multi_key_wait_leaves_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_every_lock() {
     const LEASE: Duration = Duration::from_millis(600);
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = common::locks_with_lease(&server, LEASE);
+    for (flavor, server, locks) in common::each_server_with(|s| common::locks_with_lease(s, LEASE))
+    {
         let guard = locks
             .multi(["{w}:1", "{w}:2", "{w}:3"])
             .acquire()
@@ -97,8 +91,7 @@ async fn the_watchdog_renews_every_lock() {
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, server, locks) in common::each_server_blocking() {
         let set = locks.multi(["{t}:a", "{t}:b"]);
         let guard = set.acquire().unwrap().expect("free");
         assert!(locks.multi(["{t}:b"]).acquire().unwrap().is_none());
@@ -121,8 +114,7 @@ fn the_blocking_twin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c14_multi_key_across_the_slots_of_a_cluster_without_deadlock() {
     for flavor in common::flavors() {
-        let nodes = Cluster::start(flavor, 3, 0);
-        let locks = Locks::new(Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap());
+        let (nodes, locks) = common::cluster_locks(flavor);
         let keys: Vec<String> = (0..9).map(|i| format!("m:{i}")).collect();
         let set = locks.multi(keys.clone());
         let guard = set.acquire().await.unwrap().expect("free");
@@ -173,21 +165,7 @@ async fn hold_briefly(set: MultiLock) -> rlock_client::Result<bool> {
 async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
     for server in servers() {
         let flavor = server.flavor;
-        raw(
-            &server,
-            &[
-                "ACL",
-                "SETUSER",
-                "nokill",
-                "on",
-                ">pw",
-                "~*",
-                "&*",
-                "+@all",
-                "-client|kill",
-            ],
-        )
-        .unwrap();
+        common::add_user_without_client_kill(&server);
         let limited = rlock_module_tests::redis::Client::open(format!(
             "redis://nokill:pw@127.0.0.1:{}/",
             server.port

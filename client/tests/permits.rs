@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{raw, servers};
-use rlock_client::Locks;
+use common::{each_server, raw, servers};
+use rlock_client::{Locks, PermitSemaphore};
 use rlock_module_tests::redis::Value;
 
 fn leased(server: &common::Server, key: &str) -> i64 {
@@ -15,6 +15,13 @@ fn leased(server: &common::Server, key: &str) -> i64 {
         Value::Int(n) => n,
         other => panic!("ZCARD replied {other:?}"),
     }
+}
+
+/// A permit semaphore of one permit, set now.
+async fn one_permit(locks: &Locks, name: &str) -> PermitSemaphore {
+    let slots = locks.permit_semaphore(name);
+    assert!(slots.try_set_permits(1).await.unwrap(), "{name} is new");
+    slots
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,18 +68,10 @@ async fn the_watchdog_keeps_a_leased_permit_and_a_release_gives_it_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
-        let slots = locks.permit_semaphore("fixed");
-        assert!(slots.try_set_permits(1).await.unwrap());
-        let short = slots
-            .clone()
-            .lease(Duration::from_millis(200))
-            .acquire()
-            .await
-            .unwrap()
-            .expect("free");
+    for (flavor, _, locks) in each_server() {
+        let slots = one_permit(&locks, "fixed").await;
+        let short =
+            common::granted(slots.clone().lease(Duration::from_millis(200)).acquire()).await;
         // A waiter is served when the lease ends, with nobody giving it back.
         let waiting = slots.clone().wait(Duration::from_secs(5));
         let task = tokio::spawn(async move { waiting.acquire().await });
@@ -90,11 +89,8 @@ async fn c12_permit_lease_ends_by_itself_and_serves_a_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_refused_is_never_silent() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
-        let slots = locks.permit_semaphore("taken-away");
-        assert!(slots.try_set_permits(1).await.unwrap());
+    for (flavor, _, locks) in each_server() {
+        let slots = one_permit(&locks, "taken-away").await;
         let permit = slots.acquire().await.unwrap().expect("free");
         permit.renew().await.unwrap();
         // Given back by someone else: the guard learns it at its next renewal.
@@ -107,29 +103,18 @@ async fn a_renewal_refused_is_never_silent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_lease_wait_takes_nothing() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let slots = locks.permit_semaphore("none").wait_forever();
         assert!(slots.try_set_permits(0).await.unwrap());
-        let gave_up = tokio::time::timeout(Duration::from_millis(200), slots.acquire()).await;
-        assert!(gave_up.is_err(), "{flavor}: still waiting");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(slots.add_permits(1).await.unwrap(), 1, "{flavor}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            slots.available().await.unwrap(),
-            1,
-            "{flavor}: nobody took it"
-        );
+        let (wait, give_back) = (slots.acquire(), slots.add_permits(1));
+        common::a_cancelled_wait_takes_nothing(flavor, wait, give_back, slots.available()).await;
         assert_eq!(leased(&server, "none"), 0, "{flavor}");
     }
 }
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, _, locks) in common::each_server_blocking() {
         let slots = locks.permit_semaphore("bslots");
         assert!(slots.try_set_permits(1).unwrap());
         let one = slots.acquire().unwrap().expect("free");

@@ -5,13 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{holders, raw, servers};
+use common::{each_server, holders, raw, servers};
 use rlock_client::{Error, LockKind, Locks};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_queries_need_no_guard() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let lock = locks.lock("q").lease(Duration::from_secs(20));
         let other = locks.lock("q");
         assert!(!lock.is_locked().await.unwrap());
@@ -52,9 +51,7 @@ async fn lock_queries_need_no_guard() {
 
 #[test]
 fn lock_queries_blocking() {
-    for flavor in common::flavors() {
-        let server = common::Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let lock = locks.lock("qb").lease(Duration::from_secs(20));
         assert!(!lock.is_locked().unwrap());
         assert_eq!(lock.remaining_lease().unwrap(), None);
@@ -77,8 +74,7 @@ fn lock_queries_blocking() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_reports_a_redisson_read_write_lock_instead_of_failing() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         // Redisson's RReadWriteLock layout: `mode`, a reader's count, the writer's `:write`.
         raw(&server, &["HSET", "rw", "mode", "read", "u:1", "2"]).unwrap();
         raw(&server, &["PEXPIRE", "rw", "30000"]).unwrap();
@@ -109,8 +105,7 @@ async fn info_reports_a_redisson_read_write_lock_instead_of_failing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_reports_keys_that_are_not_locks() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         raw(&server, &["HSET", "h", "foo", "bar"]).unwrap();
         let info = locks.info("h").await.unwrap();
         assert_eq!(info.kind, LockKind::OtherHash, "{}", server.flavor);
@@ -134,8 +129,7 @@ async fn info_reports_keys_that_are_not_locks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_guard_knows_its_hold_count() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         // On the shared connection, on a pooled one (a wait), and with WAIT pipelined too.
         let plain = locks.lock("f1").fenced();
         let waited = locks.lock("f2").fenced().wait(Duration::from_secs(2));
@@ -224,9 +218,7 @@ async fn an_explicit_owner_reenters_and_releases_an_existing_hold() {
 
 #[test]
 fn an_explicit_owner_blocking() {
-    for flavor in common::flavors() {
-        let server = common::Server::start(flavor);
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let first = locks.lock_as("b", "svc:1");
         let g = first.acquire().unwrap().expect("free");
         let second = locks.lock_as("b", "svc:1");

@@ -6,8 +6,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{pttl, raw, servers, Server};
-use rlock_client::{Error, Guard, LockKind, Locks, ReadWriteLock, Side};
+use common::{each_server, pttl, raw, Server};
+use rlock_client::{Error, Guard, LockKind, ReadWriteLock, Side};
 use rlock_module_tests::redis;
 
 /// `HGETALL key`: Redisson's read-write hash (`mode`, readers, `<owner>:write`).
@@ -26,9 +26,7 @@ fn read_timeout_key(key: &str, owner: &str, n: u64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_read_write_readers_share_and_a_writer_waits_for_them() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let (a, b, w) = (
             locks.read_write("cfg"),
             locks.read_write("cfg"),
@@ -83,9 +81,7 @@ async fn c12_read_write_readers_share_and_a_writer_waits_for_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_takes_reads_and_a_reader_never_waits_on_itself() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let rw = locks.read_write("doc");
         let write = rw.write().acquire().await.unwrap().expect("free");
         let again = rw.write().acquire().await.unwrap().expect("re-entry");
@@ -121,9 +117,8 @@ async fn a_writer_takes_reads_and_a_reader_never_waits_on_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_both_sides() {
     const LEASE: Duration = Duration::from_millis(600);
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = common::locks_with_lease(&server, LEASE);
+    for (flavor, server, locks) in common::each_server_with(|s| common::locks_with_lease(s, LEASE))
+    {
         let rw = locks.read_write("wd");
         let write = rw.write().acquire().await.unwrap().expect("free");
         let read = writer_reads(&rw).await;
@@ -149,9 +144,7 @@ async fn the_watchdog_renews_both_sides() {
 
 #[test]
 fn the_blocking_twin() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (flavor, _, locks) in common::each_server_blocking() {
         let a = locks.read_write("b");
         let b = locks.read_write_as("b", "java-uuid:57");
         assert_eq!(b.owner(), "java-uuid:57");

@@ -4,14 +4,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::servers;
-use rlock_client::Locks;
+use common::each_server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let pool = locks.semaphore("pool");
         assert!(pool.try_set_permits(3).await.unwrap());
         assert!(!pool.try_set_permits(9).await.unwrap());
@@ -43,29 +40,17 @@ async fn c12_semaphore_permits_are_taken_waited_for_and_given_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_takes_nothing() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let pool = locks.semaphore("empty").wait_forever();
         assert!(pool.try_set_permits(0).await.unwrap());
-        let gave_up = tokio::time::timeout(Duration::from_millis(200), pool.acquire(1)).await;
-        assert!(gave_up.is_err(), "{flavor}: still waiting");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(pool.release(1).await.unwrap(), 1, "{flavor}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            pool.available().await.unwrap(),
-            1,
-            "{flavor}: nobody took it"
-        );
+        let (wait, give_back) = (pool.acquire(1), pool.release(1));
+        common::a_cancelled_wait_takes_nothing(flavor, wait, give_back, pool.available()).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_latch_lets_its_waiters_through_at_zero() {
-    for server in servers() {
-        let flavor = server.flavor;
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let batch = locks.latch("batch");
         assert!(
             batch.await_zero().await.unwrap(),
@@ -90,8 +75,7 @@ async fn c12_latch_lets_its_waiters_through_at_zero() {
 
 #[test]
 fn the_blocking_twins() {
-    for server in servers() {
-        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+    for (_, _, locks) in common::each_server_blocking() {
         let pool = locks.semaphore("bpool");
         assert!(pool.try_set_permits(1).unwrap());
         let one = pool.acquire(1).unwrap().expect("free");

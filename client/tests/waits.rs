@@ -6,14 +6,13 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, holders, raw, servers, Server};
+use common::{each_server, eventually, holders, raw, servers, Server};
 use rlock_client::Locks;
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let held = locks.lock("queue").acquire().await.unwrap().unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -30,8 +29,7 @@ async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
         }
         assert!(
             tasks.iter().all(|t| !t.is_finished()),
-            "{}: wait while held",
-            server.flavor
+            "{flavor}: wait while held"
         );
         held.release().await.unwrap();
         let released = Instant::now();
@@ -40,7 +38,7 @@ async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
         }
         let order = order.lock().unwrap().clone();
         let ids: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
-        assert_eq!(ids, [0, 1, 2], "{}: arrival order", server.flavor);
+        assert_eq!(ids, [0, 1, 2], "{flavor}: arrival order");
         let first = order[0].1.saturating_duration_since(released);
         assert!(
             first < Duration::from_millis(50),
@@ -52,8 +50,7 @@ async fn c02_waiters_get_the_lock_when_it_is_released_in_arrival_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_a_wait_that_runs_out_returns_none() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let _held = locks.lock("busy").acquire().await.unwrap().unwrap();
         let started = Instant::now();
         let got = locks
@@ -77,18 +74,13 @@ async fn c03_a_wait_that_runs_out_returns_none() {
             matches!(outcome, Err(rlock_client::Error::NotAcquired { .. })),
             "{outcome:?}"
         );
-        assert!(
-            !*ran.lock().unwrap(),
-            "{}: the body never ran",
-            server.flavor
-        );
+        assert!(!*ran.lock().unwrap(), "{flavor}: the body never ran");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_does_not_stall_other_commands() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let _held = locks.lock("stuck").acquire().await.unwrap().unwrap();
         let waiter = locks.lock("stuck").wait_forever();
         let task = tokio::spawn(async move { waiter.acquire().await });
@@ -100,8 +92,7 @@ async fn a_waiting_acquire_does_not_stall_other_commands() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(1),
-            "{}: the shared connection kept flowing",
-            server.flavor
+            "{flavor}: the shared connection kept flowing"
         );
         task.abort();
     }
@@ -109,8 +100,7 @@ async fn a_waiting_acquire_does_not_stall_other_commands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let held = locks.lock("cancel").acquire().await.unwrap().unwrap();
         let waiter = locks.lock("cancel").wait_forever();
         let gave_up = tokio::time::timeout(Duration::from_millis(300), waiter.acquire()).await;
@@ -120,8 +110,7 @@ async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
                 raw(&server, &["RLOCK.INFO", "cancel"]).is_ok() && blocked(&server, "cancel") == 0
             })
             .await,
-            "{}: the dropped waiter was unblocked",
-            server.flavor
+            "{flavor}: the dropped waiter was unblocked"
         );
         held.release().await.unwrap();
         assert!(holders(&server, "cancel").is_empty(), "nobody got it");
@@ -132,8 +121,7 @@ async fn c06_dropping_a_waiting_acquire_leaves_no_waiter_and_no_orphan() {
 /// then aborts the server. A wait cancelled during a pause (or a `FAILOVER`) must not do that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, server, locks) in each_server() {
         let held = locks.lock("paused").acquire().await.unwrap().unwrap();
         raw(&server, &["CLIENT", "PAUSE", "1500", "WRITE"]).unwrap();
         let paused = Instant::now();
@@ -143,27 +131,23 @@ async fn cancelling_a_wait_while_writes_are_paused_leaves_the_server_up() {
         tokio::time::sleep_until(paused + Duration::from_millis(1700)).await;
         assert!(
             raw(&server, &["PING"]).is_ok(),
-            "{}: the server survived the cancel",
-            server.flavor
+            "{flavor}: the server survived the cancel"
         );
         assert!(
             eventually(Duration::from_secs(2), || blocked(&server, "paused") == 0).await,
-            "{}: the cancelled wait is gone",
-            server.flavor
+            "{flavor}: the cancelled wait is gone"
         );
         held.release().await.unwrap();
         assert!(
             holders(&server, "paused").is_empty(),
-            "{}: the cancelled waiter never got the lock",
-            server.flavor
+            "{flavor}: the cancelled waiter never got the lock"
         );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         for round in 0..40u64 {
             let held = locks.lock("race").acquire().await.unwrap().unwrap();
             let waiter = locks.lock("race").wait(Duration::from_secs(5));
@@ -186,8 +170,7 @@ async fn c06_a_grant_racing_a_cancel_is_released_not_orphaned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_waits_its_turn() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (_, server, locks) in each_server() {
         let counter = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..4 {
@@ -219,8 +202,7 @@ async fn with_lock_waits_its_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 
 async fn c02_fair_waiters_are_served_in_arrival_order() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let held = locks.lock("fair").fair().acquire().await.unwrap().unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -238,20 +220,19 @@ async fn c02_fair_waiters_are_served_in_arrival_order() {
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), [0, 1, 2], "{}", server.flavor);
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2], "{flavor}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 
 async fn a_fair_try_queues_the_caller() {
-    for server in servers() {
-        let locks = Locks::new(server.client());
+    for (flavor, _, locks) in each_server() {
         let _held = locks.lock("fq").fair().acquire().await.unwrap().unwrap();
         let late = locks.lock("fq").fair();
         assert!(late.acquire().await.unwrap().is_none());
         let info = locks.info("fq").await.unwrap();
-        assert_eq!(info.queue, [late.owner().to_string()], "{}", server.flavor);
+        assert_eq!(info.queue, [late.owner().to_string()], "{flavor}");
     }
 }
 

@@ -2,16 +2,14 @@
 //! the leader and term, then a line at every change.
 
 use std::io::Write;
-use std::time::Duration;
 
 use clap::Args;
 use rlock_client::{Error, Leader};
 use serde_json::json;
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use super::{leased_client, unavailable, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
 use crate::exit;
 use crate::output;
 
@@ -39,9 +37,17 @@ Examples:
   rlock elect --observe scheduler
   rlock elect --observe scheduler --json | jq -r .leader";
 
+const HELP: Worded = [
+    "How long to campaign, in the server. Default: until elected; 0: try once",
+    "The leadership's lease, renewed every third of it while CMD runs: how long a dead leader \
+     keeps the post. Default 30s",
+    "Exit with CODE instead of 75 when not elected within --wait",
+    "After leadership is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while elected leader, or watch who leads (--observe).
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct ElectArgs {
     /// The election's name (its lock's key).
     pub name: String,
@@ -58,22 +64,11 @@ pub struct ElectArgs {
     #[arg(long, requires = "observe")]
     pub json: bool,
 
-    /// How long to campaign, in the server. Default: until elected; 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
-    /// The leadership's lease, renewed every third of it while CMD runs: how long a dead
-    /// leader keeps the post. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
-
-    /// Exit with CODE instead of 75 when not elected within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After leadership is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run while leader, and its arguments (after `--`).
     #[arg(
@@ -85,53 +80,38 @@ pub struct ElectArgs {
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
-    let locks = match leased_client(conn, args.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+/// A campaign and CMD's run while leader, or --observe: `Err(status)` when `rlock` exits
+/// before CMD runs.
+pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> Result<u8, u8> {
+    let locks = leased_client(conn, args.waits.lease)?;
     let election = locks.election(args.name.as_str());
     if args.observe {
-        return observe(election, args.json).await;
+        return Ok(observe(election, args.json).await);
     }
     let value = args
         .value
         .clone()
         .expect("clap requires it without --observe");
     let what = format!("election {:?}", args.name);
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let campaign = async {
-        match args.wait {
+        match args.waits.wait {
             None => election.campaign(value.as_str()).await.map(Some),
             Some(d) => election.campaign_for(value.as_str(), d).await,
         }
     };
     let refused = |within| format!("not elected in {what}{within}: someone else leads");
-    let conflict = args.conflict_exit_code;
-    let leadership = match acquire_or_refuse(
-        &mut signals,
-        &what,
-        campaign,
-        args.wait,
-        refused,
-        conflict,
-    )
-    .await
-    {
-        Err(code) => return code,
-        Ok(Ok(l)) => l,
-        Ok(Err(e @ Error::DuplicateValue { .. })) => {
+    let leadership = match holding.acquire_or_refuse(&what, campaign, refused).await? {
+        Ok(l) => l,
+        Err(e @ Error::DuplicateValue { .. }) => {
             eprintln!("rlock: {e}; CMD not run");
-            return args.conflict_exit_code;
+            return Err(args.ends.conflict_exit_code);
         }
-        Ok(Err(e @ Error::InvalidValue { .. })) => {
+        Err(e @ Error::InvalidValue { .. }) => {
             eprintln!("rlock: {e}");
-            return exit::USAGE;
+            return Err(exit::USAGE);
         }
-        Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
+        Err(e) => return Err(unavailable(format!("{what}: {e}"))),
     };
     let term = leadership.term().to_string();
     let env = vec![
@@ -140,16 +120,9 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
         ("RLOCK_TERM".to_owned(), term.clone()),
         ("RLOCK_TOKEN".to_owned(), term),
     ];
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        leadership.lost(),
-        args.kill_after,
-    )
-    .await;
+    let ended = holding.run(&args.command, &env, leadership.lost()).await;
     let held = format!("leadership of {what}");
-    child::exit_status(ended, &held, leadership, |leadership| async {
+    let status = child::exit_status(ended, &held, leadership, |leadership| async {
         match leadership.resign().await {
             Ok(()) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
@@ -159,8 +132,8 @@ pub async fn run(conn: &ConnectArgs, args: ElectArgs) -> u8 {
                 "{what}: resigning failed ({e}); the post ends with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }
 
 fn line(leader: &Option<Leader>, json: bool) -> String {

@@ -1,15 +1,11 @@
 //! `rlock lock NAME -- CMD`: run CMD while holding a lock.
 
-use std::time::Duration;
-
 use clap::Args;
-use rlock_client::Error;
+use rlock_client::{Error, Lock};
 
-use super::{acquire_or_refuse, catch_signals, leased_client, unavailable};
+use super::{leased_client, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
-use crate::exit;
 
 const AFTER: &str = "\
 CMD runs in a process group of its own with RLOCK_KEY (the lock's name), RLOCK_OWNER (this run's
@@ -35,22 +31,23 @@ Examples:
   rlock lock --read catalog -- ./export-catalog.sh
   rlock lock --write catalog -- ./rebuild-catalog.sh";
 
+const HELP: Worded = [
+    "How long to wait for the lock, in the server (arrival order). Default: forever; 0: try once",
+    "The lease, renewed every third of it while CMD runs: how long the lock outlives a \
+     crashed rlock. Default 30s",
+    "Exit with CODE instead of 75 when the lock was not acquired within --wait",
+    "After the lock is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while holding a lock (released when CMD exits).
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct LockArgs {
     /// The lock's name (its key; Redisson's RLock name).
     pub name: String,
 
-    /// How long to wait for the lock, in the server (arrival order). Default: forever;
-    /// 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
-
-    /// The lease, renewed every third of it while CMD runs: how long the lock outlives a
-    /// crashed rlock. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
     /// A fair lock: waiters (Redisson's too) are served strictly in arrival order.
     #[arg(long, conflicts_with_all = ["read", "write"])]
@@ -64,24 +61,17 @@ pub struct LockArgs {
     #[arg(long)]
     pub write: bool,
 
-    /// Exit with CODE instead of 75 when the lock was not acquired within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After the lock is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
-    let locks = match leased_client(conn, args.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+/// CMD's run under the lock: `Err(status)` when `rlock` exits before CMD runs.
+pub async fn run(conn: &ConnectArgs, args: LockArgs) -> Result<u8, u8> {
+    let locks = leased_client(conn, args.waits.lease)?;
     let mut lock = if args.read || args.write {
         let rw = locks.read_write(args.name.as_str());
         if args.read {
@@ -96,25 +86,11 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     if args.fair {
         lock = lock.fair();
     }
-    lock = match args.wait {
-        None => lock.wait_forever(),
-        Some(d) if d.is_zero() => lock,
-        Some(d) => lock.wait(d),
-    };
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    lock = args.waits.apply(lock, Lock::wait_forever, Lock::wait);
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let what = format!("lock {:?}", args.name);
     let refused = |within| format!("{what} not acquired{within}: held by someone else");
-    let acquire = lock.acquire();
-    let conflict = args.conflict_exit_code;
-    let guard =
-        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
-            Err(code) => return code,
-            Ok(Ok(g)) => g,
-            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-        };
+    let guard = holding.acquire(&what, lock.acquire(), refused).await?;
     let mut env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_OWNER".to_owned(), lock.owner().to_owned()),
@@ -122,15 +98,8 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
     if let Some(token) = guard.token() {
         env.push(("RLOCK_TOKEN".to_owned(), token.to_string()));
     }
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        guard.lost(),
-        args.kill_after,
-    )
-    .await;
-    child::exit_status(ended, &what, guard, |guard| async {
+    let ended = holding.run(&args.command, &env, guard.lost()).await;
+    let status = child::exit_status(ended, &what, guard, |guard| async {
         match guard.release().await {
             Ok(_) => GivenBack::Done,
             Err(e @ (Error::Lost { .. } | Error::NotHeld { .. })) => {
@@ -140,6 +109,6 @@ pub async fn run(conn: &ConnectArgs, args: LockArgs) -> u8 {
                 "{what}: the release failed ({e}); the lock ends with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }

@@ -1,13 +1,12 @@
 //! `rlock semaphore NAME --permits N -- CMD`: run CMD while holding one permit of N.
 
-use std::time::Duration;
-
 use clap::Args;
 
-use super::{acquire_or_refuse, catch_signals, check_lease, client, unavailable};
+use rlock_client::PermitSemaphore;
+
+use super::{check_lease, client, unavailable, worded, EndArgs, Holding, WaitArgs, Worded};
 use crate::child::{self, GivenBack};
 use crate::connect::ConnectArgs;
-use crate::duration;
 use crate::exit;
 
 const AFTER: &str = "\
@@ -23,9 +22,17 @@ Examples:
   # at most 2 backups at once; give up after a minute
   rlock semaphore backups --permits 2 --wait 1m -- ./backup.sh";
 
+const HELP: Worded = [
+    "How long to wait for a permit, in the server (arrival order). Default: forever; 0: try \
+     once",
+    "The permit's lease, renewed every third of it while CMD runs. Default 30s",
+    "Exit with CODE instead of 75 when no permit came within --wait",
+    "After the permit is lost and CMD got SIGTERM, SIGKILL it after this long",
+];
+
 /// Run CMD while holding one permit of a semaphore of N permits.
 #[derive(Debug, Args)]
-#[command(after_help = AFTER)]
+#[command(after_help = AFTER, mut_args(|a| worded(a, &HELP)))]
 pub struct SemaphoreArgs {
     /// The semaphore's name (its key).
     pub name: String,
@@ -34,75 +41,42 @@ pub struct SemaphoreArgs {
     #[arg(short, long, value_name = "N")]
     pub permits: u32,
 
-    /// How long to wait for a permit, in the server (arrival order). Default: forever;
-    /// 0: try once.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub wait: Option<Duration>,
+    #[command(flatten)]
+    pub waits: WaitArgs,
 
-    /// The permit's lease, renewed every third of it while CMD runs. Default 30s.
-    #[arg(short, long, value_name = "DUR", value_parser = duration::parse)]
-    pub lease: Option<Duration>,
-
-    /// Exit with CODE instead of 75 when no permit came within --wait.
-    #[arg(short = 'E', long = "conflict-exit-code", value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
-    pub conflict_exit_code: u8,
-
-    /// After the permit is lost and CMD got SIGTERM, SIGKILL it after this long.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
-    pub kill_after: Duration,
+    #[command(flatten)]
+    pub ends: EndArgs,
 
     /// The command to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
-pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
-    if let Err(code) = check_lease(args.lease) {
-        return code;
-    }
+/// CMD's run under a permit: `Err(status)` when `rlock` exits before CMD runs.
+pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> Result<u8, u8> {
+    check_lease(args.waits.lease)?;
     if args.permits == 0 {
         eprintln!("rlock: --permits must be at least 1");
-        return exit::USAGE;
+        return Err(exit::USAGE);
     }
-    let locks = match client(conn, args.lease) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    let locks = client(conn, args.waits.lease)?;
     let what = format!("a permit of semaphore {:?}", args.name);
     let mut sem = locks.permit_semaphore(args.name.as_str());
     if let Err(e) = sem.try_set_permits(args.permits).await {
-        return unavailable(format!("semaphore {:?}: {e}", args.name));
+        return Err(unavailable(format!("semaphore {:?}: {e}", args.name)));
     }
-    sem = match args.wait {
-        None => sem.wait_forever(),
-        Some(d) if d.is_zero() => sem,
-        Some(d) => sem.wait(d),
-    };
-    let mut signals = match catch_signals() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    sem = args
+        .waits
+        .apply(sem, PermitSemaphore::wait_forever, PermitSemaphore::wait);
+    let mut holding = Holding::start(&args.waits, &args.ends)?;
     let refused = |within| format!("no permit of semaphore {:?}{within}: all taken", args.name);
-    let (acquire, conflict) = (sem.acquire(), args.conflict_exit_code);
-    let permit =
-        match acquire_or_refuse(&mut signals, &what, acquire, args.wait, refused, conflict).await {
-            Err(code) => return code,
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => return unavailable(format!("{what}: {e}")),
-        };
+    let permit = holding.acquire(&what, sem.acquire(), refused).await?;
     let env = vec![
         ("RLOCK_KEY".to_owned(), args.name.clone()),
         ("RLOCK_PERMIT".to_owned(), permit.id().to_owned()),
     ];
-    let ended = child::run(
-        &args.command,
-        &env,
-        &mut signals,
-        permit.lost(),
-        args.kill_after,
-    )
-    .await;
-    child::exit_status(ended, &what, permit, |permit| async {
+    let ended = holding.run(&args.command, &env, permit.lost()).await;
+    let status = child::exit_status(ended, &what, permit, |permit| async {
         match permit.release().await {
             Ok(true) => GivenBack::Done,
             Ok(false) => GivenBack::NotHeld(format!(
@@ -114,6 +88,6 @@ pub async fn run(conn: &ConnectArgs, args: SemaphoreArgs) -> u8 {
                 "{what}: giving it back failed ({e}); it returns with its lease"
             )),
         }
-    })
-    .await
+    });
+    Ok(status.await)
 }

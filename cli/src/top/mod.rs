@@ -50,35 +50,16 @@ pub struct FamilyWait {
     pub p99_us: f64,
 }
 
-/// A contended key, one row of the screen.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyRow {
-    /// `host:port` in a cluster, empty otherwise.
-    pub node: String,
-    pub key: String,
-    pub db: i64,
-    pub kind: String,
-    pub waiters: u64,
-    pub longest_wait_ms: u64,
-    pub waits: u64,
-    pub timeouts: u64,
-    pub wait_p99_usec: Option<u64>,
-}
+/// A contended key, one row of the screen: the client's, as `RLOCK.TOP` lists it.
+pub type KeyRow = ContendedKey;
 
-impl From<ContendedKey> for KeyRow {
-    fn from(k: ContendedKey) -> Self {
-        KeyRow {
-            node: k.node,
-            key: k.key,
-            db: k.db,
-            kind: k.kind,
-            waiters: k.waiters,
-            longest_wait_ms: k.longest_wait_ms,
-            waits: k.waits,
-            timeouts: k.timeouts,
-            wait_p99_usec: k.wait_p99_usec,
-        }
-    }
+/// A row for the tests (the client's type is built field by field outside its crate).
+#[cfg(test)]
+pub fn key_row(key: &str, kind: &str, waiters: u64, longest_wait_ms: u64) -> KeyRow {
+    let mut row = KeyRow::default();
+    (row.key, row.kind) = (key.into(), kind.into());
+    (row.waiters, row.longest_wait_ms) = (waiters, longest_wait_ms);
+    row
 }
 
 /// Everything the screen shows.
@@ -237,10 +218,7 @@ impl Sampler {
             }
         }
         s.waits = waits.into_values().collect();
-        s.keys = merge_keys(
-            keys.into_iter().map(KeyRow::from).collect(),
-            self.count as usize,
-        );
+        s.keys = merge_keys(keys, self.count as usize);
     }
 }
 
@@ -324,12 +302,7 @@ mod tests {
 
     #[test]
     fn keys_of_several_primaries_merge_by_waiters_then_wait() {
-        let k = |key: &str, waiters, longest| KeyRow {
-            key: key.into(),
-            waiters,
-            longest_wait_ms: longest,
-            ..KeyRow::default()
-        };
+        let k = |key: &str, waiters, longest| key_row(key, "", waiters, longest);
         let merged = merge_keys(
             vec![k("a", 0, 0), k("b", 2, 10), k("c", 2, 50), k("d", 1, 900)],
             3,

@@ -188,10 +188,13 @@ mod tests {
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
-    use super::super::{FamilyWait, KeyRow, Rates};
+    use super::super::{key_row, FamilyWait, Rates};
     use super::*;
 
     fn state() -> TopState {
+        let mut orders = key_row("orders", "lock", 5, 6300);
+        (orders.waits, orders.timeouts, orders.wait_p99_usec) = (12, 1, Some(1_245_183));
+        let long_name = "tenant:0042:reports:quarterly-close:reconciliation-lock";
         TopState {
             target: "redis://127.0.0.1:6379".into(),
             nodes: 1,
@@ -219,24 +222,7 @@ mod tests {
                     p99_us: 900.0,
                 },
             ],
-            keys: vec![
-                KeyRow {
-                    key: "orders".into(),
-                    kind: "lock".into(),
-                    waiters: 5,
-                    longest_wait_ms: 6300,
-                    waits: 12,
-                    timeouts: 1,
-                    wait_p99_usec: Some(1_245_183),
-                    ..KeyRow::default()
-                },
-                KeyRow {
-                    key: "tenant:0042:reports:quarterly-close:reconciliation-lock".into(),
-                    kind: "rwlock".into(),
-                    waiters: 2,
-                    ..KeyRow::default()
-                },
-            ],
+            keys: vec![orders, key_row(long_name, "rwlock", 2, 0)],
             version: "3.0.0".into(),
             error: None,
             clock: "12:00:00".into(),

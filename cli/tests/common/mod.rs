@@ -47,6 +47,14 @@ pub fn assert_exit(out: &Output, code: i32, context: impl std::fmt::Display) {
     );
 }
 
+/// Fails unless `out` exited with `code` and its stderr says `says`; the message is `context`
+/// and `out`'s stderr.
+pub fn assert_exit_saying(out: &Output, code: i32, says: &str, context: impl std::fmt::Display) {
+    assert_exit(out, code, &context);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(says), "{context}: {stderr}");
+}
+
 /// `rlock ARGS` started against `server`, returned once `key` exists (within 5 s): it holds
 /// `key` while it runs.
 pub fn spawn_holding(server: &Server, args: &[&str], key: &str) -> Child {

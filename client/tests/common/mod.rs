@@ -13,6 +13,77 @@ pub fn servers() -> Vec<Server> {
     flavors().into_iter().map(Server::start).collect()
 }
 
+/// Every flavor's fresh server with a client of it: the loop most cases run in.
+pub fn each_server() -> impl Iterator<Item = (Flavor, Server, rlock_client::Locks)> {
+    each_server_with(|server| rlock_client::Locks::new(server.client()))
+}
+
+/// [`each_server`] with locks built by `locks` (a watchdog lease, a timeout).
+pub fn each_server_with(
+    locks: impl Fn(&Server) -> rlock_client::Locks,
+) -> impl Iterator<Item = (Flavor, Server, rlock_client::Locks)> {
+    servers().into_iter().map(move |server| {
+        let built = locks(&server);
+        (server.flavor, server, built)
+    })
+}
+
+/// Cancelling a blocked acquire (`wait`, dropped after 200 ms) takes nothing: the permit
+/// `give_back_one` adds 400 ms later stays `available`.
+pub async fn a_cancelled_wait_takes_nothing<T>(
+    flavor: Flavor,
+    wait: impl std::future::Future<Output = T>,
+    give_back_one: impl std::future::Future<Output = rlock_client::Result<i64>>,
+    available: impl std::future::Future<Output = rlock_client::Result<i64>>,
+) {
+    let gave_up = tokio::time::timeout(Duration::from_millis(200), wait).await;
+    assert!(gave_up.is_err(), "{flavor}: still waiting");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(give_back_one.await.unwrap(), 1, "{flavor}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(available.await.unwrap(), 1, "{flavor}: nobody took it");
+}
+
+/// [`each_server`] for the blocking face.
+pub fn each_server_blocking(
+) -> impl Iterator<Item = (Flavor, Server, rlock_client::blocking::Locks)> {
+    servers().into_iter().map(|server| {
+        let locks = rlock_client::blocking::Locks::new(server.client()).unwrap();
+        (server.flavor, server, locks)
+    })
+}
+
+/// A cluster of three primaries without replicas, and locks on it through its first primary.
+pub fn cluster_locks(flavor: Flavor) -> (rlock_module_tests::Cluster, rlock_client::Locks) {
+    let nodes = rlock_module_tests::Cluster::start(flavor, 3, 0);
+    let endpoint = rlock_client::Endpoint::cluster(vec![nodes.primaries[0].url()]).unwrap();
+    (nodes, rlock_client::Locks::new(endpoint))
+}
+
+/// What an acquire that must be granted at once returns: panics on an error or a refusal.
+pub async fn granted<H>(
+    acquire: impl std::future::Future<Output = rlock_client::Result<Option<H>>>,
+) -> H {
+    acquire.await.unwrap().expect("free")
+}
+
+/// Adds the user `nokill` (password `pw`) that may run everything but `CLIENT KILL`: a
+/// connection that cannot kill a blocked client (the cancel path must do without it).
+pub fn add_user_without_client_kill(server: &Server) {
+    let rule = [
+        "ACL",
+        "SETUSER",
+        "nokill",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-client|kill",
+    ];
+    raw(server, &rule).unwrap();
+}
+
 /// Raw `RLOCK.INFO`-free look at the lock hash: `HGETALL key` as (owner, count) pairs.
 pub fn holders(server: &Server, key: &str) -> Vec<(String, i64)> {
     let mut con = server.conn();
