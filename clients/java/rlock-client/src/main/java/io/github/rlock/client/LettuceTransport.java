@@ -75,10 +75,18 @@ final class LettuceTransport extends NodeTransport {
     client.shutdown(0, 2, TimeUnit.SECONDS);
   }
 
-  private record Keyword(String name) implements ProtocolKeyword {
+  /** A command name, its bytes made once: Lettuce asks for them on every command it encodes. */
+  private record Keyword(String name, byte[] bytes) implements ProtocolKeyword {
+    private static final java.util.Map<String, Keyword> KNOWN = new java.util.concurrent.ConcurrentHashMap<>();
+
+    static Keyword of(String name) {
+      Keyword k = KNOWN.get(name);
+      return k != null ? k : KNOWN.computeIfAbsent(name, n -> new Keyword(n, n.getBytes(StandardCharsets.US_ASCII)));
+    }
+
     @Override
     public byte[] getBytes() {
-      return name.getBytes(StandardCharsets.US_ASCII);
+      return bytes;
     }
   }
 
@@ -87,7 +95,7 @@ final class LettuceTransport extends NodeTransport {
     for (byte[] a : cmd.args) {
       args.add(a);
     }
-    return c.async().dispatch(new Keyword(cmd.name), new ReplyOutput(), args).toCompletableFuture();
+    return c.async().dispatch(Keyword.of(cmd.name), new ReplyOutput(), args).toCompletableFuture();
   }
 
   /** Every reply of {@code futures}, server errors as values, within {@code timeoutMs} (0: none). */
@@ -119,6 +127,10 @@ final class LettuceTransport extends NodeTransport {
       }
     }
     return out;
+  }
+
+  private static Throwable unwrap(Throwable err) {
+    return err instanceof java.util.concurrent.CompletionException && err.getCause() != null ? err.getCause() : err;
   }
 
   static Object asReplyOrThrow(Throwable cause) {
@@ -252,6 +264,11 @@ final class LettuceTransport extends NodeTransport {
 
     @Override
     public CompletableFuture<List<Object>> send(List<Cmd> cmds) {
+      if (cmds.size() == 1) {
+        // A plain wait: one stage on the command's own future, completed on the I/O thread.
+        return dispatch(conn, cmds.get(0))
+            .handle((v, err) -> java.util.Collections.singletonList(err == null ? v : asReplyOrThrow(unwrap(err))));
+      }
       List<CompletableFuture<Object>> fs = new ArrayList<>(cmds.size());
       for (Cmd cmd : cmds) {
         fs.add(dispatch(conn, cmd));
@@ -286,15 +303,16 @@ final class LettuceTransport extends NodeTransport {
 
   /** Any reply as Long, byte[], List, null (RESP2), without knowing its shape in advance. */
   static final class ReplyOutput extends CommandOutput<byte[], byte[], Object> {
-    private final Deque<List<Object>> open = new ArrayDeque<>();
-    private final Deque<Integer> left = new ArrayDeque<>();
+    // Made at the first array: most replies (an integer, a null) need neither.
+    private Deque<List<Object>> open;
+    private Deque<Integer> left;
 
     ReplyOutput() {
       super(ByteArrayCodec.INSTANCE, null);
     }
 
     private void add(Object v) {
-      if (open.isEmpty()) {
+      if (open == null || open.isEmpty()) {
         output = v;
         return;
       }
@@ -347,6 +365,10 @@ final class LettuceTransport extends NodeTransport {
       List<Object> list = new ArrayList<>(count);
       add(list);
       if (count > 0) {
+        if (open == null) {
+          open = new ArrayDeque<>();
+          left = new ArrayDeque<>();
+        }
         open.push(list);
         left.push(count);
       }

@@ -40,13 +40,29 @@ final class Watchdog implements AutoCloseable {
             });
   }
 
+  /**
+   * The entry's map key: every key, the owner and the side, each ended by a zero byte, as one
+   * Latin-1 string (one copy of the bytes: it is made on every acquire and release).
+   */
   static String id(List<byte[]> keys, byte[] owner, Side side) {
-    StringBuilder b = new StringBuilder();
+    byte[] sideName = side == null ? NO_SIDE : side.bytes;
+    int n = owner.length + 1 + sideName.length;
     for (byte[] k : keys) {
-      b.append(new String(k, StandardCharsets.ISO_8859_1)).append('\0');
+      n += k.length + 1;
     }
-    return b.append(new String(owner, StandardCharsets.ISO_8859_1)).append('\0').append(side).toString();
+    byte[] b = new byte[n];
+    int at = 0;
+    for (byte[] k : keys) {
+      System.arraycopy(k, 0, b, at, k.length);
+      at += k.length + 1;
+    }
+    System.arraycopy(owner, 0, b, at, owner.length);
+    at += owner.length + 1;
+    System.arraycopy(sideName, 0, b, at, sideName.length);
+    return new String(b, StandardCharsets.ISO_8859_1);
   }
+
+  private static final byte[] NO_SIDE = new byte[0];
 
   /**
    * Counts one more hold of (keys, owner, side), granted at {@code basis}; returns its entry
@@ -59,6 +75,7 @@ final class Watchdog implements AutoCloseable {
       r = entries.get(id);
       if (r == null || r.lost.isDone()) {
         r = new Renewal(keys, owner, side, leaseMs, renew, basis);
+        r.id = id;
         r.schedule(anchor, System.nanoTime());
         entries.put(id, r);
         watchEvents(keys.get(0));
@@ -75,7 +92,7 @@ final class Watchdog implements AutoCloseable {
   synchronized void released(Renewal r, boolean freed) {
     r.holds--;
     if (freed || r.holds <= 0) {
-      entries.remove(id(r.keys, r.owner, r.side), r);
+      entries.remove(r.id, r);
     }
   }
 
@@ -203,7 +220,7 @@ final class Watchdog implements AutoCloseable {
 
   private void lose(Renewal r, String why) {
     synchronized (this) {
-      entries.remove(id(r.keys, r.owner, r.side), r);
+      entries.remove(r.id, r);
     }
     r.lost.complete(new LostException("lock " + new String(r.keys.get(0), StandardCharsets.UTF_8) + " was lost: " + why));
   }
