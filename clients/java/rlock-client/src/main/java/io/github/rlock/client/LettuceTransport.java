@@ -215,17 +215,31 @@ final class LettuceTransport extends NodeTransport {
     }
 
     @Override
-    public AutoCloseable subscribe(List<String> patterns, BiConsumer<String, String> onMessage) {
+    public Channels channels(BiConsumer<String, String> onMessage) {
       StatefulRedisPubSubConnection<String, String> ps = client.connectPubSub(StringCodec.UTF8, uri);
       ps.addListener(
           new RedisPubSubAdapter<>() {
             @Override
-            public void message(String pattern, String channel, String message) {
+            public void message(String channel, String message) {
               onMessage.accept(channel, message);
             }
           });
-      ps.sync().psubscribe(patterns.toArray(new String[0]));
-      return ps::close;
+      return new Channels() {
+        @Override
+        public void add(List<String> channels) {
+          await(List.of(ps.async().subscribe(channels.toArray(new String[0])).toCompletableFuture().thenApply(v -> (Object) v)), timeoutMs);
+        }
+
+        @Override
+        public void remove(List<String> channels) {
+          ps.async().unsubscribe(channels.toArray(new String[0]));
+        }
+
+        @Override
+        public void close() {
+          ps.close();
+        }
+      };
     }
 
     @Override
@@ -274,18 +288,7 @@ final class LettuceTransport extends NodeTransport {
         fs.add(dispatch(conn, cmd));
       }
       return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
-          .handle(
-              (v, err) -> {
-                List<Object> out = new ArrayList<>(fs.size());
-                for (CompletableFuture<Object> f : fs) {
-                  try {
-                    out.add(f.join());
-                  } catch (java.util.concurrent.CompletionException e) {
-                    out.add(asReplyOrThrow(e.getCause()));
-                  }
-                }
-                return out;
-              });
+          .handle((v, err) -> await(fs, 0));
     }
 
     @Override

@@ -18,7 +18,7 @@ abstract class NodeTransport implements Transport {
 
     WaitConn waitConn();
 
-    AutoCloseable subscribe(List<String> patterns, BiConsumer<String, String> onMessage);
+    Channels channels(BiConsumer<String, String> onMessage);
 
     @Override
     void close();
@@ -91,8 +91,8 @@ abstract class NodeTransport implements Transport {
   }
 
   @Override
-  public AutoCloseable subscribe(String address, List<String> patterns, BiConsumer<String, String> onMessage) {
-    return node(address).subscribe(patterns, onMessage);
+  public Channels channels(String address, BiConsumer<String, String> onMessage) {
+    return node(address).channels(onMessage);
   }
 
   @Override
