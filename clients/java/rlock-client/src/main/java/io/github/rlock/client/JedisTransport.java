@@ -314,25 +314,12 @@ final class JedisTransport extends NodeTransport {
     public void close() {}
   }
 
-  private final class JedisWait implements WaitConn {
-    final String address;
+  private final class JedisWait extends Dedicated {
     final Borrowed borrowed;
-    final long id;
 
     JedisWait(String address, Borrowed borrowed, long id) {
-      this.address = address;
+      super(address, id);
       this.borrowed = borrowed;
-      this.id = id;
-    }
-
-    @Override
-    public long clientId() {
-      return id;
-    }
-
-    @Override
-    public String address() {
-      return address;
     }
 
     @Override

@@ -255,25 +255,14 @@ final class LettuceTransport extends NodeTransport {
     }
   }
 
-  private final class LettuceWait implements WaitConn {
+  private final class LettuceWait extends Dedicated {
     final LettuceNode node;
     final StatefulRedisConnection<byte[], byte[]> conn;
-    final long id;
 
     LettuceWait(LettuceNode node, StatefulRedisConnection<byte[], byte[]> conn, long id) {
+      super(node.uri.getHost() + ":" + node.uri.getPort(), id);
       this.node = node;
       this.conn = conn;
-      this.id = id;
-    }
-
-    @Override
-    public long clientId() {
-      return id;
-    }
-
-    @Override
-    public String address() {
-      return node.uri.getHost() + ":" + node.uri.getPort();
     }
 
     @Override

@@ -24,6 +24,27 @@ abstract class NodeTransport implements Transport {
     void close();
   }
 
+  /** What every wait connection knows: the node it is on, and its id there. */
+  abstract static class Dedicated implements WaitConn {
+    private final String address;
+    private final long id;
+
+    Dedicated(String address, long id) {
+      this.address = address;
+      this.id = id;
+    }
+
+    @Override
+    public long clientId() {
+      return id;
+    }
+
+    @Override
+    public String address() {
+      return address;
+    }
+  }
+
   private final boolean cluster;
   private final String seed;
   private final Map<String, Node> nodes = new ConcurrentHashMap<>();
