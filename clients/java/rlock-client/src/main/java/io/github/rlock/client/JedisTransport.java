@@ -215,74 +215,111 @@ final class JedisTransport extends NodeTransport {
     }
 
     @Override
-    public AutoCloseable subscribe(List<String> patterns, BiConsumer<String, String> onMessage) {
-      Borrowed b = borrow.get();
-      CompletableFuture<Void> subscribed = new CompletableFuture<>();
-      JedisPubSub ps =
-          new JedisPubSub() {
-            @Override
-            public void onPMessage(String pattern, String channel, String message) {
-              onMessage.accept(channel, message);
-            }
+    public Channels channels(BiConsumer<String, String> onMessage) {
+      return new JedisChannels(onMessage);
+    }
 
-            @Override
-            public void onPSubscribe(String pattern, int count) {
-              subscribed.complete(null);
-            }
-          };
-      Thread t =
-          new Thread(
-              () -> {
-                try {
-                  b.conn().setTimeoutInfinite();
-                  ps.proceedWithPatterns(b.conn(), patterns.toArray(new String[0]));
-                } catch (RuntimeException e) {
-                  subscribed.completeExceptionally(e);
-                } finally {
-                  b.conn().setBroken();
-                  b.giveBack().run();
+    /**
+     * Jedis reads a subscription on a thread of its own that {@code SUBSCRIBE}s its first
+     * channels: it is started by the first {@link #add}. Adds and removes are serialized here,
+     * since they write to the connection that thread reads.
+     */
+    private final class JedisChannels implements Channels {
+      private final java.util.Map<String, CompletableFuture<Void>> confirming = new java.util.concurrent.ConcurrentHashMap<>();
+      private final JedisPubSub ps;
+      private static final String KEEP_CHANNEL = "__rlock__:watchdog";
+      private Borrowed b;
+
+      JedisChannels(BiConsumer<String, String> onMessage) {
+        ps =
+            new JedisPubSub() {
+              @Override
+              public void onMessage(String channel, String message) {
+                onMessage.accept(channel, message);
+              }
+
+              @Override
+              public void onSubscribe(String channel, int count) {
+                CompletableFuture<Void> f = confirming.remove(channel);
+                if (f != null) {
+                  f.complete(null);
                 }
-              },
-              "rlock-jedis-events");
-      t.setDaemon(true);
-      t.start();
-      try {
-        subscribed.get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS);
-      } catch (Exception e) {
-        throw new LinkException("could not subscribe: " + e, e);
+              }
+            };
       }
-      return () -> {
+
+      @Override
+      public synchronized void add(List<String> channels) {
+        List<CompletableFuture<Void>> fs = new ArrayList<>();
+        for (String c : channels) {
+          fs.add(confirming.computeIfAbsent(c, k -> new CompletableFuture<>()));
+        }
+        String[] names = channels.toArray(new String[0]);
+        if (b == null) {
+          // Jedis's reading thread ends when no channel is left: one that nothing publishes to
+          // keeps it while the held keys' channels come and go.
+          List<String> first = new ArrayList<>(channels);
+          first.add(KEEP_CHANNEL);
+          names = first.toArray(new String[0]);
+          Borrowed started = borrow.get();
+          b = started;
+          String[] subscribing = names;
+          Thread t =
+              new Thread(
+                  () -> {
+                    try {
+                      started.conn().setTimeoutInfinite();
+                      ps.proceed(started.conn(), subscribing);
+                    } catch (RuntimeException e) {
+                      fs.forEach(f -> f.completeExceptionally(e));
+                    } finally {
+                      started.conn().setBroken();
+                      started.giveBack().run();
+                    }
+                  },
+                  "rlock-jedis-events");
+          t.setDaemon(true);
+          t.start();
+        } else {
+          ps.subscribe(names);
+        }
+        try {
+          CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0])).get(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        } catch (Exception e) {
+          throw new LinkException("could not subscribe: " + e, e);
+        }
+      }
+
+      @Override
+      public synchronized void remove(List<String> channels) {
+        if (b != null && !channels.isEmpty()) {
+          ps.unsubscribe(channels.toArray(new String[0]));
+        }
+      }
+
+      @Override
+      public synchronized void close() {
+        if (b == null) {
+          return;
+        }
         try {
           ps.unsubscribe();
         } catch (RuntimeException e) {
           b.conn().disconnect();
         }
-      };
+      }
     }
 
     @Override
     public void close() {}
   }
 
-  private final class JedisWait implements WaitConn {
-    final String address;
+  private final class JedisWait extends Dedicated {
     final Borrowed borrowed;
-    final long id;
 
     JedisWait(String address, Borrowed borrowed, long id) {
-      this.address = address;
+      super(address, id);
       this.borrowed = borrowed;
-      this.id = id;
-    }
-
-    @Override
-    public long clientId() {
-      return id;
-    }
-
-    @Override
-    public String address() {
-      return address;
     }
 
     @Override

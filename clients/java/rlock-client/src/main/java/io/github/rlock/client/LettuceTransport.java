@@ -75,10 +75,18 @@ final class LettuceTransport extends NodeTransport {
     client.shutdown(0, 2, TimeUnit.SECONDS);
   }
 
-  private record Keyword(String name) implements ProtocolKeyword {
+  /** A command name, its bytes made once: Lettuce asks for them on every command it encodes. */
+  private record Keyword(String name, byte[] bytes) implements ProtocolKeyword {
+    private static final java.util.Map<String, Keyword> KNOWN = new java.util.concurrent.ConcurrentHashMap<>();
+
+    static Keyword of(String name) {
+      Keyword k = KNOWN.get(name);
+      return k != null ? k : KNOWN.computeIfAbsent(name, n -> new Keyword(n, n.getBytes(StandardCharsets.US_ASCII)));
+    }
+
     @Override
     public byte[] getBytes() {
-      return name.getBytes(StandardCharsets.US_ASCII);
+      return bytes;
     }
   }
 
@@ -87,7 +95,7 @@ final class LettuceTransport extends NodeTransport {
     for (byte[] a : cmd.args) {
       args.add(a);
     }
-    return c.async().dispatch(new Keyword(cmd.name), new ReplyOutput(), args).toCompletableFuture();
+    return c.async().dispatch(Keyword.of(cmd.name), new ReplyOutput(), args).toCompletableFuture();
   }
 
   /** Every reply of {@code futures}, server errors as values, within {@code timeoutMs} (0: none). */
@@ -119,6 +127,10 @@ final class LettuceTransport extends NodeTransport {
       }
     }
     return out;
+  }
+
+  private static Throwable unwrap(Throwable err) {
+    return err instanceof java.util.concurrent.CompletionException && err.getCause() != null ? err.getCause() : err;
   }
 
   static Object asReplyOrThrow(Throwable cause) {
@@ -203,17 +215,31 @@ final class LettuceTransport extends NodeTransport {
     }
 
     @Override
-    public AutoCloseable subscribe(List<String> patterns, BiConsumer<String, String> onMessage) {
+    public Channels channels(BiConsumer<String, String> onMessage) {
       StatefulRedisPubSubConnection<String, String> ps = client.connectPubSub(StringCodec.UTF8, uri);
       ps.addListener(
           new RedisPubSubAdapter<>() {
             @Override
-            public void message(String pattern, String channel, String message) {
+            public void message(String channel, String message) {
               onMessage.accept(channel, message);
             }
           });
-      ps.sync().psubscribe(patterns.toArray(new String[0]));
-      return ps::close;
+      return new Channels() {
+        @Override
+        public void add(List<String> channels) {
+          await(List.of(ps.async().subscribe(channels.toArray(new String[0])).toCompletableFuture().thenApply(v -> (Object) v)), timeoutMs);
+        }
+
+        @Override
+        public void remove(List<String> channels) {
+          ps.async().unsubscribe(channels.toArray(new String[0]));
+        }
+
+        @Override
+        public void close() {
+          ps.close();
+        }
+      };
     }
 
     @Override
@@ -229,46 +255,29 @@ final class LettuceTransport extends NodeTransport {
     }
   }
 
-  private final class LettuceWait implements WaitConn {
+  private final class LettuceWait extends Dedicated {
     final LettuceNode node;
     final StatefulRedisConnection<byte[], byte[]> conn;
-    final long id;
 
     LettuceWait(LettuceNode node, StatefulRedisConnection<byte[], byte[]> conn, long id) {
+      super(node.uri.getHost() + ":" + node.uri.getPort(), id);
       this.node = node;
       this.conn = conn;
-      this.id = id;
-    }
-
-    @Override
-    public long clientId() {
-      return id;
-    }
-
-    @Override
-    public String address() {
-      return node.uri.getHost() + ":" + node.uri.getPort();
     }
 
     @Override
     public CompletableFuture<List<Object>> send(List<Cmd> cmds) {
+      if (cmds.size() == 1) {
+        // A plain wait: one stage on the command's own future, completed on the I/O thread.
+        return dispatch(conn, cmds.get(0))
+            .handle((v, err) -> java.util.Collections.singletonList(err == null ? v : asReplyOrThrow(unwrap(err))));
+      }
       List<CompletableFuture<Object>> fs = new ArrayList<>(cmds.size());
       for (Cmd cmd : cmds) {
         fs.add(dispatch(conn, cmd));
       }
       return CompletableFuture.allOf(fs.toArray(new CompletableFuture<?>[0]))
-          .handle(
-              (v, err) -> {
-                List<Object> out = new ArrayList<>(fs.size());
-                for (CompletableFuture<Object> f : fs) {
-                  try {
-                    out.add(f.join());
-                  } catch (java.util.concurrent.CompletionException e) {
-                    out.add(asReplyOrThrow(e.getCause()));
-                  }
-                }
-                return out;
-              });
+          .handle((v, err) -> await(fs, 0));
     }
 
     @Override
@@ -286,15 +295,16 @@ final class LettuceTransport extends NodeTransport {
 
   /** Any reply as Long, byte[], List, null (RESP2), without knowing its shape in advance. */
   static final class ReplyOutput extends CommandOutput<byte[], byte[], Object> {
-    private final Deque<List<Object>> open = new ArrayDeque<>();
-    private final Deque<Integer> left = new ArrayDeque<>();
+    // Made at the first array: most replies (an integer, a null) need neither.
+    private Deque<List<Object>> open;
+    private Deque<Integer> left;
 
     ReplyOutput() {
       super(ByteArrayCodec.INSTANCE, null);
     }
 
     private void add(Object v) {
-      if (open.isEmpty()) {
+      if (open == null || open.isEmpty()) {
         output = v;
         return;
       }
@@ -347,6 +357,10 @@ final class LettuceTransport extends NodeTransport {
       List<Object> list = new ArrayList<>(count);
       add(list);
       if (count > 0) {
+        if (open == null) {
+          open = new ArrayDeque<>();
+          left = new ArrayDeque<>();
+        }
         open.push(list);
         left.push(count);
       }

@@ -223,6 +223,16 @@ public final class Locks implements AutoCloseable {
   }
 
   /**
+   * The calling thread's owner as checked bytes, made once per thread: every lock call sends it,
+   * and a thread's id never changes.
+   */
+  private final ThreadLocal<byte[]> threadOwner = ThreadLocal.withInitial(() -> Checks.owner(owner()));
+
+  byte[] threadOwnerBytes() {
+    return threadOwner.get();
+  }
+
+  /**
    * A reentrant lock whose owner is the calling thread; the watchdog renews its holds.
    *
    * @param name the lock's key

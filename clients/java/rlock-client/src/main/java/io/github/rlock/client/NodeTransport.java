@@ -18,10 +18,31 @@ abstract class NodeTransport implements Transport {
 
     WaitConn waitConn();
 
-    AutoCloseable subscribe(List<String> patterns, BiConsumer<String, String> onMessage);
+    Channels channels(BiConsumer<String, String> onMessage);
 
     @Override
     void close();
+  }
+
+  /** What every wait connection knows: the node it is on, and its id there. */
+  abstract static class Dedicated implements WaitConn {
+    private final String address;
+    private final long id;
+
+    Dedicated(String address, long id) {
+      this.address = address;
+      this.id = id;
+    }
+
+    @Override
+    public long clientId() {
+      return id;
+    }
+
+    @Override
+    public String address() {
+      return address;
+    }
   }
 
   private final boolean cluster;
@@ -91,8 +112,8 @@ abstract class NodeTransport implements Transport {
   }
 
   @Override
-  public AutoCloseable subscribe(String address, List<String> patterns, BiConsumer<String, String> onMessage) {
-    return node(address).subscribe(patterns, onMessage);
+  public Channels channels(String address, BiConsumer<String, String> onMessage) {
+    return node(address).channels(onMessage);
   }
 
   @Override

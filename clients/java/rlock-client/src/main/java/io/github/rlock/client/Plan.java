@@ -18,6 +18,14 @@ final class Plan {
   static final int SCAN_COUNT = 500;
 
   private static final SecureRandom RANDOM = new SecureRandom();
+  /**
+   * REQ ids: a random prefix per process and a counter. A SecureRandom read per call was a
+   * synchronized, syscall-backed cost on every acquire and release; an id only has to be unique
+   * (per owner and key), which the counter makes it within this process and the prefix across them.
+   */
+  private static final long REQ_PREFIX = RANDOM.nextLong();
+  private static final java.util.concurrent.atomic.AtomicLong REQ_COUNTER =
+      new java.util.concurrent.atomic.AtomicLong(RANDOM.nextLong());
 
   private Plan() {}
 
@@ -35,11 +43,10 @@ final class Plan {
     return clientId + ":" + threadId;
   }
 
-  /** A fresh id for one logical call (16 random bytes as hex), sent unchanged on every resend. */
+  /** A fresh id for one logical call (32 hex digits), sent unchanged on every resend. */
   static String newReq() {
-    byte[] b = new byte[16];
-    RANDOM.nextBytes(b);
-    return HexFormat.of().formatHex(b);
+    HexFormat hex = HexFormat.of();
+    return hex.toHexDigits(REQ_PREFIX) + hex.toHexDigits(REQ_COUNTER.getAndIncrement());
   }
 
   /**

@@ -18,6 +18,8 @@ final class Renewal {
   final CompletableFuture<LostException> lost = new CompletableFuture<>();
   /** The connections of its session holds (SESSION): closed once the hold is given back. */
   final List<Transport.WaitConn> sessions = new java.util.concurrent.CopyOnWriteArrayList<>();
+  /** Its key in the watchdog's entries ({@link Watchdog#id}), set when the watchdog takes it. */
+  String id;
   int holds;
   long basisNanos;
   long nextDueNanos;

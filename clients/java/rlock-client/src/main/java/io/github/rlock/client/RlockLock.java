@@ -38,7 +38,7 @@ public class RlockLock implements Lock {
   }
 
   byte[] owner() {
-    return Checks.owner(options.owner != null ? options.owner : locks.owner());
+    return options.owner != null ? Checks.owner(options.owner) : locks.threadOwnerBytes();
   }
 
   /**
@@ -86,8 +86,8 @@ public class RlockLock implements Lock {
     long syncMs = Checks.leaseMs(options.syncTimeout);
     String req = Plan.newReq();
     List<Cmd> cmds = Plan.acquirePipeline(spec, owner, req, blockMs, replicas, syncMs);
-    Cmd giveBack = Plan.release(key, owner, side, Plan.giveBackReq(req));
-    Locks.GiveBack back = grant -> List.of(giveBack);
+    // Made only when a grant must be given back (a wait left, a replica short): rare.
+    Locks.GiveBack back = grant -> List.of(Plan.release(key, owner, side, Plan.giveBackReq(req)));
     long sent = System.nanoTime();
     List<Object> replies;
     Transport.WaitConn pinned = null;
@@ -121,7 +121,7 @@ public class RlockLock implements Lock {
     long acked = grant.replicasAcked() == null ? 0 : grant.replicasAcked();
     if (replicas > 0) {
       if (acked < replicas) {
-        locks.releaseQuietly(key, List.of(giveBack));
+        locks.releaseQuietly(key, back.of(null));
         if (pinned != null) {
           pinned.discard();
         }

@@ -42,10 +42,22 @@ interface Transport extends AutoCloseable {
   long responseTimeoutMs();
 
   /**
-   * Subscribes, on a connection of its own to {@code address}, to the channel {@code patterns}
-   * ({@code PSUBSCRIBE}); {@code onMessage} gets (channel, message). Returns something to close.
+   * A pub/sub connection of its own to {@code address}, subscribed to no channel yet; {@code
+   * onMessage} gets (channel, message) of the channels {@link Channels#add added} to it.
    */
-  AutoCloseable subscribe(String address, List<String> patterns, BiConsumer<String, String> onMessage);
+  Channels channels(String address, BiConsumer<String, String> onMessage);
+
+  /** One pub/sub connection whose channels ({@code SUBSCRIBE}) change while it lives. */
+  interface Channels extends AutoCloseable {
+    /** Subscribes to {@code channels}: returns once the server confirmed it. */
+    void add(List<String> channels);
+
+    /** Unsubscribes from {@code channels}. */
+    void remove(List<String> channels);
+
+    @Override
+    void close();
+  }
 
   @Override
   void close();

@@ -23,7 +23,13 @@ final class Watchdog implements AutoCloseable {
   private final ScheduledExecutorService thread;
   private final Map<String, Renewal> entries = new ConcurrentHashMap<>();
   private final long anchor = System.nanoTime();
-  private final Map<String, AutoCloseable> subscriptions = new ConcurrentHashMap<>();
+  /** Per server: whether it publishes keyspace events, and what is subscribed there. */
+  private final Map<String, Events> events = new ConcurrentHashMap<>();
+  /** Whether some server publishes per-key events (K): released keys are then unsubscribed. */
+  private volatile boolean perKey;
+  private final java.util.concurrent.atomic.AtomicBoolean sweepPending = new java.util.concurrent.atomic.AtomicBoolean();
+  /** How long a key's channel outlives its last hold: a busy lock is not subscribed anew each grant. */
+  static final long UNSUBSCRIBE_AFTER_MS = 1_000;
   private ScheduledFuture<?> next;
   private long nextAt = Long.MAX_VALUE;
   final AtomicLong renewals = new AtomicLong();
@@ -40,13 +46,29 @@ final class Watchdog implements AutoCloseable {
             });
   }
 
+  /**
+   * The entry's map key: every key, the owner and the side, each ended by a zero byte, as one
+   * Latin-1 string (one copy of the bytes: it is made on every acquire and release).
+   */
   static String id(List<byte[]> keys, byte[] owner, Side side) {
-    StringBuilder b = new StringBuilder();
+    byte[] sideName = side == null ? NO_SIDE : side.bytes;
+    int n = owner.length + 1 + sideName.length;
     for (byte[] k : keys) {
-      b.append(new String(k, StandardCharsets.ISO_8859_1)).append('\0');
+      n += k.length + 1;
     }
-    return b.append(new String(owner, StandardCharsets.ISO_8859_1)).append('\0').append(side).toString();
+    byte[] b = new byte[n];
+    int at = 0;
+    for (byte[] k : keys) {
+      System.arraycopy(k, 0, b, at, k.length);
+      at += k.length + 1;
+    }
+    System.arraycopy(owner, 0, b, at, owner.length);
+    at += owner.length + 1;
+    System.arraycopy(sideName, 0, b, at, sideName.length);
+    return new String(b, StandardCharsets.ISO_8859_1);
   }
+
+  private static final byte[] NO_SIDE = new byte[0];
 
   /**
    * Counts one more hold of (keys, owner, side), granted at {@code basis}; returns its entry
@@ -59,9 +81,10 @@ final class Watchdog implements AutoCloseable {
       r = entries.get(id);
       if (r == null || r.lost.isDone()) {
         r = new Renewal(keys, owner, side, leaseMs, renew, basis);
+        r.id = id;
         r.schedule(anchor, System.nanoTime());
         entries.put(id, r);
-        watchEvents(keys.get(0));
+        watchEvents(keys);
       } else {
         r.basisNanos = Math.max(r.basisNanos, basis);
       }
@@ -75,7 +98,8 @@ final class Watchdog implements AutoCloseable {
   synchronized void released(Renewal r, boolean freed) {
     r.holds--;
     if (freed || r.holds <= 0) {
-      entries.remove(id(r.keys, r.owner, r.side), r);
+      entries.remove(r.id, r);
+      sweepLater();
     }
   }
 
@@ -203,47 +227,156 @@ final class Watchdog implements AutoCloseable {
 
   private void lose(Renewal r, String why) {
     synchronized (this) {
-      entries.remove(id(r.keys, r.owner, r.side), r);
+      entries.remove(r.id, r);
+      sweepLater();
     }
     r.lost.complete(new LostException("lock " + new String(r.keys.get(0), StandardCharsets.UTF_8) + " was lost: " + why));
   }
 
-  /** Keyspace events of the key's server, if it publishes them: subscribed once per node. */
-  private void watchEvents(byte[] key) {
-    String address = locks.transport.nodeOf(key);
-    if (subscriptions.containsKey(address)) {
+  /** A server's keyspace events: its mode (0 while unknown or off) and its subscription. */
+  private static final class Events {
+    volatile char mode;
+    volatile Transport.Channels channels;
+    volatile int db;
+    /** The keys whose channels are subscribed (K), touched on the watchdog's thread only. */
+    final java.util.Set<String> keys = ConcurrentHashMap.newKeySet();
+  }
+
+  /**
+   * Keyspace events of the keys' server, if it publishes them. The first hold on a server asks
+   * which (CONFIG GET); with K, each held key's channel {@code __keyspace@<db>__:<key>} is
+   * subscribed (never the whole database's: a busy server would send every key's events), with
+   * E the loss events' channels once. The subscribing runs on the watchdog's thread.
+   */
+  private void watchEvents(List<byte[]> keys) {
+    String address = locks.transport.nodeOf(keys.get(0));
+    Events ev = events.get(address);
+    if (ev == null) {
+      Events fresh = new Events();
+      ev = events.putIfAbsent(address, fresh);
+      if (ev == null) {
+        thread.execute(() -> discover(address, fresh));
+        return;
+      }
+    }
+    if (ev.mode == 'K') {
+      for (byte[] k : keys) {
+        String key = new String(k, StandardCharsets.UTF_8);
+        if (!ev.keys.contains(key)) {
+          Events on = ev;
+          thread.execute(() -> follow(on, key));
+        }
+      }
+    }
+  }
+
+  private void discover(String address, Events ev) {
+    try {
+      Object flags = Replies.list(
+              locks.transport.pipelineAt(address, List.of(Cmd.of("CONFIG").arg("GET").arg("notify-keyspace-events"))).get(0))
+          .get(1);
+      char mode = Replies.eventsOn(Replies.text(flags));
+      if (mode == 0) {
+        return;
+      }
+      int db = locks.transport.db();
+      ev.db = db;
+      ev.channels =
+          locks.transport.channels(
+              address,
+              (channel, message) -> {
+                String lost = Replies.lostKey(db, channel, message);
+                if (lost != null) {
+                  thread.execute(() -> checkKey(lost));
+                }
+              });
+      if (mode == 'E') {
+        ev.channels.add(Replies.channels('E', db, List.of()));
+        ev.mode = 'E';
+        return;
+      }
+      // The mode first, then the keys held now: a hold that comes meanwhile sees the mode.
+      ev.mode = 'K';
+      perKey = true;
+      for (String key : heldKeys(address)) {
+        follow(ev, key);
+      }
+    } catch (RuntimeException e) {
+      // No events (CONFIG refused, a node down): the renewals still tell loss within lease/3.
+    }
+  }
+
+  /**
+   * Subscribes a held key's channel, then looks at the key once: a loss before the subscription
+   * stood sent its event to nobody.
+   */
+  private void follow(Events ev, String key) {
+    if (!ev.keys.add(key)) {
       return;
     }
-    subscriptions.put(address, () -> {});
-    thread.execute(
-        () -> {
-          try {
-            Object flags = Replies.list(
-                    locks.transport.pipelineAt(address, List.of(Cmd.of("CONFIG").arg("GET").arg("notify-keyspace-events"))).get(0))
-                .get(1);
-            char mode = Replies.eventsOn(Replies.text(flags));
-            if (mode == 0) {
-              return;
-            }
-            int db = locks.transport.db();
-            // K: one pattern for every held key of the database (the messages of other keys
-            // are dropped by lostKey); E: one channel per loss event.
-            List<String> patterns = mode == 'K' ? List.of(Replies.keyspaceChannel(db, "*")) : Replies.channels(mode, db, List.of());
-            subscriptions.put(
-                address,
-                locks.transport.subscribe(
-                    address,
-                    patterns,
-                    (channel, message) -> {
-                      String lost = Replies.lostKey(db, channel, message);
-                      if (lost != null) {
-                        thread.execute(() -> checkKey(lost));
-                      }
-                    }));
-          } catch (RuntimeException e) {
-            // No events (CONFIG refused, a node down): the renewals still tell loss within lease/3.
-          }
-        });
+    try {
+      ev.channels.add(Replies.channels('K', ev.db, List.of(key)));
+    } catch (RuntimeException e) {
+      ev.keys.remove(key);
+      return;
+    }
+    checkKey(key);
+  }
+
+  /** The keys (as text) of the holds on {@code address}, or on every server when null. */
+  private java.util.Set<String> heldKeys(String address) {
+    java.util.Set<String> out = new java.util.HashSet<>();
+    for (Renewal r : entries.values()) {
+      for (byte[] k : r.keys) {
+        if (address == null || address.equals(locks.transport.nodeOf(k))) {
+          out.add(new String(k, StandardCharsets.UTF_8));
+        }
+      }
+    }
+    return out;
+  }
+
+  private void sweepLater() {
+    if (perKey && sweepPending.compareAndSet(false, true)) {
+      try {
+        thread.schedule(this::sweep, UNSUBSCRIBE_AFTER_MS, TimeUnit.MILLISECONDS);
+      } catch (java.util.concurrent.RejectedExecutionException e) {
+        // closed
+      }
+    }
+  }
+
+  /** Unsubscribes the channels of keys no longer held (on the watchdog's thread). */
+  private void sweep() {
+    sweepPending.set(false);
+    java.util.Set<String> held = heldKeys(null);
+    for (Events ev : events.values()) {
+      if (ev.mode != 'K') {
+        continue;
+      }
+      List<String> gone = new ArrayList<>();
+      for (String key : ev.keys) {
+        if (!held.contains(key)) {
+          gone.add(key);
+        }
+      }
+      if (gone.isEmpty()) {
+        continue;
+      }
+      ev.keys.removeAll(gone);
+      try {
+        ev.channels.remove(Replies.channels('K', ev.db, gone));
+      } catch (RuntimeException e) {
+        // the connection is gone: nothing is subscribed any more
+      }
+      // A hold taken meanwhile saw its key still subscribed: it is followed again.
+      java.util.Set<String> now = heldKeys(null);
+      for (String key : gone) {
+        if (now.contains(key)) {
+          follow(ev, key);
+        }
+      }
+    }
   }
 
   private void checkKey(String key) {
@@ -257,11 +390,14 @@ final class Watchdog implements AutoCloseable {
   @Override
   public void close() {
     thread.shutdownNow();
-    for (AutoCloseable s : subscriptions.values()) {
-      try {
-        s.close();
-      } catch (Exception e) {
-        // closing
+    for (Events ev : events.values()) {
+      Transport.Channels c = ev.channels;
+      if (c != null) {
+        try {
+          c.close();
+        } catch (RuntimeException e) {
+          // closing
+        }
       }
     }
   }

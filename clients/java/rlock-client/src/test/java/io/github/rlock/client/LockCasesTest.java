@@ -151,16 +151,37 @@ class LockCasesTest extends ServerTestBase {
     Locks evented = locks(s, driver, Locks.Options.defaults());
     String m = name("c05e");
     Hold h2 = evented.lock(m).acquire().orElseThrow();
-    // The watchdog subscribes when it sees the first hold on a server.
+    // The watchdog subscribes the held key's own channel (no pattern) once it sees the hold.
     long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (!s.call("PUBSUB", "NUMPAT").startsWith(":1") && System.nanoTime() < until) {
+    String channel = "__keyspace@0__:" + m;
+    while (!s.call("PUBSUB", "NUMSUB", channel).endsWith(":1\r\n") && System.nanoTime() < until) {
       Thread.sleep(10);
     }
+    assertTrue(s.call("PUBSUB", "NUMPAT").startsWith(":0"), "no pattern subscription");
+    assertTrue(s.call("PUBSUB", "NUMSUB", channel).endsWith(":1\r\n"), "the held key's channel is subscribed");
     long t1 = System.nanoTime();
     assertTrue(evented.forceRelease(m));
     h2.lost().get(2, TimeUnit.SECONDS);
     long ms2 = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t1);
     assertTrue(ms2 < 100, "told after " + ms2 + " ms with events");
+
+    // A key no longer held is unsubscribed a moment later; a new hold subscribes it again and is
+    // told of its loss as fast.
+    until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!s.call("PUBSUB", "NUMSUB", channel).endsWith(":0\r\n") && System.nanoTime() < until) {
+      Thread.sleep(20);
+    }
+    assertTrue(s.call("PUBSUB", "NUMSUB", channel).endsWith(":0\r\n"), "the lost key's channel is unsubscribed");
+    Hold h3 = evented.lock(m).acquire().orElseThrow();
+    until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!s.call("PUBSUB", "NUMSUB", channel).endsWith(":1\r\n") && System.nanoTime() < until) {
+      Thread.sleep(10);
+    }
+    long t2 = System.nanoTime();
+    assertTrue(evented.forceRelease(m));
+    h3.lost().get(2, TimeUnit.SECONDS);
+    long ms3 = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t2);
+    assertTrue(ms3 < 100, "told after " + ms3 + " ms with events, subscribed again");
   }
 
   @ParameterizedTest(name = "C06 cancelled waits leave nothing: 40 Thread.interrupt() around grants [{0}] [{1}]")
