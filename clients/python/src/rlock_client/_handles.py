@@ -10,8 +10,6 @@ so on both. Threads, tasks and sockets stay in the faces; decisions stay in ``_c
 
 The requests a plan may yield (each face's ``Locks`` has these methods):
 
-- ``("_do", (call,))``: a ``_core.Call``, sent and read (``do``);
-- ``("_pipeline", (key, cmds, resend))``: the replies of ``cmds`` on the server of ``key``;
 - ``("_wait", (plan, pin))``: a ``_core.Plan`` sent on a wait connection: (replies, the
   connection if ``pin``);
 - ``("_read", (conn, waits, deadline))``: the next reply on a connection (``talk``);
@@ -182,23 +180,6 @@ class planned(Generic[S, P, T]):
 UNSET: Any = object()
 EVENTS_CONFIG = ("CONFIG", "GET", "notify-keyspace-events")
 LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)  # a broken link, not a server's refusal
-
-
-def do(call: Call) -> Op[Any]:
-    """The plan of one ``_core.Call``."""
-    return (yield ("_do", (call,)))
-
-
-def send(key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> Op[list]:
-    return (yield ("_pipeline", (key, cmds, resend)))
-
-
-def replies_of(plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
-    """The replies of an acquiring plan: waited for on a wait connection (and that connection
-    if ``pin``), or sent at once (resent after a broken link: REQ ids, or a mere look)."""
-    if plan.waits:
-        return (yield ("_wait", (plan, pin)))
-    return (yield from send(plan.key, plan.cmds, True)), None
 
 
 def talk(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, waits: bool, deadline: Optional[float]) -> Op[list]:
@@ -546,15 +527,18 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     def _replicas_for(self, key: bytes) -> Any:
         return self._run(self._replicas_of(key))
 
-    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
-                  timeout: Optional[float] = None) -> Any:
-        return self._run(self._sending(key, cmds, resend, timeout))
-
-    def _do(self, c: Call) -> Any:
-        return self._run(self._doing(c))
-
     def _doing(self, c: Call) -> Op[Any]:
+        """The plan of one ``_core.Call``. Plans ``yield from`` it (and ``_sending``) rather than
+        asking the face to run it: a nested run costs a driver of its own per command."""
         return c.read((yield from self._sending(c.key, c.cmds, c.resend)))
+
+    def _replies(self, plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
+        """The replies of an acquiring plan: waited for on a wait connection (and that
+        connection if ``pin``), or sent at once (resent after a broken link: REQ ids, or a mere
+        look)."""
+        if plan.waits:
+            return (yield ("_wait", (plan, pin)))
+        return (yield from self._sending(plan.key, plan.cmds, True)), None
 
     def _call(self, key: bytes, *args: Any) -> Any:
         return self._run(self._calling(key, args))
@@ -572,16 +556,16 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     @planned
     def info(self, name: Any) -> Op[LockInfo]:
         """``LockInfo`` of the lock ``name``."""
-        return (yield from do(lock_info(check_name(name))))
+        return (yield from self._doing(lock_info(check_name(name))))
 
     @planned
     def force_release(self, name: Any) -> Op[bool]:
-        return (yield from do(lock_force_release(check_name(name))))
+        return (yield from self._doing(lock_force_release(check_name(name))))
 
     @planned
     def waiters(self, name: Any) -> Op[List[Waiter]]:
         """The ``Waiter`` list of the lock ``name``."""
-        return (yield from do(waiters_call(check_name(name))))
+        return (yield from self._doing(waiters_call(check_name(name))))
 
     @planned
     def stats(self) -> Op[dict]:
@@ -725,7 +709,7 @@ class Hold(Scope):
         self.check()
         r = self._renewal
         try:
-            yield from do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
+            yield from self._locks._doing(lock_renew(self._key, self._owner, self.side, r.lease_ms))
         except Lost:
             self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
             raise
@@ -744,7 +728,7 @@ class Hold(Scope):
         return (yield from self._guard(command))
 
     def _guard(self, command: Sequence[Any]) -> Op[Any]:
-        return (yield from do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
+        return (yield from self._locks._doing(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
 
     @planned
     def release(self) -> Op[bool]:
@@ -764,7 +748,7 @@ class Hold(Scope):
             if self._finalizer is not None:
                 self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            replies = yield from send(self._key, [cmd], True)
+            replies = yield from self._locks._sending(self._key, [cmd], True)
         except self._locks._link_errors:
             raise
         except BaseException:
@@ -791,15 +775,15 @@ class LockKey:
 
     @planned
     def info(self) -> Op[LockInfo]:
-        return (yield from do(lock_info(self._key)))
+        return (yield from self._locks._doing(lock_info(self._key)))
 
     @planned
     def is_locked(self) -> Op[bool]:
-        return (yield from do(lock_is_locked(self._key)))
+        return (yield from self._locks._doing(lock_is_locked(self._key)))
 
     @planned
     def force_release(self) -> Op[bool]:
-        return (yield from do(lock_force_release(self._key)))
+        return (yield from self._locks._doing(lock_force_release(self._key)))
 
 
 class Lock(LockKey, Scope, Generic[H]):
@@ -840,7 +824,7 @@ class Lock(LockKey, Scope, Generic[H]):
         replicas = acknowledgements(spec, seen)
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
-        replies, conn = yield from replies_of(plan, spec.session)
+        replies, conn = yield from self._locks._replies(plan, spec.session)
         try:
             grant = read_grant(spec, replies, replicas)
         except BaseException:
@@ -851,7 +835,7 @@ class Lock(LockKey, Scope, Generic[H]):
             return None
         if grant.short:
             try:
-                yield from send(spec.key, plan.give_back(replies[0]), True)
+                yield from self._locks._sending(spec.key, plan.give_back(replies[0]), True)
             finally:
                 yield from close(conn)
             raise NotAcknowledged(
@@ -884,12 +868,12 @@ class Lock(LockKey, Scope, Generic[H]):
     def is_held_by(self, owner: Any = None) -> Op[bool]:
         """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
         who = self._owner_bytes() if owner is None else check_owner(owner)
-        return (yield from do(lock_is_held_by(self._spec.key, who, self._spec.side)))
+        return (yield from self._locks._doing(lock_is_held_by(self._spec.key, who, self._spec.side)))
 
     @planned
     def hold_count(self) -> Op[int]:
         """This handle's owner's hold count (on its side for a read-write lock)."""
-        return (yield from do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from self._locks._doing(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
 
     @planned
     def remaining_lease(self) -> Op[Optional[float]]:
@@ -897,13 +881,13 @@ class Lock(LockKey, Scope, Generic[H]):
         return (yield from self._remaining_lease())
 
     def _remaining_lease(self) -> Op[Optional[float]]:
-        ms = yield from do(lock_remaining_lease(self._spec.key))
+        ms = yield from self._locks._doing(lock_remaining_lease(self._spec.key))
         return None if ms is None else ms / 1000
 
     @planned
     def unlock(self) -> Op[bool]:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        return (yield from do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from self._locks._doing(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
 class ReadWriteLock(LockKey, Generic[LK]):
@@ -964,7 +948,7 @@ class MultiHold(Scope):
         for e in self._entries:
             self._locks._watchdog.remove(e)
         try:
-            return int((yield from do(multi_release(self._owner, self._keys))))
+            return int((yield from self._locks._doing(multi_release(self._owner, self._keys))))
         finally:
             conn, self._conn = self._conn, None
             yield from close(conn)
@@ -994,7 +978,7 @@ class MultiLock(Scope, Generic[MH]):
         owner = self._owner or locks.owner().encode()
         plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
-        replies, conn = yield from replies_of(plan, self._session)
+        replies, conn = yield from self._locks._replies(plan, self._session)
         try:
             taken = read_taken(replies[0])
         except BaseException:
@@ -1035,9 +1019,9 @@ class Permits(Scope):
 
     def _release(self) -> Op[int]:
         if self._released:
-            return int((yield from do(semaphore_available(self._sem._key))))
+            return int((yield from self._locks._doing(semaphore_available(self._sem._key))))
         self._released = True
-        return int((yield from do(semaphore_release(self._sem._key, self.count))))
+        return int((yield from self._locks._doing(semaphore_release(self._sem._key, self.count))))
 
 
 class Semaphore(Generic[PM]):
@@ -1050,15 +1034,15 @@ class Semaphore(Generic[PM]):
 
     @planned
     def try_set_permits(self, n: int) -> Op[bool]:
-        return (yield from do(semaphore_try_set_permits(self._key, n)))
+        return (yield from self._locks._doing(semaphore_try_set_permits(self._key, n)))
 
     @planned
     def add_permits(self, n: int) -> Op[int]:
-        return (yield from do(semaphore_add_permits(self._key, n)))
+        return (yield from self._locks._doing(semaphore_add_permits(self._key, n)))
 
     @planned
     def available(self) -> Op[int]:
-        return (yield from do(semaphore_available(self._key)))
+        return (yield from self._locks._doing(semaphore_available(self._key)))
 
     @planned
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Op[Optional[PM]]:
@@ -1068,7 +1052,7 @@ class Semaphore(Generic[PM]):
 
     def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         if not read_taken(replies[0]):
             return None
         got = self._locks._face.Permits(self, permits)
@@ -1077,7 +1061,7 @@ class Semaphore(Generic[PM]):
 
     @planned
     def release(self, permits: int = 1) -> Op[int]:
-        return (yield from do(semaphore_release(self._key, permits)))
+        return (yield from self._locks._doing(semaphore_release(self._key, permits)))
 
 
 class LeasedPermit(Scope):
@@ -1104,7 +1088,7 @@ class LeasedPermit(Scope):
     def _renew(self) -> Op[None]:
         r = self._renewal
         try:
-            yield from do(permit_renew(r.key, r.owner, r.lease_ms))
+            yield from self._locks._doing(permit_renew(r.key, r.owner, r.lease_ms))
         except Lost:
             self._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
             self.check()
@@ -1119,7 +1103,7 @@ class LeasedPermit(Scope):
             return False
         self._released = True
         self._locks._watchdog.remove(self._entry)
-        return bool((yield from do(permit_return(self._sem._key, self.id))))
+        return bool((yield from self._locks._doing(permit_return(self._sem._key, self.id))))
 
 
 class PermitSemaphore(Semaphore[Any], Generic[LP]):
@@ -1137,7 +1121,7 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         plan = lease_plan(self._key, lms, permits, block)
         sent = time.monotonic()
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         ids = read_leased(replies[0])
         if ids is None:
             return None
@@ -1150,7 +1134,7 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
                 yield from p._release()
             rest = plan.give_back(ids)[len(made):]
             if rest:
-                yield from send(self._key, rest, True)
+                yield from self._locks._sending(self._key, rest, True)
 
         yield ("_undo", (undo,))
         for i in ids:
@@ -1159,7 +1143,7 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
 
     @planned
     def release(self, permit_id: str) -> Op[bool]:  # type: ignore[override]
-        return (yield from do(permit_return(self._key, permit_id)))
+        return (yield from self._locks._doing(permit_return(self._key, permit_id)))
 
 
 class Latch:
@@ -1171,15 +1155,15 @@ class Latch:
 
     @planned
     def try_set_count(self, n: int) -> Op[bool]:
-        return (yield from do(latch_try_set_count(self._key, n)))
+        return (yield from self._locks._doing(latch_try_set_count(self._key, n)))
 
     @planned
     def count_down(self) -> Op[int]:
-        return (yield from do(latch_count_down(self._key)))
+        return (yield from self._locks._doing(latch_count_down(self._key)))
 
     @planned
     def count(self) -> Op[int]:
-        return (yield from do(latch_count(self._key)))
+        return (yield from self._locks._doing(latch_count(self._key)))
 
     @planned
     def await_zero(self, wait: Optional[float] = None) -> Op[bool]:
@@ -1189,7 +1173,7 @@ class Latch:
 
     def _await_zero(self, wait: Optional[float]) -> Op[bool]:
         plan = latch_plan(self._key, wait_ms(wait))
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         return read_latch(replies[0])
 
 
@@ -1258,7 +1242,7 @@ class Election(Generic[LD]):
     @planned
     def leader(self) -> Op[Optional[Leader]]:
         """The ``Leader`` now, or None."""
-        return (yield from do(election_leader(self._key)))
+        return (yield from self._locks._doing(election_leader(self._key)))
 
     def observe(self, poll: float = 0.05, stop: Any = None) -> "Observation":
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,
@@ -1285,7 +1269,7 @@ class Observation(Stream):
             self._looked = True
             if self._stop is not None and self._stop.is_set():
                 return UNSET
-            now = yield from do(election_leader(self._key))
+            now = yield from self._locks._doing(election_leader(self._key))
             if now != self._last:
                 self._last = now
                 return now
