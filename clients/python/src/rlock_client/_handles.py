@@ -196,12 +196,30 @@ def talk(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, waits: bool, d
     return replies
 
 
+def take(server: Any, waits: bool, timeout: Optional[float] = None) -> Op[Any]:
+    """An idle connection of ``server``, or (none idle) a new one the face opens. The pool is
+    looked at here, not through the face: most calls find one, and a trip through the
+    driver costs each call as much as a short command's own work."""
+    conn = server.idle(server.kind(waits, timeout))
+    if conn is None:
+        conn = yield (server, "_take", (waits, timeout))
+    return conn
+
+
+def server_of(router: Any, key: bytes) -> Op[Any]:
+    """The server of ``key``: the one server at once, a cluster's node through the face (the
+    asyncio face loads the node map first)."""
+    if router.single is not None:
+        return router.single
+    return (yield (router, "server_for", (key,)))
+
+
 def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> Op[list]:
     """``cmds`` on a connection of ``server`` (a face's ``_Server``), every reply read. A
     broken link raises, and the connection is dropped. ``timeout``: the watchdog's (renewals
     must not outwait a lease), the socket timeout of connections of its own (sync) or a
     deadline on each read (asyncio)."""
-    conn = yield (server, "_take", (False, timeout))
+    conn = yield from take(server, False, timeout)
     try:
         out = yield from talk(conn, cmds, [], False, None if timeout is None else time.monotonic() + timeout)
     except BaseException:
@@ -415,7 +433,7 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
         broken link sends them once more (they carry REQ ids, so the server applies them at
         most once). A MOVED reply in a cluster sends them to the node it names."""
         self._check_pid()
-        server = yield (self._router, "server_for", (key,))
+        server = yield from server_of(self._router, key)
         out: list = []
         for attempt in range(3):
             try:
@@ -438,12 +456,12 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
         ``w`` records how far it got (which server and connection, whether it was sent, the
         replies once all are read), for the face to end a wait its caller left."""
         self._check_pid()
-        w.server = yield (self._router, "server_for", (plan.key,))
+        w.server = yield from server_of(self._router, plan.key)
         cmds = plan.cmds
         deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
-            w.conn = yield (w.server, "_take", (True,))
+            w.conn = yield from take(w.server, True)
             replies: list = []
             try:
                 w.sent = True
@@ -516,7 +534,7 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
 
     def _replicas_of(self, key: bytes) -> Op[int]:
         """How many replicas the key's server has attached (looked up once a second)."""
-        server = yield (self._router, "server_for", (key,))
+        server = yield from server_of(self._router, key)
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
@@ -1477,7 +1495,7 @@ class Watchdog:
             self._lose(n, r, ev, RAN_OUT_FIXED)
         groups: dict = {}
         for entry in renewable:
-            server = yield (locks._router, "server_for", (entry[1].key,))
+            server = yield from server_of(locks._router, entry[1].key)
             groups.setdefault(id(server), []).append(entry)
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]
