@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import weakref
+from types import MethodType
 from typing import (Any, Awaitable, Callable, Concatenate, Generator, Generic, List, Optional, ParamSpec, Sequence,
                     Tuple, TypeVar, overload)
 
@@ -153,6 +154,12 @@ class planned(Generic[S, P, T]):
         self.__doc__ = plan.__doc__
         self.__name__ = plan.__name__
 
+        def run(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            return (obj if isinstance(obj, Locks) else obj._locks)._run(plan(obj, *args, **kwargs))
+
+        run.__doc__, run.__name__, run.__qualname__ = plan.__doc__, plan.__name__, plan.__qualname__
+        self._run = run  # made once: each read of the method binds it, as Python binds a function
+
     @overload
     def __get__(self, obj: None, cls: Any) -> "planned[S, P, T]": ...
 
@@ -168,14 +175,7 @@ class planned(Generic[S, P, T]):
     def __get__(self, obj: Any, cls: Any) -> Any:
         if obj is None:
             return self
-        plan = self.plan
-        runner = obj if isinstance(obj, Locks) else obj._locks
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return runner._run(plan(obj, *args, **kwargs))
-
-        run.__doc__, run.__name__ = plan.__doc__, plan.__name__
-        return run
+        return MethodType(self._run, obj)
 
 UNSET: Any = object()
 EVENTS_CONFIG = ("CONFIG", "GET", "notify-keyspace-events")
