@@ -14,7 +14,8 @@ The requests a plan may yield (each face's ``Locks`` has these methods):
   connection if ``pin``);
 - ``("_read", (conn, waits, deadline))``: the next reply on a connection (``talk``);
 - ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
-  is handed over (a plan factory; the sync face runs it from another thread);
+  is handed over (a plan factory; the sync face runs it from another thread); yielded only
+  after a wait (``_wait``), of which a plan runs at most one;
 - ``("_close", (conn,))``: a connection closed (None: nothing);
 - ``("_sleep", (seconds,))``;
 - ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``),
@@ -219,7 +220,9 @@ def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float
     broken link raises, and the connection is dropped. ``timeout``: the watchdog's (renewals
     must not outwait a lease), the socket timeout of connections of its own (sync) or a
     deadline on each read (asyncio)."""
-    conn = yield from take(server, False, timeout)
+    conn = server.idle(server.kind(False, timeout))  # ``take``, inlined: every command passes here
+    if conn is None:
+        conn = yield (server, "_take", (False, timeout))
     try:
         out = yield from talk(conn, cmds, [], False, None if timeout is None else time.monotonic() + timeout)
     except BaseException:
@@ -433,7 +436,8 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
         broken link sends them once more (they carry REQ ids, so the server applies them at
         most once). A MOVED reply in a cluster sends them to the node it names."""
         self._check_pid()
-        server = yield from server_of(self._router, key)
+        r = self._router  # ``server_of``, inlined: every command passes here
+        server = r.single if r.single is not None else (yield (r, "server_for", (key,)))
         out: list = []
         for attempt in range(3):
             try:
@@ -534,7 +538,8 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
 
     def _replicas_of(self, key: bytes) -> Op[int]:
         """How many replicas the key's server has attached (looked up once a second)."""
-        server = yield from server_of(self._router, key)
+        r = self._router  # ``server_of``, inlined: every command passes here
+        server = r.single if r.single is not None else (yield (r, "server_for", (key,)))
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
@@ -862,7 +867,8 @@ class Lock(LockKey, Scope, Generic[H]):
         basis = grant_basis(sent, time.monotonic(), block, spec, replicas)
         hold = locks._face.Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew, basis,
                                 grant.token, grant.count, grant.acked, conn, activate=False)
-        yield ("_undo", (hold._release,))
+        if plan.waits:  # only a wait is left early; a plan runs at most one
+            yield ("_undo", (hold._release,))
         hold._activate()
         return hold
 
@@ -1007,7 +1013,8 @@ class MultiLock(Scope, Generic[MH]):
             return None
         basis = sent if block is None else time.monotonic()
         hold = locks._face.MultiHold(locks, self._keys, owner, self._lease, self._renew, basis, conn)
-        yield ("_undo", (hold._release,))
+        if plan.waits:  # only a wait is left early; a plan runs at most one
+            yield ("_undo", (hold._release,))
         return hold
 
     def _enter(self) -> Op[MultiHold]:
@@ -1074,7 +1081,8 @@ class Semaphore(Generic[PM]):
         if not read_taken(replies[0]):
             return None
         got = self._locks._face.Permits(self, permits)
-        yield ("_undo", (got._release,))
+        if plan.waits:
+            yield ("_undo", (got._release,))
         return got
 
     @planned
@@ -1154,7 +1162,8 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
             if rest:
                 yield from self._locks._sending(self._key, rest, True)
 
-        yield ("_undo", (undo,))
+        if plan.waits:
+            yield ("_undo", (undo,))
         for i in ids:
             made.append(self._locks._face.LeasedPermit(self, i, lms, lease is None, basis))
         return made
