@@ -148,7 +148,9 @@ class Async:
 class planned(Generic[S, P, T]):
     """A public method written once as a plan, run by the face of the object it is read from:
     on a ``Sync`` object a call returns the plan's value, on an ``Async`` one an awaitable of
-    it. The plan's parameters and value are the method's types on either face."""
+    it. The plan's parameters and value are the method's types on either face. A public plan
+    that only hands over to an inner one returns that plan rather than ``yield from`` it: one
+    frame fewer to resume on each request."""
 
     def __init__(self, plan: Callable[Concatenate[S, P], Op[T]]) -> None:
         self.plan = plan
@@ -593,7 +595,7 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     @planned
     def stats(self) -> Op[dict]:
         """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
-        return (yield from self._stats())
+        return self._stats()
 
     def _stats(self) -> Op[dict]:
         out = {}
@@ -726,7 +728,7 @@ class Hold(Scope):
     @planned
     def renew(self) -> Op[None]:
         """Renews the lease now (the watchdog does it by itself)."""
-        return (yield from self._renew())
+        return self._renew()
 
     def _renew(self) -> Op[None]:
         self.check()
@@ -748,7 +750,7 @@ class Hold(Scope):
         StaleToken (the same owner took it again as a newer hold). The inner command's own
         error is redis-py's. Sent once: a broken link raises, since the command may have run.
         In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
-        return (yield from self._guard(command))
+        return self._guard(command)
 
     def _guard(self, command: Sequence[Any]) -> Op[Any]:
         return (yield from self._locks._doing(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
@@ -758,7 +760,7 @@ class Hold(Scope):
         """Gives this hold back. True when the lock is free now, False when a re-entry was
         undone. Raises NotHeld when the lock was no longer held (lost). In a child process
         after fork(), releases nothing of the parent's and returns False."""
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[bool]:
         if self._pid != os.getpid() or self._released:
@@ -835,7 +837,7 @@ class Lock(LockKey, Scope, Generic[H]):
     def acquire(self, *, wait: Any = UNSET) -> Op[Optional[H]]:
         """Takes the lock (or re-enters it) for the caller's owner: a Hold, or None if it is
         not granted within the wait (the handle's ``wait``, or none: one try)."""
-        return (yield from self._acquire(wait))
+        return self._acquire(wait)
 
     def _acquire(self, wait: Any) -> Op[Optional[H]]:
         spec = self._spec
@@ -902,7 +904,7 @@ class Lock(LockKey, Scope, Generic[H]):
     @planned
     def remaining_lease(self) -> Op[Optional[float]]:
         """The lease left in seconds; None when the lock is free (or has no expiry)."""
-        return (yield from self._remaining_lease())
+        return self._remaining_lease()
 
     def _remaining_lease(self) -> Op[Optional[float]]:
         ms = yield from self._locks._doing(lock_remaining_lease(self._spec.key))
@@ -963,7 +965,7 @@ class MultiHold(Scope):
     def release(self) -> Op[int]:
         """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
         fork(), releases nothing of the parent's and returns 0."""
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[int]:
         if self._released or self._pid != os.getpid():
@@ -993,7 +995,7 @@ class MultiLock(Scope, Generic[MH]):
     def acquire(self, *, wait: Any = UNSET) -> Op[Optional[MH]]:
         """Takes every lock for the caller's owner, or none: None if they are not all granted
         within the wait (the handle's ``wait``, or none: one try)."""
-        return (yield from self._acquire(wait))
+        return self._acquire(wait)
 
     def _acquire(self, wait: Any) -> Op[Optional[MH]]:
         block = self._wait if wait is UNSET else wait_ms(wait)
@@ -1040,7 +1042,7 @@ class Permits(Scope):
 
     @planned
     def release(self) -> Op[int]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[int]:
         if self._released:
@@ -1073,7 +1075,7 @@ class Semaphore(Generic[PM]):
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Op[Optional[PM]]:
         """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
         one try). The wait runs in the server."""
-        return (yield from self._acquire(permits, wait))
+        return self._acquire(permits, wait)
 
     def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
@@ -1109,7 +1111,7 @@ class LeasedPermit(Scope):
 
     @planned
     def renew(self) -> Op[None]:
-        return (yield from self._renew())
+        return self._renew()
 
     def _renew(self) -> Op[None]:
         r = self._renewal
@@ -1122,7 +1124,7 @@ class LeasedPermit(Scope):
 
     @planned
     def release(self) -> Op[bool]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[bool]:
         if self._released:
@@ -1140,7 +1142,7 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
                 lease: Optional[float] = None) -> Op[Optional[List[LP]]]:
         """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
         ``wait`` (None: one try)."""
-        return (yield from self._lease(permits, wait, lease))
+        return self._lease(permits, wait, lease)
 
     def _lease(self, permits: int, wait: Optional[float], lease: Optional[float]) -> Op[Optional[list]]:
         block = wait_ms(wait)
@@ -1196,7 +1198,7 @@ class Latch:
     def await_zero(self, wait: Optional[float] = None) -> Op[bool]:
         """True once the count is zero; False if the wait ends first (None: look once). The
         wait runs in the server."""
-        return (yield from self._await_zero(wait))
+        return self._await_zero(wait)
 
     def _await_zero(self, wait: Optional[float]) -> Op[bool]:
         plan = latch_plan(self._key, wait_ms(wait))
@@ -1229,7 +1231,7 @@ class Leadership(Scope):
 
     @planned
     def resign(self) -> Op[None]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[None]:
         if not self.hold._released:
