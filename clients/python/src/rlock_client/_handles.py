@@ -222,7 +222,8 @@ def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float
     broken link raises, and the connection is dropped. ``timeout``: the watchdog's (renewals
     must not outwait a lease), the socket timeout of connections of its own (sync) or a
     deadline on each read (asyncio)."""
-    conn = server.idle(server.kind(False, timeout))  # ``take``, inlined: every command passes here
+    kind = server.kind(False, timeout)
+    conn = server.idle(kind)  # ``take``, inlined: every command passes here
     if conn is None:
         conn = yield (server, "_take", (False, timeout))
     try:
@@ -230,7 +231,7 @@ def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float
     except BaseException:
         yield ("_close", (conn,))
         raise
-    server.give(conn, server.kind(False, timeout))
+    server.give(conn, kind)
     return out
 
 
