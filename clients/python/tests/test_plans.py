@@ -18,6 +18,7 @@ class Cluster:
 
 class Router:
     cluster = Cluster()  # a cluster: MOVED is followed
+    single = None  # so each key's server is asked of the face
 
     def at(self, host, port):
         return Server(f"{host}:{port}")

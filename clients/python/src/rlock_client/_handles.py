@@ -10,13 +10,12 @@ so on both. Threads, tasks and sockets stay in the faces; decisions stay in ``_c
 
 The requests a plan may yield (each face's ``Locks`` has these methods):
 
-- ``("_do", (call,))``: a ``_core.Call``, sent and read (``do``);
-- ``("_pipeline", (key, cmds, resend))``: the replies of ``cmds`` on the server of ``key``;
 - ``("_wait", (plan, pin))``: a ``_core.Plan`` sent on a wait connection: (replies, the
   connection if ``pin``);
 - ``("_read", (conn, waits, deadline))``: the next reply on a connection (``talk``);
 - ``("_undo", (plan,))``: how to give back what a wait made, should the caller leave before it
-  is handed over (a plan factory; the sync face runs it from another thread);
+  is handed over (a plan factory; the sync face runs it from another thread); yielded only
+  after a wait (``_wait``), of which a plan runs at most one;
 - ``("_close", (conn,))``: a connection closed (None: nothing);
 - ``("_sleep", (seconds,))``;
 - ``(object, method name, args)``: a method of the face's router (``server_for``, ``all``),
@@ -33,6 +32,7 @@ import os
 import sys
 import time
 import weakref
+from types import MethodType
 from typing import (Any, Awaitable, Callable, Concatenate, Generator, Generic, List, Optional, ParamSpec, Sequence,
                     Tuple, TypeVar, overload)
 
@@ -148,12 +148,20 @@ class Async:
 class planned(Generic[S, P, T]):
     """A public method written once as a plan, run by the face of the object it is read from:
     on a ``Sync`` object a call returns the plan's value, on an ``Async`` one an awaitable of
-    it. The plan's parameters and value are the method's types on either face."""
+    it. The plan's parameters and value are the method's types on either face. A public plan
+    that only hands over to an inner one returns that plan rather than ``yield from`` it: one
+    frame fewer to resume on each request."""
 
     def __init__(self, plan: Callable[Concatenate[S, P], Op[T]]) -> None:
         self.plan = plan
         self.__doc__ = plan.__doc__
         self.__name__ = plan.__name__
+
+        def run(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            return (obj if isinstance(obj, Locks) else obj._locks)._run(plan(obj, *args, **kwargs))
+
+        run.__doc__, run.__name__, run.__qualname__ = plan.__doc__, plan.__name__, plan.__qualname__
+        self._run = run  # made once: each read of the method binds it, as Python binds a function
 
     @overload
     def __get__(self, obj: None, cls: Any) -> "planned[S, P, T]": ...
@@ -170,35 +178,11 @@ class planned(Generic[S, P, T]):
     def __get__(self, obj: Any, cls: Any) -> Any:
         if obj is None:
             return self
-        plan = self.plan
-        runner = obj if isinstance(obj, Locks) else obj._locks
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return runner._run(plan(obj, *args, **kwargs))
-
-        run.__doc__, run.__name__ = plan.__doc__, plan.__name__
-        return run
+        return MethodType(self._run, obj)
 
 UNSET: Any = object()
 EVENTS_CONFIG = ("CONFIG", "GET", "notify-keyspace-events")
 LINK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)  # a broken link, not a server's refusal
-
-
-def do(call: Call) -> Op[Any]:
-    """The plan of one ``_core.Call``."""
-    return (yield ("_do", (call,)))
-
-
-def send(key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False) -> Op[list]:
-    return (yield ("_pipeline", (key, cmds, resend)))
-
-
-def replies_of(plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
-    """The replies of an acquiring plan: waited for on a wait connection (and that connection
-    if ``pin``), or sent at once (resent after a broken link: REQ ids, or a mere look)."""
-    if plan.waits:
-        return (yield ("_wait", (plan, pin)))
-    return (yield from send(plan.key, plan.cmds, True)), None
 
 
 def talk(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, waits: bool, deadline: Optional[float]) -> Op[list]:
@@ -215,18 +199,39 @@ def talk(conn: Any, cmds: Sequence[Sequence[Any]], replies: list, waits: bool, d
     return replies
 
 
+def take(server: Any, waits: bool, timeout: Optional[float] = None) -> Op[Any]:
+    """An idle connection of ``server``, or (none idle) a new one the face opens. The pool is
+    looked at here, not through the face: most calls find one, and a trip through the
+    driver costs each call as much as a short command's own work."""
+    conn = server.idle(server.kind(waits, timeout))
+    if conn is None:
+        conn = yield (server, "_take", (waits, timeout))
+    return conn
+
+
+def server_of(router: Any, key: bytes) -> Op[Any]:
+    """The server of ``key``: the one server at once, a cluster's node through the face (the
+    asyncio face loads the node map first)."""
+    if router.single is not None:
+        return router.single
+    return (yield (router, "server_for", (key,)))
+
+
 def exchange(server: Any, cmds: Sequence[Sequence[Any]], timeout: Optional[float] = None) -> Op[list]:
     """``cmds`` on a connection of ``server`` (a face's ``_Server``), every reply read. A
     broken link raises, and the connection is dropped. ``timeout``: the watchdog's (renewals
     must not outwait a lease), the socket timeout of connections of its own (sync) or a
     deadline on each read (asyncio)."""
-    conn = yield (server, "_take", (False, timeout))
+    kind = server.kind(False, timeout)
+    conn = server.idle(kind)  # ``take``, inlined: every command passes here
+    if conn is None:
+        conn = yield (server, "_take", (False, timeout))
     try:
         out = yield from talk(conn, cmds, [], False, None if timeout is None else time.monotonic() + timeout)
     except BaseException:
         yield ("_close", (conn,))
         raise
-    server.give(conn, server.kind(False, timeout))
+    server.give(conn, kind)
     return out
 
 
@@ -434,7 +439,8 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
         broken link sends them once more (they carry REQ ids, so the server applies them at
         most once). A MOVED reply in a cluster sends them to the node it names."""
         self._check_pid()
-        server = yield (self._router, "server_for", (key,))
+        r = self._router  # ``server_of``, inlined: every command passes here
+        server = r.single if r.single is not None else (yield (r, "server_for", (key,)))
         out: list = []
         for attempt in range(3):
             try:
@@ -457,12 +463,12 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
         ``w`` records how far it got (which server and connection, whether it was sent, the
         replies once all are read), for the face to end a wait its caller left."""
         self._check_pid()
-        w.server = yield (self._router, "server_for", (plan.key,))
+        w.server = yield from server_of(self._router, plan.key)
         cmds = plan.cmds
         deadline = wait_deadline(time.monotonic(), plan.block)
         tries = 0
         while True:
-            w.conn = yield (w.server, "_take", (True,))
+            w.conn = yield from take(w.server, True)
             replies: list = []
             try:
                 w.sent = True
@@ -535,7 +541,8 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
 
     def _replicas_of(self, key: bytes) -> Op[int]:
         """How many replicas the key's server has attached (looked up once a second)."""
-        server = yield (self._router, "server_for", (key,))
+        r = self._router  # ``server_of``, inlined: every command passes here
+        server = r.single if r.single is not None else (yield (r, "server_for", (key,)))
         now = time.monotonic()
         seen = self._replicas.get(id(server))
         if seen is None or now - seen[0] > 1.0:
@@ -546,15 +553,18 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     def _replicas_for(self, key: bytes) -> Any:
         return self._run(self._replicas_of(key))
 
-    def _pipeline(self, key: bytes, cmds: Sequence[Sequence[Any]], resend: bool = False,
-                  timeout: Optional[float] = None) -> Any:
-        return self._run(self._sending(key, cmds, resend, timeout))
-
-    def _do(self, c: Call) -> Any:
-        return self._run(self._doing(c))
-
     def _doing(self, c: Call) -> Op[Any]:
+        """The plan of one ``_core.Call``. Plans ``yield from`` it (and ``_sending``) rather than
+        asking the face to run it: a nested run costs a driver of its own per command."""
         return c.read((yield from self._sending(c.key, c.cmds, c.resend)))
+
+    def _replies(self, plan: Plan, pin: bool = False) -> Op[Tuple[list, Any]]:
+        """The replies of an acquiring plan: waited for on a wait connection (and that
+        connection if ``pin``), or sent at once (resent after a broken link: REQ ids, or a mere
+        look)."""
+        if plan.waits:
+            return (yield ("_wait", (plan, pin)))
+        return (yield from self._sending(plan.key, plan.cmds, True)), None
 
     def _call(self, key: bytes, *args: Any) -> Any:
         return self._run(self._calling(key, args))
@@ -572,21 +582,21 @@ class Locks(Generic[LK, RW, ML, SM, PS, LT, EL]):
     @planned
     def info(self, name: Any) -> Op[LockInfo]:
         """``LockInfo`` of the lock ``name``."""
-        return (yield from do(lock_info(check_name(name))))
+        return (yield from self._doing(lock_info(check_name(name))))
 
     @planned
     def force_release(self, name: Any) -> Op[bool]:
-        return (yield from do(lock_force_release(check_name(name))))
+        return (yield from self._doing(lock_force_release(check_name(name))))
 
     @planned
     def waiters(self, name: Any) -> Op[List[Waiter]]:
         """The ``Waiter`` list of the lock ``name``."""
-        return (yield from do(waiters_call(check_name(name))))
+        return (yield from self._doing(waiters_call(check_name(name))))
 
     @planned
     def stats(self) -> Op[dict]:
         """``INFO rlock`` per primary: ``{"host:port": {field: value}}``."""
-        return (yield from self._stats())
+        return self._stats()
 
     def _stats(self) -> Op[dict]:
         out = {}
@@ -719,13 +729,13 @@ class Hold(Scope):
     @planned
     def renew(self) -> Op[None]:
         """Renews the lease now (the watchdog does it by itself)."""
-        return (yield from self._renew())
+        return self._renew()
 
     def _renew(self) -> Op[None]:
         self.check()
         r = self._renewal
         try:
-            yield from do(lock_renew(self._key, self._owner, self.side, r.lease_ms))
+            yield from self._locks._doing(lock_renew(self._key, self._owner, self.side, r.lease_ms))
         except Lost:
             self._locks._watchdog._lose(self._entry, r, self.lost, "the renewal was refused")
             raise
@@ -741,17 +751,17 @@ class Hold(Scope):
         StaleToken (the same owner took it again as a newer hold). The inner command's own
         error is redis-py's. Sent once: a broken link raises, since the command may have run.
         In a cluster, every key of the command must be in the lock's slot (a hash tag)."""
-        return (yield from self._guard(command))
+        return self._guard(command)
 
     def _guard(self, command: Sequence[Any]) -> Op[Any]:
-        return (yield from do(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
+        return (yield from self._locks._doing(hold_guard(self._key, self._owner, self.side, self.token, command, self._released)))
 
     @planned
     def release(self) -> Op[bool]:
         """Gives this hold back. True when the lock is free now, False when a re-entry was
         undone. Raises NotHeld when the lock was no longer held (lost). In a child process
         after fork(), releases nothing of the parent's and returns False."""
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[bool]:
         if self._pid != os.getpid() or self._released:
@@ -764,7 +774,7 @@ class Hold(Scope):
             if self._finalizer is not None:
                 self._finalizer.detach()
             self._locks._watchdog.remove(self._entry)
-            replies = yield from send(self._key, [cmd], True)
+            replies = yield from self._locks._sending(self._key, [cmd], True)
         except self._locks._link_errors:
             raise
         except BaseException:
@@ -791,15 +801,15 @@ class LockKey:
 
     @planned
     def info(self) -> Op[LockInfo]:
-        return (yield from do(lock_info(self._key)))
+        return (yield from self._locks._doing(lock_info(self._key)))
 
     @planned
     def is_locked(self) -> Op[bool]:
-        return (yield from do(lock_is_locked(self._key)))
+        return (yield from self._locks._doing(lock_is_locked(self._key)))
 
     @planned
     def force_release(self) -> Op[bool]:
-        return (yield from do(lock_force_release(self._key)))
+        return (yield from self._locks._doing(lock_force_release(self._key)))
 
 
 class Lock(LockKey, Scope, Generic[H]):
@@ -828,7 +838,7 @@ class Lock(LockKey, Scope, Generic[H]):
     def acquire(self, *, wait: Any = UNSET) -> Op[Optional[H]]:
         """Takes the lock (or re-enters it) for the caller's owner: a Hold, or None if it is
         not granted within the wait (the handle's ``wait``, or none: one try)."""
-        return (yield from self._acquire(wait))
+        return self._acquire(wait)
 
     def _acquire(self, wait: Any) -> Op[Optional[H]]:
         spec = self._spec
@@ -840,7 +850,7 @@ class Lock(LockKey, Scope, Generic[H]):
         replicas = acknowledgements(spec, seen)
         plan = lock_plan(spec, owner, block, replicas)
         sent = time.monotonic()
-        replies, conn = yield from replies_of(plan, spec.session)
+        replies, conn = yield from self._locks._replies(plan, spec.session)
         try:
             grant = read_grant(spec, replies, replicas)
         except BaseException:
@@ -851,7 +861,7 @@ class Lock(LockKey, Scope, Generic[H]):
             return None
         if grant.short:
             try:
-                yield from send(spec.key, plan.give_back(replies[0]), True)
+                yield from self._locks._sending(spec.key, plan.give_back(replies[0]), True)
             finally:
                 yield from close(conn)
             raise NotAcknowledged(
@@ -860,7 +870,8 @@ class Lock(LockKey, Scope, Generic[H]):
         basis = grant_basis(sent, time.monotonic(), block, spec, replicas)
         hold = locks._face.Hold(locks, spec.key, owner, spec.side, spec.lease_ms, spec.renew, basis,
                                 grant.token, grant.count, grant.acked, conn, activate=False)
-        yield ("_undo", (hold._release,))
+        if plan.waits:  # only a wait is left early; a plan runs at most one
+            yield ("_undo", (hold._release,))
         hold._activate()
         return hold
 
@@ -884,26 +895,26 @@ class Lock(LockKey, Scope, Generic[H]):
     def is_held_by(self, owner: Any = None) -> Op[bool]:
         """Whether ``owner`` (this handle's owner when None) holds the lock (on its side)."""
         who = self._owner_bytes() if owner is None else check_owner(owner)
-        return (yield from do(lock_is_held_by(self._spec.key, who, self._spec.side)))
+        return (yield from self._locks._doing(lock_is_held_by(self._spec.key, who, self._spec.side)))
 
     @planned
     def hold_count(self) -> Op[int]:
         """This handle's owner's hold count (on its side for a read-write lock)."""
-        return (yield from do(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from self._locks._doing(lock_hold_count(self._spec.key, self._owner_bytes(), self._spec.side)))
 
     @planned
     def remaining_lease(self) -> Op[Optional[float]]:
         """The lease left in seconds; None when the lock is free (or has no expiry)."""
-        return (yield from self._remaining_lease())
+        return self._remaining_lease()
 
     def _remaining_lease(self) -> Op[Optional[float]]:
-        ms = yield from do(lock_remaining_lease(self._spec.key))
+        ms = yield from self._locks._doing(lock_remaining_lease(self._spec.key))
         return None if ms is None else ms / 1000
 
     @planned
     def unlock(self) -> Op[bool]:
         """One RLOCK.RELEASE for this handle's owner, with no Hold (a hold a previous run left)."""
-        return (yield from do(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
+        return (yield from self._locks._doing(lock_release(self._spec.key, self._owner_bytes(), self._spec.side)))
 
 
 class ReadWriteLock(LockKey, Generic[LK]):
@@ -955,7 +966,7 @@ class MultiHold(Scope):
     def release(self) -> Op[int]:
         """RLOCK.MRELEASE: how many of the locks are free now. In a child process after
         fork(), releases nothing of the parent's and returns 0."""
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[int]:
         if self._released or self._pid != os.getpid():
@@ -964,7 +975,7 @@ class MultiHold(Scope):
         for e in self._entries:
             self._locks._watchdog.remove(e)
         try:
-            return int((yield from do(multi_release(self._owner, self._keys))))
+            return int((yield from self._locks._doing(multi_release(self._owner, self._keys))))
         finally:
             conn, self._conn = self._conn, None
             yield from close(conn)
@@ -985,7 +996,7 @@ class MultiLock(Scope, Generic[MH]):
     def acquire(self, *, wait: Any = UNSET) -> Op[Optional[MH]]:
         """Takes every lock for the caller's owner, or none: None if they are not all granted
         within the wait (the handle's ``wait``, or none: one try)."""
-        return (yield from self._acquire(wait))
+        return self._acquire(wait)
 
     def _acquire(self, wait: Any) -> Op[Optional[MH]]:
         block = self._wait if wait is UNSET else wait_ms(wait)
@@ -994,7 +1005,7 @@ class MultiLock(Scope, Generic[MH]):
         owner = self._owner or locks.owner().encode()
         plan = multi_plan(self._keys, owner, self._lease, block, self._session)
         sent = time.monotonic()
-        replies, conn = yield from replies_of(plan, self._session)
+        replies, conn = yield from self._locks._replies(plan, self._session)
         try:
             taken = read_taken(replies[0])
         except BaseException:
@@ -1005,7 +1016,8 @@ class MultiLock(Scope, Generic[MH]):
             return None
         basis = sent if block is None else time.monotonic()
         hold = locks._face.MultiHold(locks, self._keys, owner, self._lease, self._renew, basis, conn)
-        yield ("_undo", (hold._release,))
+        if plan.waits:  # only a wait is left early; a plan runs at most one
+            yield ("_undo", (hold._release,))
         return hold
 
     def _enter(self) -> Op[MultiHold]:
@@ -1031,13 +1043,13 @@ class Permits(Scope):
 
     @planned
     def release(self) -> Op[int]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[int]:
         if self._released:
-            return int((yield from do(semaphore_available(self._sem._key))))
+            return int((yield from self._locks._doing(semaphore_available(self._sem._key))))
         self._released = True
-        return int((yield from do(semaphore_release(self._sem._key, self.count))))
+        return int((yield from self._locks._doing(semaphore_release(self._sem._key, self.count))))
 
 
 class Semaphore(Generic[PM]):
@@ -1050,34 +1062,35 @@ class Semaphore(Generic[PM]):
 
     @planned
     def try_set_permits(self, n: int) -> Op[bool]:
-        return (yield from do(semaphore_try_set_permits(self._key, n)))
+        return (yield from self._locks._doing(semaphore_try_set_permits(self._key, n)))
 
     @planned
     def add_permits(self, n: int) -> Op[int]:
-        return (yield from do(semaphore_add_permits(self._key, n)))
+        return (yield from self._locks._doing(semaphore_add_permits(self._key, n)))
 
     @planned
     def available(self) -> Op[int]:
-        return (yield from do(semaphore_available(self._key)))
+        return (yield from self._locks._doing(semaphore_available(self._key)))
 
     @planned
     def acquire(self, permits: int = 1, *, wait: Optional[float] = None) -> Op[Optional[PM]]:
         """Takes ``permits`` permits: Permits, or None if not granted within ``wait`` (None:
         one try). The wait runs in the server."""
-        return (yield from self._acquire(permits, wait))
+        return self._acquire(permits, wait)
 
     def _acquire(self, permits: int, wait: Optional[float]) -> Op[Any]:
         plan = semaphore_plan(self._key, permits, wait_ms(wait))
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         if not read_taken(replies[0]):
             return None
         got = self._locks._face.Permits(self, permits)
-        yield ("_undo", (got._release,))
+        if plan.waits:
+            yield ("_undo", (got._release,))
         return got
 
     @planned
     def release(self, permits: int = 1) -> Op[int]:
-        return (yield from do(semaphore_release(self._key, permits)))
+        return (yield from self._locks._doing(semaphore_release(self._key, permits)))
 
 
 class LeasedPermit(Scope):
@@ -1099,12 +1112,12 @@ class LeasedPermit(Scope):
 
     @planned
     def renew(self) -> Op[None]:
-        return (yield from self._renew())
+        return self._renew()
 
     def _renew(self) -> Op[None]:
         r = self._renewal
         try:
-            yield from do(permit_renew(r.key, r.owner, r.lease_ms))
+            yield from self._locks._doing(permit_renew(r.key, r.owner, r.lease_ms))
         except Lost:
             self._locks._watchdog._lose(self._entry, r, self.lost, "not leased")
             self.check()
@@ -1112,14 +1125,14 @@ class LeasedPermit(Scope):
 
     @planned
     def release(self) -> Op[bool]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[bool]:
         if self._released:
             return False
         self._released = True
         self._locks._watchdog.remove(self._entry)
-        return bool((yield from do(permit_return(self._sem._key, self.id))))
+        return bool((yield from self._locks._doing(permit_return(self._sem._key, self.id))))
 
 
 class PermitSemaphore(Semaphore[Any], Generic[LP]):
@@ -1130,14 +1143,14 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
                 lease: Optional[float] = None) -> Op[Optional[List[LP]]]:
         """Leases ``permits`` permits: a list of LeasedPermit, or None if not granted within
         ``wait`` (None: one try)."""
-        return (yield from self._lease(permits, wait, lease))
+        return self._lease(permits, wait, lease)
 
     def _lease(self, permits: int, wait: Optional[float], lease: Optional[float]) -> Op[Optional[list]]:
         block = wait_ms(wait)
         lms = self._locks._watchdog_lease_ms if lease is None else lease_ms(lease)
         plan = lease_plan(self._key, lms, permits, block)
         sent = time.monotonic()
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         ids = read_leased(replies[0])
         if ids is None:
             return None
@@ -1150,16 +1163,17 @@ class PermitSemaphore(Semaphore[Any], Generic[LP]):
                 yield from p._release()
             rest = plan.give_back(ids)[len(made):]
             if rest:
-                yield from send(self._key, rest, True)
+                yield from self._locks._sending(self._key, rest, True)
 
-        yield ("_undo", (undo,))
+        if plan.waits:
+            yield ("_undo", (undo,))
         for i in ids:
             made.append(self._locks._face.LeasedPermit(self, i, lms, lease is None, basis))
         return made
 
     @planned
     def release(self, permit_id: str) -> Op[bool]:  # type: ignore[override]
-        return (yield from do(permit_return(self._key, permit_id)))
+        return (yield from self._locks._doing(permit_return(self._key, permit_id)))
 
 
 class Latch:
@@ -1171,25 +1185,25 @@ class Latch:
 
     @planned
     def try_set_count(self, n: int) -> Op[bool]:
-        return (yield from do(latch_try_set_count(self._key, n)))
+        return (yield from self._locks._doing(latch_try_set_count(self._key, n)))
 
     @planned
     def count_down(self) -> Op[int]:
-        return (yield from do(latch_count_down(self._key)))
+        return (yield from self._locks._doing(latch_count_down(self._key)))
 
     @planned
     def count(self) -> Op[int]:
-        return (yield from do(latch_count(self._key)))
+        return (yield from self._locks._doing(latch_count(self._key)))
 
     @planned
     def await_zero(self, wait: Optional[float] = None) -> Op[bool]:
         """True once the count is zero; False if the wait ends first (None: look once). The
         wait runs in the server."""
-        return (yield from self._await_zero(wait))
+        return self._await_zero(wait)
 
     def _await_zero(self, wait: Optional[float]) -> Op[bool]:
         plan = latch_plan(self._key, wait_ms(wait))
-        replies, _ = yield from replies_of(plan)
+        replies, _ = yield from self._locks._replies(plan)
         return read_latch(replies[0])
 
 
@@ -1218,7 +1232,7 @@ class Leadership(Scope):
 
     @planned
     def resign(self) -> Op[None]:
-        return (yield from self._release())
+        return self._release()
 
     def _release(self) -> Op[None]:
         if not self.hold._released:
@@ -1258,7 +1272,7 @@ class Election(Generic[LD]):
     @planned
     def leader(self) -> Op[Optional[Leader]]:
         """The ``Leader`` now, or None."""
-        return (yield from do(election_leader(self._key)))
+        return (yield from self._locks._doing(election_leader(self._key)))
 
     def observe(self, poll: float = 0.05, stop: Any = None) -> "Observation":
         """The leader now, then each change (None: no leader), read every ``poll`` seconds,
@@ -1285,7 +1299,7 @@ class Observation(Stream):
             self._looked = True
             if self._stop is not None and self._stop.is_set():
                 return UNSET
-            now = yield from do(election_leader(self._key))
+            now = yield from self._locks._doing(election_leader(self._key))
             if now != self._last:
                 self._last = now
                 return now
@@ -1493,7 +1507,7 @@ class Watchdog:
             self._lose(n, r, ev, RAN_OUT_FIXED)
         groups: dict = {}
         for entry in renewable:
-            server = yield (locks._router, "server_for", (entry[1].key,))
+            server = yield from server_of(locks._router, entry[1].key)
             groups.setdefault(id(server), []).append(entry)
         for group in groups.values():
             cmds = [renew_args(r, new_req_id()) for _, r, _ in group]

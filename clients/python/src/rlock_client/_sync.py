@@ -88,7 +88,9 @@ class Locks(_h.Locks["Lock", "ReadWriteLock", "MultiLock", "Semaphore", "PermitS
             req = next(plan)
             while True:
                 try:
-                    if req[0] == "_wait":
+                    if len(req) == 3:  # most requests: a method of a connection, server or router
+                        out = getattr(req[0], req[1])(*req[2])
+                    elif req[0] == "_wait":
                         waited, w = req[1][0], _h.Waiting()
                         out = self._wait_here(waited, w, req[1][1])
                     elif req[0] == "_undo":
@@ -96,7 +98,7 @@ class Locks(_h.Locks["Lock", "ReadWriteLock", "MultiLock", "Semaphore", "PermitS
                         if w is not None:
                             w.undo = req[1][0]
                     else:
-                        out = getattr(self, req[0])(*req[1]) if len(req) == 2 else getattr(req[0], req[1])(*req[2])
+                        out = getattr(self, req[0])(*req[1])
                 except BaseException as e:
                     req = plan.throw(e)
                     continue

@@ -203,9 +203,11 @@ class Locks(_h.Locks["Lock", "ReadWriteLock", "MultiLock", "Semaphore", "PermitS
     async def _read(conn: Any, waits: bool, deadline: Optional[float]) -> Any:
         """The next reply on ``conn``: a wait's as long as the server waits, given up past
         ``deadline``."""
-        within = None if deadline is None else max(0.1, deadline - time.monotonic())
+        if deadline is None:  # a short command's read: its socket timeout bounds it
+            return await conn.read_response(timeout=math.inf if waits else None)
         try:
-            return await asyncio.wait_for(conn.read_response(timeout=math.inf if waits else None), within)
+            return await asyncio.wait_for(conn.read_response(timeout=math.inf if waits else None),
+                                          max(0.1, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             raise RedisTimeoutError("the server did not answer in time") from None
 
