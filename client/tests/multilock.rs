@@ -176,11 +176,27 @@ async fn c06_multi_key_waits_given_up_around_their_grant_leave_nothing_held() {
             ("no CLIENT KILL", Locks::new(limited)),
         ] {
             for i in 0..16u64 {
-                raw(
+                // Waits out the previous round's recovery: a wait given up before its grant
+                // is sent again without BLOCK under its REQ id, which may take the free locks
+                // for a moment before it gives them back; what it must never do is keep them.
+                let taken = raw(
                     &server,
-                    &["RLOCK.ACQUIRE", "{r}:b", "someone", "LEASE", "30000"],
+                    &[
+                        "RLOCK.ACQUIRE",
+                        "{r}:b",
+                        "someone",
+                        "LEASE",
+                        "30000",
+                        "BLOCK",
+                        "5000",
+                    ],
                 )
                 .unwrap();
+                assert_ne!(
+                    taken,
+                    rlock_module_tests::redis::Value::Nil,
+                    "{flavor} {who} #{i}: {{r}}:b still held 5 s after the last round"
+                );
                 let set = locks.multi(["{r}:a", "{r}:b"]).wait_forever();
                 let task = tokio::spawn(async move { set.acquire().await });
                 tokio::time::sleep(Duration::from_millis(30)).await;
