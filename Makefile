@@ -128,16 +128,16 @@ test-go:
 
 # The Go client against raw commands on go-redis, redsync's Mutex and bsm/redislock
 # (clients/go/bench, a module of its own): server on core 0, load on core 1, medians of rounds.
-# GO_BENCH_ARGS: -flavor redis|redis8|valkey, -rounds N, -seconds S, -json FILE. FLAVOR is the
+# GO_BENCH_ARGS: -rounds N, -seconds S (and the bench's other flags). FLAVOR is the
 # server (default redis); BENCH_JSON is the results file (schema rlock-bench/1,
 # bench/report/README.md; default target/bench-go.json).
-GO_BENCH_ARGS ?= -json $(TARGET_DIR)/bench-go.json
+GO_BENCH_ARGS ?=
 bench-go:
 	scripts/deps.sh build redis redis8 valkey go
 	$(CARGO) build --release -p rlock
 	mkdir -p $(TARGET_DIR)
 	cd clients/go/bench && go build -o $(TARGET_DIR)/rlock-go-bench . && env $$($(CURDIR)/scripts/deps.sh --servers) RLOCK_MODULE=$(RELEASE_MODULE) $(TARGET_DIR)/rlock-go-bench $(GO_BENCH_ARGS) \
-		$(if $(FLAVOR),-flavor $(FLAVOR)) $(if $(BENCH_JSON),-json $(abspath $(BENCH_JSON)))
+		$(if $(FLAVOR),-flavor $(FLAVOR)) -json $(abspath $(or $(BENCH_JSON),$(TARGET_DIR)/bench-go.json))
 
 unit:
 	$(CARGO) test -p rlock
